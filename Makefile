@@ -1,0 +1,35 @@
+# Two entry points for a fresh clone (see README):
+#   make demo   set up .venv, install podsim, run the demo end to end
+#   make test   set up .venv with test extras, run the test suite
+# Both are safe to run again: the venv is reused and reinstalled only when pyproject.toml changes.
+
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+OUT    ?= out/demo
+
+.PHONY: demo test lint bench clean
+
+$(BIN)/python:
+	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "podsim needs Python >= 3.11, found " + sys.version.split()[0]'
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+$(VENV)/.installed: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e '.[dev,dask]'
+	@touch $@
+
+demo: $(VENV)/.installed
+	$(BIN)/podsim demo --out $(OUT)
+
+test: $(VENV)/.installed
+	$(BIN)/python -m pytest -q
+
+lint: $(VENV)/.installed
+	$(BIN)/ruff check podsim tests benchmarks
+
+bench: $(VENV)/.installed
+	@for f in benchmarks/bench_*.py; do echo "== $$f"; $(BIN)/python $$f || exit 1; done
+
+clean:
+	rm -rf $(VENV) out .pytest_cache

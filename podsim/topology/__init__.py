@@ -1,0 +1,25 @@
+"""Pod topology: generations as data, pod layout, OCS circuits, slices, routes and figures.
+
+Typical use::
+
+    from podsim.topology import build_slice, topology_summary
+    built = build_slice("tpu-v4", "4x4x8", twisted=True)   # fabric + slice + local view
+    topology_summary("tpu-v4")["bisection_bytes_per_s"]     # 2.3e13
+"""
+
+from podsim.topology.fabric import Circuit, DcnSpec, Fabric, LinkKind, NodeKind, build_fabric
+from podsim.topology.generations import Figure, Generation, generations, get_generation, with_overrides
+from podsim.topology.metrics import slice_figures
+from podsim.topology.pod import PodLayout
+from podsim.topology.routing import Routes, dcn_routes, slice_routes, torus_routes
+from podsim.topology.shapes import SliceSpec, format_shape, is_twistable, parse_shape, validate_shape
+from podsim.topology.slices import Slice, SliceView, check_slice_topology, cube_circuits, plan_slice, slice_view
+from podsim.topology.summary import Built, build_slice, pod_spec, topology_detail, topology_summary
+
+__all__ = [
+    "Built", "Circuit", "DcnSpec", "Fabric", "Figure", "Generation", "LinkKind", "NodeKind", "PodLayout",
+    "Routes", "Slice", "SliceSpec", "SliceView", "build_fabric", "build_slice", "check_slice_topology",
+    "cube_circuits", "dcn_routes", "format_shape", "generations", "get_generation", "is_twistable",
+    "parse_shape", "plan_slice", "pod_spec", "slice_figures", "slice_routes", "slice_view",
+    "topology_detail", "topology_summary", "torus_routes", "validate_shape", "with_overrides",
+]

@@ -1,0 +1,220 @@
+"""Hardware generations as validated data: every figure has a value, a unit and a source.
+
+The data file is `podsim/data/generations.yaml`; it is loaded and validated once, at import.
+"""
+
+from __future__ import annotations
+
+import math
+from functools import cache
+from importlib import resources
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, field_validator, model_validator
+
+from podsim.errors import PodsimError
+from podsim.units import UNIT_SCALE, to_si
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class AltFigure(_Frozen):
+    """A conflicting published figure, recorded beside the one chosen."""
+
+    value: float
+    unit: str
+    source: str
+    note: str = ""
+
+
+class Figure(_Frozen):
+    """A published (or explicitly assumed) figure with its unit and source id."""
+
+    value: float | None
+    unit: str
+    source: str
+    note: str = ""
+    alt: AltFigure | None = None
+    era: int | None = None
+
+    @field_validator("unit")
+    @classmethod
+    def _known_unit(cls, unit: str) -> str:
+        if unit not in UNIT_SCALE:
+            raise ValueError(f"unknown unit {unit!r}")
+        return unit
+
+    @property
+    def si(self) -> float | None:
+        """Value in podsim's base unit, or None where no figure is published."""
+        return None if self.value is None else to_si(self.value, self.unit)
+
+    def require(self, what: str) -> float:
+        """The SI value; a clear error where the figure is not published."""
+        if self.value is None:
+            raise PodsimError(f"{what} is not published ({self.note or self.source}); give it in the scenario")
+        return to_si(self.value, self.unit)
+
+
+class OcsSpec(_Frozen):
+    """Optical circuit switches of a pod: one OCS per (dimension, face-link index)."""
+
+    count: Figure
+    ports: Figure
+    ports_used: Figure
+    links_per_face: Figure
+    switch_time: Figure
+    reconfigure_time: Figure
+
+
+Wraparound = Literal["whole_cubes", "full_axis", "switched"]
+SliceRule = Literal["cubes", "listed", "pow2_rectangle", "gpu_nodes"]
+
+
+class Generation(_Frozen):
+    """One hardware generation (chip, host, pod, network) as published."""
+
+    id: str
+    name: str
+    vendor: str
+    year: int
+    dims: Literal[1, 2, 3]
+    pod_shape: tuple[int, ...]
+    host_shape: tuple[int, ...]
+    cube_shape: tuple[int, ...] | None
+    wraparound: Wraparound
+    ocs: OcsSpec | None
+    twistable: bool
+    slice_rule: SliceRule
+    slice_shapes: tuple[str, ...] = ()
+    nondecreasing_shapes: bool = False
+    max_slice_cubes: Figure | None = None
+    pod_shape_note: str = ""
+    pod_shape_source: str = ""
+    peak_bf16_tflops_per_chip: Figure
+    hbm_per_chip: Figure
+    hbm_bandwidth_per_chip: Figure
+    chips_per_host: Figure
+    ici_links_per_chip: Figure
+    ici_link_bandwidth: Figure
+    ici_hop_latency: Figure
+    pcie_bandwidth_per_chip: Figure
+    dcn_bandwidth_per_host: Figure
+    nics_per_host: Figure
+    power_per_chip: Figure
+    price_per_chip_hour: Figure
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Generation:
+        if len(self.pod_shape) != self.dims or len(self.host_shape) != self.dims:
+            raise ValueError(f"{self.id}: pod_shape and host_shape need {self.dims} entries")
+        if math.prod(self.host_shape) != self.chips_per_host.value:
+            raise ValueError(f"{self.id}: host_shape {self.host_shape} does not hold chips_per_host chips")
+        if self.cube_shape is not None:
+            if len(self.cube_shape) != self.dims:
+                raise ValueError(f"{self.id}: cube_shape needs {self.dims} entries")
+            for p, c, h in zip(self.pod_shape, self.cube_shape, self.host_shape, strict=True):
+                if p % c or c % h:
+                    raise ValueError(f"{self.id}: pod {self.pod_shape} is not tiled by cubes {self.cube_shape} of hosts {self.host_shape}")
+        if (self.wraparound == "whole_cubes") != (self.cube_shape is not None):
+            raise ValueError(f"{self.id}: whole_cubes wraparound needs a cube_shape")
+        for p, h in zip(self.pod_shape, self.host_shape, strict=True):
+            if p % h:
+                raise ValueError(f"{self.id}: pod {self.pod_shape} is not tiled by hosts {self.host_shape}")
+        return self
+
+    # Convenience accessors in base units -------------------------------------------------
+    @property
+    def pod_chips(self) -> int:
+        return math.prod(self.pod_shape)
+
+    @property
+    def has_ocs(self) -> bool:
+        return self.ocs is not None
+
+    @property
+    def chips_per_cube(self) -> int:
+        return math.prod(self.cube_shape) if self.cube_shape else 0
+
+    @property
+    def cube_grid(self) -> tuple[int, ...]:
+        """Cubes per axis in the pod's home arrangement."""
+        assert self.cube_shape is not None
+        return tuple(p // c for p, c in zip(self.pod_shape, self.cube_shape, strict=True))
+
+    @property
+    def link_bytes_per_s(self) -> float:
+        """ICI bandwidth per link per direction."""
+        return self.ici_link_bandwidth.require(f"{self.id} ICI link bandwidth")
+
+    @property
+    def peak_flops_per_s(self) -> float:
+        return self.peak_bf16_tflops_per_chip.require(f"{self.id} peak bf16 FLOP/s")
+
+    @property
+    def hbm_bytes_per_s(self) -> float:
+        return self.hbm_bandwidth_per_chip.require(f"{self.id} HBM bandwidth")
+
+    @property
+    def hop_latency_s(self) -> float:
+        return self.ici_hop_latency.require(f"{self.id} ICI hop latency")
+
+    def figures(self) -> dict[str, Figure]:
+        """Every published figure of this generation by field name (OCS figures prefixed)."""
+        out = {k: v for k, v in self if isinstance(v, Figure)}
+        if self.ocs:
+            out.update({f"ocs.{k}": v for k, v in self.ocs if isinstance(v, Figure)})
+        return out
+
+
+class GenerationFile(_Frozen):
+    sources: dict[str, str]
+    generations: dict[str, dict]
+
+
+def _load_file() -> tuple[dict[str, Generation], dict[str, str]]:
+    text = resources.files("podsim").joinpath("data/generations.yaml").read_text()
+    raw = GenerationFile.model_validate(yaml.safe_load(text))
+    gens = {gid: Generation.model_validate({"id": gid, **body}) for gid, body in raw.generations.items()}
+    return gens, raw.sources
+
+
+@cache
+def _registry() -> tuple[dict[str, Generation], dict[str, str]]:
+    return _load_file()
+
+
+def generations() -> dict[str, Generation]:
+    """All generations by id (`tpu-v4`, ...)."""
+    return _registry()[0]
+
+
+def sources() -> dict[str, str]:
+    """Source keys used by the data file that are not row ids of the reference sheet."""
+    return _registry()[1]
+
+
+def get_generation(gen_id: str) -> Generation:
+    """The generation with this id; a one-line error listing the known ids otherwise."""
+    gens = generations()
+    if gen_id not in gens:
+        raise PodsimError(f"unknown generation {gen_id!r}; known: {', '.join(gens)}")
+    return gens[gen_id]
+
+
+def with_overrides(gen: Generation, **figures: float) -> Generation:
+    """A copy of `gen` with figure values replaced (units kept), e.g. ici_link_bandwidth=50."""
+    update = {}
+    for name, value in figures.items():
+        fig = getattr(gen, name, None)
+        if not isinstance(fig, Figure):
+            allowed = ", ".join(gen.figures())
+            raise PodsimError(f"cannot override {name!r} of {gen.id}; figures: {allowed}")
+        update[name] = fig.model_copy(update={"value": float(value), "source": "override", "note": f"overridden (was {fig.value} {fig.unit})"})
+    return gen.model_copy(update=update)
+
+
+generations()  # validate the data file at import: a broken file fails loudly here

@@ -1,0 +1,179 @@
+"""Routes as link-id lists, vectorised over many flows.
+
+- Tori and meshes: dimension-order routing (x, then y, then z), the shorter way round each
+  ring; ties on an even ring alternate with the source coordinate's parity so both directions
+  carry equal load. On a twisted torus the wraparound shifts other coordinates, so the route
+  tries each way round each twisted axis (and once round in full) and keeps the shortest:
+  still dimension-ordered, and minimal in hops (the lattice-graph view of Camarero et al.).
+- DCN: chip -> NIC -> leaf -> spine -> leaf -> NIC -> chip on the EPS Clos, the spine picked
+  by a deterministic ECMP hash of the NIC pair; leaf -> leaf directly on the OCS DCN.
+- GPU nodes: GPU -> NVSwitch -> GPU inside a node, the DCN between nodes.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+
+import numpy as np
+
+from podsim.topology.fabric import Fabric
+from podsim.topology.slices import SliceView
+
+
+@dataclass(frozen=True)
+class Routes:
+    """Routes of F flows in CSR form: flow f uses links[indptr[f]:indptr[f+1]], in order."""
+
+    indptr: np.ndarray
+    links: np.ndarray
+
+    @property
+    def n_flows(self) -> int:
+        return len(self.indptr) - 1
+
+    @property
+    def hops(self) -> np.ndarray:
+        return np.diff(self.indptr)
+
+    def route(self, f: int) -> np.ndarray:
+        return self.links[self.indptr[f]:self.indptr[f + 1]]
+
+    def flow_of_entry(self) -> np.ndarray:
+        """For each entry of `links`, the flow it belongs to (the route incidence, COO rows)."""
+        return np.repeat(np.arange(self.n_flows), self.hops)
+
+
+def _from_padded(m: np.ndarray) -> Routes:
+    keep = m >= 0
+    indptr = np.concatenate([[0], np.cumsum(keep.sum(1))]).astype(np.int64)
+    return Routes(indptr, m[keep].astype(np.int32))
+
+
+def torus_steps(src: np.ndarray, dst: np.ndarray, shape, wrap, twist: np.ndarray) -> np.ndarray:
+    """Signed hop counts per axis (F, dims) of minimal dimension-order routes src -> dst.
+
+    `src`, `dst` are (F, dims) slice coordinates; `twist[d]` is added to the coordinates when
+    a route crosses axis d's wraparound in the + direction (zero for a plain torus).
+    """
+    shape = np.asarray(shape, np.int64)
+    dims = len(shape)
+    twisted_axes = [d for d in range(dims) if wrap[d] and twist[d].any()]
+    best_t = None
+    best_len = None
+    # A twisted wraparound shifts other coordinates, so going round a twisted ring the long
+    # way, or once more in full, can shorten the rest of the route: try all three.
+    for choice in itertools.product((-1, 0, 1), repeat=len(twisted_axes)):
+        pick = dict(zip(twisted_axes, choice, strict=True))
+        pos = src.astype(np.int64).copy()
+        t = np.zeros_like(pos)
+        for d in range(dims):
+            n = shape[d]
+            delta = dst[:, d] - pos[:, d]
+            if not wrap[d] or n == 1:
+                step = delta
+            else:
+                fwd = delta % n
+                bwd = fwd - n
+                if d in pick:
+                    step = fwd + pick[d] * n
+                else:
+                    tie_plus = (pos[:, d] % 2) == 0
+                    step = np.where(fwd < -bwd, fwd, np.where(fwd > -bwd, bwd, np.where(tie_plus, fwd, bwd)))
+                    step = np.where(fwd == 0, 0, step)
+            crossed = np.floor_divide(pos[:, d] + step, n)
+            pos[:, d] = (pos[:, d] + step) % n
+            if twist[d].any():
+                pos = (pos + crossed[:, None] * twist[d][None, :]) % shape
+            t[:, d] = step
+        length = np.abs(t).sum(1)
+        if best_t is None:
+            best_t, best_len = t, length
+        else:
+            better = length < best_len
+            best_t = np.where(better[:, None], t, best_t)
+            best_len = np.minimum(length, best_len)
+    return best_t
+
+
+def torus_routes(view: SliceView, src: np.ndarray, dst: np.ndarray) -> Routes:
+    """Dimension-order routes between slice-local chip indices, following the live ports."""
+    src = np.asarray(src, np.int64)
+    dst = np.asarray(dst, np.int64)
+    slc = view.slice
+    steps = torus_steps(view.coords[src], view.coords[dst], slc.shape, slc.wrap, slc.twist)
+    cur = src.copy()
+    flows, links = [], []
+    for d in range(len(slc.shape)):
+        direction = (steps[:, d] < 0).astype(np.int64)
+        count = np.abs(steps[:, d])
+        for h in range(int(count.max(initial=0))):
+            act = np.flatnonzero(count > h)
+            lk = view.port_link[cur[act], d, direction[act]]
+            if (lk < 0).any():
+                raise AssertionError(f"route leaves slice {slc.spec} on dim {d}: the slice is not wired as its topology")
+            flows.append(act)
+            links.append(lk)
+            cur[act] = view.port_peer[cur[act], d, direction[act]]
+    if not np.array_equal(cur, dst):
+        raise AssertionError("dimension-order routes did not reach their destinations")
+    if not flows:
+        return Routes(np.zeros(len(src) + 1, np.int64), np.empty(0, np.int32))
+    f = np.concatenate(flows)
+    lk = np.concatenate(links)
+    order = np.argsort(f, kind="stable")
+    indptr = np.concatenate([[0], np.cumsum(np.bincount(f, minlength=len(src)))]).astype(np.int64)
+    return Routes(indptr, lk[order].astype(np.int32))
+
+
+def ecmp_spine(src_nic: np.ndarray, dst_nic: np.ndarray, n_spines: int) -> np.ndarray:
+    """Deterministic ECMP hash of a NIC pair onto a spine."""
+    h = (src_nic.astype(np.uint64) * np.uint64(2654435761) + dst_nic.astype(np.uint64) * np.uint64(40503)) >> np.uint64(7)
+    return (h % np.uint64(max(n_spines, 1))).astype(np.int64)
+
+
+def dcn_routes(fabric: Fabric, src_chips: np.ndarray, dst_chips: np.ndarray) -> Routes:
+    """Routes over the DCN between chips (global ids), through their hosts' NICs."""
+    return _from_padded(_dcn_padded(fabric, src_chips, dst_chips))
+
+
+def _dcn_padded(fabric: Fabric, src_chips: np.ndarray, dst_chips: np.ndarray) -> np.ndarray:
+    src_chips = np.asarray(src_chips, np.int64)
+    dst_chips = np.asarray(dst_chips, np.int64)
+    ns = fabric.nic_of_chip[src_chips] - fabric.first_nic
+    nd = fabric.nic_of_chip[dst_chips] - fabric.first_nic
+    ls, ld = fabric.leaf_of_nic[ns], fabric.leaf_of_nic[nd]
+    m = np.full((len(src_chips), 6), -1, np.int64)
+    m[:, 0] = fabric.chip_up[src_chips]
+    m[:, 5] = fabric.chip_down[dst_chips]
+    via_leaf = ns != nd
+    m[via_leaf, 1] = fabric.nic_up[ns[via_leaf]]
+    m[via_leaf, 4] = fabric.nic_down[nd[via_leaf]]
+    across = via_leaf & (ls != ld)
+    if fabric.dcn.kind == "eps":
+        spine = ecmp_spine(ns[across], nd[across], fabric.leaf_spine.shape[1])
+        m[across, 2] = fabric.leaf_spine[ls[across], spine]
+        m[across, 3] = fabric.spine_leaf[spine, ld[across]]
+    else:
+        m[across, 2] = fabric.leaf_leaf[ls[across], ld[across]]
+    return m
+
+
+def switch_routes(fabric: Fabric, src_chips: np.ndarray, dst_chips: np.ndarray) -> Routes:
+    """GPU clusters: through the node's NVSwitch inside a node, over the DCN between nodes."""
+    src_chips = np.asarray(src_chips, np.int64)
+    dst_chips = np.asarray(dst_chips, np.int64)
+    host = fabric.layout.host_of_chip
+    same = host[src_chips] == host[dst_chips]
+    m = _dcn_padded(fabric, src_chips, dst_chips)
+    m[same] = -1
+    m[same, 0] = fabric.nvlink_up[src_chips[same]]
+    m[same, 1] = fabric.nvlink_down[dst_chips[same]]
+    return _from_padded(m)
+
+
+def slice_routes(view: SliceView, src: np.ndarray, dst: np.ndarray) -> Routes:
+    """Routes between slice-local chip indices over the slice's own network."""
+    if view.slice.spec.kind == "gpu":
+        return switch_routes(view.fabric, view.chips[np.asarray(src)], view.chips[np.asarray(dst)])
+    return torus_routes(view, src, dst)

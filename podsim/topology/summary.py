@@ -1,0 +1,93 @@
+"""Topology summaries of a pod or a slice: the library call behind `podsim topology`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from podsim.topology.fabric import DcnSpec, Fabric, build_fabric
+from podsim.topology.generations import Generation, get_generation
+from podsim.topology.metrics import slice_figures
+from podsim.topology.pod import PodLayout
+from podsim.topology.shapes import SliceSpec, format_shape, validate_shape
+from podsim.topology.slices import Slice, SliceView, plan_slice, slice_view
+
+
+def pod_spec(gen: Generation, ocs: bool = True) -> SliceSpec:
+    """The whole pod seen as one slice (a full torus; not necessarily a schedulable slice)."""
+    if gen.slice_rule == "gpu_nodes":
+        return SliceSpec(gen.id, gen.pod_shape, False, "gpu", (False,))
+    kind = "cubes" if gen.cube_shape else "rectangle"
+    return SliceSpec(gen.id, gen.pod_shape, False, kind, (True,) * gen.dims)
+
+
+@dataclass(frozen=True, eq=False)
+class Built:
+    """A fabric with one slice placed on it: what summaries, the engine and tests start from."""
+
+    fabric: Fabric
+    slice: Slice
+    view: SliceView
+
+
+def build_slice(gen_id: str, shape: str | tuple[int, ...] | None = None, twisted: bool = False,
+                ocs: bool = True, dcn: DcnSpec | None = None, pods: int = 1) -> Built:
+    """Validate `shape` (None: the whole pod), place it on the first cubes / at the origin of
+    pod 0, set its OCS circuits and return the wired fabric with the slice's view."""
+    gen = get_generation(gen_id)
+    spec = pod_spec(gen, ocs) if shape is None else validate_shape(gen, shape, twisted, ocs)
+    layout = PodLayout(gen, pods=pods, ocs=ocs)
+    slc = plan_slice(layout, spec)
+    circuits = slc.circuits if layout.ocs else None
+    fabric = build_fabric(layout, circuits=circuits, dcn=dcn)
+    return Built(fabric, slc, slice_view(fabric, slc))
+
+
+def topology_summary(gen_id: str, shape: str | None = None, twisted: bool = False, ocs: bool = True,
+                     dcn: DcnSpec | None = None) -> dict:
+    """One flat dict describing a pod (shape None) or a slice, in base units."""
+    built = build_slice(gen_id, shape, twisted, ocs, dcn)
+    gen = built.fabric.generation
+    spec = built.slice.spec
+    lay = built.fabric.layout
+    out = {
+        "generation": gen.id,
+        "name": gen.name,
+        "scope": "pod" if shape is None else "slice",
+        "shape": format_shape(spec.shape),
+        "topology": spec.topology,
+        "twisted": spec.twisted,
+        "wraparound": list(spec.wrap),
+        "ocs_wiring": lay.ocs,
+    }
+    out.update(slice_figures(built.view))
+    if shape is None:
+        out["cubes"] = lay.n_cubes
+        out["ocs"] = lay.n_ocs
+        out["hosts"] = lay.n_hosts
+    out["ocs_ports_per_unit"] = lay.ports_per_ocs
+    out["dcn"] = {"kind": built.fabric.dcn.kind, "leaves": built.fabric.meta["n_leaves"],
+                  "spines": built.fabric.meta["n_spines"], "oversubscription": built.fabric.dcn.oversubscription,
+                  "bytes_per_s_per_host": gen.dcn_bandwidth_per_host.si}
+    return out
+
+
+def topology_detail(gen_id: str, ocs: bool = True) -> dict:
+    """Ids of every host, cube, OCS unit and OCS port of one pod, for failure files."""
+    gen = get_generation(gen_id)
+    lay = PodLayout(gen, ocs=ocs)
+    hosts = [{"id": int(h), "cube": int(lay.cube_of_host[h]), "chips": [int(c) for c in lay.chips_of_host[h]]}
+             for h in range(lay.n_hosts)]
+    cubes = [{"id": int(k), "position": [int(v) for v in lay.cube_grid_pos[k]],
+              "hosts": [int(h) for h in lay.hosts_of_cube[k]]} for k in range(lay.n_cubes)]
+    ocs_units = []
+    if lay.ocs:
+        used = 2 * lay.cubes_per_pod
+        for o in range(lay.n_ocs):
+            dim, index = divmod(o % lay.ocs_per_pod, lay.links_per_face)
+            ocs_units.append({"id": o, "dim": "xyz"[dim], "face_index": int(index), "ports": lay.ports_per_ocs,
+                              "ports_cabled": used,
+                              "port_ids": f"{o}:0 .. {o}:{lay.ports_per_ocs - 1} (port 2c is cube c '+', 2c+1 cube c '-')"})
+    return {"generation": gen.id, "hosts": hosts, "cubes": cubes, "ocs": ocs_units,
+            "chip_coords": np.asarray(lay.coord).tolist()}
