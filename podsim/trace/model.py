@@ -1,0 +1,190 @@
+"""The in-code step trace: a DAG of ops run SPMD on every chip of a slice.
+
+This is the contract between trace producers (generators, importers, files) and the step-time
+engine. Sizes follow the nccl-tests convention ([NCCL-PERF], hardware.md §5) so bus-bandwidth
+factors apply unchanged:
+
+- all_reduce, broadcast, reduce: `bytes` is the buffer each chip holds;
+- all_gather: `bytes` is the gathered (output) buffer; each chip contributes bytes / n;
+- reduce_scatter: `bytes` is the input buffer; each chip ends with bytes / n;
+- all_to_all: `bytes` is each chip's send buffer; it sends bytes / n to every member;
+- send_recv (a collective permute): every chip sends `bytes` to the chip `shift` steps along
+  one axis group, as pipeline stages pass activations.
+
+A group is named by axes of the slice, so one trace runs on any slice size: `x` is the chips
+along x; `x,y` the x-y plane; `x,y,z` (or `all`) every chip. `x:4` is contiguous blocks of 4
+along x and `x:4:2` is 4 chips spaced 2 apart (how a logical mesh axis that splits a physical
+axis appears). `dcn` spans the slices of a multislice job (hierarchical: ICI inside each
+slice, DCN across slices).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from podsim.errors import PodsimError
+
+COLLECTIVE_KINDS = ("all_reduce", "reduce_scatter", "all_gather", "all_to_all", "broadcast", "reduce")
+CollectiveKind = Literal["all_reduce", "reduce_scatter", "all_gather", "all_to_all", "broadcast", "reduce"]
+SLICE_AXES = ("x", "y", "z")
+DCN_AXIS = "dcn"
+
+
+@dataclass(frozen=True)
+class AxisGroup:
+    """Part of a group along one axis: `size` chips (None: the whole axis) spaced `stride` apart."""
+
+    axis: str
+    size: int | None = None
+    stride: int = 1
+
+    def __str__(self) -> str:
+        if self.size is None:
+            return self.axis
+        return f"{self.axis}:{self.size}" + (f":{self.stride}" if self.stride != 1 else "")
+
+
+def parse_group(group: str | Iterable[str | AxisGroup]) -> tuple[AxisGroup, ...]:
+    """'x,y' / ['x', 'y:4'] / 'all' -> AxisGroups, in axis order, each axis at most once."""
+    if isinstance(group, str):
+        items: list = [g for g in re.split(r"[,\s]+", group.strip()) if g]
+    else:
+        items = list(group)
+    if items == ["all"]:
+        items = list(SLICE_AXES)
+    out: list[AxisGroup] = []
+    for item in items:
+        if isinstance(item, AxisGroup):
+            out.append(item)
+            continue
+        m = re.fullmatch(r"(x|y|z|dcn)(?::([0-9]+))?(?::([0-9]+))?", str(item).strip())
+        if not m:
+            raise PodsimError(f"group axis {item!r} is not understood; use x, y, z, dcn or all, optionally x:SIZE[:STRIDE]")
+        size = int(m.group(2)) if m.group(2) else None
+        stride = int(m.group(3)) if m.group(3) else 1
+        if (size is not None and size < 1) or stride < 1:
+            raise PodsimError(f"group axis {item!r}: size and stride must be >= 1")
+        out.append(AxisGroup(m.group(1), size, stride))
+    axes = [g.axis for g in out]
+    if len(set(axes)) != len(axes):
+        raise PodsimError(f"group {group!r} names an axis twice")
+    if not out:
+        raise PodsimError("a collective's group names no axis; use e.g. x, x,y or all")
+    order = {a: i for i, a in enumerate((*SLICE_AXES, DCN_AXIS))}
+    return tuple(sorted(out, key=lambda g: order[g.axis]))
+
+
+def format_group(group: Sequence[AxisGroup]) -> str:
+    return ",".join(str(g) for g in group)
+
+
+@dataclass(frozen=True)
+class Compute:
+    """Local work on every chip: a fixed duration, or FLOPs and HBM bytes (roofline)."""
+
+    id: str
+    duration_s: float | None = None
+    flops: float = 0.0
+    hbm_bytes: float = 0.0
+    efficiency: float | None = None  # fraction of peak FLOP/s reached; None: the engine's default
+    deps: tuple[str, ...] = ()
+    name: str = ""
+    layer: str = ""
+
+
+@dataclass(frozen=True)
+class Collective:
+    """A collective over a group of chips; `bytes` per the nccl-tests convention above."""
+
+    id: str
+    kind: CollectiveKind
+    bytes: float
+    group: tuple[AxisGroup, ...]
+    algorithm: str = "auto"
+    deps: tuple[str, ...] = ()
+    name: str = ""
+    layer: str = ""
+
+
+@dataclass(frozen=True)
+class SendRecv:
+    """A collective permute: every chip sends `bytes` to the chip `shift` steps along `axis`."""
+
+    id: str
+    bytes: float
+    axis: AxisGroup
+    shift: int = 1
+    deps: tuple[str, ...] = ()
+    name: str = ""
+    layer: str = ""
+
+
+Op = Compute | Collective | SendRecv
+
+
+@dataclass(frozen=True)
+class StepTrace:
+    """One training step as a DAG of ops (listed in any order that respects nothing in
+    particular; `topological_order` sorts them)."""
+
+    ops: tuple[Op, ...]
+    name: str = ""
+    meta: dict = field(default_factory=dict, compare=False)
+
+    def by_id(self) -> dict[str, Op]:
+        return {op.id: op for op in self.ops}
+
+    def topological_order(self) -> list[Op]:
+        """Ops in dependency order; a one-line error names an op on a cycle or a missing dep."""
+        ops = self.by_id()
+        if len(ops) != len(self.ops):
+            seen: set[str] = set()
+            dup = next(op.id for op in self.ops if op.id in seen or seen.add(op.id))
+            raise PodsimError(f"op id {dup!r} is used twice")
+        indeg = {i: 0 for i in ops}
+        users: dict[str, list[str]] = {i: [] for i in ops}
+        for op in self.ops:
+            for d in op.deps:
+                if d not in ops:
+                    raise PodsimError(f"op {op.id!r} depends on {d!r}, which is not in the trace")
+                indeg[op.id] += 1
+                users[d].append(op.id)
+        ready = [i for i in ops if indeg[i] == 0]
+        order: list[Op] = []
+        while ready:
+            i = ready.pop()
+            order.append(ops[i])
+            for u in users[i]:
+                indeg[u] -= 1
+                if indeg[u] == 0:
+                    ready.append(u)
+        if len(order) != len(ops):
+            stuck = sorted(i for i, n in indeg.items() if n > 0)
+            raise PodsimError(f"the dependencies form a cycle through op {stuck[0]!r}")
+        return order
+
+    def validate(self, axes: Sequence[str] = SLICE_AXES) -> None:
+        """Sizes non-negative, kinds known, groups on axes the slice has, no cycles."""
+        for op in self.ops:
+            if isinstance(op, Collective):
+                if op.kind not in COLLECTIVE_KINDS:
+                    raise PodsimError(f"op {op.id!r}: unknown collective kind {op.kind!r}; known: {', '.join(COLLECTIVE_KINDS)}")
+                groups = [g.axis for g in op.group]
+            elif isinstance(op, SendRecv):
+                groups = [op.axis.axis]
+            else:
+                groups = []
+                if op.duration_s is not None and op.duration_s < 0:
+                    raise PodsimError(f"op {op.id!r}: duration_s {op.duration_s} is negative")
+                if op.flops < 0 or op.hbm_bytes < 0:
+                    raise PodsimError(f"op {op.id!r}: flops and hbm_bytes must be >= 0")
+            size = getattr(op, "bytes", 0.0)
+            if size < 0:
+                raise PodsimError(f"op {op.id!r}: bytes {size} is negative")
+            missing = [a for a in groups if a not in axes and a != DCN_AXIS]
+            if missing:
+                raise PodsimError(f"op {op.id!r}: group axis {missing[0]!r} is not an axis of this slice ({', '.join(axes)})")
+        self.topological_order()
