@@ -179,11 +179,11 @@ class _LinkBuilder:
 
     def arrays(self):
         src, dst, cap, lat, kind = [], [], [], [], []
-        for a, b, c, l, k in self.parts:
+        for a, b, c, lt, k in self.parts:
             src.append(np.stack([a, b], 1).ravel())
             dst.append(np.stack([b, a], 1).ravel())
             cap.append(np.repeat(c, 2))
-            lat.append(np.repeat(l, 2))
+            lat.append(np.repeat(lt, 2))
             kind.append(np.full(2 * len(a), k, np.int8))
         cat = lambda xs, dt: np.concatenate(xs).astype(dt) if xs else np.empty(0, dt)  # noqa: E731
         return cat(src, np.int32), cat(dst, np.int32), cat(cap, float), cat(lat, float), cat(kind, np.int8)

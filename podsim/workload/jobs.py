@@ -1,0 +1,39 @@
+"""A job as the cluster simulation sees it: when it arrives, which slice it asks for, how long."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from podsim.topology.shapes import format_shape
+
+
+@dataclass(frozen=True)
+class Job:
+    """One training job.
+
+    Its length is `duration_s` of run time on the slice it asked for, or `steps` of the
+    model `model` whose step time the engine estimates on the slice actually given.
+    """
+
+    id: str
+    submit_s: float
+    shape: tuple[int, ...]
+    twisted: bool = False
+    priority: int = 0
+    duration_s: float | None = None
+    steps: int | None = None
+    model: str | None = None
+    accelerators: int | None = None  # as requested in a replayed trace, before rounding to a shape
+
+    def __post_init__(self):
+        if (self.duration_s is None) == (self.steps is None):
+            raise ValueError(f"job {self.id}: give exactly one of duration_s or steps")
+
+    @property
+    def chips(self) -> int:
+        return math.prod(self.shape)
+
+    @property
+    def shape_name(self) -> str:
+        return format_shape(self.shape) + ("_T" if self.twisted else "")

@@ -1,0 +1,111 @@
+"""Replay a real job trace from CSV, mapping accelerator counts to slice shapes.
+
+Mapping (documented in the README): a job asking for n accelerators gets the smallest shape of
+the generation's ladder with at least n chips (rounded up): e.g. on tpu-v4, 1 -> 1x1x1,
+2 -> 1x1x2, 4 -> 1x2x2, 8 -> 2x2x2, 16 -> 2x2x4, 32 -> 2x4x4, 64 -> 4x4x4, 128 -> 4x4x8 ...
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict
+
+from podsim.errors import PodsimError
+from podsim.topology.generations import Generation, get_generation
+from podsim.topology.shapes import parse_shape, validate_shape
+from podsim.workload.jobs import Job
+
+# Shape ladders: each generation's shapes in increasing chip count (xpk / Cloud TPU docs).
+LADDERS: dict[str, tuple[str, ...]] = {
+    "cubes": ("1x1x1", "1x1x2", "1x2x2", "2x2x2", "2x2x4", "2x4x4", "4x4x4", "4x4x8", "4x8x8", "8x8x8",
+              "8x8x16", "8x16x16", "16x16x16", "16x16x24", "16x24x24"),
+    "pow2_rectangle": ("2x2", "2x4", "4x4", "4x8", "8x8", "8x16", "16x16", "16x32", "32x32"),
+}
+
+
+class TraceColumns(BaseModel):
+    """Which CSV column holds each field; times and durations in seconds times `time_scale`."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: str = "job_id"
+    submit: str = "submission_time"
+    duration: str = "duration"
+    accelerators: str = "num_gpu"
+    time_scale: float = 1.0
+
+    @classmethod
+    def parse(cls, text: str | None) -> TraceColumns:
+        """'submit=t,duration=d,accelerators=n' -> TraceColumns (unnamed fields keep defaults)."""
+        if not text:
+            return cls()
+        fields = {}
+        for part in text.split(","):
+            key, sep, value = part.partition("=")
+            if not sep or key.strip() not in cls.model_fields:
+                raise PodsimError(f"--columns {part!r}: use key=column with keys {', '.join(cls.model_fields)}")
+            fields[key.strip()] = float(value) if key.strip() == "time_scale" else value.strip()
+        return cls(**fields)
+
+
+def ladder(gen: Generation) -> list[tuple[int, ...]]:
+    """Valid shapes of `gen` in increasing size, used to round accelerator counts up."""
+    if gen.slice_rule == "listed":
+        names = gen.slice_shapes
+    elif gen.slice_rule == "gpu_nodes":
+        per = int(gen.chips_per_host.value)
+        names = tuple(str(n) for n in [1, 2, 4] + list(range(per, gen.pod_chips + 1, per)))
+    else:
+        names = LADDERS[gen.slice_rule]
+    out = []
+    for name in names:
+        try:
+            out.append(validate_shape(gen, parse_shape(name)).shape)
+        except PodsimError:
+            continue
+    return sorted(out, key=math.prod)
+
+
+def shape_for_count(gen: Generation, n: int) -> tuple[int, ...]:
+    """The smallest valid shape with at least `n` chips; an error if none is that large."""
+    for shape in ladder(gen):
+        if math.prod(shape) >= n:
+            return shape
+    raise PodsimError(f"no {gen.id} slice has {n} chips (largest: {math.prod(ladder(gen)[-1])})")
+
+
+def load_trace_csv(path: str | Path, generation: str, columns: TraceColumns | None = None,
+                   limit: int | None = None) -> list[Job]:
+    """Jobs from a CSV trace, sorted by submission time, shifted to start at 0."""
+    gen = get_generation(generation)
+    cols = columns or TraceColumns()
+    path = Path(path)
+    if not path.is_file():
+        raise PodsimError(f"trace file {str(path)!r} does not exist")
+    jobs: list[Job] = []
+    with path.open(newline="") as f:
+        reader = csv.DictReader(f)
+        missing = [c for c in (cols.id, cols.submit, cols.duration, cols.accelerators) if c not in (reader.fieldnames or [])]
+        if missing:
+            raise PodsimError(f"{path.name}: column {missing[0]!r} not found; columns are {', '.join(reader.fieldnames or [])} (map them with --columns)")
+        for line, row in enumerate(reader, start=2):
+            try:
+                submit = float(row[cols.submit]) * cols.time_scale
+                duration = float(row[cols.duration]) * cols.time_scale
+                n = int(float(row[cols.accelerators]))
+            except ValueError:
+                raise PodsimError(f"{path.name} line {line}: a number is expected in {cols.submit}, {cols.duration} and {cols.accelerators}") from None
+            if duration < 0 or n < 1 or submit < 0:
+                raise PodsimError(f"{path.name} line {line}: negative time or fewer than 1 accelerator")
+            jobs.append(Job(id=str(row[cols.id]), submit_s=submit, shape=shape_for_count(gen, n),
+                            duration_s=duration, accelerators=n))
+            if limit and len(jobs) >= limit:
+                break
+    if not jobs:
+        raise PodsimError(f"{path.name} has no jobs")
+    jobs.sort(key=lambda j: (j.submit_s, j.id))
+    t0 = jobs[0].submit_s
+    return [Job(**{**j.__dict__, "submit_s": j.submit_s - t0}) for j in jobs]

@@ -1,0 +1,102 @@
+"""Synthetic job streams: arrivals, slice-size mix, durations and priorities, all seeded."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from podsim.errors import PodsimError
+from podsim.topology.generations import get_generation
+from podsim.workload.jobs import Job
+from podsim.workload.popularity import V4_SLICE_POPULARITY, SliceMix
+
+
+class _Spec(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class ArrivalSpec(_Spec):
+    """Poisson arrivals at `rate_per_h`, or a fixed list of inter-arrival gaps repeated."""
+
+    kind: Literal["poisson", "given"] = "poisson"
+    rate_per_h: float | None = Field(None, gt=0, description="mean arrivals per hour (poisson)")
+    gaps_s: tuple[float, ...] = Field((), description="inter-arrival gaps in seconds, cycled (given)")
+
+    @model_validator(mode="after")
+    def _check(self):
+        if self.kind == "poisson" and self.rate_per_h is None:
+            raise ValueError("poisson arrivals need rate_per_h")
+        if self.kind == "given" and (not self.gaps_s or min(self.gaps_s) < 0):
+            raise ValueError("given arrivals need a non-empty list of non-negative gaps_s")
+        return self
+
+    def times(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        if self.kind == "poisson":
+            gaps = rng.exponential(3600.0 / self.rate_per_h, size=n)
+        else:
+            gaps = np.resize(np.array(self.gaps_s, float), n)
+        return np.cumsum(gaps)
+
+
+class DurationSpec(_Spec):
+    """Run time of a job on the slice it asked for.
+
+    lognormal: median_s and sigma (of the underlying normal) — job lengths in production
+    clusters are heavy-tailed; exponential: mean_s; fixed: median_s; uniform: [low_s, high_s].
+    """
+
+    kind: Literal["lognormal", "exponential", "fixed", "uniform"] = "lognormal"
+    median_s: float = Field(3 * 3600.0, gt=0)
+    sigma: float = Field(1.0, ge=0)
+    mean_s: float = Field(3 * 3600.0, gt=0)
+    low_s: float = Field(600.0, gt=0)
+    high_s: float = Field(86400.0, gt=0)
+    max_s: float | None = Field(None, gt=0, description="cap on any single duration")
+
+    def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        if self.kind == "lognormal":
+            d = rng.lognormal(np.log(self.median_s), self.sigma, size=n)
+        elif self.kind == "exponential":
+            d = rng.exponential(self.mean_s, size=n)
+        elif self.kind == "fixed":
+            d = np.full(n, self.median_s)
+        else:
+            if self.high_s < self.low_s:
+                raise PodsimError(f"uniform durations: high_s {self.high_s} < low_s {self.low_s}")
+            d = rng.uniform(self.low_s, self.high_s, size=n)
+        return np.minimum(d, self.max_s) if self.max_s else d
+
+
+class SyntheticSpec(_Spec):
+    """A synthetic job stream for one generation."""
+
+    generation: str = "tpu-v4"
+    jobs: int = Field(200, ge=1, description="number of jobs to draw")
+    arrival: ArrivalSpec = ArrivalSpec(rate_per_h=4.0)
+    slice_mix: dict[str, float] = Field(default_factory=lambda: dict(V4_SLICE_POPULARITY),
+                                        description="shape[_T|_NT] -> weight; default: the TPU v4 paper's popularity table")
+    duration: DurationSpec = DurationSpec()
+    priorities: dict[int, float] = Field(default_factory=lambda: {0: 1.0}, description="priority -> weight")
+
+
+def generate_jobs(spec: SyntheticSpec, seed: int) -> list[Job]:
+    """Draw `spec.jobs` jobs; the same spec and seed give the same jobs."""
+    gen = get_generation(spec.generation)
+    mix = SliceMix.from_table(gen, spec.slice_mix)
+    rng = np.random.default_rng(seed)
+    n = spec.jobs
+    times = spec.arrival.times(rng, n)
+    shapes = mix.sample(rng, n)
+    durations = spec.duration.sample(rng, n)
+    prios = np.array(list(spec.priorities), int)
+    weights = np.array(list(spec.priorities.values()), float)
+    if (weights < 0).any() or weights.sum() <= 0:
+        raise PodsimError("priorities: weights must be >= 0 and not all zero")
+    prio = rng.choice(prios, size=n, p=weights / weights.sum())
+    return [
+        Job(id=f"job{i:05d}", submit_s=float(times[i]), shape=shape, twisted=tw, priority=int(prio[i]),
+            duration_s=float(durations[i]))
+        for i, (shape, tw) in enumerate(shapes)
+    ]
