@@ -1,0 +1,116 @@
+"""Component failures for the cluster simulation: MTBF/MTTR renewal processes or a trace.
+
+Each component (host, OCS unit, ICI link) alternates up and down: time to failure drawn from
+an exponential or Weibull distribution with mean `mtbf_s`, time to repair exponential with mean
+`mttr_s`. Steady-state availability is mtbf / (mtbf + mttr); `from_availability` inverts that
+for a given repair time, which is how the TPU v4 paper's host-availability axis ([ISCA23]
+Fig. 4, hardware.md av.2) maps to a failure process.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+from podsim.errors import PodsimError
+
+Component = Literal["host", "ocs", "link"]
+
+
+class FailureProcess(BaseModel):
+    """Up/down renewal process of one kind of component."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    mtbf_s: float = Field(..., gt=0, description="mean time between failures of one component")
+    mttr_s: float = Field(3600.0, gt=0, description="mean time to repair")
+    distribution: Literal["exponential", "weibull"] = "exponential"
+    weibull_shape: float = Field(1.0, gt=0, description="Weibull shape k (k < 1: infant mortality)")
+
+    @classmethod
+    def from_availability(cls, availability: float, mttr_s: float = 3600.0, **kw) -> FailureProcess:
+        """The process with steady-state availability `availability` and repair time `mttr_s`."""
+        if not 0 < availability < 1:
+            raise PodsimError(f"availability {availability} must be strictly between 0 and 1 (e.g. 0.995)")
+        return cls(mtbf_s=mttr_s * availability / (1 - availability), mttr_s=mttr_s, **kw)
+
+    @property
+    def availability(self) -> float:
+        return self.mtbf_s / (self.mtbf_s + self.mttr_s)
+
+    def _time_to_failure(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        if self.distribution == "exponential":
+            return rng.exponential(self.mtbf_s, n)
+        scale = self.mtbf_s / math.gamma(1 + 1 / self.weibull_shape)
+        return scale * rng.weibull(self.weibull_shape, n)
+
+
+@dataclass(frozen=True, order=True)
+class FailureEvent:
+    """Component `component` number `id` fails at `time_s` and is repaired `repair_s` later."""
+
+    time_s: float
+    component: str
+    id: int
+    repair_s: float
+
+
+def draw_failures(process: FailureProcess, component: Component, count: int, horizon_s: float,
+                  rng: np.random.Generator, start_down_fraction: bool = True) -> list[FailureEvent]:
+    """Failure events of `count` components over [0, horizon_s).
+
+    With `start_down_fraction`, each component starts in its steady state (down with
+    probability 1 - availability), so a short horizon is not biased towards a healthy fleet.
+    """
+    events: list[FailureEvent] = []
+    if count <= 0 or horizon_s <= 0:
+        return events
+    t = np.zeros(count)
+    if start_down_fraction:
+        down = rng.random(count) > process.availability
+        # a component that starts down is in the middle of a repair: residual time is exponential
+        residual = rng.exponential(process.mttr_s, count)
+        for i in np.flatnonzero(down):
+            events.append(FailureEvent(0.0, component, int(i), float(residual[i])))
+        t = np.where(down, residual, 0.0)
+    t = t + process._time_to_failure(rng, count)
+    alive = t < horizon_s
+    while alive.any():
+        idx = np.flatnonzero(alive)
+        repair = rng.exponential(process.mttr_s, len(idx))
+        events.extend(FailureEvent(float(t[i]), component, int(i), float(r)) for i, r in zip(idx, repair, strict=True))
+        t[idx] = t[idx] + repair + process._time_to_failure(rng, len(idx))
+        alive = t < horizon_s
+    events.sort()
+    return events
+
+
+def load_failure_trace(path: str | Path) -> list[FailureEvent]:
+    """A CSV of `time_s, component, id, repair_s` rows (component: host, ocs or link)."""
+    path = Path(path)
+    if not path.is_file():
+        raise PodsimError(f"failure trace {str(path)!r} does not exist")
+    events = []
+    with path.open(newline="") as f:
+        reader = csv.DictReader(f)
+        need = {"time_s", "component", "id", "repair_s"}
+        if not need <= set(reader.fieldnames or []):
+            raise PodsimError(f"{path.name}: needs columns {', '.join(sorted(need))}")
+        for line, row in enumerate(reader, start=2):
+            comp = row["component"].strip()
+            if comp not in ("host", "ocs", "link"):
+                raise PodsimError(f"{path.name} line {line}: component {comp!r} is not host, ocs or link")
+            try:
+                ev = FailureEvent(float(row["time_s"]), comp, int(row["id"]), float(row["repair_s"]))
+            except ValueError:
+                raise PodsimError(f"{path.name} line {line}: time_s, id and repair_s must be numbers") from None
+            if ev.time_s < 0 or ev.repair_s < 0 or ev.id < 0:
+                raise PodsimError(f"{path.name} line {line}: negative time, id or repair")
+            events.append(ev)
+    return sorted(events)

@@ -1,0 +1,49 @@
+"""Failure processes: availability, seeded draws, traces."""
+
+import numpy as np
+import pytest
+
+from podsim.cluster import FailureProcess, draw_failures, load_failure_trace
+from podsim.errors import PodsimError
+
+
+def downtime_fraction(events, count, horizon):
+    down = sum(min(e.time_s + e.repair_s, horizon) - e.time_s for e in events)
+    return down / (count * horizon)
+
+
+@pytest.mark.parametrize("dist,shape", [("exponential", 1.0), ("weibull", 0.7), ("weibull", 2.0)])
+def test_long_run_availability_matches(dist, shape):
+    """Fraction of component-time down ~ 1 - mtbf/(mtbf+mttr), whatever the distribution."""
+    p = FailureProcess.from_availability(0.99, mttr_s=3600.0, distribution=dist, weibull_shape=shape)
+    assert p.availability == pytest.approx(0.99)
+    horizon = 3600.0 * 24 * 365
+    ev = draw_failures(p, "host", 400, horizon, np.random.default_rng(1))
+    assert downtime_fraction(ev, 400, horizon) == pytest.approx(0.01, rel=0.08)
+    assert all(0 <= e.time_s < horizon for e in ev)
+
+
+def test_steady_state_start():
+    """At t=0 about 1 - A of the components are already down."""
+    p = FailureProcess.from_availability(0.9, mttr_s=3600.0)
+    ev = draw_failures(p, "host", 20000, 10.0, np.random.default_rng(2))
+    at_zero = sum(e.time_s == 0.0 for e in ev)
+    assert abs(at_zero / 20000 - 0.1) < 0.01
+
+
+def test_seeded():
+    p = FailureProcess(mtbf_s=1e5)
+    a = draw_failures(p, "ocs", 48, 1e6, np.random.default_rng(5))
+    b = draw_failures(p, "ocs", 48, 1e6, np.random.default_rng(5))
+    assert a == b and len(a) > 0
+
+
+def test_bad_inputs(tmp_path):
+    with pytest.raises(PodsimError, match="strictly between 0 and 1"):
+        FailureProcess.from_availability(1.2)
+    f = tmp_path / "f.csv"
+    f.write_text("time_s,component,id,repair_s\n10,host,3,600\n5,gpu,1,1\n")
+    with pytest.raises(PodsimError, match="line 3: component 'gpu'"):
+        load_failure_trace(f)
+    f.write_text("time_s,component,id,repair_s\n10,host,3,600\n5,ocs,1,1\n")
+    assert [e.component for e in load_failure_trace(f)] == ["ocs", "host"]
