@@ -206,7 +206,7 @@ def import_chakra(
     meta = {
         "source_format": "chakra",
         "chakra_version": rep.version,
-        "files": [str(r.path) for r in ranks],
+        "files": [r.path.name for r in ranks],
         "ranks": n,
         "representative_rank": rep.rank,
         "skipped_nodes": skipped,
@@ -267,7 +267,7 @@ def _convert(rt: RankTrace, n_ranks: int, axes: Sequence[str], default_group, ke
         where = f"{rt.path.name}: node {node.id} ({where_of[node.id]}, {node.name!r})"
         dep_ids = tuple(dict.fromkeys(f"n{alias.get(x, x)}" for d in deps for x in live(d)))
         if node.type == pb.COMP_NODE or node.type in (pb.MEM_LOAD_NODE, pb.MEM_STORE_NODE):
-            dur = node.duration_micros * 1e-6 if node.duration_micros else None
+            dur = node.duration_micros / 1e6 if node.duration_micros else None
             flops = float(a.get("num_ops", 0)) if node.type == pb.COMP_NODE else 0.0
             hbm = float(a.get("tensor_size", 0))
             if dur is None and not flops and not hbm:

@@ -131,7 +131,7 @@ class _TraceFile(_Strict):
     podsim_trace: int
     name: str = ""
     meta: dict = {}
-    ops: list[dict]
+    ops: list[Any]
 
 
 def _one_line(exc: ValidationError) -> str:
@@ -252,6 +252,9 @@ def write_text_atomic(path: str | Path, text: str) -> Path:
             fh.write(text)
             fh.flush()
             os.fsync(fh.fileno())
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; give the file the usual mode
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
