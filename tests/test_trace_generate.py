@@ -291,7 +291,7 @@ def test_pipeline_stays_on_one_physical_axis():
 @pytest.mark.parametrize("args,kwargs,needle", [
     (("gpt3-175b", "4x4x4", "data=32"), {}, "uses 32 chips per slice but slice 4x4x4 has 64"),
     (("gpt3-175b", "4x4x4", "tensor=64"), {}, "tensor=64 does not divide gpt3-175b's 96 attention heads"),
-    (("llama2-70b", "16x16x16", "data=4096"), {}, "global batch 1024 (1024 sequences) does not split over data x fsdp x expert x dcn = 4096"),
+    (("llama2-70b", "16x16x16", "data=4096"), {}, "global batch of 1024 sequences does not split over data x fsdp x expert x dcn = 4096; use a multiple of 4096"),
     (("gpt3-175b", "16x16", "data=16,tensor=16"), {"generation": "tpu-v5e", "options": GenerateOptions(mesh={"tensor": "z", "data": "x"})}, "group axis 'z' is not an axis of this slice (x, y)"),
     (("resnet50", "4x4x4", "data=8,tensor=8"), {}, "resnet50 is generated data-parallel only; drop tensor=8"),
     (("gpt3-175b", "4x4x4", "data=64,expert=1"), {"overrides": {"n_layers": 0}}, "n_layers: Input should be greater than 0"),

@@ -9,7 +9,6 @@ import typer
 
 from podsim.cli import app
 from podsim.cli.common import console, emit_json, table
-from podsim.errors import PodsimError
 from podsim.topology import get_generation, parse_shape
 from podsim.trace import (
     ASTRA_CLOCK_HZ,
@@ -21,6 +20,7 @@ from podsim.trace import (
     save_trace,
     summarize_trace,
 )
+from podsim.trace.configs import parse_assignments
 from podsim.trace.native import output_format
 from podsim.units import format_bytes
 
@@ -29,13 +29,7 @@ app.add_typer(trace_app, name="trace")
 
 
 def _mapping(items: list[str] | None) -> dict[str, str] | None:
-    out: dict[str, str] = {}
-    for item in items or []:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip() or not value.strip():
-            raise PodsimError(f"--map {item!r} is not LOGICAL=GROUP (e.g. tensor=z or data=x:4:2)")
-        out[key.strip()] = value.strip()
-    return out or None
+    return parse_assignments(items, "--map", "tensor=z or data=x:4:2") or None
 
 
 def _shape(slice_shape: str | None) -> tuple[int, ...] | None:

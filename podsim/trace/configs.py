@@ -296,12 +296,17 @@ def get_model(name: str, overrides: dict[str, Any] | None = None) -> ModelConfig
         raise PodsimError(f"model {name}: {where}: {err['msg'].removeprefix('Value error, ')}") from None
 
 
-def parse_overrides(items: list[str] | None) -> dict[str, str]:
-    """['global_batch=2048', 'seq_len=4096'] -> {'global_batch': '2048', ...} (pydantic converts)."""
+def parse_assignments(items: list[str] | None, what: str, example: str) -> dict[str, str]:
+    """['a=1', 'b=x,y'] -> {'a': '1', 'b': 'x,y'}; a one-line error names `what` and an example."""
     out: dict[str, str] = {}
     for item in items or []:
         key, sep, value = item.partition("=")
         if not sep or not key.strip() or not value.strip():
-            raise PodsimError(f"model override {item!r} is not KEY=VALUE (e.g. global_batch=2048)")
+            raise PodsimError(f"{what} {item!r} is not KEY=VALUE (e.g. {example})")
         out[key.strip()] = value.strip()
     return out
+
+
+def parse_overrides(items: list[str] | None) -> dict[str, str]:
+    """['global_batch=2048', 'seq_len=4096'] -> {'global_batch': '2048', ...} (pydantic converts)."""
+    return parse_assignments(items, "model override", "global_batch=2048")

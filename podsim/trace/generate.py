@@ -259,10 +259,10 @@ def _sum(*parts: tuple[float, float]) -> tuple[float, float]:
     return sum(p[0] for p in parts), sum(p[1] for p in parts)
 
 
-def _local_batch(global_batch: int, plan: ParallelPlan, what: str) -> int:
+def _local_batch(global_batch: int, plan: ParallelPlan, unit: str) -> int:
     shards = plan.batch_shards
     if global_batch % shards:
-        raise PodsimError(f"global batch {global_batch} {what} does not split over data x fsdp x expert x dcn = {shards}; use a multiple of {shards}")
+        raise PodsimError(f"global batch of {global_batch} {unit} does not split over data x fsdp x expert x dcn = {shards}; use a multiple of {shards} (--set global_batch=N)")
     return global_batch // shards
 
 
@@ -441,35 +441,38 @@ class _TransformerProgram:
         return cost[0] * k, cost[1] * k
 
     # Stage-iterations ----------------------------------------------------------------------
-    def forward(self, tag: str, *, bubble: bool, recompute: bool = False, entry: Sequence[str | None] = ()) -> None:
-        """One forward stage-iteration (or, with `recompute`, the forward re-run in backward)."""
+    def forward(self, tag: str, *, bubble: bool, entry: Sequence[str | None] = ()) -> None:
+        """One forward stage-iteration."""
         sh, b = self.sh, self.b
-        pre = f"{tag}.recompute" if recompute else f"{tag}.fwd"
-        if not recompute:
-            g = self._gather(f"{tag}.embed.gather", "embed", sh.embed_params() * self.edge, None)
-            b.compute(f"{pre}.embed", *self._scale(sh.embed_fwd(), self.edge), deps=[*entry, g], name="embedding lookup", layer="embed", bubble=bubble)
-            self._exit(f"{pre}.embed", "embed", self.edge)
+        pre = f"{tag}.fwd"
+        g = self._gather(f"{tag}.embed.gather", "embed", sh.embed_params() * self.edge, None)
+        b.compute(f"{pre}.embed", *self._scale(sh.embed_fwd(), self.edge), deps=[*entry, g], name="embedding lookup", layer="embed", bubble=bubble)
+        self._exit(f"{pre}.embed", "embed", self.edge)
         window: str | None = None  # the op before the previous layer: its end lets the next gather go
         for k in range(sh.layers):
             layer = f"L{k}"
-            g = None if recompute else self._gather(f"{tag}.{layer}.fwd.gather", layer, sh.dense_params() + sh.expert_params(), window)
+            g = self._gather(f"{tag}.{layer}.fwd.gather", layer, sh.dense_params() + sh.expert_params(), window)
             window = b.last_compute
-            self._enter(f"{pre}.{layer}.attn.in", layer)
-            b.compute(f"{pre}.{layer}.attn", *sh.attn_fwd(), deps=[g], name="attention forward", layer=layer, bubble=bubble)
-            self._exit(f"{pre}.{layer}.attn.out", layer)
-            self._enter(f"{pre}.{layer}.mlp.in", layer)
-            if sh.cfg.is_moe:
-                b.compute(f"{pre}.{layer}.router", *sh.router_fwd(), name="MoE router forward", layer=layer, bubble=bubble)
-                b.collective(f"{pre}.{layer}.dispatch", "all_to_all", sh.dispatch_bytes(), ("expert",), name="MoE dispatch", layer=layer)
-                b.compute(f"{pre}.{layer}.experts", *sh.experts_fwd(), name="MoE experts forward", layer=layer, bubble=bubble)
-                b.collective(f"{pre}.{layer}.combine", "all_to_all", sh.dispatch_bytes(), ("expert",), name="MoE combine", layer=layer)
-            else:
-                b.compute(f"{pre}.{layer}.mlp", *sh.dense_mlp_fwd(), name="MLP forward", layer=layer, bubble=bubble)
-            self._exit(f"{pre}.{layer}.mlp.out", layer)
-        if not recompute:
-            self._enter(f"{pre}.head.in", "head")
-            b.compute(f"{pre}.head", *self._scale(sh.head_fwd(), self.edge), name="LM head and loss forward", layer="head", bubble=bubble)
-            b.collective(f"{pre}.loss.ar", "all_reduce", 3.0 * sh.tokens * 4 * self.edge, ("tensor",), name="vocab-parallel cross-entropy (max, target logit, sum exp)", layer="head")
+            self._layer_forward(f"{pre}.{layer}", layer, bubble, g)
+        self._enter(f"{pre}.head.in", "head")
+        b.compute(f"{pre}.head", *self._scale(sh.head_fwd(), self.edge), name="LM head and loss forward", layer="head", bubble=bubble)
+        b.collective(f"{pre}.loss.ar", "all_reduce", 3.0 * sh.tokens * 4 * self.edge, ("tensor",), name="vocab-parallel cross-entropy (max, target logit, sum exp)", layer="head")
+
+    def _layer_forward(self, pre: str, layer: str, bubble: bool, gather: str | None, note: str = "") -> None:
+        """One layer's forward ops (attention, then the MLP or the MoE block), ids under `pre`."""
+        sh, b = self.sh, self.b
+        self._enter(f"{pre}.attn.in", layer)
+        b.compute(f"{pre}.attn", *sh.attn_fwd(), deps=[gather], name=f"attention forward{note}", layer=layer, bubble=bubble)
+        self._exit(f"{pre}.attn.out", layer)
+        self._enter(f"{pre}.mlp.in", layer)
+        if sh.cfg.is_moe:
+            b.compute(f"{pre}.router", *sh.router_fwd(), name=f"MoE router forward{note}", layer=layer, bubble=bubble)
+            b.collective(f"{pre}.dispatch", "all_to_all", sh.dispatch_bytes(), ("expert",), name=f"MoE dispatch{note}", layer=layer)
+            b.compute(f"{pre}.experts", *sh.experts_fwd(), name=f"MoE experts forward{note}", layer=layer, bubble=bubble)
+            b.collective(f"{pre}.combine", "all_to_all", sh.dispatch_bytes(), ("expert",), name=f"MoE combine{note}", layer=layer)
+        else:
+            b.compute(f"{pre}.mlp", *sh.dense_mlp_fwd(), name=f"MLP forward{note}", layer=layer, bubble=bubble)
+        self._exit(f"{pre}.mlp.out", layer)
 
     def backward(self, tag: str, *, bubble: bool, last: bool, entry: Sequence[str | None] = ()) -> None:
         """One backward stage-iteration; `last`: the last valid micro-batch (reduce gradients)."""
@@ -483,7 +486,7 @@ class _TransformerProgram:
             g = self._gather(f"{tag}.{layer}.bwd.gather", layer, sh.dense_params() + sh.expert_params(), window)
             window = b.last_compute
             if sh.opts.recompute:
-                self._recompute_layer(tag, layer, bubble, g)
+                self._layer_forward(f"{tag}.recompute.{layer}", layer, bubble, g, " (recomputed)")
                 g = None
             self._exit_bwd(f"{pre}.{layer}.mlp.out", layer)
             if sh.cfg.is_moe:
@@ -503,22 +506,6 @@ class _TransformerProgram:
         done = b.compute(f"{pre}.embed", *self._scale(sh.embed_fwd(), 2 * self.edge), name="embedding gradient", layer="embed", bubble=bubble)
         if not bubble:
             self._reduce(tag, "embed", done, sh.embed_params() * self.edge, 0, last)
-
-    def _recompute_layer(self, tag: str, layer: str, bubble: bool, gather: str | None) -> None:
-        sh, b = self.sh, self.b
-        pre = f"{tag}.recompute.{layer}"
-        self._enter(f"{pre}.attn.in", layer)
-        b.compute(f"{pre}.attn", *sh.attn_fwd(), deps=[gather], name="attention forward (recomputed)", layer=layer, bubble=bubble)
-        self._exit(f"{pre}.attn.out", layer)
-        self._enter(f"{pre}.mlp.in", layer)
-        if sh.cfg.is_moe:
-            b.compute(f"{pre}.router", *sh.router_fwd(), name="MoE router forward (recomputed)", layer=layer, bubble=bubble)
-            b.collective(f"{pre}.dispatch", "all_to_all", sh.dispatch_bytes(), ("expert",), name="MoE dispatch (recomputed)", layer=layer)
-            b.compute(f"{pre}.experts", *sh.experts_fwd(), name="MoE experts forward (recomputed)", layer=layer, bubble=bubble)
-            b.collective(f"{pre}.combine", "all_to_all", sh.dispatch_bytes(), ("expert",), name="MoE combine (recomputed)", layer=layer)
-        else:
-            b.compute(f"{pre}.mlp", *sh.dense_mlp_fwd(), name="MLP forward (recomputed)", layer=layer, bubble=bubble)
-        self._exit(f"{pre}.mlp.out", layer)
 
     def _reduce(self, tag: str, block: str, after: str, dense: float, expert: float, last: bool) -> None:
         """Gradient reduction of one block: FSDP reduce-scatter every micro-batch, data-parallel
@@ -594,7 +581,7 @@ def _transformer_program(cfg: TransformerConfig, plan: ParallelPlan, opts: Gener
         raise PodsimError(f"pipeline={p} does not divide {cfg.name}'s {cfg.n_layers} layers")
     if opts.sequence_parallel and cfg.seq_len % t:
         raise PodsimError(f"sequence parallelism needs tensor={t} to divide the sequence length {cfg.seq_len}")
-    local = _local_batch(cfg.global_batch, plan, f"({cfg.global_batch} sequences)")
+    local = _local_batch(cfg.global_batch, plan, "sequences")
     m = _microbatches(local, plan, opts)
     sh = _Shard(cfg, plan, opts, b=local // m, layers=cfg.n_layers // p)
     builder = _Builder(sizes)
@@ -620,7 +607,7 @@ def _resnet_program(cfg: ResNetConfig, plan: ParallelPlan, opts: GenerateOptions
     other = [a for a in ("fsdp", "pipeline", "tensor", "expert") if getattr(plan, a) > 1]
     if other:
         raise PodsimError(f"{cfg.name} is generated data-parallel only; drop {other[0]}={getattr(plan, other[0])} (use data and dcn)")
-    local = _local_batch(cfg.global_batch, plan, f"({cfg.global_batch} images)")
+    local = _local_batch(cfg.global_batch, plan, "images")
     m = _microbatches(local, plan, opts)
     n = local // m
     a = opts.act_bytes
