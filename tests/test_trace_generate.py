@@ -278,6 +278,20 @@ def test_explicit_mapping_is_checked(mapping, needle):
         map_mesh((4, 4, 4), ParallelPlan(data=8, tensor=8), explicit=mapping)
 
 
+def test_all_reduce_over_non_adjacent_blocks_becomes_hierarchical():
+    """Dense gradients reduce over data x expert; when those blocks of z are not adjacent (fsdp
+    sits between them) the all-reduce becomes reduce-scatter (expert), all-reduce of the 1/2
+    shard (data), all-gather (expert), and the optimizer waits for the last."""
+    opts = GenerateOptions(mesh={"tensor": "x,y", "expert": "z:2", "fsdp": "z:2:2", "data": "z:2:4"})
+    t = generate_trace("mixtral-8x7b", "4x4x8", "data=2,fsdp=2,tensor=16,expert=2", overrides={"n_layers": 2, "global_batch": 512}, options=opts)
+    ops = t.by_id()
+    rs, ar, ag = ops["L1.grad.ar.rs"], ops["L1.grad.ar.ar"], ops["L1.grad.ar.ag"]
+    assert (rs.kind, format_group(rs.group)) == ("reduce_scatter", "z:2")
+    assert (ar.kind, format_group(ar.group), ar.bytes) == ("all_reduce", "z:2:4", rs.bytes / 2)
+    assert (ag.kind, ag.bytes, ag.deps, ar.deps) == ("all_gather", rs.bytes, (ar.id,), (rs.id,))
+    assert "L1.grad.ar" not in ops and "L1.grad.ar.ag" in ops["optimizer"].deps
+
+
 def test_pipeline_stays_on_one_physical_axis():
     m = map_mesh((4, 4, 8), ParallelPlan(pipeline=8, data=16), ("pipeline", "data"))
     assert m.describe()["pipeline"] == "z"

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -305,8 +305,6 @@ def _convert(rt: RankTrace, n_ranks: int, axes: Sequence[str], default_group, ke
 def _rename_deps(op: Op, alias: dict[int, int]) -> Op:
     if not alias:
         return op
-    from dataclasses import replace
-
     new = tuple(dict.fromkeys(f"n{alias.get(int(d[1:]), int(d[1:]))}" for d in op.deps))
     return replace(op, deps=tuple(d for d in new if d != op.id))
 

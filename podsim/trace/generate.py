@@ -34,7 +34,8 @@ state), and p - 1 backward-only iterations (it drains). Every stage-iteration is
 collective permute (a SendRecv along the pipeline axis: activations shift +1 after a forward,
 gradients -1 after a backward), and the next iteration waits for it. In each of the 2(p - 1)
 fill and drain iterations the stage has no valid micro-batch: those compute ops are flagged
-`bubble` (they take the time of a stage forward or backward but do no useful work). The DAG's
+`bubble` (they take the time of a stage forward or backward but do no useful work); their
+tensor-parallel collectives and the permutes run as they do in an SPMD pipeline. The DAG's
 critical path is therefore (p - 1)(F + c) + m(F + B) + (p - 1)(B + c) for stage forward and
 backward times F, B and permute time c: 1F1B's (m + p - 1)(F + B) with the bubble on the path.
 The labelling is exact for the last stage; every stage has the same number of bubble slots.
@@ -46,7 +47,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from podsim.errors import PodsimError
 from podsim.topology import get_generation, validate_shape
@@ -99,10 +100,10 @@ def generate_trace(
     overrides: Mapping[str, object] | None = None,
     options: GenerateOptions | None = None,
 ) -> StepTrace:
-    """The step trace of `model` (a preset name or config) on a `generation` slice.
+    """The step trace of `model` (a preset name or config) on a `generation` slice::
 
-    >>> t = generate_trace("gpt3-175b", "8x16x16", "data=8,fsdp=16,tensor=16")
-    >>> t.meta["mesh"]   # {'tensor': 'y', 'fsdp': 'z', 'data': 'x'}
+        t = generate_trace("gpt3-175b", "8x16x16", "data=8,fsdp=16,tensor=16")
+        t.meta["mesh"]   # {'tensor': 'y', 'fsdp': 'z', 'data': 'x'}
     """
     cfg = get_model(model, dict(overrides or {})) if isinstance(model, str) else model
     opts = options or GenerateOptions()
@@ -245,8 +246,6 @@ class _Builder:
 
 
 def _with_deps(op: Op, deps: tuple[str, ...]) -> Op:
-    from dataclasses import replace
-
     return replace(op, deps=deps)
 
 
