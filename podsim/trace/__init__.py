@@ -1,5 +1,35 @@
-"""Training-step traces: the op DAG model (model.py), and later generators and importers."""
+"""Training-step traces: the op DAG model, a model-driven generator, and importers.
 
+- model.py     the contract with the step-time engine: StepTrace of Compute, Collective and
+               SendRecv ops with dependencies;
+- native.py    podsim's JSON/YAML trace format (versioned, validated), atomic writes;
+- configs.py   model presets (gpt3-175b, llama2-70b, mixtral-8x7b, resnet50) with sources;
+- mesh.py      parallelism plans and their mapping onto slice axes (as jax's mesh_utils);
+- generate.py  the generator (data, FSDP, tensor, pipeline 1F1B, expert parallelism);
+- chakra.py    Chakra execution traces (.et protobuf and JSON), one file per rank;
+- astra.py     ASTRA-sim 1.0 text workloads;
+- load.py      `load_trace`: any supported file -> validated StepTrace; `summarize_trace`.
+
+Typical use::
+
+    from podsim.trace import generate_trace, load_trace, save_trace
+    trace = generate_trace("gpt3-175b", "8x16x16", "data=8,fsdp=16,tensor=16")
+    save_trace(trace, "gpt3.json")
+    same = load_trace("gpt3.json", shape=(8, 16, 16))
+"""
+
+from podsim.trace.astra import ASTRA_CLOCK_HZ, import_astra_text
+from podsim.trace.chakra import import_chakra, read_chakra_json, read_et
+from podsim.trace.configs import (
+    PRESETS,
+    ResNetConfig,
+    TransformerConfig,
+    get_model,
+    parse_overrides,
+)
+from podsim.trace.generate import GenerateOptions, generate_trace
+from podsim.trace.load import check_fits, load_trace, summarize_trace
+from podsim.trace.mesh import MeshMapping, ParallelPlan, map_mesh, parse_parallelism
 from podsim.trace.model import (
     COLLECTIVE_KINDS,
     AxisGroup,
@@ -11,5 +41,12 @@ from podsim.trace.model import (
     format_group,
     parse_group,
 )
+from podsim.trace.native import dumps_trace, save_trace, trace_from_dict, trace_to_dict
 
-__all__ = ["COLLECTIVE_KINDS", "AxisGroup", "Collective", "Compute", "Op", "SendRecv", "StepTrace", "format_group", "parse_group"]
+__all__ = [
+    "ASTRA_CLOCK_HZ", "COLLECTIVE_KINDS", "PRESETS", "AxisGroup", "Collective", "Compute", "GenerateOptions",
+    "MeshMapping", "Op", "ParallelPlan", "ResNetConfig", "SendRecv", "StepTrace", "TransformerConfig",
+    "check_fits", "dumps_trace", "format_group", "generate_trace", "get_model", "import_astra_text",
+    "import_chakra", "load_trace", "map_mesh", "parse_group", "parse_overrides", "parse_parallelism",
+    "read_chakra_json", "read_et", "save_trace", "summarize_trace", "trace_from_dict", "trace_to_dict",
+]

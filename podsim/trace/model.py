@@ -93,6 +93,9 @@ class Compute:
     deps: tuple[str, ...] = ()
     name: str = ""
     layer: str = ""
+    # A pipeline fill/drain slot: the chip spends the time of this op (time it like any other)
+    # but does no useful work, so FLOP totals and utilisation leave it out.
+    bubble: bool = False
 
 
 @dataclass(frozen=True)

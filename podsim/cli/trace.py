@@ -1,0 +1,152 @@
+"""`podsim trace generate|import|show|models`: make, convert and inspect step traces."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from podsim.cli import app
+from podsim.cli.common import console, emit_json, table
+from podsim.topology import get_generation, parse_shape
+from podsim.trace import (
+    ASTRA_CLOCK_HZ,
+    PRESETS,
+    GenerateOptions,
+    generate_trace,
+    load_trace,
+    parse_overrides,
+    save_trace,
+    summarize_trace,
+)
+from podsim.trace.configs import parse_assignments
+from podsim.trace.native import output_format
+from podsim.units import format_bytes
+
+trace_app = typer.Typer(help="Step traces: generate from a model, import Chakra / ASTRA-sim, show.", no_args_is_help=True)
+app.add_typer(trace_app, name="trace")
+
+
+def _mapping(items: list[str] | None) -> dict[str, str] | None:
+    return parse_assignments(items, "--map", "tensor=z or data=x:4:2") or None
+
+
+def _shape(slice_shape: str | None) -> tuple[int, ...] | None:
+    return parse_shape(slice_shape) if slice_shape else None
+
+
+def _summary_rows(s: dict) -> list[tuple[str, str]]:
+    c = s["compute"]
+    rows = [("ops", str(s["ops"])), ("compute ops", f"{c['ops']}" + (f" ({c['bubble_ops']} pipeline bubble)" if c["bubble_ops"] else ""))]
+    if c["flops"]:
+        rows.append(("FLOPs per chip", f"{c['flops']:.4g}" + (f" (+{c['bubble_flops']:.4g} in bubbles)" if c["bubble_flops"] else "")))
+    if c["hbm_bytes"]:
+        rows.append(("HBM bytes per chip", format_bytes(c["hbm_bytes"])))
+    if c["fixed_duration_s"]:
+        rows.append(("fixed compute time", f"{c['fixed_duration_s']:.6g} s"))
+    if "compute_s_at_peak" in s:
+        rows.append((f"compute at peak ({s['generation']})", f"{s['compute_s_at_peak']:.6g} s"))
+    if "flops_vs_model" in s:
+        rows.append(("FLOPs x chips / model FLOPs", f"{s['flops_vs_model']:.4f}"))
+    for kind, v in s["collectives"].items():
+        rows.append((kind, f"{v['ops']} ops, {format_bytes(v['bytes'])}"))
+    if s["send_recv"]["ops"]:
+        rows.append(("send_recv", f"{s['send_recv']['ops']} ops, {format_bytes(s['send_recv']['bytes'])}"))
+    meta = s["meta"]
+    for key in ("parallelism", "mesh", "microbatches", "policy", "ranks"):
+        if key in meta:
+            rows.append((key, str(meta[key])))
+    return rows
+
+
+def _write(trace, out: Path, as_json: bool) -> None:
+    output_format(out)  # refuse a bad suffix before any work is written
+    path = save_trace(trace, out)
+    s = summarize_trace(trace)
+    if as_json:
+        emit_json({"output": str(path), **{k: v for k, v in s.items() if k != "meta"}})
+        return
+    table(f"{trace.name} -> {path}", _summary_rows(s))
+
+
+@trace_app.command("generate")
+def generate_cmd(
+    model: Annotated[str, typer.Argument(help=f"model preset: {', '.join(PRESETS)}")],
+    slice_shape: Annotated[str, typer.Option("--slice", help="slice shape, e.g. 8x16x16")],
+    parallelism: Annotated[str, typer.Option("--parallelism", "-p", help="logical mesh, e.g. 'data=8,fsdp=16,tensor=16' (data, fsdp, pipeline, tensor, expert, dcn)")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="output file (.json, .yaml or .yml)")],
+    generation: Annotated[str, typer.Option("--generation", "-g", help="hardware generation")] = "tpu-v4",
+    twisted: Annotated[bool, typer.Option("--twisted", help="twisted torus slice")] = False,
+    microbatches: Annotated[int | None, typer.Option("--microbatches", "-m", help="micro-batches per step (default: 1; with a pipeline the largest divisor of the local batch <= 4 x stages)")] = None,
+    recompute: Annotated[bool, typer.Option("--recompute", help="full activation recomputation")] = False,
+    sequence_parallel: Annotated[bool, typer.Option("--sequence-parallel", help="Megatron sequence parallelism (all-gather + reduce-scatter instead of all-reduce)")] = False,
+    capacity_factor: Annotated[float, typer.Option("--capacity-factor", help="MoE expert capacity factor")] = 1.0,
+    grad_bytes: Annotated[int, typer.Option("--grad-bytes", help="bytes per gradient element as reduced (2 bf16, 4 fp32)")] = 2,
+    set_: Annotated[list[str] | None, typer.Option("--set", help="override a model field, e.g. --set global_batch=2048 (repeatable)")] = None,
+    mesh_order: Annotated[str | None, typer.Option("--mesh-order", help="logical axes heaviest first, e.g. tensor,fsdp,data (default: measured)")] = None,
+    mesh_map: Annotated[list[str] | None, typer.Option("--map", help="explicit mapping LOGICAL=GROUP, e.g. --map tensor=z --map data=x,y (repeatable)")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="one JSON object on stdout")] = False,
+) -> None:
+    """Generate a model's training-step trace for a parallelism plan on a slice."""
+    opts = GenerateOptions(
+        microbatches=microbatches, recompute=recompute, sequence_parallel=sequence_parallel,
+        capacity_factor=capacity_factor, grad_bytes=grad_bytes,
+        mesh_order=tuple(a.strip() for a in mesh_order.split(",") if a.strip()) if mesh_order else None,
+        mesh=_mapping(mesh_map),
+    )
+    output_format(out)
+    trace = generate_trace(model, slice_shape, parallelism, generation=generation, twisted=twisted, overrides=parse_overrides(set_), options=opts)
+    _write(trace, out, as_json)
+
+
+@trace_app.command("import")
+def import_cmd(
+    files: Annotated[list[Path], typer.Argument(help="Chakra .et / JSON files (one per rank), or one ASTRA-sim text workload or podsim trace")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="output file (.json, .yaml or .yml)")],
+    slice_shape: Annotated[str | None, typer.Option("--slice", help="network shape the trace runs on, e.g. 8 or 4x8 (its axes bound the groups)")] = None,
+    group: Annotated[str | None, typer.Option("--group", help="axes a Chakra collective spans when the file does not say (default: all)")] = None,
+    rank: Annotated[int | None, typer.Option("--rank", help="import one Chakra rank when the ranks' programs differ")] = None,
+    clock_ghz: Annotated[float, typer.Option("--clock-ghz", help="clock of ASTRA-sim compute cycles (default 1 GHz: 1 cycle = 1 ns)")] = ASTRA_CLOCK_HZ / 1e9,
+    keep_cpu_ops: Annotated[bool, typer.Option("--keep-cpu-ops", help="keep Chakra host (CPU) compute nodes")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="one JSON object on stdout")] = False,
+) -> None:
+    """Convert Chakra or ASTRA-sim traces into a podsim trace file."""
+    output_format(out)
+    trace = load_trace(files, shape=_shape(slice_shape), group=group, rank=rank, clock_hz=clock_ghz * 1e9, keep_cpu_ops=keep_cpu_ops)
+    _write(trace, out, as_json)
+
+
+@trace_app.command("show")
+def show_cmd(
+    files: Annotated[list[Path], typer.Argument(help="a trace file in any supported format (Chakra: one per rank)")],
+    generation: Annotated[str | None, typer.Option("--generation", "-g", help="also give the compute time at this generation's peak")] = None,
+    slice_shape: Annotated[str | None, typer.Option("--slice", help="check the trace fits this slice shape")] = None,
+    clock_ghz: Annotated[float, typer.Option("--clock-ghz", help="clock of ASTRA-sim compute cycles")] = ASTRA_CLOCK_HZ / 1e9,
+    as_json: Annotated[bool, typer.Option("--json", help="one JSON object on stdout")] = False,
+) -> None:
+    """Summarise a trace: ops, FLOPs, bytes per collective kind and per group."""
+    shape = _shape(slice_shape)
+    if generation and shape:
+        parse_shape(slice_shape, get_generation(generation).dims)
+    trace = load_trace(files, shape=shape, clock_hz=clock_ghz * 1e9)
+    s = summarize_trace(trace, generation)
+    if as_json:
+        emit_json(s)
+        return
+    table(trace.name or str(files[0]), _summary_rows(s))
+    top = list(s["bytes_per_group"].items())[:6]
+    if top:
+        console.print("bytes per group: " + ", ".join(f"{g}: {format_bytes(b)}" for g, b in top))
+
+
+@trace_app.command("models")
+def models_cmd(as_json: Annotated[bool, typer.Option("--json", help="one JSON object on stdout")] = False) -> None:
+    """List the model presets with their sizes and sources."""
+    rows = {}
+    for name, cfg in PRESETS.items():
+        rows[name] = {"kind": cfg.kind, "params": cfg.params, "model_flops_per_step": cfg.training_flops_per_step(), "global_batch": cfg.global_batch, "source": cfg.source}
+    if as_json:
+        emit_json(rows)
+        return
+    table("model presets", [(n, f"{r['kind']}, {r['params'] / 1e9:.4g} B params, batch {r['global_batch']}, {r['model_flops_per_step']:.3e} FLOPs/step") for n, r in rows.items()])

@@ -1,0 +1,328 @@
+"""Import Chakra execution traces (mlcommons/chakra): `.et` files and Chakra's JSON form.
+
+An `.et` file is a stream of protobuf records, each preceded by its length as a varint: one
+GlobalMetadata, then Nodes (schema: chakra_schema/chakra_et.proto, wire-compatible with
+Chakra's et_def.proto). There is one file per rank, named `<prefix>.<rank>.et` by Chakra and
+ASTRA-sim. podsim traces are SPMD, so the ranks' programs must match (same node types, names,
+sizes and dependency structure; node ids may differ); the first rank's program becomes the
+trace, or pick one rank with `rank=`.
+
+Nodes read:
+- COMP_NODE: `duration_micros` -> duration_s; attributes `num_ops` -> flops, `tensor_size` ->
+  hbm_bytes. Host-side nodes (`is_cpu_op` true) are left out by default (their dependencies
+  are kept, bridged through them): the trace is the accelerator's program.
+- COMM_COLL_NODE: `comm_type` (CollectiveCommType) and `comm_size` (bytes, taken in the
+  nccl-tests convention, as ASTRA-sim does). The group is the slice axes in `involved_dim`
+  (one bool per network dimension, ASTRA-sim's attribute) or else `group` (default: every
+  axis). BARRIER becomes a zero-byte all-reduce.
+- COMM_SEND_NODE / COMM_RECV_NODE: `comm_src`, `comm_dst`, `comm_size`. A send to the rank
+  `k` places ahead is a SendRecv with shift k along the group's single axis (SPMD: every rank
+  sends alike); a receive joins the send with the same shift on this rank, or else becomes the
+  SendRecv its peer's send makes.
+- MEM_LOAD_NODE / MEM_STORE_NODE: Compute with hbm_bytes = `tensor_size`.
+- METADATA, STORAGE, BATCH and CHECKPOINT nodes are left out (bridged) and counted in meta.
+
+Errors name the file, the node (or the byte offset of a bad record) and the problem.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from google.protobuf import json_format
+from google.protobuf.message import DecodeError
+
+from podsim.errors import PodsimError
+from podsim.trace.chakra_schema import chakra_et_pb2 as pb
+from podsim.trace.model import SLICE_AXES, Collective, Compute, Op, SendRecv, StepTrace, parse_group
+
+COMM_KINDS = {
+    pb.ALL_REDUCE: "all_reduce",
+    pb.REDUCE: "reduce",
+    pb.ALL_GATHER: "all_gather",
+    pb.BROADCAST: "broadcast",
+    pb.ALL_TO_ALL: "all_to_all",
+    pb.REDUCE_SCATTER: "reduce_scatter",
+    pb.REDUCE_SCATTER_BLOCK: "reduce_scatter",
+    pb.BARRIER: "all_reduce",
+}
+SKIPPED_TYPES = (pb.METADATA_NODE, pb.STORAGE_NODE, pb.BATCH_NODE, pb.CHECKPOINT_NODE)
+
+
+@dataclass
+class RankTrace:
+    """The decoded nodes of one rank's file, with where each came from (for errors)."""
+
+    path: Path
+    rank: int
+    version: str
+    nodes: list[Any]  # pb.Node
+    where: list[str] = field(default_factory=list)  # 'byte offset N' / 'node #i'
+
+
+def _varint(data: bytes, pos: int) -> tuple[int, int]:
+    """Decode a base-128 varint at `pos`; (value, next position)."""
+    value = shift = 0
+    start = pos
+    while True:
+        if pos >= len(data):
+            raise PodsimError(f"byte offset {start}: the length prefix is cut off (file ends after {len(data)} bytes)")
+        byte = data[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return value, pos
+        shift += 7
+        if shift >= 64:
+            raise PodsimError(f"byte offset {start}: corrupt length prefix (varint longer than 10 bytes)")
+
+
+def read_et(path: str | Path, rank: int = 0) -> RankTrace:
+    """Decode an `.et` file: a GlobalMetadata record, then Node records."""
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise PodsimError(f"cannot read {str(path)!r}: {exc.strerror}") from None
+    if not data:
+        raise PodsimError(f"{path.name}: the file is empty; a Chakra trace starts with a GlobalMetadata record")
+    records: list[tuple[int, bytes]] = []
+    pos = 0
+    try:
+        while pos < len(data):
+            start = pos
+            n, pos = _varint(data, pos)
+            if pos + n > len(data):
+                raise PodsimError(f"byte offset {start}: record is truncated: its prefix says {n} bytes, {len(data) - pos} remain")
+            records.append((start, data[pos : pos + n]))
+            pos += n
+    except PodsimError as exc:
+        raise PodsimError(f"{path.name}: {exc}") from None
+    meta = pb.GlobalMetadata()
+    off, body = records[0]
+    try:
+        meta.ParseFromString(body)
+    except DecodeError as exc:
+        raise PodsimError(f"{path.name}: byte offset {off}: not a valid Chakra GlobalMetadata record ({exc})") from None
+    nodes, where = [], []
+    for off, body in records[1:]:
+        node = pb.Node()
+        try:
+            node.ParseFromString(body)
+        except DecodeError as exc:
+            raise PodsimError(f"{path.name}: byte offset {off}: not a valid Chakra Node record ({exc})") from None
+        nodes.append(node)
+        where.append(f"byte offset {off}")
+    return RankTrace(path, rank, meta.version, nodes, where)
+
+
+def read_chakra_json(path: str | Path, data: Any, rank: int = 0) -> RankTrace:
+    """Decode Chakra's JSON form: {"metadata": {...}, "nodes": [...]}."""
+    path = Path(path)
+    if not isinstance(data, dict) or not isinstance(data.get("nodes"), list):
+        raise PodsimError(f"{path.name}: not a Chakra JSON trace (needs a list of `nodes`)")
+    version = str((data.get("metadata") or {}).get("version", ""))
+    nodes, where = [], []
+    for i, raw in enumerate(data["nodes"]):
+        node = pb.Node()
+        try:
+            json_format.ParseDict(raw, node, ignore_unknown_fields=True)
+        except (json_format.ParseError, TypeError, AttributeError) as exc:
+            raise PodsimError(f"{path.name}: node #{i}: {' '.join(str(exc).split())}") from None
+        nodes.append(node)
+        where.append(f"node #{i}")
+    return RankTrace(path, rank, version, nodes, where)
+
+
+def _attrs(node: Any) -> dict[str, Any]:
+    out = {}
+    for a in node.attr:
+        which = a.WhichOneof("value")
+        if which is None:
+            continue
+        v = getattr(a, which)
+        out[a.name] = list(v.values) if which.endswith("_list") else v
+    return out
+
+
+def rank_of(path: Path, index: int) -> int:
+    """Chakra names per-rank files `<prefix>.<rank>.et`; otherwise the position in the list."""
+    m = re.search(r"\.(\d+)\.(?:et|json)$", path.name)
+    return int(m.group(1)) if m else index
+
+
+def _signature(rt: RankTrace, n_ranks: int) -> list[tuple]:
+    """A rank's program with node ids replaced by positions and peers by offsets (for SPMD checks)."""
+    pos = {node.id: i for i, node in enumerate(rt.nodes)}
+    sig = []
+    for node in rt.nodes:
+        a = _attrs(node)
+        peer = None
+        if node.type in (pb.COMM_SEND_NODE, pb.COMM_RECV_NODE):
+            other = a.get("comm_dst") if node.type == pb.COMM_SEND_NODE else a.get("comm_src")
+            peer = None if other is None else (int(other) - rt.rank) % max(n_ranks, 1)
+        a.pop("comm_dst", None), a.pop("comm_src", None)
+        deps = tuple(sorted(pos.get(d, -1) for d in (*node.data_deps, *node.ctrl_deps)))
+        sig.append((node.type, node.name, node.duration_micros, tuple(sorted((k, str(v)) for k, v in a.items())), deps, peer))
+    return sig
+
+
+def import_chakra(
+    ranks: Sequence[RankTrace],
+    *,
+    axes: Sequence[str] = SLICE_AXES,
+    group: str | None = None,
+    rank: int | None = None,
+    keep_cpu_ops: bool = False,
+) -> StepTrace:
+    """Per-rank Chakra traces -> one SPMD StepTrace (see the module docstring)."""
+    if not ranks:
+        raise PodsimError("no Chakra files given")
+    ranks = sorted(ranks, key=lambda r: r.rank)
+    n = len(ranks)
+    if len({r.rank for r in ranks}) != n:
+        raise PodsimError("two Chakra files have the same rank number; name them <prefix>.<rank>.et")
+    if rank is not None:
+        chosen = [r for r in ranks if r.rank == rank]
+        if not chosen:
+            raise PodsimError(f"rank {rank} is not among the files (ranks {', '.join(str(r.rank) for r in ranks)})")
+        rep = chosen[0]
+    else:
+        rep = ranks[0]
+        ref = _signature(rep, n)
+        for other in ranks[1:]:
+            sig = _signature(other, n)
+            if len(sig) != len(ref):
+                raise PodsimError(f"ranks {rep.rank} and {other.rank} differ: {len(ref)} vs {len(sig)} nodes; podsim traces are SPMD: pick one rank with rank=R (--rank R)")
+            for i, (x, y) in enumerate(zip(ref, sig, strict=True)):
+                if x != y:
+                    raise PodsimError(f"ranks {rep.rank} and {other.rank} differ at node {other.nodes[i].id} ({other.where[i]} of {other.path.name}, {other.nodes[i].name!r}); podsim traces are SPMD: pick one rank with rank=R (--rank R)")
+    default_group = parse_group(group) if group else parse_group(list(axes))
+    ops, skipped = _convert(rep, n, axes, default_group, keep_cpu_ops)
+    meta = {
+        "source_format": "chakra",
+        "chakra_version": rep.version,
+        "files": [r.path.name for r in ranks],
+        "ranks": n,
+        "representative_rank": rep.rank,
+        "skipped_nodes": skipped,
+    }
+    trace = StepTrace(tuple(ops), name=re.sub(r"\.\d+\.(et|json)$", "", rep.path.name), meta=meta)
+    trace.validate(axes=axes)
+    return trace
+
+
+def _convert(rt: RankTrace, n_ranks: int, axes: Sequence[str], default_group, keep_cpu_ops: bool) -> tuple[list[Op], dict[str, int]]:
+    by_id = {}
+    for node, where in zip(rt.nodes, rt.where, strict=True):
+        if node.id in by_id:
+            raise PodsimError(f"{rt.path.name}: node {node.id} ({where}) reuses an id")
+        by_id[node.id] = node
+    where_of = {node.id: w for node, w in zip(rt.nodes, rt.where, strict=True)}
+    dropped: dict[int, tuple[int, ...]] = {}
+    skipped: dict[str, int] = {}
+    kept = []
+    for node in rt.nodes:
+        a = _attrs(node)
+        deps = tuple(dict.fromkeys((*node.data_deps, *node.ctrl_deps)))
+        for d in deps:
+            if d not in by_id:
+                raise PodsimError(f"{rt.path.name}: node {node.id} ({where_of[node.id]}) depends on node {d}, which is not in the file")
+        if node.type == pb.INVALID_NODE:
+            raise PodsimError(f"{rt.path.name}: node {node.id} ({where_of[node.id]}) has no valid type (INVALID_NODE); the file may be corrupt")
+        cpu = bool(a.get("is_cpu_op", False)) and node.type == pb.COMP_NODE
+        if node.type in SKIPPED_TYPES or (cpu and not keep_cpu_ops):
+            label = "CPU COMP_NODE" if cpu else pb.NodeType.Name(node.type)
+            skipped[label] = skipped.get(label, 0) + 1
+            dropped[node.id] = deps
+            continue
+        kept.append((node, a, deps))
+
+    resolved: dict[int, tuple[int, ...]] = {}
+
+    def live(dep: int, seen: frozenset = frozenset()) -> tuple[int, ...]:
+        """The kept nodes a dependency stands for (through left-out nodes)."""
+        if dep not in dropped:
+            return (dep,)
+        if dep in resolved:
+            return resolved[dep]
+        if dep in seen:
+            raise PodsimError(f"{rt.path.name}: the dependencies form a cycle through node {dep}")
+        out = tuple(dict.fromkeys(x for d in dropped[dep] for x in live(d, seen | {dep})))
+        resolved[dep] = out
+        return out
+
+    ops: list[Op] = []
+    alias: dict[int, int] = {}
+    sends: dict[int, list[int]] = {}  # shift -> send node ids
+    for node, a, _ in kept:
+        if node.type == pb.COMM_SEND_NODE:
+            sends.setdefault(_shift(rt, node, a, n_ranks, "comm_dst", +1), []).append(node.id)
+    for node, a, deps in kept:
+        oid = f"n{node.id}"
+        where = f"{rt.path.name}: node {node.id} ({where_of[node.id]}, {node.name!r})"
+        dep_ids = tuple(dict.fromkeys(f"n{alias.get(x, x)}" for d in deps for x in live(d)))
+        if node.type == pb.COMP_NODE or node.type in (pb.MEM_LOAD_NODE, pb.MEM_STORE_NODE):
+            dur = node.duration_micros / 1e6 if node.duration_micros else None
+            flops = float(a.get("num_ops", 0)) if node.type == pb.COMP_NODE else 0.0
+            hbm = float(a.get("tensor_size", 0))
+            if dur is None and not flops and not hbm:
+                dur = 0.0
+            ops.append(Compute(oid, dur, flops, hbm, None, dep_ids, node.name))
+        elif node.type == pb.COMM_COLL_NODE:
+            ctype = int(a.get("comm_type", -1))
+            if ctype not in COMM_KINDS:
+                known = ", ".join(pb.CollectiveCommType.Name(k) for k in COMM_KINDS)
+                name = pb.CollectiveCommType.Name(ctype) if ctype in pb.CollectiveCommType.values() else str(ctype)
+                raise PodsimError(f"{where}: collective type {name} is not supported; supported: {known}")
+            size = 0.0 if ctype == pb.BARRIER else float(a.get("comm_size", 0))
+            grp = _group(a, axes, default_group, where)
+            ops.append(Collective(oid, COMM_KINDS[ctype], size, grp, deps=dep_ids, name=node.name))
+        elif node.type in (pb.COMM_SEND_NODE, pb.COMM_RECV_NODE):
+            grp = _group(a, axes, default_group, where)
+            if len(grp) != 1:
+                raise PodsimError(f"{where}: a send/recv runs along one axis but the group is {','.join(map(str, grp))}; give a one-axis group (--group x)")
+            if node.type == pb.COMM_SEND_NODE:
+                shift = _shift(rt, node, a, n_ranks, "comm_dst", +1)
+            else:
+                shift = _shift(rt, node, a, n_ranks, "comm_src", -1)
+                match = sends.get(shift)
+                if match:
+                    alias[node.id] = match[0]  # the send of the same permute stands for this receive
+                    continue
+            ops.append(SendRecv(oid, float(a.get("comm_size", 0)), grp[0], shift, dep_ids, node.name))
+        else:
+            raise PodsimError(f"{where}: node type {pb.NodeType.Name(node.type)} is not supported")
+    # Ops listed before a receive that joined a later send may name the receive: rename.
+    ops = [_rename_deps(op, alias) for op in ops]
+    return ops, skipped
+
+
+def _rename_deps(op: Op, alias: dict[int, int]) -> Op:
+    if not alias:
+        return op
+    new = tuple(dict.fromkeys(f"n{alias.get(int(d[1:]), int(d[1:]))}" for d in op.deps))
+    return replace(op, deps=tuple(d for d in new if d != op.id))
+
+
+def _shift(rt: RankTrace, node: Any, a: dict, n_ranks: int, key: str, sign: int) -> int:
+    peer = a.get(key)
+    if peer is None:
+        raise PodsimError(f"{rt.path.name}: node {node.id} ({node.name!r}) has no {key} attribute")
+    if n_ranks < 2:
+        raise PodsimError(f"{rt.path.name}: node {node.id} is a send/recv, which needs the files of all ranks (got one)")
+    return (sign * (int(peer) - rt.rank)) % n_ranks
+
+
+def _group(a: dict, axes: Sequence[str], default_group, where: str):
+    dims = a.get("involved_dim")
+    if dims is None:
+        return default_group
+    chosen = [axes[i] for i, on in enumerate(dims) if on and i < len(axes)]
+    if not chosen:
+        raise PodsimError(f"{where}: involved_dim {list(dims)} names no dimension of this slice ({', '.join(axes)})")
+    return parse_group(chosen)

@@ -1,0 +1,312 @@
+"""Model configurations for the trace generator, with their published sources.
+
+Two families: decoder-only transformers (dense or mixture-of-experts) and ResNet-50. Each
+config knows its parameter count and model FLOPs per token (transformers) or per image
+(ResNet), counted layer by layer from the shapes — no fitted constants.
+
+FLOP convention: a matmul [M, K] x [K, N] is 2·M·K·N FLOPs. Attention scores (QK^T) and the
+weighted sum (AV) are counted for the causal half of the score matrix, the work a block-causal
+kernel (FlashAttention) does: 2·s·d_attn FLOPs per token per layer forward. The backward pass
+is twice the forward. Embedding lookups, norms, softmax and activations are not counted as
+FLOPs (they are counted as HBM bytes by the generator).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from podsim.errors import PodsimError
+
+
+class TransformerConfig(BaseModel):
+    """A decoder-only transformer; `n_experts > 1` makes every layer's MLP a mixture of experts."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str
+    source: str = Field(description="where the configuration is published")
+    n_layers: int = Field(gt=0)
+    d_model: int = Field(gt=0)
+    n_heads: int = Field(gt=0)
+    n_kv_heads: int = Field(gt=0, description="key/value heads (grouped-query attention); = n_heads for multi-head")
+    d_ff: int = Field(gt=0, description="hidden width of the MLP (of each expert)")
+    vocab: int = Field(gt=0)
+    seq_len: int = Field(gt=0)
+    global_batch: int = Field(gt=0, description="sequences per training step")
+    mlp: Literal["gelu", "swiglu"] = Field(description="gelu: 2 matrices (GPT); swiglu: 3 (LLaMA, Mixtral)")
+    norm: Literal["layernorm", "rmsnorm"]
+    bias: bool = Field(description="linear layers and norms carry biases (GPT-2/3 style)")
+    tied_embeddings: bool = Field(description="the LM head reuses the input embedding matrix")
+    learned_positions: bool = Field(description="learned position embeddings (GPT); rotary otherwise")
+    n_experts: int = Field(1, gt=0)
+    top_k: int = Field(1, gt=0)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> TransformerConfig:
+        if self.d_model % self.n_heads:
+            raise ValueError(f"d_model {self.d_model} is not a multiple of n_heads {self.n_heads}")
+        if self.n_heads % self.n_kv_heads:
+            raise ValueError(f"n_heads {self.n_heads} is not a multiple of n_kv_heads {self.n_kv_heads}")
+        if self.top_k > self.n_experts:
+            raise ValueError(f"top_k {self.top_k} exceeds n_experts {self.n_experts}")
+        return self
+
+    # Shapes ------------------------------------------------------------------------------
+    @property
+    def kind(self) -> str:
+        return "moe" if self.is_moe else "dense"
+
+    @property
+    def is_moe(self) -> bool:
+        return self.n_experts > 1
+
+    @property
+    def d_head(self) -> int:
+        return self.d_model // self.n_heads
+
+    @property
+    def tokens_per_step(self) -> int:
+        return self.global_batch * self.seq_len
+
+    @property
+    def mlp_matrices(self) -> int:
+        return 3 if self.mlp == "swiglu" else 2
+
+    # Parameters --------------------------------------------------------------------------
+    @property
+    def attn_params(self) -> int:
+        """Q, K, V, O projections of one layer (with biases if the model has them)."""
+        d, dh = self.d_model, self.d_head
+        w = d * self.n_heads * dh * 2 + d * self.n_kv_heads * dh * 2
+        b = (self.n_heads * dh + 2 * self.n_kv_heads * dh + d) if self.bias else 0
+        return w + b
+
+    @property
+    def expert_params(self) -> int:
+        """One MLP (one expert) of one layer."""
+        w = self.mlp_matrices * self.d_model * self.d_ff
+        b = (self.d_ff * (self.mlp_matrices - 1) + self.d_model) if self.bias else 0
+        return w + b
+
+    @property
+    def router_params(self) -> int:
+        return self.d_model * self.n_experts if self.is_moe else 0
+
+    @property
+    def norm_params_per_layer(self) -> int:
+        per_norm = 2 * self.d_model if self.norm == "layernorm" else self.d_model
+        return 2 * per_norm
+
+    @property
+    def dense_layer_params(self) -> int:
+        """Parameters of one layer that every token uses (attention, norms, router; the MLP if dense)."""
+        mlp = 0 if self.is_moe else self.expert_params
+        return self.attn_params + self.norm_params_per_layer + self.router_params + mlp
+
+    @property
+    def layer_params(self) -> int:
+        return self.dense_layer_params + (self.n_experts * self.expert_params if self.is_moe else 0)
+
+    @property
+    def embedding_params(self) -> int:
+        """Token embedding, position embedding, final norm and (untied) LM head."""
+        emb = self.vocab * self.d_model
+        pos = self.seq_len * self.d_model if self.learned_positions else 0
+        final_norm = self.norm_params_per_layer // 2
+        head = 0 if self.tied_embeddings else self.vocab * self.d_model
+        return emb + pos + final_norm + head
+
+    @property
+    def params(self) -> int:
+        return self.n_layers * self.layer_params + self.embedding_params
+
+    @property
+    def active_params(self) -> int:
+        """Parameters one token uses (top_k experts of each MoE layer)."""
+        experts = self.top_k * self.expert_params if self.is_moe else 0
+        return self.n_layers * (self.dense_layer_params + experts) + self.embedding_params
+
+    # FLOPs -------------------------------------------------------------------------------
+    def forward_flops_per_token(self) -> float:
+        """Model forward FLOPs per token (convention in the module docstring)."""
+        d, dh, s = self.d_model, self.d_head, self.seq_len
+        proj = 2 * d * dh * (2 * self.n_heads + 2 * self.n_kv_heads)
+        scores = 2 * s * self.n_heads * dh  # QK^T and AV over the causal half: 2 * (2 s d / 2)
+        experts = self.top_k if self.is_moe else 1
+        mlp = 2 * self.mlp_matrices * d * self.d_ff * experts
+        router = 2 * d * self.n_experts if self.is_moe else 0
+        head = 2 * d * self.vocab
+        return self.n_layers * (proj + scores + mlp + router) + head
+
+    def training_flops_per_step(self) -> float:
+        """Forward + backward (3x forward) model FLOPs of one step, without recomputation."""
+        return 3.0 * self.forward_flops_per_token() * self.tokens_per_step
+
+
+@dataclass(frozen=True)
+class ConvLayer:
+    """One weight layer of a CNN: a convolution (k x k) or the final fully connected layer."""
+
+    name: str
+    c_in: int
+    c_out: int
+    kernel: int
+    stride: int
+    h_in: int  # input height = width
+    batchnorm: bool = True
+    bias: bool = False
+
+    @property
+    def h_out(self) -> int:
+        return math.ceil(self.h_in / self.stride)
+
+    @property
+    def weight_params(self) -> int:
+        return self.kernel * self.kernel * self.c_in * self.c_out
+
+    @property
+    def params(self) -> int:
+        return self.weight_params + (2 * self.c_out if self.batchnorm else 0) + (self.c_out if self.bias else 0)
+
+    @property
+    def forward_flops_per_image(self) -> float:
+        return 2.0 * self.weight_params * self.h_out * self.h_out
+
+    @property
+    def in_elems_per_image(self) -> int:
+        return self.c_in * self.h_in * self.h_in
+
+    @property
+    def out_elems_per_image(self) -> int:
+        return self.c_out * self.h_out * self.h_out
+
+
+class ResNetConfig(BaseModel):
+    """ResNet-50 v1.5 (stride 2 on the 3x3 convolution of each down-sampling block)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str
+    source: str
+    image_size: int = Field(224, gt=0)
+    classes: int = Field(1000, gt=0)
+    global_batch: int = Field(gt=0, description="images per training step")
+    blocks: tuple[int, int, int, int] = (3, 4, 6, 3)
+
+    @property
+    def kind(self) -> str:
+        return "cnn"
+
+    def layers(self) -> list[ConvLayer]:
+        """Weight layers in forward order, named as in ASTRA-sim's ResNet-50 workload."""
+        h = self.image_size
+        out = [ConvLayer("conv1", 3, 64, 7, 2, h)]
+        h = out[0].h_out // 2  # 3x3 max-pool, stride 2
+        c_in = 64
+        for stage, (n_blocks, width) in enumerate(zip(self.blocks, (64, 128, 256, 512), strict=True)):
+            for b in range(n_blocks):
+                stride = 2 if (b == 0 and stage > 0) else 1
+                tag = f"layer_{width}_{b + 1}"
+                out.append(ConvLayer(f"{tag}_conv1", c_in, width, 1, 1, h))
+                out.append(ConvLayer(f"{tag}_conv2", width, width, 3, stride, h))
+                h_out = math.ceil(h / stride)
+                out.append(ConvLayer(f"{tag}_conv3", width, 4 * width, 1, 1, h_out))
+                if b == 0:
+                    out.append(ConvLayer(f"{tag}_conv4", c_in, 4 * width, 1, stride, h))  # projection shortcut
+                c_in, h = 4 * width, h_out
+        out.append(ConvLayer("fc1000", c_in, self.classes, 1, 1, 1, batchnorm=False, bias=True))
+        return out
+
+    @property
+    def params(self) -> int:
+        return sum(layer.params for layer in self.layers())
+
+    def forward_flops_per_image(self) -> float:
+        return sum(layer.forward_flops_per_image for layer in self.layers())
+
+    def training_flops_per_step(self) -> float:
+        return 3.0 * self.forward_flops_per_image() * self.global_batch
+
+
+ModelConfig = TransformerConfig | ResNetConfig
+
+GPT3_SOURCE = (
+    "Brown et al., 'Language Models are Few-Shot Learners', NeurIPS 2020, Table 2.1 (GPT-3 175B: "
+    "n_layers 96, d_model 12288, n_heads 96, d_head 128, n_ctx 2048, batch 3.2M tokens = 1536 x 2048; "
+    "d_ff = 4 d_model and the GPT-2 BPE vocabulary of 50257, as in GPT-2)"
+)
+LLAMA2_SOURCE = (
+    "Touvron et al., 'Llama 2: Open Foundation and Fine-Tuned Chat Models', 2023, Table 1 and "
+    "the released config.json of Llama-2-70b (80 layers, hidden 8192, 64 heads, 8 KV heads, "
+    "intermediate 28672, vocab 32000, context 4096, global batch 4M tokens = 1024 x 4096)"
+)
+MIXTRAL_SOURCE = (
+    "Jiang et al., 'Mixtral of Experts', 2024, Table 1 (dim 4096, 32 layers, head_dim 128, "
+    "hidden_dim 14336, 32 heads, 8 KV heads, vocab 32000, 8 experts, top-2). Training sequence "
+    "length and batch are not published: 4096 x 1024 is podsim's choice"
+)
+RESNET_SOURCE = (
+    "He et al., 'Deep Residual Learning for Image Recognition', CVPR 2016, Table 1 (50-layer); "
+    "v1.5 stride placement as in the MLPerf reference; global batch 1024 as in the Cloud TPU "
+    "ResNet-50 reference (train_batch_size 1024)"
+)
+
+PRESETS: dict[str, ModelConfig] = {
+    "gpt3-175b": TransformerConfig(
+        name="gpt3-175b", source=GPT3_SOURCE, n_layers=96, d_model=12288, n_heads=96, n_kv_heads=96,
+        d_ff=4 * 12288, vocab=50257, seq_len=2048, global_batch=1536, mlp="gelu", norm="layernorm",
+        bias=True, tied_embeddings=True, learned_positions=True,
+    ),
+    "llama2-70b": TransformerConfig(
+        name="llama2-70b", source=LLAMA2_SOURCE, n_layers=80, d_model=8192, n_heads=64, n_kv_heads=8,
+        d_ff=28672, vocab=32000, seq_len=4096, global_batch=1024, mlp="swiglu", norm="rmsnorm",
+        bias=False, tied_embeddings=False, learned_positions=False,
+    ),
+    "mixtral-8x7b": TransformerConfig(
+        name="mixtral-8x7b", source=MIXTRAL_SOURCE, n_layers=32, d_model=4096, n_heads=32, n_kv_heads=8,
+        d_ff=14336, vocab=32000, seq_len=4096, global_batch=1024, mlp="swiglu", norm="rmsnorm",
+        bias=False, tied_embeddings=False, learned_positions=False, n_experts=8, top_k=2,
+    ),
+    "resnet50": ResNetConfig(name="resnet50", source=RESNET_SOURCE, global_batch=1024),
+}
+
+
+def get_model(name: str, overrides: dict[str, Any] | None = None) -> ModelConfig:
+    """A preset by name, with fields overridden (e.g. {'global_batch': 2048})."""
+    try:
+        base = PRESETS[name]
+    except KeyError:
+        raise PodsimError(f"unknown model {name!r}; presets: {', '.join(PRESETS)}") from None
+    if not overrides:
+        return base
+    fields = type(base).model_fields
+    unknown = [k for k in overrides if k not in fields or k in ("name", "source")]
+    if unknown:
+        allowed = ", ".join(k for k in fields if k not in ("name", "source"))
+        raise PodsimError(f"model {name}: {unknown[0]!r} cannot be set; fields: {allowed}")
+    try:
+        return type(base).model_validate({**base.model_dump(), **overrides})
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err["loc"]) or "model"
+        raise PodsimError(f"model {name}: {where}: {err['msg'].removeprefix('Value error, ')}") from None
+
+
+def parse_assignments(items: list[str] | None, what: str, example: str) -> dict[str, str]:
+    """['a=1', 'b=x,y'] -> {'a': '1', 'b': 'x,y'}; a one-line error names `what` and an example."""
+    out: dict[str, str] = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip() or not value.strip():
+            raise PodsimError(f"{what} {item!r} is not KEY=VALUE (e.g. {example})")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def parse_overrides(items: list[str] | None) -> dict[str, str]:
+    """['global_batch=2048', 'seq_len=4096'] -> {'global_batch': '2048', ...} (pydantic converts)."""
+    return parse_assignments(items, "model override", "global_batch=2048")

@@ -1,0 +1,638 @@
+"""Generate the step trace of a model trained with a parallelism plan on a slice.
+
+What each chip does in one training step, as an SPMD op DAG (every chip runs the same ops):
+
+- Compute ops carry FLOPs and HBM bytes per chip (a matmul [M,K]x[K,N] is 2MKN FLOPs and
+  reads/writes (MK + KN + MN) elements; attention is counted for the causal half, see
+  configs.py); the backward of an op is twice its forward in FLOPs and bytes. Compute ops run
+  in program order (each depends on the previous one): a chip has one compute stream.
+- Tensor parallelism (Megatron-LM, Shoeybi et al. 2019): per layer forward, an all-reduce of the
+  activations [b, s, d] after attention and after the MLP; per layer backward, one after each
+  block's input gradient. With `sequence_parallel` (Korthikanti et al. 2022) each becomes an
+  all-gather before the block and a reduce-scatter after it (and the reverse in backward): the
+  same bytes. The vocabulary-parallel embedding all-reduces its output, the LM head all-reduces
+  its input gradient, and the cross-entropy all-reduces three fp32 values per token.
+- FSDP / ZeRO-3: every layer's weights are all-gathered before its forward and again before its
+  backward, one layer ahead of use (issued in order, once the previous layer starts computing);
+  gradients are reduce-scattered after the layer's backward, every micro-batch. The embedding
+  block is gathered once per micro-batch and kept to the end of its backward.
+- Data parallelism (and `dcn`, data parallelism across slices): each layer's gradients are
+  all-reduced once per step, after the layer's last backward; these ops depend only on that
+  backward, so they overlap the rest of the backward pass. With FSDP they reduce the 1/fsdp shard
+  (hybrid sharding). Dense weights are also replicated over the expert axis, so their gradients
+  reduce over data x expert; expert weights over data only.
+- Expert parallelism (GShard/Switch): an MoE layer routes each token to top_k experts; an
+  all-to-all over the expert axis dispatches tokens and one combines them (each chip's send
+  buffer: tokens x top_k x d_model x capacity_factor), and both run again in backward.
+- Optimizer: one Adam-style update of the chip's parameter shard after all reductions (fp32
+  master weights and two moments read and written, the gradient read, bf16 weights written).
+
+Pipeline parallelism (1F1B with m micro-batches over p stages). The SPMD program is the
+lock-step loop an SPMD (GSPMD/XLA) pipeline runs, seen from one stage: p - 1 forward-only
+iterations (the pipeline fills), m iterations of one forward and one backward (1F1B's steady
+state), and p - 1 backward-only iterations (it drains). Every stage-iteration is followed by a
+collective permute (a SendRecv along the pipeline axis: activations shift +1 after a forward,
+gradients -1 after a backward), and the next iteration waits for it. In each of the 2(p - 1)
+fill and drain iterations the stage has no valid micro-batch: those compute ops are flagged
+`bubble` (they take the time of a stage forward or backward but do no useful work); their
+tensor-parallel collectives and the permutes run as they do in an SPMD pipeline. The DAG's
+critical path is therefore (p - 1)(F + c) + m(F + B) + (p - 1)(B + c) for stage forward and
+backward times F, B and permute time c: 1F1B's (m + p - 1)(F + B) with the bubble on the path.
+The labelling is exact for the last stage; every stage has the same number of bubble slots.
+Work that only the first or last stage does (embedding, LM head, loss) is spread evenly over the
+p stages (scaled by 1/p in every stage-iteration), so per-step totals are exact on average.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+
+from podsim.errors import PodsimError
+from podsim.topology import get_generation, validate_shape
+from podsim.trace.configs import ModelConfig, ResNetConfig, TransformerConfig, get_model
+from podsim.trace.mesh import (
+    DEFAULT_INTENSITY,
+    LOGICAL_AXES,
+    MeshMapping,
+    ParallelPlan,
+    map_mesh,
+    merge_groups,
+    parse_parallelism,
+)
+from podsim.trace.model import DCN_AXIS, AxisGroup, Collective, Compute, Op, SendRecv, StepTrace
+
+# nccl-tests bus-bandwidth factors ([NCCL-PERF], hardware.md nccl.2-nccl.7): bytes a chip moves
+# per byte of the op's buffer, used to rank logical axes by communication volume.
+BUS_FACTOR = {
+    "all_reduce": lambda n: 2 * (n - 1) / n,
+    "reduce_scatter": lambda n: (n - 1) / n,
+    "all_gather": lambda n: (n - 1) / n,
+    "all_to_all": lambda n: (n - 1) / n,
+    "broadcast": lambda n: 1.0,
+    "reduce": lambda n: 1.0,
+}
+
+
+@dataclass(frozen=True)
+class GenerateOptions:
+    """How the step is run, beyond the model and the parallelism plan."""
+
+    microbatches: int | None = None  # None: 1 without a pipeline, else the largest divisor of the local batch <= 4p
+    recompute: bool = False  # full activation recomputation: each layer's forward re-runs in its backward
+    sequence_parallel: bool = False  # Megatron sequence parallelism (all-gather + reduce-scatter)
+    capacity_factor: float = 1.0  # MoE dispatch buffer per expert / (tokens x top_k / experts)
+    act_bytes: int = 2  # bf16 activations
+    weight_bytes: int = 2  # bf16 weights as used and gathered
+    grad_bytes: int = 2  # bf16 gradients as reduced
+    mesh_order: tuple[str, ...] | None = None  # logical axes, heaviest first; None: by measured volume
+    mesh: Mapping[str, str] | None = field(default=None, hash=False)  # explicit mapping {'tensor': 'z', ...}
+
+
+def generate_trace(
+    model: str | ModelConfig,
+    slice_shape: str | Sequence[int],
+    parallelism: str | Mapping[str, int] | ParallelPlan,
+    *,
+    generation: str = "tpu-v4",
+    twisted: bool = False,
+    overrides: Mapping[str, object] | None = None,
+    options: GenerateOptions | None = None,
+) -> StepTrace:
+    """The step trace of `model` (a preset name or config) on a `generation` slice::
+
+        t = generate_trace("gpt3-175b", "8x16x16", "data=8,fsdp=16,tensor=16")
+        t.meta["mesh"]   # {'tensor': 'y', 'fsdp': 'z', 'data': 'x'}
+    """
+    cfg = get_model(model, dict(overrides or {})) if isinstance(model, str) else model
+    opts = options or GenerateOptions()
+    gen = get_generation(generation)
+    spec = validate_shape(gen, tuple(slice_shape) if not isinstance(slice_shape, str) else slice_shape, twisted=twisted)
+    plan = parse_parallelism(parallelism)
+    if plan.ici_chips != spec.chips:
+        raise PodsimError(f"parallelism {plan} uses {plan.ici_chips} chips per slice but slice {spec} has {spec.chips}; the sizes other than dcn must multiply to {spec.chips}")
+    if opts.capacity_factor < 1.0:
+        raise PodsimError(f"capacity_factor {opts.capacity_factor} is below 1; MoE dispatch buffers must hold every routed token")
+    sizes = {**plan.sizes(), "dcn": plan.dcn}
+    if isinstance(cfg, TransformerConfig):
+        builder, info = _transformer_program(cfg, plan, opts, sizes)
+    else:
+        builder, info = _resnet_program(cfg, plan, opts, sizes)
+    volume = builder.volume_per_axis()
+    order = opts.mesh_order or tuple(sorted(LOGICAL_AXES, key=lambda a: (-volume.get(a, 0.0), DEFAULT_INTENSITY.index(a))))
+    mapping = map_mesh(spec.shape, plan, order, explicit=opts.mesh)
+    ops = builder.finish(mapping, spec.shape)
+    meta = {
+        "generator": "podsim.trace.generate",
+        "model": cfg.name,
+        "model_kind": cfg.kind,
+        "config": cfg.model_dump(exclude={"source"}),
+        "source": cfg.source,
+        "generation": gen.id,
+        "slice": str(spec),
+        "chips": spec.chips * plan.dcn,
+        "parallelism": str(plan),
+        "mesh": mapping.describe(),
+        "mesh_order": list(mapping.order),
+        "comm_bytes_per_axis": {a: v for a, v in volume.items() if v},
+        "recompute": opts.recompute,
+        "sequence_parallel": opts.sequence_parallel,
+        **info,
+    }
+    trace = StepTrace(tuple(ops), name=f"{cfg.name} {plan} on {gen.id} {spec}", meta=meta)
+    trace.validate(axes=("x", "y", "z")[: len(spec.shape)])
+    return trace
+
+
+# ---------------------------------------------------------------------------------------------
+# The program builder: ops with logical groups, mapped to slice axes at the end.
+
+
+class _Builder:
+    """Collects ops in program order. Compute ops chain on one stream; collectives name
+    logical axes until `finish` maps them to physical groups."""
+
+    def __init__(self, sizes: Mapping[str, int]):
+        self.sizes = dict(sizes)
+        self.ops: list[Op] = []
+        self.logical: dict[str, tuple[str, ...]] = {}
+        self.last_compute: str | None = None
+        self.pending: list[str] = []  # blocking collectives the next compute waits for
+
+    def group_size(self, axes: Sequence[str]) -> int:
+        return math.prod(self.sizes[a] for a in axes)
+
+    def compute(self, op_id: str, flops: float, hbm: float, *, deps: Sequence[str | None] = (), name: str = "", layer: str = "", bubble: bool = False) -> str:
+        all_deps = [d for d in (self.last_compute, *self.pending, *deps) if d]
+        self.ops.append(Compute(op_id, flops=flops, hbm_bytes=hbm, deps=tuple(dict.fromkeys(all_deps)), name=name, layer=layer, bubble=bubble))
+        self.last_compute, self.pending = op_id, []
+        return op_id
+
+    def frontier(self) -> list[str]:
+        """What an op issued now after the program so far must wait for."""
+        return [d for d in (self.last_compute, *self.pending) if d]
+
+    def collective(self, op_id: str, kind: str, nbytes: float, axes: Sequence[str], *, deps: Sequence[str | None] | None = None, blocking: bool = True, name: str = "", layer: str = "") -> str | None:
+        """A collective over logical `axes`; None (and no op) when the group is one chip."""
+        axes = tuple(a for a in axes if self.sizes[a] > 1)
+        if not axes or nbytes <= 0:
+            return None
+        d = self.frontier() if deps is None else [x for x in deps if x]
+        self.ops.append(Collective(op_id, kind, float(nbytes), (), deps=tuple(dict.fromkeys(d)), name=name, layer=layer))
+        self.logical[op_id] = axes
+        if blocking:
+            self.pending.append(op_id)
+        return op_id
+
+    def send(self, op_id: str, nbytes: float, shift: int, *, deps: Sequence[str], name: str = "") -> str | None:
+        if self.sizes["pipeline"] == 1:
+            return None
+        self.ops.append(SendRecv(op_id, float(nbytes), AxisGroup("x"), shift, deps=tuple(dict.fromkeys(deps)), name=name))
+        self.logical[op_id] = ("pipeline",)
+        return op_id
+
+    def volume_per_axis(self) -> dict[str, float]:
+        """Bytes each chip moves on each logical axis per step (bus-bandwidth convention)."""
+        vol = {a: 0.0 for a in (*LOGICAL_AXES, "dcn")}
+        for op in self.ops:
+            axes = self.logical.get(op.id)
+            if not axes:
+                continue
+            if isinstance(op, SendRecv):
+                moved = op.bytes
+            else:
+                moved = op.bytes * BUS_FACTOR[op.kind](self.group_size(axes))
+            for a in axes:
+                vol[a] += moved
+        return vol
+
+    def finish(self, mapping: MeshMapping, shape: Sequence[int]) -> list[Op]:
+        """Replace logical groups with slice-axis groups; split an all-reduce whose axes do not
+        form one group into reduce-scatter, all-reduce, all-gather (hierarchical)."""
+        out: list[Op] = []
+        renamed: dict[str, str] = {}
+        for op in self.ops:
+            axes = self.logical.get(op.id)
+            if op.deps and renamed:
+                op = _with_deps(op, tuple(renamed.get(d, d) for d in op.deps))
+            if axes is None:
+                out.append(op)
+                continue
+            parts = [mapping.groups[a] if a != "dcn" else (AxisGroup(DCN_AXIS),) for a in axes]
+            if isinstance(op, SendRecv):
+                (axis,) = parts[0]
+                out.append(SendRecv(op.id, op.bytes, axis, op.shift, op.deps, op.name, op.layer))
+                continue
+            group = merge_groups(parts, shape)
+            if group is not None:
+                out.append(Collective(op.id, op.kind, op.bytes, group, op.algorithm, op.deps, op.name, op.layer))
+                continue
+            if op.kind != "all_reduce":
+                raise PodsimError(f"op {op.id!r}: the {op.kind} over {', '.join(axes)} is not one block of the slice under mesh {mapping.describe()}; choose another mapping")
+            inner = min(axes, key=lambda a: mapping.order.index(a) if a in mapping.order else len(mapping.order))
+            outer = [a for a in axes if a != inner]
+            inner_grp = mapping.groups[inner]
+            outer_grp = merge_groups([mapping.groups[a] if a != "dcn" else (AxisGroup(DCN_AXIS),) for a in outer], shape)
+            if outer_grp is None:
+                raise PodsimError(f"op {op.id!r}: cannot lay the all-reduce over {', '.join(axes)} on mesh {mapping.describe()}")
+            n_inner = self.group_size([inner])
+            rs = Collective(op.id + ".rs", "reduce_scatter", op.bytes, inner_grp, op.algorithm, op.deps, op.name, op.layer)
+            ar = Collective(op.id + ".ar", "all_reduce", op.bytes / n_inner, outer_grp, op.algorithm, (rs.id,), op.name, op.layer)
+            ag = Collective(op.id + ".ag", "all_gather", op.bytes, inner_grp, op.algorithm, (ar.id,), op.name, op.layer)
+            out += [rs, ar, ag]
+            renamed[op.id] = ag.id
+        return out
+
+
+def _with_deps(op: Op, deps: tuple[str, ...]) -> Op:
+    return replace(op, deps=deps)
+
+
+def _matmul(m: float, k: float, n: float, elem_bytes: int) -> tuple[float, float]:
+    """FLOPs and HBM bytes of [m, k] x [k, n]."""
+    return 2.0 * m * k * n, (m * k + k * n + m * n) * elem_bytes
+
+
+def _sum(*parts: tuple[float, float]) -> tuple[float, float]:
+    return sum(p[0] for p in parts), sum(p[1] for p in parts)
+
+
+def _local_batch(global_batch: int, plan: ParallelPlan, unit: str) -> int:
+    shards = plan.batch_shards
+    if global_batch % shards:
+        raise PodsimError(f"global batch of {global_batch} {unit} does not split over data x fsdp x expert x dcn = {shards}; use a multiple of {shards} (--set global_batch=N)")
+    return global_batch // shards
+
+
+def _microbatches(local: int, plan: ParallelPlan, opts: GenerateOptions) -> int:
+    if opts.microbatches is not None:
+        m = opts.microbatches
+        if m < 1 or local % m:
+            raise PodsimError(f"microbatches {m} does not divide the {local} sequences each chip holds per step")
+        return m
+    if plan.pipeline == 1:
+        return 1
+    return max(d for d in range(1, min(local, 4 * plan.pipeline) + 1) if local % d == 0)
+
+
+# ---------------------------------------------------------------------------------------------
+# Transformers
+
+
+@dataclass(frozen=True)
+class _Shard:
+    """Per-chip shapes and costs of one transformer under a plan."""
+
+    cfg: TransformerConfig
+    plan: ParallelPlan
+    opts: GenerateOptions
+    b: int  # sequences per micro-batch per chip
+    layers: int  # layers per pipeline stage
+
+    @property
+    def t(self) -> int:
+        return self.plan.tensor
+
+    @property
+    def tokens(self) -> int:
+        return self.b * self.cfg.seq_len
+
+    @property
+    def heads(self) -> int:
+        return self.cfg.n_heads // self.t
+
+    @property
+    def kv_heads(self) -> int:
+        """KV heads per chip; replicated when tensor > n_kv_heads (Megatron GQA)."""
+        return max(self.cfg.n_kv_heads // self.t, 1)
+
+    @property
+    def d_ff(self) -> int:
+        return self.cfg.d_ff // self.t
+
+    @property
+    def vocab(self) -> int:
+        return math.ceil(self.cfg.vocab / self.t)
+
+    @property
+    def local_experts(self) -> int:
+        return self.cfg.n_experts // self.plan.expert
+
+    @property
+    def act(self) -> float:
+        """Bytes of one micro-batch's activations [b, s, d] on a chip."""
+        return float(self.tokens * self.cfg.d_model * self.opts.act_bytes)
+
+    # Parameters per chip (before FSDP sharding) ------------------------------------------
+    def attn_params(self) -> int:
+        c, dh = self.cfg, self.cfg.d_head
+        w = c.d_model * dh * (2 * self.heads + 2 * self.kv_heads)
+        b = ((self.heads + 2 * self.kv_heads) * dh + c.d_model) if c.bias else 0
+        return w + b
+
+    def mlp_params(self) -> int:
+        c = self.cfg
+        w = c.mlp_matrices * c.d_model * self.d_ff
+        b = (self.d_ff * (c.mlp_matrices - 1) + c.d_model) if c.bias else 0
+        return w + b
+
+    def dense_params(self) -> int:
+        """Per layer: weights replicated over data and expert (attention, norms, router, dense MLP)."""
+        c = self.cfg
+        return self.attn_params() + c.norm_params_per_layer + c.router_params + (0 if c.is_moe else self.mlp_params())
+
+    def expert_params(self) -> int:
+        """Per layer: this chip's experts (replicated over data only)."""
+        return self.local_experts * self.mlp_params() if self.cfg.is_moe else 0
+
+    def embed_params(self) -> int:
+        c = self.cfg
+        emb = self.vocab * c.d_model
+        pos = c.seq_len * c.d_model if c.learned_positions else 0
+        head = 0 if c.tied_embeddings else self.vocab * c.d_model
+        return emb + pos + c.norm_params_per_layer // 2 + head
+
+    # Forward costs (FLOPs, HBM bytes) per micro-batch ------------------------------------
+    def attn_fwd(self) -> tuple[float, float]:
+        c, T, a, dh = self.cfg, self.tokens, self.opts.act_bytes, self.cfg.d_head
+        qkv = _matmul(T, c.d_model, (self.heads + 2 * self.kv_heads) * dh, a)
+        core = (2.0 * T * c.seq_len * self.heads * dh, T * (2 * self.heads + 2 * self.kv_heads) * dh * a)
+        out = _matmul(T, self.heads * dh, c.d_model, a)
+        elementwise = (0.0, 5.0 * T * c.d_model * a)  # norm read+write, residual add
+        return _sum(qkv, core, out, elementwise)
+
+    def mlp_fwd(self, tokens: float, experts: int = 1) -> tuple[float, float]:
+        c, a = self.cfg, self.opts.act_bytes
+        fin, fout = c.mlp_matrices - 1, 1
+        flops = 2.0 * tokens * c.d_model * self.d_ff * (fin + fout)
+        weights = experts * c.mlp_matrices * c.d_model * self.d_ff * a
+        acts = tokens * (2 * c.d_model + (2 * fin + 1) * self.d_ff) * a
+        return flops, weights + acts
+
+    def dense_mlp_fwd(self) -> tuple[float, float]:
+        return _sum(self.mlp_fwd(self.tokens), (0.0, 5.0 * self.tokens * self.cfg.d_model * self.opts.act_bytes))
+
+    def router_fwd(self) -> tuple[float, float]:
+        c = self.cfg
+        return _sum(_matmul(self.tokens, c.d_model, c.n_experts, self.opts.act_bytes), (0.0, 5.0 * self.tokens * c.d_model * self.opts.act_bytes))
+
+    def routed_tokens(self) -> float:
+        cf = self.opts.capacity_factor if self.plan.expert > 1 else 1.0
+        return self.tokens * self.cfg.top_k * cf
+
+    def experts_fwd(self) -> tuple[float, float]:
+        return self.mlp_fwd(self.routed_tokens(), self.local_experts)
+
+    def dispatch_bytes(self) -> float:
+        return self.routed_tokens() * self.cfg.d_model * self.opts.act_bytes
+
+    def embed_fwd(self) -> tuple[float, float]:
+        return 0.0, 3.0 * self.tokens * self.cfg.d_model * self.opts.act_bytes
+
+    def head_fwd(self) -> tuple[float, float]:
+        c, T = self.cfg, self.tokens
+        logits = _matmul(T, c.d_model, self.vocab, self.opts.act_bytes)
+        loss = (0.0, 2.0 * T * self.vocab * 4)  # fp32 softmax and loss over the logits
+        return _sum(logits, loss, (0.0, 2.0 * T * c.d_model * self.opts.act_bytes))
+
+
+class _TransformerProgram:
+    """Emits one stage's program: forward and backward stage-iterations and the reductions."""
+
+    def __init__(self, sh: _Shard, builder: _Builder, microbatches: int):
+        self.sh, self.b, self.m = sh, builder, microbatches
+        self.p = sh.plan.pipeline
+        self.edge = 1.0 / self.p  # share of embedding/head work in each stage-iteration
+        self.fsdp = sh.plan.fsdp > 1
+        self.sp = sh.opts.sequence_parallel
+        self.last_gather: str | None = None
+        self.grad_ready: dict[str, str] = {}  # block -> last backward op of the last valid micro-batch
+        self.reductions: list[str] = []
+
+    # Tensor-parallel boundaries (Megatron f and g operators, or their sequence-parallel forms)
+    def _enter(self, prefix: str, layer: str) -> None:
+        if self.sp:
+            self.b.collective(f"{prefix}.ag", "all_gather", self.sh.act, ("tensor",), name="sequence-parallel gather", layer=layer)
+
+    def _exit(self, prefix: str, layer: str, scale: float = 1.0) -> None:
+        kind = "reduce_scatter" if self.sp else "all_reduce"
+        self.b.collective(f"{prefix}.{'rs' if self.sp else 'ar'}", kind, self.sh.act * scale, ("tensor",), name="tensor-parallel partial sums", layer=layer)
+
+    def _enter_bwd(self, prefix: str, layer: str, scale: float = 1.0) -> None:
+        kind = "reduce_scatter" if self.sp else "all_reduce"
+        self.b.collective(f"{prefix}.{'rs' if self.sp else 'ar'}", kind, self.sh.act * scale, ("tensor",), name="tensor-parallel input gradient", layer=layer)
+
+    def _exit_bwd(self, prefix: str, layer: str, scale: float = 1.0) -> None:
+        if self.sp:
+            self.b.collective(f"{prefix}.ag", "all_gather", self.sh.act * scale, ("tensor",), name="sequence-parallel gather", layer=layer)
+
+    def _gather(self, op_id: str, block: str, params: float, window: str | None) -> str | None:
+        """FSDP all-gather of a block's weights, issued in order, one block ahead of use."""
+        if not self.fsdp:
+            return None
+        deps = [self.last_gather, window]
+        gid = self.b.collective(op_id, "all_gather", params * self.sh.opts.weight_bytes, ("fsdp",), deps=deps, blocking=False, name=f"FSDP gather {block}", layer=block)
+        self.last_gather = gid or self.last_gather
+        return gid
+
+    def _scale(self, cost: tuple[float, float], k: float) -> tuple[float, float]:
+        return cost[0] * k, cost[1] * k
+
+    # Stage-iterations ----------------------------------------------------------------------
+    def forward(self, tag: str, *, bubble: bool, entry: Sequence[str | None] = ()) -> None:
+        """One forward stage-iteration."""
+        sh, b = self.sh, self.b
+        pre = f"{tag}.fwd"
+        g = self._gather(f"{tag}.embed.gather", "embed", sh.embed_params() * self.edge, None)
+        b.compute(f"{pre}.embed", *self._scale(sh.embed_fwd(), self.edge), deps=[*entry, g], name="embedding lookup", layer="embed", bubble=bubble)
+        self._exit(f"{pre}.embed", "embed", self.edge)
+        window: str | None = None  # the op before the previous layer: its end lets the next gather go
+        for k in range(sh.layers):
+            layer = f"L{k}"
+            g = self._gather(f"{tag}.{layer}.fwd.gather", layer, sh.dense_params() + sh.expert_params(), window)
+            window = b.last_compute
+            self._layer_forward(f"{pre}.{layer}", layer, bubble, g)
+        self._enter(f"{pre}.head.in", "head")
+        b.compute(f"{pre}.head", *self._scale(sh.head_fwd(), self.edge), name="LM head and loss forward", layer="head", bubble=bubble)
+        b.collective(f"{pre}.loss.ar", "all_reduce", 3.0 * sh.tokens * 4 * self.edge, ("tensor",), name="vocab-parallel cross-entropy (max, target logit, sum exp)", layer="head")
+
+    def _layer_forward(self, pre: str, layer: str, bubble: bool, gather: str | None, note: str = "") -> None:
+        """One layer's forward ops (attention, then the MLP or the MoE block), ids under `pre`."""
+        sh, b = self.sh, self.b
+        self._enter(f"{pre}.attn.in", layer)
+        b.compute(f"{pre}.attn", *sh.attn_fwd(), deps=[gather], name=f"attention forward{note}", layer=layer, bubble=bubble)
+        self._exit(f"{pre}.attn.out", layer)
+        self._enter(f"{pre}.mlp.in", layer)
+        if sh.cfg.is_moe:
+            b.compute(f"{pre}.router", *sh.router_fwd(), name=f"MoE router forward{note}", layer=layer, bubble=bubble)
+            b.collective(f"{pre}.dispatch", "all_to_all", sh.dispatch_bytes(), ("expert",), name=f"MoE dispatch{note}", layer=layer)
+            b.compute(f"{pre}.experts", *sh.experts_fwd(), name=f"MoE experts forward{note}", layer=layer, bubble=bubble)
+            b.collective(f"{pre}.combine", "all_to_all", sh.dispatch_bytes(), ("expert",), name=f"MoE combine{note}", layer=layer)
+        else:
+            b.compute(f"{pre}.mlp", *sh.dense_mlp_fwd(), name=f"MLP forward{note}", layer=layer, bubble=bubble)
+        self._exit(f"{pre}.mlp.out", layer)
+
+    def backward(self, tag: str, *, bubble: bool, last: bool, entry: Sequence[str | None] = ()) -> None:
+        """One backward stage-iteration; `last`: the last valid micro-batch (reduce gradients)."""
+        sh, b = self.sh, self.b
+        pre = f"{tag}.bwd"
+        b.compute(f"{pre}.head", *self._scale(sh.head_fwd(), 2 * self.edge), deps=entry, name="LM head and loss backward", layer="head", bubble=bubble)
+        self._enter_bwd(f"{pre}.head.in", "head", self.edge)
+        window: str | None = None
+        for k in reversed(range(sh.layers)):
+            layer = f"L{k}"
+            g = self._gather(f"{tag}.{layer}.bwd.gather", layer, sh.dense_params() + sh.expert_params(), window)
+            window = b.last_compute
+            if sh.opts.recompute:
+                self._layer_forward(f"{tag}.recompute.{layer}", layer, bubble, g, " (recomputed)")
+                g = None
+            self._exit_bwd(f"{pre}.{layer}.mlp.out", layer)
+            if sh.cfg.is_moe:
+                b.collective(f"{pre}.{layer}.combine", "all_to_all", sh.dispatch_bytes(), ("expert",), deps=[*b.frontier(), g], name="MoE combine backward", layer=layer)
+                b.compute(f"{pre}.{layer}.experts", *self._scale(sh.experts_fwd(), 2), deps=[g], name="MoE experts backward", layer=layer, bubble=bubble)
+                b.collective(f"{pre}.{layer}.dispatch", "all_to_all", sh.dispatch_bytes(), ("expert",), name="MoE dispatch backward", layer=layer)
+                b.compute(f"{pre}.{layer}.router", *self._scale(sh.router_fwd(), 2), name="MoE router backward", layer=layer, bubble=bubble)
+            else:
+                b.compute(f"{pre}.{layer}.mlp", *self._scale(sh.dense_mlp_fwd(), 2), deps=[g], name="MLP backward", layer=layer, bubble=bubble)
+            self._enter_bwd(f"{pre}.{layer}.mlp.in", layer)
+            self._exit_bwd(f"{pre}.{layer}.attn.out", layer)
+            done = b.compute(f"{pre}.{layer}.attn", *self._scale(sh.attn_fwd(), 2), name="attention backward", layer=layer, bubble=bubble)
+            self._enter_bwd(f"{pre}.{layer}.attn.in", layer)
+            if not bubble:
+                self._reduce(tag, layer, done, sh.dense_params(), sh.expert_params(), last)
+        self._exit_bwd(f"{pre}.embed", "embed", self.edge)
+        done = b.compute(f"{pre}.embed", *self._scale(sh.embed_fwd(), 2 * self.edge), name="embedding gradient", layer="embed", bubble=bubble)
+        if not bubble:
+            self._reduce(tag, "embed", done, sh.embed_params() * self.edge, 0, last)
+
+    def _reduce(self, tag: str, block: str, after: str, dense: float, expert: float, last: bool) -> None:
+        """Gradient reduction of one block: FSDP reduce-scatter every micro-batch, data-parallel
+        all-reduce after the last; both wait only for the block's backward."""
+        b, g = self.b, self.sh.opts.grad_bytes
+        f = self.sh.plan.fsdp
+        ready = after
+        if self.fsdp:
+            rs = b.collective(f"{tag}.{block}.grad.rs", "reduce_scatter", (dense + expert) * g, ("fsdp",), deps=[after], blocking=False, name="FSDP gradient reduce-scatter", layer=block)
+            ready = rs or after
+            self.reductions.append(ready)
+        if last:
+            ar = b.collective(f"{block}.grad.ar", "all_reduce", dense * g / f, ("data", "expert", "dcn"), deps=[ready], blocking=False, name="data-parallel gradient all-reduce", layer=block)
+            ar_e = b.collective(f"{block}.grad.expert.ar", "all_reduce", expert * g / f, ("data", "dcn"), deps=[ready], blocking=False, name="data-parallel expert gradient all-reduce", layer=block)
+            self.reductions += [x for x in (ar, ar_e) if x]
+
+    def optimizer(self) -> None:
+        sh = self.sh
+        params = (sh.layers * (sh.dense_params() + sh.expert_params()) + sh.embed_params() * self.edge) / sh.plan.fsdp
+        hbm = params * (24 + sh.opts.grad_bytes + sh.opts.weight_bytes)
+        self.b.compute("optimizer", 12.0 * params, hbm, deps=self.reductions, name="Adam update of this chip's shard", layer="optimizer")
+
+    # The step ------------------------------------------------------------------------------
+    def step(self) -> None:
+        p, m, b, sh = self.p, self.m, self.b, self.sh
+        send = sh.act / (sh.t if self.sp else 1)
+        if p == 1:
+            for j in range(m):
+                self.forward(f"mb{j}", bubble=False)
+                self.backward(f"mb{j}", bubble=False, last=j == m - 1)
+            self.optimizer()
+            return
+        fwd_in: str | None = None  # the permute that brings this iteration's forward input
+        bwd_in: str | None = None
+        n_fwd = n_bwd = 0
+        total = m + p - 1
+
+        def fwd(tag: str, bubble: bool) -> None:
+            nonlocal fwd_in, n_fwd
+            self.forward(tag, bubble=bubble, entry=[fwd_in])
+            n_fwd += 1
+            fwd_in = b.send(f"{tag}.fwd.send", send, +1, deps=b.frontier(), name="pipeline activations to the next stage") if n_fwd < total else None
+
+        def bwd(tag: str, bubble: bool, last: bool) -> None:
+            nonlocal bwd_in, n_bwd
+            self.backward(tag, bubble=bubble, last=last, entry=[bwd_in])
+            n_bwd += 1
+            bwd_in = b.send(f"{tag}.bwd.send", send, -1, deps=b.frontier(), name="pipeline gradients to the previous stage") if n_bwd < total else None
+
+        for k in range(p - 1):
+            fwd(f"fill{k}", True)
+        for j in range(m):
+            fwd(f"mb{j}", False)
+            bwd(f"mb{j}", False, j == m - 1)
+        for k in range(p - 1):
+            bwd(f"drain{k}", True, False)
+        self.optimizer()
+
+
+def _transformer_program(cfg: TransformerConfig, plan: ParallelPlan, opts: GenerateOptions, sizes: Mapping[str, int]) -> tuple[_Builder, dict]:
+    t, e, p = plan.tensor, plan.expert, plan.pipeline
+    if cfg.n_heads % t:
+        raise PodsimError(f"tensor={t} does not divide {cfg.name}'s {cfg.n_heads} attention heads")
+    if cfg.n_kv_heads % t and t % cfg.n_kv_heads:
+        raise PodsimError(f"tensor={t} neither divides nor is a multiple of {cfg.name}'s {cfg.n_kv_heads} KV heads")
+    if cfg.d_ff % t:
+        raise PodsimError(f"tensor={t} does not divide {cfg.name}'s d_ff {cfg.d_ff}")
+    if e > 1 and not cfg.is_moe:
+        raise PodsimError(f"expert={e} needs a mixture-of-experts model; {cfg.name} is dense")
+    if cfg.n_experts % e:
+        raise PodsimError(f"expert={e} does not divide {cfg.name}'s {cfg.n_experts} experts")
+    if cfg.n_layers % p:
+        raise PodsimError(f"pipeline={p} does not divide {cfg.name}'s {cfg.n_layers} layers")
+    if opts.sequence_parallel and cfg.seq_len % t:
+        raise PodsimError(f"sequence parallelism needs tensor={t} to divide the sequence length {cfg.seq_len}")
+    local = _local_batch(cfg.global_batch, plan, "sequences")
+    m = _microbatches(local, plan, opts)
+    sh = _Shard(cfg, plan, opts, b=local // m, layers=cfg.n_layers // p)
+    builder = _Builder(sizes)
+    _TransformerProgram(sh, builder, m).step()
+    info = {
+        "params": cfg.params,
+        "active_params": cfg.active_params,
+        "tokens_per_step": cfg.tokens_per_step,
+        "model_flops_per_step": cfg.training_flops_per_step(),
+        "microbatches": m,
+        "microbatch_sequences": sh.b,
+        "layers_per_stage": sh.layers,
+        "pipeline_bubble_fraction": (p - 1) / (m + p - 1),
+    }
+    return builder, info
+
+
+# ---------------------------------------------------------------------------------------------
+# ResNet-50 (data parallel)
+
+
+def _resnet_program(cfg: ResNetConfig, plan: ParallelPlan, opts: GenerateOptions, sizes: Mapping[str, int]) -> tuple[_Builder, dict]:
+    other = [a for a in ("fsdp", "pipeline", "tensor", "expert") if getattr(plan, a) > 1]
+    if other:
+        raise PodsimError(f"{cfg.name} is generated data-parallel only; drop {other[0]}={getattr(plan, other[0])} (use data and dcn)")
+    local = _local_batch(cfg.global_batch, plan, "images")
+    m = _microbatches(local, plan, opts)
+    n = local // m
+    a = opts.act_bytes
+    layers = cfg.layers()
+    b = _Builder(sizes)
+    reductions: list[str] = []
+    for j in range(m):
+        for layer in layers:
+            flops = layer.forward_flops_per_image * n
+            # weights, input, output, and batch-norm/ReLU over the output (read + write)
+            hbm = layer.weight_params * opts.weight_bytes + n * (layer.in_elems_per_image + 3 * layer.out_elems_per_image) * a
+            b.compute(f"mb{j}.fwd.{layer.name}", flops, hbm, name="fully connected forward" if layer.bias else "convolution forward", layer=layer.name)
+        for layer in reversed(layers):
+            flops = 2 * layer.forward_flops_per_image * n
+            hbm = 2 * (layer.weight_params * opts.weight_bytes + n * (layer.in_elems_per_image + 3 * layer.out_elems_per_image) * a)
+            done = b.compute(f"mb{j}.bwd.{layer.name}", flops, hbm, name="layer backward", layer=layer.name)
+            if j == m - 1:
+                ar = b.collective(f"{layer.name}.grad.ar", "all_reduce", layer.params * opts.grad_bytes, ("data", "dcn"), deps=[done], blocking=False, name="data-parallel gradient all-reduce", layer=layer.name)
+                reductions += [ar] if ar else []
+    params = cfg.params
+    b.compute("optimizer", 12.0 * params, params * (24 + opts.grad_bytes + opts.weight_bytes), deps=reductions, name="optimizer update", layer="optimizer")
+    info = {
+        "params": params,
+        "images_per_step": cfg.global_batch,
+        "model_flops_per_step": cfg.training_flops_per_step(),
+        "microbatches": m,
+        "microbatch_images": n,
+    }
+    return b, info

@@ -1,0 +1,165 @@
+"""Load any supported trace file into a validated StepTrace, and summarise a trace.
+
+Formats, told apart by suffix and content:
+- podsim native: `.json` / `.yaml` / `.yml` with `podsim_trace: 1` (native.py);
+- Chakra execution traces: `.et` (protobuf records) or Chakra JSON (`{"nodes": [...]}`), one
+  file per rank (chakra.py);
+- ASTRA-sim 1.0 text workloads: any other text file whose first word is a policy such as DATA
+  (astra.py).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from pathlib import Path
+
+from podsim.errors import PodsimError
+from podsim.topology import get_generation
+from podsim.trace.astra import ASTRA_CLOCK_HZ, POLICIES, import_astra_text
+from podsim.trace.chakra import import_chakra, rank_of, read_chakra_json, read_et
+from podsim.trace.model import (
+    DCN_AXIS,
+    SLICE_AXES,
+    AxisGroup,
+    Collective,
+    Compute,
+    SendRecv,
+    StepTrace,
+    format_group,
+)
+from podsim.trace.native import load_native, read_structured
+
+
+def _kind(path: Path) -> tuple[str, object]:
+    """('native' | 'chakra-json' | 'chakra-et' | 'astra', parsed content if any)."""
+    suffix = path.suffix.lower()
+    if not path.exists():
+        raise PodsimError(f"trace file {str(path)!r} does not exist")
+    if suffix == ".et":
+        return "chakra-et", None
+    if suffix in (".json", ".yaml", ".yml"):
+        data = read_structured(path)
+        if isinstance(data, dict) and "podsim_trace" in data:
+            return "native", data
+        if suffix == ".json" and isinstance(data, dict) and "nodes" in data:
+            return "chakra-json", data
+        raise PodsimError(f"{path.name}: neither a podsim trace (`podsim_trace: 1`) nor a Chakra JSON trace (`nodes`)")
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError):
+        raise PodsimError(f"{path.name}: unknown trace format; use .json/.yaml (podsim), .et or Chakra .json, or an ASTRA-sim text workload") from None
+    first = text.split(maxsplit=1)[0] if text.strip() else ""
+    if first in POLICIES:
+        return "astra", text
+    raise PodsimError(f"{path.name}: unknown trace format (first word {first!r}); use .json/.yaml (podsim), .et or Chakra .json, or an ASTRA-sim text workload starting with a policy such as DATA")
+
+
+def load_trace(
+    paths: str | Path | Sequence[str | Path],
+    *,
+    shape: Sequence[int] | None = None,
+    group: str | None = None,
+    rank: int | None = None,
+    clock_hz: float = ASTRA_CLOCK_HZ,
+    keep_cpu_ops: bool = False,
+) -> StepTrace:
+    """Load a trace from any supported file (several files only for Chakra's one per rank).
+
+    `shape`: the slice the trace will run on; its axes bound the groups (default x, y, z), and
+    the trace is checked to fit it. `group`: the axes a Chakra collective spans when the file
+    does not say (default: every axis). `rank`: import one Chakra rank. `clock_hz`: the clock
+    of ASTRA-sim compute cycles (default 1 GHz).
+    """
+    items = [Path(paths)] if isinstance(paths, (str, Path)) else [Path(p) for p in paths]
+    if not items:
+        raise PodsimError("no trace file given")
+    axes = SLICE_AXES[: len(shape)] if shape is not None else SLICE_AXES
+    kinds = [_kind(p) for p in items]
+    names = {k for k, _ in kinds}
+    if len(items) > 1 and not names <= {"chakra-et", "chakra-json"}:
+        raise PodsimError("several files make one trace only for Chakra traces (one file per rank); give one podsim or ASTRA-sim file")
+    kind, content = kinds[0]
+    if kind == "native":
+        trace = load_native(items[0], content)
+    elif kind == "astra":
+        trace = import_astra_text(items[0], shape=shape, axes=axes, clock_hz=clock_hz, text=str(content))
+    else:
+        ranks = []
+        for i, (p, (k, data)) in enumerate(zip(items, kinds, strict=True)):
+            r = rank_of(p, i)
+            ranks.append(read_et(p, r) if k == "chakra-et" else read_chakra_json(p, data, r))
+        trace = import_chakra(ranks, axes=axes, group=group, rank=rank, keep_cpu_ops=keep_cpu_ops)
+    if shape is not None:
+        check_fits(trace, shape)
+    return trace
+
+
+def check_fits(trace: StepTrace, shape: Sequence[int]) -> None:
+    """Every group names axes the slice has, and every x:SIZE[:STRIDE] block tiles its axis."""
+    axes = SLICE_AXES[: len(shape)]
+    trace.validate(axes=axes)
+    length = dict(zip(axes, shape, strict=False))
+    for op in trace.ops:
+        groups: tuple[AxisGroup, ...] = op.group if isinstance(op, Collective) else (op.axis,) if isinstance(op, SendRecv) else ()
+        for g in groups:
+            if g.axis == DCN_AXIS or g.size is None:
+                continue
+            span = g.size * g.stride
+            if length[g.axis] % span:
+                raise PodsimError(f"op {op.id!r}: group {g} spans {span} chips along {g.axis} but the slice has {length[g.axis]}; the span must divide it")
+
+
+def summarize_trace(trace: StepTrace, generation: str | None = None) -> dict:
+    """Ops, FLOPs and bytes per collective kind; with a generation, the compute time at peak."""
+    gen = get_generation(generation) if generation else None
+    comp = {"ops": 0, "flops": 0.0, "bubble_ops": 0, "bubble_flops": 0.0, "hbm_bytes": 0.0, "fixed_duration_s": 0.0}
+    colls: dict[str, dict] = {}
+    groups: dict[str, float] = {}
+    send = {"ops": 0, "bytes": 0.0}
+    at_peak = 0.0
+    for op in trace.ops:
+        if isinstance(op, Compute):
+            comp["ops"] += 1
+            comp["hbm_bytes"] += op.hbm_bytes
+            if op.bubble:
+                comp["bubble_ops"] += 1
+                comp["bubble_flops"] += op.flops
+            else:
+                comp["flops"] += op.flops
+            if op.duration_s is not None:
+                comp["fixed_duration_s"] += op.duration_s
+                at_peak += op.duration_s
+            elif gen is not None:
+                eff = op.efficiency or 1.0
+                at_peak += max(op.flops / (gen.peak_flops_per_s * eff), op.hbm_bytes / gen.hbm_bytes_per_s)
+        elif isinstance(op, Collective):
+            c = colls.setdefault(op.kind, {"ops": 0, "bytes": 0.0})
+            c["ops"] += 1
+            c["bytes"] += op.bytes
+            key = format_group(op.group)
+            groups[key] = groups.get(key, 0.0) + op.bytes
+        else:
+            send["ops"] += 1
+            send["bytes"] += op.bytes
+            key = f"send_recv {op.axis}"
+            groups[key] = groups.get(key, 0.0) + op.bytes
+    out = {
+        "name": trace.name,
+        "ops": len(trace.ops),
+        "compute": comp,
+        "collectives": dict(sorted(colls.items())),
+        "send_recv": send,
+        "bytes_per_group": dict(sorted(groups.items(), key=lambda kv: -kv[1])),
+        "meta": trace.meta,
+    }
+    chips = trace.meta.get("chips")
+    model_flops = trace.meta.get("model_flops_per_step")
+    if chips and model_flops:
+        out["flops_vs_model"] = comp["flops"] * chips / model_flops
+    if gen is not None:
+        out["generation"] = gen.id
+        out["compute_s_at_peak"] = at_peak
+    if not math.isfinite(comp["flops"]):
+        raise PodsimError("the trace's FLOPs do not add up to a finite number")
+    return out

@@ -1,0 +1,303 @@
+"""podsim's own trace file format (JSON or YAML, versioned) <-> StepTrace.
+
+A file is a mapping with `podsim_trace: 1`, an optional `name` and `meta`, and `ops`: a list
+of ops, each with an `id`, a `kind` and its fields:
+
+- `kind: compute` — `duration_s`, or `flops` and `hbm_bytes` (per chip), optional
+  `efficiency` (fraction of peak) and `bubble` (pipeline fill/drain slot);
+- `kind: all_reduce | reduce_scatter | all_gather | all_to_all | broadcast | reduce` —
+  `bytes` (nccl-tests convention, see model.py; a number or a size such as `1MiB`), `group`
+  (slice axes: `x`, `x,y`, `all`, `x:4:2`, `dcn`) and optional `algorithm`;
+- `kind: send_recv` — `bytes`, `axis` (one axis group) and `shift`.
+
+Every op may have `deps` (ids it waits for), `name` and `layer`. Errors name the op and the
+field. Files are written atomically (a temporary file renamed into place), so a failed write
+leaves nothing behind.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
+
+from podsim.errors import PodsimError
+from podsim.trace.model import (
+    COLLECTIVE_KINDS,
+    Collective,
+    Compute,
+    Op,
+    SendRecv,
+    StepTrace,
+    format_group,
+    parse_group,
+)
+from podsim.units import parse_bytes
+
+FORMAT_VERSION = 1
+OP_KINDS = ("compute", *COLLECTIVE_KINDS, "send_recv")
+SUFFIXES = (".json", ".yaml", ".yml")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class _OpBase(_Strict):
+    id: str
+    kind: str
+    deps: list[str] = []
+    name: str = ""
+    layer: str = ""
+
+    @field_validator("id", "name", "layer", mode="before")
+    @classmethod
+    def _text(cls, v: Any) -> Any:
+        return str(v) if isinstance(v, int) and not isinstance(v, bool) else v
+
+    @field_validator("deps", mode="before")
+    @classmethod
+    def _dep_list(cls, v: Any) -> Any:
+        if isinstance(v, (str, int)):
+            v = [v]
+        return [str(d) if isinstance(d, int) else d for d in v]
+
+
+def _size(v: Any) -> float:
+    """Bytes as a number or a size with a unit; the sign is checked by StepTrace.validate."""
+    if isinstance(v, bool):
+        raise ValueError("must be a number of bytes")
+    if isinstance(v, (int, float)):
+        if not math.isfinite(v):
+            raise ValueError(f"{v} is not a finite number")
+        return float(v)
+    text = str(v).strip()
+    if text.startswith("-"):
+        return -parse_bytes(text[1:])
+    return parse_bytes(text)
+
+
+class _ComputeIn(_OpBase):
+    kind: Literal["compute"]
+    duration_s: float | None = None
+    flops: float = 0.0
+    hbm_bytes: float = 0.0
+    efficiency: float | None = None
+    bubble: bool = False
+
+    @field_validator("hbm_bytes", mode="before")
+    @classmethod
+    def _bytes(cls, v: Any) -> float:
+        return _size(v)
+
+    @field_validator("efficiency")
+    @classmethod
+    def _eff(cls, v: float | None) -> float | None:
+        if v is not None and not 0 < v <= 1:
+            raise ValueError(f"{v} is not a fraction in (0, 1]")
+        return v
+
+
+class _CollectiveIn(_OpBase):
+    bytes: float
+    group: str | list[str]
+    algorithm: str = "auto"
+
+    @field_validator("bytes", mode="before")
+    @classmethod
+    def _bytes(cls, v: Any) -> float:
+        return _size(v)
+
+
+class _SendRecvIn(_OpBase):
+    kind: Literal["send_recv"]
+    bytes: float
+    axis: str
+    shift: int = 1
+
+    @field_validator("bytes", mode="before")
+    @classmethod
+    def _bytes(cls, v: Any) -> float:
+        return _size(v)
+
+
+class _TraceFile(_Strict):
+    podsim_trace: int
+    name: str = ""
+    meta: dict = {}
+    ops: list[Any]
+
+
+def _one_line(exc: ValidationError) -> str:
+    err = exc.errors()[0]
+    where = ".".join(str(p) for p in err["loc"]) or "value"
+    msg = err["msg"].removeprefix("Value error, ")
+    if err["type"] == "extra_forbidden":
+        msg = "is not a field of this kind of op"
+    return f"field {where!r}: {msg}"
+
+
+def _op_from_dict(raw: Any, index: int) -> Op:
+    if not isinstance(raw, dict):
+        raise PodsimError(f"op #{index} is not a mapping of fields (got {type(raw).__name__})")
+    op_id = raw.get("id", f"#{index}")
+    kind = raw.get("kind")
+    if kind not in OP_KINDS:
+        raise PodsimError(f"op {op_id!r}: unknown op kind {kind!r}; known: {', '.join(OP_KINDS)}")
+    try:
+        if kind == "compute":
+            c = _ComputeIn.model_validate(raw)
+            return Compute(c.id, c.duration_s, c.flops, c.hbm_bytes, c.efficiency, tuple(c.deps), c.name, c.layer, c.bubble)
+        if kind == "send_recv":
+            s = _SendRecvIn.model_validate(raw)
+            axis = parse_group(s.axis)
+            if len(axis) != 1:
+                raise PodsimError(f"op {op_id!r}: send_recv axis {s.axis!r} must name one axis (e.g. y or x:4)")
+            return SendRecv(s.id, s.bytes, axis[0], s.shift, tuple(s.deps), s.name, s.layer)
+        c = _CollectiveIn.model_validate(raw)
+        return Collective(c.id, kind, c.bytes, parse_group(c.group), c.algorithm, tuple(c.deps), c.name, c.layer)
+    except ValidationError as exc:
+        raise PodsimError(f"op {op_id!r}: {_one_line(exc)}") from None
+    except PodsimError as exc:
+        text = str(exc)
+        raise PodsimError(text if text.startswith("op ") else f"op {op_id!r}: {text}") from None
+
+
+def trace_from_dict(data: Any) -> StepTrace:
+    """A parsed native file -> a validated StepTrace (sizes, kinds, groups, no cycles)."""
+    if not isinstance(data, dict) or "podsim_trace" not in data:
+        raise PodsimError("not a podsim trace: the top level needs `podsim_trace: 1` and a list of `ops`")
+    if data["podsim_trace"] != FORMAT_VERSION:
+        raise PodsimError(f"podsim_trace version {data['podsim_trace']!r} is not supported; this podsim reads version {FORMAT_VERSION}")
+    try:
+        f = _TraceFile.model_validate(data)
+    except ValidationError as exc:
+        raise PodsimError(f"trace file: {_one_line(exc)}") from None
+    trace = StepTrace(tuple(_op_from_dict(raw, i) for i, raw in enumerate(f.ops)), f.name, dict(f.meta))
+    trace.validate()
+    return trace
+
+
+def _num(x: float) -> float | int:
+    return int(x) if float(x).is_integer() and abs(x) < 2**63 else float(x)
+
+
+def op_to_dict(op: Op) -> dict:
+    """One op as the plain mapping written to files (defaults left out)."""
+    out: dict[str, Any] = {"id": op.id}
+    if isinstance(op, Compute):
+        out["kind"] = "compute"
+        if op.duration_s is not None:
+            out["duration_s"] = op.duration_s
+        if op.flops:
+            out["flops"] = _num(op.flops)
+        if op.hbm_bytes:
+            out["hbm_bytes"] = _num(op.hbm_bytes)
+        if op.efficiency is not None:
+            out["efficiency"] = op.efficiency
+        if op.bubble:
+            out["bubble"] = True
+    elif isinstance(op, Collective):
+        out.update(kind=op.kind, bytes=_num(op.bytes), group=format_group(op.group))
+        if op.algorithm != "auto":
+            out["algorithm"] = op.algorithm
+    else:
+        out.update(kind="send_recv", bytes=_num(op.bytes), axis=str(op.axis))
+        if op.shift != 1:
+            out["shift"] = op.shift
+    if op.deps:
+        out["deps"] = list(op.deps)
+    if op.name:
+        out["name"] = op.name
+    if op.layer:
+        out["layer"] = op.layer
+    return out
+
+
+def trace_to_dict(trace: StepTrace) -> dict:
+    return {"podsim_trace": FORMAT_VERSION, "name": trace.name, "meta": trace.meta, "ops": [op_to_dict(op) for op in trace.ops]}
+
+
+def dumps_trace(trace: StepTrace, fmt: Literal["json", "yaml"] = "json") -> str:
+    data = trace_to_dict(trace)
+    if fmt == "yaml":
+        return yaml.safe_dump(data, sort_keys=False, default_flow_style=None, width=120)
+    # One op per line: readable, diffable, and compact for traces of thousands of ops.
+    head = json.dumps({k: v for k, v in data.items() if k != "ops"}, indent=1)[:-2]
+    ops = ",\n  ".join(json.dumps(o) for o in data["ops"])
+    return f"{head},\n \"ops\": [\n  {ops}\n ]\n}}\n"
+
+
+def output_format(path: str | Path) -> Literal["json", "yaml"]:
+    suffix = Path(path).suffix.lower()
+    if suffix not in SUFFIXES:
+        raise PodsimError(f"output file {str(path)!r} must end in .json, .yaml or .yml")
+    return "json" if suffix == ".json" else "yaml"
+
+
+def write_text_atomic(path: str | Path, text: str) -> Path:
+    """Write `text` to a temporary file beside `path`, then rename it into place."""
+    path = Path(path)
+    if not path.parent.exists():
+        raise PodsimError(f"output folder {str(path.parent)!r} does not exist")
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; give the file the usual mode
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def save_trace(trace: StepTrace, path: str | Path) -> Path:
+    """Validate and write `trace` as JSON or YAML (by the file's suffix), atomically."""
+    fmt = output_format(path)
+    trace.validate()
+    return write_text_atomic(path, dumps_trace(trace, fmt))
+
+
+def load_native(path: str | Path, data: Any | None = None) -> StepTrace:
+    """Read a native JSON/YAML trace file."""
+    path = Path(path)
+    if data is None:
+        data = read_structured(path)
+    return trace_from_dict(data)
+
+
+def read_structured(path: Path) -> Any:
+    """Parse a JSON or YAML file; a one-line error names the file and the position."""
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise PodsimError(f"cannot read {str(path)!r}: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise PodsimError(f"{str(path)!r} is not a text file (byte offset {exc.start}: not UTF-8)") from None
+    try:
+        if path.suffix.lower() == ".json":
+            return json.loads(text)
+        return yaml.safe_load(text)
+    except json.JSONDecodeError as exc:
+        raise PodsimError(f"{str(path)!r} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1} column {mark.column + 1}" if mark else ""
+        raise PodsimError(f"{str(path)!r} is not valid YAML{where}: {getattr(exc, 'problem', exc)}") from None
+
+
+__all__ = [
+    "FORMAT_VERSION", "OP_KINDS", "dumps_trace", "load_native", "op_to_dict", "output_format",
+    "read_structured", "save_trace", "trace_from_dict", "trace_to_dict", "write_text_atomic",
+]
