@@ -223,11 +223,15 @@ def test_deterministic_mode_same_inputs_same_placement(workers):
     assert [p.ocs_circuits for p in a.placements] == [p.ocs_circuits for p in b.placements]
 
 
-@pytest.mark.parametrize("gen,ocs", [("tpu-v4", True), ("tpu-v4", False)])
+@pytest.mark.parametrize("gen,ocs", [("tpu-v4", True), ("tpu-v4", False), ("tpu-v5e", False)])
 def test_greedy_hint_is_complete_and_feasible(gen, ocs):
     """The hint satisfies every constraint, symmetry breaking included."""
     state, reqs = _v4_mixed(2)
-    if not ocs:
+    if gen == "tpu-v5e":
+        state = PodState.empty(gen)
+        state.fail(hosts=[5])
+        reqs = [SliceRequest(f"e{k}", s) for k, s in enumerate(["2x2", "2x4", "4x2", "1x1", "4x4", "2x2", "2x4", "4x8"] * 4)]
+    elif not ocs:
         state = PodState(PodLayout(get_generation(gen), ocs=False))
         reqs = [r for r in reqs if not r.twisted]
     problem = make_problem(state, reqs)

@@ -27,6 +27,7 @@ the symmetry breaking.
 
 from __future__ import annotations
 
+import math
 import time
 from collections import defaultdict
 from collections.abc import Sequence
@@ -45,9 +46,9 @@ class SolverParams:
     """CP-SAT parameters, all explicit.
 
     deterministic: the time limit is applied as CP-SAT deterministic time (work units, not
-      wall-clock), so the same inputs always give the same placement; with more than one
-      worker `interleave_search` is set too. A wall-clock cap of 5 x the limit + 1 s stays as a
-      safety net. deterministic=False: a plain wall-clock limit.
+      wall-clock) and the search is interleaved (`interleave_search`), so the same inputs give
+      the same placement on any machine and any number of workers. A wall-clock cap of
+      5 x the limit + 1 s stays as a safety net. deterministic=False: the limit is wall-clock.
     """
 
     time_limit_s: float = 1.0
@@ -292,21 +293,39 @@ def _rect_part(pm: PlacementModel) -> None:
         raise PodsimError(f"static placement supports 2-D pods; {lay.generation.id} is {len(pod_shape)}-D")
     xs: dict[int, list] = defaultdict(list)
     ys: dict[int, list] = defaultdict(list)
+    area: dict[int, list] = defaultdict(list)
+    keys: dict[int, cp_model.LinearExpr] = {}
     for i in pm.placed:
-        pres = []
+        pres, key = [], []
         for pod in range(lay.pods):
-            for opt in p.options[i]:
+            for o, opt in enumerate(p.options[i]):
                 sx, sy = opt.shape
                 a = m.new_bool_var(f"rect[{i},{pod},{opt.shape}]")
                 x = m.new_int_var(0, pod_shape[0] - sx, f"x[{i},{pod},{opt.shape}]")
                 y = m.new_int_var(0, pod_shape[1] - sy, f"y[{i},{pod},{opt.shape}]")
+                m.add(x == 0).only_enforce_if(~a)  # an absent box sits at 0: no junk symmetry
+                m.add(y == 0).only_enforce_if(~a)
                 xs[pod].append(m.new_optional_fixed_size_interval_var(x, sx, a, f"ix[{i}]"))
                 ys[pod].append(m.new_optional_fixed_size_interval_var(y, sy, a, f"iy[{i}]"))
+                area[pod].append(sx * sy * a)
                 pm.rects[i].append((a, x, y, pod, opt.shape))
                 pres.append(a)
+                key.append(_rect_key(lay, pod, o, len(p.options[i])) * a + len(p.options[i]) * (pod_shape[1] * x + y))
         m.add(sum(pres) == pm.placed[i])
+        keys[i] = sum(key)
+    # Identical requests take positions in processing order (symmetry; canonical() orders the hint).
+    last: dict[tuple, int] = {}
+    for i in p.order:
+        if i in keys:
+            shapes = tuple(o.shape for o in p.options[i])
+            if shapes in last:
+                j = last[shapes]
+                m.add(keys[j] < keys[i]).only_enforce_if([pm.placed[j], pm.placed[i]])
+            last[shapes] = i
     for pod in range(lay.pods):
         occ = ~p.space.grid[pod]
+        if area[pod]:
+            m.add(sum(area[pod]) <= int((~occ).sum()))  # redundant: strengthens the relaxation
         for x in range(pod_shape[0]):
             row = np.concatenate([[False], occ[x], [False]]).astype(np.int8)
             edges = np.flatnonzero(np.diff(row))
@@ -315,6 +334,17 @@ def _rect_part(pm: PlacementModel) -> None:
                 ys[pod].append(m.new_fixed_size_interval_var(int(y0), int(y1 - y0), f"busy_y[{pod},{x},{y0}]"))
         if xs[pod]:
             m.add_no_overlap_2d(xs[pod], ys[pod])
+
+
+def _rect_key(lay, pod: int, o: int, n_opts: int) -> int:
+    """Constant part of a rectangle's position key: pod and orientation (x, y added linearly)."""
+    return pod * math.prod(lay.generation.pod_shape) * n_opts + o
+
+
+def rect_key(lay, a: Assignment, opts) -> int:
+    """Row-major position key of a static rectangle (pod, x, y, orientation) as in the model."""
+    o = next(k for k, opt in enumerate(opts) if opt.shape == a.shape)
+    return _rect_key(lay, a.pod, o, len(opts)) + len(opts) * (lay.generation.pod_shape[1] * a.origin[0] + a.origin[1])
 
 
 def _symmetric_requests(pm: PlacementModel) -> None:
@@ -343,13 +373,24 @@ def _objective(pm: PlacementModel) -> None:
 # --- hint ---------------------------------------------------------------------------------------
 
 def canonical(pm: PlacementModel, assignments: Sequence[Assignment | None]) -> list[Assignment | None]:
-    """The same placement with sub-cube slices moved onto the first whole cubes of each block.
+    """The same placement, permuted to satisfy the model's symmetry breaking.
 
-    Whole usable cubes of one block are interchangeable on an OCS pod, so this permutation
-    changes nothing but makes the hint satisfy the `touched` ordering."""
-    if not pm.symmetric_fresh:
-        return list(assignments)
+    Identical rectangles swap positions so they come in processing order; sub-cube slices move
+    onto the first whole cubes of each block (whole usable cubes of one block are
+    interchangeable on an OCS pod). Neither changes what is placed or its value."""
     out = list(assignments)
+    if pm.rects:  # identical rectangles: positions sorted in processing order
+        p = pm.problem
+        groups: dict[tuple, list[int]] = defaultdict(list)
+        for i in p.order:
+            if i in pm.rects and out[i] is not None:
+                groups[tuple(o.shape for o in p.options[i])].append(i)
+        for members in groups.values():
+            spots = sorted((out[i] for i in members), key=lambda a: rect_key(p.layout, a, p.options[members[0]]))
+            for i, a in zip(members, spots, strict=True):
+                out[i] = a
+    if not pm.symmetric_fresh:
+        return out
     remap: dict[int, int] = {}
     next_slot: dict[int, int] = defaultdict(int)
     for i, a in enumerate(out):
@@ -420,10 +461,13 @@ def solver_for(params: SolverParams) -> cp_model.CpSolver:
     # measured to stall presolve 10+ s past the time limit on the 200-request v4 benchmark
     # (OR-Tools 9.15), so it is off.
     sp.symmetry_level = 0
+    # Interleaved search runs CP-SAT's portfolio (LNS, feasibility jump, core search, ...) in
+    # deterministic batches, even on one worker; measured on the 200-request v4 benchmark it
+    # proves optimality in ~1 s where the single default search stalls at a 35-50% gap.
+    sp.interleave_search = True
     if params.deterministic:
         sp.max_deterministic_time = params.time_limit_s
         sp.max_time_in_seconds = 5 * params.time_limit_s + 1.0
-        sp.interleave_search = params.num_workers > 1
     else:
         sp.max_time_in_seconds = params.time_limit_s
     return solver

@@ -8,12 +8,31 @@ Typical use::
 """
 
 from podsim.topology.fabric import Circuit, DcnSpec, Fabric, LinkKind, NodeKind, build_fabric
-from podsim.topology.generations import Figure, Generation, generations, get_generation, with_overrides
+from podsim.topology.generations import (
+    Figure,
+    Generation,
+    generations,
+    get_generation,
+    with_overrides,
+)
 from podsim.topology.metrics import slice_figures
 from podsim.topology.pod import PodLayout
 from podsim.topology.routing import Routes, dcn_routes, slice_routes, torus_routes
-from podsim.topology.shapes import SliceSpec, format_shape, is_twistable, parse_shape, validate_shape
-from podsim.topology.slices import Slice, SliceView, check_slice_topology, cube_circuits, plan_slice, slice_view
+from podsim.topology.shapes import (
+    SliceSpec,
+    format_shape,
+    is_twistable,
+    parse_shape,
+    validate_shape,
+)
+from podsim.topology.slices import (
+    Slice,
+    SliceView,
+    check_slice_topology,
+    cube_circuits,
+    plan_slice,
+    slice_view,
+)
 from podsim.topology.summary import Built, build_slice, pod_spec, topology_detail, topology_summary
 
 __all__ = [
