@@ -9,7 +9,14 @@ from __future__ import annotations
 import statistics
 import time
 
-from podsim.topology import PodLayout, build_fabric, get_generation, plan_slice, pod_spec, slice_view
+from podsim.topology import (
+    PodLayout,
+    build_fabric,
+    get_generation,
+    plan_slice,
+    pod_spec,
+    slice_view,
+)
 from podsim.topology.metrics import slice_figures
 
 

@@ -265,11 +265,12 @@ def test_state_allocate_release_fail_repair():
     assert state.fail(ocs_ports=[(ocs, port)]) == ["j"]
     assert state.fail(ocs=[40]) == ["j"]
     assert state.fail(hosts=[1000]) == []
+    assert state.fail(chips=[p.chips[5]]) == ["j"]
     slc = state.release("j")
     assert state.n_busy_chips == 0 and (state.port_job < 0).all()
     with pytest.raises(PodsimError, match="has failed"):
         state.allocate("j", slc)
-    state.repair(hosts=[cube * 16 + 3], ocs=[40], ocs_ports=[(ocs, port)])
+    state.repair(hosts=[cube * 16 + 3], ocs=[40], ocs_ports=[(ocs, port)], chips=[p.chips[5]])
     state.allocate("j", slc)
     with pytest.raises(PodsimError, match="does not exist"):
         state.fail(hosts=[5000])
@@ -310,7 +311,7 @@ def test_validator_rejects_failed_host_and_held_chip():
     state = PodState.empty("tpu-v4")
     a = _placed(state, SliceRequest("a", "4x4x4"), cubes=[2])
     state.fail(hosts=[2 * 16])
-    with pytest.raises(InvalidPlacement, match="failed host 32"):
+    with pytest.raises(InvalidPlacement, match=r"uses failed chip \d+ \(host 32, cube 2\)"):
         validate_placement(state, [a])
     state.repair(hosts=[32])
     state.allocate("old", _placed(state, SliceRequest("old", "2x2x1"), cubes=[2], origin=(2, 2, 2)))

@@ -26,7 +26,7 @@ V4_SHAPES = ["1x1x1", "1x2x2", "2x2x1", "2x2x2", "2x2x4", "2x4x4", "4x4x4", "4x4
 TWISTABLE = {"4x4x8", "4x8x8", "8x8x16"}
 V5E_SHAPES = ["1x1", "2x2", "2x4", "4x2", "4x4", "4x8", "8x4", "8x8", "8x16"]
 PARAMS = SolverParams(time_limit_s=0.2)
-ARRAYS = ("chip_job", "host_failed", "cube_failed", "ocs_failed", "port_failed", "port_job")
+ARRAYS = ("chip_job", "chip_down", "host_failed", "cube_failed", "ocs_failed", "port_failed", "port_job")
 
 
 def _layout(kind: str) -> PodLayout:
@@ -48,7 +48,8 @@ def scenarios(draw, kind: str):
         return SliceRequest(f"{prefix}{k}", shape, twisted, draw(st.integers(0, 2)), draw(st.sampled_from([0.0, -1800.0, -7200.0])))
 
     def failures() -> dict:
-        f = {"hosts": draw(st.lists(st.integers(0, lay.n_hosts - 1), max_size=6))}
+        f = {"hosts": draw(st.lists(st.integers(0, lay.n_hosts - 1), max_size=6)),
+             "chips": draw(st.lists(st.integers(0, lay.n_chips - 1), max_size=2))}
         if lay.has_cubes:
             f["cubes"] = draw(st.lists(st.integers(0, lay.n_cubes - 1), max_size=1))
         if lay.ocs:

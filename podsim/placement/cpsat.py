@@ -8,13 +8,16 @@ a. cube-level slices on OCS pods (v4, v5p, 7x): healthy free cubes with working 
    construction); concrete cubes are picked when reading the solution. Secondary goals: span
    few blocks (`spans`), keep whole blocks untouched (`opened`).
 b. sub-cube slices: 3-D packing by enumeration (CP-SAT has no 3-D no-overlap): a boolean per
-   candidate position, at most one per request, at most one per chip. Candidates are every
-   cube that cannot serve a cube-level slice and, per block, as many interchangeable whole
-   cubes as there are sub-cube requests; `touched` marks whole cubes broken into, ordered so
-   the first whole cubes of a block are used first (symmetry), and penalised.
+   candidate position, at most one per chip; identical requests share one set of positions
+   (as many taken as requests of the group placed), which removes their symmetry. Candidates
+   are every cube that cannot serve a cube-level slice and, per block, as many
+   interchangeable whole cubes as there are sub-cube requests; `touched` marks whole cubes
+   broken into, ordered so the first whole cubes of a block are used first (symmetry), and
+   penalised.
 c. static pods: 2-D rectangles with optional intervals and `add_no_overlap_2d` (busy and
-   failed chips are fixed boxes); cube boxes of the OCS-less baseline by enumeration over the
-   cube grid. Neither straddles the pod edge.
+   failed chips are fixed boxes, plus a redundant area cut); identical requests take
+   positions in processing order. Cube boxes of the OCS-less baseline by enumeration over the
+   cube grid, positions shared like (b). Neither straddles the pod edge.
 d. batch admission: `placed[r]` for every request, all-or-nothing, maximising
    sum(weight x placed) (priority-weighted chips with an age term); identical requests are
    admitted in processing order (symmetry). The secondary goals are scaled below one unit of

@@ -1,13 +1,14 @@
-"""The failures file: which hosts, cubes, OCS units and OCS ports are broken.
+"""The failures file: which hosts, cubes, OCS units, OCS ports (and chips) are broken.
 
 Ids are those `podsim topology GEN --json --detail` lists: hosts and cubes by number, OCS
 units by number, OCS ports as "OCS:PORT" strings (port 2c is cube c's '+' face link, 2c+1
-its '-' link). Example::
+its '-' link), single chips by chip id. Every field is optional. Example::
 
     hosts: [17, 300]
     cubes: [5]
     ocs: []
     ocs_ports: ["12:6", "40:7"]
+    chips: [1234]
 """
 
 from __future__ import annotations
@@ -16,10 +17,10 @@ import re
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from podsim.errors import PodsimError
+from podsim.placement.requests import read_yaml
 from podsim.topology import PodLayout
 
 
@@ -32,6 +33,7 @@ class Failures(BaseModel):
     cubes: tuple[int, ...] = Field((), description="failed cube ids (every chip of the cube unusable)")
     ocs: tuple[int, ...] = Field((), description="OCS units that are down")
     ocs_ports: tuple[tuple[int, int], ...] = Field((), description='failed OCS ports as "OCS:PORT"')
+    chips: tuple[int, ...] = Field((), description="single failed chips (most failures take the whole host, av.1)")
 
     @field_validator("ocs_ports", mode="before")
     @classmethod
@@ -49,7 +51,7 @@ class Failures(BaseModel):
                 out.append(item)
         return out
 
-    @field_validator("hosts", "cubes", "ocs", mode="before")
+    @field_validator("hosts", "cubes", "ocs", "chips", mode="before")
     @classmethod
     def _none_is_empty(cls, v: Any) -> Any:
         return () if v is None else v
@@ -60,6 +62,7 @@ class Failures(BaseModel):
             for i in ids:
                 if not 0 <= i < n:
                     raise PodsimError(f"failures field '{what}': id {i} does not exist; {hint}")
+        bad("chips", self.chips, layout.n_chips, f"chips are 0..{layout.n_chips - 1}")
         bad("hosts", self.hosts, layout.n_hosts, f"hosts are 0..{layout.n_hosts - 1}")
         if self.cubes and not layout.has_cubes:
             raise PodsimError(f"failures field 'cubes': {layout.generation.id} has no cubes")
@@ -77,13 +80,13 @@ def parse_failures(raw: Any, layout: PodLayout, source: str = "failures") -> Fai
     if raw is None:
         raw = {}
     if not isinstance(raw, dict):
-        raise PodsimError(f"{source}: expected a YAML mapping with hosts, cubes, ocs, ocs_ports")
+        raise PodsimError(f"{source}: expected a YAML mapping with hosts, cubes, ocs, ocs_ports, chips")
     try:
         failures = Failures.model_validate(raw)
     except ValidationError as exc:
         err = exc.errors()[0]
         fld = ".".join(str(p) for p in err["loc"])
-        msg = err["msg"].replace("Extra inputs are not permitted", "unknown field (allowed: hosts, cubes, ocs, ocs_ports)")
+        msg = err["msg"].replace("Extra inputs are not permitted", "unknown field (allowed: hosts, cubes, ocs, ocs_ports, chips)")
         msg = msg.removeprefix("Value error, ")
         raise PodsimError(f"failures field '{fld}': {msg}") from None
     failures.check(layout)
@@ -92,11 +95,4 @@ def parse_failures(raw: Any, layout: PodLayout, source: str = "failures") -> Fai
 
 def load_failures(path: str | Path, layout: PodLayout) -> Failures:
     """Read and check a failures file against the pod's ids."""
-    path = Path(path)
-    try:
-        raw = yaml.safe_load(path.read_text())
-    except OSError as exc:
-        raise PodsimError(f"cannot read failures file {str(path)!r}: {exc.strerror}") from None
-    except yaml.YAMLError as exc:
-        raise PodsimError(f"failures file {str(path)!r} is not valid YAML: {' '.join(str(exc).split())}") from None
-    return parse_failures(raw, layout, source=str(path))
+    return parse_failures(read_yaml(path, "failures"), layout, source=str(path))

@@ -117,7 +117,7 @@ def unplaced_reason(state, problem: Problem, i: int, after: FreeSpace) -> str:
     lay = problem.layout
     before = problem.space
     fitted_before = fit_request(before, opts, "first", problem.settings) is not None
-    outbid = "left after higher-value requests" if fitted_before else None
+    outbid = fitted_before
     kind = opts[0].kind
     one_pod = " in one pod" if lay.pods > 1 else ""
     if kind == "cubes":
@@ -127,7 +127,7 @@ def unplaced_reason(state, problem: Problem, i: int, after: FreeSpace) -> str:
         free_b = max(int(before.cube_usable[p * per:(p + 1) * per].sum()) for p in range(lay.pods))
         free_a = max(int(after.cube_usable[p * per:(p + 1) * per].sum()) for p in range(lay.pods))
         if outbid:
-            return f"needs {cubes}, {free_a} {outbid} ({free_b} free before)"
+            return f"needs {cubes}, {free_a} left after higher-value requests ({free_b} free before)"
         whole = max(int(before.cube_whole_free[p * per:(p + 1) * per].sum()) for p in range(lay.pods))
         down = [state.ocs_down_in_pod(p) for p in range(lay.pods)]
         if whole >= need and all(down):
@@ -137,15 +137,19 @@ def unplaced_reason(state, problem: Problem, i: int, after: FreeSpace) -> str:
         extra = f" ({whole - free_b} more free but with a failed OCS port)" if whole > free_b else ""
         return f"needs {cubes}, {free_b} free{extra}"
     if kind == "subcube":
-        where = outbid or f"free ({int(before.chip_free.sum())} free chips)"
-        return f"no aligned {format_shape(opts[0].shape)} position inside any cube {where}"
-    if lay.has_cubes:
-        units = "x".join(str(v) for v in opts[0].unit_shape)
-        whole = int(before.cube_whole_free.sum())
-        where = outbid or f"free ({whole} whole free cubes, but without OCS a slice needs them contiguous)"
-        return f"no contiguous box of {units} cubes in the static {format_shape(lay.generation.cube_grid)} cube arrangement {where}"
-    where = outbid or f"free ({int(before.chip_free.sum())} free chips)"
-    return f"no {req.name} rectangle in the {format_shape(lay.generation.pod_shape)} pod {where}"
+        what, where = f"aligned {format_shape(opts[0].shape)} position", "inside any cube"
+        free = f"{int(before.chip_free.sum())} free chips"
+    elif lay.has_cubes:
+        what = f"contiguous box of {'x'.join(str(v) for v in opts[0].unit_shape)} cubes"
+        where = f"in the static {format_shape(lay.generation.cube_grid)} cube arrangement"
+        free = f"{int(before.cube_whole_free.sum())} whole free cubes, but without OCS a slice needs them contiguous"
+    else:
+        what = f"{req.name} rectangle"
+        where = f"in {'any' if lay.pods > 1 else 'the'} {format_shape(lay.generation.pod_shape)} pod"
+        free = f"{int(before.chip_free.sum())} free chips"
+    if outbid:
+        return f"no {what} left {where} after higher-value requests"
+    return f"no free {what} {where} ({free})"
 
 
 def place_one(state, request: SliceRequest, policy: Policy = "best",

@@ -120,16 +120,20 @@ def parse_requests(raw: Any, gen: Generation, source: str = "requests") -> list[
     return out
 
 
-def load_requests(path: str | Path, gen: Generation) -> list[SliceRequest]:
-    """Read and validate a requests file (see the module docstring for its form)."""
+def read_yaml(path: str | Path, what: str) -> Any:
+    """Parsed YAML of a `what` file ('requests', 'failures'); one-line errors."""
     path = Path(path)
     try:
-        raw = yaml.safe_load(path.read_text())
+        return yaml.safe_load(path.read_text())
     except OSError as exc:
-        raise PodsimError(f"cannot read requests file {str(path)!r}: {exc.strerror}") from None
+        raise PodsimError(f"cannot read {what} file {str(path)!r}: {exc.strerror}") from None
     except yaml.YAMLError as exc:
-        raise PodsimError(f"requests file {str(path)!r} is not valid YAML: {' '.join(str(exc).split())}") from None
-    return parse_requests(raw, gen, source=str(path))
+        raise PodsimError(f"{what} file {str(path)!r} is not valid YAML: {' '.join(str(exc).split())}") from None
+
+
+def load_requests(path: str | Path, gen: Generation) -> list[SliceRequest]:
+    """Read and validate a requests file (see the module docstring for its form)."""
+    return parse_requests(read_yaml(path, "requests"), gen, source=str(path))
 
 
 def processing_order(requests: Sequence[SliceRequest], weights: Sequence[int]) -> list[int]:

@@ -59,8 +59,8 @@ def validate_placement(state, result, requests: Sequence | None = None) -> dict[
     if bad.any():
         k = int(np.flatnonzero(bad)[0])
         c = int(chips[k])
-        raise InvalidPlacement(f"request {placed[owner[k]].request.id!r} uses chip {c} of failed host {int(lay.host_of_chip[c])}"
-                               + (f" / cube {int(lay.cube_of_chip[c])}" if lay.has_cubes else ""))
+        where = f"host {int(lay.host_of_chip[c])}" + (f", cube {int(lay.cube_of_chip[c])}" if lay.has_cubes else "")
+        raise InvalidPlacement(f"request {placed[owner[k]].request.id!r} uses failed chip {c} ({where})")
     for p in placed:
         _check_pod_and_cubes(p, lay)
     if lay.ocs:
