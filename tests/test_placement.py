@@ -288,7 +288,8 @@ def test_place_one_fast_path_gives_reason():
 def test_twisted_request_on_static_wiring_is_a_reason_not_an_error():
     state = PodState.empty("tpu-v4", ocs=False)
     r = run(state, [SliceRequest("t", "4x4x8", twisted=True)])
-    assert not r["t"].placed and "needs OCS" in r["t"].reason
+    assert not r["t"].placed and r["t"].reason == "slice 4x4x8_T is a twisted torus, which needs OCS circuits; this pod is statically wired"
+    assert place_one(state, SliceRequest("t", "4x4x8", twisted=True)).reason == r["t"].reason
 
 
 # --- the validator fails when it should ------------------------------------------------------

@@ -49,9 +49,10 @@ class SolverParams:
     """CP-SAT parameters, all explicit.
 
     deterministic: the time limit is applied as CP-SAT deterministic time (work units, not
-      wall-clock) and the search is interleaved (`interleave_search`), so the same inputs give
-      the same placement on any machine and any number of workers. A wall-clock cap of
-      5 x the limit + 1 s stays as a safety net. deterministic=False: the limit is wall-clock.
+      wall-clock) and the search is interleaved (`interleave_search`), so the same inputs,
+      seed and worker count give the same placement on any machine (tested). A wall-clock cap
+      of 5 x the limit + 1 s stays as a safety net. deterministic=False: the limit is
+      wall-clock seconds, and the placement may differ between runs.
     """
 
     time_limit_s: float = 1.0

@@ -26,7 +26,7 @@ from podsim.placement.cpsat import (
     solve_model,
 )
 from podsim.placement.greedy import POLICIES, Policy, fit_request, greedy_assign
-from podsim.placement.problem import PlacementSettings, Problem, make_problem
+from podsim.placement.problem import PlacementSettings, Problem, make_problem, options_or_reason
 from podsim.placement.requests import SliceRequest
 from podsim.placement.result import PlacementResult, SlicePlacement
 from podsim.placement.space import Assignment, FreeSpace, cubes_needed, request_options
@@ -158,10 +158,9 @@ def place_one(state, request: SliceRequest, policy: Policy = "best",
 
     The state is not changed; call `state.allocate(request.id, result)` to take it."""
     settings = settings or PlacementSettings()
-    try:
-        opts = request_options(state.layout, request, settings.rotate)
-    except PodsimError as exc:
-        return SlicePlacement(request, None, str(exc))
+    opts, err = options_or_reason(state.layout, request, settings.rotate)
+    if not opts:
+        return SlicePlacement(request, None, err)
     space = FreeSpace.of(state)
     a = fit_request(space, opts, policy, settings)
     if a is not None:

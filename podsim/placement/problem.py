@@ -88,6 +88,17 @@ class Problem:
         return sum(w for w, a in zip(self.weights, assignments, strict=True) if a is not None)
 
 
+def options_or_reason(layout, req: SliceRequest, rotate: bool) -> tuple[tuple[Option, ...], str]:
+    """The ways `req` may be realised on this layout, or why it never can be."""
+    try:
+        opts = tuple(request_options(layout, req, rotate))
+    except PodsimError as exc:
+        if req.twisted and not layout.ocs:
+            return (), f"slice {req.name} is a twisted torus, which needs OCS circuits; this pod is statically wired"
+        return (), str(exc)
+    return opts, "" if opts else f"slice {req.name} has no orientation that fits this pod"
+
+
 def make_problem(state, requests: Sequence[SliceRequest], settings: PlacementSettings | None = None,
                  now_s: float = 0.0) -> Problem:
     """Freeze the state's free space and work out each request's options and weight."""
@@ -102,11 +113,7 @@ def make_problem(state, requests: Sequence[SliceRequest], settings: PlacementSet
     space = FreeSpace.of(state)
     options, errors = [], []
     for req in requests:
-        try:
-            opts = tuple(request_options(space.layout, req, settings.rotate))
-            err = "" if opts else f"slice {req.name} has no orientation that fits this pod"
-        except PodsimError as exc:
-            opts, err = (), str(exc)
+        opts, err = options_or_reason(space.layout, req, settings.rotate)
         options.append(opts)
         errors.append(err)
     weights = tuple(r.weight(now_s, settings.age_scale_s) for r in requests)
