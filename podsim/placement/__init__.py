@@ -1,0 +1,43 @@
+"""Slice placement on TPU-style pods: which cubes or chips each job gets, and its OCS circuits.
+
+State (mutable, cheap to update; what a scheduler keeps between events):
+    PodState(layout) / PodState.empty("tpu-v4")   chips, hosts, cubes, OCS units and ports
+    state.allocate(job_id, placement)             take a slice (checks it is free and healthy)
+    state.release(job_id)                         give it back
+    state.fail(hosts=, cubes=, ocs=, ocs_ports=)  -> ids of the jobs hit; state.repair(...)
+
+Requests and files:
+    SliceRequest(id, shape, twisted=False, priority=0, arrival_s=0.0)
+    load_requests(path, gen), load_failures(path, layout)   YAML files (see README "Placement")
+
+Placement (the state is never changed by these):
+    place(state, requests, solver="cpsat"|"greedy", policy="best"|"first",
+          params=SolverParams(...), settings=PlacementSettings(...), now_s=0.0) -> PlacementResult
+    place_one(state, request)       the fast greedy path for one request (no solver)
+    validate_placement(state, result) -> {id: SliceView}   run on every result; raises InvalidPlacement
+    placement_report(result, views)   per-request dicts with realised topology and bisection
+
+Fragmentation figures:
+    largest_placeable(state), count_fitting(state, shape), free_space_summary(state)
+
+Models (podsim.placement.cpsat): cube-level selection on OCS pods, sub-cube 3-D packing by
+enumeration, static rectangles (add_no_overlap_2d) and OCS-less cube boxes, batch admission by
+priority-weighted chips with an age term; greedy first/best fit for each (podsim.placement.greedy).
+"""
+
+from podsim.placement.cpsat import SolverParams, SolveStats
+from podsim.placement.failures import Failures, load_failures, parse_failures
+from podsim.placement.metrics import free_space_summary, largest_placeable, placement_report
+from podsim.placement.place import count_fitting, place, place_one
+from podsim.placement.problem import PlacementSettings
+from podsim.placement.requests import SliceRequest, load_requests, parse_requests
+from podsim.placement.result import PlacementResult, SlicePlacement
+from podsim.placement.state import PodState
+from podsim.placement.validate import InvalidPlacement, validate_placement
+
+__all__ = [
+    "Failures", "InvalidPlacement", "PlacementResult", "PlacementSettings", "PodState", "SlicePlacement",
+    "SliceRequest", "SolveStats", "SolverParams", "count_fitting", "free_space_summary", "largest_placeable",
+    "load_failures", "load_requests", "parse_failures", "parse_requests", "place", "place_one",
+    "placement_report", "validate_placement",
+]

@@ -1,0 +1,145 @@
+"""Greedy baselines: first fit and best fit for every slice kind, and the fast one-request path.
+
+Requests are taken largest weight first (`processing_order`); each gets the first or the best
+position in what is left, or nothing. Best fit means:
+- cube-level (OCS): the pod with the fewest usable cubes that hold the slice; inside it the
+  fullest single DCN block that holds it, else the fewest blocks (largest first);
+- sub-cube: the cube with the fewest free chips where it fits, cubes that cannot serve a
+  cube-level slice first (keeps whole cubes whole);
+- static boxes: the position touching the most occupied cells and pod edges (maximal contact).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Literal
+
+import numpy as np
+
+from podsim.errors import PodsimError
+from podsim.placement.problem import PlacementSettings, Problem
+from podsim.placement.space import (
+    Assignment,
+    FreeSpace,
+    Option,
+    contact,
+    cubes_needed,
+    subcube_candidates,
+    window_sums,
+)
+
+Policy = Literal["first", "best"]
+POLICIES: tuple[str, ...] = ("first", "best")
+
+
+def fit_cubes(space: FreeSpace, opt: Option, policy: Policy, block_cubes: int = 8) -> Assignment | None:
+    """Cube-level slice on an OCS pod: any `need` usable cubes of one pod."""
+    lay = space.layout
+    need = cubes_needed(lay.generation, opt.shape)
+    per = lay.cubes_per_pod
+    usable = space.cube_usable
+    pods = []
+    for pod in range(lay.pods):
+        u = np.flatnonzero(usable[pod * per:(pod + 1) * per]) + pod * per
+        if len(u) >= need:
+            if policy == "first":
+                return Assignment("cubes", opt.shape, pod, tuple(int(c) for c in u[:need]))
+            pods.append((len(u), pod, u))
+    if not pods:
+        return None
+    _, pod, u = min(pods, key=lambda t: (t[0], t[1]))
+    block = (u % per) // block_cubes
+    ids, counts = np.unique(block, return_counts=True)
+    fits = counts >= need
+    if fits.any():
+        b = ids[fits][np.argmin(counts[fits])]
+        chosen = u[block == b][:need]
+    else:
+        chosen_list: list[int] = []
+        for b in ids[np.lexsort((ids, -counts))]:
+            chosen_list.extend(u[block == b][: need - len(chosen_list)])
+            if len(chosen_list) == need:
+                break
+        chosen = np.array(chosen_list)
+    return Assignment("cubes", opt.shape, pod, tuple(int(c) for c in chosen))
+
+
+def fit_subcube(space: FreeSpace, opt: Option, policy: Policy) -> Assignment | None:
+    """Sub-cube slice: an aligned position inside one cube whose chips are all free."""
+    lay = space.layout
+    origins, masks = subcube_candidates(opt.shape, lay.generation.cube_shape)
+    cells = space.cube_cells
+    fits = ((~cells).astype(np.int16) @ masks.T.astype(np.int16)) == 0  # (cubes, candidates)
+    ok = fits.any(axis=1)
+    if not ok.any():
+        return None
+    cand = np.flatnonzero(ok)
+    if policy == "first":
+        cube = int(cand[0])
+    else:
+        free = cells[cand].sum(axis=1)
+        cube = int(cand[np.lexsort((cand, space.cube_usable[cand], free))[0]])
+    k = int(np.argmax(fits[cube]))
+    return Assignment("subcube", opt.shape, int(lay.pod_of_cube[cube]), (cube,), tuple(int(v) for v in origins[k]))
+
+
+def fit_box(space: FreeSpace, opts: Sequence[Option], policy: Policy) -> Assignment | None:
+    """Static box (a rectangle, or whole cubes in the OCS-less home arrangement)."""
+    lay = space.layout
+    cube_units = lay.has_cubes
+    best = None
+    for pod in range(lay.pods):
+        occ = ~(space.cube_grid_free(pod) if cube_units else space.grid[pod])
+        for o, opt in enumerate(opts):
+            if any(s > g for s, g in zip(opt.unit_shape, occ.shape, strict=True)):
+                continue
+            feasible = window_sums(occ, opt.unit_shape) == 0
+            if not feasible.any():
+                continue
+            if policy == "first":
+                origin = tuple(int(v) for v in np.argwhere(feasible)[0])
+                key = (pod, origin, o)
+            else:
+                score = np.where(feasible, contact(occ, opt.unit_shape), -1)
+                origin = tuple(int(v) for v in np.unravel_index(np.argmax(score), score.shape))
+                key = (-int(score[origin]), pod, origin, o)
+            if best is None or key < best[0]:
+                best = (key, pod, origin, opt)
+    if best is None:
+        return None
+    _, pod, origin, opt = best
+    if cube_units:
+        origin = tuple(v * c for v, c in zip(origin, lay.generation.cube_shape, strict=True))
+    return Assignment("box", opt.shape, pod, (), origin)
+
+
+def fit_request(space: FreeSpace, opts: Sequence[Option], policy: Policy = "best",
+                settings: PlacementSettings | None = None) -> Assignment | None:
+    """Where one request would go in `space` now (no change to `space`)."""
+    if policy not in POLICIES:
+        raise PodsimError(f"greedy policy {policy!r} is not known; use one of {', '.join(POLICIES)}")
+    if not opts:
+        return None
+    kind = opts[0].kind
+    if kind == "cubes":
+        return fit_cubes(space, opts[0], policy, (settings or PlacementSettings()).block_cubes)
+    if kind == "subcube":
+        return fit_subcube(space, opts[0], policy)
+    return fit_box(space, opts, policy)
+
+
+def greedy_assign(problem: Problem, policy: Policy = "best", start: Sequence | None = None) -> list[Assignment | None]:
+    """Greedy placement of the whole batch; `start` keeps earlier assignments and fills the rest."""
+    space = problem.space.copy()
+    out: list[Assignment | None] = list(start) if start is not None else [None] * problem.n
+    for a in out:
+        if a is not None:
+            space.take(space.chips_of(a))
+    for i in problem.order:
+        if out[i] is not None:
+            continue
+        a = fit_request(space, problem.options[i], policy, problem.settings)
+        if a is not None:
+            space.take(space.chips_of(a))
+            out[i] = a
+    return out

@@ -1,0 +1,190 @@
+"""Place a batch of slice requests on a pod state: greedy or CP-SAT, with reasons for misses.
+
+    result = place(state, requests, solver="cpsat", params=SolverParams(time_limit_s=1))
+    validate_placement(state, result)         # no part used twice, none broken, right topology
+    for p in result.placed:
+        state.allocate(p.request.id, p)
+
+CP-SAT never returns less than greedy: it is warm-started with the better of the first-fit and
+best-fit solutions as a complete hint, the hint is returned if the solver finds nothing better
+in its time limit, and any request that still fits afterwards is added greedily.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Literal
+
+from podsim.errors import PodsimError
+from podsim.placement.cpsat import (
+    SolverParams,
+    SolveStats,
+    build_model,
+    hint_model,
+    read_solution,
+    solve_model,
+)
+from podsim.placement.greedy import POLICIES, Policy, fit_request, greedy_assign
+from podsim.placement.problem import PlacementSettings, Problem, make_problem, options_or_reason
+from podsim.placement.requests import SliceRequest
+from podsim.placement.result import PlacementResult, SlicePlacement
+from podsim.placement.space import Assignment, FreeSpace, cubes_needed, request_options
+from podsim.topology import Slice, format_shape, plan_slice
+
+Solver = Literal["cpsat", "greedy"]
+SOLVERS: tuple[str, ...] = ("cpsat", "greedy")
+
+
+def place(state, requests: Sequence[SliceRequest], *, solver: Solver = "cpsat", policy: Policy = "best",
+          params: SolverParams | None = None, settings: PlacementSettings | None = None,
+          now_s: float = 0.0) -> PlacementResult:
+    """Decide which requests to place now and where; the state is not changed.
+
+    solver: "cpsat" (the optimisation models) or "greedy" (`policy` "first" or "best" fit).
+    now_s: the current time, for the age term of the admission weight.
+    """
+    if solver not in SOLVERS:
+        raise PodsimError(f"solver {solver!r} is not known; use one of {', '.join(SOLVERS)}")
+    if policy not in POLICIES:
+        raise PodsimError(f"greedy policy {policy!r} is not known; use one of {', '.join(POLICIES)}")
+    params = params or SolverParams()
+    problem = make_problem(state, requests, settings, now_s)
+    t0 = time.perf_counter()
+    if solver == "greedy":
+        final = greedy_assign(problem, policy)
+        stats = SolveStats(f"greedy-{policy}", "HEURISTIC", None, None, time.perf_counter() - t0, problem.value(final))
+    else:
+        final, stats = _cpsat(problem, params, policy)
+    return PlacementResult(tuple(_materialise(state, problem, final)), stats, state.layout.n_chips,
+                           state.n_healthy_chips, state.n_busy_chips)
+
+
+def _cpsat(problem: Problem, params: SolverParams, policy: Policy) -> tuple[list, SolveStats]:
+    t0 = time.perf_counter()
+    greedy = [greedy_assign(problem, pol) for pol in (policy, *(p for p in POLICIES if p != policy))]
+    hint = max(greedy, key=problem.value)
+    pm = build_model(problem, hint)
+    hint_model(pm, hint)
+    status, objective, bound, solution, solver_s = "NO_REQUESTS", None, None, None, None
+    if pm.placed:
+        cp, status, solver_s = solve_model(pm, params)
+        if status in ("OPTIMAL", "FEASIBLE"):
+            solution = read_solution(pm, cp)
+            objective, bound = cp.objective_value, cp.best_objective_bound
+    kept = solution is None or problem.value(solution) < problem.value(hint)
+    chosen = hint if kept else solution
+    final = greedy_assign(problem, policy, start=chosen)
+    completed = sum(1 for a, b in zip(chosen, final, strict=True) if a is None and b is not None)
+    stats = SolveStats("cpsat", status, objective, bound, time.perf_counter() - t0, problem.value(final),
+                       hint_value=problem.value(hint), kept_hint=kept and bool(pm.placed), completed=completed,
+                       solver_s=solver_s,
+                       n_vars=pm.n_vars, n_constraints=pm.n_constraints,
+                       params={"time_limit_s": params.time_limit_s, "num_workers": params.num_workers,
+                               "random_seed": params.random_seed, "deterministic": params.deterministic})
+    return final, stats
+
+
+def to_slice(layout, problem_options, a: Assignment) -> Slice:
+    """The topology Slice (chips, cubes, OCS circuits) of an assignment."""
+    spec = next(o.spec for o in problem_options if o.shape == a.shape)
+    if a.kind == "cubes":
+        return plan_slice(layout, spec, cubes=list(a.cubes), pod=a.pod)
+    if a.kind == "subcube":
+        return plan_slice(layout, spec, cubes=list(a.cubes), origin=a.origin)
+    return plan_slice(layout, spec, origin=a.origin, pod=a.pod)
+
+
+def _materialise(state, problem: Problem, final: Sequence[Assignment | None]) -> list[SlicePlacement]:
+    after = problem.space.copy()
+    for a in final:
+        if a is not None:
+            after.take(after.chips_of(a))
+    out = []
+    for i, (req, a) in enumerate(zip(problem.requests, final, strict=True)):
+        if a is not None:
+            out.append(SlicePlacement(req, to_slice(state.layout, problem.options[i], a)))
+        else:
+            out.append(SlicePlacement(req, None, unplaced_reason(state, problem, i, after)))
+    return out
+
+
+def unplaced_reason(state, problem: Problem, i: int, after: FreeSpace) -> str:
+    """One line saying why request i has no slice: broken or missing parts, or outbid."""
+    if not problem.options[i]:
+        return problem.errors[i]
+    req, opts = problem.requests[i], problem.options[i]
+    lay = problem.layout
+    before = problem.space
+    fitted_before = fit_request(before, opts, "first", problem.settings) is not None
+    outbid = fitted_before
+    kind = opts[0].kind
+    one_pod = " in one pod" if lay.pods > 1 else ""
+    if kind == "cubes":
+        need = cubes_needed(lay.generation, opts[0].shape)
+        cubes = f"{need} healthy cube{'s' if need != 1 else ''}{one_pod}"
+        per = lay.cubes_per_pod
+        free_b = max(int(before.cube_usable[p * per:(p + 1) * per].sum()) for p in range(lay.pods))
+        free_a = max(int(after.cube_usable[p * per:(p + 1) * per].sum()) for p in range(lay.pods))
+        if outbid:
+            return f"needs {cubes}, {free_a} left after higher-value requests ({free_b} free before)"
+        whole = max(int(before.cube_whole_free[p * per:(p + 1) * per].sum()) for p in range(lay.pods))
+        down = [state.ocs_down_in_pod(p) for p in range(lay.pods)]
+        if whole >= need and all(down):
+            ids = ", ".join(str(o) for o in down[0][:4])
+            return (f"needs {cubes}, {free_b} free: OCS {ids} down, and every cube-level "
+                    f"torus needs a circuit on each OCS of its pod")
+        extra = f" ({whole - free_b} more free but with a failed OCS port)" if whole > free_b else ""
+        return f"needs {cubes}, {free_b} free{extra}"
+    if kind == "subcube":
+        what, where = f"aligned {format_shape(opts[0].shape)} position", "inside any cube"
+        free = f"{int(before.chip_free.sum())} free chips"
+    elif lay.has_cubes:
+        what = f"contiguous box of {'x'.join(str(v) for v in opts[0].unit_shape)} cubes"
+        where = f"in the static {format_shape(lay.generation.cube_grid)} cube arrangement"
+        free = f"{int(before.cube_whole_free.sum())} whole free cubes, but without OCS a slice needs them contiguous"
+    else:
+        what = f"{req.name} rectangle"
+        where = f"in {'any' if lay.pods > 1 else 'the'} {format_shape(lay.generation.pod_shape)} pod"
+        free = f"{int(before.chip_free.sum())} free chips"
+    if outbid:
+        return f"no {what} left {where} after higher-value requests"
+    return f"no free {what} {where} ({free})"
+
+
+def place_one(state, request: SliceRequest, policy: Policy = "best",
+              settings: PlacementSettings | None = None) -> SlicePlacement:
+    """The fast path for a scheduler: where one request would go now (greedy, no solver).
+
+    The state is not changed; call `state.allocate(request.id, result)` to take it."""
+    settings = settings or PlacementSettings()
+    opts, err = options_or_reason(state.layout, request, settings.rotate)
+    if not opts:
+        return SlicePlacement(request, None, err)
+    space = FreeSpace.of(state)
+    a = fit_request(space, opts, policy, settings)
+    if a is not None:
+        return SlicePlacement(request, to_slice(state.layout, opts, a))
+    problem = Problem(space, (request,), (tuple(opts),), ("",), (1,), (0,), settings)
+    return SlicePlacement(request, None, unplaced_reason(state, problem, 0, space))
+
+
+def count_fitting(state, shape: str | tuple[int, ...], twisted: bool = False, solver: Solver = "cpsat",
+                  params: SolverParams | None = None, settings: PlacementSettings | None = None) -> int:
+    """How many copies of one slice shape fit in the free space at once.
+
+    Cube-level slices on OCS pods: exact, sum over pods of usable cubes // cubes per slice (any
+    cubes will do). Otherwise a packing problem: CP-SAT (optimal within its limit) or greedy."""
+    probe = SliceRequest("probe", shape, twisted)
+    opts = request_options(state.layout, probe)
+    if opts[0].kind == "cubes":  # OCS: any usable cubes of one pod will do
+        need = cubes_needed(state.layout.generation, probe.shape)
+        usable = FreeSpace.of(state).cube_usable.reshape(state.layout.pods, -1).sum(axis=1)
+        return int((usable // need).sum())
+    chips = probe.chips
+    upper = int(state.chip_free.sum()) // chips
+    if upper == 0:
+        return 0
+    reqs = [SliceRequest(f"copy-{k}", shape, twisted) for k in range(upper)]
+    result = place(state, reqs, solver=solver, params=params, settings=settings)
+    return len(result.placed)

@@ -1,0 +1,121 @@
+"""One placement problem: a pod's free space, a batch of requests and how they are valued.
+
+Built once per scheduling decision from a `PodState`; the greedy and CP-SAT solvers read it and
+never change it (they take copies of its free space).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from podsim.errors import PodsimError
+from podsim.placement.requests import SliceRequest, processing_order
+from podsim.placement.space import FreeSpace, Option, request_options
+
+
+@dataclass(frozen=True)
+class PlacementSettings:
+    """What a good placement is, beyond admitting the most value.
+
+    block_cubes: cubes per DCN aggregation block, counted in consecutive cube ids within a pod.
+      The default 8 is one row of racks of a v4 pod (64 racks in 8 rows x 8 racks, v4.18, one
+      cube per rack, v4.16). Used to prefer a slice's cubes under one block and to keep whole
+      blocks free.
+    prefer_same_block: minimise the blocks each cube-level slice spans.
+    rotate: static pods may place a box in any axis order the generation allows (8x16 as 16x8).
+    age_scale_s: waiting this long doubles a request's weight (the age term).
+    """
+
+    block_cubes: int = 8
+    prefer_same_block: bool = True
+    rotate: bool = True
+    age_scale_s: float = 3600.0
+
+    def __post_init__(self):
+        if self.block_cubes < 1:
+            raise PodsimError(f"block_cubes must be >= 1, got {self.block_cubes}")
+        if not self.age_scale_s > 0:
+            raise PodsimError(f"age_scale_s must be > 0, got {self.age_scale_s}")
+
+
+@dataclass(frozen=True, eq=False)
+class Problem:
+    """Requests with their options (or the reason they can never fit), weights and order."""
+
+    space: FreeSpace
+    requests: tuple[SliceRequest, ...]
+    options: tuple[tuple[Option, ...], ...]  # empty: the request can never be realised here
+    errors: tuple[str, ...]  # why options is empty
+    weights: tuple[int, ...]
+    order: tuple[int, ...]
+    settings: PlacementSettings
+
+    @property
+    def layout(self):
+        return self.space.layout
+
+    @property
+    def n(self) -> int:
+        return len(self.requests)
+
+    def kind(self, i: int) -> str | None:
+        return self.options[i][0].kind if self.options[i] else None
+
+    # DCN aggregation blocks ----------------------------------------------------------------------
+    @property
+    def blocks_per_pod(self) -> int:
+        return math.ceil(self.layout.cubes_per_pod / self.settings.block_cubes)
+
+    def block_of(self, cubes: np.ndarray | int) -> np.ndarray:
+        per = self.layout.cubes_per_pod
+        c = np.asarray(cubes)
+        return (c // per) * self.blocks_per_pod + (c % per) // self.settings.block_cubes
+
+    def pod_of_block(self, block: int) -> int:
+        return block // self.blocks_per_pod
+
+    def block_size(self, block: int) -> int:
+        per, bc = self.layout.cubes_per_pod, self.settings.block_cubes
+        local = block % self.blocks_per_pod
+        return min(bc, per - local * bc)
+
+    def value(self, assignments: Sequence) -> int:
+        """The primary objective: total weight of the placed requests."""
+        return sum(w for w, a in zip(self.weights, assignments, strict=True) if a is not None)
+
+
+def options_or_reason(layout, req: SliceRequest, rotate: bool) -> tuple[tuple[Option, ...], str]:
+    """The ways `req` may be realised on this layout, or why it never can be."""
+    try:
+        opts = tuple(request_options(layout, req, rotate))
+    except PodsimError as exc:
+        if req.twisted and not layout.ocs:
+            return (), f"slice {req.name} is a twisted torus, which needs OCS circuits; this pod is statically wired"
+        return (), str(exc)
+    return opts, "" if opts else f"slice {req.name} has no orientation that fits this pod"
+
+
+def make_problem(state, requests: Sequence[SliceRequest], settings: PlacementSettings | None = None,
+                 now_s: float = 0.0) -> Problem:
+    """Freeze the state's free space and work out each request's options and weight."""
+    settings = settings or PlacementSettings()
+    ids = [r.id for r in requests]
+    if len(set(ids)) != len(ids):
+        dup = next(i for i in ids if ids.count(i) > 1)
+        raise PodsimError(f"request id {dup!r} is used twice; ids must be unique")
+    held = [r.id for r in requests if r.id in state]
+    if held:
+        raise PodsimError(f"request {held[0]!r} already holds a slice in this pod state")
+    space = FreeSpace.of(state)
+    options, errors = [], []
+    for req in requests:
+        opts, err = options_or_reason(space.layout, req, settings.rotate)
+        options.append(opts)
+        errors.append(err)
+    weights = tuple(r.weight(now_s, settings.age_scale_s) for r in requests)
+    return Problem(space, tuple(requests), tuple(options), tuple(errors), weights,
+                   tuple(processing_order(requests, weights)), settings)

@@ -1,0 +1,145 @@
+"""Slice requests: what a job asks for, how much it is worth, and the YAML requests file.
+
+A request names a slice shape (plain or twisted), a priority and an arrival time. Its value to
+the batch admission model is priority-weighted chips with an age term, so a request that has
+waited long enough outranks newer ones and nothing starves:
+
+    weight = chips x (1 + priority) x (1 + age_s / age_scale_s)
+
+The requests file is a YAML list of `{id, shape, priority (default 0), twisted (default
+false), arrival_s (default 0)}`; a bad entry gives one line naming the request and the field.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from podsim.errors import PodsimError
+from podsim.topology import Generation, format_shape, parse_shape, validate_shape
+
+WEIGHT_RESOLUTION = 10  # CP-SAT needs integers: weights are kept in tenths of a chip
+
+
+@dataclass(frozen=True)
+class SliceRequest:
+    """One job's slice request. `shape` accepts '4x4x8' or (4, 4, 8)."""
+
+    id: str
+    shape: tuple[int, ...]
+    twisted: bool = False
+    priority: int = 0
+    arrival_s: float = 0.0
+    chips: int = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self):
+        shape = parse_shape(self.shape)
+        object.__setattr__(self, "shape", shape)
+        object.__setattr__(self, "id", str(self.id))
+        object.__setattr__(self, "chips", math.prod(shape))
+        if not isinstance(self.priority, int) or isinstance(self.priority, bool) or self.priority < 0:
+            raise PodsimError(f"request {self.id!r}: priority {self.priority!r} must be an integer >= 0")
+        if not math.isfinite(self.arrival_s):
+            raise PodsimError(f"request {self.id!r}: arrival_s {self.arrival_s!r} must be a finite number of seconds")
+
+    @property
+    def name(self) -> str:
+        """'4x4x8_T' for a twisted request, as in the v4 paper's Table 2."""
+        return format_shape(self.shape) + ("_T" if self.twisted else "")
+
+    def priority_weighted_chips(self) -> int:
+        return self.chips * (1 + self.priority)
+
+    def weight(self, now_s: float = 0.0, age_scale_s: float = 3600.0) -> int:
+        """Integer admission weight in tenths of a priority-weighted chip, age included."""
+        age_s = max(0.0, now_s - self.arrival_s)
+        return round(WEIGHT_RESOLUTION * self.priority_weighted_chips() * (1.0 + age_s / age_scale_s))
+
+
+class RequestEntry(BaseModel):
+    """One entry of a requests file."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    id: str = Field(..., min_length=1, description="unique request (job) id")
+    shape: str = Field(..., description="slice shape, e.g. 4x4x8 (v4) or 8x16 (v5e)")
+    priority: int = Field(0, ge=0, description="0 = normal; the weight is chips x (1 + priority)")
+    twisted: bool = Field(False, description="twisted torus (k x k x 2k or k x 2k x 2k, OCS pods only)")
+    arrival_s: float = Field(0.0, description="arrival time in seconds (for the age term)")
+
+    @field_validator("id", mode="before")
+    @classmethod
+    def _id_text(cls, v: Any) -> Any:
+        return str(v) if isinstance(v, int) and not isinstance(v, bool) else v
+
+    @field_validator("shape", mode="before")
+    @classmethod
+    def _shape_text(cls, v: Any) -> Any:
+        if isinstance(v, (list, tuple)):
+            return "x".join(str(x) for x in v)
+        return str(v) if isinstance(v, int) and not isinstance(v, bool) else v
+
+
+def _entry_error(index: int, raw: Any, exc: ValidationError) -> PodsimError:
+    err = exc.errors()[0]
+    fld = ".".join(str(p) for p in err["loc"]) or "entry"
+    rid = raw.get("id") if isinstance(raw, dict) else None
+    who = f"request {rid!r} (entry {index + 1})" if rid is not None else f"request entry {index + 1}"
+    value = raw.get(fld) if isinstance(raw, dict) and fld in raw else None
+    shown = f" = {value!r}" if value is not None else ""
+    msg = err["msg"].replace("Extra inputs are not permitted", "unknown field (allowed: id, shape, priority, twisted, arrival_s)")
+    return PodsimError(f"{who} field '{fld}'{shown}: {msg}")
+
+
+def parse_requests(raw: Any, gen: Generation, source: str = "requests") -> list[SliceRequest]:
+    """Validate a parsed requests list: fields, unique ids, and each shape against `gen`'s rules."""
+    if not isinstance(raw, list):
+        raise PodsimError(f"{source}: expected a YAML list of requests ({{id, shape, priority, twisted}}), got {type(raw).__name__}")
+    out: list[SliceRequest] = []
+    seen: set[str] = set()
+    for i, item in enumerate(raw):
+        try:
+            entry = RequestEntry.model_validate(item)
+        except ValidationError as exc:
+            raise _entry_error(i, item, exc) from None
+        if entry.id in seen:
+            raise PodsimError(f"request {entry.id!r} (entry {i + 1}) field 'id': the id is used twice; ids must be unique")
+        seen.add(entry.id)
+        try:
+            validate_shape(gen, entry.shape, entry.twisted)
+        except PodsimError as exc:
+            fld = "twisted" if entry.twisted and "twist" in str(exc) else "shape"
+            raise PodsimError(f"request {entry.id!r} (entry {i + 1}) field '{fld}': {exc}") from None
+        out.append(SliceRequest(entry.id, entry.shape, entry.twisted, entry.priority, entry.arrival_s))
+    return out
+
+
+def read_yaml(path: str | Path, what: str) -> Any:
+    """Parsed YAML of a `what` file ('requests', 'failures'); one-line errors."""
+    path = Path(path)
+    try:
+        return yaml.safe_load(path.read_text())
+    except OSError as exc:
+        raise PodsimError(f"cannot read {what} file {str(path)!r}: {exc.strerror}") from None
+    except yaml.YAMLError as exc:
+        raise PodsimError(f"{what} file {str(path)!r} is not valid YAML: {' '.join(str(exc).split())}") from None
+
+
+def load_requests(path: str | Path, gen: Generation) -> list[SliceRequest]:
+    """Read and validate a requests file (see the module docstring for its form)."""
+    return parse_requests(read_yaml(path, "requests"), gen, source=str(path))
+
+
+def processing_order(requests: Sequence[SliceRequest], weights: Sequence[int]) -> list[int]:
+    """Indices by weight (largest first), then arrival, then position: the greedy order.
+
+    The CP-SAT model's symmetry breaking between identical requests uses the same order, so the
+    greedy solution is always a consistent hint.
+    """
+    return sorted(range(len(requests)), key=lambda i: (-weights[i], requests[i].arrival_s, i))

@@ -1,0 +1,105 @@
+"""Placement results: per request placed or not (with a reason), and the batch summary."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from podsim.placement.cpsat import SolveStats
+from podsim.placement.requests import SliceRequest
+from podsim.topology import Slice, format_shape
+
+
+@dataclass(frozen=True, eq=False)
+class SlicePlacement:
+    """One request's outcome: its slice (chips, cubes, OCS circuits) or why it was not placed."""
+
+    request: SliceRequest
+    slice: Slice | None = None
+    reason: str = ""
+
+    @property
+    def placed(self) -> bool:
+        return self.slice is not None
+
+    @property
+    def chips(self) -> list[int]:
+        return [] if self.slice is None else [int(c) for c in self.slice.chips]
+
+    @property
+    def cubes(self) -> list[int]:
+        return [] if self.slice is None else [int(c) for c in self.slice.cubes]
+
+    @property
+    def ocs_circuits(self) -> list[tuple[int, int, int]]:
+        return [] if self.slice is None else [tuple(c) for c in self.slice.circuits]
+
+    @property
+    def shape(self) -> str | None:
+        """The realised shape (a static box may be rotated: 8x16 placed as 16x8)."""
+        return None if self.slice is None else format_shape(self.slice.shape)
+
+    @property
+    def topology(self) -> str | None:
+        """'torus', 'twisted torus', 'mesh' or 'partial torus' (proved by validate_placement)."""
+        return None if self.slice is None else self.slice.spec.topology
+
+    def to_dict(self) -> dict:
+        s = self.slice
+        return {
+            "id": self.request.id, "request": self.request.name, "priority": self.request.priority,
+            "placed": self.placed, "shape": self.shape, "pod": None if s is None else s.pod,
+            "origin": None if s is None or s.origin is None else list(s.origin),
+            "topology": self.topology, "cubes": self.cubes, "chips": self.chips,
+            "ocs_circuits": [list(c) for c in self.ocs_circuits], "reason": self.reason or None,
+        }
+
+
+@dataclass(frozen=True, eq=False)
+class PlacementResult:
+    """The outcome of one batch, in request order, with solver statistics and pod totals."""
+
+    placements: tuple[SlicePlacement, ...]
+    stats: SolveStats
+    pod_chips: int
+    healthy_chips: int
+    busy_chips_before: int
+
+    @property
+    def placed(self) -> list[SlicePlacement]:
+        return [p for p in self.placements if p.placed]
+
+    @property
+    def unplaced(self) -> list[SlicePlacement]:
+        return [p for p in self.placements if not p.placed]
+
+    def __getitem__(self, request_id: str) -> SlicePlacement:
+        for p in self.placements:
+            if p.request.id == request_id:
+                return p
+        raise KeyError(request_id)
+
+    @property
+    def placed_chips(self) -> int:
+        return sum(p.request.chips for p in self.placed)
+
+    @property
+    def priority_weighted_chips(self) -> int:
+        return sum(p.request.priority_weighted_chips() for p in self.placed)
+
+    @property
+    def utilisation(self) -> float:
+        """Busy chips after this batch / all chips of the pod(s)."""
+        return (self.busy_chips_before + self.placed_chips) / self.pod_chips
+
+    def summary(self) -> dict:
+        st = self.stats
+        return {
+            "solver": st.solver, "status": st.status, "requests": len(self.placements),
+            "placed": len(self.placed), "placed_chips": self.placed_chips,
+            "priority_weighted_chips": self.priority_weighted_chips,
+            "utilisation": self.utilisation,
+            "utilisation_of_healthy": (self.busy_chips_before + self.placed_chips) / max(self.healthy_chips, 1),
+            "solve_s": st.wall_s, "cpsat_s": st.solver_s, "objective": st.objective, "bound": st.bound, "admitted_weight": st.value,
+            "greedy_hint_weight": st.hint_value, "kept_hint": st.kept_hint, "completed_by_greedy": st.completed,
+            "model_vars": st.n_vars, "model_constraints": st.n_constraints, "params": st.params,
+        }

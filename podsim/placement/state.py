@@ -1,0 +1,263 @@
+"""Mutable pod state: who holds each chip and OCS port, and which parts are broken.
+
+`PodState` is what a scheduler keeps for the whole run and updates at every event. Each update
+is numpy work proportional to the job or the failed part (no solver, no fabric build):
+
+    state = PodState.empty("tpu-v4")
+    hit = state.fail(hosts=[17])            # job ids whose slices lost a part
+    state.allocate("job-1", placement)      # a SlicePlacement or a topology Slice
+    state.release("job-1")
+    state.repair(hosts=[17])
+
+A chip is usable when no job holds it and neither it, its host nor its cube has failed. A cube can
+join a cube-level (OCS) slice when all its chips are usable, its 96 OCS ports are healthy and
+unused, and every OCS unit of its pod is up: a cube-level torus needs one circuit per
+(dimension, face-link index), i.e. a port pair on every OCS of the pod ([ISCA23] §2.2, ocs.7).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterable, Mapping
+
+import numpy as np
+
+from podsim.errors import PodsimError
+from podsim.topology import PodLayout, Slice, get_generation
+
+
+class PodState:
+    """Chips, hosts, cubes and OCS ports of a pod (or several), with jobs and failures."""
+
+    def __init__(self, layout: PodLayout):
+        if layout.generation.slice_rule == "gpu_nodes":
+            raise PodsimError(f"placement models TPU pods; {layout.generation.id} is a switched GPU cluster")
+        self.layout = layout
+        self.chip_job = np.full(layout.n_chips, -1, np.int32)
+        self.chip_down = np.zeros(layout.n_chips, bool)  # a chip failed on its own
+        self.host_failed = np.zeros(layout.n_hosts, bool)
+        self.cube_failed = np.zeros(layout.n_cubes, bool)
+        self.ocs_failed = np.zeros(layout.n_ocs, bool)
+        self.port_failed = np.zeros((layout.n_ocs, layout.ports_per_ocs), bool)
+        self.port_job = np.full((layout.n_ocs, layout.ports_per_ocs), -1, np.int32)
+        self._slices: dict[str, Slice] = {}
+        self._ports: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # job -> its circuits' (ocs, port)
+        self._index: dict[str, int] = {}  # job id -> its number in chip_job / port_job
+        self._job_at: dict[int, str] = {}
+        self._free_index: list[int] = []
+        self._next_index = 0
+        self._cache: dict[str, np.ndarray] = {}  # derived masks; cleared by every update
+
+    @classmethod
+    def empty(cls, gen_id: str, pods: int = 1, ocs: bool = True) -> PodState:
+        """A healthy, idle pod of generation `gen_id` (`ocs=False`: the static baseline)."""
+        return cls(PodLayout(get_generation(gen_id), pods=pods, ocs=ocs))
+
+    def copy(self) -> PodState:
+        """An independent copy (arrays copied; slices and cached read-only masks shared)."""
+        out = copy.copy(self)
+        for name in ("chip_job", "chip_down", "host_failed", "cube_failed", "ocs_failed", "port_failed", "port_job"):
+            setattr(out, name, getattr(self, name).copy())
+        out._slices = dict(self._slices)
+        out._ports = dict(self._ports)
+        out._cache = dict(self._cache)
+        out._index = dict(self._index)
+        out._job_at = dict(self._job_at)
+        out._free_index = list(self._free_index)
+        return out
+
+    # Derived masks (read-only, cached until the next update; update through the methods) -------
+    def _cached(self, name: str, compute) -> np.ndarray:
+        arr = self._cache.get(name)
+        if arr is None:
+            arr = compute()
+            arr.setflags(write=False)
+            self._cache[name] = arr
+        return arr
+
+    @property
+    def chip_failed(self) -> np.ndarray:
+        def compute():
+            lay = self.layout
+            bad = self.chip_down | self.host_failed[lay.host_of_chip]
+            return bad | self.cube_failed[lay.cube_of_chip] if lay.has_cubes else bad
+        return self._cached("chip_failed", compute)
+
+    @property
+    def chip_free(self) -> np.ndarray:
+        """Chips a new slice may use: unheld and healthy."""
+        return self._cached("chip_free", lambda: (self.chip_job < 0) & ~self.chip_failed)
+
+    @property
+    def cube_ocs_ok(self) -> np.ndarray:
+        """(n_cubes,) every OCS port of the cube healthy and unused, every OCS of its pod up.
+
+        All True on a layout without OCS (the static baseline has fixed fibers instead)."""
+        def compute():
+            lay = self.layout
+            if not lay.ocs:
+                return np.ones(lay.n_cubes, bool)
+            per_pod = 2 * lay.cubes_per_pod
+            bad_port = (self.port_failed | (self.port_job >= 0))[:, :per_pod]
+            bad_port = bad_port.reshape(lay.pods, lay.ocs_per_pod, lay.cubes_per_pod, 2).any(axis=(1, 3))
+            ocs_down = self.ocs_failed.reshape(lay.pods, lay.ocs_per_pod).any(axis=1)
+            return (~bad_port & ~ocs_down[:, None]).ravel()
+        return self._cached("cube_ocs_ok", compute)
+
+    def ocs_down_in_pod(self, pod: int) -> list[int]:
+        lay = self.layout
+        base = pod * lay.ocs_per_pod
+        return [int(o) for o in np.flatnonzero(self.ocs_failed[base:base + lay.ocs_per_pod]) + base]
+
+    # Jobs ------------------------------------------------------------------------------------
+    @property
+    def jobs(self) -> Mapping[str, Slice]:
+        """Job id -> its slice (read-only view)."""
+        return dict(self._slices)
+
+    def __contains__(self, job_id: str) -> bool:
+        return str(job_id) in self._slices
+
+    def allocate(self, job_id: str, placement) -> None:
+        """Give `placement` (a SlicePlacement or a Slice) to `job_id`.
+
+        Raises a one-line PodsimError if a chip is held or broken, or an OCS circuit uses a
+        held or failed port or a failed OCS unit; the state is unchanged then.
+        """
+        job_id = str(job_id)
+        slc: Slice | None = getattr(placement, "slice", placement)
+        if not isinstance(slc, Slice):
+            raise PodsimError(f"job {job_id!r}: nothing to allocate (the request was not placed)")
+        if job_id in self._slices:
+            raise PodsimError(f"job {job_id!r} already holds a slice; release it first")
+        lay = self.layout
+        chips = np.asarray(slc.chips)
+        if chips.size == 0 or chips.min() < 0 or chips.max() >= lay.n_chips or len(np.unique(chips)) != chips.size:
+            raise PodsimError(f"job {job_id!r}: slice chips must be distinct ids in 0..{lay.n_chips - 1}")
+        held = self.chip_job[chips] >= 0
+        if held.any():
+            c = int(chips[held][0])
+            raise PodsimError(f"job {job_id!r}: chip {c} is held by job {self._job_of(self.chip_job[c])!r}")
+        broken = self.chip_failed[chips]
+        if broken.any():
+            c = int(chips[broken][0])
+            raise PodsimError(f"job {job_id!r}: chip {c} (host {int(lay.host_of_chip[c])}) has failed or is on a failed host/cube")
+        ocs, ports = self._circuit_ports(slc)
+        if len(ocs):
+            if not lay.ocs:
+                raise PodsimError(f"job {job_id!r}: the slice has OCS circuits but this pod has no OCS")
+            for arr, what in ((self.ocs_failed[ocs], "is down"), (self.port_failed[ocs, ports], "has failed"),
+                              (self.port_job[ocs, ports] >= 0, "is in use")):
+                if arr.any():
+                    k = int(np.flatnonzero(arr)[0])
+                    unit = f"OCS {int(ocs[k])}" if what == "is down" else f"OCS port {int(ocs[k])}:{int(ports[k])}"
+                    raise PodsimError(f"job {job_id!r}: {unit} {what}")
+            if len(np.unique(ocs * lay.ports_per_ocs + ports)) != len(ocs):
+                raise PodsimError(f"job {job_id!r}: the slice's circuits use an OCS port twice")
+        idx = self._free_index.pop() if self._free_index else self._take_index()
+        self._index[job_id] = idx
+        self._job_at[idx] = job_id
+        self._slices[job_id] = slc
+        self._ports[job_id] = (ocs, ports)
+        self.chip_job[chips] = idx
+        if len(ocs):
+            self.port_job[ocs, ports] = idx
+        self._cache.clear()
+
+    def release(self, job_id: str) -> Slice:
+        """Free the job's chips and OCS ports; returns its slice."""
+        job_id = str(job_id)
+        if job_id not in self._slices:
+            raise PodsimError(f"job {job_id!r} holds no slice")
+        slc = self._slices.pop(job_id)
+        idx = self._index.pop(job_id)
+        del self._job_at[idx]
+        self.chip_job[slc.chips] = -1
+        ocs, ports = self._ports.pop(job_id)
+        if len(ocs):
+            self.port_job[ocs, ports] = -1
+        self._free_index.append(idx)
+        self._cache.clear()
+        return slc
+
+    # Failures --------------------------------------------------------------------------------
+    def fail(self, hosts: Iterable[int] = (), cubes: Iterable[int] = (), ocs: Iterable[int] = (),
+             ocs_ports: Iterable[tuple[int, int]] = (), chips: Iterable[int] = ()) -> list[str]:
+        """Mark parts failed; returns the ids of jobs whose slices use one of them (sorted).
+
+        Jobs are not released: the caller decides (restart elsewhere, wait for repair)."""
+        parts = self._parts(hosts, cubes, ocs, ocs_ports, chips)
+        self._set_failed(parts, True)
+        return self._jobs_using(parts)
+
+    def repair(self, hosts: Iterable[int] = (), cubes: Iterable[int] = (), ocs: Iterable[int] = (),
+               ocs_ports: Iterable[tuple[int, int]] = (), chips: Iterable[int] = ()) -> None:
+        """Mark parts healthy again."""
+        self._set_failed(self._parts(hosts, cubes, ocs, ocs_ports, chips), False)
+
+    def apply_failures(self, failures) -> list[str]:
+        """Apply a `Failures` record (from a failures file)."""
+        return self.fail(failures.hosts, failures.cubes, failures.ocs, failures.ocs_ports, failures.chips)
+
+    def jobs_using(self, hosts=(), cubes=(), ocs=(), ocs_ports=(), chips=()) -> list[str]:
+        """Ids of jobs holding one of these chips, a chip of these hosts or cubes, or a circuit on
+        these OCS units or ports."""
+        return self._jobs_using(self._parts(hosts, cubes, ocs, ocs_ports, chips))
+
+    def _set_failed(self, parts: dict[str, np.ndarray], value: bool) -> None:
+        self.chip_down[parts["chips"]] = value
+        self.host_failed[parts["hosts"]] = value
+        self.cube_failed[parts["cubes"]] = value
+        self.ocs_failed[parts["ocs"]] = value
+        op = parts["ocs_ports"]
+        self.port_failed[op[:, 0], op[:, 1]] = value
+        self._cache.clear()
+
+    def _jobs_using(self, parts: dict[str, np.ndarray]) -> list[str]:
+        lay = self.layout
+        op = parts["ocs_ports"]
+        idx = np.concatenate([
+            self.chip_job[parts["chips"]], self.chip_job[lay.chips_of_host[parts["hosts"]]].ravel(),
+            self.chip_job[lay.cube_chips[parts["cubes"]]].ravel() if len(parts["cubes"]) else [],
+            self.port_job[parts["ocs"]].ravel(), self.port_job[op[:, 0], op[:, 1]],
+        ]).astype(np.int64)
+        return sorted(self._job_of(i) for i in np.unique(idx) if i >= 0)
+
+    # Figures ---------------------------------------------------------------------------------
+    @property
+    def n_free_chips(self) -> int:
+        return int(self.chip_free.sum())
+
+    @property
+    def n_busy_chips(self) -> int:
+        return int((self.chip_job >= 0).sum())
+
+    @property
+    def n_healthy_chips(self) -> int:
+        return int((~self.chip_failed).sum())
+
+    # Internals -------------------------------------------------------------------------------
+    def _take_index(self) -> int:
+        self._next_index += 1
+        return self._next_index - 1
+
+    def _job_of(self, idx: int) -> str:
+        return self._job_at[int(idx)]
+
+    @staticmethod
+    def _circuit_ports(slc: Slice) -> tuple[np.ndarray, np.ndarray]:
+        if not slc.circuits:
+            return np.empty(0, np.int64), np.empty(0, np.int64)
+        c = np.fromiter((v for circuit in slc.circuits for v in circuit), np.int64, 3 * len(slc.circuits)).reshape(-1, 3)
+        return np.concatenate([c[:, 0], c[:, 0]]), np.concatenate([c[:, 1], c[:, 2]])
+
+    def _parts(self, hosts, cubes, ocs, ocs_ports, chips) -> dict[str, np.ndarray]:
+        from podsim.placement.failures import Failures
+
+        f = Failures(hosts=tuple(int(v) for v in hosts), cubes=tuple(int(v) for v in cubes),
+                     ocs=tuple(int(v) for v in ocs), ocs_ports=tuple((int(a), int(b)) for a, b in ocs_ports),
+                     chips=tuple(int(v) for v in chips))
+        f.check(self.layout)
+        out = {k: np.asarray(getattr(f, k), np.int64) for k in ("chips", "hosts", "cubes", "ocs")}
+        out["ocs_ports"] = np.asarray(f.ocs_ports, np.int64).reshape(-1, 2)
+        return out
