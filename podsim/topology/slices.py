@@ -79,7 +79,7 @@ def cube_circuits(layout: PodLayout, cube_grid: Sequence[int], cubes: Sequence[i
         cube_b = cubes[np.ravel_multi_index(tuple(nxt.T), tuple(grid))]
         ocs, port_a = layout.ocs_port(cube_a[:, None], d, PLUS, idx[None, :])
         _, port_b = layout.ocs_port(cube_b[:, None], d, MINUS, idx[None, :])
-        out.extend(Circuit(o, a, b) for o, a, b in zip(ocs.ravel(), port_a.ravel(), port_b.ravel(), strict=True))
+        out.extend(map(Circuit, ocs.ravel().tolist(), port_a.ravel().tolist(), port_b.ravel().tolist()))
     return out
 
 
