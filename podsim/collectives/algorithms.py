@@ -17,7 +17,9 @@
   reduce-scatter / all-gather / all-reduce).
 - `hierarchical`: for groups that cross the data-centre network (the slices of a multislice
   job, the nodes of a GPU cluster): reduce-scatter inside each slice with all ICI links busy,
-  all-reduce across slices on the DCN (one ring per chip), all-gather inside each slice.
+  all-reduce across slices on the DCN (a bidirectional ring per chip: on an EPS spine both
+  directions share the NIC, on an OCS DCN they use two block-to-block links), all-gather
+  inside each slice.
 
 Broadcast is a binomial scatter from rank 0 followed by the algorithm's all-gather (van de
 Geijn, col.13/col.14); reduce is the algorithm's reduce-scatter followed by a binomial gather
@@ -140,13 +142,13 @@ def _rs_ag_ar(alg: str, layout: GroupLayout, kind: str, n: float) -> tuple[Stage
         return _one([ph, ph] if kind == "all_reduce" else [ph])
     if alg == "hierarchical":
         inner = _plans("torus_all_links", layout, layout.ici_axes)
-        p_in = math.prod(layout.grid[j] for j in layout.ici_axes)
-        outer = _rs_axes(layout, layout.dcn_axes, 1, n / p_in)
+        outer = [(layout.dcn_axes, 1), (layout.dcn_axes, -1)]
+        n_out = n / math.prod(layout.grid[j] for j in layout.ici_axes)
         if kind == "reduce_scatter":
-            return sequence(_multi_stream(layout, inner, kind, n), _one(outer))
+            return sequence(_multi_stream(layout, inner, kind, n), _multi_stream(layout, outer, kind, n_out))
         if kind == "all_gather":
-            return sequence(_one(outer[::-1]), _multi_stream(layout, inner, kind, n))
-        return sequence(_multi_stream(layout, inner, "reduce_scatter", n), _one(outer + outer[::-1]),
+            return sequence(_multi_stream(layout, outer, kind, n_out), _multi_stream(layout, inner, kind, n))
+        return sequence(_multi_stream(layout, inner, "reduce_scatter", n), _multi_stream(layout, outer, kind, n_out),
                         _multi_stream(layout, inner, "all_gather", n))
     axes = tuple(range(len(layout.grid)))
     return _multi_stream(layout, _plans(alg, layout, axes), kind, n)
