@@ -17,6 +17,7 @@ from podsim.engine import (
     EngineInvariantError,
     FlowNetwork,
     Job,
+    RateValidator,
     Recording,
     max_min_rates,
     simulate_collective,
@@ -87,7 +88,8 @@ def test_max_min_property(data):
 def _network_run(submissions, cap):
     """Submit (time, links, bytes, latency) flows on a bare network; their delivery times."""
     env = simpy.Environment()
-    net = FlowNetwork(env, np.asarray(cap, float), record=True)
+    validator = RateValidator(np.asarray(cap, float))
+    net = FlowNetwork(env, np.asarray(cap, float), validator=validator)
     done = {}
 
     def feeder():
@@ -98,7 +100,8 @@ def _network_run(submissions, cap):
 
     env.process(feeder())
     env.run()
-    validate_rates(net.recording)
+    validator.close()
+    assert validator.finished_flows == len(submissions)
     return done, net
 
 
@@ -120,12 +123,13 @@ def test_network_multi_hop_bottleneck():
 
 # --- the validator catches what it must ---------------------------------------------------------
 
-def _recording(rates, size, cap=(10.0,), t=(0.0, 1.0), deliver=None):
+def _recording(rates, size, cap=(10.0,), t=(0.0, 1.0), deliver=None, finish=None):
     rec = Recording(np.asarray(cap, float))
-    rec.add_batch(np.array([0, 1, 2]), np.array([0, 0]), np.asarray(size, float), np.zeros(2), 0.0)
+    rec.batches.append((np.array([0, 1, 2]), np.array([0, 0]), np.asarray(size, float), np.zeros(2), 0.0))
     rec.epochs.append((t[0], t[1], np.array([0, 1]), np.asarray(rates, float)))
     d = np.full(2, t[1]) if deliver is None else np.asarray(deliver, float)
-    rec.finished.append((np.array([0, 1]), np.full(2, t[1]), d))
+    f = np.full(2, t[1]) if finish is None else np.asarray(finish, float)
+    rec.finished.append((np.array([0, 1]), f, d))
     return rec
 
 
@@ -139,6 +143,12 @@ def test_validator_accepts_a_correct_recording_and_rejects_broken_ones():
         validate_rates(_recording([4, 4], [4, 4]))
     with pytest.raises(EngineInvariantError, match="other than its finish plus its route latency"):
         validate_rates(_recording([5, 5], [5, 5], deliver=[1.0, 1.5]))
+    with pytest.raises(EngineInvariantError, match="faster than its bottleneck allows"):
+        validate_rates(_recording([5, 5], [5, 5], finish=[0.4, 0.4], deliver=[0.4, 0.4]))
+    unfinished = _recording([5, 5], [5, 5])
+    unfinished.finished.clear()
+    with pytest.raises(EngineInvariantError, match="2 flows sent, 2 never finished"):
+        validate_rates(unfinished)
 
 
 # --- step traces ------------------------------------------------------------------------------

@@ -18,10 +18,16 @@ from podsim.engine.jobs import Job
 from podsim.engine.maxmin import max_min_rates
 from podsim.engine.network import FlowNetwork
 from podsim.engine.results import CollectiveResult, OpTiming, StepResult
-from podsim.engine.validate import EngineInvariantError, Recording, validate_rates, validating
+from podsim.engine.validate import (
+    EngineInvariantError,
+    RateValidator,
+    Recording,
+    validate_rates,
+    validating,
+)
 
 __all__ = [
     "DEFAULT_COMPUTE_EFFICIENCY", "CollectiveResult", "EngineInvariantError", "FlowNetwork", "Job", "OpTiming",
-    "Recording", "StepResult", "max_min_rates", "simulate_collective", "simulate_jobs", "simulate_step",
+    "RateValidator", "Recording", "StepResult", "max_min_rates", "simulate_collective", "simulate_jobs", "simulate_step",
     "validate_rates", "validating",
 ]

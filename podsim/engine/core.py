@@ -271,7 +271,8 @@ def _simulate(jobs: Sequence[Job], compute_efficiency: float, fast_path: bool) -
     if len(np.unique(chips)) != len(chips):
         raise PodsimError("two jobs use the same chips")
     env = CountingEnvironment()
-    net = FlowNetwork(env, fabric.link_capacity_bytes_per_s, owners=len(jobs), record=validate.recording_on())
+    net = FlowNetwork(env, fabric.link_capacity_bytes_per_s, owners=len(jobs),
+                      validator=validate.validator_for(fabric.link_capacity_bytes_per_s))
     programs, all_plans = [], []
     for owner, job in enumerate(jobs):
         eff = job.compute_efficiency if job.compute_efficiency is not None else compute_efficiency
@@ -283,8 +284,7 @@ def _simulate(jobs: Sequence[Job], compute_efficiency: float, fast_path: bool) -
         programs.append(prog)
         all_plans.append(plans)
     env.run()
-    if net.recording is not None:
-        validate.check(net.recording)
+    validate.check(net.validator)
     wall = time.perf_counter() - t_wall
     return [_result(p, net, i, wall, env.events_processed) for i, p in enumerate(programs)], all_plans
 

@@ -16,7 +16,7 @@ import numpy as np
 import simpy
 
 from podsim.engine.maxmin import max_min_rates
-from podsim.engine.validate import Recording
+from podsim.engine.validate import RateValidator
 
 
 class CountingEnvironment(simpy.Environment):
@@ -44,7 +44,8 @@ class FlowNetwork:
     """Active flows on the links of one fabric; per-owner (job) bytes and peak utilisation
     per link (a flow puts all its bytes on every link of its route)."""
 
-    def __init__(self, env: simpy.Environment, capacity: np.ndarray, owners: int = 1, record: bool = False):
+    def __init__(self, env: simpy.Environment, capacity: np.ndarray, owners: int = 1,
+                 validator: RateValidator | None = None):
         self.env = env
         self.capacity = np.asarray(capacity, float)
         n_links = len(self.capacity)
@@ -62,7 +63,7 @@ class FlowNetwork:
         self.link_peak_utilisation = np.zeros(n_links)
         self.flows = 0
         self.rate_updates = 0
-        self.recording = Recording(self.capacity) if record else None
+        self.validator = validator
         self._wake = env.event()
         env.process(self._run())
 
@@ -83,8 +84,8 @@ class FlowNetwork:
             dt = now - self._t
             if dt > 0 and len(self._rem):
                 self._rem -= self._rate * dt
-                if self.recording is not None:
-                    self.recording.epochs.append((self._t, now, self._fid, self._rate))
+                if self.validator is not None:
+                    self.validator.epoch(self._t, now, self._fid, self._rate)
             self._t = now
             changed = self._admit(now)
             changed |= self._retire(now)
@@ -103,12 +104,12 @@ class FlowNetwork:
             self._next_slot += 1
             hops = np.diff(indptr)
             instant = (hops == 0) | (nbytes <= 0)
-            fid0 = self.recording.add_batch(indptr, links, nbytes, latency, now) if self.recording is not None else self.flows
+            fid0 = self.validator.batch(indptr, links, nbytes, latency, now) if self.validator is not None else self.flows
             ids = fid0 + np.arange(len(nbytes))
             self.flows += len(nbytes)
             b = _Batch(int((~instant).sum()), now + float(latency[instant].max(initial=0.0)), cb)
-            if instant.any() and self.recording is not None:
-                self.recording.finished.append((ids[instant], np.full(int(instant.sum()), now), now + latency[instant]))
+            if instant.any() and self.validator is not None:
+                self.validator.finished(ids[instant], np.full(int(instant.sum()), now), now + latency[instant])
             self._batches[slot] = b
             if b.left == 0:
                 self._fire(slot, now)
@@ -141,8 +142,8 @@ class FlowNetwork:
             return False
         idx = np.flatnonzero(done)
         delivery = now + self._lat[idx]
-        if self.recording is not None:
-            self.recording.finished.append((self._fid[idx], np.full(len(idx), now), delivery))
+        if self.validator is not None:
+            self.validator.finished(self._fid[idx], np.full(len(idx), now), delivery)
         slots, inv, counts = np.unique(self._batch[idx], return_inverse=True, return_counts=True)
         latest = np.full(len(slots), -np.inf)
         np.maximum.at(latest, inv, delivery)
