@@ -15,16 +15,8 @@ from __future__ import annotations
 import statistics
 
 from podsim.collectives.bounds import all_to_all_time_s
-from podsim.engine import Job, simulate_collective, simulate_jobs
-from podsim.topology import (
-    DcnSpec,
-    PodLayout,
-    build_fabric,
-    build_slice,
-    get_generation,
-    plan_slice,
-    validate_shape,
-)
+from podsim.engine import Job, place_slices, simulate_collective, simulate_jobs
+from podsim.topology import DcnSpec, build_slice
 from podsim.trace import Collective, Compute, StepTrace, parse_group
 
 GiB = 2**30
@@ -68,12 +60,6 @@ def multislice() -> None:
     spines, 4:1 oversubscription: each leaf's uplink is 64 x 25 GB/s / 4 = 400 GB/s. Job A
     runs on slices 0 and 2, job B on 1 and 3, so both jobs' cross-slice traffic leaves leaf
     0 and enters leaf 1 over the same uplinks."""
-    gen = get_generation("tpu-v4")
-    lay = PodLayout(gen)
-    spec = validate_shape(gen, "4x4x8")
-    sl = [plan_slice(lay, spec, cubes=[2 * i, 2 * i + 1]) for i in range(4)]
-    circuits = tuple(c for s in sl for c in s.circuits)
-
     def trace(grad_bytes: float, flops: float) -> StepTrace:
         return StepTrace((
             Compute("fwd_bwd", flops=flops),
@@ -84,7 +70,7 @@ def multislice() -> None:
     print("\n4. Two multislice jobs (2 x 4x4x8 each) on a shared DCN, 4 steps each; step time ms alone -> together")
     cases = (("same trace", (2 * GiB, 3.3e12), (2 * GiB, 3.3e12)), ("different traces", (2 * GiB, 3.3e12), (GiB, 5e12)))
     for spines, over in ((4, 4.0), (1, 4.0), (4, 1.0)):
-        fab = build_fabric(lay, circuits=circuits, dcn=DcnSpec(hosts_per_leaf=64, spines=spines, oversubscription=over))
+        fab, sl = place_slices("tpu-v4", "4x4x8", 4, DcnSpec(hosts_per_leaf=64, spines=spines, oversubscription=over))
         for label, (ga, fa), (gb, fb) in cases:
             a = Job(trace(ga, fa), fab, (sl[0], sl[2]), name="A", steps=4)
             b = Job(trace(gb, fb), fab, (sl[1], sl[3]), name="B", steps=4)

@@ -20,6 +20,7 @@ from podsim.engine import (
     RateValidator,
     Recording,
     max_min_rates,
+    place_slices,
     simulate_collective,
     simulate_jobs,
     simulate_step,
@@ -27,15 +28,7 @@ from podsim.engine import (
     validating,
 )
 from podsim.errors import PodsimError
-from podsim.topology import (
-    DcnSpec,
-    PodLayout,
-    build_fabric,
-    build_slice,
-    get_generation,
-    plan_slice,
-    validate_shape,
-)
+from podsim.topology import DcnSpec, build_slice
 from podsim.trace import Collective, Compute, SendRecv, StepTrace, parse_group
 
 GiB = 2**30
@@ -236,20 +229,11 @@ def test_steps_repeat_and_job_errors():
     other = build_slice("tpu-v4", "4x4x4")
     with pytest.raises(PodsimError, match="must share one fabric"):
         simulate_jobs([Job.on(b, tr), Job.on(other, tr)])
+    with pytest.raises(PodsimError, match="5 slices of 8x8x16 need 80 cubes; a tpu-v4 pod has 64"):
+        place_slices("tpu-v4", "8x8x16", 5)
 
 
 # --- several jobs, the DCN, multislice ----------------------------------------------------------
-
-def _v4_cubes(dcn: DcnSpec, shape: str = "4x4x4", n: int = 4):
-    """A v4 pod with `n` slices of `shape` on consecutive cubes, all wired, and a DCN."""
-    gen = get_generation("tpu-v4")
-    lay = PodLayout(gen)
-    spec = validate_shape(gen, shape)
-    per = spec.chips // 64
-    slices = [plan_slice(lay, spec, cubes=list(range(i * per, (i + 1) * per))) for i in range(n)]
-    fab = build_fabric(lay, circuits=tuple(c for s in slices for c in s.circuits), dcn=dcn)
-    return fab, slices
-
 
 def test_dcn_contention_slows_each_job_by_the_expected_factor():
     """Two jobs each all-reduce across their two slices over the DCN. With two cubes per leaf,
@@ -260,7 +244,7 @@ def test_dcn_contention_slows_each_job_by_the_expected_factor():
     tr = StepTrace((Collective("ar", "all_reduce", 2**26, parse_group("dcn")),))
     hop = 4 * 0.5e-6  # NIC-leaf, leaf-spine, spine-leaf, leaf-NIC at 0.5 us (eps.11); PCIe 0
     for hosts_per_leaf, expected in ((32, 2.0), (16, 1.0)):
-        fab, s = _v4_cubes(DcnSpec(hosts_per_leaf=hosts_per_leaf, spines=1, oversubscription=4.0))
+        fab, s = place_slices("tpu-v4", "4x4x4", 4, DcnSpec(hosts_per_leaf=hosts_per_leaf, spines=1, oversubscription=4.0))
         a, b = Job(tr, fab, (s[0], s[2]), name="A"), Job(tr, fab, (s[1], s[3]), name="B")
         alone = [simulate_jobs([j])[0].step_time_s for j in (a, b)]
         together = [r.step_time_s for r in simulate_jobs([a, b])]
@@ -275,7 +259,7 @@ def test_multislice_hierarchical_all_reduce_matches_closed_form():
     """ICI reduce-scatter in each slice, DCN all-reduce between corresponding chips, ICI
     all-gather: uncontended, the engine agrees with the closed form, and DCN links carry
     2 x n / 64 x (1/2) bytes per chip each way (a 2-slice ring)."""
-    fab, s = _v4_cubes(DcnSpec(hosts_per_leaf=16, spines=4), n=2)
+    fab, s = place_slices("tpu-v4", "4x4x4", 2, DcnSpec(hosts_per_leaf=16, spines=4))
     tr = StepTrace((Collective("ar", "all_reduce", GiB, parse_group("x,y,z,dcn")),))
     r = simulate_step(tr, Job(tr, fab, (s[0], s[1])))
     op = r.timeline[0]

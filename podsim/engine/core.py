@@ -327,7 +327,7 @@ def simulate_collective(built: Built, kind: str, size_bytes: float | str, group:
     parsed = parse_group(group)
     if kind == "send_recv":
         if len(parsed) != 1:
-            raise PodsimError(f"send_recv runs along one axis; group {group!r} names {len(parsed)}")
+            raise PodsimError(f"send_recv runs along one axis; group {group!r} names {len(parsed)}: give one, e.g. x")
         op = SendRecv("op", size, parsed[0])
     else:
         op = Collective("op", kind, size, parsed, algorithm)

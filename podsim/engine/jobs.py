@@ -7,7 +7,20 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from podsim.errors import PodsimError
-from podsim.topology import Built, Fabric, Slice, SliceView, check_slice_topology, slice_view
+from podsim.topology import (
+    Built,
+    DcnSpec,
+    Fabric,
+    PodLayout,
+    Slice,
+    SliceView,
+    build_fabric,
+    check_slice_topology,
+    get_generation,
+    plan_slice,
+    slice_view,
+    validate_shape,
+)
 from podsim.trace.model import StepTrace
 
 
@@ -56,3 +69,20 @@ class Job:
     def on(cls, built: Built, trace: StepTrace, **kw) -> Job:
         """The job that runs `trace` on the one slice of `build_slice(...)`."""
         return cls(trace, built.fabric, (built.slice,), **kw)
+
+
+def place_slices(gen_id: str, shape: str, count: int, dcn: DcnSpec | None = None) -> tuple[Fabric, tuple[Slice, ...]]:
+    """`count` slices of `shape` on consecutive cubes of one OCS pod, wired into one fabric
+    with `dcn`: the shared fabric for several jobs or a multislice job (slice i takes cubes
+    i*k .. i*k+k-1 for a k-cube shape)."""
+    gen = get_generation(gen_id)
+    layout = PodLayout(gen)
+    spec = validate_shape(gen, shape)
+    if spec.kind != "cubes" or not layout.ocs:
+        raise PodsimError(f"place_slices places whole-cube slices on an OCS pod; {gen_id} {shape} is not one")
+    per = spec.chips // gen.chips_per_cube
+    if count < 1 or count * per > layout.cubes_per_pod:
+        raise PodsimError(f"{count} slices of {shape} need {count * per} cubes; a {gen_id} pod has {layout.cubes_per_pod}")
+    slices = tuple(plan_slice(layout, spec, cubes=range(i * per, (i + 1) * per)) for i in range(count))
+    fabric = build_fabric(layout, circuits=tuple(c for s in slices for c in s.circuits), dcn=dcn)
+    return fabric, slices
