@@ -1,0 +1,346 @@
+"""Run step traces on the flow network: one SimPy process per job's program, one for the network.
+
+Each job's program walks its trace's DAG: an op starts when its dependencies are done, so
+compute and communication overlap where the DAG allows. A compute op is a timer (its duration,
+or a roofline time: FLOPs at peak x efficiency, HBM bytes at HBM bandwidth, whichever is
+longer); a collective runs its schedule stage by stage, each stream submitting one phase of
+flows at a time to the shared network and moving on when that phase is delivered.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from functools import partial
+
+import numpy as np
+
+from podsim.collectives import (
+    Placement,
+    Plan,
+    Router,
+    RouterPool,
+    Schedule,
+    busbw_factor,
+    group_layout,
+    plan_collective,
+)
+from podsim.engine import validate
+from podsim.engine.jobs import Job
+from podsim.engine.network import CountingEnvironment, FlowNetwork
+from podsim.engine.results import CollectiveResult, OpTiming, StepResult
+from podsim.errors import PodsimError
+from podsim.topology import Built
+from podsim.trace.model import Collective, Compute, SendRecv, StepTrace, format_group, parse_group
+from podsim.units import parse_bytes
+
+DEFAULT_COMPUTE_EFFICIENCY = 0.6
+"""Fraction of peak FLOP/s a compute op reaches unless it says otherwise: LLM training on TPU
+v4 averages ~60% of peak ([ISCA23], hardware.md perf.3)."""
+
+
+@dataclass(frozen=True, eq=False)
+class _OpPlan:
+    op: object
+    kind: str
+    deps: tuple[int, ...]
+    duration_s: float = 0.0
+    plan: Plan | None = None
+    group: str = ""
+
+
+def _compute_time_s(op: Compute, job: Job, efficiency: float) -> float:
+    if op.duration_s is not None:
+        return float(op.duration_s)
+    gen = job.fabric.generation
+    eff = op.efficiency if op.efficiency is not None else efficiency
+    if not 0 < eff <= 1:
+        raise PodsimError(f"op {op.id!r}: efficiency {eff} must be in (0, 1]")
+    t_flops = op.flops / (gen.peak_flops_per_s * eff) if op.flops else 0.0
+    t_hbm = op.hbm_bytes / gen.hbm_bytes_per_s if op.hbm_bytes else 0.0
+    return max(t_flops, t_hbm)
+
+
+def _prepare(job: Job, pool: RouterPool, efficiency: float) -> list[_OpPlan]:
+    """Each op of the trace with its dependencies (indices), duration or collective plan."""
+    trace = job.trace
+    trace.validate()
+    order = trace.topological_order()
+    index = {op.id: i for i, op in enumerate(order)}
+    layouts: dict[str, object] = {}
+
+    def layout(group) -> object:
+        key = format_group(group)
+        if key not in layouts:
+            layouts[key] = group_layout(job.views, group)
+        return layouts[key]
+
+    out = []
+    for op in order:
+        deps = tuple(index[d] for d in op.deps)
+        if isinstance(op, Compute):
+            out.append(_OpPlan(op, "compute", deps, duration_s=_compute_time_s(op, job, efficiency)))
+        elif isinstance(op, Collective):
+            lay = layout(op.group)
+            out.append(_OpPlan(op, op.kind, deps, plan=plan_collective(op.kind, lay, op.bytes, op.algorithm, pool),
+                               group=lay.name))
+        elif isinstance(op, SendRecv):
+            lay = layout((op.axis,))
+            out.append(_OpPlan(op, "send_recv", deps, plan=plan_collective("send_recv", lay, op.bytes, "auto", pool, op.shift),
+                               group=lay.name))
+        else:  # pragma: no cover - the trace model has three op types
+            raise PodsimError(f"op {getattr(op, 'id', op)!r} has an unknown type {type(op).__name__}")
+    return out
+
+
+class _Run:
+    """A collective in flight: its stage and, per stream, (phase index, repeats left)."""
+
+    __slots__ = ("index", "schedule", "stage", "cursors", "streams_left")
+
+    def __init__(self, index: int, schedule: Schedule):
+        self.index = index
+        self.schedule = schedule
+        self.stage = -1
+        self.cursors: list[list[int]] = []
+        self.streams_left = 0
+
+
+class _Program:
+    """One job's program: the SimPy process that runs its trace `steps` times."""
+
+    def __init__(self, env, net: FlowNetwork, router: Router, owner: int, job: Job, plans: list[_OpPlan]):
+        self.env, self.net, self.router, self.owner, self.job, self.plans = env, net, router, owner, job, plans
+        self.inbox: list[tuple] = []
+        self.mail = env.event()
+        self.timeline: list[OpTiming] = []
+        self.step_times: list[float] = []
+        self.flows = 0
+        self.flows_simulated = 0
+        self._bytes: dict[int, np.ndarray] = {}
+        self._start_t: dict[int, float] = {}
+        self._step = 0
+
+    def post(self, msg: tuple) -> None:
+        self.inbox.append(msg)
+        if not self.mail.triggered:
+            self.mail.succeed()
+
+    def run(self):
+        users: list[list[int]] = [[] for _ in self.plans]
+        for i, p in enumerate(self.plans):
+            for d in p.deps:
+                users[d].append(i)
+        for step in range(self.job.steps):
+            self._step = step
+            t0 = self.env.now
+            waiting = [len(p.deps) for p in self.plans]
+            left = len(self.plans)
+            for i, w in enumerate(waiting):
+                if w == 0:
+                    self._start(i)
+            while left:
+                yield self.mail
+                self.mail = self.env.event()
+                msgs, self.inbox = self.inbox, []
+                for msg in msgs:
+                    done = self._handle(msg)
+                    if done is None:
+                        continue
+                    left -= 1
+                    self._finish(done)
+                    for u in users[done]:
+                        waiting[u] -= 1
+                        if waiting[u] == 0:
+                            self._start(u)
+            self.step_times.append(self.env.now - t0)
+
+    # --- ops -----------------------------------------------------------------------------
+    def _start(self, i: int) -> None:
+        self._start_t[i] = self.env.now
+        p = self.plans[i]
+        if p.plan is None:
+            ev = self.env.timeout(p.duration_s)
+            ev.callbacks.append(lambda _ev, i=i: self.post(("done", i)))
+            return
+        run = _Run(i, p.plan.schedule)
+        if not self._next_stage(run):
+            self.post(("done", i))
+
+    def _finish(self, i: int) -> None:
+        p = self.plans[i]
+        op = p.op
+        self.timeline.append(OpTiming(
+            step=self._step, id=op.id, kind=p.kind, start_s=float(self._start_t.pop(i)), end_s=float(self.env.now),
+            name=op.name, layer=op.layer, bytes=float(getattr(op, "bytes", 0.0)), group=p.group,
+            algorithm=p.plan.schedule.algorithm if p.plan else "", closed_form_s=p.plan.closed_form_s if p.plan else None))
+
+    def _next_stage(self, run: _Run) -> bool:
+        """Start the run's next stage; False when there is none."""
+        run.stage += 1
+        stages = run.schedule.stages
+        if run.stage >= len(stages):
+            return False
+        stage = stages[run.stage]
+        run.cursors = [[0, stream[0].repeat] for stream in stage]
+        run.streams_left = len(stage)
+        for s in range(len(stage)):
+            self._submit(run, s)
+        return True
+
+    def _submit(self, run: _Run, s: int) -> None:
+        phase = run.schedule.stages[run.stage][s][run.cursors[s][0]]
+        routes = self.router.routes(phase.pattern)
+        nbytes = self._bytes.get(id(phase))
+        if nbytes is None:
+            nbytes = np.full(routes.n_flows, phase.bytes) if routes.weight is None else phase.bytes * routes.weight
+            self._bytes[id(phase)] = nbytes
+        self.flows += routes.n_flows * routes.multiplicity
+        self.flows_simulated += routes.n_flows
+        self.net.submit(routes.indptr, routes.links, nbytes, routes.latency_s, self.owner,
+                        partial(self.post, ("phase", run, s)))
+
+    def _handle(self, msg: tuple) -> int | None:
+        """Process a message; the index of an op that just finished, if any."""
+        if msg[0] == "done":
+            return msg[1]
+        _, run, s = msg
+        cur = run.cursors[s]
+        stream = run.schedule.stages[run.stage][s]
+        cur[1] -= 1
+        if cur[1] == 0:
+            cur[0] += 1
+            if cur[0] < len(stream):
+                cur[1] = stream[cur[0]].repeat
+        if cur[0] < len(stream):
+            self._submit(run, s)
+            return None
+        run.streams_left -= 1
+        if run.streams_left or self._next_stage(run):
+            return None
+        return run.index
+
+
+def _union_s(intervals: list[tuple[float, float]]) -> float:
+    """Total length covered by a set of intervals."""
+    total, end = 0.0, -np.inf
+    for a, b in sorted(intervals):
+        if b <= end:
+            continue
+        total += b - max(a, end)
+        end = b
+    return total
+
+
+def _result(prog: _Program, net: FlowNetwork, owner: int, wall: float, events: int) -> StepResult:
+    steps = prog.job.steps
+    comp = [(t.start_s, t.end_s) for t in prog.timeline if t.kind == "compute"]
+    comm = [(t.start_s, t.end_s) for t in prog.timeline if t.kind != "compute"]
+    totals: dict[str, dict[str, float]] = {}
+    for t in prog.timeline:
+        d = totals.setdefault(t.kind, {"count": 0.0, "bytes": 0.0, "time_s": 0.0})
+        d["count"] += 1 / steps
+        d["bytes"] += t.bytes / steps
+        d["time_s"] += t.duration_s / steps
+    sym = prog.router.symmetry
+    link_bytes = net.link_bytes[owner] / steps
+    peak = net.link_peak_utilisation.copy()
+    if sym is not None:
+        link_bytes, peak = link_bytes[sym.canon_link], peak[sym.canon_link]
+    peak = np.where(link_bytes > 0, peak, 0.0)
+    compute_s, comm_s = _union_s(comp), _union_s(comm)
+    return StepResult(
+        job=prog.job.name, steps=steps, step_time_s=float(np.mean(prog.step_times)) if prog.step_times else 0.0,
+        step_times_s=tuple(prog.step_times), compute_s=compute_s / steps, comm_s=comm_s / steps,
+        exposed_comm_s=(_union_s(comp + comm) - compute_s) / steps, timeline=tuple(sorted(prog.timeline, key=lambda t: (t.start_s, t.end_s))),
+        totals=totals, link_bytes=link_bytes, link_peak_utilisation=peak, fabric=prog.job.fabric, engine_wall_s=wall,
+        events=events, flows=prog.flows, flows_simulated=prog.flows_simulated, fast_path=sym is not None,
+    )
+
+
+def _simulate(jobs: Sequence[Job], compute_efficiency: float, fast_path: bool) -> tuple[list[StepResult], list[list[_OpPlan]]]:
+    t_wall = time.perf_counter()
+    jobs = list(jobs)
+    if not jobs:
+        raise PodsimError("no job to simulate")
+    fabric = jobs[0].fabric
+    if any(j.fabric is not fabric for j in jobs):
+        raise PodsimError("jobs simulated together must share one fabric (build it once with all their slices' circuits)")
+    chips = np.concatenate([v.chips for j in jobs for v in j.views])
+    if len(np.unique(chips)) != len(chips):
+        raise PodsimError("two jobs use the same chips")
+    env = CountingEnvironment()
+    net = FlowNetwork(env, fabric.link_capacity_bytes_per_s, owners=len(jobs),
+                      validator=validate.validator_for(fabric.link_capacity_bytes_per_s))
+    programs, all_plans = [], []
+    for owner, job in enumerate(jobs):
+        eff = job.compute_efficiency if job.compute_efficiency is not None else compute_efficiency
+        pool = RouterPool(Placement(fabric, job.views))
+        plans = _prepare(job, pool, eff)
+        patterns = [pat for p in plans if p.plan for pat in p.plan.schedule.patterns()]
+        prog = _Program(env, net, pool.router(patterns, fold=fast_path and len(jobs) == 1), owner, job, plans)
+        env.process(prog.run())
+        programs.append(prog)
+        all_plans.append(plans)
+    env.run()
+    validate.check(net.validator)
+    wall = time.perf_counter() - t_wall
+    return [_result(p, net, i, wall, env.events_processed) for i, p in enumerate(programs)], all_plans
+
+
+def _check_efficiency(eff: float) -> None:
+    if not 0 < eff <= 1:
+        raise PodsimError(f"compute_efficiency {eff} must be in (0, 1]")
+
+
+def simulate_jobs(jobs: Sequence[Job], *, compute_efficiency: float = DEFAULT_COMPUTE_EFFICIENCY,
+                  fast_path: bool = True) -> list[StepResult]:
+    """Run several jobs at once on their shared fabric, so jobs whose flows share links (the
+    DCN, an oversubscribed spine) slow each other down. One StepResult per job, in order.
+    The symmetry fast path applies to a lone single-slice job only."""
+    _check_efficiency(compute_efficiency)
+    return _simulate(jobs, compute_efficiency, fast_path)[0]
+
+
+def simulate_step(trace: StepTrace | None, built_or_job: Built | Job, *,
+                  compute_efficiency: float = DEFAULT_COMPUTE_EFFICIENCY, fast_path: bool = True) -> StepResult:
+    """Simulate one training step of `trace` on a slice (`build_slice(...)`) or a Job (whose
+    own trace is used when `trace` is None)."""
+    _check_efficiency(compute_efficiency)
+    if isinstance(built_or_job, Job):
+        job = built_or_job if trace is None else replace(built_or_job, trace=trace)
+    elif isinstance(built_or_job, Built):
+        if trace is None:
+            raise PodsimError("simulate_step needs a trace when given a slice")
+        job = Job.on(built_or_job, trace)
+    else:
+        raise PodsimError(f"simulate_step runs on a Built slice or a Job, not {type(built_or_job).__name__}")
+    return _simulate([job], compute_efficiency, fast_path)[0][0]
+
+
+def simulate_collective(built: Built, kind: str, size_bytes: float | str, group: str = "all",
+                        algorithm: str = "auto", fast_path: bool = True) -> CollectiveResult:
+    """One collective on one slice, alone on the fabric: simulated and closed-form time, algbw
+    and busbw (nccl-tests convention). `kind` may also be `send_recv` (group: one axis)."""
+    size = parse_bytes(size_bytes)
+    parsed = parse_group(group)
+    if kind == "send_recv":
+        if len(parsed) != 1:
+            raise PodsimError(f"send_recv runs along one axis; group {group!r} names {len(parsed)}: give one, e.g. x")
+        op = SendRecv("op", size, parsed[0])
+    else:
+        op = Collective("op", kind, size, parsed, algorithm)
+    job = Job.on(built, StepTrace((op,), name=f"{kind} {group}"), name=kind)
+    results, plans = _simulate([job], DEFAULT_COMPUTE_EFFICIENCY, fast_path)
+    res, p = results[0], plans[0][0]
+    sched = p.plan.schedule
+    t = res.step_time_s
+    algbw = size / t if t > 0 else float("inf")
+    return CollectiveResult(
+        kind=kind, algorithm=sched.algorithm, group=p.group, group_size=sched.layout.p, instances=sched.layout.instances,
+        size_bytes=size, simulated_s=t, closed_form_s=p.plan.closed_form_s, algbw_bytes_per_s=algbw,
+        busbw_bytes_per_s=algbw * busbw_factor(kind, sched.layout.p), engine_wall_s=res.engine_wall_s, events=res.events,
+        flows=res.flows, flows_simulated=res.flows_simulated, fast_path=res.fast_path, candidates_s=p.plan.candidates_s,
+        step=res,
+    )

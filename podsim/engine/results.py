@@ -1,0 +1,105 @@
+"""What a simulation returns: plain frozen records, and their JSON-ready dicts."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from podsim.topology import Fabric, LinkKind
+
+
+@dataclass(frozen=True)
+class OpTiming:
+    """One op of one step on the timeline (times in seconds from the start of the run)."""
+
+    step: int
+    id: str
+    kind: str  # compute, send_recv or a collective kind
+    start_s: float
+    end_s: float
+    name: str = ""
+    layer: str = ""
+    bytes: float = 0.0
+    group: str = ""
+    algorithm: str = ""
+    closed_form_s: float | None = None
+
+    @property
+    def duration_s(self) -> float:
+        return self.end_s - self.start_s
+
+
+@dataclass(frozen=True, eq=False)
+class StepResult:
+    """A job's step: time, where it went, which links were busy, what the engine spent.
+
+    Times are per step (means over the job's `steps`); `link_bytes` is this job's bytes per
+    fabric link per step; `link_peak_utilisation` the highest load / capacity each link saw
+    (all jobs together) while the simulation ran.
+    """
+
+    job: str
+    steps: int
+    step_time_s: float
+    step_times_s: tuple[float, ...]
+    compute_s: float
+    comm_s: float
+    exposed_comm_s: float
+    timeline: tuple[OpTiming, ...]
+    totals: dict[str, dict[str, float]]
+    link_bytes: np.ndarray = field(repr=False)
+    link_peak_utilisation: np.ndarray = field(repr=False)
+    fabric: Fabric = field(repr=False)
+    engine_wall_s: float = 0.0
+    events: int = 0
+    flows: int = 0
+    flows_simulated: int = 0
+    fast_path: bool = False
+
+    def hot_links(self, n: int = 5) -> list[dict]:
+        """The n links that carried the most of this job's bytes."""
+        fab = self.fabric
+        order = np.argsort(-self.link_bytes, kind="stable")[:n]
+        return [{"link": int(k), "src": int(fab.link_src[k]), "dst": int(fab.link_dst[k]),
+                 "kind": LinkKind(int(fab.link_kind[k])).name.lower(), "bytes": float(self.link_bytes[k]),
+                 "peak_utilisation": float(self.link_peak_utilisation[k])}
+                for k in order if self.link_bytes[k] > 0]
+
+    def to_dict(self) -> dict:
+        return {
+            "job": self.job, "steps": self.steps, "step_time_s": self.step_time_s, "step_times_s": list(self.step_times_s),
+            "compute_s": self.compute_s, "comm_s": self.comm_s, "exposed_comm_s": self.exposed_comm_s,
+            "totals": self.totals, "timeline": [vars(t) for t in self.timeline], "hot_links": self.hot_links(),
+            "link_peak_utilisation_max": float(self.link_peak_utilisation.max(initial=0.0)),
+            "engine_wall_s": self.engine_wall_s, "events": self.events, "flows": self.flows,
+            "flows_simulated": self.flows_simulated, "fast_path": self.fast_path,
+        }
+
+
+@dataclass(frozen=True, eq=False)
+class CollectiveResult:
+    """One collective on one slice: simulated vs closed-form time and nccl-tests bandwidths."""
+
+    kind: str
+    algorithm: str
+    group: str
+    group_size: int
+    instances: int
+    size_bytes: float
+    simulated_s: float
+    closed_form_s: float
+    algbw_bytes_per_s: float
+    busbw_bytes_per_s: float
+    engine_wall_s: float
+    events: int
+    flows: int
+    flows_simulated: int
+    fast_path: bool
+    candidates_s: dict[str, float]
+    step: StepResult = field(repr=False)
+
+    def to_dict(self) -> dict:
+        out = {k: v for k, v in vars(self).items() if k != "step"}
+        out["hot_links"] = self.step.hot_links()
+        return out
