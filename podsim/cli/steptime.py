@@ -1,18 +1,24 @@
-"""`podsim steptime`: simulate a collective on a slice (and, later, a step trace from a file).
+"""`podsim steptime`: simulate a collective, or a whole step trace, on a slice.
 
     podsim steptime --generation tpu-v4 --slice 16x16x16 --collective all_reduce --bytes 1GiB
+    podsim steptime --trace step.json --generation tpu-v4 --slice 8x16x16 [--json]
+    podsim steptime --trace all_reduce.*.et --network inputs_network_tpu_v3_8.yml
 """
 
 from __future__ import annotations
+
+import glob
 
 import typer
 
 from podsim.cli import app
 from podsim.cli.common import emit_json, table
 from podsim.collectives import ALGORITHMS, KINDS
-from podsim.engine import CollectiveResult, simulate_collective
+from podsim.engine import CollectiveResult, simulate_collective, simulate_step, step_summary
 from podsim.errors import PodsimError
-from podsim.topology import build_slice, format_shape
+from podsim.topology import build_slice, format_shape, get_generation, parse_shape
+from podsim.trace import load_trace
+from podsim.trace.astra_network import network_generation
 from podsim.units import format_bytes, format_rate, format_seconds, parse_bytes
 
 
@@ -34,9 +40,55 @@ def collective_rows(r: CollectiveResult) -> list[tuple[str, str]]:
     return rows
 
 
+def step_rows(s: dict) -> list[tuple[str, str]]:
+    """Human-readable rows of a step summary."""
+    rows = [
+        ("step time", format_seconds(s["step_time_s"])),
+        ("compute", format_seconds(s["compute_s"])),
+        ("communication", f"{format_seconds(s['comm_s'])} busy, {format_seconds(s['exposed_comm_s'])} exposed"),
+    ]
+    for kind, k in sorted(s["collectives"].items()):
+        rows.append((kind, f"{int(k['ops'])} ops, {format_bytes(k['bytes'])}, {format_seconds(k['busy_s'])} busy "
+                           f"(closed form {format_seconds(k['closed_form_s'])})"))
+    if "mfu" in s:
+        rows.append(("model FLOPs utilisation", f"{s['mfu']:.1%}"))
+    rows.append(("engine", f"{s['engine_wall_s']:.3f} s wall, {s['events']:,} events, {s['flows_simulated']:,} of {s['flows']:,} flows simulated"))
+    return rows
+
+
+def expand_paths(patterns: list[str]) -> list[str]:
+    """Shell-style patterns (quoted 'all_reduce.*.et') to sorted paths; a pattern that matches
+    nothing is kept as given so the loader names the missing file."""
+    out: list[str] = []
+    for p in patterns:
+        hits = sorted(glob.glob(p)) if glob.has_magic(p) else []
+        out.extend(hits or [p])
+    return out
+
+
+def _trace_mode(files: list[str], generation: str | None, network: str | None, slice_shape: str | None,
+                twisted: bool, efficiency: float, fast_path: bool, as_json: bool) -> None:
+    if (generation is None) == (network is None):
+        raise PodsimError("give --generation GEN (with --slice) or --network ASTRA_NETWORK.yml for a trace")
+    gen = network_generation(network) if network else get_generation(generation)
+    shape = parse_shape(slice_shape, gen.dims) if slice_shape else gen.pod_shape
+    trace = load_trace(expand_paths(files), shape=shape)
+    built = build_slice(gen, slice_shape, twisted=twisted)
+    result = simulate_step(trace, built, compute_efficiency=efficiency, fast_path=fast_path)
+    summary = step_summary(result, trace)
+    summary.update(trace=trace.name, slice=format_shape(built.slice.shape), twisted=built.slice.twisted)
+    if as_json:
+        emit_json(summary)
+        return
+    table(f"{trace.name or files[0]} on {gen.name} — {format_shape(built.slice.shape)}", step_rows(summary))
+
+
 @app.command("steptime")
 def steptime_cmd(
-    generation: str = typer.Option(..., "--generation", help="generation id, e.g. tpu-v4"),
+    generation: str = typer.Option(None, "--generation", help="generation id, e.g. tpu-v4"),
+    trace_files: list[str] = typer.Option(None, "--trace", help="a step trace (podsim JSON/YAML, ASTRA-sim text, Chakra .et/.json); for Chakra, one file per rank: repeat --trace or quote a pattern like 'all_reduce.*.et'"),
+    network: str = typer.Option(None, "--network", help="with --trace: an ASTRA-sim network .yml instead of --generation"),
+    efficiency: float = typer.Option(0.6, "--efficiency", help="with --trace: fraction of peak FLOP/s compute ops reach"),
     slice_shape: str = typer.Option(None, "--slice", help="slice shape, e.g. 4x4x8; default: the whole pod"),
     twisted: bool = typer.Option(False, "--twisted", help="twisted torus (k x k x 2k or k x 2k x 2k)"),
     collective: str = typer.Option(None, "--collective", help=f"one of: {', '.join(KINDS)}"),
@@ -46,9 +98,13 @@ def steptime_cmd(
     no_fast_path: bool = typer.Option(False, "--no-fast-path", help="simulate every flow (no symmetry folding)"),
     as_json: bool = typer.Option(False, "--json", help="one JSON object on stdout"),
 ) -> None:
-    """Simulate a collective on a slice: simulated and closed-form time, algorithm and bus bandwidth."""
-    # A `--trace FILE` mode (a step trace from a file, run with podsim.engine.simulate_step)
-    # belongs here, beside the collective mode; it is added with the trace importers.
+    """Simulate a collective on a slice (simulated and closed-form time, algorithm and bus
+    bandwidth), or a whole step trace (--trace: step time and where it goes)."""
+    if trace_files:
+        _trace_mode(trace_files, generation, network, slice_shape, twisted, efficiency, not no_fast_path, as_json)
+        return
+    if generation is None:
+        raise PodsimError("give --generation GEN (e.g. --generation tpu-v4)")
     if collective is None or size is None:
         raise PodsimError("give --collective KIND and --bytes SIZE (e.g. --collective all_reduce --bytes 1GiB)")
     if collective not in KINDS:

@@ -11,6 +11,7 @@ from podsim.topology.fabric import Circuit, DcnSpec, Fabric, LinkKind, NodeKind,
 from podsim.topology.generations import (
     Figure,
     Generation,
+    custom_generation,
     generations,
     get_generation,
     with_overrides,
@@ -38,6 +39,7 @@ from podsim.topology.summary import Built, build_slice, pod_spec, topology_detai
 __all__ = [
     "Built", "Circuit", "DcnSpec", "Fabric", "Figure", "Generation", "LinkKind", "NodeKind", "PodLayout",
     "Routes", "Slice", "SliceSpec", "SliceView", "build_fabric", "build_slice", "check_slice_topology",
+    "custom_generation",
     "cube_circuits", "dcn_routes", "format_shape", "generations", "get_generation", "is_twistable",
     "parse_shape", "plan_slice", "pod_spec", "slice_figures", "slice_routes", "slice_view",
     "topology_detail", "topology_summary", "torus_routes", "validate_shape", "with_overrides",

@@ -197,12 +197,30 @@ def sources() -> dict[str, str]:
     return _registry()[1]
 
 
-def get_generation(gen_id: str) -> Generation:
-    """The generation with this id; a one-line error listing the known ids otherwise."""
+def get_generation(gen_id: str | Generation) -> Generation:
+    """The generation with this id (a Generation passes through); a one-line error listing
+    the known ids otherwise."""
+    if isinstance(gen_id, Generation):
+        return gen_id
     gens = generations()
     if gen_id not in gens:
         raise PodsimError(f"unknown generation {gen_id!r}; known: {', '.join(gens)}")
     return gens[gen_id]
+
+
+def custom_generation(base: str | Generation, gen_id: str, note: str, **fields) -> Generation:
+    """A generation derived from `base` with other fields (shapes, or figures given as plain
+    numbers in the base's units), re-validated; every replaced figure is marked as such."""
+    gen = get_generation(base)
+    body = gen.model_dump()
+    for name, value in fields.items():
+        if name not in body:
+            raise PodsimError(f"cannot set {name!r}; generation fields are {', '.join(body)}")
+        if isinstance(getattr(gen, name), Figure) and not isinstance(value, dict):
+            value = {**body[name], "value": float(value), "source": "override", "note": note, "alt": None}
+        body[name] = value
+    body.update(id=gen_id, name=f"{gen.name} ({note})")
+    return Generation.model_validate(body)
 
 
 def with_overrides(gen: Generation, **figures: float) -> Generation:

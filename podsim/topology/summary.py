@@ -31,7 +31,7 @@ class Built:
     view: SliceView
 
 
-def build_slice(gen_id: str, shape: str | tuple[int, ...] | None = None, twisted: bool = False,
+def build_slice(gen_id: str | Generation, shape: str | tuple[int, ...] | None = None, twisted: bool = False,
                 ocs: bool = True, dcn: DcnSpec | None = None, pods: int = 1) -> Built:
     """Validate `shape` (None: the whole pod), place it on the first cubes / at the origin of
     pod 0, set its OCS circuits and return the wired fabric with the slice's view."""
@@ -44,7 +44,7 @@ def build_slice(gen_id: str, shape: str | tuple[int, ...] | None = None, twisted
     return Built(fabric, slc, slice_view(fabric, slc))
 
 
-def topology_summary(gen_id: str, shape: str | None = None, twisted: bool = False, ocs: bool = True,
+def topology_summary(gen_id: str | Generation, shape: str | None = None, twisted: bool = False, ocs: bool = True,
                      dcn: DcnSpec | None = None) -> dict:
     """One flat dict describing a pod (shape None) or a slice, in base units."""
     built = build_slice(gen_id, shape, twisted, ocs, dcn)

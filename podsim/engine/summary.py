@@ -1,0 +1,46 @@
+"""A step result as one flat dict: the figures `podsim steptime --trace` prints and reports use."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from podsim.engine.results import StepResult
+from podsim.trace.model import StepTrace
+
+
+def step_summary(result: StepResult, trace: StepTrace | None = None) -> dict:
+    """Step time, its breakdown, per-kind totals (count, bytes, busy seconds, closed-form
+    seconds) and, when the trace knows its model FLOPs, the model FLOPs utilisation."""
+    gen = result.fabric.generation
+    per_kind: dict[str, dict] = defaultdict(lambda: {"ops": 0, "bytes": 0.0, "busy_s": 0.0, "closed_form_s": 0.0, "algorithms": []})
+    for t in result.timeline:
+        if t.step != 0 or t.kind == "compute":
+            continue
+        k = per_kind[t.kind]
+        k["ops"] += 1
+        k["bytes"] += t.bytes
+        k["busy_s"] += t.duration_s
+        k["closed_form_s"] += t.closed_form_s or 0.0
+        if t.algorithm and t.algorithm not in k["algorithms"]:
+            k["algorithms"].append(t.algorithm)
+    out = {
+        "step_time_s": result.step_time_s,
+        "compute_s": result.compute_s,
+        "comm_s": result.comm_s,
+        "exposed_comm_s": result.exposed_comm_s,
+        "overlapped_comm_s": result.comm_s - result.exposed_comm_s,
+        "collectives": dict(per_kind),
+        "engine_wall_s": result.engine_wall_s,
+        "events": result.events,
+        "flows": result.flows,
+        "flows_simulated": result.flows_simulated,
+        "link_peak_utilisation_max": float(result.link_peak_utilisation.max(initial=0.0)),
+        "generation": gen.id,
+    }
+    meta = trace.meta if trace is not None else {}
+    model_flops = meta.get("model_flops_per_step")
+    chips = meta.get("chips")
+    if model_flops and chips and result.step_time_s > 0:
+        out["model_flops_per_step"] = float(model_flops)
+        out["mfu"] = float(model_flops) / (chips * gen.peak_flops_per_s * result.step_time_s)
+    return out

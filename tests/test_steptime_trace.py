@@ -1,0 +1,113 @@
+"""Step traces from files run on the engine: ASTRA-sim microbenchmarks, generated models, CLI."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from podsim.engine import simulate_step, step_summary
+from podsim.errors import PodsimError
+from podsim.topology import build_slice
+from podsim.trace import generate_trace, load_trace
+from podsim.trace.astra_network import network_generation
+
+DATA = Path(__file__).parent / "data" / "astra-sim"
+RING8 = DATA / "configs" / "inputs_network_tpu_v3_8.yml"
+MIB = 2**20
+
+
+def _ranks(kind: str) -> list[Path]:
+    files = sorted((DATA / "microbench-8npu-1MB" / "et").glob(f"{kind}.*.et"))
+    assert len(files) == 8
+    return files
+
+
+# Textbook costs on a bidirectional ring of p = 8 (hardware.md col.1, col.11, col.21):
+# alpha = 1 us per hop, each direction of a link 80 GB/s, n = 1 MiB.
+P, ALPHA, B = 8, 1e-6, 80e9
+EXPECTED_S = {
+    "all_reduce": 2 * (P - 1) * ALPHA + 2 * (P - 1) / P * MIB / (2 * B),
+    "all_gather": (P - 1) * ALPHA + (P - 1) / P * MIB / (2 * B),
+    "reduce_scatter": (P - 1) * ALPHA + (P - 1) / P * MIB / (2 * B),
+}
+
+
+@pytest.mark.parametrize("kind", ["all_reduce", "all_gather", "reduce_scatter", "all_to_all"])
+def test_astra_microbenchmarks_on_their_ring(kind):
+    """The 8-NPU 1 MiB Chakra microbenchmarks on ASTRA-sim's 8-ring (80 GB/s, 1 us links):
+    simulated = the engine's closed form, and = the bidirectional-ring textbook cost."""
+    gen = network_generation(RING8)
+    assert (gen.pod_shape, gen.link_bytes_per_s, gen.hop_latency_s) == ((8, 1), 80e9, 1e-6)
+    trace = load_trace(_ranks(kind), shape=gen.pod_shape)
+    result = simulate_step(trace, build_slice(gen))
+    s = step_summary(result, trace)
+    (only,) = s["collectives"].values()
+    assert only["bytes"] == MIB
+    assert s["step_time_s"] == pytest.approx(only["closed_form_s"], rel=0.01)
+    if kind in EXPECTED_S:
+        assert s["step_time_s"] == pytest.approx(EXPECTED_S[kind], rel=0.01)
+    else:
+        # direct all-to-all on a bidirectional 8-ring: the busiest link carries 1+2+3+2 = 8
+        # pieces of n/8 (dimension order, antipode split both ways); latency of 4 hops
+        assert s["step_time_s"] == pytest.approx(4 * ALPHA + 8 * (MIB / 8) / B, rel=0.01)
+
+
+def test_generated_trace_step_and_mfu():
+    """A generated GPT-3 step on a 4x4x8 slice: breakdown adds up and MFU is below the
+    compute efficiency (communication is partly exposed)."""
+    trace = generate_trace("gpt3-175b", "4x4x8", "fsdp=32,tensor=4", generation="tpu-v4",
+                           overrides={"n_layers": 4, "global_batch": 32})
+    result = simulate_step(trace, build_slice("tpu-v4", "4x4x8"), compute_efficiency=0.6)
+    s = step_summary(result, trace)
+    assert s["step_time_s"] >= s["compute_s"] and s["step_time_s"] >= s["exposed_comm_s"]
+    assert s["step_time_s"] == pytest.approx(s["compute_s"] + s["exposed_comm_s"], rel=0.02)
+    assert 0 < s["mfu"] < 0.6
+    assert set(s["collectives"]) >= {"all_gather", "reduce_scatter", "all_reduce"}
+
+
+def _podsim(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "podsim", *args], capture_output=True, text=True, timeout=300)
+
+
+def test_cli_steptime_trace_json(tmp_path):
+    out = tmp_path / "t.json"
+    r = _podsim("trace", "generate", "gpt3-175b", "--slice", "4x4x8", "--parallelism", "fsdp=32,tensor=4", "-o", str(out))
+    assert r.returncode == 0, r.stderr
+    r = _podsim("steptime", "--trace", str(out), "--generation", "tpu-v4", "--slice", "4x4x8", "--json")
+    assert r.returncode == 0, r.stderr
+    s = json.loads(r.stdout)
+    for key in ("step_time_s", "compute_s", "exposed_comm_s", "collectives", "mfu"):
+        assert key in s
+    assert math.isclose(sum(k["ops"] for k in s["collectives"].values()), 677)
+
+
+def test_cli_steptime_chakra_pattern():
+    r = _podsim("steptime", "--trace", str(DATA / "microbench-8npu-1MB" / "et" / "all_gather.*.et"), "--network", str(RING8), "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["step_time_s"] == pytest.approx(EXPECTED_S["all_gather"], rel=0.01)
+
+
+@pytest.mark.parametrize("args,needle", [
+    (("steptime", "--trace", "missing.json", "--generation", "tpu-v4"), "missing.json"),
+    (("steptime", "--trace", "x.json"), "give --generation GEN"),
+    (("steptime", "--trace", str(DATA / "text-workloads" / "microAllReduce.txt"), "--generation", "tpu-v4", "--slice", "4x4x6"), "multiple of 4"),
+])
+def test_cli_steptime_trace_errors(args, needle):
+    r = _podsim(*args)
+    assert r.returncode == 2 and needle in r.stderr and "Traceback" not in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+
+
+def test_network_config_errors(tmp_path):
+    f = tmp_path / "n.yml"
+    f.write_text("topology: [FullyConnected]\nnpus_count: [8]\nbandwidth: [50]\nlatency: [500]\n")
+    with pytest.raises(PodsimError, match="not supported"):
+        network_generation(f)
+    f.write_text("topology: [Ring, Ring]\nnpus_count: [4, 8]\nbandwidth: [50, 25]\nlatency: [500, 500]\n")
+    with pytest.raises(PodsimError, match="same bandwidth"):
+        network_generation(f)
