@@ -18,6 +18,7 @@ from podsim.topology import (
     build_fabric,
     build_slice,
     check_slice_topology,
+    dcn_routes,
     generations,
     get_generation,
     plan_slice,
@@ -302,3 +303,23 @@ def test_fabric_arrays_consistent():
     assert np.array_equal(fab.link_dst[fab.port_link[live]], fab.port_peer[live])
     assert fab.n_chips == 4096 and len(fab.circuits) == 48 * 64
     assert math.isclose(fab.link_capacity_bytes_per_s[fab.port_link[0, 0, 0]], 45e9)
+
+
+def test_ocs_dcn_uniform_and_engineered():
+    """OCS DCN: a uniform mesh splits each block's uplink over all others; an engineered group
+    spends its blocks' whole uplinks on circuits among themselves."""
+    gen = get_generation("tpu-v4")
+    lay = PodLayout(gen)
+    host_bw = gen.dcn_bandwidth_per_host.si
+    uniform = build_fabric(lay, dcn=DcnSpec(kind="ocs", hosts_per_leaf=64))  # 16 blocks of 4 cubes
+    r = dcn_routes(uniform, np.array([0]), np.array([lay.n_chips - 1]))
+    (dcn_link,) = [lk for lk in r.route(0) if uniform.link_kind[lk] == 5]
+    assert uniform.link_capacity_bytes_per_s[dcn_link] == pytest.approx(64 * host_bw / 15)
+    eng = build_fabric(lay, dcn=DcnSpec(kind="ocs", hosts_per_leaf=64, ocs_groups=((0, 15), (3, 4, 5))))
+    r = dcn_routes(eng, np.array([0]), np.array([lay.n_chips - 1]))
+    (dcn_link,) = [lk for lk in r.route(0) if eng.link_kind[lk] == 5]
+    assert eng.link_capacity_bytes_per_s[dcn_link] == pytest.approx(64 * host_bw)
+    with pytest.raises(PodsimError, match="no OCS-DCN circuit joins leaf 0 and leaf 3"):
+        dcn_routes(eng, np.array([0]), np.array([3 * 256]))
+    with pytest.raises(PodsimError, match="in two groups"):
+        build_fabric(lay, dcn=DcnSpec(kind="ocs", hosts_per_leaf=64, ocs_groups=((0, 1), (1, 2))))

@@ -70,7 +70,11 @@ class DcnSpec(BaseModel):
     `eps`: an electrical packet-switched leaf-spine Clos; each leaf has one link to every spine,
     their total `oversubscription` times smaller than the hosts' NIC bandwidth below the leaf.
     `ocs`: Jupiter-style direct connect ([JUPITER22] jup.5): aggregation blocks (the leaves)
-    joined pairwise by OCS circuits that split each block's uplink bandwidth evenly.
+    joined pairwise by OCS circuits. Without `ocs_groups` the circuits split each block's
+    uplink bandwidth evenly over every other block (a uniform mesh, right for all-to-all
+    traffic). Topology engineering (jup.7) points circuits at the traffic instead: each group
+    in `ocs_groups` (leaf ids) spends its blocks' whole uplinks on circuits among themselves,
+    e.g. the blocks a multislice job spans; the other blocks keep a uniform mesh.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -80,6 +84,7 @@ class DcnSpec(BaseModel):
     spines: int = Field(8, ge=1, description="spine switches (eps only)")
     oversubscription: float = Field(1.0, ge=1.0, description="host NIC bandwidth : leaf uplink bandwidth")
     switch_latency_s: float = Field(500e-9, ge=0, description="per switch traversal; eps.11 suggests 300-600 ns")
+    ocs_groups: tuple[tuple[int, ...], ...] = Field((), description="ocs only: leaf groups whose uplinks are engineered into circuits among themselves")
 
 
 @dataclass(frozen=True, eq=False)
@@ -263,6 +268,27 @@ def _ici_cables_ocs(layout: PodLayout, circuits: tuple[Circuit, ...]):
     return np.concatenate(a_all), np.concatenate(b_all), np.concatenate(d_all), np.concatenate(opt_all)
 
 
+def _ocs_dcn_circuits(dcn: DcnSpec, uplink_bw: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Leaf pairs joined by OCS-DCN circuits and each circuit's bandwidth per direction."""
+    n = len(uplink_bw)
+    group_of = np.full(n, -1)
+    for g, leaves in enumerate(dcn.ocs_groups):
+        for leaf in leaves:
+            if not 0 <= leaf < n:
+                raise PodsimError(f"dcn.ocs_groups: leaf {leaf} does not exist (0..{n - 1})")
+            if group_of[leaf] >= 0:
+                raise PodsimError(f"dcn.ocs_groups: leaf {leaf} is in two groups")
+            group_of[leaf] = g
+    # group -1 is every block outside the groups: a uniform mesh among them
+    sizes = np.array([len(g) for g in dcn.ocs_groups] + [int((group_of < 0).sum())])
+    peers = sizes[group_of] - 1
+    ia, ib = np.triu_indices(n, 1)
+    keep = (group_of[ia] == group_of[ib]) & (peers[ia] > 0)
+    ia, ib = ia[keep], ib[keep]
+    cap = np.minimum(uplink_bw[ia] / peers[ia], uplink_bw[ib] / peers[ib])
+    return ia, ib, cap
+
+
 def build_fabric(layout: PodLayout, circuits: tuple[Circuit, ...] | str | None = "torus", dcn: DcnSpec | None = None) -> Fabric:
     """Wire `layout` into a fabric.
 
@@ -330,8 +356,7 @@ def build_fabric(layout: PodLayout, circuits: tuple[Circuit, ...] | str | None =
         leaf_spine[li, si] = fwd.reshape(li.shape)
         spine_leaf[si, li] = fwd.reshape(li.shape) + 1
     elif dcn.kind == "ocs" and n_leaves > 1:
-        ia, ib = np.triu_indices(n_leaves, 1)
-        cap = np.minimum(uplink_bw[ia], uplink_bw[ib]) / (n_leaves - 1)
+        ia, ib, cap = _ocs_dcn_circuits(dcn, uplink_bw)
         fwd = lb.add(first_leaf + ia, first_leaf + ib, cap, dcn.switch_latency_s, LinkKind.DCN)
         leaf_leaf[ia, ib] = fwd
         leaf_leaf[ib, ia] = fwd + 1

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from podsim.errors import PodsimError
 from podsim.topology.fabric import Fabric
 from podsim.topology.slices import SliceView
 
@@ -156,6 +157,9 @@ def _dcn_padded(fabric: Fabric, src_chips: np.ndarray, dst_chips: np.ndarray) ->
         m[across, 3] = fabric.spine_leaf[spine, ld[across]]
     else:
         m[across, 2] = fabric.leaf_leaf[ls[across], ld[across]]
+        if (m[across, 2] < 0).any():
+            k = int(np.flatnonzero(across)[np.argmax(m[across, 2] < 0)])
+            raise PodsimError(f"no OCS-DCN circuit joins leaf {ls[k]} and leaf {ld[k]}; add both to one of dcn.ocs_groups")
     return m
 
 
