@@ -8,7 +8,9 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 OUT    ?= out/demo
 
-.PHONY: demo test lint bench clean
+SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+.PHONY: demo test lint bench clean browser
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "podsim needs Python >= 3.11, found " + sys.version.split()[0]'
@@ -22,7 +24,13 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 demo: $(VENV)/.installed
 	$(BIN)/podsim demo --out $(OUT)
 
-test: $(VENV)/.installed
+# Browser tests (marked e2e) drive Debian's Chromium; browser downloads do not work here.
+browser:
+	@command -v chromium >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq chromium chromium-driver >/dev/null; }
+	@chromium --version
+
+test: $(VENV)/.installed browser
 	$(BIN)/python -m pytest -q
 
 lint: $(VENV)/.installed
