@@ -40,7 +40,14 @@ from podsim.cluster.policies import get_policy
 from podsim.cluster.result import ClusterResult, JobOutcome, summarise
 from podsim.cluster.steptime import CachedStepTime, RooflineStepTime, StepTimeModel
 from podsim.errors import PodsimError
-from podsim.placement import PodState, SliceRequest, SlicePlacement, SolverParams, largest_placeable, place
+from podsim.placement import (
+    PodState,
+    SlicePlacement,
+    SliceRequest,
+    SolverParams,
+    largest_placeable,
+    place,
+)
 from podsim.placement.greedy import fit_request
 from podsim.placement.place import to_slice
 from podsim.placement.problem import PlacementSettings, options_or_reason

@@ -9,7 +9,13 @@ from podsim.workload.jobs import Job
 from podsim.workload.popularity import V4_SLICE_POPULARITY, SliceMix
 from podsim.workload.replay import TraceColumns, load_trace_csv, shape_for_count
 from podsim.workload.spec import parse_synthetic
-from podsim.workload.synthetic import ArrivalSpec, DurationSpec, StepsSpec, SyntheticSpec, generate_jobs
+from podsim.workload.synthetic import (
+    ArrivalSpec,
+    DurationSpec,
+    StepsSpec,
+    SyntheticSpec,
+    generate_jobs,
+)
 
 __all__ = [
     "ArrivalSpec", "DurationSpec", "Job", "SliceMix", "StepsSpec", "SyntheticSpec", "TraceColumns",
