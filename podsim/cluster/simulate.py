@@ -15,7 +15,8 @@ same instant are merged into one that runs after them (a zero-delay event queued
 policy (podsim.cluster.policies) decides which queued jobs to try. Speed comes from not trying
 what cannot fit: a job whose (shape, twist) already failed since capacity last came back is
 not tried again (`failed_keys`, cleared when a job ends or a part is repaired), nor one that
-needs more chips than are free; an arrival-only pass tries only the new jobs.
+needs more chips than are free; a slice found for one (shape, twist) serves every queued job
+of that kind until the state changes (`_fits`); an arrival-only pass tries only the new jobs.
 
 Accounting (chip-seconds, per job): allocated = overhead (restart + OCS reconfiguration) +
 useful (work kept) + lost (work since the last checkpoint when a failure or a preemption
@@ -88,6 +89,47 @@ class SimJob:
         return self.request.id
 
 
+class Fit:
+    """Where a job of one (shape, twist) would go now: the greedy assignment. Its Slice, with the
+    OCS circuits, is built only if a job starts there (`slice`), since most fits a scheduler
+    looks at are never taken."""
+
+    __slots__ = ("assignment", "options", "space", "_chips", "_slice")
+
+    def __init__(self, assignment, options, space: FreeSpace):
+        self.assignment, self.options, self.space = assignment, options, space  # space: for chip ids only
+        self._chips = self._slice = None
+
+    @property
+    def layout(self):
+        return self.space.layout
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.assignment.shape
+
+    @property
+    def twisted(self) -> bool:
+        return self.options[0].spec.twisted
+
+    @property
+    def circuits(self) -> bool:
+        """Whether the slice needs OCS circuits (a cube-level slice of an OCS pod)."""
+        return self.assignment.kind == "cubes" and self.layout.ocs
+
+    @property
+    def chips(self) -> np.ndarray:
+        if self._chips is None:
+            self._chips = self.space.chips_of(self.assignment)
+        return self._chips
+
+    @property
+    def slice(self):
+        if self._slice is None:
+            self._slice = to_slice(self.layout, self.options, self.assignment)
+        return self._slice
+
+
 @dataclass
 class Reservation:
     """EASY backfilling's promise to the blocked head: its slice `chips` is free by `shadow_s`.
@@ -102,12 +144,12 @@ class Reservation:
     failed_keys: set = field(default_factory=set)
     capacity_epoch: int = 0
 
-    def allows(self, sim: ClusterSim, job: SimJob, p: SlicePlacement) -> bool:
+    def allows(self, sim: ClusterSim, job: SimJob, fit: Fit) -> bool:
         if self.chips is None:
             return True
-        if sim.now + sim.run_length(job, p.slice) <= self.shadow_s:
+        if sim.now + sim.run_length(job, fit) <= self.shadow_s:
             return True
-        return not self.chips[np.asarray(p.slice.chips)].any()
+        return not self.chips[fit.chips].any()
 
 
 class ClusterSim:
@@ -145,6 +187,7 @@ class ClusterSim:
         self._seq = 0
         self.running: dict[int, SimJob] = {}
         self.failed_keys: set = set()
+        self._fits: dict[tuple, object] = {}  # (key, avoiding) -> slice found on the current state
         self._preempt_failed: set = set()
         self.capacity_epoch = 0
         self.failure_epoch = 0
@@ -206,7 +249,8 @@ class ClusterSim:
         return self.healthy - self.busy
 
     def work_s(self, job: SimJob, slc) -> float:
-        """Run time of the whole job on slice `slc`: its duration, or steps x step time there."""
+        """Run time of the whole job on slice `slc` (a Slice or a Fit): its duration, or steps x
+        step time there."""
         j = job.job
         if j.duration_s is not None:
             return float(j.duration_s)
@@ -271,16 +315,15 @@ class ClusterSim:
             self._never.setdefault(key, "")
         return self._never[key]
 
-    def _fit(self, job: SimJob, space: FreeSpace) -> SlicePlacement | None:
+    def _fit(self, job: SimJob, space: FreeSpace) -> Fit | None:
         t0 = time.perf_counter()
         opts = self.options(job.key)
         a = fit_request(space, opts, self.config.placement, self.settings)
-        p = SlicePlacement(job.request, to_slice(self.layout, opts, a)) if a is not None else None
         self.counters["placement_calls"] += 1
         self.counters["placement_s"] += time.perf_counter() - t0
-        return p
+        return Fit(a, opts, self._empty_space) if a is not None else None
 
-    def try_place(self, job: SimJob) -> SlicePlacement | None:
+    def try_place(self, job: SimJob) -> Fit | None:
         """Where the job would go now (greedy), or None; remembers failures until capacity returns."""
         key = job.key
         if key in self.failed_keys:
@@ -288,10 +331,14 @@ class ClusterSim:
         if job.chips > self.free_chips:
             self.failed_keys.add(key)
             return None
-        p = self._fit(job, FreeSpace.of(self.state))
-        if p is None:
-            self.failed_keys.add(key)
-        return p
+        fit = self._fits.get((key, False))
+        if fit is None:
+            fit = self._fit(job, FreeSpace.of(self.state))
+            if fit is None:
+                self.failed_keys.add(key)
+            else:
+                self._fits[(key, False)] = fit
+        return fit
 
     def _cube_ports_healthy(self) -> np.ndarray:
         """Per cube: every OCS port healthy and every OCS of its pod up, ignoring who uses them."""
@@ -317,7 +364,7 @@ class ClusterSim:
                 space.cube_ocs_ok[cubes] = ports_ok[cubes]
         return space
 
-    def _first_fit_prefix(self, job: SimJob, ordered: list[SimJob]) -> tuple[int, SlicePlacement] | None:
+    def _first_fit_prefix(self, job: SimJob, ordered: list[SimJob]) -> tuple[int, Fit] | None:
         """Smallest k such that `job` fits once ordered[:k] are released (binary search: fitting
         only gets easier as more is released), with where it would go; None if never."""
         need = job.chips - self.free_chips
@@ -354,22 +401,27 @@ class ClusterSim:
         else:
             k, p = found
             mask = np.zeros(self.layout.n_chips, bool)
-            mask[np.asarray(p.slice.chips)] = True
+            mask[p.chips] = True
             res = Reservation(head.idx, self.failure_epoch, ordered[k - 1].expected_end_s, mask,
                               capacity_epoch=self.capacity_epoch)
         self._reservation = res
+        self._fits = {k: v for k, v in self._fits.items() if not k[1]}  # keep-off slices were for the old one
         return res
 
-    def place_avoiding(self, job: SimJob, res: Reservation) -> SlicePlacement | None:
-        """A slice for `job` now that keeps off the head's reserved chips, or None."""
+    def place_avoiding(self, job: SimJob, res: Reservation) -> Fit | None:
+        """Where `job` fits now keeping off the head's reserved chips, or None."""
         if res.chips is None or job.key in res.failed_keys:
             return None
-        space = FreeSpace.of(self.state)
-        space.take(np.flatnonzero(res.chips))
-        p = self._fit(job, space)
-        if p is None:
-            res.failed_keys.add(job.key)
-        return p
+        fit = self._fits.get((job.key, True))
+        if fit is None:
+            space = FreeSpace.of(self.state)
+            space.take(np.flatnonzero(res.chips))
+            fit = self._fit(job, space)
+            if fit is None:
+                res.failed_keys.add(job.key)
+            else:
+                self._fits[(job.key, True)] = fit
+        return fit
 
     def preempt_for(self, job: SimJob) -> bool:
         """Stop lower-priority jobs (least work at risk first) so `job` fits; start it. False if
@@ -388,7 +440,7 @@ class ClusterSim:
             return False
         k, p = found
         chips = np.zeros(self.layout.n_chips, bool)
-        chips[np.asarray(p.slice.chips)] = True
+        chips[p.chips] = True
         for v in victims[:k]:
             if chips[np.asarray(v.slice.chips)].any():
                 v.preemptions += 1
@@ -420,13 +472,15 @@ class ClusterSim:
                 self.failed_keys.add(j.key)
 
     # Job life cycle ------------------------------------------------------------------------
-    def start(self, job: SimJob, p: SlicePlacement) -> None:
+    def start(self, job: SimJob, where: Fit | SlicePlacement) -> None:
+        """Give the job its slice and start its run (the state checks every chip and port)."""
+        slc = where.slice
         if self.audit:
-            validate_placement(self.state, [p])
+            validate_placement(self.state, [SlicePlacement(job.request, slc)])
         self._advance()
-        self.state.allocate(job.rid, p)
+        self.state.allocate(job.rid, slc)
+        self._fits.clear()
         self._dequeue(job)
-        slc = p.slice
         job.slice = slc
         job.status = "running"
         job.runs += 1
@@ -467,6 +521,7 @@ class ClusterSim:
         job.useful_chip_s += saved * chips
         job.lost_chip_s += (c - saved) * chips
         self.state.release(job.rid)
+        self._fits.clear()
         self.busy -= chips
         del self.running[job.idx]
         job.slice = None
@@ -580,6 +635,7 @@ class ClusterSim:
             if any(newly.values()):
                 self._advance()
                 hit = self.state.fail(**newly)
+                self._fits.clear()
                 self.healthy = self.state.n_healthy_chips
                 self._cube_ports_ok = None
                 self.failure_epoch += 1
@@ -599,6 +655,7 @@ class ClusterSim:
         if any(fixed.values()):
             self._advance()
             self.state.repair(**fixed)
+            self._fits.clear()
             self.healthy = self.state.n_healthy_chips
             self._cube_ports_ok = None
             self.failure_epoch += 1

@@ -113,7 +113,13 @@ class SyntheticSpec(_Spec):
 def generate_jobs(spec: SyntheticSpec, seed: int) -> list[Job]:
     """Draw `spec.jobs` jobs; the same spec and seed give the same jobs."""
     gen = get_generation(spec.generation)
-    mix = SliceMix.from_table(gen, spec.slice_mix)
+    try:
+        mix = SliceMix.from_table(gen, spec.slice_mix)
+    except PodsimError as exc:
+        if spec.slice_mix == V4_SLICE_POPULARITY:
+            raise PodsimError(f"the default slice mix is the TPU v4 paper's popularity table, which has no {gen.id} shapes; "
+                              f"give one (e.g. mix=2x2:1;4x8:1 in --synthetic, slice_mix in YAML)") from exc
+        raise
     rng = np.random.default_rng(seed)
     n = spec.jobs
     times = spec.arrival.times(rng, n)
