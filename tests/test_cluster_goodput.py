@@ -78,3 +78,15 @@ def test_bad_inputs():
         fig4_goodput(trials=0)
     with pytest.raises(PodsimError, match="availability 1.5"):
         fig4_goodput(availabilities=(1.5,))
+
+
+def test_fig4_script_prints_its_stored_output(capsys):
+    """scenarios/fig4_goodput.py, small and seeded, prints exactly the stored tables."""
+    import runpy
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    script = runpy.run_path(str(root / "scenarios" / "fig4_goodput.py"))
+    script["main"](["--trials", "40", "--days", "2"])
+    out = [line for line in capsys.readouterr().out.splitlines() if not line.startswith("(wall time")]
+    assert out == (root / "tests" / "data" / "fig4_goodput_quick.md").read_text().splitlines()
