@@ -187,6 +187,16 @@ def test_ocs_failure_stops_cube_level_slices_until_repaired():
     assert out["big"].end_s == pytest.approx(3.5 * H + 310 + 8 * H)
 
 
+def test_overlapping_failures_of_one_part_heal_with_the_last_repair():
+    """Host 0 is down over [1 h, 4 h) and [2 h, 6 h): it is healthy again only at 6 h, so the
+    fleet loses 4 chips x 5 h; a link between chips of host 0 adds nothing while the host is down."""
+    fails = [FailureEvent(H, "host", 0, 3 * H), FailureEvent(2 * H, "host", 0, 4 * H), FailureEvent(2 * H, "link", 0, H)]
+    m = simulate(ClusterConfig(generation="tpu-v4", horizon_s=10 * H), [], failures=fails).metrics
+    # link 0 joins chips 0 and 16, both on host 0 (chips 0, 4, 16, 20), down at the time anyway
+    assert m["healthy_chip_h"] == pytest.approx(4096 * 10 - 4 * 5)
+    assert m["failures_host"] == 2 and m["failures_link"] == 1
+
+
 def test_link_failures_disable_the_right_parts():
     """Links are chip ports; a copper link takes both end chips, an optical one its OCS port."""
     from podsim.topology import PodLayout, get_generation

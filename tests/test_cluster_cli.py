@@ -6,22 +6,11 @@ import json
 from pathlib import Path
 
 import pytest
-
-from podsim.cli import main
+from helpers import run_podsim as podsim
 
 SAMPLE = Path(__file__).parent / "data" / "elasticflow_sample.csv"
 KEYS = ("jobs_total", "jobs_completed", "jobs_running", "jobs_queued", "jobs_unplaceable", "utilisation", "goodput",
         "wait_p50_s", "wait_p95_s", "wait_p99_s", "engine_wall_s")
-
-
-def podsim(capsys, *args: str) -> tuple[int, str, str]:
-    try:
-        main(list(args))
-        code = 0
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    out = capsys.readouterr()
-    return code, out.out, out.err
 
 
 def test_synthetic_json_has_the_documented_keys(capsys):

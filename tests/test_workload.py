@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from shared_data import shared_data
+from helpers import shared_data
 
 from podsim.errors import PodsimError
 from podsim.topology import get_generation

@@ -67,7 +67,9 @@ def _rows(m: dict, unplaceable: list[dict]) -> list[tuple[str, str]]:
         return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.1%}"
 
     def sec(x):
-        return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else format_seconds(x)
+        if x is None or (isinstance(x, float) and math.isnan(x)):
+            return "n/a"
+        return "0 s" if x == 0 else format_seconds(x)
 
     rows = [
         ("fleet", f"{m['pods']} x {m['generation']} ({m['chips']} chips, {'OCS' if m['ocs'] else 'static wiring'}), "

@@ -18,6 +18,18 @@ class _Spec(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
+def _draw(rng: np.random.Generator, n: int, kind: str, median: float, sigma: float, low: float, high: float,
+          what: str, unit: str) -> np.ndarray:
+    """n draws: lognormal (median, sigma of the underlying normal), fixed (median), uniform [low, high]."""
+    if kind == "lognormal":
+        return rng.lognormal(np.log(median), sigma, size=n)
+    if kind == "fixed":
+        return np.full(n, float(median))
+    if high < low:
+        raise PodsimError(f"uniform {what}: high{unit} {high} < low{unit} {low}")
+    return rng.uniform(low, high, size=n)
+
+
 class ArrivalSpec(_Spec):
     """Poisson arrivals at `rate_per_h`, or a fixed list of inter-arrival gaps repeated."""
 
@@ -57,16 +69,10 @@ class DurationSpec(_Spec):
     max_s: float | None = Field(None, gt=0, description="cap on any single duration")
 
     def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
-        if self.kind == "lognormal":
-            d = rng.lognormal(np.log(self.median_s), self.sigma, size=n)
-        elif self.kind == "exponential":
+        if self.kind == "exponential":
             d = rng.exponential(self.mean_s, size=n)
-        elif self.kind == "fixed":
-            d = np.full(n, self.median_s)
         else:
-            if self.high_s < self.low_s:
-                raise PodsimError(f"uniform durations: high_s {self.high_s} < low_s {self.low_s}")
-            d = rng.uniform(self.low_s, self.high_s, size=n)
+            d = _draw(rng, n, self.kind, self.median_s, self.sigma, self.low_s, self.high_s, "durations", "_s")
         return np.minimum(d, self.max_s) if self.max_s else d
 
 
@@ -80,14 +86,7 @@ class StepsSpec(_Spec):
     high: float = Field(100000, gt=0)
 
     def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
-        if self.kind == "lognormal":
-            s = rng.lognormal(np.log(self.median), self.sigma, size=n)
-        elif self.kind == "fixed":
-            s = np.full(n, self.median)
-        else:
-            if self.high < self.low:
-                raise PodsimError(f"uniform steps: high {self.high} < low {self.low}")
-            s = rng.uniform(self.low, self.high, size=n)
+        s = _draw(rng, n, self.kind, self.median, self.sigma, self.low, self.high, "steps", "")
         return np.maximum(1, np.rint(s)).astype(np.int64)
 
 
