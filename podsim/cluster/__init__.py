@@ -20,6 +20,7 @@ from podsim.cluster.failures import (
     draw_fleet_failures,
     load_failure_trace,
 )
+from podsim.cluster.goodput import GoodputPoint, fig4_goodput, fitting_slices
 from podsim.cluster.links import IciLinks
 from podsim.cluster.policies import POLICIES
 from podsim.cluster.result import ClusterResult, JobOutcome
@@ -28,6 +29,6 @@ from podsim.cluster.steptime import CachedStepTime, RooflineStepTime, StepTimeMo
 
 __all__ = [
     "POLICIES", "CachedStepTime", "ClusterConfig", "ClusterResult", "FailureEvent", "FailureModel", "FailureProcess",
-    "IciLinks", "JobOutcome", "RooflineStepTime", "StepTimeModel", "draw_failures", "draw_fleet_failures",
-    "load_failure_trace", "simulate",
+    "GoodputPoint", "IciLinks", "JobOutcome", "RooflineStepTime", "StepTimeModel", "draw_failures",
+    "draw_fleet_failures", "fig4_goodput", "fitting_slices", "load_failure_trace", "simulate",
 ]
