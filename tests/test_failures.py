@@ -47,3 +47,21 @@ def test_bad_inputs(tmp_path):
         load_failure_trace(f)
     f.write_text("time_s,component,id,repair_s\n10,host,3,600\n5,ocs,1,1\n")
     assert [e.component for e in load_failure_trace(f)] == ["ocs", "host"]
+
+
+def test_fleet_failures_draw_each_part_from_its_own_stream():
+    """Adding link failures leaves the host failures drawn unchanged; link events carry link ids."""
+    from podsim.cluster import FailureModel, IciLinks, draw_fleet_failures
+    from podsim.topology import PodLayout, get_generation
+
+    lay = PodLayout(get_generation("tpu-v4"))
+    host = FailureProcess.from_availability(0.99, mttr_s=3600.0)
+    hosts_only = draw_fleet_failures(lay, FailureModel(host=host), 86400.0 * 7, seed=4)
+    both = draw_fleet_failures(lay, FailureModel(host=host, link=FailureProcess(mtbf_s=1e6)), 86400.0 * 7, seed=4)
+    assert [e for e in both if e.component == "host"] == hosts_only
+    links = [e for e in both if e.component == "link"]
+    assert links and set(e.id for e in links) <= set(IciLinks(lay).cable_ports.tolist())
+    assert both == sorted(both)
+    static = PodLayout(get_generation("tpu-v4"), ocs=False)
+    with pytest.raises(PodsimError, match="has no OCS"):
+        draw_fleet_failures(static, FailureModel(ocs=FailureProcess(mtbf_s=1e6)), 10.0, seed=0)

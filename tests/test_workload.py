@@ -6,6 +6,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import shared_data
 
 from podsim.errors import PodsimError
 from podsim.topology import get_generation
@@ -20,7 +21,7 @@ from podsim.workload import (
     shape_for_count,
 )
 
-ELASTICFLOW = Path(__file__).resolve().parents[2] / "shared" / "data" / "traces" / "elasticflow" / "cluster01.csv"
+ELASTICFLOW = shared_data("traces", "elasticflow", "cluster01.csv")
 SAMPLE = Path(__file__).parent / "data" / "elasticflow_sample.csv"
 
 

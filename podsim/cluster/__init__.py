@@ -1,5 +1,34 @@
-"""Job-level cluster simulation: arrivals, queue policies, placement, failures, goodput."""
+"""Job-level cluster simulation: arrivals, queue policies, placement, failures, goodput.
 
-from podsim.cluster.failures import FailureEvent, FailureProcess, draw_failures, load_failure_trace
+    from podsim.cluster import ClusterConfig, simulate
+    result = simulate(ClusterConfig(generation="tpu-v4", pods=1, policy="backfill", horizon_s=7 * 86400,
+                                    failures=FailureModel(host=FailureProcess.from_availability(0.995))),
+                      jobs, seed=1)
+    result.metrics   # utilisation, goodput, wait_p95_s, ... (podsim.cluster.result)
 
-__all__ = ["FailureEvent", "FailureProcess", "draw_failures", "load_failure_trace"]
+Modules: config (ClusterConfig), simulate (the SimPy model), policies (fifo, backfill,
+priority), failures (MTBF/MTTR processes, traces), links (ICI link ids and what a failed link
+disables), steptime (steps -> run time), result (metrics), goodput (the v4 paper's Fig. 4).
+"""
+
+from podsim.cluster.config import ClusterConfig
+from podsim.cluster.failures import (
+    FailureEvent,
+    FailureModel,
+    FailureProcess,
+    draw_failures,
+    draw_fleet_failures,
+    load_failure_trace,
+)
+from podsim.cluster.goodput import GoodputPoint, fig4_goodput, fitting_slices
+from podsim.cluster.links import IciLinks
+from podsim.cluster.policies import POLICIES
+from podsim.cluster.result import ClusterResult, JobOutcome
+from podsim.cluster.simulate import simulate
+from podsim.cluster.steptime import CachedStepTime, RooflineStepTime, StepTimeModel
+
+__all__ = [
+    "POLICIES", "CachedStepTime", "ClusterConfig", "ClusterResult", "FailureEvent", "FailureModel", "FailureProcess",
+    "GoodputPoint", "IciLinks", "JobOutcome", "RooflineStepTime", "StepTimeModel", "draw_failures",
+    "draw_fleet_failures", "fig4_goodput", "fitting_slices", "load_failure_trace", "simulate",
+]

@@ -4,7 +4,8 @@ Each component (host, OCS unit, ICI link) alternates up and down: time to failur
 an exponential or Weibull distribution with mean `mtbf_s`, time to repair exponential with mean
 `mttr_s`. Steady-state availability is mtbf / (mtbf + mttr); `from_availability` inverts that
 for a given repair time, which is how the TPU v4 paper's host-availability axis ([ISCA23]
-Fig. 4, hardware.md av.2) maps to a failure process.
+Fig. 4, hardware.md av.2) maps to a failure process. `FailureModel` groups the processes of a
+fleet's hosts, OCS units and ICI links; `draw_fleet_failures` draws all of them, seeded.
 """
 
 from __future__ import annotations
@@ -87,6 +88,46 @@ def draw_failures(process: FailureProcess, component: Component, count: int, hor
         events.extend(FailureEvent(float(t[i]), component, int(i), float(r)) for i, r in zip(idx, repair, strict=True))
         t[idx] = t[idx] + repair + process._time_to_failure(rng, len(idx))
         alive = t < horizon_s
+    events.sort()
+    return events
+
+
+class FailureModel(BaseModel):
+    """Failure processes of a fleet's hosts, OCS units and ICI links (None: that part never fails)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    host: FailureProcess | None = Field(None, description="per host (a host takes its chips down, av.1)")
+    ocs: FailureProcess | None = Field(None, description="per OCS unit")
+    link: FailureProcess | None = Field(None, description="per ICI cable (see podsim.cluster.links)")
+
+    @property
+    def any(self) -> bool:
+        return any(p is not None for p in (self.host, self.ocs, self.link))
+
+
+def draw_fleet_failures(layout, model: FailureModel, horizon_s: float, seed: int) -> list[FailureEvent]:
+    """Failure events of every host, OCS unit and ICI cable of `layout` over [0, horizon_s).
+
+    Each kind of part draws from its own stream spawned from `seed`, so switching link
+    failures on does not change the host failures drawn. Link events carry the link id of
+    podsim.cluster.links (the cable's '+' end).
+    """
+    from podsim.cluster.links import IciLinks, ports_of_cables
+
+    host_rng, ocs_rng, link_rng = (np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(3))
+    events: list[FailureEvent] = []
+    if model.host is not None:
+        events += draw_failures(model.host, "host", layout.n_hosts, horizon_s, host_rng)
+    if model.ocs is not None:
+        if layout.n_ocs == 0:
+            raise PodsimError(f"OCS failures: this {layout.generation.id} fleet has no OCS (static wiring); drop the OCS failure process")
+        events += draw_failures(model.ocs, "ocs", layout.n_ocs, horizon_s, ocs_rng)
+    if model.link is not None:
+        links = IciLinks(layout)
+        drawn = draw_failures(model.link, "link", links.n_cables, horizon_s, link_rng)
+        ports = ports_of_cables(links, np.array([e.id for e in drawn], np.int64))
+        events += [FailureEvent(e.time_s, e.component, int(p), e.repair_s) for e, p in zip(drawn, ports, strict=True)]
     events.sort()
     return events
 

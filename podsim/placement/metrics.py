@@ -6,6 +6,7 @@ Fragmentation is measured as the largest slice that could still be placed in one
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 
@@ -32,6 +33,7 @@ def _most_cubic(n: int) -> tuple[int, int, int]:
     return best
 
 
+@functools.lru_cache(maxsize=64)
 def _candidate_shapes(layout) -> list[tuple[int, ...]]:
     """Slice shapes worth probing on a layout without OCS cube selection, largest first."""
     gen = layout.generation
@@ -50,6 +52,15 @@ def _candidate_shapes(layout) -> list[tuple[int, ...]]:
     return sorted(set(shapes), key=lambda s: (-math.prod(s), s))
 
 
+@functools.lru_cache(maxsize=4096)
+def _probe_options(layout, shape: tuple[int, ...], rotate: bool):
+    """The options of a probe slice (cached: a scheduler asks at every sample), None if invalid."""
+    try:
+        return tuple(request_options(layout, SliceRequest("probe", shape), rotate))
+    except PodsimError:
+        return None
+
+
 def largest_placeable(state, settings: PlacementSettings | None = None) -> dict:
     """The largest slice that fits in the free space now: {"shape", "chips"} (None, 0 if none)."""
     settings = settings or PlacementSettings()
@@ -63,12 +74,12 @@ def largest_placeable(state, settings: PlacementSettings | None = None) -> dict:
         if k:
             shape = tuple(v * s for v, s in zip(_most_cubic(k), gen.cube_shape, strict=True))
             return {"shape": format_shape(shape), "chips": math.prod(shape)}
+    free = int(space.chip_free.sum())
     for shape in _candidate_shapes(lay):
-        if lay.ocs and math.prod(shape) >= gen.chips_per_cube:
+        if (lay.ocs and math.prod(shape) >= gen.chips_per_cube) or math.prod(shape) > free:
             continue
-        try:
-            opts = request_options(lay, SliceRequest("probe", shape), settings.rotate)
-        except PodsimError:
+        opts = _probe_options(lay, shape, settings.rotate)
+        if opts is None:
             continue
         a = fit_request(space, opts, "first", settings)
         if a is not None:

@@ -106,11 +106,11 @@ def window_sums(occ: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
     out = occ.astype(np.int32)
     for axis, k in enumerate(shape):
         c = np.cumsum(out, axis=axis)
-        pad = [(0, 0)] * out.ndim
-        pad[axis] = (1, 0)
-        c = np.pad(c, pad)
         n = c.shape[axis]
-        out = np.take(c, np.arange(k, n), axis=axis) - np.take(c, np.arange(0, n - k), axis=axis)
+        hi, lo, rest = ([slice(None)] * c.ndim for _ in range(3))
+        hi[axis], lo[axis], rest[axis] = slice(k - 1, n), slice(0, max(n - k, 0)), slice(1, None)
+        out = c[tuple(hi)].copy()  # the window at origin i is c[i + k - 1] - c[i - 1], c[-1] = 0
+        out[tuple(rest)] -= c[tuple(lo)]
     return out
 
 

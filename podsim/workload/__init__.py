@@ -1,15 +1,23 @@
 """Job streams for the cluster simulation: synthetic distributions or a real trace replayed.
 
-Every stream is a list of `Job`s sorted by submission time; every random draw comes from the
+`parse_synthetic(SPEC, generation)` reads the CLI's `--synthetic` form (KEY=VALUE pairs or a
+YAML file). Every stream is a list of `Job`s sorted by submission time; every random draw comes from the
 seed given (numpy Generator), so the same spec and seed give the same jobs.
 """
 
 from podsim.workload.jobs import Job
 from podsim.workload.popularity import V4_SLICE_POPULARITY, SliceMix
 from podsim.workload.replay import TraceColumns, load_trace_csv, shape_for_count
-from podsim.workload.synthetic import ArrivalSpec, DurationSpec, SyntheticSpec, generate_jobs
+from podsim.workload.spec import parse_synthetic
+from podsim.workload.synthetic import (
+    ArrivalSpec,
+    DurationSpec,
+    StepsSpec,
+    SyntheticSpec,
+    generate_jobs,
+)
 
 __all__ = [
-    "ArrivalSpec", "DurationSpec", "Job", "SliceMix", "SyntheticSpec", "TraceColumns", "V4_SLICE_POPULARITY",
-    "generate_jobs", "load_trace_csv", "shape_for_count",
+    "ArrivalSpec", "DurationSpec", "Job", "SliceMix", "StepsSpec", "SyntheticSpec", "TraceColumns",
+    "V4_SLICE_POPULARITY", "generate_jobs", "load_trace_csv", "parse_synthetic", "shape_for_count",
 ]

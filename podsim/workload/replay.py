@@ -8,6 +8,7 @@ the generation's ladder with at least n chips (rounded up): e.g. on tpu-v4, 1 ->
 from __future__ import annotations
 
 import csv
+import functools
 import math
 from pathlib import Path
 
@@ -69,17 +70,29 @@ def ladder(gen: Generation) -> list[tuple[int, ...]]:
     return sorted(out, key=math.prod)
 
 
+@functools.cache
+def _ladder_of(gen_id: str) -> tuple[tuple[int, ...], ...]:
+    return tuple(ladder(get_generation(gen_id)))
+
+
 def shape_for_count(gen: Generation, n: int) -> tuple[int, ...]:
     """The smallest valid shape with at least `n` chips; an error if none is that large."""
-    for shape in ladder(gen):
+    shapes = _ladder_of(gen.id) if get_generation(gen.id) is gen else tuple(ladder(gen))
+    for shape in shapes:
         if math.prod(shape) >= n:
             return shape
-    raise PodsimError(f"no {gen.id} slice has {n} chips (largest: {math.prod(ladder(gen)[-1])})")
+    raise PodsimError(f"no {gen.id} slice has {n} chips (largest: {math.prod(shapes[-1])})")
 
 
 def load_trace_csv(path: str | Path, generation: str, columns: TraceColumns | None = None,
-                   limit: int | None = None) -> list[Job]:
-    """Jobs from a CSV trace, sorted by submission time, shifted to start at 0."""
+                   limit: int | None = None, arrival_scale: float = 1.0) -> list[Job]:
+    """Jobs from a CSV trace, sorted by submission time, shifted to start at 0.
+
+    Ids are kept, a repeated one numbered (`id#2`). `arrival_scale` multiplies the submission times (not the durations): 0.9 offers the same
+    jobs 1/0.9 times as fast, the usual way to replay a trace at a higher load.
+    """
+    if not arrival_scale > 0:
+        raise PodsimError(f"arrival_scale {arrival_scale} must be > 0 (1 replays the trace as recorded)")
     gen = get_generation(generation)
     cols = columns or TraceColumns()
     path = Path(path)
@@ -106,6 +119,11 @@ def load_trace_csv(path: str | Path, generation: str, columns: TraceColumns | No
                 break
     if not jobs:
         raise PodsimError(f"{path.name} has no jobs")
+    seen: dict[str, int] = {}
+    for k, j in enumerate(jobs):  # a repeated id (a resubmission, a copied row) gets #2, #3, ...
+        seen[j.id] = seen.get(j.id, 0) + 1
+        if seen[j.id] > 1:
+            jobs[k] = Job(**{**j.__dict__, "id": f"{j.id}#{seen[j.id]}"})
     jobs.sort(key=lambda j: (j.submit_s, j.id))
     t0 = jobs[0].submit_s
-    return [Job(**{**j.__dict__, "submit_s": j.submit_s - t0}) for j in jobs]
+    return [Job(**{**j.__dict__, "submit_s": (j.submit_s - t0) * arrival_scale}) for j in jobs]

@@ -9,12 +9,25 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from podsim.errors import PodsimError
 from podsim.topology.generations import get_generation
+from podsim.trace.configs import get_model
 from podsim.workload.jobs import Job
 from podsim.workload.popularity import V4_SLICE_POPULARITY, SliceMix
 
 
 class _Spec(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+def _draw(rng: np.random.Generator, n: int, kind: str, median: float, sigma: float, low: float, high: float,
+          what: str, unit: str) -> np.ndarray:
+    """n draws: lognormal (median, sigma of the underlying normal), fixed (median), uniform [low, high]."""
+    if kind == "lognormal":
+        return rng.lognormal(np.log(median), sigma, size=n)
+    if kind == "fixed":
+        return np.full(n, float(median))
+    if high < low:
+        raise PodsimError(f"uniform {what}: high{unit} {high} < low{unit} {low}")
+    return rng.uniform(low, high, size=n)
 
 
 class ArrivalSpec(_Spec):
@@ -56,21 +69,34 @@ class DurationSpec(_Spec):
     max_s: float | None = Field(None, gt=0, description="cap on any single duration")
 
     def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
-        if self.kind == "lognormal":
-            d = rng.lognormal(np.log(self.median_s), self.sigma, size=n)
-        elif self.kind == "exponential":
+        if self.kind == "exponential":
             d = rng.exponential(self.mean_s, size=n)
-        elif self.kind == "fixed":
-            d = np.full(n, self.median_s)
         else:
-            if self.high_s < self.low_s:
-                raise PodsimError(f"uniform durations: high_s {self.high_s} < low_s {self.low_s}")
-            d = rng.uniform(self.low_s, self.high_s, size=n)
+            d = _draw(rng, n, self.kind, self.median_s, self.sigma, self.low_s, self.high_s, "durations", "_s")
         return np.minimum(d, self.max_s) if self.max_s else d
 
 
+class StepsSpec(_Spec):
+    """Length of a job in training steps: lognormal (median, sigma), fixed (median) or uniform."""
+
+    kind: Literal["lognormal", "fixed", "uniform"] = "lognormal"
+    median: float = Field(10000, gt=0, description="median number of steps")
+    sigma: float = Field(0.5, ge=0)
+    low: float = Field(1000, gt=0)
+    high: float = Field(100000, gt=0)
+
+    def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        s = _draw(rng, n, self.kind, self.median, self.sigma, self.low, self.high, "steps", "")
+        return np.maximum(1, np.rint(s)).astype(np.int64)
+
+
 class SyntheticSpec(_Spec):
-    """A synthetic job stream for one generation."""
+    """A synthetic job stream for one generation.
+
+    Jobs last `duration` of run time, or, when `models` is given, a number of `steps` of a
+    model drawn from `models` (the cluster simulation turns steps into time with a step-time
+    model for the slice each job is actually given).
+    """
 
     generation: str = "tpu-v4"
     jobs: int = Field(200, ge=1, description="number of jobs to draw")
@@ -79,12 +105,20 @@ class SyntheticSpec(_Spec):
                                         description="shape[_T|_NT] -> weight; default: the TPU v4 paper's popularity table")
     duration: DurationSpec = DurationSpec()
     priorities: dict[int, float] = Field(default_factory=lambda: {0: 1.0}, description="priority -> weight")
+    models: dict[str, float] = Field(default_factory=dict, description="model preset -> weight; empty: durations in time")
+    steps: StepsSpec = StepsSpec()
 
 
 def generate_jobs(spec: SyntheticSpec, seed: int) -> list[Job]:
     """Draw `spec.jobs` jobs; the same spec and seed give the same jobs."""
     gen = get_generation(spec.generation)
-    mix = SliceMix.from_table(gen, spec.slice_mix)
+    try:
+        mix = SliceMix.from_table(gen, spec.slice_mix)
+    except PodsimError as exc:
+        if spec.slice_mix == V4_SLICE_POPULARITY:
+            raise PodsimError(f"the default slice mix is the TPU v4 paper's popularity table, which has no {gen.id} shapes; "
+                              f"give one (e.g. mix=2x2:1;4x8:1 in --synthetic, slice_mix in YAML)") from exc
+        raise
     rng = np.random.default_rng(seed)
     n = spec.jobs
     times = spec.arrival.times(rng, n)
@@ -95,8 +129,22 @@ def generate_jobs(spec: SyntheticSpec, seed: int) -> list[Job]:
     if (weights < 0).any() or weights.sum() <= 0:
         raise PodsimError("priorities: weights must be >= 0 and not all zero")
     prio = rng.choice(prios, size=n, p=weights / weights.sum())
+    if not spec.models:
+        return [
+            Job(id=f"job{i:05d}", submit_s=float(times[i]), shape=shape, twisted=tw, priority=int(prio[i]),
+                duration_s=float(durations[i]))
+            for i, (shape, tw) in enumerate(shapes)
+        ]
+    names = list(spec.models)
+    mw = np.array([spec.models[m] for m in names], float)
+    if (mw < 0).any() or mw.sum() <= 0:
+        raise PodsimError("models: weights must be >= 0 and not all zero")
+    for name in names:
+        get_model(name)  # an unknown preset is an error now, not in the middle of a simulation
+    model = rng.choice(len(names), size=n, p=mw / mw.sum())
+    steps = spec.steps.sample(rng, n)
     return [
         Job(id=f"job{i:05d}", submit_s=float(times[i]), shape=shape, twisted=tw, priority=int(prio[i]),
-            duration_s=float(durations[i]))
+            steps=int(steps[i]), model=names[model[i]])
         for i, (shape, tw) in enumerate(shapes)
     ]

@@ -1,0 +1,66 @@
+"""What a cluster simulation is asked to run: the fleet, the queue policy, placement, restarts."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from podsim.cluster.failures import FailureModel
+from podsim.errors import PodsimError
+from podsim.topology import PodLayout, get_generation
+
+Policy = Literal["fifo", "backfill", "priority"]
+
+
+class ClusterConfig(BaseModel):
+    """A fleet of `pods` pods of one generation, OCS or static wiring, and how it is run.
+
+    Restarts: a job interrupted by a failure or a preemption loses the work since its last
+    checkpoint (checkpoints every `checkpoint_interval_s` of run time) and pays
+    `restart_overhead_s` when it runs again; a slice that needs OCS circuits (a cube-level slice
+    of an OCS pod) waits `reconfigure_s` for them (default: the generation's published OCS
+    reconfiguration time, 10 s for v4, hardware.md ocs.17). Both count as allocated, not useful.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    generation: str = Field(..., description="generation id, e.g. tpu-v4, tpu-v5e")
+    pods: int = Field(1, ge=1, description="pods in the fleet")
+    ocs: bool = Field(True, description="OCS wiring (False: cubes fixed in their home arrangement)")
+    policy: Policy = Field("fifo", description="fifo, backfill (FIFO + EASY backfilling) or priority (with preemption)")
+    solver: Literal["greedy", "cpsat"] = Field("greedy", description="greedy: fast path per job; cpsat: batch admission")
+    placement: Literal["best", "first"] = Field("best", description="greedy fit policy")
+    decision_time_limit_s: float = Field(1.0, gt=0, description="CP-SAT limit per scheduling decision (deterministic units)")
+    batch_window: int = Field(32, ge=1, description="queued jobs offered to CP-SAT per decision, in policy order")
+    schedule_depth: int = Field(500, ge=1, description="queued jobs behind the head a full pass looks at (backfill, priority; cf. Slurm's bf_max_job_test)")
+    horizon_s: float = Field(..., gt=0, description="simulated time")
+    checkpoint_interval_s: float = Field(3600.0, gt=0, description="run time between checkpoints")
+    restart_overhead_s: float = Field(300.0, ge=0, description="time to restart from a checkpoint")
+    reconfigure_s: float | None = Field(None, ge=0, description="OCS reconfiguration delay (default: the generation's)")
+    untwist_on_static: bool = Field(True, description="on a fleet without OCS, run twisted requests as plain tori")
+    failures: FailureModel = Field(FailureModel(), description="failure processes (used when no failure list is given)")
+    sample_interval_s: float | None = Field(None, gt=0, description="time-series step (default: horizon / 500)")
+    fragmentation: bool = Field(True, description="sample the largest placeable slice with the time series")
+
+    @field_validator("generation")
+    @classmethod
+    def _known(cls, v: str) -> str:
+        gen = get_generation(v)
+        if gen.slice_rule == "gpu_nodes":
+            raise PodsimError(f"generation {v!r}: the cluster simulation places TPU slices; {v} is a switched GPU cluster")
+        return v
+
+    def layout(self) -> PodLayout:
+        return PodLayout(get_generation(self.generation), pods=self.pods, ocs=self.ocs)
+
+    @property
+    def reconfigure_delay_s(self) -> float:
+        if self.reconfigure_s is not None:
+            return self.reconfigure_s
+        gen = get_generation(self.generation)
+        return gen.ocs.reconfigure_time.require(f"{gen.id} OCS reconfiguration time") if gen.ocs else 0.0
+
+    @property
+    def sample_step_s(self) -> float:
+        return self.sample_interval_s or self.horizon_s / 500

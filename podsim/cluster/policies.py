@@ -1,0 +1,135 @@
+"""Queue policies: which queued jobs a scheduling pass tries to start, in what order.
+
+A policy orders the queue (`sort_key`) and runs a pass (`schedule`) over the simulator's small
+scheduling interface (`try_place`, `start`, `reservation`, `place_avoiding`, `preempt_for`).
+A pass is *full* after capacity came back (a job ended or was interrupted, a part was
+repaired); otherwise only the jobs that just arrived are new, and every job tried before
+would fail again on the same free space, so only the new ones are tried.
+
+- `fifo`: start jobs in submission order; stop at the first that does not fit.
+- `backfill`: FIFO with EASY backfilling (Mu'alem & Feitelson, IEEE TPDS 2001): the blocked head
+  gets a reservation - the earliest time its slice fits if running jobs end when expected (their
+  remaining run time is known: it is the job's requested duration) and the slice it would take
+  then; a job behind it may start now if it ends by that time or keeps off that slice.
+- `priority`: highest priority first (then submission order); a job that does not fit may
+  preempt running jobs of lower priority, least work at risk first; preempted jobs lose the
+  work since their last checkpoint and queue again.
+
+Interrupted jobs keep their original submission time, so they queue ahead of later arrivals.
+With `solver="cpsat"` each pass offers the first `batch_window` queued jobs (policy order) to
+the CP-SAT batch admission, which picks the subset to start (weights favour priority and age);
+EASY reservations then do not apply, preemption does.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from podsim.cluster.simulate import ClusterSim, SimJob
+
+
+class QueuePolicy:
+    """Base: FIFO order, and the batch (CP-SAT) path shared by every policy."""
+
+    name = "fifo"
+    preemptive = False
+
+    def sort_key(self, job: SimJob) -> tuple:
+        return (job.job.submit_s,)
+
+    def schedule(self, sim: ClusterSim, full: bool, new: list[SimJob]) -> None:
+        if sim.config.solver == "cpsat":
+            self.schedule_batch(sim, full, new)
+        else:
+            self.schedule_greedy(sim, full, new)
+
+    def schedule_batch(self, sim: ClusterSim, full: bool, new: list[SimJob]) -> None:
+        window = sim.queued(sim.config.batch_window)
+        if not window:
+            return
+        if full or any(j in window for j in new):
+            sim.batch_admit(window)
+        if self.preemptive:
+            for job in sim.queued(sim.config.batch_window):
+                if sim.try_place(job) is None:
+                    sim.preempt_for(job)
+
+    def schedule_greedy(self, sim: ClusterSim, full: bool, new: list[SimJob]) -> None:
+        start_head(sim)
+
+
+def start_head(sim: ClusterSim) -> SimJob | None:
+    """Start jobs from the head of the queue until one does not fit; return it (None: drained)."""
+    while True:
+        head = sim.head()
+        if head is None:
+            return None
+        p = sim.try_place(head)
+        if p is None:
+            return head
+        sim.start(head, p)
+
+
+class Fifo(QueuePolicy):
+    name = "fifo"
+
+
+class Backfill(QueuePolicy):
+    name = "backfill"
+
+    def schedule_greedy(self, sim: ClusterSim, full: bool, new: list[SimJob]) -> None:
+        head = start_head(sim)
+        if head is None:
+            return
+        if full:
+            cands = [j for j in sim.queued(sim.config.schedule_depth + 1) if j is not head]
+        else:
+            cands = [j for j in new if j.status == "queued" and j is not head]
+        res = None
+        for job in cands:
+            p = sim.try_place(job)
+            if p is None:
+                continue
+            if res is None:
+                res = sim.reservation(head)
+            if res.allows(sim, job, p):
+                sim.start(job, p)
+                continue
+            q = sim.place_avoiding(job, res)
+            if q is not None:
+                sim.start(job, q)
+
+
+class Priority(QueuePolicy):
+    name = "priority"
+    preemptive = True
+
+    def sort_key(self, job: SimJob) -> tuple:
+        return (-job.job.priority, job.job.submit_s)
+
+    def schedule_greedy(self, sim: ClusterSim, full: bool, new: list[SimJob]) -> None:
+        if full:
+            cands = sim.queued(sim.config.schedule_depth + 1)
+        else:
+            cands = sorted((j for j in new if j.status == "queued"), key=sim.queue_entry)
+        for job in cands:
+            if job.status != "queued":
+                continue
+            p = sim.try_place(job)
+            if p is not None:
+                sim.start(job, p)
+            else:
+                sim.preempt_for(job)
+
+
+POLICIES: dict[str, type[QueuePolicy]] = {"fifo": Fifo, "backfill": Backfill, "priority": Priority}
+
+
+def get_policy(name: str) -> QueuePolicy:
+    try:
+        return POLICIES[name]()
+    except KeyError:
+        from podsim.errors import PodsimError
+
+        raise PodsimError(f"queue policy {name!r} is not known; use one of {', '.join(POLICIES)}") from None

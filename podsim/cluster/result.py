@@ -1,0 +1,137 @@
+"""What a cluster simulation returns: per-job outcomes, the fleet's metrics, time series.
+
+Definitions (chip-seconds over [0, horizon]; reported in chip-hours):
+- utilisation = busy chip-hours / healthy chip-hours (a chip is busy while a job holds it,
+  restart overhead and OCS reconfiguration included; healthy while no failure covers it);
+- goodput = useful chip-hours / allocated chip-hours, where allocated = useful + lost (work
+  since the last checkpoint, thrown away by a failure or a preemption) + overhead (restart and
+  OCS reconfiguration); fleet_goodput = useful chip-hours / all chip-hours of the fleet;
+- wait = first start - submission, over the jobs that started; slowdown = (end - submission) /
+  max(nominal run time, 10 s) over completed jobs (bounded slowdown, Feitelson's tau = 10 s);
+- fragmentation = 1 - largest placeable slice / free chips, averaged over the samples with
+  free chips; jobs never placed are those whose slice cannot fit even an empty, healthy fleet.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from podsim.topology import format_shape
+
+SLOWDOWN_TAU_S = 10.0
+STATUSES = ("completed", "running", "queued", "unplaceable", "not_arrived")
+
+
+@dataclass(frozen=True)
+class JobOutcome:
+    """One job at the end of the simulation."""
+
+    id: str
+    submit_s: float
+    shape: tuple[int, ...]
+    twisted: bool  # as requested
+    untwisted: bool  # ran as a plain torus (twisted request on a fleet without OCS)
+    chips: int
+    priority: int
+    status: str  # completed, running, queued, unplaceable, not_arrived (submitted after the horizon)
+    first_start_s: float
+    end_s: float
+    nominal_s: float  # run time on the slice asked for, without interruptions
+    runs: int
+    interruptions: int
+    preemptions: int
+    allocated_chip_s: float
+    useful_chip_s: float
+    lost_chip_s: float
+    overhead_chip_s: float
+    progress: float
+    reason: str
+
+    @property
+    def wait_s(self) -> float:
+        return self.first_start_s - self.submit_s
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["shape"] = format_shape(self.shape) + ("_T" if self.twisted else "")
+        return d
+
+
+@dataclass(frozen=True, eq=False)
+class ClusterResult:
+    """Metrics (flat dict, the CLI's JSON), per-job outcomes, time series, never-placed shapes."""
+
+    metrics: dict
+    jobs: tuple[JobOutcome, ...]
+    timeseries: dict[str, np.ndarray]
+    unplaceable: tuple[dict, ...]
+    config: dict
+
+    def to_dict(self, jobs: bool = False, timeseries: bool = False) -> dict:
+        out = {**self.metrics, "unplaceable": list(self.unplaceable), "config": self.config}
+        if timeseries:
+            out["timeseries"] = {k: v.tolist() for k, v in self.timeseries.items()}
+        if jobs:
+            out["jobs"] = [j.to_dict() for j in self.jobs]
+        return out
+
+
+def _pct(values: np.ndarray, q: float) -> float:
+    return float(np.percentile(values, q)) if len(values) else math.nan
+
+
+def summarise(config, layout, outcomes: list[JobOutcome], series: dict[str, np.ndarray], counters: dict,
+              busy_chip_s: float, healthy_chip_s: float, wall_s: float, seed: int) -> ClusterResult:
+    """Fold per-job outcomes and the fleet integrals into the metrics of the module docstring."""
+    status = np.array([o.status for o in outcomes])
+    counts = {s: int((status == s).sum()) for s in STATUSES}
+    started = np.array([o.wait_s for o in outcomes if not math.isnan(o.first_start_s)])
+    done = [o for o in outcomes if o.status == "completed"]
+    slowdown = np.array([(o.end_s - o.submit_s) / max(o.nominal_s, SLOWDOWN_TAU_S) for o in done])
+    alloc = sum(o.allocated_chip_s for o in outcomes)
+    useful = sum(o.useful_chip_s for o in outcomes)
+    lost = sum(o.lost_chip_s for o in outcomes)
+    overhead = sum(o.overhead_chip_s for o in outcomes)
+    fleet_chip_s = layout.n_chips * config.horizon_s
+    h = 3600.0
+    metrics = {
+        "generation": config.generation, "pods": config.pods, "chips": layout.n_chips, "ocs": layout.ocs,
+        "policy": config.policy, "solver": config.solver, "horizon_s": config.horizon_s, "seed": seed,
+        "jobs_total": len(outcomes), "jobs_completed": counts["completed"], "jobs_running": counts["running"],
+        "jobs_queued": counts["queued"], "jobs_unplaceable": counts["unplaceable"],
+        "jobs_not_arrived": counts["not_arrived"], "jobs_started": len(started),
+        "jobs_untwisted": sum(o.untwisted for o in outcomes),
+        "utilisation": busy_chip_s / healthy_chip_s if healthy_chip_s > 0 else math.nan,
+        "goodput": useful / alloc if alloc > 0 else math.nan,
+        "fleet_goodput": useful / fleet_chip_s,
+        "availability": healthy_chip_s / fleet_chip_s,
+        "wait_p50_s": _pct(started, 50), "wait_p95_s": _pct(started, 95), "wait_p99_s": _pct(started, 99),
+        "wait_mean_s": float(started.mean()) if len(started) else math.nan,
+        "slowdown_mean": float(slowdown.mean()) if len(slowdown) else math.nan,
+        "slowdown_p50": _pct(slowdown, 50), "slowdown_p95": _pct(slowdown, 95), "slowdown_p99": _pct(slowdown, 99),
+        "fleet_chip_h": fleet_chip_s / h, "healthy_chip_h": healthy_chip_s / h, "busy_chip_h": busy_chip_s / h,
+        "allocated_chip_h": alloc / h, "useful_chip_h": useful / h, "lost_chip_h": lost / h,
+        "overhead_chip_h": overhead / h,
+        "restarts": sum(max(0, o.runs - 1) for o in outcomes),
+    }
+    largest = series.get("largest_placeable_chips")
+    if largest is not None and len(largest):
+        free = series["healthy_chips"] - series["busy_chips"]
+        with_free = free > 0
+        frag = 1.0 - largest[with_free] / free[with_free]
+        metrics.update(largest_placeable_mean_chips=float(largest.mean()), largest_placeable_min_chips=float(largest.min()),
+                       fragmentation_mean=float(frag.mean()) if len(frag) else 0.0)
+    metrics.update(counters)
+    metrics["engine_wall_s"] = wall_s
+    groups: dict[tuple, list[JobOutcome]] = defaultdict(list)
+    for o in outcomes:
+        if o.status == "unplaceable":
+            groups[(o.shape, o.twisted)].append(o)
+    unplaceable = tuple(
+        {"shape": format_shape(shape) + ("_T" if tw else ""), "jobs": len(group), "reason": group[0].reason}
+        for (shape, tw), group in sorted(groups.items(), key=lambda kv: -len(kv[1])))
+    return ClusterResult(metrics, tuple(outcomes), series, unplaceable, config.model_dump(mode="json"))

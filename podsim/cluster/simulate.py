@@ -1,0 +1,734 @@
+"""Job-level cluster simulation on SimPy: arrivals, a queue policy, placement, failures, restarts.
+
+    result = simulate(ClusterConfig(generation="tpu-v4", pods=1, policy="backfill", horizon_s=30 * 86400),
+                      jobs, failures=None, seed=1)
+    result.metrics["goodput"], result.timeseries["busy_chips"]
+
+Processes: one arrival process (jobs with the same submission time arrive together), one
+failure process (each failure schedules its repair), one sampler (time series, progress), and
+one process per job run: a timeout of the run's length, interrupted (simpy.Interrupt) when a
+failure or a preemption stops the job. The bookkeeping of a stop is done where the stop is
+decided, so every figure is settled before the next scheduling pass.
+
+Scheduling passes: every event that can change what fits asks for a pass; passes asked at the
+same instant are merged into one that runs after them (a zero-delay event queued last). The
+policy (podsim.cluster.policies) decides which queued jobs to try. Speed comes from not trying
+what cannot fit: a job whose (shape, twist) already failed since capacity last came back is
+not tried again (`failed_keys`, cleared when a job ends or a part is repaired), nor one that
+needs more chips than are free; a slice found for one (shape, twist) serves every queued job
+of that kind until the state changes (`_fits`); an arrival-only pass tries only the new jobs.
+
+Accounting (chip-seconds, per job): allocated = overhead (restart + OCS reconfiguration) +
+useful (work kept) + lost (work since the last checkpoint when a failure or a preemption
+stops the job). A job still running at the horizon keeps its work done so far as useful.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import simpy
+
+from podsim.cluster.config import ClusterConfig
+from podsim.cluster.failures import FailureEvent, draw_fleet_failures
+from podsim.cluster.links import IciLinks
+from podsim.cluster.policies import get_policy
+from podsim.cluster.result import ClusterResult, JobOutcome, summarise
+from podsim.cluster.steptime import CachedStepTime, RooflineStepTime, StepTimeModel
+from podsim.errors import PodsimError
+from podsim.placement import (
+    PodState,
+    SlicePlacement,
+    SliceRequest,
+    SolverParams,
+    largest_placeable,
+    place,
+)
+from podsim.placement.greedy import fit_request
+from podsim.placement.place import to_slice
+from podsim.placement.problem import PlacementSettings, options_or_reason
+from podsim.placement.space import FreeSpace
+from podsim.placement.validate import validate_placement
+from podsim.workload import Job
+
+ProgressFn = Callable[[float, float], None]
+
+
+class SimJob:
+    """One job's mutable state in the simulation."""
+
+    __slots__ = ("idx", "job", "request", "key", "chips", "seq", "status", "progress", "first_start_s",
+                 "end_s", "alloc_s", "overhead_s", "work_s", "expected_end_s", "proc", "restart", "runs",
+                 "interruptions", "preemptions", "alloc_chip_s", "useful_chip_s", "lost_chip_s",
+                 "overhead_chip_s", "reason", "untwisted", "nominal_s", "slice", "qentry")
+
+    def __init__(self, idx: int, job: Job, request: SliceRequest, untwisted: bool):
+        self.idx, self.job, self.request, self.untwisted = idx, job, request, untwisted
+        self.key = (request.shape, request.twisted)
+        self.chips = request.chips
+        self.status = "pending"
+        self.progress = 0.0
+        self.first_start_s = self.end_s = math.nan
+        self.alloc_s = self.overhead_s = self.work_s = self.expected_end_s = math.nan
+        self.proc = None
+        self.restart = False
+        self.runs = self.interruptions = self.preemptions = 0
+        self.alloc_chip_s = self.useful_chip_s = self.lost_chip_s = self.overhead_chip_s = 0.0
+        self.reason = ""
+        self.nominal_s = math.nan
+        self.slice = None
+        self.qentry = None
+
+    @property
+    def rid(self) -> str:
+        return self.request.id
+
+
+class Fit:
+    """Where a job of one (shape, twist) would go now: the greedy assignment. Its Slice, with the
+    OCS circuits, is built only if a job starts there (`slice`), since most fits a scheduler
+    looks at are never taken."""
+
+    __slots__ = ("assignment", "options", "space", "_chips", "_slice")
+
+    def __init__(self, assignment, options, space: FreeSpace):
+        self.assignment, self.options, self.space = assignment, options, space  # space: for chip ids only
+        self._chips = self._slice = None
+
+    @property
+    def layout(self):
+        return self.space.layout
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.assignment.shape
+
+    @property
+    def twisted(self) -> bool:
+        return self.options[0].spec.twisted
+
+    @property
+    def circuits(self) -> bool:
+        """Whether the slice needs OCS circuits (a cube-level slice of an OCS pod)."""
+        return self.assignment.kind == "cubes" and self.layout.ocs
+
+    @property
+    def chips(self) -> np.ndarray:
+        if self._chips is None:
+            self._chips = self.space.chips_of(self.assignment)
+        return self._chips
+
+    @property
+    def slice(self):
+        if self._slice is None:
+            self._slice = to_slice(self.layout, self.options, self.assignment)
+        return self._slice
+
+
+@dataclass
+class Reservation:
+    """EASY backfilling's promise to the blocked head: its slice `chips` is free by `shadow_s`.
+
+    `chips` None: the head cannot fit even if every running job ended (failed parts block it);
+    nothing is reserved until that changes."""
+
+    head: int
+    epoch: int
+    shadow_s: float
+    chips: np.ndarray | None
+    failed_keys: set = field(default_factory=set)
+    capacity_epoch: int = 0
+
+    def allows(self, sim: ClusterSim, job: SimJob, fit: Fit) -> bool:
+        if self.chips is None:
+            return True
+        if sim.now + sim.run_length(job, fit) <= self.shadow_s:
+            return True
+        return not self.chips[fit.chips].any()
+
+
+class ClusterSim:
+    """The simulation of one fleet; `run()` once. Use `simulate(...)`."""
+
+    def __init__(self, config: ClusterConfig, jobs: Sequence[Job], failures: Sequence[FailureEvent] | None,
+                 seed: int = 0, step_time: StepTimeModel | None = None, on_progress: ProgressFn | None = None,
+                 audit: bool = False):
+        self.config = config
+        self.seed = int(seed)
+        self.layout = config.layout()
+        self.gen = self.layout.generation
+        self.state = PodState(self.layout)
+        self.settings = PlacementSettings()
+        self.policy = get_policy(config.policy)
+        self.step_time = CachedStepTime(step_time or RooflineStepTime())
+        self.on_progress = on_progress
+        self.audit = audit
+        self.env = simpy.Environment()
+        self.horizon_s = config.horizon_s
+        self.checkpoint_s = config.checkpoint_interval_s
+        self.reconfigure_s = config.reconfigure_delay_s
+        self.links = IciLinks(self.layout)
+        ids = [j.id for j in jobs]
+        if len(set(ids)) != len(ids):
+            dup = next(i for i, n in zip(ids, np.unique(ids, return_counts=True)[1], strict=False) if n > 1)
+            raise PodsimError(f"job id {dup!r} is used twice; job ids must be unique")
+        self.jobs = [self._make_job(i, j) for i, j in enumerate(sorted(jobs, key=lambda j: (j.submit_s, j.id)))]
+        if failures is None:
+            failures = draw_fleet_failures(self.layout, config.failures, self.horizon_s, self.seed) if config.failures.any else []
+        self.failures = sorted(failures)
+        self._check_failures()
+        # queue, running set, capacity memo
+        self._queue: list[tuple] = []
+        self._seq = 0
+        self.running: dict[int, SimJob] = {}
+        self.failed_keys: set = set()
+        self._fits: dict[tuple, object] = {}  # (key, avoiding) -> slice found on the current state
+        self._preempt_failed: set = set()
+        self.capacity_epoch = 0
+        self.failure_epoch = 0
+        self._reservation: Reservation | None = None
+        self._options: dict[tuple, tuple] = {}
+        self._never: dict[tuple, str] = {}
+        self._empty_space = FreeSpace.of(PodState(self.layout))
+        self._cube_ports_ok: np.ndarray | None = None
+        # pass requests
+        self._pass_pending = False
+        self._pending_full = False
+        self._pending_new: list[SimJob] = []
+        # integrals and counters
+        self.busy = 0
+        self.healthy = self.layout.n_chips
+        self._last_t = 0.0
+        self.busy_chip_s = 0.0
+        self.healthy_chip_s = 0.0
+        self._down: dict[tuple[str, object], int] = {}
+        self.counters = {"ocs_reconfigurations": 0, "failures_host": 0, "failures_ocs": 0, "failures_link": 0,
+                         "job_interruptions": 0, "preemptions": 0, "passes": 0, "placement_calls": 0,
+                         "placement_s": 0.0, "cpsat_calls": 0, "audits": 0}
+        self.series: dict[str, list] = {k: [] for k in ("t_s", "busy_chips", "healthy_chips", "queued_jobs",
+                                                        "queued_chips", "running_jobs", "largest_placeable_chips")}
+
+    # Set-up ------------------------------------------------------------------------------
+    def _make_job(self, idx: int, job: Job) -> SimJob:
+        twisted = job.twisted
+        untwisted = False
+        if twisted and not self.layout.ocs and self.config.untwist_on_static:
+            twisted, untwisted = False, True
+        req = SliceRequest(str(idx), job.shape, twisted, job.priority, job.submit_s)
+        sj = SimJob(idx, job, req, untwisted)
+        if job.duration_s is not None:
+            sj.nominal_s = float(job.duration_s)
+            if not (math.isfinite(sj.nominal_s) and sj.nominal_s >= 0):
+                raise PodsimError(f"job {job.id!r}: duration_s {job.duration_s} must be a finite number >= 0")
+        return sj
+
+    def _check_failures(self) -> None:
+        lay = self.layout
+        limits = {"host": (lay.n_hosts, "hosts"), "ocs": (lay.n_ocs, "OCS units"), "link": (self.links.n_ports, "links")}
+        for ev in self.failures:
+            n, what = limits[ev.component]
+            if ev.component == "ocs" and n == 0:
+                raise PodsimError(f"failure at {ev.time_s:g} s: OCS {ev.id}, but this {lay.generation.id} fleet has no OCS")
+            if not 0 <= ev.id < n:
+                raise PodsimError(f"failure at {ev.time_s:g} s: {ev.component} {ev.id} does not exist; {what} are 0..{n - 1}")
+            if ev.component == "link":
+                self.links.parts(ev.id)  # a link on a length-1 axis is an error too
+
+    # Small helpers -------------------------------------------------------------------------
+    @property
+    def now(self) -> float:
+        return self.env.now
+
+    @property
+    def free_chips(self) -> int:
+        return self.healthy - self.busy
+
+    def work_s(self, job: SimJob, slc) -> float:
+        """Run time of the whole job on slice `slc` (a Slice or a Fit): its duration, or steps x
+        step time there."""
+        j = job.job
+        if j.duration_s is not None:
+            return float(j.duration_s)
+        return j.steps * self.step_time.step_time_s(j.model, self.gen.id, tuple(slc.shape), slc.twisted)
+
+    def overhead_of(self, job: SimJob, slc) -> float:
+        return (self.config.restart_overhead_s if job.restart else 0.0) + (self.reconfigure_s if slc.circuits else 0.0)
+
+    def run_length(self, job: SimJob, slc) -> float:
+        return self.overhead_of(job, slc) + (1.0 - job.progress) * self.work_s(job, slc)
+
+    def _advance(self) -> None:
+        t = self.env.now
+        dt = t - self._last_t
+        if dt > 0:
+            self.busy_chip_s += self.busy * dt
+            self.healthy_chip_s += self.healthy * dt
+            self._last_t = t
+
+    # Queue ---------------------------------------------------------------------------------
+    def queue_entry(self, job: SimJob) -> tuple:
+        return (*self.policy.sort_key(job), job.seq, job.idx)
+
+    def _enqueue(self, job: SimJob) -> None:
+        job.status = "queued"
+        job.qentry = self.queue_entry(job)
+        bisect.insort(self._queue, job.qentry)
+
+    def _dequeue(self, job: SimJob) -> None:
+        i = bisect.bisect_left(self._queue, job.qentry)
+        if i >= len(self._queue) or self._queue[i] != job.qentry:
+            raise RuntimeError(f"job {job.job.id!r} is not in the queue")
+        del self._queue[i]
+        job.qentry = None
+
+    def head(self) -> SimJob | None:
+        return self.jobs[self._queue[0][-1]] if self._queue else None
+
+    def queued(self, limit: int | None = None) -> list[SimJob]:
+        """Queued jobs in policy order (the first `limit`)."""
+        entries = self._queue if limit is None else self._queue[:limit]
+        return [self.jobs[e[-1]] for e in entries]
+
+    # Placement -----------------------------------------------------------------------------
+    def options(self, key: tuple) -> tuple:
+        opts = self._options.get(key)
+        if opts is None:
+            shape, twisted = key
+            opts, reason = options_or_reason(self.layout, SliceRequest("probe", shape, twisted), self.settings.rotate)
+            self._options[key] = opts
+            if not opts:
+                self._never[key] = reason
+        return opts
+
+    def never_reason(self, job: SimJob) -> str:
+        """Why the job cannot run even on an empty, healthy fleet ('' if it can)."""
+        key = job.key
+        if key not in self._never:
+            opts = self.options(key)
+            if opts and fit_request(self._empty_space, opts, "first", self.settings) is None:
+                self._never[key] = f"slice {job.request.name} does not fit an empty {self.gen.id} fleet of {self.layout.pods} pod(s)"
+            self._never.setdefault(key, "")
+        return self._never[key]
+
+    def _fit(self, job: SimJob, space: FreeSpace) -> Fit | None:
+        t0 = time.perf_counter()
+        opts = self.options(job.key)
+        a = fit_request(space, opts, self.config.placement, self.settings)
+        self.counters["placement_calls"] += 1
+        self.counters["placement_s"] += time.perf_counter() - t0
+        return Fit(a, opts, self._empty_space) if a is not None else None
+
+    def try_place(self, job: SimJob) -> Fit | None:
+        """Where the job would go now (greedy), or None; remembers failures until capacity returns."""
+        key = job.key
+        if key in self.failed_keys:
+            return None
+        if job.chips > self.free_chips:
+            self.failed_keys.add(key)
+            return None
+        fit = self._fits.get((key, False))
+        if fit is None:
+            fit = self._fit(job, FreeSpace.of(self.state))
+            if fit is None:
+                self.failed_keys.add(key)
+            else:
+                self._fits[(key, False)] = fit
+        return fit
+
+    def _cube_ports_healthy(self) -> np.ndarray:
+        """Per cube: every OCS port healthy and every OCS of its pod up, ignoring who uses them."""
+        if self._cube_ports_ok is None:
+            lay, st = self.layout, self.state
+            if not lay.ocs:
+                self._cube_ports_ok = np.ones(lay.n_cubes, bool)
+            else:
+                per_pod = 2 * lay.cubes_per_pod
+                bad = st.port_failed[:, :per_pod].reshape(lay.pods, lay.ocs_per_pod, lay.cubes_per_pod, 2).any(axis=(1, 3))
+                down = st.ocs_failed.reshape(lay.pods, lay.ocs_per_pod).any(axis=1)
+                self._cube_ports_ok = (~bad & ~down[:, None]).ravel()
+        return self._cube_ports_ok
+
+    def _space_without(self, released: Sequence[SimJob]) -> FreeSpace:
+        """The free space if the `released` running jobs gave their slices back now."""
+        space = FreeSpace.of(self.state)
+        ports_ok = self._cube_ports_healthy() if self.layout.ocs else None
+        for j in released:
+            space.chip_free[np.asarray(j.slice.chips)] = True
+            if j.slice.circuits and ports_ok is not None:
+                cubes = list(j.slice.cubes)
+                space.cube_ocs_ok[cubes] = ports_ok[cubes]
+        return space
+
+    def _first_fit_prefix(self, job: SimJob, ordered: list[SimJob]) -> tuple[int, Fit] | None:
+        """Smallest k such that `job` fits once ordered[:k] are released (binary search: fitting
+        only gets easier as more is released), with where it would go; None if never."""
+        need = job.chips - self.free_chips
+        cum = np.cumsum([j.chips for j in ordered]) if ordered else np.zeros(0)
+        lo = max(1, int(np.searchsorted(cum, need)) + 1) if need > 0 else 1
+        hi = len(ordered)
+        if lo > hi:
+            return None
+        best = self._fit(job, self._space_without(ordered[:hi]))
+        if best is None:
+            return None
+        k_best = hi
+        while lo < hi:
+            mid = (lo + hi) // 2
+            p = self._fit(job, self._space_without(ordered[:mid]))
+            if p is not None:
+                hi, k_best, best = mid, mid, p
+            else:
+                lo = mid + 1
+        return k_best, best
+
+    def reservation(self, head: SimJob) -> Reservation:
+        """EASY: when and where the blocked head will fit if running jobs end when expected."""
+        res = self._reservation
+        if res is not None and res.head == head.idx and res.epoch == self.failure_epoch:
+            if res.capacity_epoch != self.capacity_epoch:
+                res.failed_keys.clear()
+                res.capacity_epoch = self.capacity_epoch
+            return res
+        ordered = sorted(self.running.values(), key=lambda j: (j.expected_end_s, j.idx))
+        found = self._first_fit_prefix(head, ordered)
+        if found is None:
+            res = Reservation(head.idx, self.failure_epoch, math.inf, None, capacity_epoch=self.capacity_epoch)
+        else:
+            k, p = found
+            mask = np.zeros(self.layout.n_chips, bool)
+            mask[p.chips] = True
+            res = Reservation(head.idx, self.failure_epoch, ordered[k - 1].expected_end_s, mask,
+                              capacity_epoch=self.capacity_epoch)
+        self._reservation = res
+        self._fits = {k: v for k, v in self._fits.items() if not k[1]}  # keep-off slices were for the old one
+        return res
+
+    def place_avoiding(self, job: SimJob, res: Reservation) -> Fit | None:
+        """Where `job` fits now keeping off the head's reserved chips, or None."""
+        if res.chips is None or job.key in res.failed_keys:
+            return None
+        fit = self._fits.get((job.key, True))
+        if fit is None:
+            space = FreeSpace.of(self.state)
+            space.take(np.flatnonzero(res.chips))
+            fit = self._fit(job, space)
+            if fit is None:
+                res.failed_keys.add(job.key)
+            else:
+                self._fits[(job.key, True)] = fit
+        return fit
+
+    def preempt_for(self, job: SimJob) -> bool:
+        """Stop lower-priority jobs (least work at risk first) so `job` fits; start it. False if
+        even stopping all of them would not make room."""
+        victims = [r for r in self.running.values() if r.job.priority < job.job.priority]
+        if not victims:
+            return False
+        mkey = (job.key, job.job.priority)
+        if mkey in self._preempt_failed or self.free_chips + sum(v.chips for v in victims) < job.chips:
+            return False
+        now = self.now
+        victims.sort(key=lambda v: (v.job.priority, v.chips * self._at_risk_s(v, now), v.idx))
+        found = self._first_fit_prefix(job, victims)
+        if found is None:
+            self._preempt_failed.add(mkey)
+            return False
+        k, p = found
+        chips = np.zeros(self.layout.n_chips, bool)
+        chips[p.chips] = True
+        for v in victims[:k]:
+            if chips[np.asarray(v.slice.chips)].any():
+                v.preemptions += 1
+                self.counters["preemptions"] += 1
+                self.stop(v, "preempted")
+        self.start(job, p)
+        return True
+
+    def _at_risk_s(self, job: SimJob, now: float) -> float:
+        """Run time since the job's last checkpoint (what stopping it now would lose)."""
+        c = max(0.0, now - job.alloc_s - job.overhead_s)
+        return c - math.floor(c / self.checkpoint_s) * self.checkpoint_s
+
+    def batch_admit(self, window: list[SimJob]) -> None:
+        """CP-SAT batch admission over `window`; start every job it places."""
+        reqs = [j.request for j in window]
+        params = SolverParams(time_limit_s=self.config.decision_time_limit_s, num_workers=1,
+                              random_seed=self.seed, deterministic=True)
+        t0 = time.perf_counter()
+        result = place(self.state, reqs, solver="cpsat", policy=self.config.placement, params=params,
+                       settings=self.settings, now_s=self.now)
+        self.counters["cpsat_calls"] += 1
+        self.counters["placement_s"] += time.perf_counter() - t0
+        by_id = {j.rid: j for j in window}
+        for p in result.placed:
+            self.start(by_id[p.request.id], p)
+        for j in window:
+            if j.status == "queued":
+                self.failed_keys.add(j.key)
+
+    # Job life cycle ------------------------------------------------------------------------
+    def start(self, job: SimJob, where: Fit | SlicePlacement) -> None:
+        """Give the job its slice and start its run (the state checks every chip and port)."""
+        slc = where.slice
+        if self.audit:
+            validate_placement(self.state, [SlicePlacement(job.request, slc)])
+        self._advance()
+        self.state.allocate(job.rid, slc)
+        self._fits.clear()
+        self._dequeue(job)
+        job.slice = slc
+        job.status = "running"
+        job.runs += 1
+        now = self.now
+        if math.isnan(job.first_start_s):
+            job.first_start_s = now
+        job.alloc_s = now
+        job.overhead_s = self.overhead_of(job, slc)
+        job.work_s = self.work_s(job, slc)
+        length = job.overhead_s + (1.0 - job.progress) * job.work_s
+        job.expected_end_s = now + length
+        if slc.circuits:
+            self.counters["ocs_reconfigurations"] += 1
+        self.busy += job.chips
+        self.running[job.idx] = job
+        self._preempt_failed.clear()
+        job.proc = self.env.process(self._run(job, length))
+
+    def _run(self, job: SimJob, length: float):
+        try:
+            yield self.env.timeout(length)
+        except simpy.Interrupt:
+            return
+        self._finish(job)
+
+    def _settle(self, job: SimJob, keep_all: bool) -> None:
+        """Account the current run up to now and give back its slice."""
+        self._advance()
+        a = self.now - job.alloc_s
+        o = min(a, job.overhead_s)
+        c = a - o
+        saved = c if keep_all else math.floor(c / self.checkpoint_s) * self.checkpoint_s
+        if job.work_s > 0:
+            job.progress = min(1.0, job.progress + saved / job.work_s)
+        chips = job.chips
+        job.alloc_chip_s += a * chips
+        job.overhead_chip_s += o * chips
+        job.useful_chip_s += saved * chips
+        job.lost_chip_s += (c - saved) * chips
+        self.state.release(job.rid)
+        self._fits.clear()
+        self.busy -= chips
+        del self.running[job.idx]
+        job.slice = None
+        job.proc = None
+        self.capacity_epoch += 1
+        self.failed_keys.clear()
+        self._preempt_failed.clear()
+
+    def _finish(self, job: SimJob) -> None:
+        self._settle(job, keep_all=True)
+        job.progress = 1.0
+        job.status = "completed"
+        job.end_s = self.now
+        self.request_pass(full=True)
+
+    def stop(self, job: SimJob, why: str) -> None:
+        """Stop a running job (failure or preemption): it keeps its checkpointed work and queues again."""
+        proc = job.proc
+        self._settle(job, keep_all=False)
+        job.interruptions += why == "failure"
+        job.restart = True
+        self.failure_epoch += 1
+        self._enqueue(job)
+        proc.interrupt(why)
+        self.request_pass(full=True)
+
+    # Scheduling passes ---------------------------------------------------------------------
+    def request_pass(self, full: bool, new: Sequence[SimJob] = ()) -> None:
+        self._pending_full |= full
+        self._pending_new.extend(new)
+        if not self._pass_pending:
+            self._pass_pending = True
+            self.env.timeout(0).callbacks.append(self._pass)
+
+    def _pass(self, _event) -> None:
+        self._pass_pending = False
+        full, new = self._pending_full, self._pending_new
+        self._pending_full, self._pending_new = False, []
+        self.counters["passes"] += 1
+        self.policy.schedule(self, full, new)
+        if self.audit:
+            self._audit()
+
+    def _audit(self) -> None:
+        """Check the bookkeeping against the pod state: no chip in two jobs, none broken."""
+        self.counters["audits"] += 1
+        st = self.state
+        held = st.chip_job >= 0
+        if int(held.sum()) != self.busy or sum(j.chips for j in self.running.values()) != self.busy:
+            raise RuntimeError(f"busy chips {self.busy} != chips held {int(held.sum())}")
+        if (held & st.chip_failed).any():
+            raise RuntimeError("a failed chip is held by a job")
+        seen = np.zeros(self.layout.n_chips, np.int32)
+        for j in self.running.values():
+            seen[np.asarray(j.slice.chips)] += 1
+        if (seen > 1).any() or not np.array_equal(seen > 0, held):
+            raise RuntimeError("a chip is in two jobs, or held by no running job")
+        if self.healthy != st.n_healthy_chips:
+            raise RuntimeError(f"healthy chips {self.healthy} != {st.n_healthy_chips}")
+        queued = {e[-1] for e in self._queue}
+        if queued != {j.idx for j in self.jobs if j.status == "queued"}:
+            raise RuntimeError("the queue and the job states disagree")
+
+    # Processes -----------------------------------------------------------------------------
+    def _arrivals(self):
+        jobs = self.jobs
+        i = 0
+        while i < len(jobs) and jobs[i].job.submit_s < self.horizon_s:
+            t = jobs[i].job.submit_s
+            if t > self.now:
+                yield self.env.timeout(t - self.now)
+            batch = []
+            while i < len(jobs) and jobs[i].job.submit_s == t:
+                job = jobs[i]
+                i += 1
+                if job.job.steps is not None:
+                    job.nominal_s = job.job.steps * self.step_time.step_time_s(job.job.model, self.gen.id, job.request.shape, job.request.twisted)
+                job.seq = self._seq
+                self._seq += 1
+                reason = self.never_reason(job)
+                if reason:
+                    job.status, job.reason = "unplaceable", reason
+                    continue
+                self._enqueue(job)
+                batch.append(job)
+            if batch:
+                self.request_pass(full=False, new=batch)
+
+    def _parts(self, ev: FailureEvent) -> list[tuple[str, object]]:
+        if ev.component == "host":
+            return [("hosts", ev.id)]
+        if ev.component == "ocs":
+            return [("ocs", ev.id)]
+        parts = self.links.parts(ev.id)
+        return [("chips", c) for c in parts["chips"]] + [("ocs_ports", tuple(p)) for p in parts["ocs_ports"]]
+
+    def _failures(self):
+        for ev in self.failures:
+            if ev.time_s >= self.horizon_s:
+                break
+            if ev.time_s > self.now:
+                yield self.env.timeout(ev.time_s - self.now)
+            self.counters[f"failures_{ev.component}"] += 1
+            parts = self._parts(ev)
+            newly: dict[str, list] = {"hosts": [], "ocs": [], "ocs_ports": [], "chips": []}
+            for part in parts:
+                n = self._down.get(part, 0)
+                self._down[part] = n + 1
+                if n == 0:
+                    newly[part[0]].append(part[1])
+            if any(newly.values()):
+                self._advance()
+                hit = self.state.fail(**newly)
+                self._fits.clear()
+                self.healthy = self.state.n_healthy_chips
+                self._cube_ports_ok = None
+                self.failure_epoch += 1
+                for rid in hit:
+                    job = self.jobs[int(rid)]
+                    self.counters["job_interruptions"] += 1
+                    self.stop(job, "failure")
+            self.env.timeout(ev.repair_s).callbacks.append(lambda _e, parts=parts: self._repair(parts))
+
+    def _repair(self, parts: list[tuple[str, object]]) -> None:
+        fixed: dict[str, list] = {"hosts": [], "ocs": [], "ocs_ports": [], "chips": []}
+        for part in parts:
+            n = self._down[part] - 1
+            self._down[part] = n
+            if n == 0:
+                fixed[part[0]].append(part[1])
+        if any(fixed.values()):
+            self._advance()
+            self.state.repair(**fixed)
+            self._fits.clear()
+            self.healthy = self.state.n_healthy_chips
+            self._cube_ports_ok = None
+            self.failure_epoch += 1
+            self.capacity_epoch += 1
+            self.failed_keys.clear()
+            self._preempt_failed.clear()
+            self.request_pass(full=True)
+
+    def _sampler(self):
+        step = self.config.sample_step_s
+        while True:
+            self._sample()
+            if self.on_progress is not None:
+                self.on_progress(self.now, self.horizon_s)
+            if self.now + step >= self.horizon_s:
+                return
+            yield self.env.timeout(step)
+
+    def _sample(self) -> None:
+        s = self.series
+        s["t_s"].append(self.now)
+        s["busy_chips"].append(self.busy)
+        s["healthy_chips"].append(self.healthy)
+        s["queued_jobs"].append(len(self._queue))
+        s["queued_chips"].append(sum(self.jobs[e[-1]].chips for e in self._queue))
+        s["running_jobs"].append(len(self.running))
+        if self.config.fragmentation:
+            s["largest_placeable_chips"].append(largest_placeable(self.state, self.settings)["chips"])
+
+    # Run -----------------------------------------------------------------------------------
+    def run(self) -> ClusterResult:
+        t0 = time.perf_counter()
+        self.env.process(self._failures())
+        self.env.process(self._arrivals())
+        self.env.process(self._sampler())
+        self.env.run(until=self.horizon_s)
+        self._advance()
+        for job in list(self.running.values()):
+            self._settle(job, keep_all=True)
+            job.status = "running"
+        if self.on_progress is not None:
+            self.on_progress(self.horizon_s, self.horizon_s)
+        wall = time.perf_counter() - t0
+        return self._result(wall)
+
+    def _result(self, wall_s: float) -> ClusterResult:
+        outcomes = []
+        for j in self.jobs:
+            status = j.status if j.status != "pending" else "not_arrived"
+            outcomes.append(JobOutcome(
+                id=j.job.id, submit_s=j.job.submit_s, shape=j.request.shape, twisted=j.job.twisted,
+                untwisted=j.untwisted, chips=j.chips, priority=j.job.priority, status=status,
+                first_start_s=j.first_start_s, end_s=j.end_s, nominal_s=j.nominal_s, runs=j.runs,
+                interruptions=j.interruptions, preemptions=j.preemptions, allocated_chip_s=j.alloc_chip_s,
+                useful_chip_s=j.useful_chip_s, lost_chip_s=j.lost_chip_s, overhead_chip_s=j.overhead_chip_s,
+                progress=j.progress, reason=j.reason))
+        series = {k: np.asarray(v, float) for k, v in self.series.items() if v}
+        counters = dict(self.counters)
+        counters["step_time_evaluations"] = self.step_time.calls
+        return summarise(self.config, self.layout, outcomes, series, counters, self.busy_chip_s,
+                         self.healthy_chip_s, wall_s, self.seed)
+
+
+def simulate(config: ClusterConfig, jobs: Sequence[Job], failures: Sequence[FailureEvent] | None = None,
+             seed: int = 0, on_progress: ProgressFn | None = None, step_time: StepTimeModel | None = None,
+             audit: bool = False) -> ClusterResult:
+    """Run the cluster simulation; no I/O.
+
+    failures: explicit failure events (e.g. from a trace); None draws them from
+      `config.failures` with `seed` (no processes configured: no failures).
+    on_progress(sim_time_s, horizon_s): called at every time-series sample.
+    step_time: how long a step of a job's model takes on a slice (default: the roofline model).
+    audit: check the state's bookkeeping after every scheduling pass and validate every
+      placement (slow; for tests).
+    """
+    return ClusterSim(config, jobs, failures, seed, step_time, on_progress, audit).run()
