@@ -35,11 +35,9 @@ from podsim.placement import (
 )
 from podsim.placement.workload import draw_requests
 
-V5E_MIX = (  # a mixed 2-D request set (assumed shares; no published v5e popularity table)
-    ("1x1", False, 10.0, "assumption"), ("2x2", False, 20.0, "assumption"), ("2x4", False, 20.0, "assumption"),
-    ("4x4", False, 20.0, "assumption"), ("4x8", False, 15.0, "assumption"), ("8x8", False, 10.0, "assumption"),
-    ("8x16", False, 5.0, "assumption"),
-)
+V5E_MIX = {  # a mixed 2-D request set (assumed shares; no published v5e popularity table)
+    "1x1": 10.0, "2x2": 20.0, "2x4": 20.0, "4x4": 20.0, "4x8": 15.0, "8x8": 10.0, "8x16": 5.0,
+}
 OCS_SHAPES = ("4x4x4", "4x4x8", "4x8x8", "8x8x8", "8x8x16")
 
 
