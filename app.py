@@ -1,0 +1,16 @@
+"""podsim dashboard: navigation only. Each page lives in app_pages/ and calls podsim's library.
+
+Run it with `podsim dashboard` (or `streamlit run app.py`).
+"""
+
+import streamlit as st
+
+st.set_page_config(layout="wide")
+
+pages = [
+    st.Page("app_pages/topology.py", title="Topology", default=True),
+    st.Page("app_pages/placement.py", title="Placement"),
+    st.Page("app_pages/steptime.py", title="Step time", url_path="step-time"),
+    st.Page("app_pages/cluster.py", title="Cluster"),
+]
+st.navigation(pages).run()
