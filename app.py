@@ -10,7 +10,7 @@ st.set_page_config(layout="wide")
 pages = [
     st.Page("app_pages/topology.py", title="Topology", default=True),
     st.Page("app_pages/placement.py", title="Placement"),
-    st.Page("app_pages/steptime.py", title="Step time", url_path="step-time"),
+    st.Page("app_pages/steptime.py", title="Step time"),
     st.Page("app_pages/cluster.py", title="Cluster"),
 ]
 st.navigation(pages).run()

@@ -97,8 +97,9 @@ def breakdown_figure(s: dict) -> go.Figure:
 
 def heatmap_figure(u: dict, which: str) -> go.Figure:
     z = np.asarray(u[which], float).T * 100
+    top = float(np.nanmax(z, initial=0.0)) if np.isfinite(z).any() else 0.0
     labels = ["(" + ",".join(str(int(v)) for v in c) + ")" for c in u["coords"]]
-    fig = go.Figure(go.Heatmap(z=z, x=labels, y=u["ports"], colorscale="YlOrRd", zmin=0, zmax=100,
+    fig = go.Figure(go.Heatmap(z=z, x=labels, y=u["ports"], colorscale="YlOrRd", zmin=0, zmax=max(top, 1.0),
                                colorbar={"title": "%"}, hoverongaps=False,
                                hovertemplate="chip %{x}, port %{y}: %{z:.1f}%<extra></extra>"))
     fig.update_layout(height=300, margin={"l": 10, "r": 10, "t": 10, "b": 40}, xaxis_title="chip (slice coordinates)",
@@ -142,7 +143,8 @@ with inline_errors():
         out = uploaded_step(files, gen_id, shape, twisted, float(efficiency))
 
 s = out["summary"]
-st.subheader(f"{out['name'] or 'uploaded trace'}{' (twisted)' if twisted else ''}: {out['ops']} ops on {gen.name} {shape}")
+st.subheader(f"{out['name'] or 'uploaded trace'}: {out['ops']} ops")
+st.caption(f"on a {gen.name} {shape}{' twisted' if twisted else ''} slice, compute at {efficiency:.0%} of peak")
 m = st.columns(5)
 m[0].metric("Step time", seconds(s["step_time_s"]))
 m[1].metric("Compute", seconds(s["compute_s"]))
