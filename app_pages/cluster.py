@@ -11,15 +11,14 @@ from plotly.subplots import make_subplots
 from app_pages.common import (
     inline_errors,
     percent,
+    pick_generation,
     saved_files,
     seconds,
-    tpu_generations,
     upload_bytes,
 )
 from podsim.cli.cluster import build_config, failure_model
 from podsim.cluster import RooflineStepTime, by_shape, simulate
 from podsim.errors import PodsimError
-from podsim.topology import get_generation
 from podsim.units import parse_duration
 from podsim.workload import TraceColumns, generate_jobs, load_trace_csv, parse_synthetic
 
@@ -135,10 +134,9 @@ st.caption("A job stream on a fleet whose hosts fail and are repaired: jobs queu
 
 source = st.radio("Job stream", ["Synthetic", "Upload"], horizontal=True, key="stream_source",
                   help="synthetic KEY=VALUE pairs as `podsim cluster --synthetic`, or a job-stream YAML / job trace CSV")
-gens = tpu_generations()
 with st.form("scenario"):
     c1, c2, c3, c4 = st.columns(4)
-    gen_id = c1.selectbox("Generation", gens, index=gens.index("tpu-v4"), key="gen")
+    gen_id, gen = pick_generation(c1)
     pods = c2.number_input("Pods", min_value=1, max_value=8, value=1, step=1, key="pods")
     policy = c3.selectbox("Policy", ["backfill", "fifo", "priority"], key="policy",
                           help="fifo; backfill = FIFO with EASY backfilling; priority with preemption")
@@ -160,7 +158,6 @@ with st.form("scenario"):
                           key="compare")
     st.form_submit_button("Run simulation", type="primary")
 
-gen = get_generation(gen_id)
 with inline_errors():
     if source == "Synthetic":
         stream = ("synthetic", synthetic, b"")

@@ -17,7 +17,7 @@ import streamlit as st
 import yaml
 
 from podsim.errors import PodsimError
-from podsim.topology import generations
+from podsim.topology import Generation, generations, get_generation
 from podsim.units import format_seconds
 
 MAX_UPLOAD_BYTES = 20 * 2**20
@@ -32,6 +32,13 @@ PALETTE = ("#4C78A8", "#F58518", "#54A24B", "#B279A2", "#EECA3B", "#72B7B2", "#F
 def tpu_generations() -> list[str]:
     """Generation ids with a torus (the switched GPU cluster has no cubes or ICI torus)."""
     return [g.id for g in generations().values() if g.slice_rule != "gpu_nodes"]
+
+
+def pick_generation(where=st) -> tuple[str, Generation]:
+    """The generation selectbox every page starts with (key `gen`, tpu-v4 by default)."""
+    gens = tpu_generations()
+    gen_id = where.selectbox("Generation", gens, index=gens.index("tpu-v4"), key="gen")
+    return gen_id, get_generation(gen_id)
 
 
 def colour(i: int) -> str:

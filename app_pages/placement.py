@@ -15,7 +15,7 @@ from app_pages.common import (
     inline_errors,
     parse_yaml_text,
     percent,
-    tpu_generations,
+    pick_generation,
     upload_bytes,
 )
 from podsim.errors import PodsimError
@@ -31,7 +31,6 @@ from podsim.placement import (
     pod_map,
     validate_placement,
 )
-from podsim.topology import get_generation
 from podsim.units import format_rate
 
 CUBE_REQUESTS = [  # the README's example batch
@@ -164,10 +163,8 @@ st.title("Placement")
 st.caption("Place a batch of slice requests on one pod with failed parts: which cubes or chips each job gets "
            "and the OCS circuits that make its torus. Every result is proved by `validate_placement`.")
 
-gens = tpu_generations()
 c1, c2, c3, c4, c5 = st.columns([1.2, 0.7, 0.9, 0.8, 0.8])
-gen_id = c1.selectbox("Generation", gens, index=gens.index("tpu-v4"), key="gen")
-gen = get_generation(gen_id)
+gen_id, gen = pick_generation(c1)
 cube_pod = bool(gen.cube_shape)
 ocs = c2.toggle("OCS", value=bool(gen.ocs and cube_pod), key="ocs", disabled=not (gen.ocs and cube_pod),
                 help="off: the cubes stay in their home arrangement (the v4 paper's static baseline)")

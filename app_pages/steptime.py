@@ -12,9 +12,9 @@ from app_pages.common import (
     colour,
     inline_errors,
     percent,
+    pick_generation,
     saved_files,
     seconds,
-    tpu_generations,
     upload_bytes,
 )
 from podsim.engine import port_utilisation, simulate_step, step_summary
@@ -111,10 +111,8 @@ st.title("Step time")
 st.caption("One training step on a slice: a preset model's trace (or yours) runs on the flow-level engine; "
            "compute and communication overlap where the op DAG allows.")
 
-gens = tpu_generations()
 c1, c2, c3, c4 = st.columns([1.2, 1, 0.7, 1])
-gen_id = c1.selectbox("Generation", gens, index=gens.index("tpu-v4"), key="gen")
-gen = get_generation(gen_id)
+gen_id, gen = pick_generation(c1)
 shape_text = c2.text_input("Slice shape", value="4x4x8" if gen.cube_shape else "8x16", key=f"shape_{gen_id}")
 with inline_errors():
     shape = format_shape(parse_shape(shape_text, gen.dims))

@@ -7,14 +7,13 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from app_pages.common import colour, inline_errors, tpu_generations
+from app_pages.common import colour, inline_errors, pick_generation
 from podsim.cli.topology import summary_rows
 from podsim.topology import (
     build_slice,
     chip_cubes,
     circuit_rows,
     format_shape,
-    get_generation,
     is_twistable,
     parse_shape,
     slice_cables,
@@ -111,10 +110,8 @@ st.title("Topology")
 st.caption("A slice of a pod: its chips and ICI cables (copper inside a cube, optical through the OCS "
            "between cubes), the OCS circuits that close its torus, and its bandwidth figures.")
 
-gens = tpu_generations()
 c1, c2, c3, c4, c5 = st.columns([1.3, 1.2, 0.8, 0.8, 0.8])
-gen_id = c1.selectbox("Generation", gens, index=gens.index("tpu-v4"), key="gen")
-gen = get_generation(gen_id)
+gen_id, gen = pick_generation(c1)
 default_shape = "4x4x8" if gen.cube_shape else "8x8"
 whole = c3.checkbox("Whole pod", value=False, key="whole_pod")
 shape_text = c2.text_input("Slice shape", value=default_shape, key=f"shape_{gen_id}", disabled=whole,

@@ -17,19 +17,11 @@ import numpy as np
 import pytest
 from helpers import run_podsim
 from streamlit.testing.v1 import AppTest
+from test_trace_native import README_EXAMPLE
 
 ROOT = Path(__file__).resolve().parents[1]
 APP = ROOT / "app.py"
-NATIVE_TRACE = b"""podsim_trace: 1
-name: two-layer example
-ops:
-  - {id: fwd, kind: compute, flops: 2.4e12, hbm_bytes: 3GiB}
-  - {id: tp, kind: all_reduce, bytes: 64MiB, group: "x", deps: [fwd]}
-  - {id: bwd, kind: compute, flops: 4.8e12, hbm_bytes: 6GiB, deps: [tp]}
-  - {id: grads, kind: all_reduce, bytes: 1.5GiB, group: "y,z", deps: [bwd], layer: L0}
-  - {id: stage, kind: send_recv, bytes: 32MiB, axis: "z:4", shift: 1, deps: [bwd]}
-  - {id: step, kind: compute, duration_s: 0.002, deps: [grads, stage], name: optimizer}
-"""
+NATIVE_TRACE = README_EXAMPLE.encode()  # the README's native trace example
 
 
 def ok(at: AppTest) -> AppTest:
