@@ -74,14 +74,17 @@ def safe_name(name: str) -> str:
 @contextmanager
 def saved_files(files: Sequence[tuple[str, bytes]]) -> Iterator[list[Path]]:
     """Write (name, bytes) pairs into a fresh temporary folder for the library's file loaders;
-    the folder is removed afterwards."""
+    the folder is removed afterwards, and errors name the files as uploaded, not their copies."""
     with tempfile.TemporaryDirectory(prefix="podsim-upload-") as tmp:
         paths = []
         for name, data in files:
             path = Path(tmp) / safe_name(name)
             path.write_bytes(data)
             paths.append(path)
-        yield paths
+        try:
+            yield paths
+        except PodsimError as exc:
+            raise PodsimError(str(exc).replace(tmp + "/", "")) from None
 
 
 def parse_yaml_text(text: str, what: str):

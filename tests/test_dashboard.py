@@ -260,6 +260,12 @@ def test_cluster_page_form_no_failures_and_uploads():
     n = len(csv.decode().strip().splitlines()) - 1
     assert metrics(at)["Completed"].endswith(f"of {n}")
 
+    for name, data, message in (("jobs.csv", b"\xff\xfe\x00 binary", "jobs.csv: not UTF-8 text"),
+                                ("spec.yaml", b"jobs: [1, 2]\n", "spec.yaml field 'jobs'")):
+        at.file_uploader(key="jobs_file").upload(name, data)
+        at.button[0].click().run()
+        assert not at.exception and at.error[0].value.startswith(message), at.error[0].value  # names the upload, not a temp copy
+
 
 @pytest.mark.parametrize("args, code", [(["--dry-run", "--port", "8765", "--headless"], 0), (["--port", "0"], 2)])
 def test_dashboard_command(capsys, args, code):
