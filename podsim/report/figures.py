@@ -201,10 +201,10 @@ def step_times(run: RunResult) -> go.Figure | None:
 
 
 def sweep_metric(runs: Sequence[RunResult], labels: Sequence[str], metric: str, title: str) -> go.Figure | None:
-    """One bar per run of a metric (the comparison's headline plot)."""
+    """One bar per run of a metric (the comparison's headline plot), when two or more runs have it."""
     vals = [r.metrics.get(metric) for r in runs]
-    if all(v is None or (isinstance(v, float) and np.isnan(v)) for v in vals):
-        return None
+    if sum(isinstance(v, (int, float)) and not np.isnan(v) for v in vals) < 2:
+        return None  # nothing to compare
     fig = go.Figure()
     fig.add_bar(x=list(labels), y=[np.nan if v is None else v for v in vals],
                 marker={"color": [PALETTE[i % 10] for i in range(len(runs))]})

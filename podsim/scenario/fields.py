@@ -69,6 +69,7 @@ Fraction = Annotated[float, BeforeValidator(fraction)]
 TARGET_UNITS: dict[str, str] = {
     # job streams (podsim.cluster metrics)
     "wait_p50_s": "duration", "wait_p95_s": "duration", "wait_p99_s": "duration", "wait_mean_s": "duration",
+    "wait_p95_with_queued_s": "duration", "wait_p99_with_queued_s": "duration",
     "goodput": "fraction", "fleet_goodput": "fraction", "utilisation": "fraction", "availability": "fraction",
     "slowdown_p95": "number", "slowdown_mean": "number", "jobs_queued": "number", "jobs_unplaceable": "number",
     "fragmentation_mean": "fraction", "cost_usd": "number", "cost_per_useful_chip_h_usd": "number",

@@ -61,11 +61,14 @@ def parse_yaml_doc(text: str, source: str, base_dir: Path | None = None) -> Yaml
         node = yaml.compose(text, Loader=yaml.SafeLoader)
         data = yaml.safe_load(text)
     except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
+        mark, opened = exc.problem_mark or exc.context_mark, exc.context_mark
         line = mark.line + 1 if mark else None
-        near = _field_above(text, line) if line else None
+        near_line = opened.line + 1 if opened is not None else line
+        near = _field_above(text, near_line) if near_line else None
         where = f"{source}:{line}" if line else source
-        field = f" (in field {near})" if near else ""
+        field = ""
+        if near:
+            field = f" (in field {near}" + (f", opened on line {near_line})" if near_line != line else ")")
         problem = " ".join(str(exc.problem or exc.context or "syntax error").split())
         raise PodsimError(f"{where}: not valid YAML{field}: {problem} at column {mark.column + 1 if mark else '?'}") from None
     except yaml.YAMLError as exc:

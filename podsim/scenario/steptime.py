@@ -19,16 +19,17 @@ from podsim.trace.configs import ResNetConfig
 
 
 def resolve_plan(template: str | None, model: str, chips: int) -> str:
-    """A parallelism plan for `chips` chips: `auto` in the template takes the chips the other
-    axes leave; no template: data parallel for ResNet, FSDP over every chip for transformers."""
+    """A parallelism plan for a `chips`-chip slice: `auto` in the template takes the chips the
+    other axes leave (dcn, across slices, does not count); no template: data parallel for
+    ResNet, FSDP over every chip for transformers."""
     if not template:
         axis = "data" if isinstance(get_model(model), ResNetConfig) else "fsdp"
         return f"{axis}={chips}"
     parts = [p.strip() for p in template.split(",") if p.strip()]
     fixed = 1
     for p in parts:
-        _, _, v = p.partition("=")
-        if v.strip() != "auto":
+        k, _, v = p.partition("=")
+        if v.strip() != "auto" and k.strip().lower() not in ("dcn", "slices"):
             fixed *= int(v)
     if chips % fixed:
         raise PodsimError(f"parallelism {template!r} for {model}: {fixed} does not divide the slice's {chips} chips")

@@ -136,8 +136,9 @@ class SweepRunner:
             while queue or inflight:
                 while queue and len(inflight) < self.handle.slots:
                     p = queue.pop()
+                    t0 = time.perf_counter()
                     fut = self.handle.executor.submit(run_point, self.sweep.base, self.sweep.base_dir, p.overrides, p.seed)
-                    inflight[fut] = (p, time.perf_counter())
+                    inflight[fut] = (p, t0)
                 done, _ = wait(list(inflight), return_when=FIRST_COMPLETED)
                 for fut in done:
                     p, t0 = inflight.pop(fut)
