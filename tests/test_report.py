@@ -47,7 +47,9 @@ def test_step_report_has_breakdown_and_timeline(runs):
 def test_comparison_report(runs):
     html = render_report(runs, labels=["stream", "step"])
     assert "<th>stream</th><th>step</th>" in html
-    assert "Step time by run (s)" in _plot_names(html) and "Utilisation" in _plot_names(html)
+    names = _plot_names(html)
+    assert "Cost by run (USD)" in names and "Utilisation" in names and "Step-time breakdown" in names
+    assert "Step time by run (s)" not in names  # one run has a step time: nothing to compare
 
 
 def test_daily_goodput_matches_the_window_definition(runs):
