@@ -259,6 +259,7 @@ def list_runs(store: str | Path, sweep_id: str | None = None, status: str | None
         d = dict(zip(_LIST_COLUMNS, r[:-1], strict=True))
         point = json.loads(r[-1]) if r[-1] else None
         d["point_index"] = point.get("index") if point else None
+        d["point_overrides"] = point.get("overrides") if point else None
         out.append(d)
     if sweep_id is not None:
         out.sort(key=lambda d: (d["point_index"] is None, d["point_index"] or 0))

@@ -182,3 +182,31 @@ def test_demo_scenario_is_valid():
     with demo_scenario_path() as p:
         s = load_scenario(p)
     assert s.step_time.model == "engine" and s.targets and not math.isnan(s.horizon)
+
+
+def test_run_cli_writes_tables_store_and_report(tmp_path, capsys):
+    import json
+
+    from podsim.store import list_runs
+    out = tmp_path / "o"
+    code, stdout, err = run_podsim(capsys, "run", str(DATA / "tiny.yaml"), "-o", str(out), "--json")
+    assert code == 0, err
+    summary = json.loads(stdout)
+    assert summary["name"] == "tiny" and summary["outputs"]["report"] == str(out / "report.html")
+    assert {p.name for p in out.iterdir()} >= {"report.html", "results.duckdb", "timeseries.parquet", "jobs.parquet", "summary.parquet"}
+    (row,) = list_runs(out / "results.duckdb")
+    assert row["run_id"] == summary["run_id"] and row["goodput"] == pytest.approx(summary["metrics"]["goodput"])
+    shared = tmp_path / "shared.duckdb"
+    code, stdout, _ = run_podsim(capsys, "run", str(DATA / "tiny_step.yaml"), "-o", str(tmp_path / "p"), "--store", str(shared))
+    assert code == 0 and stdout.strip().splitlines()[-1] == f"report: {(tmp_path / 'p' / 'report.html').resolve()}"
+    assert [r["kind"] for r in list_runs(shared)] == ["step"]
+
+
+@pytest.mark.parametrize("path,needle", [
+    (DATA / "tiny.yaml", "scenario 'tiny': 1 x tpu-v5e (static), job stream: 60 synthetic jobs over 1.5 d"),
+    (DATA / "sweep16.yaml", "sweep 'sixteen' (grid), 16 points"),
+    (DATA / "capacity.yaml", "bisecting topology.pods over [1, 6]"),
+])
+def test_validate_ok(path, needle, capsys):
+    code, stdout, _ = run_podsim(capsys, "validate", str(path))
+    assert code == 0 and stdout.startswith("ok: ") and needle in stdout

@@ -73,6 +73,9 @@ def sweep_cmd(
     if report:
         stored = load_stored_sweep(store, sweep.sweep_id)
         ok = [r for r in stored["runs"] if r["status"] == "ok"]
+        if sweep.spec.capacity is not None:  # fleet sizes in order, not in the order they were probed
+            field = sweep.spec.capacity.field
+            ok.sort(key=lambda r: (r["point_overrides"] or {}).get(field, 0))
         if ok:
             runs = [load_run(store, r["run_id"]) for r in ok]
             path = out / "report.html"
@@ -89,6 +92,10 @@ def sweep_cmd(
         if ans is None:
             print(f"capacity {name}: no {cell['field']} in [{cell['low']}, {cell['high']}] meets the targets ({tried})")
         else:
-            print(f"capacity {name}: smallest {cell['field']} meeting the targets = {ans} ({tried})")
+            m = cell["evaluated"][str(ans)]["metrics"]
+            cost = m.get("cost_usd")
+            money = f"cost ${cost:,.0f}" if cost is not None else "no cost: the generation has no price with a source"
+            fleet = f"; {m['fleet_chip_h']:,.0f} chip-hours over the horizon, {money}" if m.get("fleet_chip_h") is not None else ""
+            print(f"capacity {name}: smallest {cell['field']} meeting the targets = {ans} ({tried}){fleet}")
     if "report" in paths:
         print(f"report: {paths['report']}")

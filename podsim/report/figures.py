@@ -27,30 +27,34 @@ def _cluster(runs: Sequence[RunResult]) -> list[tuple[int, RunResult]]:
     return [(i, r) for i, r in enumerate(runs) if r.kind == "cluster" and len(r.table("timeseries")["t_s"])]
 
 
-def utilisation(runs: Sequence[RunResult], labels: Sequence[str]) -> go.Figure | None:
-    """Busy / healthy chips over time."""
+def _over_time(runs: Sequence[RunResult], labels: Sequence[str], column: str, suffix: str = "") -> go.Figure | None:
+    """One line per job-stream run of a time-series column against days (None: no such run)."""
     rows = _cluster(runs)
     if not rows:
         return None
     fig = go.Figure()
     for i, r in rows:
         ts = r.table("timeseries")
-        fig.add_scatter(x=ts["t_s"] / DAY, y=ts["utilisation"], name=labels[i], mode="lines", line={"color": PALETTE[i % 10]})
+        fig.add_scatter(x=ts["t_s"] / DAY, y=ts[column], name=labels[i] + suffix, mode="lines", line={"color": PALETTE[i % 10]})
+    return fig
+
+
+def utilisation(runs: Sequence[RunResult], labels: Sequence[str]) -> go.Figure | None:
+    """Busy / healthy chips over time."""
+    fig = _over_time(runs, labels, "utilisation")
+    if fig is None:
+        return None
     fig.update_yaxes(tickformat=".0%", rangemode="tozero")
     return _layout(fig, "Utilisation over time (busy chips / healthy chips)", "day", "utilisation")
 
 
 def goodput(runs: Sequence[RunResult], labels: Sequence[str]) -> go.Figure | None:
     """Goodput so far (useful / allocated chip-hours) and per-day goodput."""
-    rows = _cluster(runs)
-    if not rows:
+    fig = _over_time(runs, labels, "goodput_cumulative", ": so far")
+    if fig is None:
         return None
-    fig = go.Figure()
-    for i, r in rows:
-        ts = r.table("timeseries")
-        fig.add_scatter(x=ts["t_s"] / DAY, y=ts["goodput_cumulative"], name=f"{labels[i]}: so far", mode="lines",
-                        line={"color": PALETTE[i % 10]})
-        d, g = daily_goodput(ts)
+    for i, r in _cluster(runs):
+        d, g = daily_goodput(r.table("timeseries"))
         if len(d):
             fig.add_bar(x=d, y=g, name=f"{labels[i]}: per day", marker={"color": PALETTE[i % 10]}, opacity=0.35)
     fig.update_yaxes(tickformat=".0%")
@@ -75,15 +79,13 @@ def daily_goodput(ts: dict) -> tuple[np.ndarray, np.ndarray]:
 
 
 def queue(runs: Sequence[RunResult], labels: Sequence[str]) -> go.Figure | None:
-    rows = _cluster(runs)
-    if not rows:
+    fig = _over_time(runs, labels, "queued_jobs", ": queued")
+    if fig is None:
         return None
-    fig = go.Figure()
-    for i, r in rows:
-        ts = r.table("timeseries")
-        fig.add_scatter(x=ts["t_s"] / DAY, y=ts["queued_jobs"], name=f"{labels[i]}: queued", mode="lines", line={"color": PALETTE[i % 10]})
-        if len(rows) == 1:
-            fig.add_scatter(x=ts["t_s"] / DAY, y=ts["running_jobs"], name="running", mode="lines", line={"color": "#2ca02c"})
+    rows = _cluster(runs)
+    if len(rows) == 1:
+        ts = rows[0][1].table("timeseries")
+        fig.add_scatter(x=ts["t_s"] / DAY, y=ts["running_jobs"], name="running", mode="lines", line={"color": "#2ca02c"})
     return _layout(fig, "Jobs queued and running", "day", "jobs")
 
 
@@ -131,9 +133,7 @@ def fragmentation(runs: Sequence[RunResult], labels: Sequence[str]) -> go.Figure
         fig.add_scatter(x=ts["t_s"] / DAY, y=ts["largest_placeable_chips"], name="largest placeable slice (chips)", mode="lines",
                         line={"color": "#d62728"})
         return _layout(fig, "Fragmentation: free chips and the largest slice that still fits", "day", "chips")
-    for i, r in rows:
-        ts = r.table("timeseries")
-        fig.add_scatter(x=ts["t_s"] / DAY, y=ts["fragmentation"], name=labels[i], mode="lines", line={"color": PALETTE[i % 10]})
+    fig = _over_time([r for _, r in rows], [labels[i] for i, _ in rows], "fragmentation")
     return _layout(fig, "Fragmentation (1 - largest placeable slice / free chips)", "day", "fragmentation")
 
 
