@@ -282,15 +282,20 @@ def list_sweeps(store: str | Path) -> list[dict]:
 
 
 def load_sweep(store: str | Path, sweep_id: str) -> dict:
-    """One sweep: its spec, its capacity answer (if any) and its points (list_runs rows)."""
+    """One sweep: its spec, its result (a capacity sweep's answer per cell) and its points
+    (list_runs rows; a capacity sweep's in order of the capacity field)."""
     with connect(store, read_only=True) as con:
         row = con.execute("SELECT name, mode, points, source, spec_json, result_json, created_at FROM sweeps "
                           "WHERE sweep_id = ?", [sweep_id]).fetchone() if _has_tables(con) else None
     if row is None:
         raise PodsimError(f"no sweep {sweep_id!r} in {str(store)!r}; sweeps: {', '.join(s['sweep_id'] for s in list_sweeps(store)) or 'none'}")
-    return {"sweep_id": sweep_id, "name": row[0], "mode": row[1], "points": row[2], "source": row[3],
-            "spec": json.loads(row[4]), "result": json.loads(row[5]) if row[5] else None, "created_at": row[6],
-            "runs": list_runs(store, sweep_id=sweep_id)}
+    spec = json.loads(row[4])
+    runs = list_runs(store, sweep_id=sweep_id)
+    capacity = spec.get("capacity")
+    if capacity:  # fleet sizes in order, not in the order they were probed
+        runs.sort(key=lambda r: ((r["point_overrides"] or {}).get(capacity["field"], 0), r["point_label"] or ""))
+    return {"sweep_id": sweep_id, "name": row[0], "mode": row[1], "points": row[2], "source": row[3], "spec": spec,
+            "result": json.loads(row[5]) if row[5] else None, "created_at": row[6], "runs": runs}
 
 
 def load_run(store: str | Path, run_id: str) -> RunResult:

@@ -210,3 +210,17 @@ def test_run_cli_writes_tables_store_and_report(tmp_path, capsys):
 def test_validate_ok(path, needle, capsys):
     code, stdout, _ = run_podsim(capsys, "validate", str(path))
     assert code == 0 and stdout.startswith("ok: ") and needle in stdout
+
+
+def test_trace_workload_and_failure_trace(tmp_path):
+    """A replayed job CSV (accelerators rounded up to v5e shapes) and a failure CSV, both named
+    relative to the scenario file."""
+    (tmp_path / "jobs.csv").write_text("job_id,submission_time,duration,num_gpu\n"
+                                       + "".join(f"j{i},{i * 600},{3600 + 60 * i},{[1, 4, 8, 16][i % 4]}\n" for i in range(20)))
+    (tmp_path / "fail.csv").write_text("time_s,component,id,repair_s\n1800,host,3,7200\n5400,host,20,600\n")
+    (tmp_path / "s.yaml").write_text("name: replay\ntopology: {generation: tpu-v5e, wiring: static}\n"
+                                     "workload: {trace: {path: jobs.csv}}\nfailures: {trace: fail.csv}\nhorizon: 1d\n")
+    r = run_scenario(load_scenario(tmp_path / "s.yaml"))
+    m = r.metrics
+    assert m["jobs_total"] == 20 and m["jobs_completed"] == 20 and m["failures_host"] == 2
+    assert sorted(set(r.tables["jobs"]["shape"])) == ["1x1", "2x2", "2x4", "4x4"]  # 1, 4, 8, 16 accelerators

@@ -17,7 +17,11 @@ from podsim.store import list_runs, list_sweeps, load_run, load_sweep
 def _listing(store: Path) -> None:
     sweeps = list_sweeps(store)
     for s in sweeps:
-        print(f"sweep {s['sweep_id']}: {s['mode']}, {s['ok']} ok / {s['failed']} failed of {s['points'] or '?'} points")
+        if s["mode"] == "capacity":
+            answers = ", ".join(f"{c['cell']}: {c['field']} = {c['answer']}" for c in (s["result"] or {}).get("cells", []))
+            print(f"sweep {s['sweep_id']}: capacity, {s['ok']} ok / {s['failed']} failed; {answers or 'not finished'}")
+        else:
+            print(f"sweep {s['sweep_id']}: grid, {s['ok']} ok / {s['failed']} failed of {s['points']} points")
     for r in list_runs(store):
         where = f" [{r['sweep_id']}: {r['point_label']}]" if r["sweep_id"] else ""
         print(f"run {r['run_id']}: {r['name']} ({r['kind'] or '-'}, {r['status']}){where}")

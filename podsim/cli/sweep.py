@@ -73,9 +73,6 @@ def sweep_cmd(
     if report:
         stored = load_stored_sweep(store, sweep.sweep_id)
         ok = [r for r in stored["runs"] if r["status"] == "ok"]
-        if sweep.spec.capacity is not None:  # fleet sizes in order, not in the order they were probed
-            field = sweep.spec.capacity.field
-            ok.sort(key=lambda r: (r["point_overrides"] or {}).get(field, 0))
         if ok:
             runs = [load_run(store, r["run_id"]) for r in ok]
             path = out / "report.html"

@@ -209,7 +209,7 @@ class FailureSpec(_Model):
             raise ValueError("give availability (e.g. 99.5%) or mtbf (e.g. 2000h), one of the two")
         if self.availability is not None and not 0 < self.availability < 1:
             raise ValueError(f"availability {self.availability} must be strictly between 0 and 1")
-        if self.mtbf is not None and self.mtbf <= 0 or self.mttr <= 0:
+        if (self.mtbf is not None and self.mtbf <= 0) or self.mttr <= 0:
             raise ValueError("mtbf and mttr must be > 0")
         return self
 

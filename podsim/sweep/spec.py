@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from podsim.errors import PodsimError
 from podsim.scenario.check import FieldError, check_scenario
@@ -200,13 +200,10 @@ def _validate_point(sweep: Sweep, cell: int, extra: dict, locator: _Locator, whe
         check_scenario(scenario)
     except FieldError as exc:
         loc, msg = exc.loc, str(exc)
+    except ValidationError as exc:
+        loc, msg = describe_error(exc.errors()[0], Scenario)
     except PodsimError as exc:
         raise PodsimError(f"{sweep.source}: point {p.label!r}: {exc}") from None
-    except Exception as exc:  # pydantic ValidationError
-        errors = getattr(exc, "errors", None)
-        if errors is None:
-            raise
-        loc, msg = describe_error(errors()[0], Scenario)
     else:
         return
     dotted = ".".join(str(x) for x in loc)
