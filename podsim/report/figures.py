@@ -19,7 +19,7 @@ KIND_COLOURS = {"compute": "#1f77b4", "all_reduce": "#d62728", "all_gather": "#2
 
 def _layout(fig: go.Figure, title: str, x: str, y: str, height: int = 360) -> go.Figure:
     fig.update_layout(title=title, xaxis_title=x, yaxis_title=y, height=height, template="plotly_white",
-                      margin={"l": 60, "r": 20, "t": 50, "b": 50}, legend={"orientation": "h", "y": -0.2})
+                      margin={"l": 60, "r": 20, "t": 50, "b": 80}, legend={"orientation": "h", "y": -0.3})
     return fig
 
 
