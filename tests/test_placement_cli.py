@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from helpers import run_podsim
 
-from podsim.cli import main
 from podsim.errors import PodsimError
 from podsim.placement import load_failures, load_requests
 from podsim.topology import PodLayout, get_generation
@@ -28,14 +28,7 @@ ocs_ports: ["12:6"]
 
 
 def podsim(capsys, *args: str) -> tuple[int, str, str]:
-    """Run the CLI in-process (same entry point as the console script)."""
-    try:
-        main(list(args))
-        code = 0
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    out = capsys.readouterr()
-    return code, out.out, out.err
+    return run_podsim(capsys, *args)
 
 
 @pytest.fixture

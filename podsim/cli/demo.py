@@ -1,28 +1,30 @@
-"""`podsim demo`: the main job of `make demo` — a tour on embedded defaults, output on disk."""
+"""`podsim demo`: the main job of `make demo` — the demo scenario end to end: simulated, stored,
+written as Parquet tables and as an HTML capacity-planning report whose path comes last."""
 
 from __future__ import annotations
 
+from importlib import resources
 from pathlib import Path
 
 import typer
 
 from podsim.cli import app
-from podsim.cli.common import console, table, to_json
-from podsim.cli.topology import summary_rows
-from podsim.topology import topology_summary
+from podsim.cli.run import print_run, run_with_progress, save_run
+from podsim.scenario import load_scenario
+
+
+def demo_scenario_path():
+    """The packaged demo scenario (podsim/scenario/demo.yaml) as a file."""
+    return resources.as_file(resources.files("podsim.scenario").joinpath("demo.yaml"))
 
 
 @app.command("demo")
 def demo_cmd(out: Path = typer.Option(Path("out/demo"), "--out", "-o", help="folder for the demo's output")) -> None:
-    """Run the demo end to end and say where its output is."""
-    out.mkdir(parents=True, exist_ok=True)
-    results = {
-        "pod": topology_summary("tpu-v4"),
-        "slice_4x4x8": topology_summary("tpu-v4", "4x4x8"),
-        "slice_4x4x8_twisted": topology_summary("tpu-v4", "4x4x8", twisted=True),
-    }
-    for key, s in results.items():
-        table(f"{s['name']} — {key.replace('_', ' ')}", summary_rows(s))
-    path = out / "topology.json"
-    path.write_text(to_json(results))
-    console.print(f"demo output: {path.resolve()}")
+    """Run the demo scenario end to end and say where its report is."""
+    with demo_scenario_path() as path:
+        scenario = load_scenario(path)
+    print(f"demo scenario: {scenario.question}")
+    result = run_with_progress(scenario)
+    result, paths = save_run(result, out, None)
+    print_run(result, paths)
+    print(f"demo report: {paths['report'].resolve()}")

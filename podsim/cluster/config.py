@@ -33,6 +33,7 @@ class ClusterConfig(BaseModel):
     placement: Literal["best", "first"] = Field("best", description="greedy fit policy")
     decision_time_limit_s: float = Field(1.0, gt=0, description="CP-SAT limit per scheduling decision (deterministic units)")
     batch_window: int = Field(32, ge=1, description="queued jobs offered to CP-SAT per decision, in policy order")
+    cpsat_workers: int = Field(1, ge=1, description="CP-SAT search workers per decision (keep 1 inside sweep workers)")
     schedule_depth: int = Field(500, ge=1, description="queued jobs behind the head a full pass looks at (backfill, priority; cf. Slurm's bf_max_job_test)")
     horizon_s: float = Field(..., gt=0, description="simulated time")
     checkpoint_interval_s: float = Field(3600.0, gt=0, description="run time between checkpoints")

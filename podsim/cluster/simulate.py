@@ -206,12 +206,15 @@ class ClusterSim:
         self._last_t = 0.0
         self.busy_chip_s = 0.0
         self.healthy_chip_s = 0.0
+        self.lost_chip_s = 0.0  # settled at each stop: work since the last checkpoint
+        self.overhead_settled_chip_s = 0.0  # restart + reconfiguration of runs already ended
         self._down: dict[tuple[str, object], int] = {}
         self.counters = {"ocs_reconfigurations": 0, "failures_host": 0, "failures_ocs": 0, "failures_link": 0,
                          "job_interruptions": 0, "preemptions": 0, "passes": 0, "placement_calls": 0,
                          "placement_s": 0.0, "cpsat_calls": 0, "audits": 0}
         self.series: dict[str, list] = {k: [] for k in ("t_s", "busy_chips", "healthy_chips", "queued_jobs",
-                                                        "queued_chips", "running_jobs", "largest_placeable_chips")}
+                                                        "queued_chips", "running_jobs", "largest_placeable_chips",
+                                                        "busy_chip_s", "lost_chip_s", "overhead_chip_s")}
 
     # Set-up ------------------------------------------------------------------------------
     def _make_job(self, idx: int, job: Job) -> SimJob:
@@ -457,7 +460,7 @@ class ClusterSim:
     def batch_admit(self, window: list[SimJob]) -> None:
         """CP-SAT batch admission over `window`; start every job it places."""
         reqs = [j.request for j in window]
-        params = SolverParams(time_limit_s=self.config.decision_time_limit_s, num_workers=1,
+        params = SolverParams(time_limit_s=self.config.decision_time_limit_s, num_workers=self.config.cpsat_workers,
                               random_seed=self.seed, deterministic=True)
         t0 = time.perf_counter()
         result = place(self.state, reqs, solver="cpsat", policy=self.config.placement, params=params,
@@ -520,6 +523,8 @@ class ClusterSim:
         job.overhead_chip_s += o * chips
         job.useful_chip_s += saved * chips
         job.lost_chip_s += (c - saved) * chips
+        self.lost_chip_s += (c - saved) * chips
+        self.overhead_settled_chip_s += o * chips
         self.state.release(job.rid)
         self._fits.clear()
         self.busy -= chips
@@ -684,6 +689,14 @@ class ClusterSim:
         s["running_jobs"].append(len(self.running))
         if self.config.fragmentation:
             s["largest_placeable_chips"].append(largest_placeable(self.state, self.settings)["chips"])
+        # cumulative chip-seconds so far, for goodput over time: busy (= allocated), lost at stops,
+        # overhead (restart + reconfiguration) of ended runs plus the part of running ones spent so far
+        self._advance()
+        now = self.now
+        s["busy_chip_s"].append(self.busy_chip_s)
+        s["lost_chip_s"].append(self.lost_chip_s)
+        s["overhead_chip_s"].append(self.overhead_settled_chip_s + sum(
+            min(now - j.alloc_s, j.overhead_s) * j.chips for j in self.running.values()))
 
     # Run -----------------------------------------------------------------------------------
     def run(self) -> ClusterResult:

@@ -1,0 +1,83 @@
+"""`podsim run SCENARIO [-o DIR] [--store PATH] [--json]`: run one scenario with a progress bar,
+write its result tables (Parquet), append it to a DuckDB results store and render its HTML
+capacity-planning report."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+from podsim.cli import app
+from podsim.cli.common import console, emit_json, table
+from podsim.report import render_report
+from podsim.report.render import key_rows, threshold_text
+from podsim.scenario import RunResult, Scenario, load_scenario, run_scenario
+from podsim.store import append_run, write_tables
+from podsim.units import format_seconds
+
+
+def run_with_progress(scenario: Scenario) -> RunResult:
+    """run_scenario with a rich progress bar on stderr (when it is a terminal)."""
+    err = Console(stderr=True)
+    with Progress(TextColumn(f"{scenario.name}"), BarColumn(), TextColumn("{task.fields[t]}"), TimeElapsedColumn(),
+                  console=err, transient=True, disable=not err.is_terminal) as bar:
+        task = bar.add_task("run", total=1.0, t="")
+
+        def progress(done: float, total: float) -> None:
+            shown = format_seconds(done) + " simulated" if scenario.kind == "cluster" else ""
+            bar.update(task, completed=done / total if total else 1.0, t=shown)
+
+        return run_scenario(scenario, on_progress=progress)
+
+
+def save_run(result: RunResult, out: Path, store: Path | None, report: bool = True) -> tuple[RunResult, dict[str, Path]]:
+    """Store the run, write its Parquet tables and its report; the run (with its id) and paths."""
+    out.mkdir(parents=True, exist_ok=True)
+    store = store or out / "results.duckdb"
+    run_id = append_run(store, result)
+    result = dataclasses.replace(result, run_id=run_id)
+    paths = {"store": store, "tables": out}
+    write_tables(result, out)
+    if report:
+        path = out / "report.html"
+        path.write_text(render_report(result))
+        paths["report"] = path
+    return result, paths
+
+
+def print_run(result: RunResult, paths: dict[str, Path]) -> None:
+    table(f"{result.name} ({'job stream' if result.kind == 'cluster' else 'step study'}), run {result.run_id}",
+          [(name, cells[0]) for name, cells in key_rows([result])])
+    for t in result.targets:
+        value = "n/a" if t["value"] is None else threshold_text(t["metric"], t["value"])
+        console.print(f"target {t['metric']} {t['op']} {threshold_text(t['metric'], t['threshold'])}: {value} "
+                      f"{'[green]met[/green]' if t['met'] else '[red]missed[/red]'}")
+    for r in result.references:
+        ratio = f"{r['ratio']:.3g}x" if r["ratio"] is not None else "n/a"
+        console.print(f"{r['metric']}: podsim {threshold_text(r['metric'], r['podsim'])}, published "
+                      f"{threshold_text(r['metric'], r['published'])} ({r['source']}): {ratio}")
+    print(f"store: {paths['store']}  tables: {paths['tables']}/*.parquet")
+
+
+@app.command("run")
+def run_cmd(
+    scenario: Path = typer.Argument(..., help="scenario YAML file"),
+    out: Path = typer.Option(None, "--out", "-o", help="output folder (default out/<scenario name>)"),
+    store: Path = typer.Option(None, "--store", help="DuckDB results store to append to (default OUT/results.duckdb)"),
+    report: bool = typer.Option(True, "--report/--no-report", help="write OUT/report.html"),
+    as_json: bool = typer.Option(False, "--json", help="one JSON object on stdout"),
+) -> None:
+    """Run a scenario: results tables, the results store, and an HTML capacity-planning report."""
+    s = load_scenario(scenario)
+    result = run_with_progress(s)
+    result, paths = save_run(result, out or Path("out") / s.name, store, report)
+    if as_json:
+        emit_json({**result.summary(), "outputs": {k: str(v) for k, v in paths.items()}})
+        return
+    print_run(result, paths)
+    if "report" in paths:
+        print(f"report: {paths['report'].resolve()}")

@@ -1,0 +1,98 @@
+"""`podsim sweep SWEEP.yaml [--executor serial|process|dask] [--address tcp://...] [--resume]`:
+run a sweep's points (or bisect its fleet size), store each as it finishes, report them."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import typer
+
+from podsim.cli import app
+from podsim.cli.common import emit_json
+from podsim.report import render_report
+from podsim.report.render import threshold_text
+from podsim.store import load_run
+from podsim.store import load_sweep as load_stored_sweep
+from podsim.sweep import load_sweep, open_executor, run_sweep
+
+DEFAULT_SHOW = {"cluster": ("utilisation", "goodput", "wait_p95_s", "jobs_completed"),
+                "step": ("step_time_s", "exposed_comm_s", "mfu")}
+
+
+def point_line(row: dict, show: tuple[str, ...]) -> str:
+    """One line per finished point: progress, label, status and its key figures."""
+    head = f"[{row['done']}/{row['total']}] {row['label']}: {row['status']}"
+    if row["status"] == "failed":
+        return f"{head}: {row['error']}"
+    m = row["metrics"] or {}
+    keys = show or DEFAULT_SHOW["step" if "step_time_s" in m and "goodput" not in m else "cluster"]
+    figs = ", ".join(f"{k} {threshold_text(k, m[k]) if isinstance(m.get(k), float) else m.get(k, 'n/a')}" for k in keys)
+    met = "" if row["targets_met"] is None else f", targets {'met' if row['targets_met'] else 'missed'}"
+    wall = f" ({row['wall_s']:.1f} s)" if "wall_s" in row else ""
+    return f"{head}: {figs}{met}{wall}"
+
+
+@app.command("sweep")
+def sweep_cmd(
+    file: Path = typer.Argument(..., help="sweep YAML file (sweep:, base:, grid:/points:/capacity:)"),
+    out: Path = typer.Option(None, "--out", "-o", help="output folder (default out/sweeps/<name>)"),
+    store: Path = typer.Option(None, "--store", help="DuckDB results store (default OUT/results.duckdb)"),
+    executor: str = typer.Option("serial", "--executor", "-e", help="serial, process or dask"),
+    workers: int = typer.Option(None, "--workers", "-w", help="process or local Dask workers (default: the CPUs)"),
+    address: str = typer.Option(None, "--address", help="Dask scheduler, e.g. tcp://10.0.0.5:8786 (default: a local cluster)"),
+    resume: bool = typer.Option(False, "--resume", help="skip points already stored (failed points run again)"),
+    restart: bool = typer.Option(False, "--restart", help="forget the sweep's stored points and run them all"),
+    report: bool = typer.Option(True, "--report/--no-report", help="write OUT/report.html comparing the points"),
+    as_json: bool = typer.Option(False, "--json", help="one JSON object on stdout at the end"),
+) -> None:
+    """Run a sweep on one machine or a Dask cluster, storing each point as it finishes."""
+    sweep = load_sweep(file)
+    out = out or Path("out") / "sweeps" / sweep.spec.sweep
+    out.mkdir(parents=True, exist_ok=True)
+    store = store or out / "results.duckdb"
+    show = tuple(sweep.spec.show)
+    seen = {"stored": 0}
+
+    def on_point(row: dict) -> None:
+        seen["stored"] += row["status"] in ("ok", "failed", "skipped")
+        if not as_json:
+            print(point_line(row, show), flush=True)
+
+    with open_executor(executor, workers, address) as handle:
+        if not as_json:
+            n = len(sweep.points) if sweep.mode == "grid" else f"{len(sweep.cells)} cell(s) bisected"
+            print(f"sweep {sweep.sweep_id}: {n} points on {handle.description}; store {store}", flush=True)
+        try:
+            outcome = run_sweep(sweep, handle, store, resume=resume, restart=restart, on_point=on_point)
+        except KeyboardInterrupt:
+            print(f"interrupted: {seen['stored']} point(s) stored in {store}; run the same command with --resume to go on",
+                  file=sys.stderr, flush=True)
+            raise typer.Exit(130) from None
+    paths = {"store": str(store)}
+    if report:
+        stored = load_stored_sweep(store, sweep.sweep_id)
+        ok = [r for r in stored["runs"] if r["status"] == "ok"]
+        if ok:
+            runs = [load_run(store, r["run_id"]) for r in ok]
+            path = out / "report.html"
+            path.write_text(render_report(runs, title=f"Sweep {sweep.spec.sweep}", labels=[r["point_label"] for r in ok], sweep=stored))
+            paths["report"] = str(path.resolve())
+    if as_json:
+        emit_json({**outcome.to_dict(), "outputs": paths})
+        return
+    print(f"done: {outcome.ran} run, {outcome.skipped} already stored, {outcome.failed} failed")
+    for cell in outcome.capacity:
+        ans = cell["answer"]
+        name = f"{cell['cell']}" + (f" #{cell['replicate'] + 1}" if sweep.spec.replicates > 1 else "")
+        tried = ", ".join(f"{k}: {'met' if v['met'] else 'missed'}" for k, v in cell["evaluated"].items())
+        if ans is None:
+            print(f"capacity {name}: no {cell['field']} in [{cell['low']}, {cell['high']}] meets the targets ({tried})")
+        else:
+            m = cell["evaluated"][str(ans)]["metrics"]
+            cost = m.get("cost_usd")
+            money = f"cost ${cost:,.0f}" if cost is not None else "no cost: the generation has no price with a source"
+            fleet = f"; {m['fleet_chip_h']:,.0f} chip-hours over the horizon, {money}" if m.get("fleet_chip_h") is not None else ""
+            print(f"capacity {name}: smallest {cell['field']} meeting the targets = {ans} ({tried}){fleet}")
+    if "report" in paths:
+        print(f"report: {paths['report']}")

@@ -1,0 +1,62 @@
+"""`podsim validate FILE [--json]`: check a scenario or a sweep file without running it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+import yaml
+
+from podsim.cli import app
+from podsim.cli.common import emit_json
+from podsim.scenario import load_scenario
+from podsim.scenario.schema import Scenario
+from podsim.sweep import load_sweep
+
+
+def describe_scenario(s: Scenario) -> str:
+    t = s.topology
+    fleet = f"{t.pods} x {t.generation} ({t.wiring})"
+    w = s.workload
+    if w.step is not None:
+        st = w.step
+        what = f"step study: {st.model or st.trace} on {st.slices} x {st.slice}{' twisted' if st.twisted else ''}"
+    elif w.synthetic is not None:
+        what = f"job stream: {w.synthetic.jobs} synthetic jobs over {s.horizon / 86400:g} d"
+    else:
+        what = f"job stream: trace {w.trace.path.name} over {s.horizon / 86400:g} d"
+    targets = ", ".join(f"{k} {v}" for k, v in s.targets.items()) or "no targets"
+    return f"scenario {s.name!r}: {fleet}, {what}; {targets}"
+
+
+def _is_sweep(path: Path) -> bool:
+    try:
+        data = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError):
+        return False  # the loaders report it with the line
+    return isinstance(data, dict) and "sweep" in data
+
+
+@app.command("validate")
+def validate_cmd(
+    file: Path = typer.Argument(..., help="scenario or sweep YAML file"),
+    as_json: bool = typer.Option(False, "--json", help="one JSON object on stdout"),
+) -> None:
+    """Check a scenario or sweep file: one line naming the file, line and field if it is wrong."""
+    if _is_sweep(file):
+        sw = load_sweep(file)
+        n = len(sw.points) if sw.mode == "grid" else len(sw.cells) * sw.spec.replicates
+        info = {"file": str(file), "kind": "sweep", "name": sw.spec.sweep, "sweep_id": sw.sweep_id, "mode": sw.mode,
+                "points" if sw.mode == "grid" else "cells": n}
+        text = f"ok: {file}: sweep {sw.spec.sweep!r} ({sw.mode}), {n} {'point' if sw.mode == 'grid' else 'cell'}{'s' if n != 1 else ''}"
+        if sw.spec.capacity:
+            c = sw.spec.capacity
+            text += f", bisecting {c.field} over [{c.low}, {c.high}]"
+    else:
+        s = load_scenario(file)
+        info = {"file": str(file), "kind": "scenario", "name": s.name, "workload": s.kind}
+        text = f"ok: {file}: {describe_scenario(s)}"
+    if as_json:
+        emit_json(info)
+    else:
+        print(text)

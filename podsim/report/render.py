@@ -1,0 +1,249 @@
+"""`render_report(runs) -> str`: a self-contained HTML capacity-planning report.
+
+One run gets the full plan: key figures and targets, topology, utilisation, goodput and queue
+over time, wait CDF, fragmentation, step-time breakdown, cost and power. Several runs are set
+side by side (one column each) with their plots drawn over each other. plotly.js is inlined
+once, so the file opens offline; no other file or network access is needed.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import html
+import json
+import math
+from collections.abc import Callable, Sequence
+from functools import cache
+from importlib import resources
+from importlib.metadata import PackageNotFoundError, version
+from typing import Any
+
+import jinja2
+import plotly.graph_objects as go
+from plotly.offline import get_plotlyjs
+
+from podsim.report import figures
+from podsim.scenario.result import RunResult
+from podsim.units import format_bytes, format_rate, format_seconds
+
+PLOT_CONFIG = {"displaylogo": False, "responsive": True, "toImageButtonOptions": {"format": "png"}}
+
+
+# Formatting ---------------------------------------------------------------------------------
+def _missing(v: Any) -> bool:
+    return v is None or (isinstance(v, float) and math.isnan(v))
+
+
+def pct(v: Any) -> str:
+    return "n/a" if _missing(v) else f"{v:.1%}"
+
+
+def sec(v: Any) -> str:
+    return "n/a" if _missing(v) else "0 s" if v == 0 else format_seconds(v)
+
+
+def num(v: Any, digits: int = 4) -> str:
+    if _missing(v):
+        return "n/a"
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, int) or (isinstance(v, float) and v.is_integer() and abs(v) < 1e15):
+        return f"{int(v):,}"
+    return f"{v:,.{digits}g}" if abs(v) < 1e4 else f"{v:,.0f}"
+
+
+def usd(v: Any) -> str:
+    return "not published" if _missing(v) else f"${v:,.0f}" if abs(v) >= 100 else f"${v:,.2f}"
+
+
+def threshold_text(metric: str, value: float) -> str:
+    if metric.endswith("_s"):
+        return sec(value)
+    if metric in ("goodput", "fleet_goodput", "utilisation", "availability", "fragmentation_mean", "mfu"):
+        return pct(value)
+    return num(value)
+
+
+Row = tuple[str, Callable[[RunResult], str]]
+
+
+def _m(key: str, fmt: Callable[[Any], str] = num) -> Callable[[RunResult], str]:
+    return lambda r: fmt(r.metrics.get(key))
+
+
+CLUSTER_ROWS: list[Row] = [
+    ("fleet", lambda r: f"{r.metrics['pods']} x {r.metrics['generation']} ({r.metrics['chips']:,} chips, "
+                        f"{'OCS' if r.metrics['ocs'] else 'static wiring'})"),
+    ("policy / solver", lambda r: f"{r.metrics['policy']} / {r.metrics['solver']}"),
+    ("jobs", lambda r: f"{r.metrics['jobs_completed']:,} of {r.metrics['jobs_total']:,} completed; {r.metrics['jobs_running']} running, "
+                       f"{r.metrics['jobs_queued']} queued, {r.metrics['jobs_unplaceable']} never placeable"),
+    ("utilisation", _m("utilisation", pct)),
+    ("goodput (useful / allocated)", _m("goodput", pct)),
+    ("fleet goodput (useful / all chip-hours)", _m("fleet_goodput", pct)),
+    ("queue wait p50 / p95 / p99", lambda r: " / ".join(sec(r.metrics.get(k)) for k in ("wait_p50_s", "wait_p95_s", "wait_p99_s"))),
+    ("bounded slowdown p95", _m("slowdown_p95")),
+    ("fragmentation (mean)", _m("fragmentation_mean", pct)),
+    ("largest placeable slice (mean)", lambda r: f"{num(r.metrics.get('largest_placeable_mean_chips'))} chips"),
+    ("failures (host / OCS / link)", lambda r: f"{r.metrics['failures_host']} / {r.metrics['failures_ocs']} / {r.metrics['failures_link']}; "
+                                               f"{r.metrics['job_interruptions']} job interruptions"),
+    ("chip-hours: useful / lost / overhead", lambda r: f"{num(r.metrics['useful_chip_h'])} / {num(r.metrics['lost_chip_h'])} / "
+                                                       f"{num(r.metrics['overhead_chip_h'])}"),
+    ("cost of the fleet", _m("cost_usd", usd)),
+    ("cost per useful chip-hour", _m("cost_per_useful_chip_h_usd", usd)),
+    ("energy (busy chips)", lambda r: "not published" if _missing(r.metrics.get("energy_kwh")) else f"{num(r.metrics['energy_kwh'])} kWh"),
+    ("simulated / wall time", lambda r: f"{sec(r.metrics['horizon_s'])} / {r.wall_s:.2f} s"),
+]
+STEP_ROWS: list[Row] = [
+    ("model", lambda r: f"{r.metrics['model']} ({r.metrics['parallelism'] or 'trace'})"),
+    ("slices", lambda r: f"{r.metrics['slices']} x {r.metrics['generation']} {r.metrics['slice']}{' twisted' if r.metrics['twisted'] else ''} "
+                         f"({r.metrics['chips']:,} chips)"),
+    ("DCN", lambda r: f"{r.metrics['dcn']}" + (f" {num(r.metrics['dcn_oversubscription'])}:1" if r.metrics["dcn"] == "eps" else "")
+                      + (f", circuits engineered for blocks {r.metrics['dcn_ocs_groups']}" if r.metrics.get("dcn_ocs_groups") else "")),
+    ("step time", _m("step_time_s", sec)),
+    ("compute on the critical path", lambda r: sec(r.metrics["step_time_s"] - r.metrics["exposed_comm_s"])),
+    ("exposed / overlapped communication", lambda r: f"{sec(r.metrics['exposed_comm_s'])} / {sec(r.metrics['overlapped_comm_s'])}"),
+    ("model FLOPs utilisation", _m("mfu", pct)),
+    ("compute efficiency assumed", _m("compute_efficiency", pct)),
+    ("time to train", lambda r: sec(r.metrics.get("time_to_train_s")) + (f" ({r.metrics['steps']:,} steps)" if r.metrics.get("steps") else "")),
+    ("chip-hours", lambda r: f"{num(r.metrics['chip_h'])} ({r.cost.get('per', '')})"),
+    ("cost", _m("cost_usd", usd)),
+    ("energy", lambda r: "not published" if _missing(r.metrics.get("energy_kwh")) else f"{num(r.metrics['energy_kwh'])} kWh"),
+    ("engine wall time", lambda r: f"{r.metrics['engine_wall_s']:.2f} s ({r.metrics['events']:,} events)"),
+]
+
+
+def _safe(fn: Callable[[RunResult], str], r: RunResult) -> str:
+    try:
+        return fn(r)
+    except (KeyError, TypeError, ValueError):
+        return "n/a"
+
+
+def key_rows(runs: Sequence[RunResult]) -> list[tuple[str, list[str]]]:
+    """Rows of the key-figure table: label, one cell per run (n/a where a run has no such figure)."""
+    rows: list[tuple[str, list[str]]] = []
+    kinds = {r.kind for r in runs}
+    for kind, spec in (("cluster", CLUSTER_ROWS), ("step", STEP_ROWS)):
+        if kind in kinds:
+            rows += [(name, [_safe(fn, r) if r.kind == kind else "" for r in runs]) for name, fn in spec]
+    return rows
+
+
+def topology_rows(t: dict) -> list[tuple[str, str]]:
+    dcn = t.get("dcn", {})
+    rows = [
+        ("generation", f"{t['name']} ({t['generation']})"),
+        ("shape", f"{t['shape']} {t['topology']}{' (twisted)' if t.get('twisted') else ''}, {'OCS' if t['ocs_wiring'] else 'static'} wiring"),
+        ("chips / hosts", f"{t['chips']:,} / {t.get('hosts', 'n/a')}"),
+    ]
+    if t.get("cubes") is not None:
+        rows.append(("cubes / OCS units / circuits", f"{t['cubes']} / {t.get('ocs')} / {t.get('ocs_circuits')}"))
+    rows += [
+        ("ICI link", f"{format_rate(t['link_bytes_per_s'])} per direction, {t['ici_links']:,} cables"),
+        ("bisection / all-reduce bandwidth", f"{format_rate(t['bisection_bytes_per_s'])} / {format_rate(t['allreduce_bytes_per_s'])}"),
+        ("diameter", f"{t['diameter_hops']} hops"),
+        ("peak bf16 / HBM", f"{t['peak_flops_per_s'] / 1e15:.4g} PFLOP/s / {format_bytes(t['hbm_bytes'])}"),
+        ("DCN", f"{dcn.get('kind')}: {dcn.get('leaves')} leaves, {dcn.get('spines')} spines, {num(dcn.get('oversubscription'))}:1, "
+                f"{format_rate(dcn.get('bytes_per_s_per_host') or 0)} per host"),
+    ]
+    if t.get("pods", 1) > 1 or t.get("scope") == "pod":
+        rows.append(("fleet", f"{t.get('pods', 1)} pod(s), {t.get('fleet_chips', t['chips']):,} chips"))
+    return rows
+
+
+def cost_rows(r: RunResult) -> list[tuple[str, str]]:
+    c = r.cost
+    price = c.get("price_per_chip_h_usd")
+    rows = [
+        ("chip-hours" + (" (fleet over the horizon)" if r.kind == "cluster" else f" ({c.get('per', '')})"), num(c.get("chip_h"))),
+        ("price per chip-hour", f"${price:,.4g} (source {c.get('price_source')}: {c.get('price_note')})" if price is not None
+         else f"not published (source {c.get('price_source')}: {c.get('price_note')}); set topology.overrides.price_per_chip_hour "
+              f"with its source to cost it"),
+        ("cost", usd(c.get("cost_usd")) + (" = chip-hours x price" if c.get("cost_usd") is not None else "")),
+    ]
+    if r.kind == "cluster":
+        rows.append(("cost per useful chip-hour", usd(c.get("cost_per_useful_chip_h_usd"))))
+    watt = c.get("power_per_chip_w")
+    rows += [
+        ("power per chip", f"{watt:g} W (source {c.get('power_source')}: {c.get('power_note')})" if watt is not None
+         else f"not published (source {c.get('power_source')}: {c.get('power_note')})"),
+        ("energy", f"{num(c.get('energy_kwh'))} kWh = busy chip-hours x power per chip" if c.get("energy_kwh") is not None else "n/a"),
+    ]
+    return rows
+
+
+def _fig_html(fig: go.Figure | None, div_id: str) -> str | None:
+    if fig is None:
+        return None
+    return fig.to_html(full_html=False, include_plotlyjs=False, config=PLOT_CONFIG, div_id=div_id)
+
+
+@cache
+def _template() -> jinja2.Template:
+    env = jinja2.Environment(autoescape=jinja2.select_autoescape(["html", "j2"]), undefined=jinja2.StrictUndefined)
+    text = resources.files("podsim.report").joinpath("templates/report.html.j2").read_text()
+    return env.from_string(text)
+
+
+def _version() -> str:
+    try:
+        return version("podsim")
+    except PackageNotFoundError:
+        return "dev"
+
+
+def default_labels(runs: Sequence[RunResult]) -> list[str]:
+    names = [r.name for r in runs]
+    if len(set(names)) == len(names):
+        return names
+    return [f"{i + 1}. {n}" for i, n in enumerate(names)]
+
+
+def render_report(runs: RunResult | Sequence[RunResult], title: str | None = None, labels: Sequence[str] | None = None,
+                  sweep: dict | None = None) -> str:
+    """The HTML report of one run or of several side by side (a sweep's points, runs picked
+    from a store). `labels` name the runs' columns (default: their names); `sweep` (from
+    podsim.store.load_sweep) adds the sweep's question and capacity answer."""
+    runs = [runs] if isinstance(runs, RunResult) else list(runs)
+    if not runs:
+        raise ValueError("render_report needs at least one run")
+    labels = list(labels) if labels is not None else default_labels(runs)
+    if len(labels) != len(runs):
+        raise ValueError(f"{len(labels)} labels for {len(runs)} runs")
+    multi = len(runs) > 1
+    plots = [
+        ("Utilisation", figures.utilisation(runs, labels)),
+        ("Goodput", figures.goodput(runs, labels)),
+        ("Queue", figures.queue(runs, labels)),
+        ("Wait over time", figures.wait_over_time(runs, labels)),
+        ("Wait CDF", figures.wait_cdf(runs, labels)),
+        ("Fragmentation", figures.fragmentation(runs, labels)),
+        ("Step-time breakdown", figures.step_breakdown(runs, labels)),
+        ("Collectives", figures.collectives(runs, labels)),
+    ]
+    if multi:
+        for metric, name in (("goodput", "Goodput by run"), ("wait_p95_s", "p95 wait by run (s)"), ("step_time_s", "Step time by run (s)"),
+                             ("cost_usd", "Cost by run (USD)")):
+            plots.insert(0, (name, figures.sweep_metric(runs, labels, metric, name)))
+    else:
+        plots += [("Step times", figures.step_times(runs[0])), ("Timeline", figures.timeline(runs[0]))]
+    plot_html = [(name, _fig_html(fig, f"plot-{k}")) for k, (name, fig) in enumerate(plots) if fig is not None]
+    details = []
+    for i, r in enumerate(runs):
+        details.append({
+            "label": labels[i], "run": r, "topology": topology_rows(r.topology), "cost": cost_rows(r),
+            "targets": [{**t, "threshold_text": threshold_text(t["metric"], t["threshold"]),
+                         "value_text": threshold_text(t["metric"], t["value"]) if not _missing(t["value"]) else "n/a"} for t in r.targets],
+            "references": [{**x, "published_text": threshold_text(x["metric"], x["published"]),
+                            "podsim_text": threshold_text(x["metric"], x["podsim"]) if not _missing(x["podsim"]) else "n/a",
+                            "ratio_text": "n/a" if _missing(x["ratio"]) else f"{x['ratio']:.3g}x"} for x in r.references],
+            "unplaceable": r.metrics.get("unplaceable", []),
+            "scenario_json": json.dumps(r.scenario, indent=2, default=str),
+        })
+    title = title or (sweep["name"] if sweep else runs[0].name if not multi else f"{len(runs)} runs compared")
+    return _template().render(
+        title=title, generated=dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"), version=_version(),
+        plotly_js=get_plotlyjs(), labels=labels, key_rows=key_rows(runs), plots=plot_html, details=details,
+        multi=multi, sweep=sweep, sweep_json=json.dumps(sweep.get("result"), indent=2, default=str) if sweep else "",
+        questions=list(dict.fromkeys(r.scenario.get("question", "") for r in runs if r.scenario.get("question"))),
+        escape=html.escape)

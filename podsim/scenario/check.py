@@ -1,0 +1,138 @@
+"""Checks of a scenario that need more than one field: shapes against the generation, figure
+names, model presets, what a step study or a job stream may set. Each failure names the field
+(`FieldError.loc`) so the loader can point at its line in the file."""
+
+from __future__ import annotations
+
+import math
+
+from podsim.errors import PodsimError
+from podsim.scenario.fields import STEP_TARGETS, TARGET_UNITS, parse_target
+from podsim.scenario.schema import Scenario
+from podsim.topology import Generation, get_generation, parse_shape, validate_shape
+from podsim.trace.configs import PRESETS, get_model
+from podsim.trace.mesh import parse_parallelism
+from podsim.workload import V4_SLICE_POPULARITY, SliceMix
+
+
+class FieldError(PodsimError):
+    """A bad value at `loc` (a path of field names and indices from the scenario's root)."""
+
+    def __init__(self, loc: tuple, message: str):
+        super().__init__(message)
+        self.loc = tuple(loc)
+
+
+def _wrap(loc: tuple, fn, *args, **kw):
+    try:
+        return fn(*args, **kw)
+    except FieldError:
+        raise
+    except (PodsimError, ValueError) as exc:
+        raise FieldError(loc, str(exc).removeprefix("Value error, ")) from None
+
+
+def scenario_generation(s: Scenario) -> Generation:
+    """The scenario's generation with its figure overrides applied (each keeps its source)."""
+    gen = get_generation(s.topology.generation)
+    if not s.topology.overrides:
+        return gen
+    figures = gen.figures()
+    top, ocs = {}, {}
+    for name, ov in s.topology.overrides.items():
+        loc = ("topology", "overrides", name)
+        fig = figures.get(name)
+        if fig is None:
+            raise FieldError(loc, f"{gen.id} has no figure {name!r}; figures: {', '.join(figures)}")
+        if ov.unit is not None and ov.unit != fig.unit:
+            raise FieldError(loc + ("unit",), f"{name} is given in {fig.unit}; unit {ov.unit!r} is not allowed (give the value in {fig.unit})")
+        if not math.isfinite(ov.value) or ov.value < 0:
+            raise FieldError(loc + ("value",), f"{name} = {ov.value} must be a finite number >= 0 ({fig.unit})")
+        note = ov.note or f"scenario override (published: {fig.value} {fig.unit}, {fig.source})"
+        new = fig.model_copy(update={"value": float(ov.value), "source": ov.source, "note": note, "alt": None})
+        if name.startswith("ocs."):
+            ocs[name.removeprefix("ocs.")] = new
+        else:
+            top[name] = new
+    if ocs:
+        top["ocs"] = gen.ocs.model_copy(update=ocs)
+    return gen.model_copy(update=top)
+
+
+def _check_mix(s: Scenario, gen: Generation) -> None:
+    syn = s.workload.synthetic
+    table = dict(V4_SLICE_POPULARITY) if syn.mix == "v4" else syn.mix
+    if syn.mix == "v4" and gen.slice_rule != "cubes":
+        raise FieldError(("workload", "synthetic", "mix"), f"'v4' is the TPU v4 paper's popularity table, whose shapes {gen.id} does not have; give a mapping of {gen.id} shapes")
+    for name in table:
+        _wrap(("workload", "synthetic", "mix", name), SliceMix.from_table, gen, {name: 1.0})
+    for name in syn.models:
+        _wrap(("workload", "synthetic", "models", name), get_model, name)
+
+
+def _check_step(s: Scenario, gen: Generation) -> None:
+    st = s.workload.step
+    loc = ("workload", "step")
+    ocs = s.topology.wiring == "ocs"
+    spec = _wrap(loc + ("slice",), validate_shape, gen, parse_shape(st.slice), st.twisted, ocs)
+    if st.model is not None:
+        cfg = _wrap(loc + ("model",), get_model, st.model, dict(st.model_overrides) or None)
+        del cfg
+    if st.slices > 1:
+        if spec.kind != "cubes" or not (gen.has_ocs and ocs):
+            raise FieldError(loc + ("slices",), f"a multislice job takes whole-cube slices of an OCS pod; {gen.id} {st.slice} is not one")
+        if st.twisted:
+            raise FieldError(loc + ("twisted",), "multislice jobs run on plain tori here; set twisted: false")
+        cubes = spec.chips // gen.chips_per_cube * st.slices
+        pod_cubes = gen.pod_chips // gen.chips_per_cube
+        if cubes > pod_cubes:
+            raise FieldError(loc + ("slices",), f"{st.slices} slices of {st.slice} need {cubes} cubes; a {gen.id} pod has {pod_cubes}")
+    if st.parallelism is not None:
+        plan = _wrap(loc + ("parallelism",), parse_parallelism, st.parallelism)
+        if plan.ici_chips != spec.chips:
+            raise FieldError(loc + ("parallelism",), f"{st.parallelism!r} uses {plan.ici_chips} chips per slice; slice {st.slice} has {spec.chips} (the sizes other than dcn must multiply to {spec.chips})")
+        if plan.dcn != st.slices:
+            raise FieldError(loc + ("parallelism",), f"{st.parallelism!r} has dcn={plan.dcn} but the job has {st.slices} slice(s); set dcn={st.slices}")
+    if s.failures.given:
+        raise FieldError(("failures",), "a step study (workload.step) has no failures; failures apply to a job stream (workload.synthetic or workload.trace)")
+    if s.horizon is not None:
+        raise FieldError(("horizon",), "a step study (workload.step) has no horizon; its length is workload.step.steps")
+
+
+def _check_dcn(s: Scenario) -> None:
+    d = s.dcn
+    if d.kind == "eps" and d.ocs_groups != "none":
+        raise FieldError(("dcn", "ocs_groups"), "ocs_groups apply to an OCS DCN (kind: ocs); this one is eps")
+    if d.ocs_groups == "job" and (s.workload.step is None or s.workload.step.slices < 2):
+        raise FieldError(("dcn", "ocs_groups"), "'job' engineers circuits among a multislice step job's blocks; the workload has no such job")
+
+
+def check_scenario(s: Scenario) -> Generation:
+    """Every cross-field rule; returns the generation with overrides. Raises FieldError."""
+    gen = scenario_generation(s)
+    if s.topology.wiring == "ocs" and not gen.has_ocs:
+        raise FieldError(("topology", "wiring"), f"{gen.id} has no OCS; use wiring: static")
+    if s.kind == "cluster":
+        if gen.slice_rule == "gpu_nodes":
+            raise FieldError(("topology", "generation"), f"{gen.id} is a switched GPU cluster; job streams place TPU slices")
+        if s.horizon is None:
+            raise FieldError(("horizon",), "a job stream needs a horizon (simulated time, e.g. 14d)")
+        if s.horizon <= 0:
+            raise FieldError(("horizon",), "horizon must be > 0")
+        if s.workload.synthetic is not None:
+            _check_mix(s, gen)
+    else:
+        _check_step(s, gen)
+    _check_dcn(s)
+    for model, plan in s.step_time.parallelism.items():
+        loc = ("step_time", "parallelism", model)
+        if model not in PRESETS:
+            raise FieldError(loc, f"unknown model {model!r}; presets: {', '.join(PRESETS)}")
+        _wrap(loc, parse_parallelism, plan.replace("auto", "1"))
+    allowed = STEP_TARGETS if s.kind == "step" else tuple(k for k in TARGET_UNITS if k not in STEP_TARGETS[:-1])
+    for metric, value in s.targets.items():
+        loc = ("targets", metric)
+        if metric not in allowed:
+            raise FieldError(loc, f"no target on {metric!r} for a {'step study' if s.kind == 'step' else 'job stream'}; targets: {', '.join(allowed)}")
+        _wrap(loc, parse_target, metric, value)
+    return gen

@@ -1,0 +1,124 @@
+"""What a scenario run returns: flat key figures, result tables, topology, cost, targets.
+
+Tables are columns of equal length (numpy arrays or lists of str) with fixed names per table
+(`TABLES`), so the results store and Parquet files have one schema per table whatever the run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+# table -> column -> kind ('f' float64, 'i' int64, 's' string, 'b' bool)
+TABLES: dict[str, dict[str, str]] = {
+    "timeseries": {
+        "t_s": "f", "busy_chips": "f", "healthy_chips": "f", "queued_jobs": "f", "queued_chips": "f",
+        "running_jobs": "f", "largest_placeable_chips": "f", "busy_chip_s": "f", "lost_chip_s": "f",
+        "overhead_chip_s": "f", "utilisation": "f", "goodput_cumulative": "f", "fragmentation": "f",
+    },
+    "jobs": {
+        "id": "s", "submit_s": "f", "shape": "s", "chips": "i", "priority": "i", "status": "s", "first_start_s": "f",
+        "end_s": "f", "wait_s": "f", "nominal_s": "f", "runs": "i", "interruptions": "i", "preemptions": "i",
+        "allocated_chip_s": "f", "useful_chip_s": "f", "lost_chip_s": "f", "overhead_chip_s": "f", "model": "s",
+    },
+    "step_times": {
+        "model": "s", "shape": "s", "twisted": "b", "step_time_s": "f", "compute_s": "f", "exposed_comm_s": "f",
+        "source": "s",
+    },
+    "step_ops": {
+        "op": "s", "kind": "s", "start_s": "f", "end_s": "f", "bytes": "f", "algorithm": "s", "closed_form_s": "f",
+    },
+    "step_kinds": {
+        "kind": "s", "ops": "i", "bytes": "f", "busy_s": "f", "closed_form_s": "f", "algorithms": "s",
+    },
+}
+_DTYPE = {"f": np.float64, "i": np.int64, "b": np.bool_}
+
+
+def normalise_table(name: str, columns: dict[str, Any]) -> dict[str, np.ndarray]:
+    """The table with exactly TABLES[name]'s columns in order (missing float columns NaN)."""
+    spec = TABLES[name]
+    n = max((len(v) for v in columns.values()), default=0)
+    out: dict[str, np.ndarray] = {}
+    for col, kind in spec.items():
+        v = columns.get(col)
+        if v is None:
+            if kind != "f" and n:
+                raise ValueError(f"table {name}: column {col} missing")
+            out[col] = np.full(n, np.nan) if kind == "f" else np.array([], dtype=_DTYPE.get(kind, object))
+        elif kind == "s":
+            out[col] = np.array(["" if x is None else str(x) for x in v], dtype=object)
+        else:
+            out[col] = np.asarray(v, dtype=_DTYPE[kind])
+        if len(out[col]) != n:
+            raise ValueError(f"table {name}: column {col} has {len(out[col])} rows, expected {n}")
+    return out
+
+
+def scenario_hash(scenario: dict) -> str:
+    """Stable hash of a scenario's content (sorted JSON)."""
+    return hashlib.sha256(json.dumps(scenario, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True, eq=False)
+class RunResult:
+    """One scenario run.
+
+    kind: 'cluster' (a job stream on a fleet) or 'step' (one job's training step).
+    metrics: flat key figures (the cluster's or the engine's, plus cost and energy).
+    topology: the pod's figures (podsim.topology.topology_summary) and the fleet's size.
+    cost: chip-hours, price per chip-hour and its source, cost, power and its source, energy.
+    targets: one dict per target: metric, op, threshold, value, met.
+    references: published figures set beside results: metric, value, podsim, ratio, source.
+    tables: see TABLES.
+    """
+
+    name: str
+    kind: str
+    scenario: dict
+    metrics: dict
+    topology: dict
+    cost: dict
+    targets: tuple[dict, ...] = ()
+    references: tuple[dict, ...] = ()
+    tables: dict[str, dict[str, np.ndarray]] = field(default_factory=dict)
+    wall_s: float = 0.0
+    run_id: str = ""
+
+    @property
+    def scenario_hash(self) -> str:
+        return scenario_hash(self.scenario)
+
+    @property
+    def targets_met(self) -> bool | None:
+        """All targets met (None when the scenario sets none)."""
+        return all(t["met"] for t in self.targets) if self.targets else None
+
+    def table(self, name: str) -> dict[str, np.ndarray]:
+        table = self.tables.get(name)
+        return table if table is not None else normalise_table(name, {})
+
+    def summary(self) -> dict:
+        """Key figures as one JSON-ready dict (the CLI's --json, the store's row)."""
+        return {"run_id": self.run_id, "name": self.name, "kind": self.kind, "metrics": _clean(self.metrics),
+                "cost": _clean(self.cost), "targets": [_clean(t) for t in self.targets],
+                "targets_met": self.targets_met, "references": [_clean(r) for r in self.references],
+                "scenario_hash": self.scenario_hash, "wall_s": self.wall_s}
+
+
+def _clean(x: Any) -> Any:
+    """JSON-ready: numpy scalars to Python, NaN and inf to None."""
+    if isinstance(x, dict):
+        return {k: _clean(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_clean(v) for v in x]
+    if isinstance(x, np.generic):
+        x = x.item()
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    return x

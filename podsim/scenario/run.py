@@ -1,0 +1,299 @@
+"""`run_scenario(scenario) -> RunResult`: a validated scenario through the cluster simulation
+(job streams) or the step-time engine (step studies), with cost, energy, targets and the
+published figures it is compared with. No output files: the CLI and the dashboard own I/O.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Callable
+
+import numpy as np
+
+from podsim.cluster import (
+    ClusterConfig,
+    FailureModel,
+    FailureProcess,
+    RooflineStepTime,
+    load_failure_trace,
+    simulate,
+)
+from podsim.engine import Job as EngineJob
+from podsim.engine import place_slices, simulate_jobs, step_summary
+from podsim.scenario.check import check_scenario
+from podsim.scenario.fields import parse_target, target_met
+from podsim.scenario.result import RunResult, normalise_table
+from podsim.scenario.schema import FailureSpec, Scenario
+from podsim.scenario.steptime import EngineStepTime, RecordingStepTime, resolve_plan
+from podsim.topology import (
+    DcnSpec,
+    Generation,
+    PodLayout,
+    build_slice,
+    format_shape,
+    parse_shape,
+    topology_summary,
+)
+from podsim.trace import generate_trace, load_trace
+from podsim.workload import SyntheticSpec, TraceColumns, generate_jobs, load_trace_csv
+from podsim.workload.popularity import V4_SLICE_POPULARITY
+
+ProgressFn = Callable[[float, float], None]
+_TOPOLOGY_CACHE: dict[str, dict] = {}
+
+
+def dcn_spec(s: Scenario, groups: tuple[tuple[int, ...], ...] = ()) -> DcnSpec:
+    d = s.dcn
+    if isinstance(d.ocs_groups, tuple):
+        groups = d.ocs_groups
+    return DcnSpec(kind=d.kind, hosts_per_leaf=d.hosts_per_leaf, spines=d.spines, oversubscription=d.oversubscription,
+                   switch_latency_s=d.switch_latency, ocs_groups=groups)
+
+
+def fleet_topology(gen: Generation, ocs: bool, dcn: DcnSpec, pods: int) -> dict:
+    """The pod's figures (topology_summary, cached: a pod is built once per process) and the fleet's."""
+    key = json.dumps([gen.model_dump(mode="json"), ocs, dcn.model_dump(mode="json")], sort_keys=True)
+    if key not in _TOPOLOGY_CACHE:
+        _TOPOLOGY_CACHE[key] = topology_summary(gen, None, ocs=ocs, dcn=dcn)
+    pod = dict(_TOPOLOGY_CACHE[key])
+    return {**pod, "pods": pods, "fleet_chips": pods * gen.pod_chips}
+
+
+def _process(spec: FailureSpec | None) -> FailureProcess | None:
+    if spec is None:
+        return None
+    kw = {"distribution": spec.distribution, "weibull_shape": spec.weibull_shape}
+    if spec.availability is not None:
+        return FailureProcess.from_availability(spec.availability, spec.mttr, **kw)
+    return FailureProcess(mtbf_s=spec.mtbf, mttr_s=spec.mttr, **kw)
+
+
+def cost_figures(gen: Generation, chip_h: float, busy_chip_h: float, useful_chip_h: float | None = None) -> dict:
+    """Cost = chip-hours x price per chip-hour (only where a price with a source is known);
+    energy = busy chip-hours x the measured mean power per chip (idle chips not counted)."""
+    price, power = gen.price_per_chip_hour, gen.power_per_chip
+    cost = chip_h * price.value if price.value is not None else None
+    out = {
+        "chip_h": chip_h, "busy_chip_h": busy_chip_h,
+        "price_per_chip_h_usd": price.value, "price_source": price.source, "price_note": price.note,
+        "cost_usd": cost,
+        "power_per_chip_w": power.value, "power_source": power.source, "power_note": power.note,
+        "energy_kwh": busy_chip_h * power.value / 1000.0 if power.value is not None else None,
+    }
+    if useful_chip_h is not None:
+        out["useful_chip_h"] = useful_chip_h
+        out["cost_per_useful_chip_h_usd"] = cost / useful_chip_h if cost is not None and useful_chip_h > 0 else None
+    return out
+
+
+def _targets(s: Scenario, metrics: dict) -> tuple[dict, ...]:
+    out = []
+    for metric, text in s.targets.items():
+        op, threshold = parse_target(metric, text)
+        value = metrics.get(metric)
+        out.append({"metric": metric, "op": op, "threshold": threshold, "text": str(text), "value": value,
+                    "met": target_met(op, value, threshold)})
+    return tuple(out)
+
+
+def _references(s: Scenario, metrics: dict) -> tuple[dict, ...]:
+    out = []
+    for metric, ref in s.references.items():
+        value = metrics.get(metric)
+        ratio = value / ref.value if value is not None and ref.value and not math.isnan(value) else None
+        out.append({"metric": metric, "published": ref.value, "source": ref.source, "note": ref.note,
+                    "podsim": value, "ratio": ratio})
+    return tuple(out)
+
+
+# Job streams ------------------------------------------------------------------------------
+def cluster_config(s: Scenario, gen: Generation, cpsat_workers_cap: int | None = None) -> ClusterConfig:
+    workers = s.solver.workers if cpsat_workers_cap is None else min(s.solver.workers, cpsat_workers_cap)
+    failures = FailureModel(host=_process(s.failures.host), ocs=_process(s.failures.ocs), link=_process(s.failures.link))
+    reconfigure = gen.ocs.reconfigure_time.si if gen.ocs is not None and gen.ocs.reconfigure_time.value is not None else None
+    return ClusterConfig(
+        generation=gen.id, pods=s.topology.pods, ocs=s.topology.wiring == "ocs", policy=s.policy.name,
+        solver=s.solver.kind, placement=s.solver.placement, decision_time_limit_s=s.solver.decision_time_limit,
+        batch_window=s.solver.batch_window, cpsat_workers=workers, schedule_depth=s.policy.schedule_depth,
+        horizon_s=s.horizon, checkpoint_interval_s=s.policy.checkpoint_interval,
+        restart_overhead_s=s.policy.restart_overhead, reconfigure_s=reconfigure,
+        untwist_on_static=s.policy.untwist_on_static, failures=failures,
+        sample_interval_s=s.horizon / s.samples)
+
+
+def scenario_jobs(s: Scenario, gen: Generation) -> list:
+    w = s.workload
+    if w.trace is not None:
+        t = w.trace
+        return load_trace_csv(t.path, gen, TraceColumns(**t.columns.model_dump()), limit=t.limit, arrival_scale=t.arrival_scale)
+    syn = w.synthetic
+    d = syn.duration
+    arrival = {"kind": "poisson", "rate_per_h": syn.rate} if syn.rate is not None else {"kind": "given", "gaps_s": syn.gaps}
+    spec = SyntheticSpec(
+        generation=gen.id, jobs=syn.jobs, arrival=arrival,
+        slice_mix=dict(V4_SLICE_POPULARITY) if syn.mix == "v4" else dict(syn.mix),
+        duration={"kind": d.kind, "median_s": d.median, "sigma": d.sigma, "mean_s": d.mean, "low_s": d.low,
+                  "high_s": d.high, "max_s": d.max},
+        priorities=dict(syn.priorities), models=dict(syn.models), steps=syn.steps.model_dump())
+    return generate_jobs(spec, s.seed)
+
+
+def _timeseries(ts: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    out = dict(ts)
+    busy, healthy = ts["busy_chips"], ts["healthy_chips"]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out["utilisation"] = np.where(healthy > 0, busy / healthy, np.nan)
+        wasted = ts["lost_chip_s"] + ts["overhead_chip_s"]
+        out["goodput_cumulative"] = np.where(ts["busy_chip_s"] > 0, 1.0 - wasted / ts["busy_chip_s"], np.nan)
+        if "largest_placeable_chips" in ts:
+            free = healthy - busy
+            out["fragmentation"] = np.where(free > 0, 1.0 - ts["largest_placeable_chips"] / np.maximum(free, 1), np.nan)
+    return out
+
+
+def queued_wait_figures(outs, horizon_s: float) -> dict:
+    """Wait percentiles over started jobs and jobs still queued at the horizon, whose wait is
+    counted as horizon - submission (a lower bound): the capacity planner's wait, which does
+    not look better when a fleet is so small that its queue never drains."""
+    waits = np.array([horizon_s - o.submit_s if math.isnan(o.first_start_s) else o.wait_s
+                      for o in outs if o.status not in ("unplaceable", "not_arrived")])
+    if not len(waits):
+        return {"wait_p95_with_queued_s": math.nan, "wait_p99_with_queued_s": math.nan}
+    return {"wait_p95_with_queued_s": float(np.percentile(waits, 95)), "wait_p99_with_queued_s": float(np.percentile(waits, 99))}
+
+
+def _run_cluster(s: Scenario, gen: Generation, on_progress: ProgressFn | None, cpsat_workers_cap: int | None):
+    config = cluster_config(s, gen, cpsat_workers_cap)
+    jobs = scenario_jobs(s, gen)
+    events = load_failure_trace(s.failures.trace) if s.failures.trace is not None else None
+    ocs = s.topology.wiring == "ocs"
+    if s.step_time.model == "engine":
+        inner = EngineStepTime(gen, s.step_time.efficiency, s.step_time.parallelism, dcn_spec(s), ocs)
+    else:
+        inner = RooflineStepTime(s.step_time.efficiency)
+    step_time = RecordingStepTime(inner, gen)
+    result = simulate(config, jobs, events, seed=s.seed, on_progress=on_progress, step_time=step_time)
+    m = dict(result.metrics)
+    model_of = {j.id: j.model or "" for j in jobs}
+    outs = result.jobs
+    tables = {
+        "timeseries": normalise_table("timeseries", _timeseries(result.timeseries)),
+        "jobs": normalise_table("jobs", {
+            "id": [o.id for o in outs], "submit_s": [o.submit_s for o in outs],
+            "shape": [format_shape(o.shape) + ("_T" if o.twisted else "") for o in outs], "chips": [o.chips for o in outs],
+            "priority": [o.priority for o in outs], "status": [o.status for o in outs],
+            "first_start_s": [o.first_start_s for o in outs], "end_s": [o.end_s for o in outs],
+            "wait_s": [o.wait_s for o in outs], "nominal_s": [o.nominal_s for o in outs], "runs": [o.runs for o in outs],
+            "interruptions": [o.interruptions for o in outs], "preemptions": [o.preemptions for o in outs],
+            "allocated_chip_s": [o.allocated_chip_s for o in outs], "useful_chip_s": [o.useful_chip_s for o in outs],
+            "lost_chip_s": [o.lost_chip_s for o in outs], "overhead_chip_s": [o.overhead_chip_s for o in outs],
+            "model": [model_of.get(o.id, "") for o in outs]}),
+        "step_times": normalise_table("step_times", step_time.table()),
+    }
+    m["unplaceable"] = list(result.unplaceable)
+    m.update(queued_wait_figures(outs, s.horizon))
+    cost = cost_figures(gen, m["fleet_chip_h"], m["busy_chip_h"], m["useful_chip_h"])
+    m.update(cost_usd=cost["cost_usd"], cost_per_useful_chip_h_usd=cost["cost_per_useful_chip_h_usd"],
+             energy_kwh=cost["energy_kwh"])
+    topo = fleet_topology(gen, ocs, dcn_spec(s), s.topology.pods)
+    return m, topo, cost, tables
+
+
+# Step studies -----------------------------------------------------------------------------
+def _job_leaves(gen: Generation, slices, hosts_per_leaf: int) -> tuple[int, ...]:
+    host = PodLayout(gen).host_of_chip
+    chips = np.concatenate([sl.chips for sl in slices])
+    return tuple(int(x) for x in np.unique(host[chips] // hosts_per_leaf))
+
+
+def _run_step(s: Scenario, gen: Generation, on_progress: ProgressFn | None):
+    st = s.workload.step
+    shape = parse_shape(st.slice)
+    chips = math.prod(shape)
+    ocs = s.topology.wiring == "ocs"
+    if on_progress is not None:
+        on_progress(0.0, 1.0)
+    if st.model is not None:
+        plan = resolve_plan(st.parallelism, st.model, chips)
+        if st.slices > 1 and "dcn" not in plan:
+            plan += f",dcn={st.slices}"
+        trace = generate_trace(st.model, shape, plan, generation=gen, twisted=st.twisted,
+                               overrides=dict(st.model_overrides) or None)
+    else:
+        plan = ""
+        trace = load_trace(st.trace, shape=shape)
+    if st.slices == 1:
+        dcn = dcn_spec(s)
+        built = build_slice(gen, shape, twisted=st.twisted, ocs=ocs, dcn=dcn)
+        job = EngineJob.on(built, trace, name=s.name)
+    else:
+        dcn = dcn_spec(s)
+        fabric, slices = place_slices(gen, st.slice, st.slices, dcn)
+        leaves = _job_leaves(gen, slices, s.dcn.hosts_per_leaf)
+        if s.dcn.ocs_groups == "job" and len(leaves) > 1:
+            dcn = dcn_spec(s, (leaves,))
+            fabric, slices = place_slices(gen, st.slice, st.slices, dcn)
+        job = EngineJob(trace, fabric, slices, name=s.name)
+    r = simulate_jobs([job], compute_efficiency=st.compute_efficiency)[0]
+    summ = step_summary(r, trace)
+    total_chips = chips * st.slices
+    m = {
+        "generation": gen.id, "slice": format_shape(shape), "twisted": st.twisted, "slices": st.slices,
+        "chips": total_chips, "model": st.model or str(st.trace), "parallelism": plan,
+        "step_time_s": r.step_time_s, "compute_s": r.compute_s, "comm_s": r.comm_s,
+        "exposed_comm_s": r.exposed_comm_s, "overlapped_comm_s": r.comm_s - r.exposed_comm_s,
+        "mfu": summ.get("mfu", math.nan), "model_flops_per_step": summ.get("model_flops_per_step", math.nan),
+        "link_peak_utilisation_max": summ["link_peak_utilisation_max"], "engine_wall_s": r.engine_wall_s,
+        "events": r.events, "flows": r.flows, "compute_efficiency": st.compute_efficiency,
+        "dcn": dcn.kind, "dcn_oversubscription": dcn.oversubscription, "dcn_ocs_groups": [list(g) for g in dcn.ocs_groups],
+        "chip_s_per_step": total_chips * r.step_time_s,
+    }
+    for kind, k in summ["collectives"].items():
+        m[f"{kind}_busy_s"] = k["busy_s"]
+    m["dcn_collective_busy_s"] = sum(t.duration_s for t in r.timeline if t.step == 0 and "dcn" in t.group.split(","))
+    if st.steps:
+        m["steps"] = st.steps
+        m["time_to_train_s"] = st.steps * r.step_time_s
+    chip_h = total_chips * r.step_time_s * (st.steps or 1) / 3600.0
+    cost = cost_figures(gen, chip_h, chip_h)
+    cost["per"] = f"{st.steps} steps" if st.steps else "one step"
+    m.update(chip_h=chip_h, cost_usd=cost["cost_usd"], energy_kwh=cost["energy_kwh"])
+    ops = [t for t in r.timeline if t.step == 0]
+    tables = {
+        "step_ops": normalise_table("step_ops", {
+            "op": [t.id for t in ops], "kind": [t.kind for t in ops], "start_s": [t.start_s for t in ops],
+            "end_s": [t.end_s for t in ops], "bytes": [t.bytes for t in ops], "algorithm": [t.algorithm for t in ops],
+            "closed_form_s": [math.nan if t.closed_form_s is None else t.closed_form_s for t in ops]}),
+        "step_kinds": normalise_table("step_kinds", {
+            "kind": list(summ["collectives"]), "ops": [k["ops"] for k in summ["collectives"].values()],
+            "bytes": [k["bytes"] for k in summ["collectives"].values()],
+            "busy_s": [k["busy_s"] for k in summ["collectives"].values()],
+            "closed_form_s": [k["closed_form_s"] for k in summ["collectives"].values()],
+            "algorithms": [",".join(k["algorithms"]) for k in summ["collectives"].values()]}),
+    }
+    topo = topology_summary(gen, st.slice, twisted=st.twisted, ocs=ocs, dcn=dcn)
+    topo.update(pods=1, fleet_chips=gen.pod_chips, job_slices=st.slices)
+    if on_progress is not None:
+        on_progress(1.0, 1.0)
+    return m, topo, cost, tables
+
+
+def run_scenario(scenario: Scenario, on_progress: ProgressFn | None = None, *,
+                 cpsat_workers_cap: int | None = None) -> RunResult:
+    """Run one scenario; no I/O besides reading the files it names.
+
+    on_progress(done, total): simulated seconds of the horizon for a job stream, 0..1 for a step
+    study. cpsat_workers_cap: at most this many CP-SAT workers (sweeps pass 1 per worker).
+    """
+    t0 = time.perf_counter()
+    gen = check_scenario(scenario)
+    if scenario.kind == "cluster":
+        metrics, topo, cost, tables = _run_cluster(scenario, gen, on_progress, cpsat_workers_cap)
+    else:
+        metrics, topo, cost, tables = _run_step(scenario, gen, on_progress)
+    return RunResult(
+        name=scenario.name, kind=scenario.kind, scenario=scenario.model_dump(mode="json"), metrics=metrics,
+        topology=topo, cost=cost, targets=_targets(scenario, metrics), references=_references(scenario, metrics),
+        tables=tables, wall_s=time.perf_counter() - t0)

@@ -1,0 +1,18 @@
+"""Sweeps: one base scenario run at many points (a grid, a list, replicates with their own
+seeds) or bisected for the smallest fleet that meets its targets; serial, in a process pool
+or on Dask; every point stored in the results store as soon as it finishes.
+
+    from podsim.sweep import load_sweep, open_executor, run_sweep
+    sweep = load_sweep("scenarios/a_ocs_vs_static.yaml")
+    with open_executor("dask", workers=2) as handle:          # or "serial", "process"; address=...
+        outcome = run_sweep(sweep, handle, "out/a/results.duckdb", resume=True)
+"""
+
+from podsim.sweep.executors import ExecutorHandle, SerialExecutor, open_executor
+from podsim.sweep.run import PointFailure, SweepOutcome, run_point, run_sweep
+from podsim.sweep.spec import Point, Sweep, SweepSpec, apply_overrides, load_sweep, point_scenario
+
+__all__ = [
+    "ExecutorHandle", "Point", "PointFailure", "SerialExecutor", "Sweep", "SweepOutcome", "SweepSpec", "apply_overrides",
+    "load_sweep", "open_executor", "point_scenario", "run_point", "run_sweep",
+]

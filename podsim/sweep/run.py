@@ -1,0 +1,262 @@
+"""Run a sweep: points go to an executor, each result is stored (from this process) as soon as
+it comes back, a failed point is stored with its error, and `resume` skips stored points.
+
+Grid mode runs every point. Capacity mode bisects the capacity field of each grid cell for the
+smallest value whose run meets every target: it assumes more capacity never misses a target
+that less capacity meets, evaluates `high` first (if it misses, no size in the range will do)
+and, with spare slots, probes several sizes per round (k-section instead of bisection).
+
+An interrupt (SIGINT) is held off while a point is being stored, so the store never holds half
+a point; then in-flight points are abandoned and KeyboardInterrupt goes on to the caller.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, wait
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from podsim.errors import PodsimError
+from podsim.scenario.result import RunResult
+from podsim.scenario.run import run_scenario
+from podsim.store import (
+    delete_sweep_points,
+    save_sweep,
+    set_sweep_result,
+    store_point,
+    stored_points,
+)
+from podsim.sweep.executors import ExecutorHandle
+from podsim.sweep.spec import Point, Sweep, point_scenario
+
+PointFn = Callable[[dict], None]
+
+
+@dataclass(frozen=True)
+class PointFailure:
+    """A point that raised: its error as one line (stored with the point)."""
+
+    error: str
+
+
+def run_point(base: dict, base_dir: str | None, overrides: dict, seed: int) -> RunResult | PointFailure:
+    """Worker side: validate and run one point with CP-SAT capped at one worker. Errors come
+    back as a PointFailure, so one bad point never stops a sweep."""
+    try:
+        scenario = point_scenario(base, overrides, seed, base_dir)
+        return run_scenario(scenario, cpsat_workers_cap=1)
+    except Exception as exc:  # noqa: BLE001 - stored with the point
+        return PointFailure(f"{type(exc).__name__}: {' '.join(str(exc).split())}" if not isinstance(exc, PodsimError)
+                            else " ".join(str(exc).split()))
+
+
+@dataclass
+class SweepOutcome:
+    sweep_id: str
+    store: str
+    mode: str
+    total: int = 0
+    ran: int = 0
+    skipped: int = 0
+    failed: int = 0
+    points: list[dict] = field(default_factory=list)  # one per point: key, label, status, run_id, metrics, targets_met
+    capacity: list[dict] = field(default_factory=list)  # capacity mode: one per cell
+
+    def to_dict(self) -> dict:
+        return {k: getattr(self, k) for k in ("sweep_id", "store", "mode", "total", "ran", "skipped", "failed", "points", "capacity")}
+
+
+class _SigintGuard:
+    """Holds SIGINT off inside `held()` (main thread only) and re-raises it after."""
+
+    def __init__(self):
+        self.pending = False
+
+    @contextmanager
+    def held(self) -> Iterator[None]:
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        self.pending = False
+
+        def hold(_sig, _frame):
+            self.pending = True
+
+        previous = signal.signal(signal.SIGINT, hold)
+        try:
+            yield
+        finally:
+            signal.signal(signal.SIGINT, previous)
+        if self.pending:
+            raise KeyboardInterrupt
+
+
+class SweepRunner:
+    """One sweep on one executor and one store."""
+
+    def __init__(self, sweep: Sweep, handle: ExecutorHandle, store: str | Path, resume: bool = False,
+                 restart: bool = False, on_point: PointFn | None = None):
+        self.sweep, self.handle, self.store, self.on_point = sweep, handle, str(store), on_point
+        self.guard = _SigintGuard()
+        self.outcome = SweepOutcome(sweep.sweep_id, self.store, sweep.mode)
+        stored = stored_points(self.store, sweep.sweep_id)
+        if stored and restart:
+            delete_sweep_points(self.store, sweep.sweep_id)
+            stored = {}
+        elif stored and not resume:
+            raise PodsimError(f"sweep {sweep.sweep_id} already has {len(stored)} point(s) in {self.store}; "
+                              f"use --resume to skip them or --restart to run them again")
+        self.stored = {k: v for k, v in stored.items() if v["status"] == "ok"}
+        total = len(sweep.points) if sweep.mode == "grid" else 0
+        save_sweep(self.store, sweep.sweep_id, sweep.spec.sweep, sweep.mode, total, sweep.source,
+                   sweep.spec.model_dump(mode="json") | {"base": sweep.base})
+
+    # one batch of points through the executor ------------------------------------------------
+    def run_points(self, points: Sequence[Point]) -> dict[str, dict]:
+        """Run the points not stored yet, `slots` at a time; store each as it finishes."""
+        out: dict[str, dict] = {}
+        todo = []
+        for p in points:
+            prev = self.stored.get(p.key)
+            if prev is not None:
+                row = self._row(p, "skipped", prev["run_id"], prev["metrics"], prev["targets_met"])
+                out[p.key] = row
+                self.outcome.skipped += 1
+                self._emit(row)
+            else:
+                todo.append(p)
+        inflight: dict[Future, tuple[Point, float]] = {}
+        queue = list(reversed(todo))
+        try:
+            while queue or inflight:
+                while queue and len(inflight) < self.handle.slots:
+                    p = queue.pop()
+                    t0 = time.perf_counter()
+                    fut = self.handle.executor.submit(run_point, self.sweep.base, self.sweep.base_dir, p.overrides, p.seed)
+                    inflight[fut] = (p, t0)
+                done, _ = wait(list(inflight), return_when=FIRST_COMPLETED)
+                for fut in done:
+                    p, t0 = inflight.pop(fut)
+                    out[p.key] = self._finish(p, fut, time.perf_counter() - t0)
+        except KeyboardInterrupt:
+            for fut in inflight:
+                fut.cancel()
+            self.handle.abort()
+            raise
+        return out
+
+    def _finish(self, p: Point, fut: Future, wall_s: float) -> dict:
+        try:
+            res = fut.result()
+        except Exception as exc:  # noqa: BLE001 - a lost worker, a broken pool: stored as the point's error
+            res = PointFailure(f"{type(exc).__name__}: {' '.join(str(exc).split())}")
+        with self.guard.held():
+            if isinstance(res, PointFailure):
+                run_id = store_point(self.store, self.sweep.sweep_id, p.to_dict(), error=res.error, name=self.sweep.spec.sweep)
+                row = self._row(p, "failed", run_id, {}, None, res.error)
+                self.outcome.failed += 1
+            else:
+                run_id = store_point(self.store, self.sweep.sweep_id, p.to_dict(), result=res)
+                row = self._row(p, "ok", run_id, res.metrics, res.targets_met)
+                self.outcome.ran += 1
+            row["wall_s"] = wall_s
+            self._emit(row)
+        return row
+
+    def _row(self, p: Point, status: str, run_id: str, metrics: dict, met: bool | None, error: str | None = None) -> dict:
+        return {"index": p.index, "key": p.key, "label": p.label, "status": status, "run_id": run_id, "seed": p.seed,
+                "overrides": p.overrides, "metrics": metrics, "targets_met": met, "error": error}
+
+    def _emit(self, row: dict) -> None:
+        self.outcome.points.append(row)
+        if self.on_point is not None:
+            self.on_point({**row, "done": len(self.outcome.points), "total": self.outcome.total})
+
+    # modes -----------------------------------------------------------------------------------
+    def run(self) -> SweepOutcome:
+        if self.sweep.mode == "grid":
+            self.outcome.total = len(self.sweep.points)
+            self.run_points(self.sweep.points)
+            self.outcome.points.sort(key=lambda r: r["index"])
+            result = {"points": self.outcome.total, "ok": sum(r["status"] in ("ok", "skipped") for r in self.outcome.points),
+                      "failed": self.outcome.failed}
+        else:
+            result = {"cells": self._capacity()}
+            self.outcome.capacity = result["cells"]
+        with self.guard.held():
+            set_sweep_result(self.store, self.sweep.sweep_id, result)
+        return self.outcome
+
+    def _capacity(self) -> list[dict]:
+        cap = self.sweep.spec.capacity
+        cells = [(c, r) for r in range(self.sweep.spec.replicates) for c in range(len(self.sweep.cells))]
+        state = {cr: {"lo": cap.low, "hi": cap.high, "hi_checked": False, "evaluated": {}} for cr in cells}
+        counter = 0
+        self.outcome.total = len(cells) * (1 + max(1, (cap.high - cap.low).bit_length()))  # bisection's count; an estimate
+        while True:
+            probes: dict[tuple, list[int]] = {}
+            active = [cr for cr, s in state.items() if s["lo"] < s["hi"] or not s["hi_checked"]]
+            if not active:
+                break
+            per_cell = max(1, self.handle.slots // len(active))
+            for cr in active:
+                s = state[cr]
+                if not s["hi_checked"]:  # high first; spare slots probe below it at once
+                    probes[cr] = [s["hi"]] + (_probes(s["lo"], s["hi"], per_cell - 1) if per_cell > 1 and s["lo"] < s["hi"] else [])
+                else:
+                    probes[cr] = _probes(s["lo"], s["hi"], per_cell)
+            points: list[tuple[tuple, int, Point]] = []
+            for cr, values in probes.items():
+                for v in values:
+                    points.append((cr, v, self.sweep.point(cr[0], cr[1], {cap.field: v}, index=counter)))
+                    counter += 1
+            rows = self.run_points([p for _, _, p in points])
+            for cr, v, p in points:
+                row = rows[p.key]
+                met = row["status"] in ("ok", "skipped") and bool(row["targets_met"])
+                state[cr]["evaluated"][v] = {
+                    "met": met, "status": row["status"], "run_id": row["run_id"], "error": row["error"],
+                    "metrics": {k: row["metrics"].get(k) for k in _CAPACITY_METRICS if k in row["metrics"]}}
+            for cr, values in probes.items():
+                s = state[cr]
+                if not s["hi_checked"]:
+                    s["hi_checked"] = True
+                    if not s["evaluated"][s["hi"]]["met"]:
+                        s.update(lo=0, hi=0, none=True)  # nothing in the range meets the targets
+                        continue
+                meeting = [v for v in values if s["evaluated"][v]["met"]]
+                if meeting:
+                    s["hi"] = min(meeting)
+                missing = [v for v in values if not s["evaluated"][v]["met"] and v < s["hi"]]
+                if missing:
+                    s["lo"] = max(missing) + 1
+        out = []
+        for (c, r), s in state.items():
+            label = self.sweep.cells[c][0] or "base"
+            answer = None if s.get("none") else s["hi"]
+            out.append({"cell": label, "replicate": r, "field": cap.field, "low": cap.low, "high": cap.high,
+                        "answer": answer, "evaluated": {str(k): v for k, v in sorted(s["evaluated"].items())}})
+        return out
+
+
+_CAPACITY_METRICS = ("wait_p95_s", "goodput", "utilisation", "jobs_completed", "jobs_queued", "cost_usd", "fleet_chip_h",
+                     "useful_chip_h", "step_time_s")
+
+
+def _probes(lo: int, hi: int, k: int) -> list[int]:
+    """Up to k sizes in [lo, hi - 1] that split the interval evenly (k = 1: the midpoint)."""
+    span = hi - lo
+    k = min(k, span)
+    return sorted({lo + (span * (i + 1)) // (k + 1) for i in range(k)} - {hi}) or [lo]
+
+
+def run_sweep(sweep: Sweep, handle: ExecutorHandle, store: str | Path, *, resume: bool = False, restart: bool = False,
+              on_point: PointFn | None = None) -> SweepOutcome:
+    """Run every point of `sweep` (or bisect its capacity field) on `handle`'s executor and
+    store each point in `store` as it finishes. See the module docstring."""
+    return SweepRunner(sweep, handle, store, resume, restart, on_point).run()

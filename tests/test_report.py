@@ -1,0 +1,106 @@
+"""The HTML capacity-planning report: self-contained (plotly.js inlined, no external
+resource), the sections and figures a planner needs, and it opens in a real browser with no
+console errors (e2e: Debian's headless Chromium, screenshot kept in out/e2e/)."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+from helpers import run_podsim
+
+from podsim.report import render_report
+from podsim.report.figures import daily_goodput
+from podsim.scenario import load_scenario, run_scenario
+from podsim.store import append_run, list_runs
+
+DATA = Path(__file__).parent / "data" / "scenarios"
+SHOTS = Path(__file__).resolve().parent.parent / "out" / "e2e"
+
+
+@pytest.fixture(scope="module")
+def runs():
+    return [run_scenario(load_scenario(DATA / name)) for name in ("tiny.yaml", "tiny_step.yaml")]
+
+
+def _plot_names(html: str) -> list[str]:
+    return re.findall(r'<div class="plot" data-name="([^"]+)">', html)
+
+
+def test_single_cluster_report(runs):
+    html = render_report(runs[0])
+    assert html.count("<script") == 1 + len(_plot_names(html))  # plotly.js once, one script per figure
+    body = html.split("</script>", 1)[1]  # after plotly.js itself
+    assert not re.search(r'(src|href)="(https?:)?//', body)  # nothing fetched from the network
+    assert {"Utilisation", "Goodput", "Queue", "Wait over time", "Wait CDF", "Fragmentation"} <= set(_plot_names(html))
+    for text in ("Cost and power", "pr.5", "$1.2 (source pr.5", "not published", "Topology", "16x16", "wait_p95_s"):
+        assert text in html, text
+
+
+def test_step_report_has_breakdown_and_timeline(runs):
+    names = _plot_names(render_report(runs[1]))
+    assert {"Step-time breakdown", "Collectives", "Timeline"} <= set(names)
+
+
+def test_comparison_report(runs):
+    html = render_report(runs, labels=["stream", "step"])
+    assert "<th>stream</th><th>step</th>" in html
+    names = _plot_names(html)
+    assert "Cost by run (USD)" in names and "Utilisation" in names and "Step-time breakdown" in names
+    assert "Step time by run (s)" not in names  # one run has a step time: nothing to compare
+
+
+def test_daily_goodput_matches_the_window_definition(runs):
+    ts = runs[0].tables["timeseries"]
+    days, g = daily_goodput(ts)
+    assert len(days) == 1 and days[0] == pytest.approx(0.5)  # 36 h: one whole day
+    busy = ts["busy_chip_s"]
+    wasted = ts["lost_chip_s"] + ts["overhead_chip_s"]
+    k = int((ts["t_s"] <= 86400).sum()) - 1
+    assert g[0] == pytest.approx(1 - wasted[k] / busy[k], abs=0.02)
+
+
+def test_report_cli_compares_stored_runs(tmp_path, runs, capsys):
+    store = tmp_path / "r.duckdb"
+    ids = [append_run(store, r) for r in runs]
+    out = tmp_path / "cmp.html"
+    code, stdout, err = run_podsim(capsys, "report", "--store", str(store), "--runs", ",".join(ids), "-o", str(out))
+    assert code == 0, err
+    assert "report of 2 run(s)" in stdout and out.stat().st_size > 1_000_000
+    code, stdout, _ = run_podsim(capsys, "report", "--store", str(store), "--list")
+    assert code == 0 and all(i in stdout for i in ids)
+    code, _, err = run_podsim(capsys, "report", "--store", str(tmp_path / "none.duckdb"), "-o", str(out))
+    assert code == 2 and "does not exist" in err
+    assert len(list_runs(store)) == 2
+
+
+@pytest.mark.e2e
+def test_report_opens_in_headless_chromium(tmp_path, runs):
+    """Every plot is drawn, no console or page error, and a screenshot is saved."""
+    from browser import chromium_page
+
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    cases = {"report-cluster": render_report(runs[0]), "report-compare": render_report(runs, labels=["stream", "step"])}
+    for name, html in cases.items():
+        path = tmp_path / f"{name}.html"
+        path.write_text(html)
+        with chromium_page() as (page, errors):
+            remote: list[str] = []
+
+            def note(request, remote=remote):
+                if not request.url.startswith(("file:", "data:", "blob:")):
+                    remote.append(request.url)
+            page.on("request", note)
+            page.goto(path.as_uri())
+            page.wait_for_function(f"document.querySelectorAll('.js-plotly-plot .main-svg').length >= {len(_plot_names(html))}",
+                                   timeout=30000)
+            assert page.locator(".js-plotly-plot").count() == len(_plot_names(html))
+            assert page.title().endswith("podsim capacity plan")
+            shot = tmp_path / f"{name}.png"
+            page.screenshot(path=str(shot), full_page=True)
+            assert errors == [], errors
+            assert remote == [], remote  # opens offline
+        assert shot.stat().st_size > 50_000
+        shutil.copy(shot, SHOTS / shot.name)
