@@ -19,9 +19,29 @@ from helpers import run_podsim
 from streamlit.testing.v1 import AppTest
 from test_trace_native import README_EXAMPLE
 
+from podsim.scenario import load_scenario, run_scenario
+from podsim.store import append_run, list_runs
+from podsim.sweep import load_sweep, open_executor, run_sweep
+
 ROOT = Path(__file__).resolve().parents[1]
 APP = ROOT / "app.py"
+SCENARIOS = ROOT / "tests" / "data" / "scenarios"
 NATIVE_TRACE = README_EXAMPLE.encode()  # the README's native trace example
+
+
+def make_store(folder: Path) -> Path:
+    """A results store as `podsim run` and `podsim sweep` leave it: a job-stream run, a step study,
+    a 4-point grid sweep (2 rates x 2 replicates) and the tests' capacity sweep (about 1 s)."""
+    store = folder / "results.duckdb"
+    for name in ("tiny.yaml", "tiny_step.yaml"):
+        append_run(store, run_scenario(load_scenario(SCENARIOS / name)))
+    grid = folder / "rates.yaml"
+    grid.write_text(f"sweep: rates\nbase: {SCENARIOS / 'tiny.yaml'}\n"
+                    "grid:\n  workload.synthetic.rate: [1/h, 3/h]\nreplicates: 2\nseed: 3\n")
+    with open_executor("serial") as handle:
+        run_sweep(load_sweep(grid), handle, store)
+        run_sweep(load_sweep(SCENARIOS / "capacity.yaml"), handle, store)
+    return store
 
 
 def ok(at: AppTest) -> AppTest:
@@ -276,3 +296,74 @@ def test_dashboard_command(capsys, args, code):
         assert "--server.headless true" in out and "--browser.gatherUsageStats false" in out
     else:
         assert "--port 0 is not a TCP port" in err
+
+
+# --- Capacity plan -------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory) -> Path:
+    return make_store(tmp_path_factory.mktemp("store"))
+
+
+def test_capacity_page_runs_side_by_side(store):
+    rows = list_runs(store)
+    at = ok(open_page("capacity", store=str(store)))
+    m = metrics(at)
+    assert m["Runs"] == "10" and m["Finished"] == "10" and m["Sweeps"] == "2"
+    finished = [r for r in rows if r["targets_met"] is not None]
+    assert m["Targets met"] == f"{sum(r['targets_met'] for r in finished)} of {len(finished)}"
+    assert len(at.dataframe[0].value) == 10
+    assert len(at.multiselect(key="picked_runs").value) == 2  # the newest two by default
+
+    tiny = next(r for r in rows if r["name"] == "tiny" and not r["sweep_id"])
+    step = next(r for r in rows if r["kind"] == "step")
+    labels = [o for o in at.multiselect(key="picked_runs").options if o.endswith(tiny["run_id"][-6:]) or o.endswith(step["run_id"][-6:])]
+    at.multiselect(key="picked_runs").set_value(labels).run()
+    ok(at)
+    key = at.dataframe[1].value.set_index("figure")
+    assert sorted(key.columns) == ["tiny", "tiny-step"]
+    assert key.loc["utilisation", "tiny"] == f"{tiny['utilisation']:.1%}" and key.loc["utilisation", "tiny-step"] == ""
+    assert key.loc["step time", "tiny-step"] != "" and key.loc["step time", "tiny"] == ""
+    targets = at.dataframe[2].value
+    assert set(targets["run"]) == {"tiny", "tiny-step"} and set(targets["met"]) <= {"yes", "no"}
+    assert [t.get("name") for t in chart(at, "runs-Utilisation")["data"]] == ["tiny"]  # only the job stream has a time series
+    assert chart(at, "runs-Step-time breakdown")["data"]
+    assert [b.proto.label for b in at.get("download_button")][0] == "Download the HTML report"
+
+
+def test_capacity_page_sweeps(store):
+    at = ok(open_page("capacity", store=str(store)))
+    sweeps = at.selectbox(key="sweep")
+    capacity = next(o for o in sweeps.options if o.startswith("tiny-capacity (capacity"))
+    sweeps.set_value(capacity).run()
+    answer = next(d.value for d in at.dataframe if "answer" in d.value.columns)
+    assert answer.loc[0, "field"] == "topology.pods" and answer.loc[0, "answer"] == 2
+    assert answer.loc[0, "evaluated"].startswith("1 misses, 2 meets")  # bisection: high first, then the midpoint
+    wait = chart(at, "sweep-p95 wait by run (s)")["data"][0]
+    assert list(wait["x"]) == ["heavy, pods=1", "heavy, pods=2", "heavy, pods=3", "heavy, pods=6"]
+    waits = numbers(wait["y"])
+    assert waits[0] > 2 * 3600 >= waits[1:].max()  # the target is p95 wait <= 2 h: one pod misses it
+
+    grid = next(o for o in sweeps.options if o.startswith("rates (grid, 4 ok"))
+    at.selectbox(key="sweep").set_value(grid).run()
+    ok(at)
+    bars = chart(at, "sweep-Utilisation by run")["data"][0]
+    assert sorted(bars["x"]) == ["rate=1/h #1", "rate=1/h #2", "rate=3/h #1", "rate=3/h #2"]
+    util = dict(zip(bars["x"], numbers(bars["y"]), strict=True))
+    assert util["rate=3/h #1"] > util["rate=1/h #1"] and util["rate=3/h #2"] > util["rate=1/h #2"]  # more load, busier pod
+
+
+def test_capacity_page_runs_an_uploaded_scenario(tmp_path):
+    path = tmp_path / "new" / "results.duckdb"
+    at = ok(open_page("capacity", store=str(path)))
+    assert "No results store" in at.info[0].value
+    at.file_uploader(key="scenario_file").upload("broken.yaml", (SCENARIOS / "tiny.yaml").read_bytes().replace(b"horizon: 36h", b"horizon: 3 fortnights")).run()
+    at.button(key="run_scenario").click().run()
+    assert not at.exception and "broken.yaml:14: horizon: duration '3 fortnights'" in at.error[0].value
+    at.file_uploader(key="scenario_file").upload("tiny.yaml", (SCENARIOS / "tiny.yaml").read_bytes()).run()
+    at.button(key="run_scenario").click().run()
+    ok(at)
+    run_id = list_runs(path)[0]["run_id"]
+    assert at.success[0].value.startswith(f"Stored run {run_id} (tiny)") and path.is_file()
+    assert metrics(at)["Runs"] == "1" and metrics(at)["Sweeps"] == "0"
+    assert at.multiselect(key="picked_runs").value == [f"tiny · {run_id[-6:]}"]

@@ -19,13 +19,16 @@ from pathlib import Path
 
 import pytest
 from browser import chromium_page
+from test_dashboard import make_store
 
 from podsim.cli.dashboard import streamlit_command
 from podsim.topology import topology_summary
 from podsim.units import format_rate
 
 ROOT = Path(__file__).resolve().parents[1]
-PAGES = [("", "Topology"), ("placement", "Placement"), ("steptime", "Step time"), ("cluster", "Cluster")]
+PAGES = [("", "Topology"), ("placement", "Placement"), ("steptime", "Step time"), ("cluster", "Cluster"),
+         ("capacity", "Capacity plan")]
+CHARTS = {"": 1, "placement": 1, "steptime": 3, "cluster": 4, "capacity": 9}
 
 
 def free_port() -> int:
@@ -35,12 +38,13 @@ def free_port() -> int:
 
 
 @contextmanager
-def dashboard_server():
-    """The dashboard on a free loopback port; yields its base URL once /_stcore/health says ok."""
+def dashboard_server(store: Path):
+    """The dashboard on a free loopback port, its Capacity plan page on `store`; yields its base
+    URL once /_stcore/health says ok."""
     port = free_port()
     log = open(os.devnull, "w")  # noqa: SIM115
     proc = subprocess.Popen(streamlit_command(port, "127.0.0.1", headless=True), cwd=ROOT, stdout=log,
-                            stderr=subprocess.STDOUT)
+                            stderr=subprocess.STDOUT, env={**os.environ, "PODSIM_STORE": str(store)})
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 60
@@ -84,14 +88,15 @@ def wait_idle(page, charts: int, timeout_ms: int = 60000) -> None:
 def test_every_page_in_a_real_browser(tmp_path):
     keep = os.environ.get("PODSIM_SCREENSHOTS")
     bisection = format_rate(topology_summary("tpu-v4", "4x4x8")["bisection_bytes_per_s"])
-    with dashboard_server() as base, chromium_page(1400, 1900) as (page, errors):
+    store = make_store(tmp_path)
+    with dashboard_server(store) as base, chromium_page(1400, 1900) as (page, errors):
         outside, failed = [], []
         page.on("request", lambda r: outside.append(r.url) if not r.url.startswith((base, "data:", "blob:")) else None)
         page.on("response", lambda r: failed.append(r.url) if r.status >= 400 else None)
         shots = {}
         for path, title in PAGES:
             page.goto(f"{base}/{path}")
-            wait_idle(page, charts={"": 1, "placement": 1, "steptime": 3, "cluster": 4}[path])
+            wait_idle(page, charts=CHARTS[path])
             assert page.title() == title
             assert page.locator("h1").first.inner_text().strip() == title
             m = metric_values(page)
@@ -109,10 +114,18 @@ def test_every_page_in_a_real_browser(tmp_path):
                 elif title == "Step time":
                     assert re.fullmatch(r"[0-9.]+ (min|s|ms)", m["Step time"]), m
                     assert 0 < float(m["Model FLOPs utilisation"].rstrip("%")) < 100
-                else:
+                elif title == "Cluster":
                     assert re.fullmatch(r"\d+ of 300", m["Completed"]) and m["Utilisation (OCS)"].endswith("%")
+                else:
+                    assert m["Runs"] == "10" and m["Sweeps"] == "2"
                 shot = tmp_path / f"{path}.png"
                 page.screenshot(path=str(shot))
+                if title == "Capacity plan":
+                    with page.expect_download() as download:
+                        page.get_by_text("Download the HTML report").first.click()
+                    html = Path(download.value.path()).read_text()
+                    assert html.lstrip().lower().startswith("<!doctype html") and "tiny [heavy, pods=1]" in html
+                    assert "Plotly.newPlot" in html or "plotly" in html.lower()
             shots[title] = shot
         assert not outside, f"the dashboard fetched from outside this machine: {outside[:3]}"
         # Streamlit's frontend first probes <page>/_stcore/... before the root's; nothing else may fail

@@ -22,7 +22,17 @@ app = typer.Typer(
 
 # Sub-command modules register on `app` when imported.
 from podsim.cli import (  # noqa: E402,F401
-    cluster, dashboard, demo, place, report, run, steptime, sweep, topology, trace, validate,
+    cluster,
+    dashboard,
+    demo,
+    place,
+    report,
+    run,
+    steptime,
+    sweep,
+    topology,
+    trace,
+    validate,
 )
 
 

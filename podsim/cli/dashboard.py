@@ -1,8 +1,9 @@
-"""`podsim dashboard [--port N] [--address HOST] [--headless] [--dry-run]`: start the Streamlit
-dashboard (`app.py` beside the podsim package in a source checkout)."""
+"""`podsim dashboard [--port N] [--address HOST] [--headless] [--store PATH] [--dry-run]`: start
+the Streamlit dashboard (`app.py` beside the podsim package in a source checkout)."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -39,16 +40,20 @@ def dashboard_cmd(
     port: int = typer.Option(8501, "--port", help="local TCP port to serve on"),
     address: str = typer.Option("localhost", "--address", help="address to bind (localhost: this machine only)"),
     headless: bool = typer.Option(False, "--headless", help="do not open a browser window"),
+    store: Path | None = typer.Option(None, "--store", help="results store the Capacity plan page opens (default out/demo/results.duckdb)"),
     dry_run: bool = typer.Option(False, "--dry-run", help="print the streamlit command instead of running it"),
 ) -> None:
-    """Start the dashboard: topology, placement, step time and cluster pages over the library."""
+    """Start the dashboard: topology, placement, step time, cluster and capacity-plan pages."""
     cmd = streamlit_command(port, address, headless)
+    env = dict(os.environ)
+    if store is not None:
+        env["PODSIM_STORE"] = str(store.resolve())
     if dry_run:
-        print(" ".join(cmd))
+        print(("PODSIM_STORE=" + env["PODSIM_STORE"] + " " if store is not None else "") + " ".join(cmd))
         return
     print(f"podsim dashboard on http://{address}:{port} (Ctrl+C stops it)", file=sys.stderr)
     try:
-        code = subprocess.call(cmd, cwd=app_path().parent)
+        code = subprocess.call(cmd, cwd=app_path().parent, env=env)
     except KeyboardInterrupt:
         code = 0
     raise typer.Exit(code)
