@@ -287,15 +287,19 @@ def test_cluster_page_form_no_failures_and_uploads():
         assert not at.exception and at.error[0].value.startswith(message), at.error[0].value  # names the upload, not a temp copy
 
 
-@pytest.mark.parametrize("args, code", [(["--dry-run", "--port", "8765", "--headless"], 0), (["--port", "0"], 2)])
+@pytest.mark.parametrize("args, code", [(["--dry-run", "--port", "8765", "--headless"], 0),
+                                        (["--dry-run", "--store", "out/x.duckdb"], 0), (["--port", "0"], 2)])
 def test_dashboard_command(capsys, args, code):
     rc, out, err = run_podsim(capsys, "dashboard", *args)
     assert rc == code
-    if code == 0:
-        assert "-m streamlit run" in out and str(APP) in out and "--server.port 8765" in out
-        assert "--server.headless true" in out and "--browser.gatherUsageStats false" in out
-    else:
+    if code == 2:
         assert "--port 0 is not a TCP port" in err
+        return
+    assert "-m streamlit run" in out and str(APP) in out and "--browser.gatherUsageStats false" in out
+    if "--store" in args:
+        assert out.startswith(f"PODSIM_STORE={Path('out/x.duckdb').resolve()} ") and "--server.headless false" in out
+    else:
+        assert "--server.port 8765" in out and "--server.headless true" in out
 
 
 # --- Capacity plan -------------------------------------------------------------------------------
