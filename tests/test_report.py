@@ -31,7 +31,7 @@ def _plot_names(html: str) -> list[str]:
 
 def test_single_cluster_report(runs):
     html = render_report(runs[0])
-    assert html.count("<script") == 1 + len(_plot_names(html))  # plotly.js once, one script per figure
+    assert html.count("<script") == 2 + len(_plot_names(html))  # plotly.js once, one per figure, the resize hook
     body = html.split("</script>", 1)[1]  # after plotly.js itself
     assert not re.search(r'(src|href)="(https?:)?//', body)  # nothing fetched from the network
     assert {"Utilisation", "Goodput", "Queue", "Wait over time", "Wait CDF", "Fragmentation"} <= set(_plot_names(html))
