@@ -21,7 +21,19 @@ app = typer.Typer(
 )
 
 # Sub-command modules register on `app` when imported.
-from podsim.cli import cluster, demo, place, report, run, steptime, sweep, topology, trace, validate  # noqa: E402,F401
+from podsim.cli import (  # noqa: E402,F401
+    cluster,
+    dashboard,
+    demo,
+    place,
+    report,
+    run,
+    steptime,
+    sweep,
+    topology,
+    trace,
+    validate,
+)
 
 
 def main(argv: list[str] | None = None) -> None:

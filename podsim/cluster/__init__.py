@@ -8,9 +8,10 @@
 
 Modules: config (ClusterConfig), simulate (the SimPy model), policies (fifo, backfill,
 priority), failures (MTBF/MTTR processes, traces), links (ICI link ids and what a failed link
-disables), steptime (steps -> run time), result (metrics), goodput (the v4 paper's Fig. 4).
+disables), steptime (steps -> run time), result (metrics), breakdown (per shape), goodput (the v4 paper's Fig. 4).
 """
 
+from podsim.cluster.breakdown import by_shape
 from podsim.cluster.config import ClusterConfig
 from podsim.cluster.failures import (
     FailureEvent,
@@ -28,7 +29,7 @@ from podsim.cluster.simulate import simulate
 from podsim.cluster.steptime import CachedStepTime, RooflineStepTime, StepTimeModel
 
 __all__ = [
-    "POLICIES", "CachedStepTime", "ClusterConfig", "ClusterResult", "FailureEvent", "FailureModel", "FailureProcess",
+    "POLICIES", "CachedStepTime", "by_shape", "ClusterConfig", "ClusterResult", "FailureEvent", "FailureModel", "FailureProcess",
     "GoodputPoint", "IciLinks", "JobOutcome", "RooflineStepTime", "StepTimeModel", "draw_failures",
     "draw_fleet_failures", "fig4_goodput", "fitting_slices", "load_failure_trace", "simulate",
 ]

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+import numpy as np
+
 from podsim.engine.results import StepResult
+from podsim.topology import SliceView
 from podsim.trace.model import StepTrace
 
 
@@ -44,3 +47,22 @@ def step_summary(result: StepResult, trace: StepTrace | None = None) -> dict:
         out["model_flops_per_step"] = float(model_flops)
         out["mfu"] = float(model_flops) / (chips * gen.peak_flops_per_s * result.step_time_s)
     return out
+
+
+def port_utilisation(result: StepResult, view: SliceView) -> dict:
+    """Per chip of the slice and per ICI port (x+, x-, y+, ...): how busy its outgoing link was.
+
+    `mean`: this job's bytes on the link per step / (capacity x step time), the link's average
+    utilisation over the step; `peak`: the highest load / capacity the link saw while the
+    simulation ran. Both (chips, 2 x dims), NaN where the port has no link inside the slice.
+    `ports` names the columns; rows follow the slice's chips (`coords`, row-major).
+    """
+    fab = result.fabric
+    link = view.port_link.reshape(view.n, -1)
+    has = link >= 0
+    safe = np.where(has, link, 0)
+    mean = np.where(has, result.link_bytes[safe] / (fab.link_capacity_bytes_per_s[safe] * max(result.step_time_s, 1e-300)), np.nan)
+    peak = np.where(has, result.link_peak_utilisation[safe], np.nan)
+    dims = view.port_link.shape[1]
+    return {"ports": [f"{'xyz'[d]}{s}" for d in range(dims) for s in "+-"], "coords": view.coords,
+            "mean": mean, "peak": peak}

@@ -19,6 +19,7 @@ Placement (the state is never changed by these):
 
 Fragmentation figures:
     largest_placeable(state), count_fitting(state, shape), free_space_summary(state)
+    pod_map(state)                  cubes (or chips) with their jobs and failures, for drawing
 
 Models (podsim.placement.cpsat): cube-level selection on OCS pods, sub-cube 3-D packing by
 enumeration, static rectangles (add_no_overlap_2d) and OCS-less cube boxes, batch admission by
@@ -29,6 +30,7 @@ from podsim.placement.cpsat import SolverParams, SolveStats
 from podsim.placement.failures import Failures, load_failures, parse_failures
 from podsim.placement.metrics import free_space_summary, largest_placeable, placement_report
 from podsim.placement.place import count_fitting, place, place_one
+from podsim.placement.podmap import pod_map
 from podsim.placement.problem import PlacementSettings
 from podsim.placement.requests import SliceRequest, load_requests, parse_requests
 from podsim.placement.result import PlacementResult, SlicePlacement
@@ -39,5 +41,5 @@ __all__ = [
     "Failures", "InvalidPlacement", "PlacementResult", "PlacementSettings", "PodState", "SlicePlacement",
     "SliceRequest", "SolveStats", "SolverParams", "count_fitting", "free_space_summary", "largest_placeable",
     "load_failures", "load_requests", "parse_failures", "parse_requests", "place", "place_one",
-    "placement_report", "validate_placement",
+    "placement_report", "pod_map", "validate_placement",
 ]

@@ -7,6 +7,7 @@ Typical use::
     topology_summary("tpu-v4")["bisection_bytes_per_s"]     # 2.3e13
 """
 
+from podsim.topology.cables import chip_cubes, circuit_rows, slice_cables
 from podsim.topology.fabric import Circuit, DcnSpec, Fabric, LinkKind, NodeKind, build_fabric
 from podsim.topology.generations import (
     Figure,
@@ -38,7 +39,7 @@ from podsim.topology.summary import Built, build_slice, pod_spec, topology_detai
 
 __all__ = [
     "Built", "Circuit", "DcnSpec", "Fabric", "Figure", "Generation", "LinkKind", "NodeKind", "PodLayout",
-    "Routes", "Slice", "SliceSpec", "SliceView", "build_fabric", "build_slice", "check_slice_topology",
+    "Routes", "Slice", "chip_cubes", "circuit_rows", "slice_cables", "SliceSpec", "SliceView", "build_fabric", "build_slice", "check_slice_topology",
     "custom_generation",
     "cube_circuits", "dcn_routes", "format_shape", "generations", "get_generation", "is_twistable",
     "parse_shape", "plan_slice", "pod_spec", "slice_figures", "slice_routes", "slice_view",

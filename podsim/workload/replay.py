@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import functools
+import io
 import math
 from pathlib import Path
 
@@ -98,8 +99,12 @@ def load_trace_csv(path: str | Path, generation: str, columns: TraceColumns | No
     path = Path(path)
     if not path.is_file():
         raise PodsimError(f"trace file {str(path)!r} does not exist")
+    try:
+        text = path.read_bytes().decode("utf-8-sig")  # a spreadsheet's byte-order mark is not a column name
+    except UnicodeDecodeError as exc:
+        raise PodsimError(f"{path.name}: not UTF-8 text (byte offset {exc.start}); a job trace is a CSV file") from None
     jobs: list[Job] = []
-    with path.open(newline="") as f:
+    with io.StringIO(text, newline="") as f:
         reader = csv.DictReader(f)
         missing = [c for c in (cols.id, cols.submit, cols.duration, cols.accelerators) if c not in (reader.fieldnames or [])]
         if missing:

@@ -1,0 +1,179 @@
+"""Step time: one training step of a preset model (or an uploaded trace) on a slice, simulated."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+import streamlit as st
+
+from app_pages.common import (
+    MAX_UPLOAD_BYTES,
+    colour,
+    inline_errors,
+    percent,
+    pick_generation,
+    saved_files,
+    seconds,
+    upload_bytes,
+)
+from podsim.engine import port_utilisation, simulate_step, step_summary
+from podsim.topology import build_slice, format_shape, get_generation, is_twistable, parse_shape
+from podsim.trace import PRESETS, generate_trace, load_trace
+from podsim.units import format_bytes
+
+# Parallelism plans for the default 128-chip slice (4x4x8); any plan whose sizes multiply to the
+# slice's chips will do. (No bare strings in page scripts: Streamlit's magic would print them.)
+DEFAULT_PLANS = {"gpt3-175b": "fsdp=32,tensor=4", "llama2-70b": "fsdp=32,tensor=4",
+                 "mixtral-8x7b": "data=4,expert=8,tensor=4", "resnet50": "data=128"}
+TRACE_TYPES = ["json", "yaml", "yml", "et", "txt"]
+
+
+def _simulate(trace, gen: str, shape: str, twisted: bool, efficiency: float) -> dict:
+    built = build_slice(gen, shape, twisted=twisted)
+    result = simulate_step(trace, built, compute_efficiency=efficiency)
+    return {"summary": step_summary(result, trace), "name": trace.name, "ops": len(trace.ops),
+            "timeline": [vars(t) for t in result.timeline if t.step == 0],
+            "utilisation": port_utilisation(result, built.view), "hot_links": result.hot_links(8)}
+
+
+@st.cache_data(max_entries=16, show_spinner="Generating the trace and simulating one step...")
+def preset_step(model: str, gen: str, shape: str, twisted: bool, plan: str, efficiency: float) -> dict:
+    trace = generate_trace(model, shape, plan, generation=gen, twisted=twisted)
+    return _simulate(trace, gen, shape, twisted, efficiency)
+
+
+@st.cache_data(max_entries=8, show_spinner="Reading the trace and simulating one step...")
+def uploaded_step(files: tuple[tuple[str, bytes], ...], gen: str, shape: str, twisted: bool, efficiency: float) -> dict:
+    """An uploaded trace through `load_trace`, the CLI's loader (format by suffix and content)."""
+    with saved_files(files) as paths:
+        trace = load_trace(paths, shape=parse_shape(shape, get_generation(gen).dims))
+    return _simulate(trace, gen, shape, twisted, efficiency)
+
+
+def lane(t: dict) -> str:
+    if t["kind"] == "compute":
+        return "compute"
+    return f"{t['kind']} {t['group']}".strip()
+
+
+def gantt_figure(timeline: list[dict]) -> go.Figure:
+    """One bar per op from its start to its end, one row per op kind and group."""
+    fig = go.Figure()
+    kinds = list(dict.fromkeys(t["kind"] for t in timeline))
+    lanes = list(dict.fromkeys(lane(t) for t in sorted(timeline, key=lambda t: (t["kind"] != "compute", t["kind"], t["group"]))))
+    for i, kind in enumerate(kinds):
+        ops = [t for t in timeline if t["kind"] == kind]
+        text = [f"{t['id']}{' (' + t['name'] + ')' if t['name'] else ''}<br>{t['kind']} {t['group']}<br>"
+                f"{seconds(t['start_s'])} + {seconds(t['end_s'] - t['start_s'])}"
+                + (f"<br>{format_bytes(t['bytes'])}, {t['algorithm']}, closed form {seconds(t['closed_form_s'])}" if t["bytes"] else "")
+                for t in ops]
+        fig.add_trace(go.Bar(y=[lane(t) for t in ops], x=[t["end_s"] - t["start_s"] for t in ops],
+                             base=[t["start_s"] for t in ops], orientation="h", name=kind,
+                             marker={"color": "#4C78A8" if kind == "compute" else colour(i + 1)},
+                             hovertext=text, hoverinfo="text"))
+    fig.update_layout(barmode="overlay", height=max(240, 60 + 34 * len(lanes)), xaxis_title="time in the step (s)",
+                      margin={"l": 10, "r": 10, "t": 30, "b": 40}, legend={"orientation": "h", "y": 1.08})
+    fig.update_yaxes(categoryorder="array", categoryarray=lanes[::-1])
+    return fig
+
+
+def breakdown_figure(s: dict) -> go.Figure:
+    """The step = compute + exposed communication; communication = overlapped + exposed."""
+    parts = [("compute", s["compute_s"], 0, "#4C78A8"), ("exposed communication", s["exposed_comm_s"], 0, "#E45756"),
+             ("overlapped communication", s["overlapped_comm_s"], 1, "#F58518"),
+             ("exposed communication", s["exposed_comm_s"], 1, "#E45756")]
+    rows = ["step", "communication"]
+    fig = go.Figure()
+    for i, (name, value, row, col) in enumerate(parts):
+        fig.add_trace(go.Bar(y=[rows[row]], x=[value], name=name, orientation="h", marker={"color": col},
+                             showlegend=i != 3, legendgroup=name, text=[seconds(value)], textposition="inside",
+                             hovertext=f"{name}: {seconds(value)}", hoverinfo="text"))
+    fig.update_layout(barmode="stack", height=230, margin={"l": 10, "r": 10, "t": 10, "b": 10},
+                      legend={"orientation": "h", "y": -0.25}, xaxis={"ticksuffix": " s"})
+    fig.update_yaxes(categoryorder="array", categoryarray=rows[::-1])
+    return fig
+
+
+def heatmap_figure(u: dict, which: str) -> go.Figure:
+    z = np.asarray(u[which], float).T * 100
+    top = float(np.nanmax(z, initial=0.0)) if np.isfinite(z).any() else 0.0
+    labels = ["(" + ",".join(str(int(v)) for v in c) + ")" for c in u["coords"]]
+    fig = go.Figure(go.Heatmap(z=z, x=labels, y=u["ports"], colorscale="YlOrRd", zmin=0, zmax=max(top, 1.0),
+                               colorbar={"title": "%"}, hoverongaps=False,
+                               hovertemplate="chip %{x}, port %{y}: %{z:.1f}%<extra></extra>"))
+    fig.update_layout(height=300, margin={"l": 10, "r": 10, "t": 10, "b": 40}, xaxis_title="chip (slice coordinates)",
+                      xaxis={"showticklabels": len(labels) <= 64}, yaxis={"autorange": "reversed", "title": "port"})
+    return fig
+
+
+st.title("Step time")
+st.caption("One training step on a slice: a preset model's trace (or yours) runs on the flow-level engine; "
+           "compute and communication overlap where the op DAG allows.")
+
+c1, c2, c3, c4 = st.columns([1.2, 1, 0.7, 1])
+gen_id, gen = pick_generation(c1)
+shape_text = c2.text_input("Slice shape", value="4x4x8" if gen.cube_shape else "8x16", key=f"shape_{gen_id}")
+with inline_errors():
+    shape = format_shape(parse_shape(shape_text, gen.dims))
+twistable = is_twistable(parse_shape(shape)) and bool(gen.ocs and gen.cube_shape)
+twisted = c3.checkbox("Twisted", value=False, key="twisted", disabled=not twistable) and twistable
+efficiency = c4.slider("Compute efficiency", 0.1, 1.0, 0.6, 0.05, key="efficiency",
+                       help="fraction of peak FLOP/s compute ops reach (0.6: the v4 paper's LLM average, perf.3)")
+source = st.radio("Trace", ["Preset model", "Upload a trace"], horizontal=True, key="source")
+
+with inline_errors():
+    if source == "Preset model":
+        m1, m2 = st.columns([1, 2])
+        models = list(PRESETS)
+        model = m1.selectbox("Model", models, index=models.index("llama2-70b"), key="model")
+        plan = m2.text_input("Parallelism", value=DEFAULT_PLANS[model], key=f"plan_{model}",
+                             help="data, fsdp, tensor, pipeline, expert (and dcn); sizes multiply to the slice's chips")
+        out = preset_step(model, gen_id, shape, twisted, plan, float(efficiency))
+    else:
+        uploads = st.file_uploader(f"Trace file(s): podsim JSON/YAML, ASTRA-sim text, Chakra .et/.json (one per rank); "
+                                   f"at most {MAX_UPLOAD_BYTES // 2**20} MB each", type=TRACE_TYPES,
+                                   accept_multiple_files=True, key="trace_files")
+        if not uploads:
+            st.info("Upload a trace to simulate it on the slice above.")
+            st.stop()
+        files = tuple((u.name, upload_bytes(u)) for u in uploads)
+        out = uploaded_step(files, gen_id, shape, twisted, float(efficiency))
+
+s = out["summary"]
+st.subheader(f"{out['name'] or 'uploaded trace'}: {out['ops']} ops")
+st.caption(f"on a {gen.name} {shape}{' twisted' if twisted else ''} slice, compute at {efficiency:.0%} of peak")
+m = st.columns(5)
+m[0].metric("Step time", seconds(s["step_time_s"]))
+m[1].metric("Compute", seconds(s["compute_s"]))
+m[2].metric("Exposed communication", seconds(s["exposed_comm_s"]),
+            help=f"{seconds(s['comm_s'])} busy, {seconds(s['overlapped_comm_s'])} hidden behind compute")
+m[3].metric("Model FLOPs utilisation", percent(s.get("mfu")) if "mfu" in s else "n/a",
+            help="model FLOPs per step / (chips x peak x step time); known for generated traces")
+m[4].metric("Engine", f"{s['engine_wall_s']:.2f} s", help=f"{s['events']:,} events, {s['flows_simulated']:,} of {s['flows']:,} flows simulated")
+
+st.subheader("Op timeline")
+st.plotly_chart(gantt_figure(out["timeline"]), key="gantt")
+
+left, right = st.columns([1, 1])
+with left:
+    st.subheader("Breakdown")
+    st.plotly_chart(breakdown_figure(s), key="breakdown")
+with right:
+    st.subheader("Collectives")
+    kinds = pd.DataFrame([{"kind": k, "ops": int(v["ops"]), "bytes": format_bytes(v["bytes"]), "busy": seconds(v["busy_s"]),
+                           "closed form": seconds(v["closed_form_s"]), "algorithms": ", ".join(v["algorithms"])}
+                          for k, v in sorted(s["collectives"].items())])
+    if kinds.empty:
+        st.info("No communication in this trace.")
+    else:
+        st.dataframe(kinds, hide_index=True)
+
+st.subheader("Link utilisation")
+which = st.radio("Show", ["mean", "peak"], horizontal=True, key="util_kind",
+                 format_func=lambda w: {"mean": "mean over the step (bytes / capacity x step time)",
+                                        "peak": "peak load / capacity while simulated"}[w])
+st.plotly_chart(heatmap_figure(out["utilisation"], which), key="heatmap")
+if out["hot_links"]:
+    st.caption("Busiest links by this step's bytes: " + "; ".join(
+        f"{h['src']}->{h['dst']} ({h['kind']}, {format_bytes(h['bytes'])})" for h in out["hot_links"][:5]))
