@@ -16,8 +16,7 @@ from app_pages.common import (
     seconds,
     upload_bytes,
 )
-from podsim.cli.cluster import build_config, failure_model
-from podsim.cluster import RooflineStepTime, by_shape, simulate
+from podsim.cluster import RooflineStepTime, by_shape, failure_model, make_config, simulate
 from podsim.errors import PodsimError
 from podsim.units import parse_duration
 from podsim.workload import TraceColumns, generate_jobs, load_trace_csv, parse_synthetic
@@ -46,7 +45,7 @@ def run_cluster(gen: str, pods: int, ocs: bool, policy: str, stream: tuple[str, 
     host = availability < 1  # 1.0: hosts never fail
     failures = failure_model(availability if host else None, None, f"{mttr_h}h" if host else None, None,
                              None, None, None, None)
-    config = build_config(generation=gen, pods=pods, ocs=ocs, policy=policy, horizon_s=horizon_d * 86400,
+    config = make_config(generation=gen, pods=pods, ocs=ocs, policy=policy, horizon_s=horizon_d * 86400,
                           checkpoint_interval_s=parse_duration(f"{checkpoint_h}h"), failures=failures)
     jobs = _jobs(stream, gen, seed)
     bar = st.progress(0.0, text=f"Simulating {'OCS' if ocs else 'static'} wiring...")

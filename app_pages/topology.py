@@ -8,7 +8,6 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from app_pages.common import colour, inline_errors, pick_generation
-from podsim.cli.topology import summary_rows
 from podsim.topology import (
     build_slice,
     chip_cubes,
@@ -17,6 +16,7 @@ from podsim.topology import (
     is_twistable,
     parse_shape,
     slice_cables,
+    summary_rows,
     topology_summary,
 )
 from podsim.units import format_rate

@@ -6,3 +6,14 @@ class PodsimError(ValueError):
 
     def __init__(self, message: str):
         super().__init__(" ".join(str(message).split()))
+
+
+def first_error(exc, default_loc: str = "value") -> tuple[str, str]:
+    """(dotted field location, message) of a pydantic ValidationError's first error, with
+    pydantic's 'Value error, ' prefix dropped and 'Extra inputs are not permitted' said plainly."""
+    err = exc.errors()[0]
+    where = ".".join(str(p) for p in err["loc"]) or default_loc
+    msg = err["msg"].removeprefix("Value error, ")
+    if err["type"] == "extra_forbidden":
+        msg = "unknown field"
+    return where, msg

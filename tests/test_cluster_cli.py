@@ -52,7 +52,7 @@ def test_trace_replay_static_wiring_and_a_failure_trace(capsys, tmp_path):
     (["--horizon", "soon", "--synthetic", "jobs=5"], "duration 'soon'"),
     (["--horizon", "1d", "--synthetic", "jobs=5", "--host-availability", "1.5"], "strictly between 0 and 1"),
     (["--horizon", "1d", "--synthetic", "jobs=5", "--host-availability", "0.99", "--mtbf", "9h"], "not both"),
-    (["--horizon", "1d", "--synthetic", "jobs=5", "--mttr", "9h"], "needs --mtbf"),
+    (["--horizon", "1d", "--synthetic", "jobs=5", "--mttr", "9h"], "needs an MTBF"),
     (["--horizon", "1d", "--trace", "missing.csv"], "does not exist"),
     (["--horizon", "1d", "--synthetic", "jobs=5", "--columns", "id=x"], "there is no --trace"),
     (["--horizon", "1d", "--synthetic", "jobs=5", "--pods", "0"], "pods"),

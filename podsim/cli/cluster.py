@@ -9,57 +9,21 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from pydantic import ValidationError
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from podsim.cli import app
 from podsim.cli.common import emit_json, table
 from podsim.cluster import (
-    ClusterConfig,
-    FailureModel,
-    FailureProcess,
     RooflineStepTime,
+    failure_model,
     load_failure_trace,
+    make_config,
     simulate,
 )
 from podsim.errors import PodsimError
 from podsim.units import format_seconds, parse_duration
 from podsim.workload import TraceColumns, generate_jobs, load_trace_csv, parse_synthetic
-
-
-def _process(what: str, mtbf: str | None, mttr: str | None, weibull: float | None) -> FailureProcess | None:
-    if mtbf is None:
-        if mttr is not None:
-            raise PodsimError(f"--{what}mttr needs --{what}mtbf (or --host-availability for hosts)")
-        return None
-    return FailureProcess(mtbf_s=parse_duration(mtbf), mttr_s=parse_duration(mttr or "1h"),
-                          distribution="weibull" if weibull else "exponential", weibull_shape=weibull or 1.0)
-
-
-def failure_model(host_availability: float | None, mtbf: str | None, mttr: str | None, weibull: float | None,
-                  ocs_mtbf: str | None, ocs_mttr: str | None, link_mtbf: str | None, link_mttr: str | None) -> FailureModel:
-    """The fleet's failure processes from the command-line options (one-line errors)."""
-    if host_availability is not None and mtbf is not None:
-        raise PodsimError("give --host-availability or --mtbf for hosts, not both")
-    if host_availability is not None:
-        host = FailureProcess.from_availability(host_availability, parse_duration(mttr or "1h"),
-                                                distribution="weibull" if weibull else "exponential",
-                                                weibull_shape=weibull or 1.0)
-    else:
-        host = _process("", mtbf, mttr, weibull)
-    return FailureModel(host=host, ocs=_process("ocs-", ocs_mtbf, ocs_mttr, weibull),
-                        link=_process("link-", link_mtbf, link_mttr, weibull))
-
-
-def build_config(**fields) -> ClusterConfig:
-    """ClusterConfig with pydantic's errors turned into one line naming the field."""
-    try:
-        return ClusterConfig(**fields)
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        where = ".".join(str(p) for p in err["loc"]) or "config"
-        raise PodsimError(f"{where}: {err['msg'].removeprefix('Value error, ')} (got {err.get('input')!r})") from None
 
 
 def _rows(m: dict, unplaceable: list[dict]) -> list[tuple[str, str]]:
@@ -133,7 +97,7 @@ def cluster_cmd(
     failures = failure_model(host_availability, mtbf, mttr, weibull_shape, ocs_mtbf, ocs_mttr, link_mtbf, link_mttr)
     if failure_trace is not None and failures.any:
         raise PodsimError("give --failure-trace or failure processes (--host-availability, --mtbf, ...), not both")
-    config = build_config(
+    config = make_config(
         generation=generation, pods=pods, ocs=ocs, policy=policy, solver=solver,
         decision_time_limit_s=decision_time_limit, horizon_s=parse_duration(horizon),
         checkpoint_interval_s=parse_duration(checkpoint_interval), restart_overhead_s=parse_duration(restart_overhead),

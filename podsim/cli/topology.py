@@ -6,26 +6,7 @@ import typer
 
 from podsim.cli import app
 from podsim.cli.common import emit_json, table
-from podsim.topology import topology_detail, topology_summary
-from podsim.units import format_bytes, format_rate
-
-
-def summary_rows(s: dict) -> list[tuple[str, str]]:
-    """Human-readable rows of a topology summary (shared with the demo)."""
-    wrap = "".join("xyz"[i] if w else "-" for i, w in enumerate(s["wraparound"])) if len(s["wraparound"]) > 1 else ""
-    rows = [
-        ("shape", f"{s['shape']} ({s['topology']}{', wraparound ' + wrap if wrap else ''})"),
-        ("chips / hosts / cubes", f"{s['chips']} / {s['hosts']} / {s['cubes']}"),
-        ("OCS units / circuits", f"{s['ocs']} / {s['ocs_circuits']}" + (f" ({s['ocs_ports_per_unit']} ports each)" if s["ocs_ports_per_unit"] else "")),
-        ("ICI cables", f"{s['ici_links']} at {format_rate(s['link_bytes_per_s'])} per direction"),
-        ("bisection bandwidth", format_rate(s["bisection_bytes_per_s"])),
-        ("all-reduce bandwidth", format_rate(s["allreduce_bytes_per_s"])),
-        ("diameter", f"{s['diameter_hops']} hops"),
-        ("peak bf16", f"{s['peak_flops_per_s'] / 1e15:.4g} PFLOP/s"),
-        ("HBM", format_bytes(s["hbm_bytes"])),
-        ("DCN", f"{format_rate(s['dcn_bytes_per_s'])} over {s['hosts']} hosts ({s['dcn']['kind']}, {s['dcn']['leaves']} leaves, {s['dcn']['spines']} spines)"),
-    ]
-    return rows
+from podsim.topology import summary_rows, topology_detail, topology_summary
 
 
 @app.command("topology")

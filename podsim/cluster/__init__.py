@@ -12,13 +12,14 @@ disables), steptime (steps -> run time), result (metrics), breakdown (per shape)
 """
 
 from podsim.cluster.breakdown import by_shape
-from podsim.cluster.config import ClusterConfig
+from podsim.cluster.config import ClusterConfig, make_config
 from podsim.cluster.failures import (
     FailureEvent,
     FailureModel,
     FailureProcess,
     draw_failures,
     draw_fleet_failures,
+    failure_model,
     load_failure_trace,
 )
 from podsim.cluster.goodput import GoodputPoint, fig4_goodput, fitting_slices
@@ -31,5 +32,5 @@ from podsim.cluster.steptime import CachedStepTime, RooflineStepTime, StepTimeMo
 __all__ = [
     "POLICIES", "CachedStepTime", "by_shape", "ClusterConfig", "ClusterResult", "FailureEvent", "FailureModel", "FailureProcess",
     "GoodputPoint", "IciLinks", "JobOutcome", "RooflineStepTime", "StepTimeModel", "draw_failures",
-    "draw_fleet_failures", "fig4_goodput", "fitting_slices", "load_failure_trace", "simulate",
+    "draw_fleet_failures", "failure_model", "make_config", "fig4_goodput", "fitting_slices", "load_failure_trace", "simulate",
 ]

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from podsim.cluster.failures import FailureModel
-from podsim.errors import PodsimError
+from podsim.errors import PodsimError, first_error
 from podsim.topology import PodLayout, get_generation
 
 Policy = Literal["fifo", "backfill", "priority"]
@@ -65,3 +65,12 @@ class ClusterConfig(BaseModel):
     @property
     def sample_step_s(self) -> float:
         return self.sample_interval_s or self.horizon_s / 500
+
+
+def make_config(**fields) -> ClusterConfig:
+    """ClusterConfig with pydantic's first error as one line naming the field and the value."""
+    try:
+        return ClusterConfig(**fields)
+    except ValidationError as exc:
+        where, msg = first_error(exc, "config")
+        raise PodsimError(f"{where}: {msg} (got {exc.errors()[0].get('input')!r})") from None

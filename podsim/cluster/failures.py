@@ -20,6 +20,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from podsim.errors import PodsimError
+from podsim.units import parse_duration
 
 Component = Literal["host", "ocs", "link"]
 
@@ -104,6 +105,34 @@ class FailureModel(BaseModel):
     @property
     def any(self) -> bool:
         return any(p is not None for p in (self.host, self.ocs, self.link))
+
+
+def _process(component: str, mtbf: str | float | None, mttr: str | float | None,
+             weibull_shape: float | None) -> FailureProcess | None:
+    if mtbf is None:
+        if mttr is not None:
+            raise PodsimError(f"{component} MTTR {mttr!r} needs an MTBF (or, for hosts, an availability)")
+        return None
+    return FailureProcess(mtbf_s=parse_duration(mtbf), mttr_s=parse_duration(mttr if mttr is not None else "1h"),
+                          distribution="weibull" if weibull_shape else "exponential", weibull_shape=weibull_shape or 1.0)
+
+
+def failure_model(host_availability: float | None = None, mtbf: str | float | None = None, mttr: str | float | None = None,
+                  weibull_shape: float | None = None, ocs_mtbf: str | float | None = None, ocs_mttr: str | float | None = None,
+                  link_mtbf: str | float | None = None, link_mttr: str | float | None = None) -> FailureModel:
+    """The fleet's failure processes from user-facing options (durations as '30d', '4h' or
+    seconds; hosts by availability or MTBF; MTTR 1 h unless given), with one-line errors.
+    A Weibull shape applies to every component's time to failure."""
+    if host_availability is not None and mtbf is not None:
+        raise PodsimError("give hosts an availability or an MTBF, not both")
+    if host_availability is not None:
+        host = FailureProcess.from_availability(host_availability, parse_duration(mttr if mttr is not None else "1h"),
+                                                distribution="weibull" if weibull_shape else "exponential",
+                                                weibull_shape=weibull_shape or 1.0)
+    else:
+        host = _process("host", mtbf, mttr, weibull_shape)
+    return FailureModel(host=host, ocs=_process("OCS", ocs_mtbf, ocs_mttr, weibull_shape),
+                        link=_process("link", link_mtbf, link_mttr, weibull_shape))
 
 
 def draw_fleet_failures(layout, model: FailureModel, horizon_s: float, seed: int) -> list[FailureEvent]:

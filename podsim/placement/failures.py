@@ -19,7 +19,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from podsim.errors import PodsimError
+from podsim.errors import PodsimError, first_error
 from podsim.placement.requests import read_yaml
 from podsim.topology import PodLayout
 
@@ -84,10 +84,9 @@ def parse_failures(raw: Any, layout: PodLayout, source: str = "failures") -> Fai
     try:
         failures = Failures.model_validate(raw)
     except ValidationError as exc:
-        err = exc.errors()[0]
-        fld = ".".join(str(p) for p in err["loc"])
-        msg = err["msg"].replace("Extra inputs are not permitted", "unknown field (allowed: hosts, cubes, ocs, ocs_ports, chips)")
-        msg = msg.removeprefix("Value error, ")
+        fld, msg = first_error(exc)
+        if msg == "unknown field":
+            msg = "unknown field (allowed: hosts, cubes, ocs, ocs_ports, chips)"
         raise PodsimError(f"failures field '{fld}': {msg}") from None
     failures.check(layout)
     return failures

@@ -21,7 +21,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from podsim.errors import PodsimError
+from podsim.errors import PodsimError, first_error
 from podsim.topology import Generation, format_shape, parse_shape, validate_shape
 
 WEIGHT_RESOLUTION = 10  # CP-SAT needs integers: weights are kept in tenths of a chip
@@ -87,13 +87,13 @@ class RequestEntry(BaseModel):
 
 
 def _entry_error(index: int, raw: Any, exc: ValidationError) -> PodsimError:
-    err = exc.errors()[0]
-    fld = ".".join(str(p) for p in err["loc"]) or "entry"
+    fld, msg = first_error(exc, "entry")
     rid = raw.get("id") if isinstance(raw, dict) else None
     who = f"request {rid!r} (entry {index + 1})" if rid is not None else f"request entry {index + 1}"
     value = raw.get(fld) if isinstance(raw, dict) and fld in raw else None
     shown = f" = {value!r}" if value is not None else ""
-    msg = err["msg"].replace("Extra inputs are not permitted", "unknown field (allowed: id, shape, priority, twisted, arrival_s)")
+    if msg == "unknown field":
+        msg = "unknown field (allowed: id, shape, priority, twisted, arrival_s)"
     return PodsimError(f"{who} field '{fld}'{shown}: {msg}")
 
 

@@ -35,13 +35,20 @@ from podsim.topology.slices import (
     plan_slice,
     slice_view,
 )
-from podsim.topology.summary import Built, build_slice, pod_spec, topology_detail, topology_summary
+from podsim.topology.summary import (
+    Built,
+    build_slice,
+    pod_spec,
+    summary_rows,
+    topology_detail,
+    topology_summary,
+)
 
 __all__ = [
     "Built", "Circuit", "DcnSpec", "Fabric", "Figure", "Generation", "LinkKind", "NodeKind", "PodLayout",
     "Routes", "Slice", "chip_cubes", "circuit_rows", "slice_cables", "SliceSpec", "SliceView", "build_fabric", "build_slice", "check_slice_topology",
     "custom_generation",
     "cube_circuits", "dcn_routes", "format_shape", "generations", "get_generation", "is_twistable",
-    "parse_shape", "plan_slice", "pod_spec", "slice_figures", "slice_routes", "slice_view",
+    "parse_shape", "plan_slice", "pod_spec", "slice_figures", "slice_routes", "slice_view", "summary_rows",
     "topology_detail", "topology_summary", "torus_routes", "validate_shape", "with_overrides",
 ]

@@ -12,6 +12,7 @@ from podsim.topology.metrics import slice_figures
 from podsim.topology.pod import PodLayout
 from podsim.topology.shapes import SliceSpec, format_shape, validate_shape
 from podsim.topology.slices import Slice, SliceView, plan_slice, slice_view
+from podsim.units import format_bytes, format_rate
 
 
 def pod_spec(gen: Generation, ocs: bool = True) -> SliceSpec:
@@ -91,3 +92,21 @@ def topology_detail(gen_id: str, ocs: bool = True) -> dict:
                               "port_ids": f"{o}:0 .. {o}:{lay.ports_per_ocs - 1} (port 2c is cube c '+', 2c+1 cube c '-')"})
     return {"generation": gen.id, "hosts": hosts, "cubes": cubes, "ocs": ocs_units,
             "chip_coords": np.asarray(lay.coord).tolist()}
+
+
+def summary_rows(s: dict) -> list[tuple[str, str]]:
+    """Human-readable rows of a topology summary (the CLI table, the dashboard, the demo)."""
+    wrap = "".join("xyz"[i] if w else "-" for i, w in enumerate(s["wraparound"])) if len(s["wraparound"]) > 1 else ""
+    rows = [
+        ("shape", f"{s['shape']} ({s['topology']}{', wraparound ' + wrap if wrap else ''})"),
+        ("chips / hosts / cubes", f"{s['chips']} / {s['hosts']} / {s['cubes']}"),
+        ("OCS units / circuits", f"{s['ocs']} / {s['ocs_circuits']}" + (f" ({s['ocs_ports_per_unit']} ports each)" if s["ocs_ports_per_unit"] else "")),
+        ("ICI cables", f"{s['ici_links']} at {format_rate(s['link_bytes_per_s'])} per direction"),
+        ("bisection bandwidth", format_rate(s["bisection_bytes_per_s"])),
+        ("all-reduce bandwidth", format_rate(s["allreduce_bytes_per_s"])),
+        ("diameter", f"{s['diameter_hops']} hops"),
+        ("peak bf16", f"{s['peak_flops_per_s'] / 1e15:.4g} PFLOP/s"),
+        ("HBM", format_bytes(s["hbm_bytes"])),
+        ("DCN", f"{format_rate(s['dcn_bytes_per_s'])} over {s['hosts']} hosts ({s['dcn']['kind']}, {s['dcn']['leaves']} leaves, {s['dcn']['spines']} spines)"),
+    ]
+    return rows

@@ -19,7 +19,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from podsim.errors import PodsimError
+from podsim.errors import PodsimError, first_error
 
 
 class TransformerConfig(BaseModel):
@@ -291,9 +291,8 @@ def get_model(name: str, overrides: dict[str, Any] | None = None) -> ModelConfig
     try:
         return type(base).model_validate({**base.model_dump(), **overrides})
     except ValidationError as exc:
-        err = exc.errors()[0]
-        where = ".".join(str(p) for p in err["loc"]) or "model"
-        raise PodsimError(f"model {name}: {where}: {err['msg'].removeprefix('Value error, ')}") from None
+        where, msg = first_error(exc, "model")
+        raise PodsimError(f"model {name}: {where}: {msg}") from None
 
 
 def parse_assignments(items: list[str] | None, what: str, example: str) -> dict[str, str]:

@@ -27,7 +27,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
-from podsim.errors import PodsimError
+from podsim.errors import PodsimError, first_error
 from podsim.trace.model import (
     COLLECTIVE_KINDS,
     Collective,
@@ -135,10 +135,8 @@ class _TraceFile(_Strict):
 
 
 def _one_line(exc: ValidationError) -> str:
-    err = exc.errors()[0]
-    where = ".".join(str(p) for p in err["loc"]) or "value"
-    msg = err["msg"].removeprefix("Value error, ")
-    if err["type"] == "extra_forbidden":
+    where, msg = first_error(exc)
+    if msg == "unknown field":
         msg = "is not a field of this kind of op"
     return f"field {where!r}: {msg}"
 

@@ -22,7 +22,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from podsim.errors import PodsimError
+from podsim.errors import PodsimError, first_error
 from podsim.placement.requests import read_yaml
 from podsim.units import parse_duration
 from podsim.workload.popularity import V4_SLICE_POPULARITY
@@ -116,9 +116,7 @@ def _validated(raw: Any, source: str) -> SyntheticSpec:
     try:
         return SyntheticSpec.model_validate(raw)
     except ValidationError as exc:
-        err = exc.errors()[0]
-        where = ".".join(str(p) for p in err["loc"]) or "spec"
-        msg = err["msg"].removeprefix("Value error, ").replace("Extra inputs are not permitted", "unknown field")
+        where, msg = first_error(exc, "spec")
         raise PodsimError(f"{source} field '{where}': {msg}") from None
 
 
