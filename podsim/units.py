@@ -64,11 +64,6 @@ def parse_bytes(text: str | float | int) -> float:
     return _parse(text, _SIZE, "size", "1GiB, 256MB, 4096")
 
 
-def parse_rate(text: str | float | int) -> float:
-    """'400Gbit/s' -> 5e10 bytes/s; '45GB/s' -> 4.5e10; a bare number is bytes/s."""
-    return _parse(text, {"": 1, **_RATE}, "bandwidth", "45GB/s, 400Gbit/s")
-
-
 def parse_duration(text: str | float | int) -> float:
     """'3h' -> 10800.0; '90s' -> 90.0; '2d' -> 172800.0; a bare number is seconds."""
     return _parse(text, {"": 1, **_TIME}, "duration", "90s, 3h, 30d")

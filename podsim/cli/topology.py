@@ -11,7 +11,7 @@ from podsim.topology import summary_rows, topology_detail, topology_summary
 
 @app.command("topology")
 def topology_cmd(
-    generation: str = typer.Argument(..., help="generation id, e.g. tpu-v4 (see `podsim topology --help`)"),
+    generation: str = typer.Argument(..., help="generation id: tpu-v2, tpu-v3, tpu-v4, tpu-v5e, tpu-v5p, tpu-v6e, tpu-7x or gpu-h100"),
     slice_shape: str = typer.Option(None, "--slice", help="slice shape, e.g. 4x4x8 or 8x16; default: the whole pod"),
     twisted: bool = typer.Option(False, "--twisted", help="twisted torus (k x k x 2k or k x 2k x 2k)"),
     no_ocs: bool = typer.Option(False, "--no-ocs", help="static wiring: cubes fixed in their home arrangement"),

@@ -15,7 +15,7 @@ from podsim.topology.generations import (
     custom_generation,
     generations,
     get_generation,
-    with_overrides,
+    sources,
 )
 from podsim.topology.metrics import slice_figures
 from podsim.topology.pod import PodLayout
@@ -49,6 +49,6 @@ __all__ = [
     "Routes", "Slice", "chip_cubes", "circuit_rows", "slice_cables", "SliceSpec", "SliceView", "build_fabric", "build_slice", "check_slice_topology",
     "custom_generation",
     "cube_circuits", "dcn_routes", "format_shape", "generations", "get_generation", "is_twistable",
-    "parse_shape", "plan_slice", "pod_spec", "slice_figures", "slice_routes", "slice_view", "summary_rows",
-    "topology_detail", "topology_summary", "torus_routes", "validate_shape", "with_overrides",
+    "parse_shape", "plan_slice", "pod_spec", "slice_figures", "slice_routes", "slice_view", "sources", "summary_rows",
+    "topology_detail", "topology_summary", "torus_routes", "validate_shape",
 ]

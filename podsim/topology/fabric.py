@@ -40,8 +40,6 @@ class LinkKind(enum.IntEnum):
     DCN = 5  # leaf to spine, or leaf to leaf through the OCS DCN
 
 
-ICI_KINDS = (LinkKind.COPPER, LinkKind.OPTICAL, LinkKind.NVLINK)
-
 
 class Circuit(tuple):
     """An OCS circuit `(ocs, port_a, port_b)`: port_a is a cube's '+' face port, port_b a '-'."""
@@ -137,9 +135,6 @@ class Fabric:
     def link_reverse(self) -> np.ndarray:
         """Every link is built next to its reverse: 2i <-> 2i+1."""
         return np.arange(self.n_links) ^ 1
-
-    def ici_link_mask(self) -> np.ndarray:
-        return np.isin(self.link_kind, [int(k) for k in ICI_KINDS])
 
     def to_networkx(self, nodes: np.ndarray | None = None) -> nx.MultiGraph:
         """MultiGraph with one edge per cable (key = its forward link id); optionally only

@@ -223,16 +223,4 @@ def custom_generation(base: str | Generation, gen_id: str, note: str, **fields) 
     return Generation.model_validate(body)
 
 
-def with_overrides(gen: Generation, **figures: float) -> Generation:
-    """A copy of `gen` with figure values replaced (units kept), e.g. ici_link_bandwidth=50."""
-    update = {}
-    for name, value in figures.items():
-        fig = getattr(gen, name, None)
-        if not isinstance(fig, Figure):
-            allowed = ", ".join(gen.figures())
-            raise PodsimError(f"cannot override {name!r} of {gen.id}; figures: {allowed}")
-        update[name] = fig.model_copy(update={"value": float(value), "source": "override", "note": f"overridden (was {fig.value} {fig.unit})"})
-    return gen.model_copy(update=update)
-
-
 generations()  # validate the data file at import: a broken file fails loudly here

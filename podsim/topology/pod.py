@@ -153,10 +153,6 @@ class PodLayout:
     def cube_of_host(self) -> np.ndarray:
         return self.cube_of_chip[self.chips_of_host[:, 0]]
 
-    @cached_property
-    def pod_of_host(self) -> np.ndarray:
-        return self.pod_of_chip[self.chips_of_host[:, 0]]
-
     # Cubes and OCS ------------------------------------------------------------------------
     @cached_property
     def cube_chips(self) -> np.ndarray:

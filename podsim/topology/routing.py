@@ -40,10 +40,6 @@ class Routes:
     def route(self, f: int) -> np.ndarray:
         return self.links[self.indptr[f]:self.indptr[f + 1]]
 
-    def flow_of_entry(self) -> np.ndarray:
-        """For each entry of `links`, the flow it belongs to (the route incidence, COO rows)."""
-        return np.repeat(np.arange(self.n_flows), self.hops)
-
 
 def _from_padded(m: np.ndarray) -> Routes:
     keep = m >= 0

@@ -15,7 +15,7 @@ from podsim.topology.slices import Slice, SliceView, plan_slice, slice_view
 from podsim.units import format_bytes, format_rate
 
 
-def pod_spec(gen: Generation, ocs: bool = True) -> SliceSpec:
+def pod_spec(gen: Generation) -> SliceSpec:
     """The whole pod seen as one slice (a full torus; not necessarily a schedulable slice)."""
     if gen.slice_rule == "gpu_nodes":
         return SliceSpec(gen.id, gen.pod_shape, False, "gpu", (False,))
@@ -37,7 +37,7 @@ def build_slice(gen_id: str | Generation, shape: str | tuple[int, ...] | None = 
     """Validate `shape` (None: the whole pod), place it on the first cubes / at the origin of
     pod 0, set its OCS circuits and return the wired fabric with the slice's view."""
     gen = get_generation(gen_id)
-    spec = pod_spec(gen, ocs) if shape is None else validate_shape(gen, shape, twisted, ocs)
+    spec = pod_spec(gen) if shape is None else validate_shape(gen, shape, twisted, ocs)
     layout = PodLayout(gen, pods=pods, ocs=ocs)
     slc = plan_slice(layout, spec)
     circuits = slc.circuits if layout.ocs else None
