@@ -9,21 +9,13 @@ import pandas as pd
 import streamlit as st
 
 from app_pages.common import inline_errors, percent, seconds, upload_bytes
-from podsim.report import figures as report_figures
 from podsim.report import render_report
-from podsim.report.render import key_rows, threshold_text
+from podsim.report.render import key_rows, report_figures, threshold_text
 from podsim.scenario import load_scenario_text, run_scenario
 from podsim.store import append_run, list_runs, list_sweeps, load_run, load_sweep
+from podsim.sweep import answer_text, probe_text
 
 DEFAULT_STORE = "out/demo/results.duckdb"  # what `make demo` writes
-PLOTS = [("Utilisation", report_figures.utilisation), ("Goodput", report_figures.goodput),
-         ("Queue", report_figures.queue), ("Wait CDF", report_figures.wait_cdf),
-         ("Fragmentation", report_figures.fragmentation), ("Step-time breakdown", report_figures.step_breakdown),
-         ("Collectives", report_figures.collectives)]
-COMPARED = [("goodput", "Goodput by run"), ("utilisation", "Utilisation by run"), ("wait_p95_s", "p95 wait by run (s)"),
-            ("step_time_s", "Step time by run (s)"), ("cost_usd", "Cost by run (USD)")]
-
-
 @st.cache_data(max_entries=64, show_spinner="Loading runs from the store...")
 def load_runs(store: str, run_ids: tuple[str, ...], stamps: tuple[str, ...]) -> list:
     """RunResults from the store; `stamps` (their creation times) key the cache, so a point a
@@ -70,10 +62,7 @@ def show_runs(store: str, rows: list[dict], labels: list[str], key: str, sweep_i
     if targets:
         st.markdown("**Targets**")
         st.dataframe(pd.DataFrame(targets), hide_index=True)
-    plots = [(name, fn(runs, labels)) for name, fn in PLOTS]
-    if len(runs) > 1:
-        plots = [(title, report_figures.sweep_metric(runs, labels, metric, title)) for metric, title in COMPARED] + plots
-    plots = [(name, fig) for name, fig in plots if fig is not None]
+    plots = report_figures(runs, labels)
     for row in range(0, len(plots), 2):
         cols = st.columns(2)
         for col, (name, fig) in zip(cols, plots[row:row + 2], strict=False):
@@ -89,8 +78,8 @@ def capacity_answer(sweep: dict) -> pd.DataFrame | None:
         return None
     return pd.DataFrame([{
         "cell": c["cell"], "replicate": c.get("replicate", 0), "field": c["field"], "range": f"{c['low']}..{c['high']}",
-        "answer": "none in range" if c["answer"] is None else c["answer"],
-        "evaluated": ", ".join(f"{v} {'meets' if e['met'] else 'misses'}" for v, e in
+        "answer": answer_text(c),
+        "evaluated": ", ".join(f"{v} {probe_text(e)}" for v, e in
                                sorted(c["evaluated"].items(), key=lambda kv: float(kv[0])))} for c in cells])
 
 

@@ -13,6 +13,7 @@ from helpers import run_podsim
 
 from podsim.report import render_report
 from podsim.report.figures import daily_goodput
+from podsim.report.render import COMPARED, report_figures
 from podsim.scenario import load_scenario, run_scenario
 from podsim.store import append_run, list_runs
 
@@ -104,3 +105,18 @@ def test_report_opens_in_headless_chromium(tmp_path, runs):
             assert remote == [], remote  # opens offline
         assert shot.stat().st_size > 50_000
         shutil.copy(shot, SHOTS / shot.name)
+
+
+def test_a_comparison_shows_what_the_targets_judge(runs):
+    """Several job-stream runs: one bar per run for every metric a target names (the queue
+    -inclusive p95 wait a fleet is judged on included), before the shared plots; the dashboard
+    draws this same list."""
+    a = runs[0]
+    b = run_scenario(load_scenario(DATA / "tiny.yaml").model_copy(update={"seed": 7}))
+    names = [n for n, _ in report_figures([a, b], ["a", "b"])]
+    assert names[:2] == ["Goodput by run", "Utilisation by run"]
+    assert "p95 wait by run, queued jobs counted (s)" in names
+    title_of = dict(COMPARED)
+    for t in a.targets:
+        assert title_of.get(t["metric"], f"{t['metric']} by run") in names, t["metric"]
+    assert names.index("Utilisation") > names.index("Goodput by run")

@@ -18,7 +18,7 @@ from helpers import run_podsim
 
 from podsim.errors import PodsimError
 from podsim.store import list_runs, load_run, stored_points
-from podsim.sweep import load_sweep, open_executor, run_sweep
+from podsim.sweep import answer_text, load_sweep, open_executor, probe_text, run_sweep
 from podsim.sweep.run import _probes
 
 DATA = Path(__file__).parent / "data" / "scenarios"
@@ -103,6 +103,22 @@ def test_a_failed_point_is_stored_with_its_error_and_the_sweep_goes_on(tmp_path)
         again = run_sweep(sw, h, store, resume=True)
     assert (again.ran, again.skipped, again.failed) == (0, 1, 1)
     assert stored_points(store, sw.sweep_id)[bad["key"]]["attempts"] == 2
+
+
+def test_a_failed_capacity_probe_gives_no_answer_not_a_miss(tmp_path):
+    """A capacity probe that crashes judges nothing: the cell stops with no answer and the
+    error, instead of counting the crash as a missed target and bisecting on."""
+    (tmp_path / "tiny.yaml").write_text((DATA / "tiny.yaml").read_text())
+    (tmp_path / "jobs.csv").write_text("job_id,submission_time,duration,num_gpu\na,0,3600,100000\n")
+    (tmp_path / "s.yaml").write_text("sweep: cap-fails\nbase: tiny.yaml\npoints:\n  - {workload: {trace: {path: jobs.csv}}}\n"
+                                     "capacity: {field: topology.pods, low: 1, high: 4}\n")
+    sw = load_sweep(tmp_path / "s.yaml")
+    with open_executor("serial") as h:
+        out = run_sweep(sw, h, tmp_path / "r.duckdb")
+    (cell,) = out.capacity
+    assert cell["answer"] is None and "100000" in cell["error"]
+    assert [probe_text(v) for v in cell["evaluated"].values()] == ["failed"]
+    assert answer_text(cell).startswith("no answer: a point failed")
 
 
 def test_a_stored_sweep_needs_resume_or_restart(tmp_path, capsys):

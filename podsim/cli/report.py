@@ -12,13 +12,14 @@ from podsim.cli.common import emit_json
 from podsim.errors import PodsimError
 from podsim.report import render_report
 from podsim.store import list_runs, list_sweeps, load_run, load_sweep
+from podsim.sweep import answer_text
 
 
 def _listing(store: Path) -> None:
     sweeps = list_sweeps(store)
     for s in sweeps:
         if s["mode"] == "capacity":
-            answers = ", ".join(f"{c['cell']}: {c['field']} = {c['answer']}" for c in (s["result"] or {}).get("cells", []))
+            answers = ", ".join(f"{c['cell']}: {c['field']} = {answer_text(c)}" for c in (s["result"] or {}).get("cells", []))
             print(f"sweep {s['sweep_id']}: capacity, {s['ok']} ok / {s['failed']} failed; {answers or 'not finished'}")
         else:
             print(f"sweep {s['sweep_id']}: grid, {s['ok']} ok / {s['failed']} failed of {s['points']} points")

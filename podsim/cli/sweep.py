@@ -14,7 +14,7 @@ from podsim.report import render_report
 from podsim.report.render import threshold_text
 from podsim.store import load_run
 from podsim.store import load_sweep as load_stored_sweep
-from podsim.sweep import load_sweep, open_executor, run_sweep
+from podsim.sweep import load_sweep, open_executor, probe_text, run_sweep
 
 DEFAULT_SHOW = {"cluster": ("utilisation", "goodput", "wait_p95_s", "jobs_completed"),
                 "step": ("step_time_s", "exposed_comm_s", "mfu")}
@@ -85,8 +85,10 @@ def sweep_cmd(
     for cell in outcome.capacity:
         ans = cell["answer"]
         name = f"{cell['cell']}" + (f" #{cell['replicate'] + 1}" if sweep.spec.replicates > 1 else "")
-        tried = ", ".join(f"{k}: {'met' if v['met'] else 'missed'}" for k, v in cell["evaluated"].items())
-        if ans is None:
+        tried = ", ".join(f"{k}: {probe_text(v)}" for k, v in cell["evaluated"].items())
+        if cell.get("error"):
+            print(f"capacity {name}: no answer, a point failed ({tried}): {cell['error']}")
+        elif ans is None:
             print(f"capacity {name}: no {cell['field']} in [{cell['low']}, {cell['high']}] meets the targets ({tried})")
         else:
             m = cell["evaluated"][str(ans)]["metrics"]

@@ -24,6 +24,7 @@ from plotly.offline import get_plotlyjs
 
 from podsim.report import figures
 from podsim.scenario.result import RunResult
+from podsim.sweep.run import answer_text, probe_text
 from podsim.units import format_bytes, format_rate, format_seconds
 
 PLOT_CONFIG = {"displaylogo": False, "responsive": True, "toImageButtonOptions": {"format": "png"}}
@@ -81,6 +82,7 @@ CLUSTER_ROWS: list[Row] = [
     ("goodput (useful / allocated)", _m("goodput", pct)),
     ("fleet goodput (useful / all chip-hours)", _m("fleet_goodput", pct)),
     ("queue wait p50 / p95 / p99", lambda r: " / ".join(sec(r.metrics.get(k)) for k in ("wait_p50_s", "wait_p95_s", "wait_p99_s"))),
+    ("queue wait p95 / p99, queued jobs counted", lambda r: " / ".join(sec(r.metrics.get(k)) for k in ("wait_p95_with_queued_s", "wait_p99_with_queued_s"))),
     ("bounded slowdown p95", _m("slowdown_p95")),
     ("fragmentation (mean)", _m("fragmentation_mean", pct)),
     ("largest placeable slice (mean)", lambda r: f"{num(r.metrics.get('largest_placeable_mean_chips'))} chips"),
@@ -181,6 +183,7 @@ def _fig_html(fig: go.Figure | None, div_id: str) -> str | None:
 @cache
 def _template() -> jinja2.Template:
     env = jinja2.Environment(autoescape=jinja2.select_autoescape(["html", "j2"]), undefined=jinja2.StrictUndefined)
+    env.globals.update(answer_text=answer_text, probe_text=probe_text)
     text = resources.files("podsim.report").joinpath("templates/report.html.j2").read_text()
     return env.from_string(text)
 
@@ -199,6 +202,39 @@ def default_labels(runs: Sequence[RunResult]) -> list[str]:
     return [f"{i + 1}. {n}" for i, n in enumerate(names)]
 
 
+COMPARED = (("goodput", "Goodput by run"), ("utilisation", "Utilisation by run"),
+            ("wait_p95_with_queued_s", "p95 wait by run, queued jobs counted (s)"), ("wait_p95_s", "p95 wait by run (s)"),
+            ("step_time_s", "Step time by run (s)"), ("cost_usd", "Cost by run (USD)"))
+
+
+def report_figures(runs: Sequence[RunResult], labels: Sequence[str]) -> list[tuple[str, go.Figure]]:
+    """The report's plots in order (the HTML report and the dashboard draw the same list).
+
+    Several runs: first one bar per run of each headline metric and of every metric a target
+    names (so a comparison shows what the targets judge); then the shared plots.
+    """
+    plots: list[tuple[str, go.Figure | None]] = []
+    if len(runs) > 1:
+        compared = list(COMPARED)
+        for metric in dict.fromkeys(t["metric"] for r in runs for t in r.targets):
+            if metric not in dict(compared):
+                compared.append((metric, f"{metric} by run"))
+        plots += [(title, figures.sweep_metric(runs, labels, metric, title)) for metric, title in compared]
+    plots += [
+        ("Utilisation", figures.utilisation(runs, labels)),
+        ("Goodput", figures.goodput(runs, labels)),
+        ("Queue", figures.queue(runs, labels)),
+        ("Wait over time", figures.wait_over_time(runs, labels)),
+        ("Wait CDF", figures.wait_cdf(runs, labels)),
+        ("Fragmentation", figures.fragmentation(runs, labels)),
+        ("Step-time breakdown", figures.step_breakdown(runs, labels)),
+        ("Collectives", figures.collectives(runs, labels)),
+    ]
+    if len(runs) == 1:
+        plots += [("Step times", figures.step_times(runs[0])), ("Timeline", figures.timeline(runs[0]))]
+    return [(name, fig) for name, fig in plots if fig is not None]
+
+
 def render_report(runs: RunResult | Sequence[RunResult], title: str | None = None, labels: Sequence[str] | None = None,
                   sweep: dict | None = None) -> str:
     """The HTML report of one run or of several side by side (a sweep's points, runs picked
@@ -211,23 +247,7 @@ def render_report(runs: RunResult | Sequence[RunResult], title: str | None = Non
     if len(labels) != len(runs):
         raise ValueError(f"{len(labels)} labels for {len(runs)} runs")
     multi = len(runs) > 1
-    plots = [
-        ("Utilisation", figures.utilisation(runs, labels)),
-        ("Goodput", figures.goodput(runs, labels)),
-        ("Queue", figures.queue(runs, labels)),
-        ("Wait over time", figures.wait_over_time(runs, labels)),
-        ("Wait CDF", figures.wait_cdf(runs, labels)),
-        ("Fragmentation", figures.fragmentation(runs, labels)),
-        ("Step-time breakdown", figures.step_breakdown(runs, labels)),
-        ("Collectives", figures.collectives(runs, labels)),
-    ]
-    if multi:
-        for metric, name in (("goodput", "Goodput by run"), ("wait_p95_s", "p95 wait by run (s)"), ("step_time_s", "Step time by run (s)"),
-                             ("cost_usd", "Cost by run (USD)")):
-            plots.insert(0, (name, figures.sweep_metric(runs, labels, metric, name)))
-    else:
-        plots += [("Step times", figures.step_times(runs[0])), ("Timeline", figures.timeline(runs[0]))]
-    plot_html = [(name, _fig_html(fig, f"plot-{k}")) for k, (name, fig) in enumerate(plots) if fig is not None]
+    plot_html = [(name, _fig_html(fig, f"plot-{k}")) for k, (name, fig) in enumerate(report_figures(runs, labels))]
     details = []
     for i, r in enumerate(runs):
         details.append({

@@ -9,6 +9,7 @@ import math
 from podsim.errors import PodsimError
 from podsim.scenario.fields import STEP_TARGETS, TARGET_UNITS, parse_target
 from podsim.scenario.schema import Scenario
+from podsim.scenario.steptime import plan_template, resolve_plan
 from podsim.topology import Generation, get_generation, parse_shape, validate_shape
 from podsim.trace.configs import PRESETS, get_model
 from podsim.trace.mesh import parse_parallelism
@@ -88,7 +89,7 @@ def _check_step(s: Scenario, gen: Generation) -> None:
         if cubes > pod_cubes:
             raise FieldError(loc + ("slices",), f"{st.slices} slices of {st.slice} need {cubes} cubes; a {gen.id} pod has {pod_cubes}")
     if st.parallelism is not None:
-        plan = _wrap(loc + ("parallelism",), parse_parallelism, st.parallelism)
+        plan = _wrap(loc + ("parallelism",), lambda t: parse_parallelism(resolve_plan(t, st.model, spec.chips)), st.parallelism)
         if plan.ici_chips != spec.chips:
             raise FieldError(loc + ("parallelism",), f"{st.parallelism!r} uses {plan.ici_chips} chips per slice; slice {st.slice} has {spec.chips} (the sizes other than dcn must multiply to {spec.chips})")
         if plan.dcn != st.slices:
@@ -128,7 +129,7 @@ def check_scenario(s: Scenario) -> Generation:
         loc = ("step_time", "parallelism", model)
         if model not in PRESETS:
             raise FieldError(loc, f"unknown model {model!r}; presets: {', '.join(PRESETS)}")
-        _wrap(loc, parse_parallelism, plan.replace("auto", "1"))
+        _wrap(loc, plan_template, plan)
     allowed = STEP_TARGETS if s.kind == "step" else tuple(k for k in TARGET_UNITS if k not in STEP_TARGETS[:-1])
     for metric, value in s.targets.items():
         loc = ("targets", metric)

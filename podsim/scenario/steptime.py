@@ -9,12 +9,13 @@ reaches the step time.
 from __future__ import annotations
 
 import math
+import re
 
 from podsim.cluster import RooflineStepTime
 from podsim.engine import simulate_step
 from podsim.errors import PodsimError
 from podsim.topology import DcnSpec, Generation, build_slice, format_shape
-from podsim.trace import generate_trace, get_model
+from podsim.trace import ParallelPlan, generate_trace, get_model, parse_parallelism
 from podsim.trace.configs import ResNetConfig
 
 
@@ -25,15 +26,18 @@ def resolve_plan(template: str | None, model: str, chips: int) -> str:
     if not template:
         axis = "data" if isinstance(get_model(model), ResNetConfig) else "fsdp"
         return f"{axis}={chips}"
-    parts = [p.strip() for p in template.split(",") if p.strip()]
-    fixed = 1
-    for p in parts:
-        k, _, v = p.partition("=")
-        if v.strip() != "auto" and k.strip().lower() not in ("dcn", "slices"):
-            fixed *= int(v)
+    fixed = plan_template(template).ici_chips
     if chips % fixed:
         raise PodsimError(f"parallelism {template!r} for {model}: {fixed} does not divide the slice's {chips} chips")
-    return ",".join(p.replace("auto", str(chips // fixed)) for p in parts)
+    return re.sub(r"\bauto\b", str(chips // fixed), template)
+
+
+def plan_template(template: str) -> ParallelPlan:
+    """A plan template checked the way `parse_parallelism` checks plans, `auto` (at most one
+    axis) standing for 1."""
+    if len(re.findall(r"\bauto\b", template)) > 1:
+        raise PodsimError(f"parallelism {template!r}: at most one axis may be auto")
+    return parse_parallelism(re.sub(r"\bauto\b", "1", template))
 
 
 class EngineStepTime:

@@ -9,10 +9,18 @@ or on Dask; every point stored in the results store as soon as it finishes.
 """
 
 from podsim.sweep.executors import ExecutorHandle, SerialExecutor, open_executor
-from podsim.sweep.run import PointFailure, SweepOutcome, run_point, run_sweep
+from podsim.sweep.run import (
+    PointFailure,
+    SweepOutcome,
+    answer_text,
+    probe_text,
+    run_point,
+    run_sweep,
+)
 from podsim.sweep.spec import Point, Sweep, SweepSpec, apply_overrides, load_sweep, point_scenario
 
 __all__ = [
+    "answer_text", "probe_text",
     "ExecutorHandle", "Point", "PointFailure", "SerialExecutor", "Sweep", "SweepOutcome", "SweepSpec", "apply_overrides",
     "load_sweep", "open_executor", "point_scenario", "run_point", "run_sweep",
 ]

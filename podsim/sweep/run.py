@@ -224,6 +224,10 @@ class SweepRunner:
                     "metrics": {k: row["metrics"].get(k) for k in _CAPACITY_METRICS if k in row["metrics"]}}
             for cr, values in probes.items():
                 s = state[cr]
+                failed = [v for v in values if s["evaluated"][v]["status"] not in ("ok", "skipped")]
+                if failed:  # a crashed point says nothing about the targets: stop this cell
+                    s.update(lo=0, hi=0, hi_checked=True, failed=min(failed))
+                    continue
                 if not s["hi_checked"]:
                     s["hi_checked"] = True
                     if not s["evaluated"][s["hi"]]["met"]:
@@ -238,9 +242,10 @@ class SweepRunner:
         out = []
         for (c, r), s in state.items():
             label = self.sweep.cells[c][0] or "base"
-            answer = None if s.get("none") else s["hi"]
+            answer = None if s.get("none") or "failed" in s else s["hi"]
+            error = s["evaluated"][s["failed"]]["error"] if "failed" in s else None
             out.append({"cell": label, "replicate": r, "field": cap.field, "low": cap.low, "high": cap.high,
-                        "answer": answer, "evaluated": {str(k): v for k, v in sorted(s["evaluated"].items())}})
+                        "answer": answer, "error": error, "evaluated": {str(k): v for k, v in sorted(s["evaluated"].items())}})
         return out
 
 
@@ -260,3 +265,19 @@ def run_sweep(sweep: Sweep, handle: ExecutorHandle, store: str | Path, *, resume
     """Run every point of `sweep` (or bisect its capacity field) on `handle`'s executor and
     store each point in `store` as it finishes. See the module docstring."""
     return SweepRunner(sweep, handle, store, resume, restart, on_point).run()
+
+
+def probe_text(evaluated: dict) -> str:
+    """One capacity probe's outcome: met, missed, or failed (a crashed point judges nothing)."""
+    if evaluated["status"] not in ("ok", "skipped"):
+        return "failed"
+    return "met" if evaluated["met"] else "missed"
+
+
+def answer_text(cell: dict) -> str:
+    """A capacity cell's answer as people read it (CLI, report, dashboard)."""
+    if cell.get("error"):
+        return f"no answer: a point failed ({cell['error']})"
+    if cell["answer"] is None:
+        return f"none in {cell['low']}..{cell['high']}"
+    return str(cell["answer"])
