@@ -342,7 +342,7 @@ def test_capacity_page_sweeps(store):
     sweeps.set_value(capacity).run()
     answer = next(d.value for d in at.dataframe if "answer" in d.value.columns)
     assert answer.loc[0, "field"] == "topology.pods" and answer.loc[0, "answer"] == "2"
-    assert answer.loc[0, "evaluated"].startswith("1 misses, 2 meets")  # bisection: high first, then the midpoint
+    assert answer.loc[0, "evaluated"].startswith("1 missed, 2 met")  # bisection: high first, then the midpoint
     wait = chart(at, "sweep-p95 wait by run (s)")["data"][0]
     assert list(wait["x"]) == ["heavy, pods=1", "heavy, pods=2", "heavy, pods=3", "heavy, pods=6"]
     waits = numbers(wait["y"])
