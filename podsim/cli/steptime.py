@@ -14,7 +14,13 @@ import typer
 from podsim.cli import app
 from podsim.cli.common import emit_json, table
 from podsim.collectives import ALGORITHMS, KINDS
-from podsim.engine import CollectiveResult, simulate_collective, simulate_step, step_summary
+from podsim.engine import (
+    DEFAULT_COMPUTE_EFFICIENCY,
+    CollectiveResult,
+    simulate_collective,
+    simulate_step,
+    step_summary,
+)
 from podsim.errors import PodsimError
 from podsim.topology import build_slice, format_shape, get_generation, parse_shape
 from podsim.trace import load_trace
@@ -88,7 +94,7 @@ def steptime_cmd(
     generation: str = typer.Option(None, "--generation", help="generation id, e.g. tpu-v4"),
     trace_files: list[str] = typer.Option(None, "--trace", help="a step trace (podsim JSON/YAML, ASTRA-sim text, Chakra .et/.json); for Chakra, one file per rank: repeat --trace or quote a pattern like 'all_reduce.*.et'"),
     network: str = typer.Option(None, "--network", help="with --trace: an ASTRA-sim network .yml instead of --generation"),
-    efficiency: float = typer.Option(0.6, "--efficiency", help="with --trace: fraction of peak FLOP/s compute ops reach"),
+    efficiency: float = typer.Option(DEFAULT_COMPUTE_EFFICIENCY, "--efficiency", help="with --trace: fraction of peak FLOP/s compute ops reach"),
     slice_shape: str = typer.Option(None, "--slice", help="slice shape, e.g. 4x4x8; default: the whole pod"),
     twisted: bool = typer.Option(False, "--twisted", help="twisted torus (k x k x 2k or k x 2k x 2k)"),
     collective: str = typer.Option(None, "--collective", help=f"one of: {', '.join(KINDS)}"),

@@ -20,8 +20,7 @@ from typing import Protocol, runtime_checkable
 from podsim.errors import PodsimError
 from podsim.topology import get_generation
 from podsim.trace.configs import get_model
-
-V4_LLM_EFFICIENCY = 0.6  # [ISCA23] average ~60% of peak FLOPS for LLM training (hardware.md perf.3)
+from podsim.trace.model import DEFAULT_COMPUTE_EFFICIENCY
 
 
 @runtime_checkable
@@ -34,7 +33,7 @@ class StepTimeModel(Protocol):
 class RooflineStepTime:
     """Compute-only step time: model FLOPs per step / (chips x peak bf16 FLOP/s x efficiency)."""
 
-    def __init__(self, efficiency: float = V4_LLM_EFFICIENCY):
+    def __init__(self, efficiency: float = DEFAULT_COMPUTE_EFFICIENCY):
         if not 0 < efficiency <= 1:
             raise PodsimError(f"roofline efficiency {efficiency} must be in (0, 1] (fraction of peak FLOP/s)")
         self.efficiency = efficiency

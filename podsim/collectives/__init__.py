@@ -22,7 +22,6 @@ from podsim.collectives.algorithms import (
 )
 from podsim.collectives.closed_form import (
     bidir_ring_all_reduce_s,
-    direct_all_to_all_s,
     halving_doubling_all_reduce_s,
     ring_all_reduce_s,
     ring_reduce_scatter_s,
@@ -81,6 +80,6 @@ def plan_collective(kind: str, layout: GroupLayout, size_bytes: float, algorithm
 __all__ = [
     "ALGORITHMS", "KINDS", "GroupLayout", "Pattern", "Phase", "Placement", "Plan", "Router", "RouterPool",
     "Schedule", "Symmetry", "applicable", "bidir_ring_all_reduce_s", "build_schedule", "busbw_factor",
-    "closed_form_s", "direct_all_to_all_s", "group_layout", "halving_doubling_all_reduce_s", "plan_collective",
+    "closed_form_s", "group_layout", "halving_doubling_all_reduce_s", "plan_collective",
     "ring_all_reduce_s", "ring_reduce_scatter_s", "schedule_time_s", "torus_all_reduce_s", "translation_symmetry",
 ]

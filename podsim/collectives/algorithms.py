@@ -40,7 +40,7 @@ from podsim.collectives.patterns import (
 )
 from podsim.collectives.schedule import Phase, Schedule, Stage, sequence
 from podsim.errors import PodsimError
-from podsim.trace.model import COLLECTIVE_KINDS
+from podsim.trace.model import COLLECTIVE_KINDS, busbw_factor  # noqa: F401 (re-exported)
 
 KINDS = (*COLLECTIVE_KINDS, "send_recv")
 ALGORITHMS = ("ring", "bidir_ring", "torus", "torus_all_links", "halving_doubling", "direct", "hierarchical")
@@ -62,7 +62,10 @@ def applicable(kind: str, layout: GroupLayout) -> dict[str, str]:
         elif alg in ("ring", "bidir_ring"):
             why = "" if kind in _REDUCING else f"{alg} has no {kind}"
         elif alg == "torus":
-            why = ""
+            if n_axes < 2 and kind in _REDUCING:
+                why = "on one axis torus is bidir_ring"
+            elif n_axes < 2 and kind == "all_to_all":
+                why = "on one axis torus is direct"
         elif alg == "torus_all_links":
             if kind not in _REDUCING:
                 why = f"torus_all_links has no {kind}"
@@ -192,11 +195,3 @@ def build_schedule(kind: str, layout: GroupLayout, size_bytes: float, algorithm:
     else:  # reduce
         stages = sequence(_rs_ag_ar(algorithm, layout, "reduce_scatter", n), _tree(layout, n, False))
     return Schedule(kind, algorithm, layout, n, stages)
-
-
-def busbw_factor(kind: str, p: int) -> float:
-    """nccl-tests bus-bandwidth factor (nccl.2, nccl.4-nccl.7): busbw = algbw x factor."""
-    if p <= 1:
-        return 1.0 if kind in ("broadcast", "reduce", "send_recv") else 0.0
-    return {"all_reduce": 2 * (p - 1) / p, "reduce_scatter": (p - 1) / p, "all_gather": (p - 1) / p,
-            "all_to_all": (p - 1) / p}.get(kind, 1.0)

@@ -1,7 +1,7 @@
 """Alpha-beta closed forms: the textbook costs, and the same model evaluated on a schedule.
 
 Textbook forms (hardware.md §5; p ranks, n bytes, alpha per step, beta seconds per byte of
-one link): `ring_*`, `bidir_ring_*`, `torus_*`, `halving_doubling_*`, `direct_all_to_all_s`.
+one link): `ring_*`, `bidir_ring_*`, `torus_*`, `halving_doubling_*`.
 
 `schedule_time_s` evaluates the same alpha-beta model on any schedule and placement: a phase
 costs alpha + beta-term where alpha is the latency of a flow's route (hops x hop latency) and
@@ -55,11 +55,6 @@ def torus_all_reduce_s(dims: tuple[int, ...], n: float, alpha: float, beta: floa
 def halving_doubling_all_reduce_s(p: int, n: float, alpha: float, beta: float) -> float:
     """col.9 (Rabenseifner, p a power of two, fully connected): 2 lg p alpha + 2(p-1)/p n beta."""
     return 2 * math.log2(p) * alpha + 2 * (p - 1) / p * n * beta
-
-
-def direct_all_to_all_s(p: int, n: float, alpha: float, beta: float) -> float:
-    """col.18 (pairwise exchange, fully connected): (p-1) alpha + (p-1)/p n beta, n the send buffer."""
-    return (p - 1) * alpha + (p - 1) / p * n * beta
 
 
 # --- the model on a schedule ------------------------------------------------------------

@@ -68,10 +68,6 @@ class Schedule:
                     seen.setdefault(id(ph.pattern), ph.pattern)
         return list(seen.values())
 
-    @property
-    def n_phases(self) -> int:
-        return sum(ph.repeat for stage in self.stages for stream in stage for ph in stream)
-
 
 def sequence(*stages_lists: tuple[Stage, ...]) -> tuple[Stage, ...]:
     """Stages one after another, dropping empty ones."""

@@ -32,12 +32,16 @@ from podsim.engine.network import CountingEnvironment, FlowNetwork
 from podsim.engine.results import CollectiveResult, OpTiming, StepResult
 from podsim.errors import PodsimError
 from podsim.topology import Built
-from podsim.trace.model import Collective, Compute, SendRecv, StepTrace, format_group, parse_group
+from podsim.trace.model import (
+    DEFAULT_COMPUTE_EFFICIENCY,
+    Collective,
+    Compute,
+    SendRecv,
+    StepTrace,
+    format_group,
+    parse_group,
+)
 from podsim.units import parse_bytes
-
-DEFAULT_COMPUTE_EFFICIENCY = 0.6
-"""Fraction of peak FLOP/s a compute op reaches unless it says otherwise: LLM training on TPU
-v4 averages ~60% of peak ([ISCA23], hardware.md perf.3)."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -51,15 +55,8 @@ class _OpPlan:
 
 
 def _compute_time_s(op: Compute, job: Job, efficiency: float) -> float:
-    if op.duration_s is not None:
-        return float(op.duration_s)
     gen = job.fabric.generation
-    eff = op.efficiency if op.efficiency is not None else efficiency
-    if not 0 < eff <= 1:
-        raise PodsimError(f"op {op.id!r}: efficiency {eff} must be in (0, 1]")
-    t_flops = op.flops / (gen.peak_flops_per_s * eff) if op.flops else 0.0
-    t_hbm = op.hbm_bytes / gen.hbm_bytes_per_s if op.hbm_bytes else 0.0
-    return max(t_flops, t_hbm)
+    return op.duration_on(gen.peak_flops_per_s, gen.hbm_bytes_per_s, efficiency)
 
 
 def _prepare(job: Job, pool: RouterPool, efficiency: float) -> list[_OpPlan]:
@@ -76,19 +73,26 @@ def _prepare(job: Job, pool: RouterPool, efficiency: float) -> list[_OpPlan]:
             layouts[key] = group_layout(job.views, group)
         return layouts[key]
 
+    plans: dict[tuple, object] = {}
+
+    def plan(kind: str, group, nbytes: float, algorithm: str, shift: int = 1):
+        """Plans are read-only: a model's layers repeat a handful of collectives, plan each once."""
+        key = (kind, format_group(group), nbytes, algorithm, shift)
+        if key not in plans:
+            plans[key] = plan_collective(kind, layout(group), nbytes, algorithm, pool, shift)
+        return plans[key]
+
     out = []
     for op in order:
         deps = tuple(index[d] for d in op.deps)
         if isinstance(op, Compute):
             out.append(_OpPlan(op, "compute", deps, duration_s=_compute_time_s(op, job, efficiency)))
         elif isinstance(op, Collective):
-            lay = layout(op.group)
-            out.append(_OpPlan(op, op.kind, deps, plan=plan_collective(op.kind, lay, op.bytes, op.algorithm, pool),
-                               group=lay.name))
+            out.append(_OpPlan(op, op.kind, deps, plan=plan(op.kind, op.group, op.bytes, op.algorithm),
+                               group=layout(op.group).name))
         elif isinstance(op, SendRecv):
-            lay = layout((op.axis,))
-            out.append(_OpPlan(op, "send_recv", deps, plan=plan_collective("send_recv", lay, op.bytes, "auto", pool, op.shift),
-                               group=lay.name))
+            out.append(_OpPlan(op, "send_recv", deps, plan=plan("send_recv", (op.axis,), op.bytes, "auto", op.shift),
+                               group=layout((op.axis,)).name))
         else:  # pragma: no cover - the trace model has three op types
             raise PodsimError(f"op {getattr(op, 'id', op)!r} has an unknown type {type(op).__name__}")
     return out
@@ -237,12 +241,15 @@ def _result(prog: _Program, net: FlowNetwork, owner: int, wall: float, events: i
     steps = prog.job.steps
     comp = [(t.start_s, t.end_s) for t in prog.timeline if t.kind == "compute"]
     comm = [(t.start_s, t.end_s) for t in prog.timeline if t.kind != "compute"]
-    totals: dict[str, dict[str, float]] = {}
+    totals: dict[str, dict] = {}
     for t in prog.timeline:
-        d = totals.setdefault(t.kind, {"count": 0.0, "bytes": 0.0, "time_s": 0.0})
+        d = totals.setdefault(t.kind, {"count": 0.0, "bytes": 0.0, "time_s": 0.0, "closed_form_s": 0.0, "algorithms": []})
         d["count"] += 1 / steps
         d["bytes"] += t.bytes / steps
         d["time_s"] += t.duration_s / steps
+        d["closed_form_s"] += (t.closed_form_s or 0.0) / steps
+        if t.algorithm and t.algorithm not in d["algorithms"]:
+            d["algorithms"].append(t.algorithm)
     sym = prog.router.symmetry
     link_bytes = net.link_bytes[owner] / steps
     peak = net.link_peak_utilisation.copy()

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections import defaultdict
-
 import numpy as np
 
 from podsim.engine.results import StepResult
@@ -12,27 +10,19 @@ from podsim.trace.model import StepTrace
 
 
 def step_summary(result: StepResult, trace: StepTrace | None = None) -> dict:
-    """Step time, its breakdown, per-kind totals (count, bytes, busy seconds, closed-form
+    """Step time, its breakdown, per-kind totals per step (count, bytes, busy seconds, closed-form
     seconds) and, when the trace knows its model FLOPs, the model FLOPs utilisation."""
     gen = result.fabric.generation
-    per_kind: dict[str, dict] = defaultdict(lambda: {"ops": 0, "bytes": 0.0, "busy_s": 0.0, "closed_form_s": 0.0, "algorithms": []})
-    for t in result.timeline:
-        if t.step != 0 or t.kind == "compute":
-            continue
-        k = per_kind[t.kind]
-        k["ops"] += 1
-        k["bytes"] += t.bytes
-        k["busy_s"] += t.duration_s
-        k["closed_form_s"] += t.closed_form_s or 0.0
-        if t.algorithm and t.algorithm not in k["algorithms"]:
-            k["algorithms"].append(t.algorithm)
+    per_kind = {kind: {"ops": t["count"], "bytes": t["bytes"], "busy_s": t["time_s"], "closed_form_s": t["closed_form_s"],
+                       "algorithms": t["algorithms"]}
+                for kind, t in result.totals.items() if kind != "compute"}
     out = {
         "step_time_s": result.step_time_s,
         "compute_s": result.compute_s,
         "comm_s": result.comm_s,
         "exposed_comm_s": result.exposed_comm_s,
         "overlapped_comm_s": result.comm_s - result.exposed_comm_s,
-        "collectives": dict(per_kind),
+        "collectives": per_kind,
         "engine_wall_s": result.engine_wall_s,
         "events": result.events,
         "flows": result.flows,

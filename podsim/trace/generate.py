@@ -61,18 +61,16 @@ from podsim.trace.mesh import (
     merge_groups,
     parse_parallelism,
 )
-from podsim.trace.model import DCN_AXIS, AxisGroup, Collective, Compute, Op, SendRecv, StepTrace
-
-# nccl-tests bus-bandwidth factors ([NCCL-PERF], hardware.md nccl.2-nccl.7): bytes a chip moves
-# per byte of the op's buffer, used to rank logical axes by communication volume.
-BUS_FACTOR = {
-    "all_reduce": lambda n: 2 * (n - 1) / n,
-    "reduce_scatter": lambda n: (n - 1) / n,
-    "all_gather": lambda n: (n - 1) / n,
-    "all_to_all": lambda n: (n - 1) / n,
-    "broadcast": lambda n: 1.0,
-    "reduce": lambda n: 1.0,
-}
+from podsim.trace.model import (
+    DCN_AXIS,
+    AxisGroup,
+    Collective,
+    Compute,
+    Op,
+    SendRecv,
+    StepTrace,
+    busbw_factor,
+)
 
 
 @dataclass(frozen=True)
@@ -202,7 +200,7 @@ class _Builder:
             if isinstance(op, SendRecv):
                 moved = op.bytes
             else:
-                moved = op.bytes * BUS_FACTOR[op.kind](self.group_size(axes))
+                moved = op.bytes * busbw_factor(op.kind, self.group_size(axes))
             for a in axes:
                 vol[a] += moved
         return vol
@@ -215,7 +213,7 @@ class _Builder:
         for op in self.ops:
             axes = self.logical.get(op.id)
             if op.deps and renamed:
-                op = _with_deps(op, tuple(renamed.get(d, d) for d in op.deps))
+                op = replace(op, deps=tuple(renamed.get(d, d) for d in op.deps))
             if axes is None:
                 out.append(op)
                 continue
@@ -243,10 +241,6 @@ class _Builder:
             out += [rs, ar, ag]
             renamed[op.id] = ag.id
         return out
-
-
-def _with_deps(op: Op, deps: tuple[str, ...]) -> Op:
-    return replace(op, deps=deps)
 
 
 def _matmul(m: float, k: float, n: float, elem_bytes: int) -> tuple[float, float]:

@@ -131,8 +131,7 @@ def summarize_trace(trace: StepTrace, generation: str | None = None) -> dict:
                 comp["fixed_duration_s"] += op.duration_s
                 at_peak += op.duration_s
             elif gen is not None:
-                eff = op.efficiency or 1.0
-                at_peak += max(op.flops / (gen.peak_flops_per_s * eff), op.hbm_bytes / gen.hbm_bytes_per_s)
+                at_peak += op.duration_on(gen.peak_flops_per_s, gen.hbm_bytes_per_s, 1.0)
         elif isinstance(op, Collective):
             c = colls.setdefault(op.kind, {"ops": 0, "bytes": 0.0})
             c["ops"] += 1

@@ -81,6 +81,11 @@ def format_group(group: Sequence[AxisGroup]) -> str:
     return ",".join(str(g) for g in group)
 
 
+DEFAULT_COMPUTE_EFFICIENCY = 0.6
+"""Fraction of peak FLOP/s a compute op reaches unless it says otherwise: LLM training on TPU
+v4 averages ~60% of peak ([ISCA23], hardware.md perf.3)."""
+
+
 @dataclass(frozen=True)
 class Compute:
     """Local work on every chip: a fixed duration, or FLOPs and HBM bytes (roofline)."""
@@ -97,6 +102,18 @@ class Compute:
     # but does no useful work, so FLOP totals and utilisation leave it out.
     bubble: bool = False
 
+
+    def duration_on(self, peak_flops_per_s: float, hbm_bytes_per_s: float, efficiency: float) -> float:
+        """Its fixed duration, or the roofline: the slower of its FLOPs at `efficiency` of peak
+        (the op's own efficiency wins) and its HBM traffic."""
+        if self.duration_s is not None:
+            return float(self.duration_s)
+        eff = self.efficiency if self.efficiency is not None else efficiency
+        if not 0 < eff <= 1:
+            raise PodsimError(f"op {self.id!r}: efficiency {eff} must be in (0, 1]")
+        t_flops = self.flops / (peak_flops_per_s * eff) if self.flops else 0.0
+        t_hbm = self.hbm_bytes / hbm_bytes_per_s if self.hbm_bytes else 0.0
+        return max(t_flops, t_hbm)
 
 @dataclass(frozen=True)
 class Collective:
@@ -191,3 +208,12 @@ class StepTrace:
             if missing:
                 raise PodsimError(f"op {op.id!r}: group axis {missing[0]!r} is not an axis of this slice ({', '.join(axes)})")
         self.topological_order()
+
+
+def busbw_factor(kind: str, p: int) -> float:
+    """nccl-tests bus-bandwidth factor ([NCCL-PERF], hardware.md nccl.2, nccl.4-nccl.7): bytes a
+    chip moves per byte of the op's buffer in the convention above; busbw = algbw x factor."""
+    if p <= 1:
+        return 1.0 if kind in ("broadcast", "reduce", "send_recv") else 0.0
+    return {"all_reduce": 2 * (p - 1) / p, "reduce_scatter": (p - 1) / p, "all_gather": (p - 1) / p,
+            "all_to_all": (p - 1) / p}.get(kind, 1.0)
