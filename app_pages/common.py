@@ -6,7 +6,6 @@ No model logic lives here or in the pages: they call podsim's library and draw i
 from __future__ import annotations
 
 import hashlib
-import math
 import re
 import tempfile
 from collections.abc import Iterator, Sequence
@@ -18,7 +17,7 @@ import yaml
 
 from podsim.errors import PodsimError
 from podsim.topology import Generation, generations, get_generation
-from podsim.units import format_seconds
+from podsim.units import format_duration, format_percent
 
 MAX_UPLOAD_BYTES = 20 * 2**20
 """Uploaded files above this size are refused before they are parsed (the server's own limit,
@@ -99,14 +98,6 @@ def digest(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()[:16]
 
 
-def seconds(x: float | None) -> str:
-    """'n/a' for a missing figure, '0 s' for zero, else podsim's unit-aware format."""
-    if x is None or (isinstance(x, float) and math.isnan(x)):
-        return "n/a"
-    return "0 s" if x == 0 else format_seconds(x)
-
-
-def percent(x: float | None) -> str:
-    if x is None or (isinstance(x, float) and math.isnan(x)):
-        return "n/a"
-    return f"{x:.1%}"
+# The pages' number formats are the library's ('n/a' for a missing figure).
+seconds = format_duration
+percent = format_percent

@@ -93,7 +93,7 @@ def bench_v5e(seeds: int, time_limit_s: float, wall_clock: bool) -> None:
         rng = np.random.default_rng(seed)
         state = PodState.empty("tpu-v5e")
         state.fail(hosts=rng.choice(state.layout.n_hosts, 2, replace=False).tolist())
-        cases.append(compare(state, draw_requests(rng, 60, table=V5E_MIX), time_limit_s, wall_clock))
+        cases.append(compare(state, draw_requests(rng, 60, table=V5E_MIX, generation="tpu-v5e"), time_limit_s, wall_clock))
     report("(ii) tpu-v5e static 16x16, 2 of 32 hosts failed, 60 mixed 2-D requests", cases)
 
 

@@ -17,3 +17,13 @@ def first_error(exc, default_loc: str = "value") -> tuple[str, str]:
     if err["type"] == "extra_forbidden":
         msg = "unknown field"
     return where, msg
+
+
+def first_duplicate(items):
+    """The first item that appears a second time (in order), or None if all are distinct."""
+    seen = set()
+    for item in items:
+        if item in seen:
+            return item
+        seen.add(item)
+    return None

@@ -5,6 +5,7 @@ Base units: bytes, bytes/s, seconds, FLOP/s, watts, USD/h.
 
 from __future__ import annotations
 
+import math
 import re
 
 from podsim.errors import PodsimError
@@ -91,3 +92,18 @@ def format_seconds(s: float) -> str:
         if abs(s) >= scale:
             return f"{s / scale:.4g} {unit}"
     return f"{s / 1e-9:.4g} ns"
+
+
+def is_missing(v) -> bool:
+    """None or NaN: a figure that was not computed or is not published."""
+    return v is None or (isinstance(v, float) and math.isnan(v))
+
+
+def format_percent(v) -> str:
+    """0.953 -> '95.3%'; 'n/a' for a missing figure."""
+    return "n/a" if is_missing(v) else f"{v:.1%}"
+
+
+def format_duration(v) -> str:
+    """Like format_seconds, with '0 s' for zero and 'n/a' for a missing figure."""
+    return "n/a" if is_missing(v) else "0 s" if v == 0 else format_seconds(v)

@@ -280,5 +280,5 @@ def test_bad_failures_and_jobs_are_one_line_errors():
         simulate(cfg, [], failures=[FailureEvent(1.0, "host", 5000, 1.0)])
     with pytest.raises(PodsimError, match="has no OCS"):
         simulate(cfg.model_copy(update={"ocs": False}), [], failures=[FailureEvent(1.0, "ocs", 1, 1.0)])
-    with pytest.raises(PodsimError, match="used twice"):
-        simulate(cfg, [job("a", 0, "4x4x4", 1), job("a", 1, "4x4x4", 1)])
+    with pytest.raises(PodsimError, match="job id 'aa' is used twice"):  # names the repeated id, not the first
+        simulate(cfg, [job("zz", 0, "4x4x4", 1), job("aa", 1, "4x4x4", 1), job("aa", 2, "4x4x4", 1)])

@@ -30,7 +30,7 @@ UPDATE = os.environ.get("PODSIM_UPDATE_GOLDEN") == "1"
 def key_figures(sweep, outcome) -> dict:
     show = list(sweep.spec.show)
     points = {r["label"]: {k: r["metrics"].get(k) for k in show} for r in outcome.points if r["status"] in ("ok", "skipped")}
-    out = {"sweep": sweep.spec.sweep, "tolerance_rel": REL, "failed": outcome.failed, "points": points}
+    out = {"sweep": sweep.spec.sweep, "failed": outcome.failed, "points": points}
     if outcome.capacity:
         out["capacity"] = [{"cell": c["cell"], "answer": c["answer"],
                             "met": {k: v["met"] for k, v in c["evaluated"].items()}} for c in outcome.capacity]

@@ -75,7 +75,7 @@ def test_count_too_large_is_an_error():
 
 # The whole cluster01.csv where the shared data folder sits beside the project (as on our
 # machines); the in-repo sample of its rows wherever the project is cloned alone.
-@pytest.mark.parametrize("path", [SAMPLE, ELASTICFLOW if ELASTICFLOW.exists() else SAMPLE], ids=["sample", "cluster01"])
+@pytest.mark.parametrize("path", [SAMPLE] + ([ELASTICFLOW] if ELASTICFLOW.exists() else []), ids=str)
 def test_replay_elasticflow(path):
     """Real trace rows become jobs sorted by submission, starting at t=0, shapes rounded up."""
     jobs = load_trace_csv(path, "tpu-v4")
@@ -95,6 +95,10 @@ def test_replay_column_mapping_and_errors(tmp_path):
         load_trace_csv(f, "tpu-v4")
     with pytest.raises(PodsimError, match="use key=column"):
         TraceColumns.parse("bogus=1")
+    with pytest.raises(PodsimError, match="time_scale='abc': Input should be a valid number"):
+        TraceColumns.parse("time_scale=abc")
+    with pytest.raises(PodsimError, match="greater than 0"):
+        TraceColumns.parse("time_scale=0")
     g = tmp_path / "bad.csv"
     g.write_text("job_id,submission_time,duration,num_gpu\na,1,x,4\n")
     with pytest.raises(PodsimError, match="line 2"):

@@ -4,7 +4,6 @@
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Annotated
 
@@ -22,19 +21,12 @@ from podsim.cluster import (
     simulate,
 )
 from podsim.errors import PodsimError
-from podsim.units import format_seconds, parse_duration
+from podsim.units import format_duration, format_percent, format_seconds, parse_duration
 from podsim.workload import TraceColumns, generate_jobs, load_trace_csv, parse_synthetic
 
 
 def _rows(m: dict, unplaceable: list[dict]) -> list[tuple[str, str]]:
-    def pct(x):
-        return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.1%}"
-
-    def sec(x):
-        if x is None or (isinstance(x, float) and math.isnan(x)):
-            return "n/a"
-        return "0 s" if x == 0 else format_seconds(x)
-
+    pct, sec = format_percent, format_duration
     rows = [
         ("fleet", f"{m['pods']} x {m['generation']} ({m['chips']} chips, {'OCS' if m['ocs'] else 'static wiring'}), "
                   f"policy {m['policy']}, solver {m['solver']}"),

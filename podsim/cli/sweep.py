@@ -27,7 +27,7 @@ def point_line(row: dict, show: tuple[str, ...]) -> str:
         return f"{head}: {row['error']}"
     m = row["metrics"] or {}
     keys = show or DEFAULT_SHOW["step" if "step_time_s" in m and "goodput" not in m else "cluster"]
-    figs = ", ".join(f"{k} {threshold_text(k, m[k]) if isinstance(m.get(k), float) else m.get(k, 'n/a')}" for k in keys)
+    figs = ", ".join(f"{k} {threshold_text(k, m.get(k))}" for k in keys)  # n/a where missing (None or NaN)
     met = "" if row["targets_met"] is None else f", targets {'met' if row['targets_met'] else 'missed'}"
     wall = f" ({row['wall_s']:.1f} s)" if "wall_s" in row else ""
     return f"{head}: {figs}{met}{wall}"

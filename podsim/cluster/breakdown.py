@@ -12,7 +12,7 @@ from collections import defaultdict
 import numpy as np
 
 from podsim.cluster.result import ClusterResult
-from podsim.topology import format_shape
+from podsim.topology import slice_name
 
 
 def by_shape(result: ClusterResult) -> list[dict]:
@@ -29,7 +29,7 @@ def by_shape(result: ClusterResult) -> list[dict]:
         alloc = sum(o.allocated_chip_s for o in jobs) / 3600
         useful = sum(o.useful_chip_s for o in jobs) / 3600
         rows.append({
-            "shape": format_shape(shape) + ("_T" if twisted else ""), "chips": chips, "jobs": len(jobs),
+            "shape": slice_name(shape, twisted), "chips": chips, "jobs": len(jobs),
             "completed": sum(o.status == "completed" for o in jobs), "started": len(waits),
             "wait_p50_s": float(np.percentile(waits, 50)) if len(waits) else math.nan,
             "wait_p95_s": float(np.percentile(waits, 95)) if len(waits) else math.nan,

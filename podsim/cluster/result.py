@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from podsim.topology import format_shape
+from podsim.topology import slice_name
 
 SLOWDOWN_TAU_S = 10.0
 STATUSES = ("completed", "running", "queued", "unplaceable", "not_arrived")
@@ -57,7 +57,7 @@ class JobOutcome:
 
     def to_dict(self) -> dict:
         d = asdict(self)
-        d["shape"] = format_shape(self.shape) + ("_T" if self.twisted else "")
+        d["shape"] = slice_name(self.shape, self.twisted)
         return d
 
 
@@ -132,6 +132,6 @@ def summarise(config, layout, outcomes: list[JobOutcome], series: dict[str, np.n
         if o.status == "unplaceable":
             groups[(o.shape, o.twisted)].append(o)
     unplaceable = tuple(
-        {"shape": format_shape(shape) + ("_T" if tw else ""), "jobs": len(group), "reason": group[0].reason}
+        {"shape": slice_name(shape, tw), "jobs": len(group), "reason": group[0].reason}
         for (shape, tw), group in sorted(groups.items(), key=lambda kv: -len(kv[1])))
     return ClusterResult(metrics, tuple(outcomes), series, unplaceable, config.model_dump(mode="json"))

@@ -40,7 +40,7 @@ from podsim.cluster.links import IciLinks
 from podsim.cluster.policies import get_policy
 from podsim.cluster.result import ClusterResult, JobOutcome, summarise
 from podsim.cluster.steptime import CachedStepTime, RooflineStepTime, StepTimeModel
-from podsim.errors import PodsimError
+from podsim.errors import PodsimError, first_duplicate
 from podsim.placement import (
     PodState,
     SlicePlacement,
@@ -173,9 +173,8 @@ class ClusterSim:
         self.checkpoint_s = config.checkpoint_interval_s
         self.reconfigure_s = config.reconfigure_delay_s
         self.links = IciLinks(self.layout)
-        ids = [j.id for j in jobs]
-        if len(set(ids)) != len(ids):
-            dup = next(i for i, n in zip(ids, np.unique(ids, return_counts=True)[1], strict=False) if n > 1)
+        dup = first_duplicate(j.id for j in jobs)
+        if dup is not None:
             raise PodsimError(f"job id {dup!r} is used twice; job ids must be unique")
         self.jobs = [self._make_job(i, j) for i, j in enumerate(sorted(jobs, key=lambda j: (j.submit_s, j.id)))]
         if failures is None:
@@ -195,7 +194,6 @@ class ClusterSim:
         self._options: dict[tuple, tuple] = {}
         self._never: dict[tuple, str] = {}
         self._empty_space = FreeSpace.of(PodState(self.layout))
-        self._cube_ports_ok: np.ndarray | None = None
         # pass requests
         self._pass_pending = False
         self._pending_full = False
@@ -211,7 +209,7 @@ class ClusterSim:
         self._down: dict[tuple[str, object], int] = {}
         self.counters = {"ocs_reconfigurations": 0, "failures_host": 0, "failures_ocs": 0, "failures_link": 0,
                          "job_interruptions": 0, "preemptions": 0, "passes": 0, "placement_calls": 0,
-                         "placement_s": 0.0, "cpsat_calls": 0, "audits": 0}
+                         "placement_s": 0.0, "cpsat_calls": 0, "cpsat_wall_capped": 0, "audits": 0}
         self.series: dict[str, list] = {k: [] for k in ("t_s", "busy_chips", "healthy_chips", "queued_jobs",
                                                         "queued_chips", "running_jobs", "largest_placeable_chips",
                                                         "busy_chip_s", "lost_chip_s", "overhead_chip_s")}
@@ -343,23 +341,10 @@ class ClusterSim:
                 self._fits[(key, False)] = fit
         return fit
 
-    def _cube_ports_healthy(self) -> np.ndarray:
-        """Per cube: every OCS port healthy and every OCS of its pod up, ignoring who uses them."""
-        if self._cube_ports_ok is None:
-            lay, st = self.layout, self.state
-            if not lay.ocs:
-                self._cube_ports_ok = np.ones(lay.n_cubes, bool)
-            else:
-                per_pod = 2 * lay.cubes_per_pod
-                bad = st.port_failed[:, :per_pod].reshape(lay.pods, lay.ocs_per_pod, lay.cubes_per_pod, 2).any(axis=(1, 3))
-                down = st.ocs_failed.reshape(lay.pods, lay.ocs_per_pod).any(axis=1)
-                self._cube_ports_ok = (~bad & ~down[:, None]).ravel()
-        return self._cube_ports_ok
-
     def _space_without(self, released: Sequence[SimJob]) -> FreeSpace:
         """The free space if the `released` running jobs gave their slices back now."""
         space = FreeSpace.of(self.state)
-        ports_ok = self._cube_ports_healthy() if self.layout.ocs else None
+        ports_ok = self.state.cube_ports_healthy if self.layout.ocs else None
         for j in released:
             space.chip_free[np.asarray(j.slice.chips)] = True
             if j.slice.circuits and ports_ok is not None:
@@ -466,6 +451,7 @@ class ClusterSim:
         result = place(self.state, reqs, solver="cpsat", policy=self.config.placement, params=params,
                        settings=self.settings, now_s=self.now)
         self.counters["cpsat_calls"] += 1
+        self.counters["cpsat_wall_capped"] += int(result.stats.wall_capped)  # then not reproducible
         self.counters["placement_s"] += time.perf_counter() - t0
         by_id = {j.rid: j for j in window}
         for p in result.placed:
@@ -642,7 +628,6 @@ class ClusterSim:
                 hit = self.state.fail(**newly)
                 self._fits.clear()
                 self.healthy = self.state.n_healthy_chips
-                self._cube_ports_ok = None
                 self.failure_epoch += 1
                 for rid in hit:
                     job = self.jobs[int(rid)]
@@ -662,7 +647,6 @@ class ClusterSim:
             self.state.repair(**fixed)
             self._fits.clear()
             self.healthy = self.state.n_healthy_chips
-            self._cube_ports_ok = None
             self.failure_epoch += 1
             self.capacity_epoch += 1
             self.failed_keys.clear()

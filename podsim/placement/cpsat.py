@@ -50,9 +50,11 @@ class SolverParams:
 
     deterministic: the time limit is applied as CP-SAT deterministic time (work units, not
       wall-clock) and the search is interleaved (`interleave_search`), so the same inputs,
-      seed and worker count give the same placement on any machine (tested). A wall-clock cap
-      of 5 x the limit + 1 s stays as a safety net. deterministic=False: the limit is
-      wall-clock seconds, and the placement may differ between runs.
+      seed and worker count give the same placement on any machine (tested) - unless the
+      wall-clock safety cap (`wall_cap_s`: 30 x the limit + 10 s) stops the search first, which
+      a heavily loaded machine can cause and `SolveStats.wall_capped` then reports.
+      deterministic=False: the limit is wall-clock seconds, and the placement may differ
+      between runs.
     """
 
     time_limit_s: float = 1.0
@@ -60,6 +62,11 @@ class SolverParams:
     random_seed: int = 0
     deterministic: bool = True
     log: bool = False
+
+    @property
+    def wall_cap_s(self) -> float:
+        """Wall-clock seconds after which a deterministic search is stopped anyway."""
+        return 30 * self.time_limit_s + 10.0 if self.deterministic else self.time_limit_s
 
     def __post_init__(self):
         if not self.time_limit_s > 0:
@@ -111,6 +118,7 @@ class SolveStats:
     kept_hint: bool = False  # CP-SAT found nothing better than the greedy hint; the hint is returned
     completed: int = 0  # requests added afterwards by the greedy completion
     solver_s: float | None = None  # CP-SAT's own wall time
+    wall_capped: bool = False  # a deterministic search was stopped by the wall-clock cap, not its work limit
     n_vars: int = 0
     n_constraints: int = 0
     params: dict = field(default_factory=dict)
@@ -471,9 +479,7 @@ def solver_for(params: SolverParams) -> cp_model.CpSolver:
     sp.interleave_search = True
     if params.deterministic:
         sp.max_deterministic_time = params.time_limit_s
-        sp.max_time_in_seconds = 5 * params.time_limit_s + 1.0
-    else:
-        sp.max_time_in_seconds = params.time_limit_s
+    sp.max_time_in_seconds = params.wall_cap_s
     return solver
 
 

@@ -79,6 +79,8 @@ def _cpsat(problem: Problem, params: SolverParams, policy: Policy) -> tuple[list
     stats = SolveStats("cpsat", status, objective, bound, time.perf_counter() - t0, problem.value(final),
                        hint_value=problem.value(hint), kept_hint=kept and bool(pm.placed), completed=completed,
                        solver_s=solver_s,
+                       wall_capped=bool(params.deterministic and status != "OPTIMAL" and solver_s is not None
+                                        and solver_s >= 0.99 * params.wall_cap_s),
                        n_vars=pm.n_vars, n_constraints=pm.n_constraints,
                        params={"time_limit_s": params.time_limit_s, "num_workers": params.num_workers,
                                "random_seed": params.random_seed, "deterministic": params.deterministic})

@@ -36,12 +36,7 @@ def pod_map(state) -> dict:
     failed = state.chip_failed
     cells = []
     if lay.has_cubes:
-        ocs_fault = np.zeros(lay.n_cubes, bool)
-        if lay.ocs:
-            per_pod = 2 * lay.cubes_per_pod
-            bad_port = state.port_failed[:, :per_pod].reshape(lay.pods, lay.ocs_per_pod, lay.cubes_per_pod, 2).any(axis=(1, 3))
-            ocs_down = state.ocs_failed.reshape(lay.pods, lay.ocs_per_pod).any(axis=1)
-            ocs_fault = (bad_port | ocs_down[:, None]).ravel()
+        ocs_fault = ~state.cube_ports_healthy
         for k in range(lay.n_cubes):
             chips = lay.cube_chips[k]
             hosts = lay.hosts_of_cube[k]

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from podsim.errors import PodsimError
+from podsim.errors import PodsimError, first_duplicate
 from podsim.placement.requests import SliceRequest, processing_order
 from podsim.placement.space import FreeSpace, Option, request_options
 
@@ -103,9 +103,8 @@ def make_problem(state, requests: Sequence[SliceRequest], settings: PlacementSet
                  now_s: float = 0.0) -> Problem:
     """Freeze the state's free space and work out each request's options and weight."""
     settings = settings or PlacementSettings()
-    ids = [r.id for r in requests]
-    if len(set(ids)) != len(ids):
-        dup = next(i for i in ids if ids.count(i) > 1)
+    dup = first_duplicate(r.id for r in requests)
+    if dup is not None:
         raise PodsimError(f"request id {dup!r} is used twice; ids must be unique")
     held = [r.id for r in requests if r.id in state]
     if held:

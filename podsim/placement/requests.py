@@ -22,7 +22,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from podsim.errors import PodsimError, first_error
-from podsim.topology import Generation, format_shape, parse_shape, validate_shape
+from podsim.topology import Generation, parse_shape, slice_name, validate_shape
 
 WEIGHT_RESOLUTION = 10  # CP-SAT needs integers: weights are kept in tenths of a chip
 
@@ -51,7 +51,7 @@ class SliceRequest:
     @property
     def name(self) -> str:
         """'4x4x8_T' for a twisted request, as in the v4 paper's Table 2."""
-        return format_shape(self.shape) + ("_T" if self.twisted else "")
+        return slice_name(self.shape, self.twisted)
 
     def priority_weighted_chips(self) -> int:
         return self.chips * (1 + self.priority)

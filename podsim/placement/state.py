@@ -47,6 +47,7 @@ class PodState:
         self._free_index: list[int] = []
         self._next_index = 0
         self._cache: dict[str, np.ndarray] = {}  # derived masks; cleared by every update
+        self._health_cache: dict[str, np.ndarray] = {}  # masks of failures only; cleared by fail/repair
 
     @classmethod
     def empty(cls, gen_id: str, pods: int = 1, ocs: bool = True) -> PodState:
@@ -61,6 +62,7 @@ class PodState:
         out._slices = dict(self._slices)
         out._ports = dict(self._ports)
         out._cache = dict(self._cache)
+        out._health_cache = dict(self._health_cache)
         out._index = dict(self._index)
         out._job_at = dict(self._job_at)
         out._free_index = list(self._free_index)
@@ -88,20 +90,37 @@ class PodState:
         """Chips a new slice may use: unheld and healthy."""
         return self._cached("chip_free", lambda: (self.chip_job < 0) & ~self.chip_failed)
 
+    def _per_cube(self, port_mask: np.ndarray) -> np.ndarray:
+        """(n_cubes,) any of the cube's face ports set in an (n_ocs, ports) mask."""
+        lay = self.layout
+        per_pod = 2 * lay.cubes_per_pod
+        return port_mask[:, :per_pod].reshape(lay.pods, lay.ocs_per_pod, lay.cubes_per_pod, 2).any(axis=(1, 3)).ravel()
+
     @property
-    def cube_ocs_ok(self) -> np.ndarray:
-        """(n_cubes,) every OCS port of the cube healthy and unused, every OCS of its pod up.
+    def cube_ports_healthy(self) -> np.ndarray:
+        """(n_cubes,) every OCS port of the cube healthy and every OCS of its pod up, whoever
+        uses them. Depends on failures only, so it survives allocate and release.
 
         All True on a layout without OCS (the static baseline has fixed fibers instead)."""
-        def compute():
+        arr = self._health_cache.get("cube_ports_healthy")
+        if arr is None:
             lay = self.layout
             if not lay.ocs:
-                return np.ones(lay.n_cubes, bool)
-            per_pod = 2 * lay.cubes_per_pod
-            bad_port = (self.port_failed | (self.port_job >= 0))[:, :per_pod]
-            bad_port = bad_port.reshape(lay.pods, lay.ocs_per_pod, lay.cubes_per_pod, 2).any(axis=(1, 3))
-            ocs_down = self.ocs_failed.reshape(lay.pods, lay.ocs_per_pod).any(axis=1)
-            return (~bad_port & ~ocs_down[:, None]).ravel()
+                arr = np.ones(lay.n_cubes, bool)
+            else:
+                ocs_down = self.ocs_failed.reshape(lay.pods, lay.ocs_per_pod).any(axis=1)
+                arr = ~self._per_cube(self.port_failed) & np.repeat(~ocs_down, lay.cubes_per_pod)
+            arr.setflags(write=False)
+            self._health_cache["cube_ports_healthy"] = arr
+        return arr
+
+    @property
+    def cube_ocs_ok(self) -> np.ndarray:
+        """(n_cubes,) every OCS port of the cube healthy and unused, every OCS of its pod up."""
+        def compute():
+            if not self.layout.ocs:
+                return self.cube_ports_healthy.copy()
+            return self.cube_ports_healthy & ~self._per_cube(self.port_job >= 0)
         return self._cached("cube_ocs_ok", compute)
 
     def ocs_down_in_pod(self, pod: int) -> list[int]:
@@ -212,6 +231,7 @@ class PodState:
         op = parts["ocs_ports"]
         self.port_failed[op[:, 0], op[:, 1]] = value
         self._cache.clear()
+        self._health_cache.clear()
 
     def _jobs_using(self, parts: dict[str, np.ndarray]) -> list[str]:
         lay = self.layout

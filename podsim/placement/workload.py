@@ -12,22 +12,18 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from podsim.placement.requests import SliceRequest
-from podsim.workload.popularity import V4_SLICE_POPULARITY
+from podsim.topology import get_generation
+from podsim.workload.popularity import V4_SLICE_POPULARITY, SliceMix
 
 
 def draw_requests(rng: np.random.Generator, n: int, table: Mapping[str, float] = V4_SLICE_POPULARITY,
                   priorities: Sequence[float] = (0.7, 0.2, 0.1), window_s: float = 0.0,
-                  prefix: str = "job") -> list[SliceRequest]:
-    """`n` requests with shapes drawn from `table` ('AxBxC[_T|_NT]' -> share), priorities
-    0, 1, 2, ... with the given probabilities, and arrival times uniform over the `window_s`
-    seconds before time 0."""
-    names = list(table)
-    share = np.array([table[k] for k in names], float)
-    rows = rng.choice(len(names), size=n, p=share / share.sum())
+                  prefix: str = "job", generation: str = "tpu-v4") -> list[SliceRequest]:
+    """`n` requests with shapes drawn from `table` ('AxBxC[_T|_NT]' -> share, checked against
+    `generation`), priorities 0, 1, 2, ... with the given probabilities, and arrival times
+    uniform over the `window_s` seconds before time 0."""
+    shapes = SliceMix.from_table(get_generation(generation), dict(table)).sample(rng, n)
     prio = rng.choice(len(priorities), size=n, p=np.asarray(priorities) / np.sum(priorities))
     arrival = -rng.uniform(0.0, window_s, size=n) if window_s > 0 else np.zeros(n)
-    out = []
-    for k, r in enumerate(rows):
-        shape, _, tag = names[r].partition("_")
-        out.append(SliceRequest(f"{prefix}-{k}", shape, tag == "T", int(prio[k]), float(arrival[k])))
-    return out
+    return [SliceRequest(f"{prefix}-{k}", shape, twisted, int(prio[k]), float(arrival[k]))
+            for k, (shape, twisted) in enumerate(shapes)]

@@ -11,7 +11,6 @@ from __future__ import annotations
 import datetime as dt
 import html
 import json
-import math
 from collections.abc import Callable, Sequence
 from functools import cache
 from importlib import resources
@@ -23,26 +22,18 @@ import plotly.graph_objects as go
 from plotly.offline import get_plotlyjs
 
 from podsim.report import figures
+from podsim.scenario.fields import TARGET_UNITS
 from podsim.scenario.result import RunResult
 from podsim.sweep.run import answer_text, probe_text
-from podsim.units import format_bytes, format_rate, format_seconds
+from podsim.units import format_bytes, format_rate
+from podsim.units import format_duration as sec
+from podsim.units import format_percent as pct
+from podsim.units import is_missing as _missing
 
 PLOT_CONFIG = {"displaylogo": False, "responsive": True, "toImageButtonOptions": {"format": "png"}}
 
 
 # Formatting ---------------------------------------------------------------------------------
-def _missing(v: Any) -> bool:
-    return v is None or (isinstance(v, float) and math.isnan(v))
-
-
-def pct(v: Any) -> str:
-    return "n/a" if _missing(v) else f"{v:.1%}"
-
-
-def sec(v: Any) -> str:
-    return "n/a" if _missing(v) else "0 s" if v == 0 else format_seconds(v)
-
-
 def num(v: Any, digits: int = 4) -> str:
     if _missing(v):
         return "n/a"
@@ -58,11 +49,9 @@ def usd(v: Any) -> str:
 
 
 def threshold_text(metric: str, value: float) -> str:
-    if metric.endswith("_s"):
-        return sec(value)
-    if metric in ("goodput", "fleet_goodput", "utilisation", "availability", "fragmentation_mean", "mfu"):
-        return pct(value)
-    return num(value)
+    """A metric's value in its unit (the scenario schema's TARGET_UNITS; seconds for *_s)."""
+    unit = TARGET_UNITS.get(metric, "duration" if metric.endswith("_s") else "number")
+    return sec(value) if unit == "duration" else pct(value) if unit == "fraction" else num(value)
 
 
 Row = tuple[str, Callable[[RunResult], str]]

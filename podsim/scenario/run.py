@@ -24,7 +24,7 @@ from podsim.engine import Job as EngineJob
 from podsim.engine import place_slices, simulate_jobs, step_summary
 from podsim.scenario.check import check_scenario
 from podsim.scenario.fields import parse_target, target_met
-from podsim.scenario.result import RunResult, normalise_table
+from podsim.scenario.result import TABLES, RunResult, normalise_table
 from podsim.scenario.schema import FailureSpec, Scenario
 from podsim.scenario.steptime import EngineStepTime, RecordingStepTime, resolve_plan
 from podsim.topology import (
@@ -34,6 +34,7 @@ from podsim.topology import (
     build_slice,
     format_shape,
     parse_shape,
+    slice_name,
     topology_summary,
 )
 from podsim.trace import generate_trace, load_trace
@@ -181,15 +182,8 @@ def _run_cluster(s: Scenario, gen: Generation, on_progress: ProgressFn | None, c
     tables = {
         "timeseries": normalise_table("timeseries", _timeseries(result.timeseries)),
         "jobs": normalise_table("jobs", {
-            "id": [o.id for o in outs], "submit_s": [o.submit_s for o in outs],
-            "shape": [format_shape(o.shape) + ("_T" if o.twisted else "") for o in outs], "chips": [o.chips for o in outs],
-            "priority": [o.priority for o in outs], "status": [o.status for o in outs],
-            "first_start_s": [o.first_start_s for o in outs], "end_s": [o.end_s for o in outs],
-            "wait_s": [o.wait_s for o in outs], "nominal_s": [o.nominal_s for o in outs], "runs": [o.runs for o in outs],
-            "interruptions": [o.interruptions for o in outs], "preemptions": [o.preemptions for o in outs],
-            "allocated_chip_s": [o.allocated_chip_s for o in outs], "useful_chip_s": [o.useful_chip_s for o in outs],
-            "lost_chip_s": [o.lost_chip_s for o in outs], "overhead_chip_s": [o.overhead_chip_s for o in outs],
-            "model": [model_of.get(o.id, "") for o in outs]}),
+            **{c: [getattr(o, c) for o in outs] for c in TABLES["jobs"] if c not in ("shape", "model")},
+            "shape": [slice_name(o.shape, o.twisted) for o in outs], "model": [model_of.get(o.id, "") for o in outs]}),
         "step_times": normalise_table("step_times", step_time.table()),
     }
     m["unplaceable"] = list(result.unplaceable)

@@ -25,6 +25,7 @@ from podsim.topology.shapes import (
     format_shape,
     is_twistable,
     parse_shape,
+    slice_name,
     validate_shape,
 )
 from podsim.topology.slices import (
@@ -49,6 +50,6 @@ __all__ = [
     "Routes", "Slice", "chip_cubes", "circuit_rows", "slice_cables", "SliceSpec", "SliceView", "build_fabric", "build_slice", "check_slice_topology",
     "custom_generation",
     "cube_circuits", "dcn_routes", "format_shape", "generations", "get_generation", "is_twistable",
-    "parse_shape", "plan_slice", "pod_spec", "slice_figures", "slice_routes", "slice_view", "sources", "summary_rows",
+    "parse_shape", "plan_slice", "pod_spec", "slice_figures", "slice_name", "slice_routes", "slice_view", "sources", "summary_rows",
     "topology_detail", "topology_summary", "torus_routes", "validate_shape",
 ]

@@ -49,7 +49,7 @@ class SliceSpec:
         return "partial torus" if any(live) else "mesh"
 
     def __str__(self) -> str:
-        return format_shape(self.shape) + ("_T" if self.twisted else "")
+        return slice_name(self.shape, self.twisted)
 
 
 def parse_shape(text: str | tuple[int, ...] | list[int], dims: int | None = None) -> tuple[int, ...]:
@@ -71,6 +71,11 @@ def parse_shape(text: str | tuple[int, ...] | list[int], dims: int | None = None
 
 def format_shape(shape: tuple[int, ...]) -> str:
     return "x".join(str(v) for v in shape)
+
+
+def slice_name(shape: tuple[int, ...], twisted: bool = False) -> str:
+    """'4x4x8_T' for a twisted slice, '4x4x8' otherwise (the v4 paper's Table 2 notation)."""
+    return format_shape(shape) + ("_T" if twisted else "")
 
 
 def is_twistable(shape: tuple[int, ...]) -> bool:

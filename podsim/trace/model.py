@@ -25,7 +25,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from podsim.errors import PodsimError
+from podsim.errors import PodsimError, first_duplicate
 
 COLLECTIVE_KINDS = ("all_reduce", "reduce_scatter", "all_gather", "all_to_all", "broadcast", "reduce")
 CollectiveKind = Literal["all_reduce", "reduce_scatter", "all_gather", "all_to_all", "broadcast", "reduce"]
@@ -161,8 +161,7 @@ class StepTrace:
         """Ops in dependency order; a one-line error names an op on a cycle or a missing dep."""
         ops = self.by_id()
         if len(ops) != len(self.ops):
-            seen: set[str] = set()
-            dup = next(op.id for op in self.ops if op.id in seen or seen.add(op.id))
+            dup = first_duplicate(op.id for op in self.ops)
             raise PodsimError(f"op id {dup!r} is used twice")
         indeg = {i: 0 for i in ops}
         users: dict[str, list[str]] = {i: [] for i in ops}

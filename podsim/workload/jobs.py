@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from podsim.topology.shapes import format_shape
+from podsim.topology.shapes import slice_name
 
 
 @dataclass(frozen=True)
@@ -36,4 +36,4 @@ class Job:
 
     @property
     def shape_name(self) -> str:
-        return format_shape(self.shape) + ("_T" if self.twisted else "")
+        return slice_name(self.shape, self.twisted)

@@ -13,9 +13,9 @@ import io
 import math
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from podsim.errors import PodsimError
+from podsim.errors import PodsimError, first_error
 from podsim.topology.generations import Generation, get_generation
 from podsim.topology.shapes import parse_shape, validate_shape
 from podsim.workload.jobs import Job
@@ -37,7 +37,7 @@ class TraceColumns(BaseModel):
     submit: str = "submission_time"
     duration: str = "duration"
     accelerators: str = "num_gpu"
-    time_scale: float = 1.0
+    time_scale: float = Field(1.0, gt=0)
 
     @classmethod
     def parse(cls, text: str | None) -> TraceColumns:
@@ -49,8 +49,12 @@ class TraceColumns(BaseModel):
             key, sep, value = part.partition("=")
             if not sep or key.strip() not in cls.model_fields:
                 raise PodsimError(f"--columns {part!r}: use key=column with keys {', '.join(cls.model_fields)}")
-            fields[key.strip()] = float(value) if key.strip() == "time_scale" else value.strip()
-        return cls(**fields)
+            fields[key.strip()] = value.strip()
+        try:
+            return cls.model_validate(fields)
+        except ValidationError as exc:
+            where, msg = first_error(exc)
+            raise PodsimError(f"--columns {where}={fields.get(where)!r}: {msg}") from None
 
 
 def ladder(gen: Generation) -> list[tuple[int, ...]]:
