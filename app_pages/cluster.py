@@ -72,8 +72,7 @@ def time_figure(runs: dict[str, dict]) -> go.Figure:
         ts = r["timeseries"]
         t_d = ts["t_s"] / 86400
         col = WIRING_COLOUR[wiring]
-        util = np.divide(ts["busy_chips"], ts["healthy_chips"], out=np.zeros_like(ts["busy_chips"]), where=ts["healthy_chips"] > 0)
-        fig.add_trace(go.Scatter(x=t_d, y=100 * util, name=f"{wiring}", line={"color": col}, legendgroup=wiring), 1, 1)
+        fig.add_trace(go.Scatter(x=t_d, y=100 * ts["utilisation"], name=f"{wiring}", line={"color": col}, legendgroup=wiring), 1, 1)
         fig.add_trace(go.Scatter(x=t_d, y=ts["queued_jobs"], name=f"{wiring} queued", line={"color": col},
                                  legendgroup=wiring, showlegend=False), 2, 1)
         if "largest_placeable_chips" in ts:

@@ -90,7 +90,7 @@ def test_same_seed_same_metrics_other_seed_other_failures():
     strip = lambda r: {k: v for k, v in r.metrics.items() if k not in WALL_KEYS}  # noqa: E731
     assert strip(a) == strip(b)
     assert [o.to_dict() for o in a.jobs] == [o.to_dict() for o in b.jobs]
-    assert all(np.array_equal(a.timeseries[k], b.timeseries[k]) for k in a.timeseries)
+    assert all(np.array_equal(a.timeseries[k], b.timeseries[k], equal_nan=True) for k in a.timeseries)
     assert strip(a) != strip(c)
 
 

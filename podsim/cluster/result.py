@@ -84,12 +84,33 @@ def _pct(values: np.ndarray, q: float) -> float:
     return float(np.percentile(values, q)) if len(values) else math.nan
 
 
+def derived_series(ts: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Ratios over time from the sampled counts (NaN where undefined): utilisation = busy /
+    healthy chips; goodput so far = 1 - (lost + overhead) / busy chip-seconds; fragmentation =
+    1 - largest placeable slice / free chips."""
+    busy, healthy = ts["busy_chips"], ts["healthy_chips"]
+    out = {}
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out["utilisation"] = np.where(healthy > 0, busy / healthy, np.nan)
+        if "busy_chip_s" in ts:
+            wasted = ts["lost_chip_s"] + ts["overhead_chip_s"]
+            out["goodput_cumulative"] = np.where(ts["busy_chip_s"] > 0, 1.0 - wasted / ts["busy_chip_s"], np.nan)
+        if "largest_placeable_chips" in ts:
+            free = healthy - busy
+            out["fragmentation"] = np.where(free > 0, 1.0 - ts["largest_placeable_chips"] / np.maximum(free, 1), np.nan)
+    return out
+
+
 def summarise(config, layout, outcomes: list[JobOutcome], series: dict[str, np.ndarray], counters: dict,
               busy_chip_s: float, healthy_chip_s: float, wall_s: float, seed: int) -> ClusterResult:
     """Fold per-job outcomes and the fleet integrals into the metrics of the module docstring."""
     status = np.array([o.status for o in outcomes])
     counts = {s: int((status == s).sum()) for s in STATUSES}
     started = np.array([o.wait_s for o in outcomes if not math.isnan(o.first_start_s)])
+    # The capacity planner's wait: jobs still queued at the horizon count with their wait so
+    # far (a lower bound), so a fleet too small to drain its queue does not look better.
+    with_queued = np.array([config.horizon_s - o.submit_s if math.isnan(o.first_start_s) else o.wait_s
+                            for o in outcomes if o.status not in ("unplaceable", "not_arrived")])
     done = [o for o in outcomes if o.status == "completed"]
     slowdown = np.array([(o.end_s - o.submit_s) / max(o.nominal_s, SLOWDOWN_TAU_S) for o in done])
     alloc = sum(o.allocated_chip_s for o in outcomes)
@@ -111,6 +132,7 @@ def summarise(config, layout, outcomes: list[JobOutcome], series: dict[str, np.n
         "availability": healthy_chip_s / fleet_chip_s,
         "wait_p50_s": _pct(started, 50), "wait_p95_s": _pct(started, 95), "wait_p99_s": _pct(started, 99),
         "wait_mean_s": float(started.mean()) if len(started) else math.nan,
+        "wait_p95_with_queued_s": _pct(with_queued, 95), "wait_p99_with_queued_s": _pct(with_queued, 99),
         "slowdown_mean": float(slowdown.mean()) if len(slowdown) else math.nan,
         "slowdown_p50": _pct(slowdown, 50), "slowdown_p95": _pct(slowdown, 95), "slowdown_p99": _pct(slowdown, 99),
         "fleet_chip_h": fleet_chip_s / h, "healthy_chip_h": healthy_chip_s / h, "busy_chip_h": busy_chip_s / h,
@@ -118,11 +140,10 @@ def summarise(config, layout, outcomes: list[JobOutcome], series: dict[str, np.n
         "overhead_chip_h": overhead / h,
         "restarts": sum(max(0, o.runs - 1) for o in outcomes),
     }
+    series = {**series, **derived_series(series)}
     largest = series.get("largest_placeable_chips")
     if largest is not None and len(largest):
-        free = series["healthy_chips"] - series["busy_chips"]
-        with_free = free > 0
-        frag = 1.0 - largest[with_free] / free[with_free]
+        frag = series["fragmentation"][~np.isnan(series["fragmentation"])]
         metrics.update(largest_placeable_mean_chips=float(largest.mean()), largest_placeable_min_chips=float(largest.min()),
                        fragmentation_mean=float(frag.mean()) if len(frag) else 0.0)
     metrics.update(counters)

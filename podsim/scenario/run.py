@@ -141,30 +141,6 @@ def scenario_jobs(s: Scenario, gen: Generation) -> list:
     return generate_jobs(spec, s.seed)
 
 
-def _timeseries(ts: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    out = dict(ts)
-    busy, healthy = ts["busy_chips"], ts["healthy_chips"]
-    with np.errstate(invalid="ignore", divide="ignore"):
-        out["utilisation"] = np.where(healthy > 0, busy / healthy, np.nan)
-        wasted = ts["lost_chip_s"] + ts["overhead_chip_s"]
-        out["goodput_cumulative"] = np.where(ts["busy_chip_s"] > 0, 1.0 - wasted / ts["busy_chip_s"], np.nan)
-        if "largest_placeable_chips" in ts:
-            free = healthy - busy
-            out["fragmentation"] = np.where(free > 0, 1.0 - ts["largest_placeable_chips"] / np.maximum(free, 1), np.nan)
-    return out
-
-
-def queued_wait_figures(outs, horizon_s: float) -> dict:
-    """Wait percentiles over started jobs and jobs still queued at the horizon, whose wait is
-    counted as horizon - submission (a lower bound): the capacity planner's wait, which does
-    not look better when a fleet is so small that its queue never drains."""
-    waits = np.array([horizon_s - o.submit_s if math.isnan(o.first_start_s) else o.wait_s
-                      for o in outs if o.status not in ("unplaceable", "not_arrived")])
-    if not len(waits):
-        return {"wait_p95_with_queued_s": math.nan, "wait_p99_with_queued_s": math.nan}
-    return {"wait_p95_with_queued_s": float(np.percentile(waits, 95)), "wait_p99_with_queued_s": float(np.percentile(waits, 99))}
-
-
 def _run_cluster(s: Scenario, gen: Generation, on_progress: ProgressFn | None, cpsat_workers_cap: int | None):
     config = cluster_config(s, gen, cpsat_workers_cap)
     jobs = scenario_jobs(s, gen)
@@ -180,14 +156,13 @@ def _run_cluster(s: Scenario, gen: Generation, on_progress: ProgressFn | None, c
     model_of = {j.id: j.model or "" for j in jobs}
     outs = result.jobs
     tables = {
-        "timeseries": normalise_table("timeseries", _timeseries(result.timeseries)),
+        "timeseries": normalise_table("timeseries", result.timeseries),
         "jobs": normalise_table("jobs", {
             **{c: [getattr(o, c) for o in outs] for c in TABLES["jobs"] if c not in ("shape", "model")},
             "shape": [slice_name(o.shape, o.twisted) for o in outs], "model": [model_of.get(o.id, "") for o in outs]}),
         "step_times": normalise_table("step_times", step_time.table()),
     }
     m["unplaceable"] = list(result.unplaceable)
-    m.update(queued_wait_figures(outs, s.horizon))
     cost = cost_figures(gen, m["fleet_chip_h"], m["busy_chip_h"], m["useful_chip_h"])
     m.update(cost_usd=cost["cost_usd"], cost_per_useful_chip_h_usd=cost["cost_per_useful_chip_h_usd"],
              energy_kwh=cost["energy_kwh"])
