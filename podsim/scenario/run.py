@@ -26,6 +26,7 @@ from podsim.scenario.check import check_scenario
 from podsim.scenario.fields import parse_target, target_met
 from podsim.scenario.result import TABLES, RunResult, normalise_table
 from podsim.scenario.schema import FailureSpec, Scenario
+from podsim.scenario.spine import spine_study
 from podsim.scenario.steptime import EngineStepTime, RecordingStepTime, resolve_plan
 from podsim.topology import (
     DcnSpec,
@@ -262,6 +263,10 @@ def run_scenario(scenario: Scenario, on_progress: ProgressFn | None = None, *,
         metrics, topo, cost, tables = _run_cluster(scenario, gen, on_progress, cpsat_workers_cap)
     else:
         metrics, topo, cost, tables = _run_step(scenario, gen, on_progress)
+    if scenario.spine is not None:  # spine economics: EPS against OCS over the fleet's life
+        spine_m, spine_t = spine_study(scenario, gen, lambda s2, g2: _run_step(s2, g2, None)[0])
+        metrics.update(spine_m)
+        tables.update({name: normalise_table(name, cols) for name, cols in spine_t.items()})
     return RunResult(
         name=scenario.name, kind=scenario.kind, scenario=scenario.model_dump(mode="json"), metrics=metrics,
         topology=topo, cost=cost, targets=_targets(scenario, metrics), references=_references(scenario, metrics),
