@@ -11,7 +11,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from podsim.economics import Period, add_useful_cost, assumption_rows, assumptions, spine_counts, spine_timeline
+from podsim.economics import (
+    Period,
+    add_useful_cost,
+    assumption_rows,
+    assumptions,
+    spine_counts,
+    spine_timeline,
+)
 from podsim.errors import PodsimError
 from podsim.scenario.check import check_scenario
 from podsim.scenario.schema import FigureOverride, Scenario, SpineGeneration
