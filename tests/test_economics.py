@@ -181,3 +181,18 @@ def test_bad_spine_sections_are_one_line_errors(change, message):
     with pytest.raises(PodsimError, match=message) as err:
         check_scenario(load_scenario_text(SCENARIO.replace(*change)))
     assert "\n" not in str(err.value)
+
+
+def test_a_generation_s_own_switch_figures_apply_from_its_purchase():
+    """A 400G generation whose switches cost and draw half as much per Gbps: its re-buy is
+    priced at its figure, and the power follows the switches owned (bought in year 2)."""
+    f = fabric("tpu-v4", "eps", 256)
+    speeds = [200, 200, 400]
+    base = _periods(speeds)
+    cheap = [Period(2, 400, 400, 400.0, 12.0, eps_usd_per_gbps=DEFAULTS["eps_usd_per_gbps"].value / 2,
+                    eps_w_per_gbps=3000 / SWITCH_GBPS / 2)]
+    counts = [spine_counts(f, s, SWITCH_GBPS, OCS_PORTS) for s in speeds]
+    a, b = spine_timeline(base, counts, assumptions()), spine_timeline(base[:2] + cheap, counts, assumptions())
+    assert b[2]["capex_spine_usd"] == pytest.approx(a[2]["capex_spine_usd"] / 2)
+    assert b[2]["power_spine_w"] == pytest.approx(a[2]["power_spine_w"] / 2)
+    assert b[1]["power_w"] == a[1]["power_w"]

@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent / "scenarios"
 EXPECTED = ROOT / "expected" / "f_spine_economics.json"
 UPDATE = os.environ.get("PODSIM_UPDATE_GOLDEN") == "1"
 YEAR_COLUMNS = ("year", "spine", "link_gbps", "spine_rebought", "leaf_switches", "spine_switches", "ocs", "transceivers",
-                "capex_usd", "power_w", "energy_kwh", "cumulative_usd", "step_time_s", "exposed_comm_s",
+                "capex_usd", "power_w", "energy_kwh", "cumulative_usd", "step_time_s", "exposed_comm_s", "dcn_algbw_bytes_per_s",
                 "lifetime_usd_per_useful_chip_h")
 
 

@@ -6,7 +6,8 @@ were bought for; an OCS is indifferent to the data rate (apo.3, apo.8, jup.6) an
 new units bought when the fabric needs more ports. Transceivers are bought again whenever the
 link speed changes; fibre is kept. Otherwise only growth is bought. Every part draws its power
 all year. Electrical switches are priced (eps_usd_per_gbps) and powered (eps_switch_w over
-eps_switch_gbps) per Gbps of ports in use; an OCS per whole unit.
+eps_switch_gbps) per Gbps of ports in use — or at a generation's own figures, the power those of
+the generation the switches were bought in — an OCS per whole unit.
 """
 
 from __future__ import annotations
@@ -27,14 +28,15 @@ class Period:
     host_gbps: float
     transceiver_usd: float
     transceiver_w: float
+    eps_usd_per_gbps: float | None = None  # this generation's electrical switch ports (None: the assumption)
+    eps_w_per_gbps: float | None = None
 
 
 def spine_timeline(periods: list[Period], counts: list[SpineCounts], a: dict[str, Assumption]) -> list[dict]:
     """One row per year for one spine: what was bought, capex, power and energy (see module)."""
     if len(periods) != len(counts) or not periods:
         raise PodsimError(f"spine timeline: {len(periods)} periods but {len(counts)} fabrics counted")
-    eps_usd = a["eps_usd_per_gbps"].value
-    eps_w = a["eps_switch_w"].value / a["eps_switch_gbps"].value  # per Gbps of ports in use
+    eps_w = None  # W per Gbps of the electrical switches owned: the generation they were bought in
     ocs_usd = a["ocs_ports"].value * a["ocs_usd_per_port"].value
     hours = a["hours_per_year"].value
     own = {"leaf": 0.0, "spine": 0.0, "ocs": 0, "tx": 0, "fibre": 0}
@@ -49,8 +51,10 @@ def spine_timeline(periods: list[Period], counts: list[SpineCounts], a: dict[str
         again = {"leaf": rebuy, "spine": rebuy, "ocs": False, "tx": new_optics, "fibre": False}
         buy = {k: need[k] if again[k] else max(0, need[k] - own[k]) for k in need}
         own = {k: need[k] if again[k] else max(own[k], need[k]) for k in need}
+        eps_usd = p.eps_usd_per_gbps or a["eps_usd_per_gbps"].value
         if rebuy:
             switch_gbps = p.link_gbps
+            eps_w = p.eps_w_per_gbps or a["eps_switch_w"].value / a["eps_switch_gbps"].value
         tx_gbps = p.link_gbps
         capex = {
             "leaf": buy["leaf"] * eps_usd,

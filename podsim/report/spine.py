@@ -86,6 +86,7 @@ def year_rows(r: RunResult) -> list[dict]:
             "capex": _usd(t["capex_usd"][i]), "power": f"{t['power_w'][i] / 1000:,.1f} kW",
             "energy": f"{t['energy_kwh'][i] / 1000:,.0f} MWh", "cumulative": _usd(t["cumulative_usd"][i]),
             "dcn": f"{t['uplink_bytes_per_s'][i] * 8 / 1e12:,.1f} Tbps",
+            "algbw": "n/a" if not np.isfinite(t["dcn_algbw_bytes_per_s"][i]) else f"{t['dcn_algbw_bytes_per_s'][i] / 1e9:,.1f} GB/s",
             "step": f"{t['step_time_s'][i] * 1000:,.1f} ms", "exposed": f"{t['exposed_comm_s'][i] * 1000:,.1f} ms",
             "useful": f"{t['useful_fraction'][i]:.1%}",
             "per_useful": _usd(t["lifetime_usd_per_useful_chip_h"][i]),

@@ -42,7 +42,7 @@ TABLES: dict[str, dict[str, str]] = {
         "capex_leaf_usd": "f", "capex_spine_usd": "f", "capex_optics_usd": "f", "capex_fibre_usd": "f", "capex_usd": "f",
         "power_leaf_w": "f", "power_spine_w": "f", "power_optics_w": "f", "power_w": "f", "energy_kwh": "f",
         "energy_usd": "f", "cumulative_usd": "f", "uplink_bytes_per_s": "f", "step_time_s": "f", "compute_s": "f",
-        "exposed_comm_s": "f", "dcn_collective_busy_s": "f", "useful_fraction": "f", "useful_chip_h": "f",
+        "exposed_comm_s": "f", "dcn_collective_busy_s": "f", "dcn_algbw_bytes_per_s": "f", "useful_fraction": "f", "useful_chip_h": "f",
         "spine_usd_per_useful_chip_h": "f", "lifetime_spine_usd_per_useful_chip_h": "f", "usd_per_useful_chip_h": "f",
         "lifetime_usd_per_useful_chip_h": "f",
     },

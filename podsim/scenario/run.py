@@ -223,6 +223,7 @@ def _run_step(s: Scenario, gen: Generation, on_progress: ProgressFn | None):
     for kind, k in summ["collectives"].items():
         m[f"{kind}_busy_s"] = k["busy_s"]
     m["dcn_collective_busy_s"] = sum(t.duration_s for t in r.timeline if t.step == 0 and "dcn" in t.group.split(","))
+    m["dcn_collective_bytes"] = sum(t.bytes for t in r.timeline if t.step == 0 and "dcn" in t.group.split(","))
     if st.steps:
         m["steps"] = st.steps
         m["time_to_train_s"] = st.steps * r.step_time_s

@@ -278,6 +278,8 @@ class SpineGeneration(_Model):
     host_gbps: float | None = Field(None, gt=0, description="DCN bandwidth per host; default: the generation's, scaled with link_gbps")
     transceiver_usd: float | None = Field(None, gt=0, description="price of one transceiver; default: link_gbps x assumption")
     transceiver_w: float | None = Field(None, gt=0, description="power of one transceiver; default: link_gbps x assumption")
+    eps_usd_per_gbps: float | None = Field(None, gt=0, description="electrical switch ports bought from this year; default: the assumption (eps.17)")
+    eps_w_per_gbps: float | None = Field(None, gt=0, description="their power per Gbps; default: eps_switch_w / eps_switch_gbps (apo.7, eps.2)")
     source: str = Field("", description="where this generation's figures come from")
 
 

@@ -41,7 +41,8 @@ def periods(s: Scenario, gen: Generation, a: dict) -> list[Period]:
             year=year, link_gbps=g.link_gbps,
             host_gbps=g.host_gbps if g.host_gbps is not None else base_host_gbps * g.link_gbps / first,
             transceiver_usd=g.transceiver_usd or g.link_gbps * a["transceiver_usd_per_gbps"].value,
-            transceiver_w=g.transceiver_w or g.link_gbps * a["transceiver_w_per_gbps"].value))
+            transceiver_w=g.transceiver_w or g.link_gbps * a["transceiver_w_per_gbps"].value,
+            eps_usd_per_gbps=g.eps_usd_per_gbps, eps_w_per_gbps=g.eps_w_per_gbps))
     return out
 
 
@@ -80,8 +81,10 @@ def spine_study(s: Scenario, gen: Generation, step_fn: StepFn) -> tuple[dict, di
             steps.append(stepped[key])
         timeline = spine_timeline(per, counts, a)
         for r, m in zip(timeline, steps, strict=True):
+            busy = m["dcn_collective_busy_s"]
             r.update(step_time_s=m["step_time_s"], compute_s=m["compute_s"], exposed_comm_s=m["exposed_comm_s"],
-                     dcn_collective_busy_s=m["dcn_collective_busy_s"])
+                     dcn_collective_busy_s=busy,
+                     dcn_algbw_bytes_per_s=m["dcn_collective_bytes"] / busy if busy > 0 else float("nan"))
         chips = pods * gen.pod_chips
         rows += add_useful_cost(timeline, chips, sp.busy_fraction, a["hours_per_year"].value, gen.price_per_chip_hour.value)
     return spine_metrics(rows), {"spine_years": _columns(rows), "spine_assumptions": assumption_rows(a)}
