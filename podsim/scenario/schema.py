@@ -295,7 +295,8 @@ class Spine(_Model):
     """Spine economics (issue 17): an EPS Clos against an OCS DCN over the fleet's life.
 
     Both are built as `dcn` describes (hosts per leaf, spines, oversubscription) on `pods` pods;
-    the step workload runs on both each year."""
+    the step workload runs on both each year, the OCS with `dcn.ocs_groups` (give `dcn: {kind:
+    ocs, ocs_groups: job}` to engineer its circuits for the job; otherwise a uniform mesh)."""
 
     years: int = Field(6, ge=1, le=30, description="years of the fleet's life")
     generations: tuple[SpineGeneration, ...] = Field(..., min_length=1, description="hosts and optics by year, the first in year 0")
