@@ -11,6 +11,7 @@ import streamlit as st
 from app_pages.common import inline_errors, percent, seconds, upload_bytes
 from podsim.report import render_report
 from podsim.report.render import key_rows, report_figures, threshold_text
+from podsim.report.spine import spine_details
 from podsim.scenario import load_scenario_text, run_scenario
 from podsim.store import append_run, list_runs, list_sweeps, load_run, load_sweep
 from podsim.sweep import answer_text, probe_text
@@ -62,6 +63,12 @@ def show_runs(store: str, rows: list[dict], labels: list[str], key: str, sweep_i
     if targets:
         st.markdown("**Targets**")
         st.dataframe(pd.DataFrame(targets), hide_index=True)
+    for d in spine_details(runs, labels):  # spine economics: EPS Clos against OCS DCN over the fleet's life
+        st.markdown(f"**Spine: EPS Clos against OCS DCN** ({d['label']})")
+        st.dataframe(pd.DataFrame(d["headline"], columns=["figure", "EPS / OCS"]), hide_index=True, key=f"{key}-spine-{d['label']}")
+        st.dataframe(pd.DataFrame(d["years"]), hide_index=True, key=f"{key}-spine-years-{d['label']}")
+        with st.expander("Spine assumptions and their sources"):
+            st.dataframe(pd.DataFrame(d["assumptions"]), hide_index=True, key=f"{key}-spine-assumptions-{d['label']}")
     plots = report_figures(runs, labels)
     for row in range(0, len(plots), 2):
         cols = st.columns(2)

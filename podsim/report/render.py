@@ -22,6 +22,7 @@ import plotly.graph_objects as go
 from plotly.offline import get_plotlyjs
 
 from podsim.report import figures
+from podsim.report.spine import spine_details, spine_figures
 from podsim.scenario.fields import TARGET_UNITS
 from podsim.scenario.result import RunResult
 from podsim.sweep.run import answer_text, probe_text
@@ -103,6 +104,16 @@ STEP_ROWS: list[Row] = [
 ]
 
 
+SPINE_ROWS: list[Row] = [
+    ("spine capex, EPS / OCS", lambda r: f"{usd(r.metrics['spine_eps_capex_usd'])} / {usd(r.metrics['spine_ocs_capex_usd'])} "
+                                         f"over {r.metrics['spine_years']} years (OCS = {pct(r.metrics['spine_capex_ratio'])})"),
+    ("spine energy, EPS / OCS", lambda r: f"{num(r.metrics['spine_eps_energy_kwh'] / 1000)} / {num(r.metrics['spine_ocs_energy_kwh'] / 1000)} MWh "
+                                          f"(OCS = {pct(r.metrics['spine_energy_ratio'])})"),
+    ("cost per useful chip-hour, EPS / OCS", lambda r: f"${r.metrics['spine_eps_usd_per_useful_chip_h']:,.4g} / "
+                                                       f"${r.metrics['spine_ocs_usd_per_useful_chip_h']:,.4g}"),
+]
+
+
 def _safe(fn: Callable[[RunResult], str], r: RunResult) -> str:
     try:
         return fn(r)
@@ -117,6 +128,8 @@ def key_rows(runs: Sequence[RunResult]) -> list[tuple[str, list[str]]]:
     for kind, spec in (("cluster", CLUSTER_ROWS), ("step", STEP_ROWS)):
         if kind in kinds:
             rows += [(name, [_safe(fn, r) if r.kind == kind else "" for r in runs]) for name, fn in spec]
+    if any("spine_capex_ratio" in r.metrics for r in runs):
+        rows += [(name, [_safe(fn, r) if "spine_capex_ratio" in r.metrics else "" for r in runs]) for name, fn in SPINE_ROWS]
     return rows
 
 
@@ -221,6 +234,7 @@ def report_figures(runs: Sequence[RunResult], labels: Sequence[str]) -> list[tup
     ]
     if len(runs) == 1:
         plots += [("Step times", figures.step_times(runs[0])), ("Timeline", figures.timeline(runs[0]))]
+    plots += spine_figures(runs, labels)
     return [(name, fig) for name, fig in plots if fig is not None]
 
 
@@ -253,6 +267,7 @@ def render_report(runs: RunResult | Sequence[RunResult], title: str | None = Non
     return _template().render(
         title=title, generated=dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"), version=_version(),
         plotly_js=get_plotlyjs(), labels=labels, key_rows=key_rows(runs), plots=plot_html, details=details,
+        spine=spine_details(runs, labels),
         multi=multi, sweep=sweep, sweep_json=json.dumps(sweep.get("result"), indent=2, default=str) if sweep else "",
         questions=list(dict.fromkeys(r.scenario.get("question", "") for r in runs if r.scenario.get("question"))),
         escape=html.escape)

@@ -125,6 +125,8 @@ def check_scenario(s: Scenario) -> Generation:
     else:
         _check_step(s, gen)
     _check_dcn(s)
+    if s.spine is not None and s.workload.step is None:
+        raise FieldError(("spine",), "spine economics run the step workload on both spines; give workload.step (a step study)")
     for model, plan in s.step_time.parallelism.items():
         loc = ("step_time", "parallelism", model)
         if model not in PRESETS:

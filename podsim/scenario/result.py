@@ -36,6 +36,17 @@ TABLES: dict[str, dict[str, str]] = {
     "step_kinds": {
         "kind": "s", "ops": "i", "bytes": "f", "busy_s": "f", "closed_form_s": "f", "algorithms": "s",
     },
+    "spine_years": {
+        "year": "i", "spine": "s", "link_gbps": "f", "host_gbps": "f", "spine_rebought": "b", "leaf_switches": "i",
+        "spine_switches": "i", "ocs": "i", "uplink_ports": "i", "transceivers": "i", "fibre_strands": "i",
+        "capex_leaf_usd": "f", "capex_spine_usd": "f", "capex_optics_usd": "f", "capex_fibre_usd": "f", "capex_usd": "f",
+        "power_leaf_w": "f", "power_spine_w": "f", "power_optics_w": "f", "power_w": "f", "energy_kwh": "f",
+        "energy_usd": "f", "cumulative_usd": "f", "uplink_bytes_per_s": "f", "step_time_s": "f", "compute_s": "f",
+        "exposed_comm_s": "f", "dcn_collective_busy_s": "f", "dcn_algbw_bytes_per_s": "f", "useful_fraction": "f", "useful_chip_h": "f",
+        "spine_usd_per_useful_chip_h": "f", "lifetime_spine_usd_per_useful_chip_h": "f", "usd_per_useful_chip_h": "f",
+        "lifetime_usd_per_useful_chip_h": "f",
+    },
+    "spine_assumptions": {"name": "s", "value": "f", "unit": "s", "source": "s", "note": "s", "assumed": "b"},
 }
 _DTYPE = {"f": np.float64, "i": np.int64, "b": np.bool_}
 

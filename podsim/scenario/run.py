@@ -26,6 +26,7 @@ from podsim.scenario.check import check_scenario
 from podsim.scenario.fields import parse_target, target_met
 from podsim.scenario.result import TABLES, RunResult, normalise_table
 from podsim.scenario.schema import FailureSpec, Scenario
+from podsim.scenario.spine import spine_study
 from podsim.scenario.steptime import EngineStepTime, RecordingStepTime, resolve_plan
 from podsim.topology import (
     DcnSpec,
@@ -222,6 +223,7 @@ def _run_step(s: Scenario, gen: Generation, on_progress: ProgressFn | None):
     for kind, k in summ["collectives"].items():
         m[f"{kind}_busy_s"] = k["busy_s"]
     m["dcn_collective_busy_s"] = sum(t.duration_s for t in r.timeline if t.step == 0 and "dcn" in t.group.split(","))
+    m["dcn_collective_bytes"] = sum(t.bytes for t in r.timeline if t.step == 0 and "dcn" in t.group.split(","))
     if st.steps:
         m["steps"] = st.steps
         m["time_to_train_s"] = st.steps * r.step_time_s
@@ -262,6 +264,10 @@ def run_scenario(scenario: Scenario, on_progress: ProgressFn | None = None, *,
         metrics, topo, cost, tables = _run_cluster(scenario, gen, on_progress, cpsat_workers_cap)
     else:
         metrics, topo, cost, tables = _run_step(scenario, gen, on_progress)
+    if scenario.spine is not None:  # spine economics: EPS against OCS over the fleet's life
+        spine_m, spine_t = spine_study(scenario, gen, lambda s2, g2: _run_step(s2, g2, None)[0])
+        metrics.update(spine_m)
+        tables.update({name: normalise_table(name, cols) for name, cols in spine_t.items()})
     return RunResult(
         name=scenario.name, kind=scenario.kind, scenario=scenario.model_dump(mode="json"), metrics=metrics,
         topology=topo, cost=cost, targets=_targets(scenario, metrics), references=_references(scenario, metrics),

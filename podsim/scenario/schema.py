@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
+from podsim.economics.assumptions import DEFAULTS as SPINE_DEFAULTS
 from podsim.errors import PodsimError
 from podsim.scenario.fields import Duration, Fraction, Rate
 from podsim.topology import get_generation
@@ -269,6 +270,57 @@ class Reference(_Model):
     note: str = ""
 
 
+class SpineGeneration(_Model):
+    """Hosts and optics arriving in `year`: the DCN link (port) speed from then on."""
+
+    year: int = Field(..., ge=0, le=50, description="year of the fleet's life it arrives (0 = first)")
+    link_gbps: float = Field(..., gt=0, description="DCN link speed of its optics and switch ports, Gbps")
+    host_gbps: float | None = Field(None, gt=0, description="DCN bandwidth per host; default: the generation's, scaled with link_gbps")
+    transceiver_usd: float | None = Field(None, gt=0, description="price of one transceiver; default: link_gbps x assumption")
+    transceiver_w: float | None = Field(None, gt=0, description="power of one transceiver; default: link_gbps x assumption")
+    eps_usd_per_gbps: float | None = Field(None, gt=0, description="electrical switch ports bought from this year; default: the assumption (eps.17)")
+    eps_w_per_gbps: float | None = Field(None, gt=0, description="their power per Gbps; default: eps_switch_w / eps_switch_gbps (apo.7, eps.2)")
+    source: str = Field("", description="where this generation's figures come from")
+
+
+class SpineFigure(_Model):
+    """A spine-model figure replaced for this scenario (podsim.economics.assumptions names)."""
+
+    value: float = Field(..., gt=0)
+    source: str = Field(..., min_length=1, description="a row id, a quote or 'assumption'")
+    note: str = ""
+
+
+class Spine(_Model):
+    """Spine economics (issue 17): an EPS Clos against an OCS DCN over the fleet's life.
+
+    Both are built as `dcn` describes (hosts per leaf, spines, oversubscription) on `pods` pods;
+    the step workload runs on both each year, the OCS with `dcn.ocs_groups` (give `dcn: {kind:
+    ocs, ocs_groups: job}` to engineer its circuits for the job; otherwise a uniform mesh)."""
+
+    years: int = Field(6, ge=1, le=30, description="years of the fleet's life")
+    generations: tuple[SpineGeneration, ...] = Field(..., min_length=1, description="hosts and optics by year, the first in year 0")
+    pods: int | None = Field(None, ge=1, description="pods the DCN spans (default topology.pods)")
+    busy_fraction: Fraction = Field(1.0, description="share of the fleet's chip-hours running the step workload (an assumption)")
+    assumptions: dict[str, SpineFigure] = Field(default_factory=dict, description="figure name -> {value, source}")
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Spine:
+        years = [g.year for g in self.generations]
+        if years[0] != 0:
+            raise PodsimError(f"spine.generations: the first arrives in year {years[0]}; it must arrive in year 0")
+        if any(b <= a for a, b in zip(years, years[1:], strict=False)):
+            raise PodsimError(f"spine.generations: years {years} must increase")
+        if years[-1] >= self.years:
+            raise PodsimError(f"spine.generations: year {years[-1]} is outside the {self.years} years (0..{self.years - 1})")
+        if not 0 < self.busy_fraction <= 1:
+            raise PodsimError(f"spine.busy_fraction: {self.busy_fraction} must be in (0, 1]")
+        unknown = sorted(set(self.assumptions) - set(SPINE_DEFAULTS))
+        if unknown:
+            raise PodsimError(f"spine.assumptions: unknown figure {unknown[0]!r}; known: {', '.join(SPINE_DEFAULTS)}")
+        return self
+
+
 class Scenario(_Model):
     """One scenario file."""
 
@@ -287,6 +339,7 @@ class Scenario(_Model):
     samples: int = Field(500, ge=2, le=20000, description="time-series samples over the horizon")
     targets: dict[str, Any] = Field(default_factory=dict, description="metric -> '<= 1h' / '>= 95%'")
     references: dict[str, Reference] = Field(default_factory=dict, description="metric -> published figure")
+    spine: Spine | None = Field(None, description="spine economics: EPS against OCS over the fleet's life (needs a step workload)")
 
     @property
     def kind(self) -> str:

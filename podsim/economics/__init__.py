@@ -1,0 +1,14 @@
+"""Spine economics (issue 17): what an EPS Clos and an OCS DCN cost, draw and deliver over a
+fleet's life. Pure functions; `podsim.scenario` runs them for a scenario's `spine` section.
+
+    counts = spine_counts(fabric, link_gbps=400, eps_switch_gbps=51_200, ocs_usable_ports=128)
+    rows = spine_timeline(periods, [counts, ...], assumptions())
+"""
+
+from podsim.economics.assumptions import DEFAULTS, Assumption, assumption_rows, assumptions
+from podsim.economics.counts import SpineCounts, leaf_bandwidths_gbps, spine_counts
+from podsim.economics.timeline import Period, spine_timeline
+from podsim.economics.useful import add_useful_cost, useful_fraction
+
+__all__ = ["DEFAULTS", "Assumption", "Period", "SpineCounts", "add_useful_cost", "assumption_rows", "assumptions",
+           "leaf_bandwidths_gbps", "spine_counts", "spine_timeline", "useful_fraction"]

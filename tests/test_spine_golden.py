@@ -1,0 +1,82 @@
+"""Golden test of the worked spine-economics scenario (scenarios/f_spine_economics.yaml): its
+key figures must equal scenarios/expected/f_spine_economics.json within a relative tolerance
+of 1e-3, and its answer must hold on its own terms (the EPS spine re-bought once, when the
+speed doubles; the OCS DCN cheaper and lower-power; the ratios beside Jupiter's). The report
+and the CLI show its spine section.
+
+Regenerate after a deliberate model change with
+    PODSIM_UPDATE_GOLDEN=1 .venv/bin/python -m pytest tests/test_spine_golden.py
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+
+import pytest
+
+from podsim.report import render_report
+from podsim.scenario import load_scenario, run_scenario
+
+ROOT = Path(__file__).resolve().parent.parent / "scenarios"
+EXPECTED = ROOT / "expected" / "f_spine_economics.json"
+UPDATE = os.environ.get("PODSIM_UPDATE_GOLDEN") == "1"
+YEAR_COLUMNS = ("year", "spine", "link_gbps", "spine_rebought", "leaf_switches", "spine_switches", "ocs", "transceivers",
+                "capex_usd", "power_w", "energy_kwh", "cumulative_usd", "step_time_s", "exposed_comm_s", "dcn_algbw_bytes_per_s",
+                "lifetime_usd_per_useful_chip_h")
+
+
+@pytest.fixture(scope="module")
+def result():
+    return run_scenario(load_scenario(ROOT / "f_spine_economics.yaml"))
+
+
+def key_figures(r) -> dict:
+    t = r.table("spine_years")
+    rows = [{c: (v.item() if hasattr(v, "item") else v) for c in YEAR_COLUMNS for v in [t[c][i]]} for i in range(len(t["year"]))]
+    return {"metrics": {k: v for k, v in r.metrics.items() if k.startswith("spine_")}, "years": rows}
+
+
+def _close(got, want, where):
+    if isinstance(want, dict):
+        assert set(got) == set(want), where
+        for k in want:
+            _close(got[k], want[k], f"{where}.{k}")
+    elif isinstance(want, list):
+        assert len(got) == len(want), where
+        for i, (g, w) in enumerate(zip(got, want, strict=True)):
+            _close(g, w, f"{where}[{i}]")
+    elif isinstance(want, float) and not isinstance(got, bool):
+        assert math.isclose(got, want, rel_tol=1e-3, abs_tol=1e-9), f"{where}: {got} != {want}"
+    else:
+        assert got == want, f"{where}: {got!r} != {want!r}"
+
+
+def test_matches_expected(result):
+    got = json.loads(json.dumps(key_figures(result)))
+    if UPDATE:
+        EXPECTED.write_text(json.dumps(got, indent=2, sort_keys=True) + "\n")
+    _close(got, json.loads(EXPECTED.read_text()), "f_spine_economics")
+
+
+def test_answer_holds(result):
+    m = result.metrics
+    t = result.table("spine_years")
+    eps = t["spine"] == "eps"
+    assert list(t["year"][eps][t["spine_rebought"][eps]]) == [3] and m["spine_ocs_rebuys"] == 0
+    assert m["spine_ocs_capex_usd"] < m["spine_eps_capex_usd"] and m["spine_ocs_energy_kwh"] < m["spine_eps_energy_kwh"]
+    # engineered OCS circuits are no slower than the 1:1 Clos (scenario d), so a useful chip-hour costs less
+    assert m["spine_ocs_usd_per_useful_chip_h"] < m["spine_eps_usd_per_useful_chip_h"]
+    refs = {x["metric"]: x for x in result.references}
+    assert refs["spine_capex_ratio"]["published"] == 0.70 and refs["spine_energy_ratio"]["published"] == 0.59
+    assert refs["spine_capex_ratio"]["podsim"] == pytest.approx(m["spine_capex_ratio"])
+
+
+def test_report_has_the_spine_section(result):
+    html = render_report(result)
+    assert '<section id="spine">' in html and "Assumptions and sources" in html
+    for name in ("Spine cumulative cost", "Spine cumulative energy", "Spine cost per useful chip-hour"):
+        assert f'data-name="{name}"' in html
+    assert "eps.17" in html and "apo.7" in html and "(not published)" in html
