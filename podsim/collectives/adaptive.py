@@ -17,6 +17,8 @@ pattern; the engine then runs it against whatever else is in flight.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from podsim.topology.multipath import PathDag
@@ -29,27 +31,34 @@ ETA = 0.5
 """Step of the multiplicative weight update (0: never move; 1: jump to the inverse load)."""
 
 
-def adaptive_split(dag: PathDag, capacity: np.ndarray, canon: np.ndarray, demand: np.ndarray | None = None,
-                   tol: float = TOL, max_iter: int = MAX_ITER):
-    """(indptr, links, frac) of the flows of `dag` after load-driven re-splitting.
+def adaptive_split(make_dag: Callable[[], PathDag], even: tuple, capacity: np.ndarray, canon: np.ndarray,
+                   demand: np.ndarray | None = None, tol: float = TOL, max_iter: int = MAX_ITER):
+    """(indptr, links, frac) of a pattern's flows after load-driven re-splitting.
 
-    `canon` folds fabric links onto the representatives the rates are solved on (identity,
-    or a translation symmetry's map, under which the folded loads are the real ones);
-    `demand` weighs the flows' bytes (default equal)."""
+    `even` is the even split (round 0); `make_dag()` builds the flows' minimal-path DAGs,
+    only when the even split leaves links unequally loaded (an equal load is the fixed point:
+    no weight moves). `canon` folds fabric links onto the representatives the rates are
+    solved on (identity, or a translation symmetry's map, under which the folded loads are
+    the real ones); `demand` weighs the flows' bytes (default equal)."""
     from podsim.engine.maxmin import max_min_rates  # the engine package imports collectives
 
-    demand = np.ones(dag.n_flows) if demand is None else np.asarray(demand, float)
+    n_flows = len(even[0]) - 1
+    demand = np.ones(n_flows) if demand is None else np.asarray(demand, float)
     weight = np.ones(len(capacity))
-    best, best_load, prev = None, np.inf, None
+    best, best_load, prev, dag = None, np.inf, None, None
     for _ in range(max_iter):
-        indptr, links, frac = dag.routes(weight[canon[dag.link]])
+        indptr, links, frac = even if dag is None else dag.routes(weight[canon[dag.link]])
         used, local = np.unique(canon[links], return_inverse=True)
-        ef = np.repeat(np.arange(dag.n_flows), np.diff(indptr))
+        ef = np.repeat(np.arange(n_flows), np.diff(indptr))
         if not len(used):
             return indptr, links, frac
         load = np.bincount(local, weights=demand[ef] * frac, minlength=len(used)) / capacity[used]
         if load.max() < best_load * (1 - 1e-9):
             best, best_load = (indptr, links, frac), float(load.max())
+        if dag is None:
+            if load.max() <= load.mean() * (1 + tol):
+                return best
+            dag = make_dag()
         rates = max_min_rates(ef, local, dag.n_flows, capacity[used], frac)
         moving = np.isfinite(rates)
         if prev is not None and (np.abs(rates[moving] - prev[moving]) <= tol * prev[moving]).all():

@@ -22,8 +22,9 @@ all-to-all over the whole slice).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 
 import numpy as np
 
@@ -31,7 +32,7 @@ from podsim.collectives.adaptive import adaptive_split
 from podsim.collectives.schedule import Pattern
 from podsim.errors import PodsimError
 from podsim.topology import Fabric, SliceView, dcn_routes, slice_routes
-from podsim.topology.multipath import ROUTING_POLICIES, PathDag, path_dag, reduce_coords
+from podsim.topology.multipath import ROUTING_POLICIES, PathDag, path_dag, reduce_coords, split_routes
 from podsim.trace.model import SLICE_AXES
 
 
@@ -187,8 +188,7 @@ class Placement:
                 continue
             ls, ld = self.local_of_chip[src[sel]], self.local_of_chip[dst[sel]]
             if self.routing != "dimension_order" and v.slice.spec.kind != "gpu":
-                dag = path_dag(v, ls, ld)
-                parts.append(RoutePart(sel, *dag.routes(), dag))
+                parts.append(RoutePart(sel, *split_routes(v, ls, ld), partial(path_dag, v, ls, ld)))
             else:
                 r = slice_routes(v, ls, ld)
                 parts.append(RoutePart(sel, r.indptr, r.links.astype(np.int64), None))
@@ -210,14 +210,14 @@ def check_routing(routing: str) -> None:
 
 @dataclass(frozen=True, eq=False)
 class RoutePart:
-    """Routes of the flows `sel` of a pattern; `frac` None on single paths; `dag` the
-    minimal-path DAGs of multipath routes (for re-splitting)."""
+    """Routes of the flows `sel` of a pattern; `frac` None on single paths; `dag()` builds the
+    minimal-path DAGs of multipath routes (for re-splitting by load)."""
 
     sel: np.ndarray
     indptr: np.ndarray
     links: np.ndarray
     frac: np.ndarray | None = None
-    dag: PathDag | None = None
+    dag: Callable[[], PathDag] | None = None
 
 
 def join_parts(n_flows: int, parts: Sequence[RoutePart]):
@@ -265,8 +265,8 @@ class Router:
             fab = self.placement.fabric
             canon = sym.canon_link if sym is not None else np.arange(fab.n_links)
             parts = [p if p.dag is None else RoutePart(p.sel, *adaptive_split(
-                p.dag, fab.link_capacity_bytes_per_s, canon, None if weight is None else weight[p.sel]), p.dag)
-                for p in parts]
+                p.dag, (p.indptr, p.links, p.frac), fab.link_capacity_bytes_per_s, canon,
+                None if weight is None else weight[p.sel])) for p in parts]
         indptr, links, frac = join_parts(len(src), parts)
         lat_link = self.placement.fabric.link_latency_s
         flow_of = np.repeat(np.arange(len(src)), np.diff(indptr))

@@ -10,17 +10,18 @@ lattice points, so they are distinct. Nothing is enumerated: over each box a for
 backward sum over the lattice levels give, for every edge a -> a + e_d, the (weighted) number
 of minimal paths through it, F(a) w B(a + e_d), out of Z = sum over boxes of F(end).
 
-`split_routes(view, src, dst, link_weight)` gives each flow its links and the fraction of its
-bytes on each: with unit weights the even split over all minimal paths (`shortest_paths`);
-with per-link weights a Gibbs split that favours lightly loaded links (`adaptive`, iterated
-by podsim.collectives.adaptive).
+`split_routes(view, src, dst)` gives each flow its links and the fraction of its bytes on each,
+split evenly over all its minimal paths (`shortest_paths`), computed once per displacement
+class. `path_dag(view, src, dst).routes(weights)` weighs each path by the product of its
+links' weights (`adaptive`, iterated by podsim.collectives.adaptive).
 """
 
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 
 import numpy as np
 
@@ -80,7 +81,9 @@ def minimal_displacements(delta: np.ndarray, shape, wrap, twist) -> tuple[np.nda
 
 @dataclass(frozen=True)
 class _Box:
-    """Monotone lattice paths from 0 to m (m >= 0 per axis): nodes, edges and their levels."""
+    """Monotone lattice paths from 0 to m (m >= 0 per axis): nodes, edges and their levels;
+    `unit_frac[e]` = C(a) C(m - a - e_d) / C(m), the share of the paths through edge e, with
+    C(v) = |v|! / prod v_i! the number of paths from 0 to v; `paths` = C(m)."""
 
     n_nodes: int
     e_from: np.ndarray
@@ -89,13 +92,24 @@ class _Box:
     e_start: np.ndarray  # (E, D) lattice position (>= 0) of each edge's tail
     e_level: np.ndarray
     end: int
+    unit_frac: np.ndarray
+    paths: float
+
+
+def _n_paths(v: np.ndarray) -> np.ndarray:
+    """Monotone lattice paths from 0 to each row of v: the multinomial |v|! / prod v_i!."""
+    v = np.asarray(v, np.int64)
+    return _FACT[v.sum(-1)] / _FACT[v].prod(-1)
+
+
+_FACT = np.array([float(math.factorial(k)) for k in range(171)])
 
 
 @lru_cache(maxsize=4096)
 def _box(m: tuple[int, ...]) -> _Box:
     dims = tuple(k + 1 for k in m)
     n = int(np.prod(dims))
-    coords = np.stack(np.unravel_index(np.arange(n), dims), 1).astype(np.int64)
+    coords = np.indices(dims, dtype=np.int64).reshape(len(dims), n).T
     strides = np.array([int(np.prod(dims[d + 1:])) for d in range(len(dims))], np.int64)
     fr, to, ax = [], [], []
     for d in range(len(m)):
@@ -104,8 +118,11 @@ def _box(m: tuple[int, ...]) -> _Box:
         to.append(tail + strides[d])
         ax.append(np.full(len(tail), d, np.int64))
     e_from = np.concatenate(fr) if fr else np.empty(0, np.int64)
-    return _Box(n, e_from, np.concatenate(to) if to else e_from, np.concatenate(ax) if ax else e_from,
-                coords[e_from], coords[e_from].sum(1), n - 1)
+    e_to = np.concatenate(to) if to else e_from
+    total = float(_n_paths(np.array(m)))
+    unit = _n_paths(coords[e_from]) * _n_paths(np.array(m) - coords[e_to]) / total
+    return _Box(n, e_from, e_to, np.concatenate(ax) if ax else e_from, coords[e_from], coords[e_from].sum(1), n - 1,
+                unit, total)
 
 
 @dataclass(frozen=True, eq=False)
@@ -124,109 +141,194 @@ class PathDag:
     box_start: np.ndarray
     box_end: np.ndarray
 
+    @cached_property
+    def _levels(self) -> list[np.ndarray]:
+        order = np.argsort(self.e_level, kind="stable")
+        cuts = np.flatnonzero(np.diff(self.e_level[order])) + 1
+        return np.split(order, cuts) if len(order) else []
+
     def edge_fractions(self, edge_weight: np.ndarray | None = None) -> np.ndarray:
         """Fraction of each flow's bytes on each edge: paths weighted by the product of their
-        edges' weights (unit weights: every minimal path equally)."""
+        edges' weights (unit weights: every minimal path equally), by a forward and a
+        backward sum over the lattice levels."""
         w = np.ones(len(self.e_from)) if edge_weight is None else np.asarray(edge_weight, float)
         fwd = np.zeros(self.n_nodes)
         fwd[self.box_start] = 1.0
         bwd = np.zeros(self.n_nodes)
         bwd[self.box_end] = 1.0
-        order = np.argsort(self.e_level, kind="stable")
-        lv = self.e_level[order]
-        cuts = np.flatnonzero(np.diff(lv)) + 1
-        groups = np.split(order, cuts) if len(order) else []
-        for g in groups:
+        for g in self._levels:
             fwd += np.bincount(self.e_to[g], weights=fwd[self.e_from[g]] * w[g], minlength=self.n_nodes)
-        for g in reversed(groups):
+        for g in reversed(self._levels):
             bwd += np.bincount(self.e_from[g], weights=bwd[self.e_to[g]] * w[g], minlength=self.n_nodes)
         z = np.bincount(self.box_flow, weights=fwd[self.box_end], minlength=self.n_flows)
         return fwd[self.e_from] * w * bwd[self.e_to] / z[self.e_flow]
 
+    @cached_property
+    def _merge(self):
+        """Entries of one flow on one link merged: (indptr, links, entry -> merged index)."""
+        n_links = max(int(self.link.max(initial=-1)) + 1, 1)
+        uniq, inv = np.unique(self.e_flow * n_links + self.link, return_inverse=True)
+        flow = uniq // n_links
+        indptr = np.concatenate([[0], np.cumsum(np.bincount(flow, minlength=self.n_flows))]).astype(np.int64)
+        return indptr, (uniq % n_links).astype(np.int64), inv.reshape(-1)
+
     def routes(self, edge_weight: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(indptr, links, frac) per flow, one entry per distinct link, links sorted."""
-        frac = self.edge_fractions(edge_weight)
-        n_links = int(self.link.max(initial=-1)) + 1
-        key = self.e_flow * n_links + self.link
-        uniq, inv = np.unique(key, return_inverse=True)
-        f = np.bincount(inv, weights=frac, minlength=len(uniq))
-        flow = uniq // max(n_links, 1)
-        indptr = np.concatenate([[0], np.cumsum(np.bincount(flow, minlength=self.n_flows))]).astype(np.int64)
-        return indptr, (uniq % max(n_links, 1)).astype(np.int64), f
+        indptr, links, inv = self._merge
+        return indptr, links, np.bincount(inv, weights=self.edge_fractions(edge_weight), minlength=len(links))
 
 
-def path_dag(view: SliceView, src: np.ndarray, dst: np.ndarray) -> PathDag:
-    """Minimal-path DAGs between slice-local chips (plain or twisted torus, or mesh)."""
+def _displacement_classes(view: SliceView, src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(classes (K, D), flow -> class): destinations relative to sources, reduced (a mesh
+    axis keeps its signed offset). Flows of one class have translated routes."""
     slc = view.slice
-    shape, wrap, twist = slc.shape, slc.wrap, slc.twist
-    src = np.asarray(src, np.int64)
-    dst = np.asarray(dst, np.int64)
     cs, cd = view.coords[src].astype(np.int64), view.coords[dst].astype(np.int64)
-    rel = reduce_coords(cd - cs, shape, wrap, twist)
-    for d, w in enumerate(wrap):  # a mesh axis keeps its signed offset
+    rel = reduce_coords(cd - cs, slc.shape, slc.wrap, slc.twist)
+    for d, w in enumerate(slc.wrap):
         if not w:
             rel[:, d] = cd[:, d] - cs[:, d]
     classes, cls = np.unique(rel, axis=0, return_inverse=True)
-    cls = cls.reshape(-1)
-    owner, disp = minimal_displacements(classes, shape, wrap, twist)
-    # per class: its boxes' edges (tail position relative to the source, axis, sign, level,
-    # node ids local to the class) and each box's start and end node
-    t_from, t_to, t_axis, t_sign, t_rel, t_level = [], [], [], [], [], []
-    e_count = np.zeros(len(classes), np.int64)
-    n_count = np.zeros(len(classes), np.int64)
-    b_cls, b_start, b_end = [], [], []
-    per_class_edges = [[] for _ in range(len(classes))]
-    for c, t in zip(owner.tolist(), disp, strict=True):
-        m = tuple(int(v) for v in np.abs(t))
-        box = _box(m)
-        sign = np.where(t < 0, -1, 1)
-        base = n_count[c]
-        per_class_edges[c].append((box, sign, base))
-        b_cls.append(c)
-        b_start.append(base)
-        b_end.append(base + box.end)
-        n_count[c] += box.n_nodes
-        e_count[c] += len(box.e_from)
-    for c in range(len(classes)):
-        for box, sign, base in per_class_edges[c]:
-            t_from.append(box.e_from + base)
-            t_to.append(box.e_to + base)
-            t_axis.append(box.e_axis)
-            t_sign.append(sign[box.e_axis])
-            t_rel.append(box.e_start * sign)
-            t_level.append(box.e_level)
-    cat = (lambda xs, w=None: np.concatenate(xs) if xs else np.empty((0,) if w is None else (0, w), np.int64))
-    tf, tt, ta, tsg, tl = cat(t_from), cat(t_to), cat(t_axis), cat(t_sign), cat(t_level)
-    trel = cat(t_rel, len(shape))
-    e_ptr = np.concatenate([[0], np.cumsum(e_count)])
-    # expand per flow
-    fe = e_count[cls]
-    e_flow = np.repeat(np.arange(len(src)), fe)
-    tidx = np.repeat(e_ptr[cls], fe) + (np.arange(fe.sum()) - np.repeat(np.cumsum(fe) - fe, fe))
-    node_base = np.concatenate([[0], np.cumsum(n_count[cls])])[:-1]
-    pos = reduce_coords(cs[e_flow] + trel[tidx], shape, wrap, twist)
-    chip = np.ravel_multi_index(tuple(pos.T), shape) if len(pos) else np.empty(0, np.int64)
-    link = view.port_link[chip, ta[tidx], (tsg[tidx] < 0).astype(np.int64)].astype(np.int64)
+    return classes, cls.reshape(-1)
+
+
+def _class_edges(classes: np.ndarray, shape, wrap, twist, with_dag: bool) -> dict:
+    """The edges of every minimal-path box of every class: owning class, port key (tail
+    relative to the source, reduced, x 2D + 2 axis + direction), even-split fraction, and
+    with `with_dag` the DAG arrays (nodes numbered contiguously per class)."""
+    dims = len(shape)
+    owner, disp = minimal_displacements(classes, shape, wrap, twist)  # boxes come by class
+    sizes, size_of = np.unique(np.abs(disp), axis=0, return_inverse=True)
+    size_of = size_of.reshape(-1)
+    boxes = [_box(tuple(int(v) for v in m)) for m in sizes]
+    n_nodes = np.array([b.n_nodes for b in boxes], np.int64)[size_of]
+    base = np.concatenate([[0], np.cumsum(n_nodes)])
+    z = np.bincount(owner, weights=np.array([b.paths for b in boxes])[size_of], minlength=len(classes))
+    names = ("flow", "axis", "sign", "tail", "frac") + (("from", "to", "level") if with_dag else ())
+    parts = {k: [] for k in names}
+    order = np.argsort(size_of, kind="stable")  # boxes of one size together
+    for grp in np.split(order, np.flatnonzero(np.diff(size_of[order])) + 1) if len(order) else []:
+        bx = boxes[size_of[grp[0]]]
+        k = len(bx.e_from)
+        sgn = np.where(disp[grp] < 0, -1, 1)  # (B, D)
+        parts["flow"].append(np.repeat(owner[grp], k))
+        parts["axis"].append(np.tile(bx.e_axis, len(grp)))
+        parts["sign"].append(sgn[:, bx.e_axis].ravel())
+        parts["tail"].append((bx.e_start[None, :, :] * sgn[:, None, :]).reshape(-1, dims))
+        parts["frac"].append((bx.unit_frac[None, :] * (bx.paths / z[owner[grp]])[:, None]).ravel())
+        if with_dag:
+            parts["from"].append((base[grp][:, None] + bx.e_from[None, :]).ravel())
+            parts["to"].append((base[grp][:, None] + bx.e_to[None, :]).ravel())
+            parts["level"].append(np.tile(bx.e_level, len(grp)))
+    out = {k: (np.concatenate(v) if v else np.empty((0, dims) if k == "tail" else 0, float if k == "frac" else np.int64))
+           for k, v in parts.items()}
+    out["direction"] = (out.pop("sign") < 0).astype(np.int64)
+    ext, off = _key_space(shape, wrap)
+    red = reduce_coords(out["tail"], shape, wrap, twist) + off
+    out["key"] = (np.ravel_multi_index(tuple(red.T), ext) * 2 * dims + 2 * out["axis"] + out["direction"]
+                  if len(red) else np.empty(0, np.int64))
+    if with_dag:
+        out.update(n_nodes=int(base[-1]), box_flow=owner, box_start=base[:-1], box_end=base[:-1] + n_nodes - 1)
+    return out
+
+
+def _key_space(shape, wrap) -> tuple[tuple[int, ...], np.ndarray]:
+    """Shape and offset of relative positions: [0, n) on a wrapped axis, (-n, n) on a mesh axis."""
+    ext = tuple(int(n) if w else 2 * int(n) - 1 for n, w in zip(shape, wrap, strict=True))
+    return ext, np.array([0 if w else int(n) - 1 for n, w in zip(shape, wrap, strict=True)], np.int64)
+
+
+def _links(view: SliceView, src_coords: np.ndarray, rel: np.ndarray, axis: np.ndarray, direction: np.ndarray) -> np.ndarray:
+    slc = view.slice
+    pos = reduce_coords(src_coords + rel, slc.shape, slc.wrap, slc.twist)
+    chip = np.ravel_multi_index(tuple(pos.T), slc.shape) if len(pos) else np.empty(0, np.int64)
+    link = view.port_link[chip, axis, direction].astype(np.int64)
     if (link < 0).any():
         raise AssertionError(f"a minimal path leaves slice {slc.spec}: the slice is not wired as its topology")
-    b_cls = np.asarray(b_cls, np.int64)
-    box_of_cls = [np.flatnonzero(b_cls == c) for c in range(len(classes))]
-    nb = np.array([len(b) for b in box_of_cls], np.int64)
-    fb = nb[cls]
-    box_flow = np.repeat(np.arange(len(src)), fb)
-    order_b = np.concatenate(box_of_cls) if box_of_cls else np.empty(0, np.int64)
-    b_ptr = np.concatenate([[0], np.cumsum(nb)])
-    bidx = order_b[np.repeat(b_ptr[cls], fb) + (np.arange(fb.sum()) - np.repeat(np.cumsum(fb) - fb, fb))]
-    nb_of = node_base[box_flow]
+    return link
+
+
+def _expand(counts: np.ndarray, ptr: np.ndarray, cls: np.ndarray):
+    """Per flow, the indices of its class's entries (CSR `ptr` over classes): (flow, index)."""
+    fe = counts[cls]
+    flow = np.repeat(np.arange(len(cls)), fe)
+    idx = np.repeat(ptr[cls], fe) + (np.arange(fe.sum()) - np.repeat(np.cumsum(fe) - fe, fe))
+    return flow, idx
+
+
+def path_dag(view: SliceView, src: np.ndarray, dst: np.ndarray) -> PathDag:
+    """Minimal-path DAGs between slice-local chips (plain or twisted torus, or mesh), one per
+    flow, over fabric links (for splits that depend on the links, e.g. their load)."""
+    src = np.asarray(src, np.int64)
+    dst = np.asarray(dst, np.int64)
+    slc = view.slice
+    classes, cls = _displacement_classes(view, src, dst)
+    t = _class_edges(classes, slc.shape, slc.wrap, slc.twist, with_dag=True)
+    k = len(classes)
+    order = np.argsort(t["flow"], kind="stable")  # class edges grouped by class
+    e_count = np.bincount(t["flow"], minlength=k)
+    flow, idx = _expand(e_count, np.concatenate([[0], np.cumsum(e_count)]), cls)
+    idx = order[idx]
+    # nodes: each flow gets a private copy of its class's nodes
+    n_count = np.bincount(t["box_flow"], weights=t["box_end"] - t["box_start"] + 1, minlength=k).astype(np.int64)
+    n_ptr = np.concatenate([[0], np.cumsum(n_count)])
+    node_base = np.concatenate([[0], np.cumsum(n_count[cls])])[:-1]
+    link = _links(view, view.coords[src].astype(np.int64)[flow], t["tail"][idx], t["axis"][idx], t["direction"][idx])
+    shift = node_base[flow] - n_ptr[t["flow"][idx]]
+    b_count = np.bincount(t["box_flow"], minlength=k)
+    bflow, bidx = _expand(b_count, np.concatenate([[0], np.cumsum(b_count)]), cls)
+    bshift = node_base[bflow] - n_ptr[t["box_flow"][bidx]]
     return PathDag(
-        n_flows=len(src), n_nodes=int(n_count[cls].sum()), e_flow=e_flow,
-        e_from=node_base[e_flow] + tf[tidx], e_to=node_base[e_flow] + tt[tidx], e_level=tl[tidx], link=link,
-        box_flow=box_flow, box_start=nb_of + np.asarray(b_start, np.int64)[bidx], box_end=nb_of + np.asarray(b_end, np.int64)[bidx],
+        n_flows=len(src), n_nodes=int(n_count[cls].sum()), e_flow=flow,
+        e_from=shift + t["from"][idx], e_to=shift + t["to"][idx], e_level=t["level"][idx], link=link,
+        box_flow=bflow, box_start=bshift + t["box_start"][bidx], box_end=bshift + t["box_end"][bidx],
     )
 
 
-def split_routes(view: SliceView, src: np.ndarray, dst: np.ndarray, link_weight: np.ndarray | None = None):
-    """(indptr, links, frac): each flow's bytes split over all its minimal paths, evenly or
-    weighted by `link_weight` (per fabric link) along each path."""
-    dag = path_dag(view, src, dst)
-    return dag.routes(None if link_weight is None else link_weight[dag.link])
+_EVEN: dict[tuple, dict[bytes, tuple[np.ndarray, np.ndarray]]] = {}
+"""Even splits per slice geometry and displacement class: (port keys, fractions)."""
+_EVEN_MAX_ENTRIES = 20_000_000
+
+
+def _even_templates(shape, wrap, twist, classes: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Each class's even split over its minimal paths, one entry per port (boxes of a class
+    may share ports), computed once per slice geometry and class."""
+    geo = (tuple(shape), tuple(wrap), np.asarray(twist).tobytes())
+    cache = _EVEN.setdefault(geo, {})
+    names = [c.tobytes() for c in np.ascontiguousarray(classes, np.int64)]
+    missing = [i for i, nm in enumerate(names) if nm not in cache]
+    if missing:
+        if sum(len(v[0]) for g in _EVEN.values() for v in g.values()) > _EVEN_MAX_ENTRIES:
+            _EVEN.clear()
+            cache = _EVEN.setdefault(geo, {})
+            missing = list(range(len(names)))
+        t = _class_edges(classes[missing], shape, wrap, twist, with_dag=False)
+        n_keys = int(t["key"].max(initial=0)) + 1
+        uniq, inv = np.unique(t["flow"] * n_keys + t["key"], return_inverse=True)
+        frac = np.bincount(inv.reshape(-1), weights=t["frac"], minlength=len(uniq))
+        owner = uniq // n_keys
+        cuts = np.searchsorted(owner, np.arange(1, len(missing)))
+        for i, keys, f in zip(missing, np.split(uniq % n_keys, cuts), np.split(frac, cuts), strict=True):
+            cache[names[i]] = (keys, f)
+    return [cache[nm] for nm in names]
+
+
+def split_routes(view: SliceView, src: np.ndarray, dst: np.ndarray):
+    """(indptr, links, frac): each flow's bytes split evenly over all its minimal paths. The
+    split is computed once per displacement class (and slice geometry) and translated to
+    each flow's source."""
+    src = np.asarray(src, np.int64)
+    dst = np.asarray(dst, np.int64)
+    slc = view.slice
+    dims = len(view.shape)
+    classes, cls = _displacement_classes(view, src, dst)
+    temps = _even_templates(slc.shape, slc.wrap, slc.twist, classes)
+    count = np.array([len(k) for k, _ in temps], np.int64)
+    keys = np.concatenate([k for k, _ in temps]) if temps else np.empty(0, np.int64)
+    fracs = np.concatenate([f for _, f in temps]) if temps else np.empty(0)
+    ext, off = _key_space(view.shape, slc.wrap)
+    chip, rest = keys // (2 * dims), keys % (2 * dims)
+    rel = np.stack(np.unravel_index(chip, ext), 1).astype(np.int64) - off if len(chip) else np.empty((0, dims), np.int64)
+    flow, idx = _expand(count, np.concatenate([[0], np.cumsum(count)]), cls)
+    link = _links(view, view.coords[src].astype(np.int64)[flow], rel[idx], rest[idx] // 2, rest[idx] % 2)
+    indptr = np.concatenate([[0], np.cumsum(count[cls])]).astype(np.int64)
+    return indptr, link, fracs[idx]
