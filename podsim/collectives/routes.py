@@ -32,7 +32,13 @@ from podsim.collectives.adaptive import adaptive_split
 from podsim.collectives.schedule import Pattern
 from podsim.errors import PodsimError
 from podsim.topology import Fabric, SliceView, dcn_routes, slice_routes
-from podsim.topology.multipath import ROUTING_POLICIES, PathDag, path_dag, reduce_coords, split_routes
+from podsim.topology.multipath import (
+    ROUTING_POLICIES,
+    PathDag,
+    path_dag,
+    reduce_coords,
+    split_routes,
+)
 from podsim.trace.model import SLICE_AXES
 
 
