@@ -181,9 +181,10 @@ class Placement:
         object.__setattr__(self, "slice_of_chip", s)
         object.__setattr__(self, "local_of_chip", loc)
 
-    def route_parts(self, src: np.ndarray, dst: np.ndarray) -> list[RoutePart]:
+    def route_parts(self, src: np.ndarray, dst: np.ndarray, periods: tuple[int, ...] | None = None) -> list[RoutePart]:
         """Flows between global chips in parts: per slice (ICI, by the routing policy) and
-        across slices (DCN)."""
+        across slices (DCN). With `periods` (a translation symmetry of the one slice),
+        multipath routes come folded onto representative links (see `split_routes`)."""
         src = np.asarray(src, np.int64)
         dst = np.asarray(dst, np.int64)
         ss, sd = self.slice_of_chip[src], self.slice_of_chip[dst]
@@ -194,7 +195,7 @@ class Placement:
                 continue
             ls, ld = self.local_of_chip[src[sel]], self.local_of_chip[dst[sel]]
             if self.routing != "dimension_order" and v.slice.spec.kind != "gpu":
-                parts.append(RoutePart(sel, *split_routes(v, ls, ld), partial(path_dag, v, ls, ld)))
+                parts.append(RoutePart(sel, *split_routes(v, ls, ld, periods), partial(path_dag, v, ls, ld)))
             else:
                 r = slice_routes(v, ls, ld)
                 parts.append(RoutePart(sel, r.indptr, r.links.astype(np.int64), None))
@@ -266,7 +267,7 @@ class Router:
             raise PodsimError(f"{pattern.name} on group {pattern.layout.name} has {n:,} flows to route, more than the "
                               f"{MAX_FLOWS:,} podsim simulates at once; use a smaller group, another algorithm or the fast path")
         src, dst, weight = pattern.flows(None if sym is None else sym.keep)
-        parts = self.placement.route_parts(src, dst)
+        parts = self.placement.route_parts(src, dst, None if sym is None else sym.periods)
         if self.placement.routing == "adaptive":
             fab = self.placement.fabric
             canon = sym.canon_link if sym is not None else np.arange(fab.n_links)

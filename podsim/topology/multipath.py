@@ -284,51 +284,117 @@ def path_dag(view: SliceView, src: np.ndarray, dst: np.ndarray) -> PathDag:
     )
 
 
-_EVEN: dict[tuple, dict[bytes, tuple[np.ndarray, np.ndarray]]] = {}
-"""Even splits per slice geometry and displacement class: (port keys, fractions)."""
+class _EvenCache:
+    """Even splits of one slice geometry, per displacement class (dense over the classes):
+    entries keys[start[c]:start[c] + count[c]] (port keys) and frac (their shares)."""
+
+    def __init__(self, n_classes: int):
+        self.start = np.full(n_classes, -1, np.int64)
+        self.count = np.zeros(n_classes, np.int64)
+        self.keys = np.empty(0, np.int64)
+        self.frac = np.empty(0)
+
+
+_EVEN: dict[tuple, _EvenCache] = {}
 _EVEN_MAX_ENTRIES = 20_000_000
+"""Most cached entries over all geometries before the cache starts again."""
 
 
-def _even_templates(shape, wrap, twist, classes: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
-    """Each class's even split over its minimal paths, one entry per port (boxes of a class
-    may share ports), computed once per slice geometry and class."""
+def _even_templates(shape, wrap, twist, classes: np.ndarray) -> tuple[_EvenCache, np.ndarray]:
+    """The cache holding each class's even split over its minimal paths (one entry per port:
+    boxes of a class may share ports), and the classes' ids in it."""
+    ext, off = _key_space(shape, wrap)
     geo = (tuple(shape), tuple(wrap), np.asarray(twist).tobytes())
-    cache = _EVEN.setdefault(geo, {})
-    names = [c.tobytes() for c in np.ascontiguousarray(classes, np.int64)]
-    missing = [i for i, nm in enumerate(names) if nm not in cache]
-    if missing:
-        if sum(len(v[0]) for g in _EVEN.values() for v in g.values()) > _EVEN_MAX_ENTRIES:
+    if geo not in _EVEN:
+        if sum(len(c.keys) for c in _EVEN.values()) > _EVEN_MAX_ENTRIES:
             _EVEN.clear()
-            cache = _EVEN.setdefault(geo, {})
-            missing = list(range(len(names)))
+        _EVEN[geo] = _EvenCache(int(np.prod(ext)))
+    cache = _EVEN[geo]
+    ids = np.ravel_multi_index(tuple((classes + off).T), ext) if len(classes) else np.empty(0, np.int64)
+    missing = np.flatnonzero(cache.start[ids] < 0)
+    if len(missing):
         t = _class_edges(classes[missing], shape, wrap, twist, with_dag=False)
         n_keys = int(t["key"].max(initial=0)) + 1
         uniq, inv = np.unique(t["flow"] * n_keys + t["key"], return_inverse=True)
         frac = np.bincount(inv.reshape(-1), weights=t["frac"], minlength=len(uniq))
-        owner = uniq // n_keys
-        cuts = np.searchsorted(owner, np.arange(1, len(missing)))
-        for i, keys, f in zip(missing, np.split(uniq % n_keys, cuts), np.split(frac, cuts), strict=True):
-            cache[names[i]] = (keys, f)
-    return [cache[nm] for nm in names]
+        count = np.bincount(uniq // n_keys, minlength=len(missing))
+        cache.start[ids[missing]] = len(cache.keys) + np.concatenate([[0], np.cumsum(count)[:-1]])
+        cache.count[ids[missing]] = count
+        cache.keys = np.concatenate([cache.keys, uniq % n_keys])
+        cache.frac = np.concatenate([cache.frac, frac])
+    return cache, ids
 
 
-def split_routes(view: SliceView, src: np.ndarray, dst: np.ndarray):
+def _folded_templates(shape, wrap, twist, classes: np.ndarray, periods: tuple[int, ...]) -> tuple[_EvenCache, np.ndarray]:
+    """Like `_even_templates`, with each class's ports folded by translations of `periods`:
+    entries keyed by (position mod periods, axis, direction), shares summed."""
+    dims = len(shape)
+    ext, off = _key_space(shape, wrap)
+    geo = (tuple(shape), tuple(wrap), np.asarray(twist).tobytes(), tuple(periods))
+    if geo not in _EVEN:
+        _EVEN[geo] = _EvenCache(int(np.prod(ext)))
+    cache = _EVEN[geo]
+    ids = np.ravel_multi_index(tuple((classes + off).T), ext) if len(classes) else np.empty(0, np.int64)
+    missing = np.flatnonzero(cache.start[ids] < 0)
+    if len(missing) and all(p == 1 for p in periods):
+        # every port of an axis and direction folds onto one: a box of displacement m puts
+        # |m_d| hops on axis d in the direction of m_d on every one of its paths
+        owner, disp = minimal_displacements(classes[missing], shape, wrap, twist)
+        paths = _n_paths(np.abs(disp))
+        z = np.bincount(owner, weights=paths, minlength=len(missing))
+        box, axis = np.nonzero(disp)
+        folded = 2 * axis + (disp[box, axis] < 0)
+        owner, share = owner[box], np.abs(disp[box, axis]) * paths[box] / z[owner[box]]
+    elif len(missing):
+        full, fids = _even_templates(shape, wrap, twist, classes[missing])
+        owner, idx = _expand(full.count[fids], full.start[fids], np.arange(len(missing)))
+        keys = full.keys[idx]
+        chip, rest = keys // (2 * dims), keys % (2 * dims)
+        rel = np.stack(np.unravel_index(chip, ext), 1).astype(np.int64) - off if len(chip) else np.empty((0, dims), np.int64)
+        per = np.asarray(periods, np.int64)
+        folded = np.ravel_multi_index(tuple((rel % per).T), tuple(periods)) * 2 * dims + rest if len(rel) else rest
+        share = full.frac[idx]
+    if len(missing):
+        n_keys = int(np.prod(periods)) * 2 * dims
+        uniq, inv = np.unique(owner * n_keys + folded, return_inverse=True)
+        frac = np.bincount(inv.reshape(-1), weights=share, minlength=len(uniq))
+        count = np.bincount(uniq // n_keys, minlength=len(missing))
+        cache.start[ids[missing]] = len(cache.keys) + np.concatenate([[0], np.cumsum(count)[:-1]])
+        cache.count[ids[missing]] = count
+        cache.keys = np.concatenate([cache.keys, uniq % n_keys])
+        cache.frac = np.concatenate([cache.frac, frac])
+    return cache, ids
+
+
+def split_routes(view: SliceView, src: np.ndarray, dst: np.ndarray, periods: tuple[int, ...] | None = None):
     """(indptr, links, frac): each flow's bytes split evenly over all its minimal paths. The
     split is computed once per displacement class (and slice geometry) and translated to
-    each flow's source."""
+    each flow's source. With `periods` (a translation symmetry of the slice, see
+    podsim.collectives.routes), links are given folded onto their representatives (the
+    port at the chip whose coordinates are the link's mod periods), one entry per
+    representative: a far flow crosses hundreds of links but few representatives."""
     src = np.asarray(src, np.int64)
     dst = np.asarray(dst, np.int64)
     slc = view.slice
     dims = len(view.shape)
     classes, cls = _displacement_classes(view, src, dst)
-    temps = _even_templates(slc.shape, slc.wrap, slc.twist, classes)
-    count = np.array([len(k) for k, _ in temps], np.int64)
-    keys = np.concatenate([k for k, _ in temps]) if temps else np.empty(0, np.int64)
-    fracs = np.concatenate([f for _, f in temps]) if temps else np.empty(0)
-    ext, off = _key_space(view.shape, slc.wrap)
+    if periods is None:
+        cache, ids = _even_templates(slc.shape, slc.wrap, slc.twist, classes)
+    else:
+        cache, ids = _folded_templates(slc.shape, slc.wrap, slc.twist, classes, periods)
+    flow, idx = _expand(cache.count[ids], cache.start[ids], cls)
+    keys = cache.keys[idx]
     chip, rest = keys // (2 * dims), keys % (2 * dims)
-    rel = np.stack(np.unravel_index(chip, ext), 1).astype(np.int64) - off if len(chip) else np.empty((0, dims), np.int64)
-    flow, idx = _expand(count, np.concatenate([[0], np.cumsum(count)]), cls)
-    link = _links(view, view.coords[src].astype(np.int64)[flow], rel[idx], rest[idx] // 2, rest[idx] % 2)
-    indptr = np.concatenate([[0], np.cumsum(count[cls])]).astype(np.int64)
-    return indptr, link, fracs[idx]
+    indptr = np.concatenate([[0], np.cumsum(cache.count[ids][cls])]).astype(np.int64)
+    if periods is None:
+        ext, off = _key_space(view.shape, slc.wrap)
+        rel = np.stack(np.unravel_index(chip, ext), 1).astype(np.int64) - off if len(chip) else np.empty((0, dims), np.int64)
+        return indptr, _links(view, view.coords[src].astype(np.int64)[flow], rel, rest // 2, rest % 2), cache.frac[idx]
+    per = np.asarray(periods, np.int64)
+    rel = np.stack(np.unravel_index(chip, tuple(periods)), 1).astype(np.int64) if len(chip) else np.empty((0, dims), np.int64)
+    pos = (view.coords[src].astype(np.int64)[flow] + rel) % per
+    at = np.ravel_multi_index(tuple(pos.T), view.shape) if len(pos) else np.empty(0, np.int64)
+    link = view.port_link[at, rest // 2, rest % 2].astype(np.int64)
+    if (link < 0).any():
+        raise AssertionError(f"a minimal path leaves slice {slc.spec}: the slice is not wired as its topology")
+    return indptr, link, cache.frac[idx]

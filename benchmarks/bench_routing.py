@@ -1,0 +1,67 @@
+"""Routing policies: engine wall time and what each policy gives.
+
+1. Wall time per policy (target: multipath <= 3x dimension order): a 1 GiB all-reduce (auto)
+   on a full v4 pod (16x16x16), fast path off and on, and a 1 GiB all-to-all on a 4x8x8 slice,
+   plain and twisted. `cold` is the first run in a fresh cache of even splits (the 'auto'
+   plan prices every candidate algorithm, and pricing `direct` on 4,096 chips routes 4,095
+   flows over their whole minimal-path boxes, ~1.6 M link entries); `warm` the median of the
+   next two (the even split per displacement class is cached per slice geometry).
+2. Twisted vs plain all-to-all per policy beside [ISCA23] tw.1 / tw.2 and the even-split bound
+   (podsim.collectives.bounds, every link equally busy on the twisted tori).
+
+Run: .venv/bin/python benchmarks/bench_routing.py
+"""
+
+from __future__ import annotations
+
+import statistics
+
+from podsim.collectives.bounds import all_to_all_time_s
+from podsim.engine import simulate_collective
+from podsim.topology import build_slice, multipath
+from podsim.topology.multipath import ROUTING_POLICIES
+
+GiB = 2**30
+
+
+def _clear_caches() -> None:
+    multipath._EVEN.clear()
+    multipath._box.cache_clear()
+
+
+def wall() -> None:
+    print("1. Engine wall time per policy (s): cold / warm (median of 2), and warm / dimension-order warm")
+    print(f"{'case':34} {'policy':16} {'cold':>7} {'warm':>7} {'x dor':>6} {'simulated ms':>13} {'algorithm':>16}")
+    cases = (("v4 16x16x16 all_reduce, fast off", "16x16x16", False, "all_reduce", False),
+             ("v4 16x16x16 all_reduce, fast on", "16x16x16", False, "all_reduce", True),
+             ("v4 4x8x8 all_to_all", "4x8x8", False, "all_to_all", True),
+             ("v4 4x8x8 twisted all_to_all", "4x8x8", True, "all_to_all", True))
+    for label, shape, twisted, kind, fast in cases:
+        built = build_slice("tpu-v4", shape, twisted=twisted)
+        base = None
+        for policy in ROUTING_POLICIES:
+            _clear_caches()
+            runs = [simulate_collective(built, kind, GiB, routing=policy, fast_path=fast) for _ in range(3)]
+            warm = statistics.median(r.engine_wall_s for r in runs[1:])
+            base = warm if base is None else base
+            r = runs[0]
+            print(f"{label:34} {policy:16} {r.engine_wall_s:>7.3f} {warm:>7.3f} {warm / base:>5.2f}x "
+                  f"{r.simulated_s * 1e3:>13.4f} {r.algorithm:>16}")
+
+
+def twisted() -> None:
+    print("\n2. All-to-all of 1 GiB per chip: plain / twisted time per policy ([ISCA23] tw.1, tw.2)")
+    print(f"{'slice':7} {'policy':16} {'plain ms':>9} {'twisted ms':>11} {'gain':>7} {'bound':>7} {'paper':>6}")
+    for shape, paper in (("4x4x8", 1.63), ("4x8x8", 1.31)):
+        views = {tw: build_slice("tpu-v4", shape, twisted=tw) for tw in (False, True)}
+        bound = {tw: all_to_all_time_s(views[tw].view, GiB, "ecmp") for tw in (False, True)}
+        for policy in ROUTING_POLICIES:
+            t = {tw: simulate_collective(views[tw], "all_to_all", GiB, algorithm="direct", routing=policy).simulated_s
+                 for tw in (False, True)}
+            print(f"{shape:7} {policy:16} {t[False] * 1e3:>9.3f} {t[True] * 1e3:>11.3f} {t[False] / t[True]:>6.3f}x "
+                  f"{bound[False] / bound[True]:>6.3f}x {paper:>5}x")
+
+
+if __name__ == "__main__":
+    wall()
+    twisted()
