@@ -98,15 +98,15 @@ def flow_conservation(view, indptr, links, frac, src, dst):
     fab = view.fabric
     local = np.full(fab.n_chips, -1)
     local[view.chips] = np.arange(view.n)
-    for f in range(len(src)):
-        lk, x = links[indptr[f]:indptr[f + 1]], frac[indptr[f]:indptr[f + 1]]
-        net = np.zeros(view.n)
-        np.add.at(net, local[fab.link_src[lk]], x)
-        np.add.at(net, local[fab.link_dst[lk]], -x)
-        want = np.zeros(view.n)
-        if src[f] != dst[f]:
-            want[src[f]], want[dst[f]] = 1.0, -1.0
-        np.testing.assert_allclose(net, want, atol=1e-9)
+    n, nf = view.n, len(src)
+    flow = np.repeat(np.arange(nf), np.diff(indptr))
+    net = np.bincount(flow * n + local[fab.link_src[links]], weights=frac, minlength=nf * n)
+    net -= np.bincount(flow * n + local[fab.link_dst[links]], weights=frac, minlength=nf * n)
+    want = np.zeros(nf * n)
+    moving = np.flatnonzero(np.asarray(src) != np.asarray(dst))
+    want[moving * n + np.asarray(src)[moving]] = 1.0
+    want[moving * n + np.asarray(dst)[moving]] = -1.0
+    np.testing.assert_allclose(net, want, atol=1e-9)
 
 
 @pytest.mark.parametrize("routing", ROUTING_POLICIES)

@@ -32,6 +32,7 @@ from podsim.collectives.adaptive import adaptive_split
 from podsim.collectives.schedule import Pattern
 from podsim.errors import PodsimError
 from podsim.topology import Fabric, SliceView, dcn_routes, slice_routes
+from podsim.topology.degraded import detour_routes
 from podsim.topology.multipath import (
     ROUTING_POLICIES,
     PathDag,
@@ -162,17 +163,37 @@ class PatternRoutes:
 
 @dataclass(frozen=True, eq=False)
 class Placement:
-    """A fabric with the slices of one job (or of several jobs sharing it) and the routing
-    policy inside slices (`dimension_order`, `shortest_paths`, `adaptive`)."""
+    """A fabric with the slices of one job (or of several jobs sharing it), the routing policy
+    inside slices (`dimension_order`, `shortest_paths`, `adaptive`) and the ICI links and chips
+    that failed (fabric link / chip ids; a link fails with its reverse, a chip with its links):
+    flows whose route would touch one go around (podsim.topology.degraded)."""
 
     fabric: Fabric
     views: tuple[SliceView, ...]
     routing: str = "dimension_order"
+    failed_links: tuple[int, ...] = ()
+    failed_chips: tuple[int, ...] = ()
     slice_of_chip: np.ndarray = field(init=False, repr=False)
     local_of_chip: np.ndarray = field(init=False, repr=False)
+    link_failed: np.ndarray = field(init=False, repr=False)
+    chip_failed: np.ndarray = field(init=False, repr=False)
 
     def __post_init__(self):
         check_routing(self.routing)
+        fab = self.fabric
+        for name, ids, n in (("failed_links", self.failed_links, fab.n_links), ("failed_chips", self.failed_chips, fab.n_chips)):
+            bad = [int(i) for i in ids if not 0 <= int(i) < n]
+            if bad:
+                raise PodsimError(f"{name}: {bad[0]} is not an id of this fabric (0..{n - 1})")
+        chip_failed = np.zeros(fab.n_chips, bool)
+        chip_failed[list(self.failed_chips)] = True
+        link_failed = np.zeros(fab.n_links, bool)
+        link_failed[list(self.failed_links)] = True
+        link_failed |= link_failed[fab.link_reverse]
+        ends = (fab.link_src < fab.n_chips) & (fab.link_dst < fab.n_chips)
+        link_failed[ends] |= chip_failed[fab.link_src[ends]] | chip_failed[fab.link_dst[ends]]
+        object.__setattr__(self, "link_failed", link_failed)
+        object.__setattr__(self, "chip_failed", chip_failed)
         s = np.full(self.fabric.n_chips, -1, np.int64)
         loc = np.full(self.fabric.n_chips, -1, np.int64)
         for i, v in enumerate(self.views):
@@ -194,16 +215,44 @@ class Placement:
             if not len(sel):
                 continue
             ls, ld = self.local_of_chip[src[sel]], self.local_of_chip[dst[sel]]
-            if self.routing != "dimension_order" and v.slice.spec.kind != "gpu":
-                parts.append(RoutePart(sel, *split_routes(v, ls, ld, periods), partial(path_dag, v, ls, ld)))
+            multipath = self.routing != "dimension_order" and v.slice.spec.kind != "gpu"
+            if multipath:
+                part = RoutePart(sel, *split_routes(v, ls, ld, periods), partial(path_dag, v, ls, ld))
             else:
                 r = slice_routes(v, ls, ld)
-                parts.append(RoutePart(sel, r.indptr, r.links.astype(np.int64), None))
+                part = RoutePart(sel, r.indptr, r.links.astype(np.int64), None)
+            parts.extend(self._around_failures(v, part, ls, ld, multipath))
         sel = np.flatnonzero((ss != sd) | (ss < 0))
         if len(sel):
             r = dcn_routes(self.fabric, src[sel], dst[sel])
             parts.append(RoutePart(sel, r.indptr, r.links.astype(np.int64), None))
         return parts
+
+    @property
+    def degraded(self) -> bool:
+        return bool(self.link_failed.any())
+
+    def _around_failures(self, view: SliceView, part: RoutePart, ls: np.ndarray, ld: np.ndarray,
+                         multipath: bool) -> list[RoutePart]:
+        """The part as is, or split: flows that touch a failed part routed around it."""
+        if not self.degraded or view.slice.spec.kind == "gpu":
+            return [part]
+        hops = np.diff(part.indptr)
+        hit = np.zeros(len(hops), bool)
+        hit[np.repeat(np.arange(len(hops)), hops)[self.link_failed[part.links]]] = True
+        hit |= self.chip_failed[view.chips[ls]] | self.chip_failed[view.chips[ld]]
+        if not hit.any():
+            return [part]
+        out = []
+        keep = np.flatnonzero(~hit)
+        if len(keep):
+            ip, lk, fr = _subset(part.indptr, part.links, part.frac, keep)
+            out.append(RoutePart(part.sel[keep], ip, lk, fr,
+                                 partial(path_dag, view, ls[keep], ld[keep]) if part.dag is not None else None))
+        bad = np.flatnonzero(hit)
+        ip, lk, fr = detour_routes(view, ls[bad], ld[bad], self.link_failed, self.chip_failed, multipath)
+        out.append(RoutePart(part.sel[bad], ip, lk, fr))
+        return out
 
     def route(self, src: np.ndarray, dst: np.ndarray):
         """(indptr, links, frac) of flows between global chips: ICI inside a slice, DCN between."""
@@ -225,6 +274,14 @@ class RoutePart:
     links: np.ndarray
     frac: np.ndarray | None = None
     dag: Callable[[], PathDag] | None = None
+
+
+def _subset(indptr: np.ndarray, links: np.ndarray, frac: np.ndarray | None, flows: np.ndarray):
+    """The CSR routes of `flows` only."""
+    hops = np.diff(indptr)[flows]
+    idx = np.repeat(indptr[flows], hops) + (np.arange(hops.sum()) - np.repeat(np.cumsum(hops) - hops, hops))
+    ip = np.concatenate([[0], np.cumsum(hops)]).astype(np.int64)
+    return ip, links[idx], None if frac is None else frac[idx]
 
 
 def join_parts(n_flows: int, parts: Sequence[RoutePart]):
@@ -298,7 +355,7 @@ class RouterPool:
         """The router for a set of patterns that run together; `fold` uses the symmetry they
         share (if any) so only representative flows are routed."""
         sym = None
-        if fold and len(self.placement.views) == 1:
+        if fold and len(self.placement.views) == 1 and not self.placement.degraded:
             sym = translation_symmetry(self.placement.views[0], patterns, self.placement.routing)
         key = sym.periods if sym is not None else ()
         if key not in self._routers:
