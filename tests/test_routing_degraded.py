@@ -110,3 +110,25 @@ def test_failed_parts_are_one_line_errors():
         simulate_collective(built, "all_to_all", GiB, failed_links=cut, routing="shortest_paths")
     with pytest.raises(PodsimError, match=r"failed_links: 99999999 is not an id of this fabric"):
         simulate_collective(built, "all_reduce", GiB, failed_links=[99999999])
+
+
+def test_a_failed_ocs_unit_darkens_its_circuits():
+    """OCS (dim, index) carries one circuit per cube of the slice on that face position: a
+    2-cube 4x4x8 loses 2 optical cables (4 directed links) per unit; the all-reduce routes
+    around them, slower than healthy, faster with multipath than on one detour path."""
+    from podsim.topology.degraded import ocs_failed_links
+    built = build_slice("tpu-v4", "4x4x8")
+    fab = built.fabric
+    links = ocs_failed_links(fab, ocs=[16])
+    assert len(links) == 4 and set(links) == {fab.link_reverse[lk] for lk in links}
+    cube, dim, sign, idx = fab.layout.port_owner(np.full(4, 16), np.arange(4))
+    assert set(links) == {int(fab.port_link[fab.layout.face_chip[c, d, s, i], d, s]) for c, d, s, i in zip(cube, dim, sign, idx, strict=True)}
+    t = {}
+    for routing in ("dimension_order", "shortest_paths"):
+        healthy = simulate_collective(built, "all_reduce", GiB, routing=routing)
+        with validating():
+            t[routing] = simulate_collective(built, "all_reduce", GiB, routing=routing, failed_links=links).simulated_s
+        assert t[routing] > healthy.simulated_s
+    assert t["shortest_paths"] < t["dimension_order"]
+    with pytest.raises(PodsimError, match="OCS 9999 does not exist"):
+        ocs_failed_links(fab, ocs=[9999])

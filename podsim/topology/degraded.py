@@ -11,9 +11,12 @@ sigma_s(u) sigma_t(v) / sigma_s(t) when d_s(u) + 1 + d_t(v) = d_s(t)).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from podsim.errors import PodsimError
+from podsim.topology.fabric import LinkKind
 from podsim.topology.slices import SliceView
 
 _CELLS = 4_000_000  # flows x edges per chunk of the even split
@@ -139,3 +142,30 @@ def _greedy(peer, link, live, src, dst, dist_to_dst):
     order = np.argsort(flow, kind="stable")
     indptr = np.concatenate([[0], np.cumsum(np.bincount(flow, minlength=n_flows))]).astype(np.int64)
     return indptr, lk[order], np.ones(len(lk))
+
+
+def ocs_failed_links(fabric, ocs: Sequence[int] = (), ocs_ports: Sequence[tuple[int, int]] = ()) -> tuple[int, ...]:
+    """Fabric ICI link ids carried by failed OCS units or ports (each circuit through one is
+    dark): the slice keeps its chips but loses those optical cables, a degraded torus that
+    `failed_links` then routes around. Ports with no circuit set carry nothing."""
+    lay = fabric.layout
+    if not lay.ocs:
+        if len(ocs) or len(ocs_ports):
+            raise PodsimError(f"{lay.generation.id} has no OCS (or is wired statically); there is no OCS to fail")
+        return ()
+    o = [int(u) for u in ocs]
+    for u in o:
+        lay.check_ocs_port(u, 0)
+    for u, p in ocs_ports:
+        lay.check_ocs_port(int(u), int(p))
+    units = np.repeat(np.array(o, np.int64), lay.ports_per_ocs)
+    ports = np.tile(np.arange(lay.ports_per_ocs), len(o))
+    units = np.concatenate([units, np.array([int(u) for u, _ in ocs_ports], np.int64)])
+    ports = np.concatenate([ports, np.array([int(p) for _, p in ocs_ports], np.int64)])
+    cube, dim, sign, idx = lay.port_owner(units, ports)
+    cabled = cube >= 0
+    chip = lay.face_chip[cube[cabled], dim[cabled], sign[cabled], idx[cabled]]
+    link = fabric.port_link[chip, dim[cabled], sign[cabled]].astype(np.int64)
+    optical = link >= 0
+    optical[optical] = fabric.link_kind[link[optical]] == LinkKind.OPTICAL
+    return tuple(sorted({int(x) for x in link[optical]}))
