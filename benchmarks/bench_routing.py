@@ -8,6 +8,9 @@
    next two (the even split per displacement class is cached per slice geometry).
 2. Twisted vs plain all-to-all per policy beside [ISCA23] tw.1 / tw.2 and the even-split bound
    (podsim.collectives.bounds, every link equally busy on the twisted tori).
+3. Degraded fabrics: a 1 GiB all-reduce with one failed ICI cable on a 4x4x4 torus (one the
+   snake ring avoids), beside the closed form of the best algorithm whose healthy routes avoid
+   it, and with one OCS unit down on a 4x4x8 slice and on a full v4 pod.
 
 Run: .venv/bin/python benchmarks/bench_routing.py
 """
@@ -16,9 +19,13 @@ from __future__ import annotations
 
 import statistics
 
+import numpy as np
+
+from podsim.collectives import ALGORITHMS, Placement, RouterPool, group_layout, plan_collective
 from podsim.collectives.bounds import all_to_all_time_s
 from podsim.engine import simulate_collective
 from podsim.topology import build_slice, multipath
+from podsim.topology.degraded import ocs_failed_links
 from podsim.topology.multipath import ROUTING_POLICIES
 
 GiB = 2**30
@@ -62,6 +69,46 @@ def twisted() -> None:
                   f"{bound[False] / bound[True]:>6.3f}x {paper:>5}x")
 
 
+def _avoiding_bound(built, cable: int) -> tuple[str, float]:
+    """The best closed form among algorithms whose healthy (dimension-order) routes avoid `cable`."""
+    v = built.view
+    pool = RouterPool(Placement(built.fabric, (v,)))
+    layout = group_layout((v,), ("x", "y", "z"))
+    best = ("", float("inf"))
+    for a in ALGORITHMS:
+        if a == "hierarchical":
+            continue
+        plan = plan_collective("all_reduce", layout, GiB, a, pool)
+        router = pool.router(plan.schedule.patterns(), fold=False)
+        links = np.concatenate([router.routes(p).links for p in plan.schedule.patterns()])
+        if not np.isin([cable, cable ^ 1], links).any() and plan.closed_form_s < best[1]:
+            best = (a, plan.closed_form_s)
+    return best
+
+
+def degraded() -> None:
+    print("\n3. 1 GiB all-reduce on degraded fabrics: healthy -> failed ms per policy (engine wall s)")
+    b = build_slice("tpu-v4", "4x4x4")
+    pool = RouterPool(Placement(b.fabric, (b.view,)))
+    ring = plan_collective("all_reduce", group_layout((b.view,), ("x", "y", "z")), GiB, "ring", pool)
+    used = np.concatenate([pool.router(ring.schedule.patterns(), fold=False).routes(p).links for p in ring.schedule.patterns()])
+    cable = next(int(lk) for lk in b.view.port_link.reshape(-1) if lk >= 0 and not np.isin([lk, lk ^ 1], used).any())
+    algo, bound = _avoiding_bound(b, cable)
+    cases = [("4x4x4, one ICI cable", b, (cable,)),
+             ("4x4x8, OCS unit 16 down", build_slice("tpu-v4", "4x4x8"), None),
+             ("v4 pod, OCS unit 16 down", build_slice("tpu-v4", "16x16x16"), None)]
+    for label, built, failed in cases:
+        failed = failed if failed is not None else ocs_failed_links(built.fabric, ocs=[16])
+        parts = []
+        for policy in ROUTING_POLICIES:
+            h = simulate_collective(built, "all_reduce", GiB, routing=policy)
+            d = simulate_collective(built, "all_reduce", GiB, routing=policy, failed_links=failed)
+            parts.append(f"{policy} {h.simulated_s * 1e3:.2f} -> {d.simulated_s * 1e3:.2f} ({d.engine_wall_s:.2f} s)")
+        print(f"{label:26} {len({min(lk, lk ^ 1) for lk in failed})} cable(s): " + "; ".join(parts))
+    print(f"{'':26} bound for the 4x4x4 cable: {algo} closed form {bound * 1e3:.2f} ms")
+
+
 if __name__ == "__main__":
     wall()
     twisted()
+    degraded()
