@@ -89,7 +89,7 @@ def test_b_twisted_all_to_all_is_faster(results):
             plain, twisted = (p[f"parallelism={plan}, twisted={tw}, routing={routing}"] for tw in (False, True))
             assert twisted["all_to_all_busy_s"] < plain["all_to_all_busy_s"]
         dor, adaptive = (p[f"parallelism={plan}, twisted=True, routing={r}"] for r in ("dimension_order", "adaptive"))
-        assert adaptive["all_to_all_busy_s"] <= dor["all_to_all_busy_s"] * (1 + 1e-9)
+        assert adaptive["all_to_all_busy_s"] <= dor["all_to_all_busy_s"] * (1 + REL)  # equal up to tie splits
 
 
 def test_c_smallest_fleet_is_bracketed(results):
