@@ -239,3 +239,19 @@ def test_cli_and_scenario_take_routing(capsys):
         load_scenario_text("name: x\ntopology: {generation: tpu-v4, routing: ecmp}\n"
                            "workload: {step: {model: resnet50, slice: 4x4x4}}", source="s.yaml")
     assert "routing" in str(e.value) and "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("kind,group", [("all_to_all", "z:4"), ("all_to_all", "x"), ("all_gather", "z")])
+def test_folded_multipath_on_plain_torus_with_periods(kind, group):
+    """Patterns with periods > 1 fold multipath routes by position mod periods (not only onto
+    one chip): the folded run equals the full one."""
+    built = build_slice("tpu-v4", "4x4x8")
+    fast = simulate_collective(built, kind, GiB, group=group, routing="shortest_paths")
+    full = simulate_collective(built, kind, GiB, group=group, routing="shortest_paths", fast_path=False)
+    assert fast.fast_path and fast.simulated_s == pytest.approx(full.simulated_s, rel=1e-9)
+
+
+def test_switched_gpu_slices_ignore_the_torus_policy():
+    built = build_slice("gpu-h100", "16")
+    t = {r: simulate_collective(built, "all_to_all", GiB, routing=r).simulated_s for r in ROUTING_POLICIES}
+    assert t["shortest_paths"] == t["dimension_order"] == t["adaptive"]
