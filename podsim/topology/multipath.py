@@ -6,14 +6,16 @@ other coordinates; zero on a plain torus). It is a Cayley graph, so every route 
 translate of a route from the origin. The minimal paths from s to t are the monotone lattice
 paths inside the boxes spanned by the displacements t - s + v (v in L) of least L1 length
 (Camarero, Martinez, Beivide, IEEE TPDS 2015); paths of different boxes end at different
-lattice points, so they are distinct. Nothing is enumerated: over each box a forward and a
-backward sum over the lattice levels give, for every edge a -> a + e_d, the (weighted) number
-of minimal paths through it, F(a) w B(a + e_d), out of Z = sum over boxes of F(end).
+lattice points, so they are distinct. Nothing is enumerated: in a box of size m the share of
+paths through edge a -> a + e_d is C(a) C(m - a - e_d) / C(m), C the multinomial count of
+monotone paths; with per-link weights a forward and a backward sum over the lattice levels give
+the weighted count F(a) w B(a + e_d) out of Z = sum over boxes of F(end).
 
 `split_routes(view, src, dst)` gives each flow its links and the fraction of its bytes on each,
 split evenly over all its minimal paths (`shortest_paths`), computed once per displacement
-class. `path_dag(view, src, dst).routes(weights)` weighs each path by the product of its
-links' weights (`adaptive`, iterated by podsim.collectives.adaptive).
+class and slice geometry (cached) and, under a translation symmetry, folded onto representative
+links before it is expanded. `path_dag(view, src, dst).routes(weights)` weighs each path by the
+product of its links' weights (`adaptive`, iterated by podsim.collectives.adaptive).
 """
 
 from __future__ import annotations
@@ -31,7 +33,9 @@ ROUTING_POLICIES = ("dimension_order", "shortest_paths", "adaptive")
 """Routing policies: one dimension-order path; an even split over all minimal paths; a split
 over minimal paths re-weighted by link load until max-min rates settle."""
 
-_K_RANGE = 2  # lattice multiples tried per generator when looking for minimal displacements
+_K_RANGE = 2
+"""Lattice multiples tried per generator when looking for minimal displacements: enough for
+plain tori (one) and the TPU twist forms (tests/test_routing.py checks against brute force)."""
 
 
 def lattice(shape, wrap, twist) -> np.ndarray:
