@@ -255,3 +255,15 @@ def test_switched_gpu_slices_ignore_the_torus_policy():
     built = build_slice("gpu-h100", "16")
     t = {r: simulate_collective(built, "all_to_all", GiB, routing=r).simulated_s for r in ROUTING_POLICIES}
     assert t["shortest_paths"] == t["dimension_order"] == t["adaptive"]
+
+
+@pytest.mark.parametrize("shape", ["8x8x16", "8x16x16"])
+def test_even_split_is_minimal_on_larger_twisted_tori(shape):
+    """Each flow's mean hop count under the even split equals its BFS distance (the lattice
+    search for minimal displacements is wide enough for both TPU twist forms)."""
+    from podsim.topology.metrics import bfs_levels
+    view = build_slice("tpu-v4", shape, twisted=True).view
+    for s in (0, view.n // 3):
+        ip, lk, fr = split_routes(view, np.full(view.n, s), np.arange(view.n))
+        hops = np.bincount(np.repeat(np.arange(view.n), np.diff(ip)), weights=fr, minlength=view.n)
+        np.testing.assert_allclose(hops, bfs_levels(view.port_peer, s), atol=1e-9)
