@@ -132,4 +132,5 @@ def steptime_cmd(
         emit_json(out)
         return
     name = built.fabric.generation.name
-    table(f"{name} — {format_shape(built.slice.shape)}{' twisted' if built.slice.twisted else ''}", collective_rows(r))
+    table(f"{name} — {format_shape(built.slice.shape)}{' twisted' if built.slice.twisted else ''}, {routing} routing",
+          collective_rows(r))
