@@ -48,7 +48,7 @@ def adaptive_split(make_dag: Callable[[], PathDag], even: tuple, capacity: np.nd
     best, best_load, prev, dag = None, np.inf, None, None
     for _ in range(max_iter):
         indptr, links, frac = even if dag is None else dag.routes(weight[canon[dag.link]])
-        used, local = np.unique(canon[links], return_inverse=True)
+        used, local = _in_use(canon[links], len(capacity))
         ef = np.repeat(np.arange(n_flows), np.diff(indptr))
         if not len(used):
             return indptr, links, frac
@@ -67,3 +67,11 @@ def adaptive_split(make_dag: Callable[[], PathDag], even: tuple, capacity: np.nd
         weight[used] *= (load.mean() / load) ** ETA
         weight[used] /= weight[used].mean()  # paths are equally long: only ratios matter
     return best
+
+
+def _in_use(links: np.ndarray, n_links: int) -> tuple[np.ndarray, np.ndarray]:
+    """(links in use, each entry's index among them), without sorting the entries."""
+    used = np.flatnonzero(np.bincount(links, minlength=n_links))
+    index = np.empty(n_links, np.int64)
+    index[used] = np.arange(len(used))
+    return used, index[links]

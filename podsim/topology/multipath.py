@@ -191,8 +191,13 @@ def _displacement_classes(view: SliceView, src: np.ndarray, dst: np.ndarray) -> 
     for d, w in enumerate(slc.wrap):
         if not w:
             rel[:, d] = cd[:, d] - cs[:, d]
-    classes, cls = np.unique(rel, axis=0, return_inverse=True)
-    return classes, cls.reshape(-1)
+    ext, off = _key_space(slc.shape, slc.wrap)
+    key = np.ravel_multi_index(tuple((rel + off).T), ext) if len(rel) else np.empty(0, np.int64)
+    present = np.flatnonzero(np.bincount(key, minlength=int(np.prod(ext))))  # sorted, without sorting
+    index = np.empty(int(np.prod(ext)), np.int64)
+    index[present] = np.arange(len(present))
+    classes = np.stack(np.unravel_index(present, ext), 1).astype(np.int64) - off if len(present) else rel[:0]
+    return classes, index[key]
 
 
 def _class_edges(classes: np.ndarray, shape, wrap, twist, with_dag: bool) -> dict:
