@@ -11,6 +11,8 @@
 3. Degraded fabrics: a 1 GiB all-reduce with one failed ICI cable on a 4x4x4 torus (one the
    snake ring avoids), beside the closed form of the best algorithm whose healthy routes avoid
    it, and with one OCS unit down on a 4x4x8 slice and on a full v4 pod.
+4. Without a symmetry fold: two multislice jobs (2 x 4x4x8 each, a DCN all-reduce and a
+   whole-slice all-to-all per step) on one fabric.
 
 Run: .venv/bin/python benchmarks/bench_routing.py
 """
@@ -23,8 +25,9 @@ import numpy as np
 
 from podsim.collectives import ALGORITHMS, Placement, RouterPool, group_layout, plan_collective
 from podsim.collectives.bounds import all_to_all_time_s
-from podsim.engine import simulate_collective
-from podsim.topology import build_slice, multipath
+from podsim.engine import Job, place_slices, simulate_collective, simulate_jobs
+from podsim.topology import DcnSpec, build_slice, multipath
+from podsim.trace import Collective, Compute, StepTrace, parse_group
 from podsim.topology.degraded import ocs_failed_links
 from podsim.topology.multipath import ROUTING_POLICIES
 
@@ -108,7 +111,19 @@ def degraded() -> None:
     print(f"{'':26} bound for the 4x4x4 cable: {algo} closed form {bound * 1e3:.2f} ms")
 
 
+def unfolded() -> None:
+    print("\n4. Two multislice jobs, 2 x 4x4x8 each, 2 steps (no fold): step ms, engine wall s")
+    fab, sl = place_slices("tpu-v4", "4x4x8", 4, DcnSpec(hosts_per_leaf=64, spines=4, oversubscription=4.0))
+    trace = StepTrace((Compute("f", flops=3.3e12), Collective("g", "all_reduce", 2 * GiB, parse_group("x,y,z,dcn"), deps=("f",)),
+                       Collective("a", "all_to_all", GiB, parse_group("x,y,z"), deps=("g",))))
+    for policy in ROUTING_POLICIES:
+        jobs = [Job(trace, fab, (sl[0], sl[2]), name="A", steps=2), Job(trace, fab, (sl[1], sl[3]), name="B", steps=2)]
+        res = simulate_jobs(jobs, routing=policy)
+        print(f"{policy:16} {res[0].step_time_s * 1e3:>9.3f} {res[1].step_time_s * 1e3:>9.3f} {res[0].engine_wall_s:>7.2f}")
+
+
 if __name__ == "__main__":
     wall()
     twisted()
     degraded()
+    unfolded()
