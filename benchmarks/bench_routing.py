@@ -27,9 +27,9 @@ from podsim.collectives import ALGORITHMS, Placement, RouterPool, group_layout, 
 from podsim.collectives.bounds import all_to_all_time_s
 from podsim.engine import Job, place_slices, simulate_collective, simulate_jobs
 from podsim.topology import DcnSpec, build_slice, multipath
-from podsim.trace import Collective, Compute, StepTrace, parse_group
 from podsim.topology.degraded import ocs_failed_links
 from podsim.topology.multipath import ROUTING_POLICIES
+from podsim.trace import Collective, Compute, StepTrace, parse_group
 
 GiB = 2**30
 
