@@ -14,6 +14,7 @@ import typer
 from podsim.cli import app
 from podsim.cli.common import emit_json, table
 from podsim.collectives import ALGORITHMS, KINDS
+from podsim.collectives.routes import check_routing
 from podsim.engine import (
     DEFAULT_COMPUTE_EFFICIENCY,
     CollectiveResult,
@@ -23,6 +24,7 @@ from podsim.engine import (
 )
 from podsim.errors import PodsimError
 from podsim.topology import build_slice, format_shape, get_generation, parse_shape
+from podsim.topology.multipath import ROUTING_POLICIES
 from podsim.trace import load_trace
 from podsim.trace.astra_network import network_generation
 from podsim.units import format_bytes, format_rate, format_seconds, parse_bytes
@@ -73,14 +75,14 @@ def expand_paths(patterns: list[str]) -> list[str]:
 
 
 def _trace_mode(files: list[str], generation: str | None, network: str | None, slice_shape: str | None,
-                twisted: bool, efficiency: float, fast_path: bool, as_json: bool) -> None:
+                twisted: bool, efficiency: float, fast_path: bool, as_json: bool, routing: str = "dimension_order") -> None:
     if (generation is None) == (network is None):
         raise PodsimError("give --generation GEN (with --slice) or --network ASTRA_NETWORK.yml for a trace")
     gen = network_generation(network) if network else get_generation(generation)
     shape = parse_shape(slice_shape, gen.dims) if slice_shape else gen.pod_shape
     trace = load_trace(expand_paths(files), shape=shape)
     built = build_slice(gen, slice_shape, twisted=twisted)
-    result = simulate_step(trace, built, compute_efficiency=efficiency, fast_path=fast_path)
+    result = simulate_step(trace, built, compute_efficiency=efficiency, fast_path=fast_path, routing=routing)
     summary = step_summary(result, trace)
     summary.update(trace=trace.name, slice=format_shape(built.slice.shape), twisted=built.slice.twisted)
     if as_json:
@@ -102,13 +104,16 @@ def steptime_cmd(
     group: str = typer.Option("all", "--group", help="slice axes of the group: x, x,y, all, x:4 ..."),
     algorithm: str = typer.Option("auto", "--algorithm", help=f"auto (fastest by closed form) or one of: {', '.join(ALGORITHMS)}"),
     no_fast_path: bool = typer.Option(False, "--no-fast-path", help="simulate every flow (no symmetry folding)"),
+    routing: str = typer.Option("dimension_order", "--routing", help=f"ICI routing in the slice: {', '.join(ROUTING_POLICIES)}"),
     as_json: bool = typer.Option(False, "--json", help="one JSON object on stdout"),
 ) -> None:
     """Simulate a collective on a slice (simulated and closed-form time, algorithm and bus
     bandwidth), or a whole step trace (--trace: step time and where it goes)."""
     if trace_files:
-        _trace_mode(trace_files, generation, network, slice_shape, twisted, efficiency, not no_fast_path, as_json)
+        check_routing(routing)
+        _trace_mode(trace_files, generation, network, slice_shape, twisted, efficiency, not no_fast_path, as_json, routing)
         return
+    check_routing(routing)
     if generation is None:
         raise PodsimError("give --generation GEN (e.g. --generation tpu-v4)")
     if collective is None or size is None:
@@ -119,11 +124,13 @@ def steptime_cmd(
         raise PodsimError(f"--algorithm {algorithm!r} is not known; use auto or one of: {', '.join(ALGORITHMS)}")
     nbytes = parse_bytes(size)
     built = build_slice(generation, slice_shape, twisted=twisted)
-    r = simulate_collective(built, collective, nbytes, group=group, algorithm=algorithm, fast_path=not no_fast_path)
+    r = simulate_collective(built, collective, nbytes, group=group, algorithm=algorithm, fast_path=not no_fast_path,
+                            routing=routing)
     if as_json:
         out = r.to_dict()
-        out.update(generation=generation, slice=format_shape(built.slice.shape), twisted=built.slice.twisted)
+        out.update(generation=generation, slice=format_shape(built.slice.shape), twisted=built.slice.twisted, routing=routing)
         emit_json(out)
         return
     name = built.fabric.generation.name
-    table(f"{name} — {format_shape(built.slice.shape)}{' twisted' if built.slice.twisted else ''}", collective_rows(r))
+    table(f"{name} — {format_shape(built.slice.shape)}{' twisted' if built.slice.twisted else ''}, {routing} routing",
+          collective_rows(r))

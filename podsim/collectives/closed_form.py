@@ -67,7 +67,7 @@ def _phase_costs(router: Router, phases: list[Phase]) -> list[float]:
     per_entry = []
     for ph, r in zip(phases, routed, strict=True):
         b = np.full(r.n_flows, ph.bytes) if r.weight is None else ph.bytes * r.weight
-        per_entry.append(np.repeat(b, np.diff(r.indptr)))
+        per_entry.append(np.repeat(b, np.diff(r.indptr)) * (1.0 if r.frac is None else r.frac))
     load = np.bincount(links, weights=np.concatenate(per_entry) if per_entry else None, minlength=len(cap))
     link_time = np.divide(load, cap, out=np.zeros_like(load), where=cap > 0)
     out = []

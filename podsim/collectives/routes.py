@@ -1,8 +1,10 @@
 """Routing a pattern's flows on a job's placement, and the symmetry fast path.
 
-`Placement` is a fabric with a job's slices. `Router.routes(pattern)` gives each flow its
-links (ICI routes inside a slice, `dcn_routes` between slices) and its latency (the sum of
-its links' latencies), cached per pattern.
+`Placement` is a fabric with a job's slices and a routing policy (`ROUTING_POLICIES`).
+`Router.routes(pattern)` gives each flow its links (ICI routes inside a slice by the policy,
+`dcn_routes` between slices), the fraction of its bytes on each link (1 on a single path) and
+its latency (the fraction-weighted sum of its links' latencies: every minimal path has the
+same hop count), cached per pattern.
 
 Symmetry fast path: on a plain torus slice, the translations of the torus are automorphisms
 of its links and (for even shifts) of its dimension-order routes. When every pattern in play
@@ -11,20 +13,33 @@ translate of a flow, so it is enough to keep the flows whose source lies in the 
 domain (coordinates < P) and to fold every link onto its representative (`canon_link`): the
 load a representative link sees from the kept flows equals the load each link of its orbit
 carries in the full simulation (orbits of flows and of links have the same size). One ring
-stands for all identical rings; one chip of a translation-invariant pattern for all chips.
+stands for all identical rings; one chip of a translation-invariant pattern for all chips. Multipath routes
+are translation invariant on plain and twisted tori alike (both are Cayley graphs), so they
+need no parity period, and a twisted torus folds patterns that every translation keeps (an
+all-to-all over the whole slice).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 
 import numpy as np
 
+from podsim.collectives.adaptive import adaptive_split
 from podsim.collectives.schedule import Pattern
 from podsim.errors import PodsimError
 from podsim.topology import Fabric, SliceView, dcn_routes, slice_routes
+from podsim.topology.degraded import detour_routes
+from podsim.topology.multipath import (
+    ROUTING_POLICIES,
+    PathDag,
+    path_dag,
+    reduce_coords,
+    split_routes,
+)
 from podsim.trace.model import SLICE_AXES
 
 
@@ -58,12 +73,41 @@ def pattern_periods(pattern: Pattern, view: SliceView) -> tuple[int, ...]:
     return tuple(out)
 
 
-def translation_symmetry(view: SliceView, patterns: Sequence[Pattern]) -> Symmetry | None:
-    """The largest translation symmetry every pattern shares on this slice, or None when the
-    slice is not a plain torus (meshes are cut on unwrapped axes; twisted tori and switched
-    GPU slices are not handled) or when nothing would be saved."""
+def _invariant(view: SliceView, pattern: Pattern) -> bool:
+    """Whether every translation of the (twisted) torus maps the pattern's flows onto its flows
+    (checked on the unit translations, which generate them all)."""
     slc = view.slice
-    if slc.spec.kind not in ("cubes", "rectangle") or slc.twisted:
+    if any(p != 1 for p in pattern_periods(pattern, view)):
+        return False
+    src, dst, w = pattern.flows(None)
+    local = np.full(view.fabric.n_chips, -1, np.int64)
+    local[view.chips] = np.arange(view.n)
+    ls, ld = local[src], local[dst]
+    if (ls < 0).any() or (ld < 0).any():
+        return False
+    w = np.ones(len(src)) if w is None else np.asarray(w, float)
+    order = np.lexsort((ld, ls))
+    want = (ls[order], ld[order], w[order])
+    for d in range(len(view.shape)):
+        step = np.zeros(len(view.shape), np.int64)
+        step[d] = 1
+        move = [np.ravel_multi_index(tuple(reduce_coords(view.coords[x] + step, slc.shape, slc.wrap, slc.twist).T), view.shape)
+                for x in (ls, ld)]
+        o = np.lexsort((move[1], move[0]))
+        if not all(np.array_equal(a, b[o]) for a, b in zip(want, (move[0], move[1], w), strict=True)):
+            return False
+    return True
+
+
+def translation_symmetry(view: SliceView, patterns: Sequence[Pattern], routing: str = "dimension_order") -> Symmetry | None:
+    """The largest translation symmetry every pattern shares on this slice, or None when the
+    slice is not a torus (meshes are cut on unwrapped axes; switched GPU slices are not
+    handled), when it is twisted and routed dimension-order or the patterns are not invariant
+    under every translation, or when nothing would be saved."""
+    slc = view.slice
+    if slc.spec.kind not in ("cubes", "rectangle"):
+        return None
+    if slc.twisted and (routing == "dimension_order" or not all(_invariant(view, p) for p in patterns)):
         return None
     if any(lay_dcn for p in patterns for lay_dcn in p.layout.dcn):
         return None
@@ -76,7 +120,7 @@ def translation_symmetry(view: SliceView, patterns: Sequence[Pattern]) -> Symmet
         per = 1
         for pat in patterns:
             per = math.lcm(per, pattern_periods(pat, view)[a])
-        if n % 2 == 0:
+        if n % 2 == 0 and routing == "dimension_order":
             per = math.lcm(per, 2)  # ties on even rings are broken by the source's parity
         periods.append(per if n % per == 0 else n)
     mult = math.prod(n // p for n, p in zip(shape, periods, strict=True))
@@ -110,6 +154,7 @@ class PatternRoutes:
     links: np.ndarray
     latency_s: np.ndarray
     multiplicity: int
+    frac: np.ndarray | None = None  # fraction of the flow's bytes on each entry (None: all)
 
     @property
     def n_flows(self) -> int:
@@ -118,14 +163,37 @@ class PatternRoutes:
 
 @dataclass(frozen=True, eq=False)
 class Placement:
-    """A fabric with the slices of one job (or of several jobs sharing it)."""
+    """A fabric with the slices of one job (or of several jobs sharing it), the routing policy
+    inside slices (`dimension_order`, `shortest_paths`, `adaptive`) and the ICI links and chips
+    that failed (fabric link / chip ids; a link fails with its reverse, a chip with its links):
+    flows whose route would touch one go around (podsim.topology.degraded)."""
 
     fabric: Fabric
     views: tuple[SliceView, ...]
+    routing: str = "dimension_order"
+    failed_links: tuple[int, ...] = ()
+    failed_chips: tuple[int, ...] = ()
     slice_of_chip: np.ndarray = field(init=False, repr=False)
     local_of_chip: np.ndarray = field(init=False, repr=False)
+    link_failed: np.ndarray = field(init=False, repr=False)
+    chip_failed: np.ndarray = field(init=False, repr=False)
 
     def __post_init__(self):
+        check_routing(self.routing)
+        fab = self.fabric
+        for name, ids, n in (("failed_links", self.failed_links, fab.n_links), ("failed_chips", self.failed_chips, fab.n_chips)):
+            bad = [int(i) for i in ids if not 0 <= int(i) < n]
+            if bad:
+                raise PodsimError(f"{name}: {bad[0]} is not an id of this fabric (0..{n - 1})")
+        chip_failed = np.zeros(fab.n_chips, bool)
+        chip_failed[list(self.failed_chips)] = True
+        link_failed = np.zeros(fab.n_links, bool)
+        link_failed[list(self.failed_links)] = True
+        link_failed |= link_failed[fab.link_reverse]
+        ends = (fab.link_src < fab.n_chips) & (fab.link_dst < fab.n_chips)
+        link_failed[ends] |= chip_failed[fab.link_src[ends]] | chip_failed[fab.link_dst[ends]]
+        object.__setattr__(self, "link_failed", link_failed)
+        object.__setattr__(self, "chip_failed", chip_failed)
         s = np.full(self.fabric.n_chips, -1, np.int64)
         loc = np.full(self.fabric.n_chips, -1, np.int64)
         for i, v in enumerate(self.views):
@@ -134,29 +202,104 @@ class Placement:
         object.__setattr__(self, "slice_of_chip", s)
         object.__setattr__(self, "local_of_chip", loc)
 
-    def route(self, src: np.ndarray, dst: np.ndarray):
-        """(indptr, links) of flows between global chips: ICI inside a slice, DCN between."""
+    def route_parts(self, src: np.ndarray, dst: np.ndarray, periods: tuple[int, ...] | None = None) -> list[RoutePart]:
+        """Flows between global chips in parts: per slice (ICI, by the routing policy) and
+        across slices (DCN). With `periods` (a translation symmetry of the one slice),
+        multipath routes come folded onto representative links (see `split_routes`)."""
         src = np.asarray(src, np.int64)
         dst = np.asarray(dst, np.int64)
         ss, sd = self.slice_of_chip[src], self.slice_of_chip[dst]
         parts = []
         for i, v in enumerate(self.views):
             sel = np.flatnonzero((ss == i) & (sd == i))
-            if len(sel):
-                parts.append((sel, slice_routes(v, self.local_of_chip[src[sel]], self.local_of_chip[dst[sel]])))
+            if not len(sel):
+                continue
+            ls, ld = self.local_of_chip[src[sel]], self.local_of_chip[dst[sel]]
+            multipath = self.routing != "dimension_order" and v.slice.spec.kind != "gpu"
+            if multipath:
+                part = RoutePart(sel, *split_routes(v, ls, ld, periods), partial(path_dag, v, ls, ld))
+            else:
+                r = slice_routes(v, ls, ld)
+                part = RoutePart(sel, r.indptr, r.links.astype(np.int64), None)
+            parts.extend(self._around_failures(v, part, ls, ld, multipath))
         sel = np.flatnonzero((ss != sd) | (ss < 0))
         if len(sel):
-            parts.append((sel, dcn_routes(self.fabric, src[sel], dst[sel])))
-        hops = np.zeros(len(src), np.int64)
-        for sel, r in parts:
-            hops[sel] = r.hops
-        indptr = np.concatenate([[0], np.cumsum(hops)]).astype(np.int64)
-        links = np.empty(indptr[-1], np.int64)
-        for sel, r in parts:
-            start = np.repeat(indptr[sel], r.hops)
-            offset = np.arange(len(r.links)) - np.repeat(r.indptr[:-1], r.hops)
-            links[start + offset] = r.links
-        return indptr, links
+            r = dcn_routes(self.fabric, src[sel], dst[sel])
+            parts.append(RoutePart(sel, r.indptr, r.links.astype(np.int64), None))
+        return parts
+
+    @property
+    def degraded(self) -> bool:
+        return bool(self.link_failed.any())
+
+    def _around_failures(self, view: SliceView, part: RoutePart, ls: np.ndarray, ld: np.ndarray,
+                         multipath: bool) -> list[RoutePart]:
+        """The part as is, or split: flows that touch a failed part routed around it."""
+        if not self.degraded or view.slice.spec.kind == "gpu":
+            return [part]
+        hops = np.diff(part.indptr)
+        hit = np.zeros(len(hops), bool)
+        hit[np.repeat(np.arange(len(hops)), hops)[self.link_failed[part.links]]] = True
+        hit |= self.chip_failed[view.chips[ls]] | self.chip_failed[view.chips[ld]]
+        if not hit.any():
+            return [part]
+        out = []
+        keep = np.flatnonzero(~hit)
+        if len(keep):
+            ip, lk, fr = _subset(part.indptr, part.links, part.frac, keep)
+            out.append(RoutePart(part.sel[keep], ip, lk, fr,
+                                 partial(path_dag, view, ls[keep], ld[keep]) if part.dag is not None else None))
+        bad = np.flatnonzero(hit)
+        ip, lk, fr = detour_routes(view, ls[bad], ld[bad], self.link_failed, self.chip_failed, multipath)
+        out.append(RoutePart(part.sel[bad], ip, lk, fr))
+        return out
+
+    def route(self, src: np.ndarray, dst: np.ndarray):
+        """(indptr, links, frac) of flows between global chips: ICI inside a slice, DCN between."""
+        return join_parts(len(np.asarray(src)), self.route_parts(src, dst))
+
+
+def check_routing(routing: str) -> None:
+    if routing not in ROUTING_POLICIES:
+        raise PodsimError(f"routing {routing!r} is not known; use one of: {', '.join(ROUTING_POLICIES)}")
+
+
+@dataclass(frozen=True, eq=False)
+class RoutePart:
+    """Routes of the flows `sel` of a pattern; `frac` None on single paths; `dag()` builds the
+    minimal-path DAGs of multipath routes (for re-splitting by load)."""
+
+    sel: np.ndarray
+    indptr: np.ndarray
+    links: np.ndarray
+    frac: np.ndarray | None = None
+    dag: Callable[[], PathDag] | None = None
+
+
+def _subset(indptr: np.ndarray, links: np.ndarray, frac: np.ndarray | None, flows: np.ndarray):
+    """The CSR routes of `flows` only."""
+    hops = np.diff(indptr)[flows]
+    idx = np.repeat(indptr[flows], hops) + (np.arange(hops.sum()) - np.repeat(np.cumsum(hops) - hops, hops))
+    ip = np.concatenate([[0], np.cumsum(hops)]).astype(np.int64)
+    return ip, links[idx], None if frac is None else frac[idx]
+
+
+def join_parts(n_flows: int, parts: Sequence[RoutePart]):
+    """(indptr, links, frac) of all flows from their parts."""
+    hops = np.zeros(n_flows, np.int64)
+    for p in parts:
+        hops[p.sel] = np.diff(p.indptr)
+    indptr = np.concatenate([[0], np.cumsum(hops)]).astype(np.int64)
+    links = np.empty(indptr[-1], np.int64)
+    frac = np.ones(indptr[-1])
+    for p in parts:
+        h = np.diff(p.indptr)
+        start = np.repeat(indptr[p.sel], h)
+        offset = np.arange(len(p.links)) - np.repeat(p.indptr[:-1], h)
+        links[start + offset] = p.links
+        if p.frac is not None:
+            frac[start + offset] = p.frac
+    return indptr, links, frac
 
 
 MAX_FLOWS = 2_000_000
@@ -181,13 +324,22 @@ class Router:
             raise PodsimError(f"{pattern.name} on group {pattern.layout.name} has {n:,} flows to route, more than the "
                               f"{MAX_FLOWS:,} podsim simulates at once; use a smaller group, another algorithm or the fast path")
         src, dst, weight = pattern.flows(None if sym is None else sym.keep)
-        indptr, links = self.placement.route(src, dst)
+        parts = self.placement.route_parts(src, dst, None if sym is None else sym.periods)
+        if self.placement.routing == "adaptive":
+            fab = self.placement.fabric
+            canon = sym.canon_link if sym is not None else np.arange(fab.n_links)
+            parts = [p if p.dag is None else RoutePart(p.sel, *adaptive_split(
+                p.dag, (p.indptr, p.links, p.frac), fab.link_capacity_bytes_per_s, canon,
+                None if weight is None else weight[p.sel])) for p in parts]
+        indptr, links, frac = join_parts(len(src), parts)
         lat_link = self.placement.fabric.link_latency_s
         flow_of = np.repeat(np.arange(len(src)), np.diff(indptr))
-        latency = np.bincount(flow_of, weights=lat_link[links], minlength=len(src))
+        latency = np.bincount(flow_of, weights=lat_link[links] * frac, minlength=len(src))
         if sym is not None:
             links = sym.canon_link[links]
-        pr = PatternRoutes(src, dst, weight, indptr, links, latency, 1 if sym is None else sym.multiplicity)
+        multipath = any(p.frac is not None for p in parts)
+        pr = PatternRoutes(src, dst, weight, indptr, links, latency, 1 if sym is None else sym.multiplicity,
+                           frac if multipath else None)
         self._cache[id(pattern)] = (pattern, pr)
         return pr
 
@@ -203,8 +355,8 @@ class RouterPool:
         """The router for a set of patterns that run together; `fold` uses the symmetry they
         share (if any) so only representative flows are routed."""
         sym = None
-        if fold and len(self.placement.views) == 1:
-            sym = translation_symmetry(self.placement.views[0], patterns)
+        if fold and len(self.placement.views) == 1 and not self.placement.degraded:
+            sym = translation_symmetry(self.placement.views[0], patterns, self.placement.routing)
         key = sym.periods if sym is not None else ()
         if key not in self._routers:
             self._routers[key] = Router(self.placement, sym)

@@ -203,7 +203,7 @@ class _Program:
         self.flows += routes.n_flows * routes.multiplicity
         self.flows_simulated += routes.n_flows
         self.net.submit(routes.indptr, routes.links, nbytes, routes.latency_s, self.owner,
-                        partial(self.post, ("phase", run, s)))
+                        partial(self.post, ("phase", run, s)), routes.frac)
 
     def _handle(self, msg: tuple) -> int | None:
         """Process a message; the index of an op that just finished, if any."""
@@ -266,7 +266,8 @@ def _result(prog: _Program, net: FlowNetwork, owner: int, wall: float, events: i
     )
 
 
-def _simulate(jobs: Sequence[Job], compute_efficiency: float, fast_path: bool) -> tuple[list[StepResult], list[list[_OpPlan]]]:
+def _simulate(jobs: Sequence[Job], compute_efficiency: float, fast_path: bool, routing: str = "dimension_order",
+              failed: tuple[tuple[int, ...], tuple[int, ...]] = ((), ())) -> tuple[list[StepResult], list[list[_OpPlan]]]:
     t_wall = time.perf_counter()
     jobs = list(jobs)
     if not jobs:
@@ -283,7 +284,7 @@ def _simulate(jobs: Sequence[Job], compute_efficiency: float, fast_path: bool) -
     programs, all_plans = [], []
     for owner, job in enumerate(jobs):
         eff = job.compute_efficiency if job.compute_efficiency is not None else compute_efficiency
-        pool = RouterPool(Placement(fabric, job.views))
+        pool = RouterPool(Placement(fabric, job.views, routing, *failed))
         plans = _prepare(job, pool, eff)
         patterns = [pat for p in plans if p.plan for pat in p.plan.schedule.patterns()]
         prog = _Program(env, net, pool.router(patterns, fold=fast_path and len(jobs) == 1), owner, job, plans)
@@ -296,24 +297,33 @@ def _simulate(jobs: Sequence[Job], compute_efficiency: float, fast_path: bool) -
     return [_result(p, net, i, wall, env.events_processed) for i, p in enumerate(programs)], all_plans
 
 
+def _failed(links: Sequence[int], chips: Sequence[int]) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    return tuple(int(i) for i in links), tuple(int(i) for i in chips)
+
+
 def _check_efficiency(eff: float) -> None:
     if not 0 < eff <= 1:
         raise PodsimError(f"compute_efficiency {eff} must be in (0, 1]")
 
 
 def simulate_jobs(jobs: Sequence[Job], *, compute_efficiency: float = DEFAULT_COMPUTE_EFFICIENCY,
-                  fast_path: bool = True) -> list[StepResult]:
+                  fast_path: bool = True, routing: str = "dimension_order",
+                  failed_links: Sequence[int] = (), failed_chips: Sequence[int] = ()) -> list[StepResult]:
     """Run several jobs at once on their shared fabric, so jobs whose flows share links (the
     DCN, an oversubscribed spine) slow each other down. One StepResult per job, in order.
-    The symmetry fast path applies to a lone single-slice job only."""
+    The symmetry fast path applies to a lone single-slice job only. `routing`: the policy
+    inside slices (podsim.topology.multipath.ROUTING_POLICIES); `failed_links` / `failed_chips`:
+    fabric ICI link / chip ids that are down (flows go around them)."""
     _check_efficiency(compute_efficiency)
-    return _simulate(jobs, compute_efficiency, fast_path)[0]
+    return _simulate(jobs, compute_efficiency, fast_path, routing, _failed(failed_links, failed_chips))[0]
 
 
 def simulate_step(trace: StepTrace | None, built_or_job: Built | Job, *,
-                  compute_efficiency: float = DEFAULT_COMPUTE_EFFICIENCY, fast_path: bool = True) -> StepResult:
+                  compute_efficiency: float = DEFAULT_COMPUTE_EFFICIENCY, fast_path: bool = True,
+                  routing: str = "dimension_order", failed_links: Sequence[int] = (),
+                  failed_chips: Sequence[int] = ()) -> StepResult:
     """Simulate one training step of `trace` on a slice (`build_slice(...)`) or a Job (whose
-    own trace is used when `trace` is None)."""
+    own trace is used when `trace` is None), routed by `routing` inside the slice."""
     _check_efficiency(compute_efficiency)
     if isinstance(built_or_job, Job):
         job = built_or_job if trace is None else replace(built_or_job, trace=trace)
@@ -323,13 +333,16 @@ def simulate_step(trace: StepTrace | None, built_or_job: Built | Job, *,
         job = Job.on(built_or_job, trace)
     else:
         raise PodsimError(f"simulate_step runs on a Built slice or a Job, not {type(built_or_job).__name__}")
-    return _simulate([job], compute_efficiency, fast_path)[0][0]
+    return _simulate([job], compute_efficiency, fast_path, routing, _failed(failed_links, failed_chips))[0][0]
 
 
 def simulate_collective(built: Built, kind: str, size_bytes: float | str, group: str = "all",
-                        algorithm: str = "auto", fast_path: bool = True) -> CollectiveResult:
+                        algorithm: str = "auto", fast_path: bool = True, routing: str = "dimension_order",
+                        failed_links: Sequence[int] = (), failed_chips: Sequence[int] = ()) -> CollectiveResult:
     """One collective on one slice, alone on the fabric: simulated and closed-form time, algbw
-    and busbw (nccl-tests convention). `kind` may also be `send_recv` (group: one axis)."""
+    and busbw (nccl-tests convention). `kind` may also be `send_recv` (group: one axis).
+    With failed ICI links or chips, flows go around them and `auto` prices every algorithm on
+    the degraded routes, so it falls back to the one that suffers least."""
     size = parse_bytes(size_bytes)
     parsed = parse_group(group)
     if kind == "send_recv":
@@ -339,7 +352,7 @@ def simulate_collective(built: Built, kind: str, size_bytes: float | str, group:
     else:
         op = Collective("op", kind, size, parsed, algorithm)
     job = Job.on(built, StepTrace((op,), name=f"{kind} {group}"), name=kind)
-    results, plans = _simulate([job], DEFAULT_COMPUTE_EFFICIENCY, fast_path)
+    results, plans = _simulate([job], DEFAULT_COMPUTE_EFFICIENCY, fast_path, routing, _failed(failed_links, failed_chips))
     res, p = results[0], plans[0][0]
     sched = p.plan.schedule
     t = res.step_time_s

@@ -2,7 +2,9 @@
 
 Every unfrozen flow's rate rises together; the link whose remaining capacity per unfrozen
 crossing is smallest saturates first, freezing the flows that cross it at that level; repeat
-until every flow is frozen. A flow that crosses a link k times uses k times its rate there.
+until every flow is frozen. A flow that crosses a link k times uses k times its rate there;
+a multipath flow that puts a fraction w of its bytes on a link uses w times its rate there
+(`entry_weight`), so its crossings count w.
 """
 
 from __future__ import annotations
@@ -10,14 +12,17 @@ from __future__ import annotations
 import numpy as np
 
 
-def max_min_rates(entry_flow: np.ndarray, entry_link: np.ndarray, n_flows: int, capacity: np.ndarray) -> np.ndarray:
+def max_min_rates(entry_flow: np.ndarray, entry_link: np.ndarray, n_flows: int, capacity: np.ndarray,
+                  entry_weight: np.ndarray | None = None) -> np.ndarray:
     """Rates (bytes/s) of `n_flows` flows; entry i says flow entry_flow[i] crosses link
-    entry_link[i]. Flows that cross no link get an infinite rate."""
+    entry_link[i] (with weight entry_weight[i], default 1). Flows that cross no link get an
+    infinite rate."""
     rates = np.full(n_flows, np.inf)
     if len(entry_flow) == 0:
         return rates
     remaining = np.array(capacity, float)
-    crossings = np.bincount(entry_link, minlength=len(remaining)).astype(float)
+    ew = np.ones(len(entry_flow)) if entry_weight is None else np.asarray(entry_weight, float)
+    crossings = np.bincount(entry_link, weights=ew, minlength=len(remaining))
     ef, el = entry_flow, entry_link
     while True:
         share = remaining[el] / crossings[el]
@@ -29,8 +34,8 @@ def max_min_rates(entry_flow: np.ndarray, entry_link: np.ndarray, n_flows: int, 
         gone = hit[ef]
         if gone.all():
             return rates
-        np.subtract.at(remaining, el[gone], level)
-        np.subtract.at(crossings, el[gone], 1.0)
+        np.subtract.at(remaining, el[gone], level * ew[gone])
+        np.subtract.at(crossings, el[gone], ew[gone])
         remaining[el[saturated]] = 0.0
         np.maximum(remaining, 0.0, out=remaining)
-        ef, el = ef[~gone], el[~gone]
+        ef, el, ew = ef[~gone], el[~gone], ew[~gone]

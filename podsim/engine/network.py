@@ -5,7 +5,8 @@ once its last flow is delivered. Rates are max-min fair over the links (maxmin.p
 recomputed only when flows start or end. The next completion is a single `env.timeout`
 stamped with a generation counter: when rates change before it fires, the stamp no longer
 matches and the timer is ignored (SimPy timeouts cannot be cancelled). A flow is delivered
-its route latency after its last byte leaves (cut-through: alpha + bytes / rate).
+its route latency after its last byte leaves (cut-through: alpha + bytes / rate). A multipath
+flow lists each link once with the fraction of its bytes that crosses it (`frac`).
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ class FlowNetwork:
         i = np.empty(0, np.int64)
         self._rem, self._size, self._rate, self._lat = f, f, f, f
         self._batch, self._owner, self._fid = i, i, i
-        self._ef, self._el = i, i
+        self._ef, self._el, self._ew = i, i, f
         self._pending: list[tuple] = []
         self._batches: dict[int, _Batch] = {}
         self._next_slot = 0
@@ -68,9 +69,12 @@ class FlowNetwork:
 
     # --- interface -----------------------------------------------------------------------
     def submit(self, indptr: np.ndarray, links: np.ndarray, nbytes: np.ndarray, latency_s: np.ndarray,
-               owner: int, callback: Callable[[], None]) -> None:
-        """Start flows now; `callback()` runs once every one of them is delivered."""
-        self._pending.append((indptr, links, np.asarray(nbytes, float), latency_s, owner, callback))
+               owner: int, callback: Callable[[], None], frac: np.ndarray | None = None) -> None:
+        """Start flows now; `callback()` runs once every one of them is delivered. `frac[i]`
+        is the fraction of its flow's bytes on entry i (default: all of them)."""
+        if frac is None:
+            frac = np.ones(len(links))
+        self._pending.append((indptr, links, np.asarray(nbytes, float), latency_s, owner, callback, np.asarray(frac, float)))
         if not self._wake.triggered:
             self._wake.succeed()
 
@@ -96,14 +100,14 @@ class FlowNetwork:
         if not self._pending:
             return False
         rem, rate, lat, batch, owner = [self._rem], [self._rate], [self._lat], [self._batch], [self._owner]
-        fid, ef, el = [self._fid], [self._ef], [self._el]
+        fid, ef, el, ew = [self._fid], [self._ef], [self._el], [self._ew]
         n = len(self._rem)
-        for indptr, links, nbytes, latency, own, cb in self._pending:
+        for indptr, links, nbytes, latency, own, cb, frac in self._pending:
             slot = self._next_slot
             self._next_slot += 1
             hops = np.diff(indptr)
             instant = (hops == 0) | (nbytes <= 0)
-            fid0 = self.validator.batch(indptr, links, nbytes, latency, now) if self.validator is not None else self.flows
+            fid0 = self.validator.batch(indptr, links, nbytes, latency, now, frac) if self.validator is not None else self.flows
             ids = fid0 + np.arange(len(nbytes))
             self.flows += len(nbytes)
             b = _Batch(int((~instant).sum()), now + float(latency[instant].max(initial=0.0)), cb)
@@ -122,15 +126,17 @@ class FlowNetwork:
             owner.append(np.full(k, own, np.int64))
             fid.append(ids[keep])
             kh = hops[keep]
-            self.link_bytes[own] += np.bincount(links, weights=np.repeat(nbytes, hops), minlength=len(self.capacity))
+            self.link_bytes[own] += np.bincount(links, weights=np.repeat(nbytes, hops) * frac, minlength=len(self.capacity))
             ef.append(n + np.repeat(np.arange(k), kh))
             el.append(links[np.repeat(keep, hops)])
+            ew.append(frac[np.repeat(keep, hops)])
             n += k
         self._pending.clear()
         self._rem, self._rate = np.concatenate(rem), np.concatenate(rate)
         self._size = np.concatenate([self._size, *rem[1:]])
         self._lat, self._batch, self._owner = np.concatenate(lat), np.concatenate(batch), np.concatenate(owner)
         self._fid, self._ef, self._el = np.concatenate(fid), np.concatenate(ef), np.concatenate(el)
+        self._ew = np.concatenate(ew)
         return True
 
     def _retire(self, now: float) -> bool:
@@ -157,6 +163,7 @@ class FlowNetwork:
         ekeep = keep[self._ef]
         self._ef = new_index[self._ef[ekeep]]
         self._el = self._el[ekeep]
+        self._ew = self._ew[ekeep]
         self._rem, self._size, self._lat = self._rem[keep], self._size[keep], self._lat[keep]
         self._batch, self._owner, self._fid = self._batch[keep], self._owner[keep], self._fid[keep]
         self._rate = self._rate[keep]
@@ -173,10 +180,14 @@ class FlowNetwork:
 
     def _reallocate(self) -> None:
         # Work on the links active flows cross, not the whole fabric (35k links on a v4 pod).
-        used, local = np.unique(self._el, return_inverse=True)
+        # the links in use and each entry's index among them, without sorting the entries
+        used = np.flatnonzero(np.bincount(self._el, minlength=len(self.capacity)))
+        index = np.empty(len(self.capacity), np.int64)
+        index[used] = np.arange(len(used))
+        local = index[self._el]
         cap = self.capacity[used]
-        self._rate = max_min_rates(self._ef, local, len(self._rem), cap)
-        load = np.bincount(local, weights=self._rate[self._ef], minlength=len(used))
+        self._rate = max_min_rates(self._ef, local, len(self._rem), cap, self._ew)
+        load = np.bincount(local, weights=self._rate[self._ef] * self._ew, minlength=len(used))
         self.link_peak_utilisation[used] = np.maximum(self.link_peak_utilisation[used], load / cap)
 
     def _arm(self) -> None:

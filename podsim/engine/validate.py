@@ -39,17 +39,21 @@ class RateValidator:
         self._fid, self._start, self._hops = _I, _I, _I
         self._size, self._lat, self._t_sub, self._sent = _F, _F, _F, _F
         self._pool = _I  # links of the active flows' routes
+        self._wpool = _F  # the fraction of the flow's bytes on each of those links
         self.flows = 0
         self.finished_flows = 0
 
     # --- events ---------------------------------------------------------------------------
-    def batch(self, indptr: np.ndarray, links: np.ndarray, size: np.ndarray, latency: np.ndarray, t: float) -> int:
-        """Flows submitted at time t; returns the id of the first (ids are consecutive)."""
+    def batch(self, indptr: np.ndarray, links: np.ndarray, size: np.ndarray, latency: np.ndarray, t: float,
+              frac: np.ndarray | None = None) -> int:
+        """Flows submitted at time t; returns the id of the first (ids are consecutive).
+        `frac[i]`: the fraction of its flow's bytes on entry i (multipath; default 1)."""
         fid0 = self.flows
         n = len(size)
         self.flows += n
         self._start = np.concatenate([self._start, len(self._pool) + np.asarray(indptr[:-1], np.int64)])
         self._pool = np.concatenate([self._pool, np.asarray(links, np.int64)])
+        self._wpool = np.concatenate([self._wpool, np.ones(len(links)) if frac is None else np.asarray(frac, float)])
         self._fid = np.concatenate([self._fid, fid0 + np.arange(n)])
         self._hops = np.concatenate([self._hops, np.diff(indptr)])
         self._size = np.concatenate([self._size, size])
@@ -66,17 +70,17 @@ class RateValidator:
         pos = self._find(fids)
         if not np.isfinite(rates).all() or (rates <= 0).any():
             raise EngineInvariantError(f"at t={t0:.9g} s a flow on a link has rate {rates.min()} (not finite and positive)")
-        which, lk = self._entries(pos)
+        which, lk, w = self._entries(pos)
         r = rates[which]
-        load = np.bincount(lk, weights=r, minlength=len(cap))
+        load = np.bincount(lk, weights=r * w, minlength=len(cap))
         over = load > cap * (1 + _TOL)
         if over.any():
             k = int(np.flatnonzero(over)[0])
             raise EngineInvariantError(f"link {k} carries {load[k]:.6g} B/s > capacity {cap[k]:.6g} at t={t0:.9g} s")
-        fast = r > cap[lk] * (1 + _TOL)
+        fast = r * w > cap[lk] * (1 + _TOL)
         if fast.any():
             k = int(np.flatnonzero(fast)[0])
-            raise EngineInvariantError(f"flow {int(fids[which[k]])} runs at {r[k]:.6g} B/s over link {int(lk[k])} of {cap[lk[k]]:.6g} B/s")
+            raise EngineInvariantError(f"flow {int(fids[which[k]])} puts {r[k] * w[k]:.6g} B/s on link {int(lk[k])} of {cap[lk[k]]:.6g} B/s")
         top = np.zeros(len(cap))
         np.maximum.at(top, lk, r)
         ok_entry = (load[lk] >= cap[lk] * (1 - _TOL)) & (r >= top[lk] * (1 - _TOL))
@@ -98,9 +102,9 @@ class RateValidator:
         if bad.any():
             k = int(np.flatnonzero(bad)[0])
             raise EngineInvariantError(f"flow {int(fids[k])} delivered {self._sent[pos][k]:.9g} bytes of {size[k]:.9g} sent")
-        which, lk = self._entries(pos)
+        which, lk, w = self._entries(pos)
         slowest = np.full(len(pos), np.inf)
-        np.minimum.at(slowest, which, self.capacity[lk])
+        np.minimum.at(slowest, which, self.capacity[lk] / w)
         need = np.where(routed, size / slowest, 0.0) + lat
         took = t_delivery - self._t_sub[pos]
         early = took < need * (1 - _TOL) - 1e-12
@@ -125,11 +129,13 @@ class RateValidator:
         return pos
 
     def _entries(self, pos: np.ndarray):
-        """(entry -> index into pos, entry -> link) of the routes of the flows at `pos`."""
+        """(entry -> index into pos, entry -> link, entry -> fraction of the flow's bytes) of
+        the routes of the flows at `pos`."""
         h = self._hops[pos]
         which = np.repeat(np.arange(len(pos)), h)
         offs = np.arange(h.sum()) - np.repeat(np.cumsum(h) - h, h)
-        return which, self._pool[np.repeat(self._start[pos], h) + offs]
+        at = np.repeat(self._start[pos], h) + offs
+        return which, self._pool[at], self._wpool[at]
 
     def _forget(self, pos: np.ndarray) -> None:
         keep = np.ones(len(self._fid), bool)
@@ -137,9 +143,9 @@ class RateValidator:
         self._fid, self._start, self._hops = self._fid[keep], self._start[keep], self._hops[keep]
         self._size, self._lat, self._t_sub, self._sent = self._size[keep], self._lat[keep], self._t_sub[keep], self._sent[keep]
         if len(self._pool) > 2 * self._hops.sum() + 100_000:  # compact the route pool
-            _, lk = self._entries(np.arange(len(self._fid)))
+            _, lk, w = self._entries(np.arange(len(self._fid)))
             self._start = np.concatenate([[0], np.cumsum(self._hops)[:-1]]).astype(np.int64) if len(self._hops) else _I
-            self._pool = lk
+            self._pool, self._wpool = lk, w
 
 
 @dataclass
@@ -147,7 +153,7 @@ class Recording:
     """A simulation written down (for tests that build one by hand): replay with validate_rates."""
 
     capacity: np.ndarray
-    batches: list = field(default_factory=list)  # (indptr, links, size, latency, t_submit)
+    batches: list = field(default_factory=list)  # (indptr, links, size, latency, t_submit[, frac])
     epochs: list = field(default_factory=list)  # (t0, t1, fids, rates)
     finished: list = field(default_factory=list)  # (fids, t_finish, t_delivery)
 

@@ -148,7 +148,7 @@ def _run_cluster(s: Scenario, gen: Generation, on_progress: ProgressFn | None, c
     events = load_failure_trace(s.failures.trace) if s.failures.trace is not None else None
     ocs = s.topology.wiring == "ocs"
     if s.step_time.model == "engine":
-        inner = EngineStepTime(gen, s.step_time.efficiency, s.step_time.parallelism, dcn_spec(s), ocs)
+        inner = EngineStepTime(gen, s.step_time.efficiency, s.step_time.parallelism, dcn_spec(s), ocs, s.topology.routing)
     else:
         inner = RooflineStepTime(s.step_time.efficiency)
     step_time = RecordingStepTime(inner, gen)
@@ -206,7 +206,7 @@ def _run_step(s: Scenario, gen: Generation, on_progress: ProgressFn | None):
             dcn = dcn_spec(s, (leaves,))
             fabric, slices = place_slices(gen, st.slice, st.slices, dcn)
         job = EngineJob(trace, fabric, slices, name=s.name)
-    r = simulate_jobs([job], compute_efficiency=st.compute_efficiency)[0]
+    r = simulate_jobs([job], compute_efficiency=st.compute_efficiency, routing=s.topology.routing)[0]
     summ = step_summary(r, trace)
     total_chips = chips * st.slices
     m = {

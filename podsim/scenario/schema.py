@@ -50,6 +50,9 @@ class Topology(_Model):
     generation: str = Field(..., description="generation id, e.g. tpu-v4, tpu-v5p")
     pods: int = Field(1, ge=1, description="pods in the fleet")
     wiring: Literal["ocs", "static"] = Field("ocs", description="ocs: cubes joined by OCS; static: cubes fixed in the home arrangement")
+    routing: Literal["dimension_order", "shortest_paths", "adaptive"] = Field(
+        "dimension_order", description="ICI routing inside a slice: one dimension-order path, an even split over all "
+        "minimal paths, or minimal paths re-split by link load (podsim.topology.multipath)")
     overrides: dict[str, FigureOverride] = Field(default_factory=dict, description="figure name -> {value, source}")
 
     @field_validator("generation")

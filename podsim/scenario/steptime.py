@@ -44,8 +44,9 @@ class EngineStepTime:
     """Step time from the engine: the model's generated trace on the slice, simulated."""
 
     def __init__(self, generation: Generation, efficiency: float, plans: dict[str, str] | None = None,
-                 dcn: DcnSpec | None = None, ocs: bool = True):
+                 dcn: DcnSpec | None = None, ocs: bool = True, routing: str = "dimension_order"):
         self.gen, self.efficiency, self.plans, self.dcn, self.ocs = generation, efficiency, dict(plans or {}), dcn, ocs
+        self.routing = routing
         self.details: dict[tuple, dict] = {}
 
     def step_time_s(self, model: str, generation: str, shape: tuple[int, ...], twisted: bool) -> float:
@@ -53,7 +54,7 @@ class EngineStepTime:
         plan = resolve_plan(self.plans.get(model), model, chips)
         trace = generate_trace(model, shape, plan, generation=self.gen, twisted=twisted)
         built = build_slice(self.gen, tuple(shape), twisted=twisted, ocs=self.ocs, dcn=self.dcn)
-        r = simulate_step(trace, built, compute_efficiency=self.efficiency)
+        r = simulate_step(trace, built, compute_efficiency=self.efficiency, routing=self.routing)
         self.details[(model, tuple(shape), bool(twisted))] = {
             "compute_s": r.compute_s, "exposed_comm_s": r.exposed_comm_s, "source": f"engine ({plan})"}
         return r.step_time_s
