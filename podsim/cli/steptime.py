@@ -25,6 +25,7 @@ from podsim.errors import PodsimError
 from podsim.topology import build_slice, format_shape, get_generation, parse_shape
 from podsim.trace import load_trace
 from podsim.trace.astra_network import network_generation
+from podsim.trace.kinds import normalise_algorithm, normalise_kind
 from podsim.units import format_bytes, format_rate, format_seconds, parse_bytes
 
 
@@ -113,10 +114,7 @@ def steptime_cmd(
         raise PodsimError("give --generation GEN (e.g. --generation tpu-v4)")
     if collective is None or size is None:
         raise PodsimError("give --collective KIND and --bytes SIZE (e.g. --collective all_reduce --bytes 1GiB)")
-    if collective not in KINDS:
-        raise PodsimError(f"--collective {collective!r} is not known; use one of: {', '.join(KINDS)}")
-    if algorithm != "auto" and algorithm not in ALGORITHMS:
-        raise PodsimError(f"--algorithm {algorithm!r} is not known; use auto or one of: {', '.join(ALGORITHMS)}")
+    collective, algorithm = normalise_kind(collective, field="--collective"), normalise_algorithm(algorithm, field="--algorithm")
     nbytes = parse_bytes(size)
     built = build_slice(generation, slice_shape, twisted=twisted)
     r = simulate_collective(built, collective, nbytes, group=group, algorithm=algorithm, fast_path=not no_fast_path)
