@@ -2,7 +2,10 @@
 
 An `.et` file is a stream of protobuf records, each preceded by its length as a varint: one
 GlobalMetadata, then Nodes (schema: chakra_schema/chakra_et.proto, wire-compatible with
-Chakra's et_def.proto). There is one file per rank, named `<prefix>.<rank>.et` by Chakra and
+Chakra's et_def.proto), or, in the 2023 vintage, Node records of the older schema from the first
+byte (chakra_legacy.proto); chakra_wire.py tells them apart by the bytes and maps 2023 nodes onto
+the current fields (their `simulated_run_time` is ASTRA-sim ticks: ns at 1 GHz, `clock_hz`).
+There is one file per rank, named `<prefix>.<rank>.et` by Chakra and
 ASTRA-sim. podsim traces are SPMD, so the ranks' programs must match (same node types, names,
 sizes and dependency structure; node ids may differ); the first rank's program becomes the
 trace, or pick one rank with `rank=`.
@@ -37,7 +40,10 @@ from google.protobuf import json_format
 from google.protobuf.message import DecodeError
 
 from podsim.errors import PodsimError
+from podsim.trace.astra import ASTRA_CLOCK_HZ
 from podsim.trace.chakra_schema import chakra_et_pb2 as pb
+from podsim.trace.chakra_wire import CURRENT, LEGACY, detect_vintage, legacy_to_current, split_records
+from podsim.trace.kinds import normalise_kind
 from podsim.trace.model import SLICE_AXES, Collective, Compute, Op, SendRecv, StepTrace, parse_group
 
 COMM_KINDS = {
@@ -50,6 +56,8 @@ COMM_KINDS = {
     pb.REDUCE_SCATTER_BLOCK: "reduce_scatter",
     pb.BARRIER: "all_reduce",
 }
+KIND_COMM = {"all_reduce": pb.ALL_REDUCE, "reduce": pb.REDUCE, "all_gather": pb.ALL_GATHER, "broadcast": pb.BROADCAST,
+             "all_to_all": pb.ALL_TO_ALL, "reduce_scatter": pb.REDUCE_SCATTER}
 SKIPPED_TYPES = (pb.METADATA_NODE, pb.STORAGE_NODE, pb.BATCH_NODE, pb.CHECKPOINT_NODE)
 
 
@@ -62,62 +70,57 @@ class RankTrace:
     version: str
     nodes: list[Any]  # pb.Node
     where: list[str] = field(default_factory=list)  # 'byte offset N' / 'node #i'
+    vintage: str = CURRENT
+    durations_s: dict[int, float] | None = None  # node id -> s (2023 files); else duration_micros
 
 
-def _varint(data: bytes, pos: int) -> tuple[int, int]:
-    """Decode a base-128 varint at `pos`; (value, next position)."""
-    value = shift = 0
-    start = pos
-    while True:
-        if pos >= len(data):
-            raise PodsimError(f"byte offset {start}: the length prefix is cut off (file ends after {len(data)} bytes)")
-        byte = data[pos]
-        pos += 1
-        value |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return value, pos
-        shift += 7
-        if shift >= 64:
-            raise PodsimError(f"byte offset {start}: corrupt length prefix (varint longer than 10 bytes)")
+def duration_s(rt: RankTrace, node: Any) -> float | None:
+    """A node's run time in seconds, None when it gives none (then FLOPs and bytes decide)."""
+    if rt.durations_s is not None:
+        return rt.durations_s.get(node.id)
+    return node.duration_micros / 1e6 if node.duration_micros else None
 
 
-def read_et(path: str | Path, rank: int = 0) -> RankTrace:
-    """Decode an `.et` file: a GlobalMetadata record, then Node records."""
+def read_et(path: str | Path, rank: int = 0, clock_hz: float = ASTRA_CLOCK_HZ) -> RankTrace:
+    """Decode an `.et` file of either vintage (chakra_wire.py): GlobalMetadata then Nodes, or
+    2023 Node records from the first byte (their run times are ticks at `clock_hz`)."""
     path = Path(path)
     try:
         data = path.read_bytes()
     except OSError as exc:
         raise PodsimError(f"cannot read {str(path)!r}: {exc.strerror}") from None
     if not data:
-        raise PodsimError(f"{path.name}: the file is empty; a Chakra trace starts with a GlobalMetadata record")
-    records: list[tuple[int, bytes]] = []
-    pos = 0
+        raise PodsimError(f"{path.name}: the file is empty; a Chakra trace starts with a GlobalMetadata or a node record")
     try:
-        while pos < len(data):
-            start = pos
-            n, pos = _varint(data, pos)
-            if pos + n > len(data):
-                raise PodsimError(f"byte offset {start}: record is truncated: its prefix says {n} bytes, {len(data) - pos} remain")
-            records.append((start, data[pos : pos + n]))
-            pos += n
+        records = split_records(data)
     except PodsimError as exc:
         raise PodsimError(f"{path.name}: {exc}") from None
-    meta = pb.GlobalMetadata()
-    off, body = records[0]
-    try:
-        meta.ParseFromString(body)
-    except DecodeError as exc:
-        raise PodsimError(f"{path.name}: byte offset {off}: not a valid Chakra GlobalMetadata record ({exc})") from None
-    nodes, where = [], []
-    for off, body in records[1:]:
-        node = pb.Node()
+    vintage, has_meta = detect_vintage(records, path.name)
+    version = ""
+    if has_meta:
+        meta = pb.GlobalMetadata()
+        off, body = records[0]
         try:
-            node.ParseFromString(body)
-        except DecodeError as exc:
-            raise PodsimError(f"{path.name}: byte offset {off}: not a valid Chakra Node record ({exc})") from None
+            meta.ParseFromString(body)
+            version = meta.version
+        except DecodeError:
+            version = ""  # early-2023 GlobalMetadata held attributes in field 1; nothing podsim uses
+        records = records[1:]
+    nodes, where, durations = [], [], {}
+    for off, body in records:
+        if vintage == LEGACY:
+            node, dur = legacy_to_current(body, f"{path.name}: byte offset {off}", clock_hz)
+            if dur is not None:
+                durations[node.id] = dur
+        else:
+            node = pb.Node()
+            try:
+                node.ParseFromString(body)
+            except DecodeError as exc:
+                raise PodsimError(f"{path.name}: byte offset {off}: not a valid Chakra Node record ({exc})") from None
         nodes.append(node)
         where.append(f"byte offset {off}")
-    return RankTrace(path, rank, meta.version, nodes, where)
+    return RankTrace(path, rank, version, nodes, where, vintage, durations if vintage == LEGACY else None)
 
 
 def read_chakra_json(path: str | Path, data: Any, rank: int = 0) -> RankTrace:
@@ -167,7 +170,7 @@ def _signature(rt: RankTrace, n_ranks: int) -> list[tuple]:
             peer = None if other is None else (int(other) - rt.rank) % max(n_ranks, 1)
         a.pop("comm_dst", None), a.pop("comm_src", None)
         deps = tuple(sorted(pos.get(d, -1) for d in (*node.data_deps, *node.ctrl_deps)))
-        sig.append((node.type, node.name, node.duration_micros, tuple(sorted((k, str(v)) for k, v in a.items())), deps, peer))
+        sig.append((node.type, node.name, duration_s(rt, node), tuple(sorted((k, str(v)) for k, v in a.items())), deps, peer))
     return sig
 
 
@@ -206,6 +209,7 @@ def import_chakra(
     meta = {
         "source_format": "chakra",
         "chakra_version": rep.version,
+        "chakra_vintage": rep.vintage,
         "files": [r.path.name for r in ranks],
         "ranks": n,
         "representative_rank": rep.rank,
@@ -267,14 +271,18 @@ def _convert(rt: RankTrace, n_ranks: int, axes: Sequence[str], default_group, ke
         where = f"{rt.path.name}: node {node.id} ({where_of[node.id]}, {node.name!r})"
         dep_ids = tuple(dict.fromkeys(f"n{alias.get(x, x)}" for d in deps for x in live(d)))
         if node.type == pb.COMP_NODE or node.type in (pb.MEM_LOAD_NODE, pb.MEM_STORE_NODE):
-            dur = node.duration_micros / 1e6 if node.duration_micros else None
+            dur = duration_s(rt, node)
             flops = float(a.get("num_ops", 0)) if node.type == pb.COMP_NODE else 0.0
             hbm = float(a.get("tensor_size", 0))
             if dur is None and not flops and not hbm:
                 dur = 0.0
             ops.append(Compute(oid, dur, flops, hbm, None, dep_ids, node.name))
         elif node.type == pb.COMM_COLL_NODE:
-            ctype = int(a.get("comm_type", -1))
+            raw = a.get("comm_type", -1)
+            if isinstance(raw, str):  # a name (Chakra JSON written by hand): any spelling
+                ctype = KIND_COMM[normalise_kind(raw, field=f"{where}: comm_type", send_recv=False)]
+            else:
+                ctype = int(raw)
             if ctype not in COMM_KINDS:
                 known = ", ".join(pb.CollectiveCommType.Name(k) for k in COMM_KINDS)
                 name = pb.CollectiveCommType.Name(ctype) if ctype in pb.CollectiveCommType.values() else str(ctype)

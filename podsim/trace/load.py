@@ -88,7 +88,7 @@ def load_trace(
         ranks = []
         for i, (p, (k, data)) in enumerate(zip(items, kinds, strict=True)):
             r = rank_of(p, i)
-            ranks.append(read_et(p, r) if k == "chakra-et" else read_chakra_json(p, data, r))
+            ranks.append(read_et(p, r, clock_hz) if k == "chakra-et" else read_chakra_json(p, data, r))
         trace = import_chakra(ranks, axes=axes, group=group, rank=rank, keep_cpu_ops=keep_cpu_ops)
     if shape is not None:
         check_fits(trace, shape)
