@@ -12,7 +12,7 @@ import glob
 import typer
 
 from podsim.cli import app
-from podsim.cli.common import emit_json, table
+from podsim.cli.common import emit_json, table, write_timeline
 from podsim.collectives import ALGORITHMS, KINDS
 from podsim.engine import (
     DEFAULT_COMPUTE_EFFICIENCY,
@@ -21,6 +21,7 @@ from podsim.engine import (
     simulate_step,
     step_summary,
 )
+from podsim.engine.linkload import record_link_load
 from podsim.errors import PodsimError
 from podsim.topology import build_slice, format_shape, get_generation, parse_shape
 from podsim.trace import load_trace
@@ -74,14 +75,17 @@ def expand_paths(patterns: list[str]) -> list[str]:
 
 
 def _trace_mode(files: list[str], generation: str | None, network: str | None, slice_shape: str | None,
-                twisted: bool, efficiency: float, fast_path: bool, as_json: bool) -> None:
+                twisted: bool, efficiency: float, fast_path: bool, as_json: bool, timeline: str | None = None) -> None:
     if (generation is None) == (network is None):
         raise PodsimError("give --generation GEN (with --slice) or --network ASTRA_NETWORK.yml for a trace")
     gen = network_generation(network) if network else get_generation(generation)
     shape = parse_shape(slice_shape, gen.dims) if slice_shape else gen.pod_shape
     trace = load_trace(expand_paths(files), shape=shape)
     built = build_slice(gen, slice_shape, twisted=twisted)
-    result = simulate_step(trace, built, compute_efficiency=efficiency, fast_path=fast_path)
+    with record_link_load(timeline is not None) as load:
+        result = simulate_step(trace, built, compute_efficiency=efficiency, fast_path=fast_path)
+    if timeline:
+        write_timeline(timeline, result, load.last, title=trace.name or files[0])
     summary = step_summary(result, trace)
     summary.update(trace=trace.name, slice=format_shape(built.slice.shape), twisted=built.slice.twisted)
     if as_json:
@@ -103,12 +107,13 @@ def steptime_cmd(
     group: str = typer.Option("all", "--group", help="slice axes of the group: x, x,y, all, x:4 ..."),
     algorithm: str = typer.Option("auto", "--algorithm", help=f"auto (fastest by closed form) or one of: {', '.join(ALGORITHMS)}"),
     no_fast_path: bool = typer.Option(False, "--no-fast-path", help="simulate every flow (no symmetry folding)"),
+    timeline: str = typer.Option(None, "--timeline", help="with --trace: write the step as Chrome trace-event JSON (open in Perfetto), e.g. step.json"),
     as_json: bool = typer.Option(False, "--json", help="one JSON object on stdout"),
 ) -> None:
     """Simulate a collective on a slice (simulated and closed-form time, algorithm and bus
     bandwidth), or a whole step trace (--trace: step time and where it goes)."""
     if trace_files:
-        _trace_mode(trace_files, generation, network, slice_shape, twisted, efficiency, not no_fast_path, as_json)
+        _trace_mode(trace_files, generation, network, slice_shape, twisted, efficiency, not no_fast_path, as_json, timeline)
         return
     if generation is None:
         raise PodsimError("give --generation GEN (e.g. --generation tpu-v4)")

@@ -172,8 +172,14 @@ class _Validating:
 _active: list[_Validating] = []
 
 
+# Makers of validators that also record (engine/linkload.py); the innermost open one wins.
+recorders: list = []
+
+
 def validator_for(capacity: np.ndarray) -> RateValidator | None:
-    """A validator for a new simulation if a `validating()` block is open, else None."""
+    """A validator for a new simulation if a recorder or a `validating()` block is open, else None."""
+    if recorders:
+        return recorders[-1](capacity)
     return RateValidator(capacity) if _active else None
 
 
