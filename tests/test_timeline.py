@@ -11,7 +11,14 @@ import pytest
 
 from podsim.engine import Job, place_slices, simulate_step
 from podsim.engine.linkload import bytes_per_link, record_link_load
-from podsim.engine.timeline import PID_COLLECTIVES, PID_COMPUTE, PID_DCN, PID_LINKS, build_timeline, timeline_json
+from podsim.engine.timeline import (
+    PID_COLLECTIVES,
+    PID_COMPUTE,
+    PID_DCN,
+    PID_LINKS,
+    build_timeline,
+    timeline_json,
+)
 from podsim.topology import DcnSpec, LinkKind, build_slice
 from podsim.trace import Collective, Compute, SendRecv, StepTrace, parse_group
 from tests.helpers import run_podsim

@@ -9,6 +9,7 @@ import typer
 
 from podsim.cli import app
 from podsim.cli.common import console, emit_json, table
+from podsim.errors import PodsimError
 from podsim.topology import get_generation, parse_shape
 from podsim.trace import (
     ASTRA_CLOCK_HZ,
@@ -20,7 +21,9 @@ from podsim.trace import (
     save_trace,
     summarize_trace,
 )
+from podsim.trace.chakra_export import encode_et, et_file_names, export_chakra
 from podsim.trace.configs import parse_assignments
+from podsim.trace.load import check_fits
 from podsim.trace.native import output_format
 from podsim.units import format_bytes
 
@@ -115,6 +118,45 @@ def import_cmd(
     output_format(out)
     trace = load_trace(files, shape=_shape(slice_shape), group=group, rank=rank, clock_hz=clock_ghz * 1e9, keep_cpu_ops=keep_cpu_ops)
     _write(trace, out, as_json)
+
+
+@trace_app.command("export")
+def export_cmd(
+    file: Annotated[Path, typer.Argument(help="a trace in any supported format (podsim JSON/YAML, ASTRA-sim text, Chakra)")],
+    out_dir: Annotated[Path, typer.Option("--out", "-o", help="output folder (created if missing)")],
+    fmt: Annotated[str, typer.Option("--format", help="output format: chakra (one current-schema .et per rank)")] = "chakra",
+    slice_shape: Annotated[str | None, typer.Option("--slice", help="slice shape: one .et per chip (default: the shape a generated trace was made for)")] = None,
+    prefix: Annotated[str | None, typer.Option("--prefix", help="file prefix: PREFIX.RANK.et (default: the input file's stem)")] = None,
+    extras: Annotated[bool, typer.Option("--extras/--no-extras", help="keep podsim's own attributes (exact sizes and times, ids, groups) beside the schema's fields")] = True,
+    as_json: Annotated[bool, typer.Option("--json", help="one JSON object on stdout")] = False,
+) -> None:
+    """Write a trace as Chakra execution traces ASTRA-sim reads: PREFIX.RANK.et per chip."""
+    if fmt.lower() != "chakra":
+        raise PodsimError(f"--format {fmt!r} is not supported; use chakra")
+    trace = load_trace([file])
+    shape_text = slice_shape or trace.meta.get("slice")
+    if not shape_text:
+        raise PodsimError(f"{file.name}: give --slice SHAPE (one .et per chip, e.g. --slice 4x4x8); the trace does not say its slice")
+    shape = parse_shape(str(shape_text))
+    check_fits(trace, shape)
+    files = export_chakra(trace, shape, extras=extras)
+    name = prefix or file.name.split(".")[0]
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = [out_dir / n for n in et_file_names(name, len(files))]
+    total = 0
+    for path, msgs in zip(paths, files, strict=True):
+        data = encode_et(msgs)
+        path.write_bytes(data)
+        total += len(data)
+    if as_json:
+        emit_json({"output": str(out_dir), "files": len(paths), "first": paths[0].name, "bytes": total,
+                   "nodes_per_rank": len(files[0]) - 1, "ops": len(trace.ops), "slice": "x".join(map(str, shape))})
+        return
+    table(f"{trace.name or file.name} -> {out_dir}", [
+        ("files", f"{len(paths)} ({paths[0].name} .. {paths[-1].name})"), ("ops", str(len(trace.ops))),
+        ("nodes per rank", str(len(files[0]) - 1)), ("bytes", format_bytes(total)),
+        ("read back", f"podsim trace import {out_dir}/{name}.*.et --slice {'x'.join(map(str, shape))} -o trace.json"),
+    ])
 
 
 @trace_app.command("show")

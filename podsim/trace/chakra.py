@@ -30,6 +30,7 @@ Errors name the file, the node (or the byte offset of a bad record) and the prob
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -41,10 +42,26 @@ from google.protobuf.message import DecodeError
 
 from podsim.errors import PodsimError
 from podsim.trace.astra import ASTRA_CLOCK_HZ
+from podsim.trace.chakra_export import rank_coords
 from podsim.trace.chakra_schema import chakra_et_pb2 as pb
-from podsim.trace.chakra_wire import CURRENT, LEGACY, detect_vintage, legacy_to_current, split_records
-from podsim.trace.kinds import normalise_kind
-from podsim.trace.model import SLICE_AXES, Collective, Compute, Op, SendRecv, StepTrace, parse_group
+from podsim.trace.chakra_wire import (
+    CURRENT,
+    LEGACY,
+    detect_vintage,
+    legacy_to_current,
+    split_records,
+)
+from podsim.trace.kinds import normalise_algorithm, normalise_kind
+from podsim.trace.model import (
+    SLICE_AXES,
+    AxisGroup,
+    Collective,
+    Compute,
+    Op,
+    SendRecv,
+    StepTrace,
+    parse_group,
+)
 
 COMM_KINDS = {
     pb.ALL_REDUCE: "all_reduce",
@@ -72,6 +89,7 @@ class RankTrace:
     where: list[str] = field(default_factory=list)  # 'byte offset N' / 'node #i'
     vintage: str = CURRENT
     durations_s: dict[int, float] | None = None  # node id -> s (2023 files); else duration_micros
+    title: str = ""  # the trace name podsim's exports keep in GlobalMetadata (`podsim_trace`)
 
 
 def duration_s(rt: RankTrace, node: Any) -> float | None:
@@ -96,13 +114,14 @@ def read_et(path: str | Path, rank: int = 0, clock_hz: float = ASTRA_CLOCK_HZ) -
     except PodsimError as exc:
         raise PodsimError(f"{path.name}: {exc}") from None
     vintage, has_meta = detect_vintage(records, path.name)
-    version = ""
+    version = title = ""
     if has_meta:
         meta = pb.GlobalMetadata()
         off, body = records[0]
         try:
             meta.ParseFromString(body)
             version = meta.version
+            title = next((a.string_val for a in meta.attr if a.name == "podsim_trace"), "")
         except DecodeError:
             version = ""  # early-2023 GlobalMetadata held attributes in field 1; nothing podsim uses
         records = records[1:]
@@ -120,7 +139,7 @@ def read_et(path: str | Path, rank: int = 0, clock_hz: float = ASTRA_CLOCK_HZ) -
                 raise PodsimError(f"{path.name}: byte offset {off}: not a valid Chakra Node record ({exc})") from None
         nodes.append(node)
         where.append(f"byte offset {off}")
-    return RankTrace(path, rank, version, nodes, where, vintage, durations if vintage == LEGACY else None)
+    return RankTrace(path, rank, version, nodes, where, vintage, durations if vintage == LEGACY else None, title)
 
 
 def read_chakra_json(path: str | Path, data: Any, rank: int = 0) -> RankTrace:
@@ -158,8 +177,10 @@ def rank_of(path: Path, index: int) -> int:
     return int(m.group(1)) if m else index
 
 
-def _signature(rt: RankTrace, n_ranks: int) -> list[tuple]:
-    """A rank's program with node ids replaced by positions and peers by offsets (for SPMD checks)."""
+def _signature(rt: RankTrace, n_ranks: int, grid: tuple[int, ...] | None = None, axes: Sequence[str] = SLICE_AXES,
+               default_group=None) -> list[tuple]:
+    """A rank's program with node ids replaced by positions and peers by offsets (shifts along
+    the node's axis on a grid), for SPMD checks."""
     pos = {node.id: i for i, node in enumerate(rt.nodes)}
     sig = []
     for node in rt.nodes:
@@ -167,7 +188,14 @@ def _signature(rt: RankTrace, n_ranks: int) -> list[tuple]:
         peer = None
         if node.type in (pb.COMM_SEND_NODE, pb.COMM_RECV_NODE):
             other = a.get("comm_dst") if node.type == pb.COMM_SEND_NODE else a.get("comm_src")
-            peer = None if other is None else (int(other) - rt.rank) % max(n_ranks, 1)
+            if other is None:
+                peer = None
+            elif grid is not None:
+                key, sign = ("comm_dst", 1) if node.type == pb.COMM_SEND_NODE else ("comm_src", -1)
+                axis = _axis(a, axes, default_group, f"{rt.path.name}: node {node.id} ({node.name!r})")
+                peer = (str(axis), _shift(rt, node, a, n_ranks, key, sign, axis, grid))
+            else:
+                peer = (int(other) - rt.rank) % max(n_ranks, 1)
         a.pop("comm_dst", None), a.pop("comm_src", None)
         deps = tuple(sorted(pos.get(d, -1) for d in (*node.data_deps, *node.ctrl_deps)))
         sig.append((node.type, node.name, duration_s(rt, node), tuple(sorted((k, str(v)) for k, v in a.items())), deps, peer))
@@ -181,12 +209,17 @@ def import_chakra(
     group: str | None = None,
     rank: int | None = None,
     keep_cpu_ops: bool = False,
+    shape: Sequence[int] | None = None,
 ) -> StepTrace:
-    """Per-rank Chakra traces -> one SPMD StepTrace (see the module docstring)."""
+    """Per-rank Chakra traces -> one SPMD StepTrace (see the module docstring). With the slice
+    `shape` (and one file per chip), a send's peer is read as coordinates (rank = x + X*(y +
+    Y*z), ASTRA-sim's numbering) and its shift counted along its axis; else ranks form one ring."""
     if not ranks:
         raise PodsimError("no Chakra files given")
     ranks = sorted(ranks, key=lambda r: r.rank)
     n = len(ranks)
+    grid = tuple(shape) if shape is not None and math.prod(shape) == n else None
+    default_group = parse_group(group) if group else parse_group(list(axes))
     if len({r.rank for r in ranks}) != n:
         raise PodsimError("two Chakra files have the same rank number; name them <prefix>.<rank>.et")
     if rank is not None:
@@ -196,16 +229,15 @@ def import_chakra(
         rep = chosen[0]
     else:
         rep = ranks[0]
-        ref = _signature(rep, n)
+        ref = _signature(rep, n, grid, axes, default_group)
         for other in ranks[1:]:
-            sig = _signature(other, n)
+            sig = _signature(other, n, grid, axes, default_group)
             if len(sig) != len(ref):
                 raise PodsimError(f"ranks {rep.rank} and {other.rank} differ: {len(ref)} vs {len(sig)} nodes; podsim traces are SPMD: pick one rank with rank=R (--rank R)")
             for i, (x, y) in enumerate(zip(ref, sig, strict=True)):
                 if x != y:
                     raise PodsimError(f"ranks {rep.rank} and {other.rank} differ at node {other.nodes[i].id} ({other.where[i]} of {other.path.name}, {other.nodes[i].name!r}); podsim traces are SPMD: pick one rank with rank=R (--rank R)")
-    default_group = parse_group(group) if group else parse_group(list(axes))
-    ops, skipped = _convert(rep, n, axes, default_group, keep_cpu_ops)
+    ops, skipped = _convert(rep, n, axes, default_group, keep_cpu_ops, grid)
     meta = {
         "source_format": "chakra",
         "chakra_version": rep.version,
@@ -215,12 +247,13 @@ def import_chakra(
         "representative_rank": rep.rank,
         "skipped_nodes": skipped,
     }
-    trace = StepTrace(tuple(ops), name=re.sub(r"\.\d+\.(et|json)$", "", rep.path.name), meta=meta)
+    trace = StepTrace(tuple(ops), name=rep.title or re.sub(r"\.\d+\.(et|json)$", "", rep.path.name), meta=meta)
     trace.validate(axes=axes)
     return trace
 
 
-def _convert(rt: RankTrace, n_ranks: int, axes: Sequence[str], default_group, keep_cpu_ops: bool) -> tuple[list[Op], dict[str, int]]:
+def _convert(rt: RankTrace, n_ranks: int, axes: Sequence[str], default_group, keep_cpu_ops: bool,
+             grid: tuple[int, ...] | None = None) -> tuple[list[Op], dict[str, int]]:
     by_id = {}
     for node, where in zip(rt.nodes, rt.where, strict=True):
         if node.id in by_id:
@@ -260,23 +293,30 @@ def _convert(rt: RankTrace, n_ranks: int, axes: Sequence[str], default_group, ke
         resolved[dep] = out
         return out
 
+    # podsim's own exports name each op (`podsim_id`); other files get n<node id>.
+    op_id = {node.id: str(a.get("podsim_id") or f"n{node.id}") for node, a, _ in kept}
     ops: list[Op] = []
     alias: dict[int, int] = {}
-    sends: dict[int, list[int]] = {}  # shift -> send node ids
+    sends: dict[tuple, list[int]] = {}  # (axis, shift) -> send node ids
     for node, a, _ in kept:
         if node.type == pb.COMM_SEND_NODE:
-            sends.setdefault(_shift(rt, node, a, n_ranks, "comm_dst", +1), []).append(node.id)
+            w = f"{rt.path.name}: node {node.id} ({where_of[node.id]}, {node.name!r})"
+            axis = _axis(a, axes, default_group, w)
+            sends.setdefault((axis, _shift(rt, node, a, n_ranks, "comm_dst", +1, axis, grid)), []).append(node.id)
     for node, a, deps in kept:
-        oid = f"n{node.id}"
+        oid = op_id[node.id]
         where = f"{rt.path.name}: node {node.id} ({where_of[node.id]}, {node.name!r})"
-        dep_ids = tuple(dict.fromkeys(f"n{alias.get(x, x)}" for d in deps for x in live(d)))
+        dep_ids = tuple(dict.fromkeys(alias.get(x, x) for d in deps for x in live(d)))
+        layer = str(a.get("podsim_layer", ""))
         if node.type == pb.COMP_NODE or node.type in (pb.MEM_LOAD_NODE, pb.MEM_STORE_NODE):
-            dur = duration_s(rt, node)
-            flops = float(a.get("num_ops", 0)) if node.type == pb.COMP_NODE else 0.0
-            hbm = float(a.get("tensor_size", 0))
+            dur = a.get("podsim_duration_s", duration_s(rt, node))
+            flops = float(a.get("podsim_flops", a.get("num_ops", 0))) if node.type == pb.COMP_NODE else 0.0
+            hbm = float(a.get("podsim_hbm_bytes", a.get("tensor_size", 0)))
             if dur is None and not flops and not hbm:
                 dur = 0.0
-            ops.append(Compute(oid, dur, flops, hbm, None, dep_ids, node.name))
+            eff = a.get("podsim_efficiency")
+            ops.append(Compute(oid, None if dur is None else float(dur), flops, hbm, None if eff is None else float(eff),
+                               dep_ids, node.name, layer, bool(a.get("podsim_bubble", False))))
         elif node.type == pb.COMM_COLL_NODE:
             raw = a.get("comm_type", -1)
             if isinstance(raw, str):  # a name (Chakra JSON written by hand): any spelling
@@ -287,46 +327,60 @@ def _convert(rt: RankTrace, n_ranks: int, axes: Sequence[str], default_group, ke
                 known = ", ".join(pb.CollectiveCommType.Name(k) for k in COMM_KINDS)
                 name = pb.CollectiveCommType.Name(ctype) if ctype in pb.CollectiveCommType.values() else str(ctype)
                 raise PodsimError(f"{where}: collective type {name} is not supported; supported: {known}")
-            size = 0.0 if ctype == pb.BARRIER else float(a.get("comm_size", 0))
+            size = 0.0 if ctype == pb.BARRIER else float(a.get("podsim_bytes", a.get("comm_size", 0)))
             grp = _group(a, axes, default_group, where)
-            ops.append(Collective(oid, COMM_KINDS[ctype], size, grp, deps=dep_ids, name=node.name))
+            alg = normalise_algorithm(a.get("podsim_algorithm", "auto"), field=f"{where}: podsim_algorithm")
+            ops.append(Collective(oid, COMM_KINDS[ctype], size, grp, alg, dep_ids, node.name, layer))
         elif node.type in (pb.COMM_SEND_NODE, pb.COMM_RECV_NODE):
-            grp = _group(a, axes, default_group, where)
-            if len(grp) != 1:
-                raise PodsimError(f"{where}: a send/recv runs along one axis but the group is {','.join(map(str, grp))}; give a one-axis group (--group x)")
+            axis = _axis(a, axes, default_group, where)
             if node.type == pb.COMM_SEND_NODE:
-                shift = _shift(rt, node, a, n_ranks, "comm_dst", +1)
+                shift = _shift(rt, node, a, n_ranks, "comm_dst", +1, axis, grid)
             else:
-                shift = _shift(rt, node, a, n_ranks, "comm_src", -1)
-                match = sends.get(shift)
+                shift = _shift(rt, node, a, n_ranks, "comm_src", -1, axis, grid)
+                match = sends.get((axis, shift))
                 if match:
                     alias[node.id] = match[0]  # the send of the same permute stands for this receive
                     continue
-            ops.append(SendRecv(oid, float(a.get("comm_size", 0)), grp[0], shift, dep_ids, node.name))
+            size = float(a.get("podsim_bytes", a.get("comm_size", 0)))
+            if "podsim_shift" in a:  # podsim's exports keep the shift as written (-1, not size - 1)
+                shift = int(a["podsim_shift"])
+            ops.append(SendRecv(oid, size, axis, shift, dep_ids, node.name, layer))
         else:
             raise PodsimError(f"{where}: node type {pb.NodeType.Name(node.type)} is not supported")
-    # Ops listed before a receive that joined a later send may name the receive: rename.
-    ops = [_rename_deps(op, alias) for op in ops]
+    # Dependencies were node ids: name them by op, a receive that joined a send by the send.
+    ops = [replace(op, deps=tuple(dict.fromkeys(op_id[alias.get(d, d)] for d in op.deps if op_id[alias.get(d, d)] != op.id)))
+           for op in ops]
     return ops, skipped
 
 
-def _rename_deps(op: Op, alias: dict[int, int]) -> Op:
-    if not alias:
-        return op
-    new = tuple(dict.fromkeys(f"n{alias.get(int(d[1:]), int(d[1:]))}" for d in op.deps))
-    return replace(op, deps=tuple(d for d in new if d != op.id))
+def _axis(a: dict, axes: Sequence[str], default_group, where: str) -> AxisGroup:
+    grp = _group(a, axes, default_group, where)
+    if len(grp) != 1:
+        raise PodsimError(f"{where}: a send/recv runs along one axis but the group is {','.join(map(str, grp))}; give a one-axis group (--group x)")
+    return grp[0]
 
 
-def _shift(rt: RankTrace, node: Any, a: dict, n_ranks: int, key: str, sign: int) -> int:
+def _shift(rt: RankTrace, node: Any, a: dict, n_ranks: int, key: str, sign: int, axis: AxisGroup,
+           grid: tuple[int, ...] | None) -> int:
     peer = a.get(key)
     if peer is None:
         raise PodsimError(f"{rt.path.name}: node {node.id} ({node.name!r}) has no {key} attribute")
     if n_ranks < 2:
         raise PodsimError(f"{rt.path.name}: node {node.id} is a send/recv, which needs the files of all ranks (got one)")
-    return (sign * (int(peer) - rt.rank)) % n_ranks
+    if grid is None or axis.axis not in SLICE_AXES[: len(grid)]:
+        return (sign * (int(peer) - rt.rank)) % n_ranks
+    i = SLICE_AXES.index(axis.axis)
+    mine, theirs = rank_coords(rt.rank, grid), rank_coords(int(peer), grid)
+    if any(m != t for j, (m, t) in enumerate(zip(mine, theirs, strict=True)) if j != i):
+        raise PodsimError(f"{rt.path.name}: node {node.id} ({node.name!r}) of rank {rt.rank} {mine} names rank {int(peer)} {theirs}, "
+                          f"which is not along its axis {axis.axis} on a {'x'.join(map(str, grid))} slice")
+    size, stride = axis.size or grid[i], axis.stride
+    return (sign * ((theirs[i] // stride) % size - (mine[i] // stride) % size)) % size
 
 
 def _group(a: dict, axes: Sequence[str], default_group, where: str):
+    if "podsim_group" in a:  # podsim's exports: groups involved_dim cannot name (x:4:2, dcn)
+        return parse_group(str(a["podsim_group"]))
     dims = a.get("involved_dim")
     if dims is None:
         return default_group

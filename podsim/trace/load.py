@@ -89,7 +89,7 @@ def load_trace(
         for i, (p, (k, data)) in enumerate(zip(items, kinds, strict=True)):
             r = rank_of(p, i)
             ranks.append(read_et(p, r, clock_hz) if k == "chakra-et" else read_chakra_json(p, data, r))
-        trace = import_chakra(ranks, axes=axes, group=group, rank=rank, keep_cpu_ops=keep_cpu_ops)
+        trace = import_chakra(ranks, axes=axes, group=group, rank=rank, keep_cpu_ops=keep_cpu_ops, shape=shape)
     if shape is not None:
         check_fits(trace, shape)
     return trace
