@@ -178,3 +178,14 @@ def test_cli_writes_a_gpt3_timeline(tmp_path, capsys):
     code, _, err = run_podsim(capsys, "steptime", "--trace", str(trace_file), "--generation", "tpu-v4",
                               "--slice", "4x4x4", "--timeline", str(tmp_path / "t.txt"))
     assert code == 2 and "must end in .json" in err
+
+
+def test_recording_inside_a_validating_block_still_checks_the_engine():
+    from podsim.engine import validating
+
+    with validating() as v, record_link_load() as load:
+        simulate_step(small_trace(), build_slice("tpu-v4", "4x4x4"))
+    assert v.count == 1 and load.last.check and load.last.finished_flows == load.last.flows > 0
+    with record_link_load() as load:
+        simulate_step(small_trace(), build_slice("tpu-v4", "4x4x4"))
+    assert not load.last.check and load.last.finished_flows == load.last.flows

@@ -1,8 +1,9 @@
 """Per-link load over time, recorded while the engine runs (for timelines and counters).
 
 `record_link_load()` opens a block; every simulation inside it runs with a `LinkLoadRecorder`,
-a RateValidator (so the run is also checked) that keeps, for each interval between rate
-changes, the load on every link some flow crosses. Under the symmetry fast path only the
+which keeps, for each interval between rate changes, the load on every link some flow crosses
+(it reuses RateValidator's route bookkeeping, and checks its invariants too inside a
+`validating()` block). Under the symmetry fast path only the
 representative flows are simulated, so the links seen are their representatives (each carries
 the same load as the links it stands for).
 """
@@ -19,18 +20,33 @@ from podsim.engine.validate import RateValidator
 
 
 class LinkLoadRecorder(RateValidator):
-    """A validator that also keeps (t0, t1, links, load in B/s) per interval."""
+    """Keeps (t0, t1, links, load in B/s) per interval, using the validator's bookkeeping of
+    routes; checks the invariants too when `check` (inside a `validating()` block)."""
 
-    def __init__(self, capacity: np.ndarray):
+    def __init__(self, capacity: np.ndarray, check: bool = False):
         super().__init__(capacity)
+        self.check = check
         self.intervals: list[tuple[float, float, np.ndarray, np.ndarray]] = []
 
     def epoch(self, t0: float, t1: float, fids: np.ndarray, rates: np.ndarray) -> None:
-        if len(fids) and t1 > t0:
-            which, lk = self._entries(self._find(fids))
+        if not len(fids):
+            return
+        pos = self._find(fids)
+        if t1 > t0:
+            which, lk = self._entries(pos)
             used, local = np.unique(lk, return_inverse=True)
             self.intervals.append((t0, t1, used, np.bincount(local, weights=rates[which], minlength=len(used))))
-        super().epoch(t0, t1, fids, rates)
+        if self.check:
+            super().epoch(t0, t1, fids, rates)
+        else:
+            self._sent[pos] += rates * (t1 - t0)
+
+    def finished(self, fids: np.ndarray, t_finish: np.ndarray, t_delivery: np.ndarray) -> None:
+        if self.check:
+            super().finished(fids, t_finish, t_delivery)
+        elif len(fids):
+            self.finished_flows += len(fids)
+            self._forget(self._find(fids))
 
 
 @dataclass
@@ -72,7 +88,7 @@ def record_link_load(enabled: bool = True):
         return
 
     def make(capacity: np.ndarray) -> LinkLoadRecorder:
-        rec = LinkLoadRecorder(capacity)
+        rec = LinkLoadRecorder(capacity, check=bool(validate._active))
         box.runs.append(rec)
         return rec
 
