@@ -24,6 +24,8 @@ import json
 import math
 from collections.abc import Sequence
 
+import numpy as np
+
 from podsim.engine.linkload import LinkLoadRecorder, bytes_per_link, link_series
 from podsim.engine.results import OpTiming, StepResult
 from podsim.topology import LinkKind
@@ -99,8 +101,16 @@ def _counter(name: str, pid: int, series: list[tuple[float, float, float]], key:
 
 
 def _link_label(result: StepResult, k: int) -> str:
+    """`link K: chip A x+ -> chip B (copper)`: ICI links name the port they leave by."""
     fab = result.fabric
-    return f"link {k}: {int(fab.link_src[k])}->{int(fab.link_dst[k])} ({LinkKind(int(fab.link_kind[k])).name.lower()})"
+    src, dst = int(fab.link_src[k]), int(fab.link_dst[k])
+    kind = LinkKind(int(fab.link_kind[k])).name.lower()
+    port = ""
+    if src < fab.n_chips:
+        hit = np.flatnonzero(fab.port_link[src] == k)
+        if len(hit):
+            port = f" {'xyz'[hit[0] // 2]}{'+-'[hit[0] % 2]}"
+    return f"link {k}: {src}{port} -> {dst} ({kind})"
 
 
 def busiest_links(rec: LinkLoadRecorder, n: int) -> list[tuple[int, float, int]]:
