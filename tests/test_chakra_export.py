@@ -197,3 +197,11 @@ def test_peer_off_axis_is_refused(tmp_path):
         paths[r].write_bytes(encode_et([meta, *nodes]))
     with pytest.raises(PodsimError, match=r"names rank 3 \[1, 1\], which is not along its axis y on a 2x2 slice"):
         load_trace(paths, shape=(2, 2))
+
+
+def test_streamed_files_equal_the_messages(tmp_path):
+    from podsim.trace.chakra_export import chakra_files
+
+    t = full_trace()
+    for extras in (True, False):
+        assert list(chakra_files(t, SHAPE, extras=extras)) == [encode_et(m) for m in export_chakra(t, SHAPE, extras=extras)]

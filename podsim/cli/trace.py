@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Annotated
 
@@ -21,9 +22,10 @@ from podsim.trace import (
     save_trace,
     summarize_trace,
 )
-from podsim.trace.chakra_export import encode_et, et_file_names, export_chakra
+from podsim.trace.chakra_export import chakra_files, et_file_names
 from podsim.trace.configs import parse_assignments
 from podsim.trace.load import check_fits
+from podsim.trace.model import SendRecv
 from podsim.trace.native import output_format
 from podsim.units import format_bytes
 
@@ -139,22 +141,21 @@ def export_cmd(
         raise PodsimError(f"{file.name}: give --slice SHAPE (one .et per chip, e.g. --slice 4x4x8); the trace does not say its slice")
     shape = parse_shape(str(shape_text))
     check_fits(trace, shape)
-    files = export_chakra(trace, shape, extras=extras)
     name = prefix or file.name.split(".")[0]
     out_dir.mkdir(parents=True, exist_ok=True)
-    paths = [out_dir / n for n in et_file_names(name, len(files))]
+    paths = [out_dir / n for n in et_file_names(name, math.prod(shape))]
+    nodes = len(trace.ops) + sum(isinstance(op, SendRecv) for op in trace.ops)
     total = 0
-    for path, msgs in zip(paths, files, strict=True):
-        data = encode_et(msgs)
+    for path, data in zip(paths, chakra_files(trace, shape, extras=extras), strict=True):
         path.write_bytes(data)
         total += len(data)
     if as_json:
         emit_json({"output": str(out_dir), "files": len(paths), "first": paths[0].name, "bytes": total,
-                   "nodes_per_rank": len(files[0]) - 1, "ops": len(trace.ops), "slice": "x".join(map(str, shape))})
+                   "nodes_per_rank": nodes, "ops": len(trace.ops), "slice": "x".join(map(str, shape))})
         return
     table(f"{trace.name or file.name} -> {out_dir}", [
         ("files", f"{len(paths)} ({paths[0].name} .. {paths[-1].name})"), ("ops", str(len(trace.ops))),
-        ("nodes per rank", str(len(files[0]) - 1)), ("bytes", format_bytes(total)),
+        ("nodes per rank", str(nodes)), ("bytes", format_bytes(total)),
         ("read back", f"podsim trace import {out_dir}/{name}.*.et --slice {'x'.join(map(str, shape))} -o trace.json"),
     ])
 

@@ -27,7 +27,7 @@ readers, read back by podsim's importer so the round trip is exact): `podsim_id`
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 from google.protobuf.internal.encoder import _VarintBytes
 
@@ -96,30 +96,56 @@ def _involved_dim(group: Sequence[AxisGroup], axes: Sequence[str]) -> list[bool]
     return [ax in names for ax in axes]
 
 
-def export_chakra(trace: StepTrace, shape: Sequence[int], *, extras: bool = True) -> list[list]:
-    """Per rank, the messages of its `.et` file: [GlobalMetadata, Node, ...]."""
+def _check_shape(trace: StepTrace, shape: Sequence[int]) -> tuple[tuple[int, ...], tuple[str, ...]]:
     shape = tuple(int(n) for n in shape)
     if not shape or len(shape) > len(SLICE_AXES) or min(shape) < 1:
         raise PodsimError(f"slice shape {shape} must have 1 to {len(SLICE_AXES)} positive dimensions")
     axes = SLICE_AXES[: len(shape)]
     trace.validate(axes=axes)
-    ranks = math.prod(shape)
-    order = trace.ops  # as listed (validate() has checked the DAG); ids are positions in this order
+    return shape, axes
+
+
+def _plan(trace: StepTrace) -> list[tuple]:
+    """(op, node id, dependency node ids) per op, in the trace's order; an op after a SendRecv
+    waits for its receive (the id after its send)."""
     ids: dict[str, int] = {}
     next_id = 0
-    for op in order:
+    for op in trace.ops:  # as listed (validate() has checked the DAG)
         ids[op.id] = next_id
         next_id += 2 if isinstance(op, SendRecv) else 1
-    # An op after a SendRecv waits for its receive (the id after its send).
-    done = {op.id: ids[op.id] + (1 if isinstance(op, SendRecv) else 0) for op in order}
-    files = []
-    for rank in range(ranks):
-        msgs = [pb.GlobalMetadata(version=SCHEMA_VERSION, attr=[_attr("podsim_trace", string_val=trace.name)] if extras else [])]
-        for op in order:
-            deps = [done[d] for d in op.deps]
-            msgs.extend(_nodes(op, ids[op.id], deps, rank, shape, axes, extras))
-        files.append(msgs)
-    return files
+    done = {op.id: ids[op.id] + (1 if isinstance(op, SendRecv) else 0) for op in trace.ops}
+    return [(op, ids[op.id], [done[d] for d in op.deps]) for op in trace.ops]
+
+
+def _metadata(trace: StepTrace, extras: bool) -> pb.GlobalMetadata:
+    return pb.GlobalMetadata(version=SCHEMA_VERSION, attr=[_attr("podsim_trace", string_val=trace.name)] if extras else [])
+
+
+def export_chakra(trace: StepTrace, shape: Sequence[int], *, extras: bool = True) -> list[list]:
+    """Per rank, the messages of its `.et` file: [GlobalMetadata, Node, ...] (for small traces
+    and tests; `chakra_files` streams the encoded files)."""
+    shape, axes = _check_shape(trace, shape)
+    plan = _plan(trace)
+    return [[_metadata(trace, extras), *(n for op, nid, deps in plan for n in _nodes(op, nid, deps, rank, shape, axes, extras))]
+            for rank in range(math.prod(shape))]
+
+
+def chakra_files(trace: StepTrace, shape: Sequence[int], *, extras: bool = True) -> Iterator[bytes]:
+    """The encoded `.et` of each rank in turn, the same bytes as encode_et(export_chakra(...)[r]).
+    Only send/recv nodes differ between ranks, so every other record is encoded once."""
+    shape, axes = _check_shape(trace, shape)
+    parts: list = [bytearray(encode_et([_metadata(trace, extras)]))]
+    for op, nid, deps in _plan(trace):
+        if isinstance(op, SendRecv):
+            parts.append((op, nid, deps))
+        else:
+            data = encode_et(_nodes(op, nid, deps, 0, shape, axes, extras))
+            if isinstance(parts[-1], bytearray):
+                parts[-1].extend(data)
+            else:
+                parts.append(bytearray(data))
+    for rank in range(math.prod(shape)):
+        yield b"".join(p if isinstance(p, bytearray) else encode_et(_nodes(*p, rank, shape, axes, extras)) for p in parts)
 
 
 def _nodes(op, nid: int, deps: list[int], rank: int, shape, axes, extras: bool) -> list:
