@@ -28,7 +28,7 @@ from podsim.units import format_bytes
 # slice's chips will do. (No bare strings in page scripts: Streamlit's magic would print them.)
 DEFAULT_PLANS = {"gpt3-175b": "fsdp=32,tensor=4", "llama2-70b": "fsdp=32,tensor=4",
                  "mixtral-8x7b": "data=4,expert=8,tensor=4", "resnet50": "data=128"}
-TRACE_TYPES = ["json", "yaml", "yml", "et", "txt"]
+TRACE_TYPES = ["json", "yaml", "yml", "et", "eg", "txt"]
 
 
 def _simulate(trace, gen: str, shape: str, twisted: bool, efficiency: float) -> dict:

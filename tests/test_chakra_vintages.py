@@ -182,3 +182,38 @@ def test_cli_imports_a_2023_trace(tmp_path, capsys):
     code, stdout, err = run_podsim(capsys, "trace", "import", *map(str, files), "--slice", "4x2", "-o", str(out), "--json")
     assert code == 0, err
     assert '"all_reduce"' in stdout and out.exists()
+
+
+def test_2023_files_named_eg_or_unnamed_are_read_by_their_bytes(tmp_path):
+    """The 2023 converters wrote `<prefix>.<rank>.eg`; a binary file of any name is tried as Chakra."""
+    eg = write_ranks(tmp_path, "old", legacy_rank)
+    renamed = []
+    for p in eg:
+        q = p.with_suffix(".eg")
+        p.rename(q)
+        renamed.append(q)
+    t = load_trace(renamed, shape=(4, 2))
+    assert t.name == "old" and t.meta["ranks"] == 4 and t.meta["chakra_vintage"] == "2023"
+    blob = tmp_path / "trace.bin"
+    blob.write_bytes(renamed[0].read_bytes())
+    assert read_et(blob).vintage == "2023"
+    junk = tmp_path / "junk.bin"
+    junk.write_bytes(b"\xff\xfe\x00\x01")
+    with pytest.raises(PodsimError, match="junk.bin: unknown trace format: binary, and not Chakra records \\(byte offset"):
+        load_trace(junk)
+
+
+def test_chakra_json_comm_type_by_name_in_any_spelling(tmp_path):
+    import json
+
+    nodes = [{"id": 0, "name": "ar", "type": "COMM_COLL_NODE",
+              "attr": [{"name": "comm_type", "string_val": "AllReduce"}, {"name": "comm_size", "int64_val": 1024}]},
+             {"id": 1, "name": "ag", "type": "COMM_COLL_NODE", "data_deps": [0],
+              "attr": [{"name": "comm_type", "string_val": "all-gather"}, {"name": "comm_size", "int64_val": 1024}]}]
+    p = tmp_path / "named.0.json"
+    p.write_text(json.dumps({"metadata": {"version": "0.0.4"}, "nodes": nodes}))
+    assert [op.kind for op in load_trace(p).ops] == ["all_reduce", "all_gather"]
+    nodes[0]["attr"][0]["string_val"] = "allreduc"
+    p.write_text(json.dumps({"nodes": nodes}))
+    with pytest.raises(PodsimError, match=r"named.0.json: node 0 \(node #0, 'ar'\): comm_type 'allreduc' is not a known collective"):
+        load_trace(p)

@@ -173,7 +173,7 @@ def _attrs(node: Any) -> dict[str, Any]:
 
 def rank_of(path: Path, index: int) -> int:
     """Chakra names per-rank files `<prefix>.<rank>.et`; otherwise the position in the list."""
-    m = re.search(r"\.(\d+)\.(?:et|json)$", path.name)
+    m = re.search(r"\.(\d+)\.(?:et|eg|json)$", path.name)
     return int(m.group(1)) if m else index
 
 
@@ -247,7 +247,7 @@ def import_chakra(
         "representative_rank": rep.rank,
         "skipped_nodes": skipped,
     }
-    trace = StepTrace(tuple(ops), name=rep.title or re.sub(r"\.\d+\.(et|json)$", "", rep.path.name), meta=meta)
+    trace = StepTrace(tuple(ops), name=rep.title or re.sub(r"\.\d+\.(et|eg|json)$", "", rep.path.name), meta=meta)
     trace.validate(axes=axes)
     return trace
 
