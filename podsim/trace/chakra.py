@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -202,8 +202,21 @@ def _signature(rt: RankTrace, n_ranks: int, grid: tuple[int, ...] | None = None,
     return sig
 
 
+@dataclass(frozen=True)
+class RankFile:
+    """A rank's file read only when needed (`read()`), so the SPMD check holds one rank at a time."""
+
+    path: Path
+    rank: int
+    read: Callable[[], RankTrace]
+
+
+def _load(item: RankTrace | RankFile) -> RankTrace:
+    return item.read() if isinstance(item, RankFile) else item
+
+
 def import_chakra(
-    ranks: Sequence[RankTrace],
+    ranks: Sequence[RankTrace | RankFile],
     *,
     axes: Sequence[str] = SLICE_AXES,
     group: str | None = None,
@@ -226,11 +239,12 @@ def import_chakra(
         chosen = [r for r in ranks if r.rank == rank]
         if not chosen:
             raise PodsimError(f"rank {rank} is not among the files (ranks {', '.join(str(r.rank) for r in ranks)})")
-        rep = chosen[0]
+        rep = _load(chosen[0])
     else:
-        rep = ranks[0]
+        rep = _load(ranks[0])
         ref = _signature(rep, n, grid, axes, default_group)
-        for other in ranks[1:]:
+        for item in ranks[1:]:
+            other = _load(item)
             sig = _signature(other, n, grid, axes, default_group)
             if len(sig) != len(ref):
                 raise PodsimError(f"ranks {rep.rank} and {other.rank} differ: {len(ref)} vs {len(sig)} nodes; podsim traces are SPMD: pick one rank with rank=R (--rank R)")

@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
 
 from podsim.errors import PodsimError
 from podsim.topology import get_generation
 from podsim.trace.astra import ASTRA_CLOCK_HZ, POLICIES, import_astra_text
-from podsim.trace.chakra import import_chakra, rank_of, read_chakra_json, read_et
+from podsim.trace.chakra import RankFile, import_chakra, rank_of, read_chakra_json, read_et
 from podsim.trace.model import (
     DCN_AXIS,
     SLICE_AXES,
@@ -90,7 +91,10 @@ def load_trace(
         ranks = []
         for i, (p, (k, data)) in enumerate(zip(items, kinds, strict=True)):
             r = rank_of(p, i)
-            ranks.append(read_chakra_json(p, data, r) if k == "chakra-json" else _read_binary(p, r, clock_hz, sniffed=k == "chakra-bin"))
+            if k == "chakra-json":
+                ranks.append(read_chakra_json(p, data, r))
+            else:  # read when the importer needs it: one rank in memory at a time
+                ranks.append(RankFile(p, r, partial(_read_binary, p, r, clock_hz, sniffed=k == "chakra-bin")))
         trace = import_chakra(ranks, axes=axes, group=group, rank=rank, keep_cpu_ops=keep_cpu_ops, shape=shape)
     if shape is not None:
         check_fits(trace, shape)
