@@ -178,6 +178,9 @@ def test_cli_writes_a_gpt3_timeline(tmp_path, capsys):
     code, _, err = run_podsim(capsys, "steptime", "--trace", str(trace_file), "--generation", "tpu-v4",
                               "--slice", "4x4x4", "--timeline", str(tmp_path / "t.txt"))
     assert code == 2 and "must end in .json" in err
+    code, _, err = run_podsim(capsys, "steptime", "--generation", "tpu-v4", "--slice", "4x4x4", "--collective", "all-reduce",
+                              "--bytes", "1MiB", "--timeline", str(out))
+    assert code == 2 and "--timeline writes a step trace's timeline: give it with --trace FILE" in err
 
 
 def test_recording_inside_a_validating_block_still_checks_the_engine():

@@ -12,7 +12,7 @@ import glob
 import typer
 
 from podsim.cli import app
-from podsim.cli.common import emit_json, table, write_timeline
+from podsim.cli.common import check_timeline_path, emit_json, table, write_timeline
 from podsim.collectives import ALGORITHMS, KINDS
 from podsim.engine import (
     DEFAULT_COMPUTE_EFFICIENCY,
@@ -78,6 +78,7 @@ def _trace_mode(files: list[str], generation: str | None, network: str | None, s
                 twisted: bool, efficiency: float, fast_path: bool, as_json: bool, timeline: str | None = None) -> None:
     if (generation is None) == (network is None):
         raise PodsimError("give --generation GEN (with --slice) or --network ASTRA_NETWORK.yml for a trace")
+    check_timeline_path(timeline)
     gen = network_generation(network) if network else get_generation(generation)
     shape = parse_shape(slice_shape, gen.dims) if slice_shape else gen.pod_shape
     trace = load_trace(expand_paths(files), shape=shape)
@@ -115,6 +116,8 @@ def steptime_cmd(
     if trace_files:
         _trace_mode(trace_files, generation, network, slice_shape, twisted, efficiency, not no_fast_path, as_json, timeline)
         return
+    if timeline:
+        raise PodsimError("--timeline writes a step trace's timeline: give it with --trace FILE")
     if generation is None:
         raise PodsimError("give --generation GEN (e.g. --generation tpu-v4)")
     if collective is None or size is None:

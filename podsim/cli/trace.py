@@ -29,7 +29,7 @@ from podsim.trace.model import SendRecv
 from podsim.trace.native import output_format
 from podsim.units import format_bytes
 
-trace_app = typer.Typer(help="Step traces: generate from a model, import Chakra / ASTRA-sim, show.", no_args_is_help=True)
+trace_app = typer.Typer(help="Step traces: generate from a model, import Chakra / ASTRA-sim, export Chakra, show.", no_args_is_help=True)
 app.add_typer(trace_app, name="trace")
 
 
@@ -107,7 +107,7 @@ def generate_cmd(
 
 @trace_app.command("import")
 def import_cmd(
-    files: Annotated[list[Path], typer.Argument(help="Chakra .et / JSON files (one per rank), or one ASTRA-sim text workload or podsim trace")],
+    files: Annotated[list[Path], typer.Argument(help="Chakra .et / JSON files (one per rank; current or 2023 schema, told by their bytes), or one ASTRA-sim text workload or podsim trace")],
     out: Annotated[Path, typer.Option("--out", "-o", help="output file (.json, .yaml or .yml)")],
     slice_shape: Annotated[str | None, typer.Option("--slice", help="network shape the trace runs on, e.g. 8 or 4x8 (its axes bound the groups)")] = None,
     group: Annotated[str | None, typer.Option("--group", help="axes a Chakra collective spans when the file does not say (default: all)")] = None,

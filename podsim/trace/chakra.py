@@ -25,6 +25,10 @@ Nodes read:
 - MEM_LOAD_NODE / MEM_STORE_NODE: Compute with hbm_bytes = `tensor_size`.
 - METADATA, STORAGE, BATCH and CHECKPOINT nodes are left out (bridged) and counted in meta.
 
+Files written by podsim's exporter (chakra_export.py) also carry `podsim_*` attributes (op id,
+layer, group, algorithm, exact sizes and times, shift); they take precedence, so a round trip
+gives the same trace. `load_trace` passes `RankFile`s, read one at a time during the SPMD check.
+
 Errors name the file, the node (or the byte offset of a bad record) and the problem.
 """
 
