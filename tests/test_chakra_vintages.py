@@ -147,13 +147,21 @@ def test_text_file_with_et_suffix_is_refused(tmp_path):
 
 def test_damaged_later_record_names_its_offset(tmp_path):
     good = legacy_rank(0, 1)[0].SerializeToString()
-    bad = bytes([10 << 3 | 2, 1, 0])  # field 10 length-delimited: a current node's attr, not a 2023 field
+    rec = lambda b: _VarintBytes(len(b)) + b  # noqa: E731
+    junk = _VarintBytes(30 << 3 | 5) + b"\x00\x00\x80\x3f"  # field 30: no schema has it
     p = tmp_path / "mixed.0.et"
-    p.write_bytes(_VarintBytes(len(good)) + good + _VarintBytes(len(bad)) + bad)
+    p.write_bytes(rec(good) + rec(junk))
     with pytest.raises(PodsimError) as e:
         read_et(p)
-    assert _one_line(e) == (f"mixed.0.et: byte offset {1 + len(good)}: not a node record of the 2023 Chakra schema "
-                            "(field 10 as length-delimited)")
+    assert _one_line(e).startswith(f"mixed.0.et: byte offset {1 + len(good)}: neither a Chakra GlobalMetadata record nor "
+                                   "a Chakra node record (2023 schema: field 30, which it has not; 2023-attr schema:")
+    # past the records sampled to tell the vintage, each record is still checked against it
+    bad = bytes([10 << 3 | 2, 1, 0])  # field 10 length-delimited: a current node's attr, not a 2023 field
+    p.write_bytes(rec(good) * 64 + rec(bad))
+    with pytest.raises(PodsimError) as e:
+        read_et(p)
+    assert _one_line(e) == (f"mixed.0.et: byte offset {64 * (1 + len(good))}: not a node record of the 2023 Chakra "
+                            "schema (field 10 as length-delimited)")
 
 
 def test_2023_invalid_collective_is_named(tmp_path):
@@ -217,3 +225,55 @@ def test_chakra_json_comm_type_by_name_in_any_spelling(tmp_path):
     p.write_text(json.dumps({"nodes": nodes}))
     with pytest.raises(PodsimError, match=r"named.0.json: node 0 \(node #0, 'ar'\): comm_type 'allreduc' is not a known collective"):
         load_trace(p)
+
+
+def _a(name, kind, **value):
+    return legacy.AttributeProto(name=name, type=legacy.AttributeType.Value(kind), **value)
+
+
+def attr_rank(rank: int, n: int) -> list:
+    """The same program in the mid-2023 schema: typed attributes, `runtime` in ns ticks."""
+    return [
+        legacy.AttrNode(id=1, name="fwd", type=legacy.AttrNodeType.Value("COMP_NODE"),
+                        attribute=[_a("is_host_op", "BOOL", b=False), _a("runtime", "UINT", u=5000)]),
+        legacy.AttrNode(id=2, name="ar", type=legacy.AttrNodeType.Value("COMM_COLL_NODE"), parent=[1],
+                        attribute=[_a("comm_type", "INT", i=legacy.AttrCollectiveCommType.Value("ALL_REDUCE")),
+                                   _a("comm_size", "UINT", u=2**20), _a("involved_dim", "BOOLS", bools=[True, False])]),
+        legacy.AttrNode(id=3, name="pp", type=legacy.AttrNodeType.Value("COMM_SEND_NODE"), parent=[2],
+                        attribute=[_a("comm_dst", "INT", i=(rank + 1) % n), _a("comm_size", "UINT", u=4096),
+                                   _a("involved_dim", "BOOLS", bools=[True, False])]),
+        legacy.AttrNode(id=4, name="wgrad", type=legacy.AttrNodeType.Value("COMP_NODE"), parent=[3],
+                        inputs="[[1, 2]]", input_shapes="[[1024, 1024]]",
+                        attribute=[_a("num_ops", "UINT", u=10**9), _a("tensor_size", "UINT", u=2**20)]),
+    ]
+
+
+@pytest.mark.parametrize("with_metadata", [False, True])
+def test_mid_2023_attribute_vintage_gives_the_same_trace(tmp_path, with_metadata):
+    """Node records with typed attributes (field 11), with or without that revision's GlobalMetadata."""
+    meta = [legacy.AttrGlobalMetadata(attribute=[_a("schema", "STRING", s="1.0.2-chakra.0.0.4")])] if with_metadata else []
+    files = [write_et(tmp_path / f"mid.{r}.et", [*meta, *attr_rank(r, 4)]) for r in range(4)]
+    mid = load_trace(files, shape=(4, 2))
+    cur = load_trace(write_ranks(tmp_path, "cur", current_rank), shape=(4, 2))
+    assert mid.meta["chakra_vintage"] == "2023-attr" and mid.ops == cur.ops
+
+
+def test_mid_2023_collective_numbering_and_unknown_type(tmp_path):
+    node = legacy.AttrNode(id=0, name="c", type=legacy.AttrNodeType.Value("COMM_COLL_NODE"),
+                           attribute=[_a("comm_type", "INT", i=1), _a("comm_size", "UINT", u=64)])  # 1: ALL_TO_ALL then
+    assert load_trace(write_et(tmp_path / "a.0.et", [node])).ops[0].kind == "all_to_all"
+    node.attribute[0].i = 9
+    with pytest.raises(PodsimError, match="has comm_type 9; the 2023-attr schema's are ALL_REDUCE, ALL_TO_ALL, ALL_GATHER, REDUCE_SCATTER, BROADCAST"):
+        read_et(write_et(tmp_path / "b.0.et", [node]))
+
+
+def test_attr_descriptor_matches_its_proto_file():
+    text = (SCHEMA_DIR / "chakra_legacy_attr.proto").read_text()
+    for msg, cls in (("Node", legacy.AttrNode), ("AttributeProto", legacy.AttributeProto), ("GlobalMetadata", legacy.AttrGlobalMetadata)):
+        body = text[text.index(f"message {msg} {{"):].split("}")[0]
+        declared = {(int(n), name) for name, n in re.findall(r"^\s*(?:optional|repeated) \w+ (\w+) = (\d+)", body, re.M)}
+        assert declared == {(f.number, f.name) for f in cls.DESCRIPTOR.fields}
+    for enum in ("NodeType", "AttributeType", "CollectiveCommType"):
+        block = text[text.index(f"enum {enum}"):].split("}")[0]
+        values = {name: int(v) for name, v in re.findall(r"(\w+) = (\d+);", block)}
+        assert values == {v.name: v.number for v in legacy.ATTR_DESCRIPTOR.enum_types_by_name[enum].values}

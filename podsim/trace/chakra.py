@@ -2,9 +2,10 @@
 
 An `.et` file is a stream of protobuf records, each preceded by its length as a varint: one
 GlobalMetadata, then Nodes (schema: chakra_schema/chakra_et.proto, wire-compatible with
-Chakra's et_def.proto), or, in the 2023 vintage, Node records of the older schema from the first
-byte (chakra_legacy.proto); chakra_wire.py tells them apart by the bytes and maps 2023 nodes onto
-the current fields (their `simulated_run_time` is ASTRA-sim ticks: ns at 1 GHz, `clock_hz`).
+Chakra's et_def.proto), or, in the 2023 vintages, Node records of an older schema from the first
+byte (chakra_legacy.proto: plain fields; chakra_legacy_attr.proto: typed attributes);
+chakra_wire.py tells them apart by the bytes and maps their nodes onto the current fields (their
+run times are ASTRA-sim ticks: ns at 1 GHz, `clock_hz`).
 There is one file per rank, named `<prefix>.<rank>.et` by Chakra and
 ASTRA-sim. podsim traces are SPMD, so the ranks' programs must match (same node types, names,
 sizes and dependency structure; node ids may differ); the first rank's program becomes the
@@ -51,6 +52,8 @@ from podsim.trace.chakra_schema import chakra_et_pb2 as pb
 from podsim.trace.chakra_wire import (
     CURRENT,
     LEGACY,
+    LEGACY_ATTR,
+    attr_to_current,
     detect_vintage,
     legacy_to_current,
     split_records,
@@ -104,8 +107,8 @@ def duration_s(rt: RankTrace, node: Any) -> float | None:
 
 
 def read_et(path: str | Path, rank: int = 0, clock_hz: float = ASTRA_CLOCK_HZ) -> RankTrace:
-    """Decode an `.et` file of either vintage (chakra_wire.py): GlobalMetadata then Nodes, or
-    2023 Node records from the first byte (their run times are ticks at `clock_hz`)."""
+    """Decode an `.et` file of any vintage (chakra_wire.py): GlobalMetadata then Nodes, or 2023
+    Node records from the first byte (their run times are ticks at `clock_hz`)."""
     path = Path(path)
     try:
         data = path.read_bytes()
@@ -119,7 +122,9 @@ def read_et(path: str | Path, rank: int = 0, clock_hz: float = ASTRA_CLOCK_HZ) -
         raise PodsimError(f"{path.name}: {exc}") from None
     vintage, has_meta = detect_vintage(records, path.name)
     version = title = ""
-    if has_meta:
+    if has_meta and vintage == LEGACY_ATTR:
+        records = records[1:]  # that revision's GlobalMetadata holds attributes only
+    elif has_meta:
         meta = pb.GlobalMetadata()
         off, body = records[0]
         try:
@@ -131,8 +136,9 @@ def read_et(path: str | Path, rank: int = 0, clock_hz: float = ASTRA_CLOCK_HZ) -
         records = records[1:]
     nodes, where, durations = [], [], {}
     for off, body in records:
-        if vintage == LEGACY:
-            node, dur = legacy_to_current(body, f"{path.name}: byte offset {off}", clock_hz)
+        if vintage in (LEGACY, LEGACY_ATTR):
+            convert = legacy_to_current if vintage == LEGACY else attr_to_current
+            node, dur = convert(body, f"{path.name}: byte offset {off}", clock_hz)
             if dur is not None:
                 durations[node.id] = dur
         else:
@@ -143,7 +149,7 @@ def read_et(path: str | Path, rank: int = 0, clock_hz: float = ASTRA_CLOCK_HZ) -
                 raise PodsimError(f"{path.name}: byte offset {off}: not a valid Chakra Node record ({exc})") from None
         nodes.append(node)
         where.append(f"byte offset {off}")
-    return RankTrace(path, rank, version, nodes, where, vintage, durations if vintage == LEGACY else None, title)
+    return RankTrace(path, rank, version, nodes, where, vintage, durations if vintage != CURRENT else None, title)
 
 
 def read_chakra_json(path: str | Path, data: Any, rank: int = 0) -> RankTrace:

@@ -1,22 +1,27 @@
 """Chakra `.et` files at the wire level: records, and which vintage of the schema wrote them.
 
-An `.et` file is a stream of protobuf records, each preceded by its length as a varint. Two
-vintages are published, told apart by the first record's bytes (never by the file name):
+An `.et` file is a stream of protobuf records, each preceded by its length as a varint. The
+published vintages are told apart by their bytes (never by the file name):
 
-- **current** (mlcommons/chakra `schema/protobuf/et_def.proto`, 2023-24 onwards): a
-  GlobalMetadata record (field 1 `version` and field 2 `attr`, both length-delimited), then
-  Nodes whose details are `attr` entries (`comm_type`, `comm_size`, `num_ops` ...) and whose
-  time is `duration_micros` (µs);
+- **current** (mlcommons/chakra `schema/protobuf/et_def.proto`, late 2023 onwards): a
+  GlobalMetadata record (field 1 `version`, field 2 `attr`, both length-delimited), then Nodes
+  whose details are `attr` entries (`comm_type`, `comm_size`, `num_ops` ...) and whose time is
+  `duration_micros` (µs);
 - **2023** (mlcommons/chakra-old `et_def/et_def.proto`, ASTRA-sim 2.0's first examples): Node
   records from the first byte, no GlobalMetadata; `id` (field 1) is a proto2 `required` varint,
-  so every such record starts with it; details are plain fields (`node_type` 3, `parent` 4,
+  so every record has it; details are plain fields (`node_type` 3, `parent` 4,
   `simulated_run_time` 7 in ASTRA-sim ticks = ns, `num_ops` 12, `comm_type` 13, `involved_dim`
-  14, `comm_src`/`comm_dst`/`comm_size` 16-18) with their own enum numbering.
+  14, `comm_src`/`comm_dst`/`comm_size` 16-18) with their own enum numbering;
+- **2023-attr** (mlcommons/chakra `et_def/et_def.proto` of mid 2023): Node records from the
+  first byte (a GlobalMetadata of attributes only, if any), `parent` 4, tensor text in 5-10 and
+  a list of typed attributes in field 11 (`runtime` in ticks, `num_ops`, `comm_type` in that
+  revision's numbering, `comm_size`, `involved_dim`, `is_host_op` ...).
 
-A first record is GlobalMetadata if its fields fit {1, 2} length-delimited; else a 2023 node if
-it has field 1 as a varint and every field fits that schema's wire types; else a current-schema
-node (a file written without its GlobalMetadata); anything else is refused with its offset.
-2023 nodes become current-schema Nodes (`legacy_to_current`), so one converter reads both.
+A first record whose fields fit {1, 2} length-delimited is GlobalMetadata. The node schema is
+the first of 2023, 2023-attr, current (after a GlobalMetadata: 2023-attr, then current) whose
+wire types fit every one of the first node records (up to 64), 2023-attr only if some record
+has its attribute list (field 11); a record that fits none is refused with its offset. Older nodes become current-schema Nodes (`legacy_to_current`,
+`attr_to_current`), so one converter reads every vintage.
 """
 
 from __future__ import annotations
@@ -33,9 +38,12 @@ METADATA_WIRE = {1: {LEN}, 2: {LEN}}
 LEGACY_WIRE = {n: {VARINT} for n in range(1, 23)} | {2: {LEN}, 4: {VARINT, LEN}, 14: {VARINT, LEN}, 22: {VARINT, LEN}}
 CURRENT_WIRE = {1: {VARINT}, 2: {LEN}, 3: {VARINT}, 4: {VARINT, LEN}, 5: {VARINT, LEN}, 6: {VARINT}, 7: {VARINT},
                 8: {LEN}, 9: {LEN}, 10: {LEN}}
+ATTR_WIRE = {1: {VARINT}, 2: {LEN}, 3: {VARINT}, 4: {VARINT, LEN}} | {n: {LEN} for n in range(5, 12)}
 _WIRE_NAMES = {VARINT: "a varint", I64: "8 fixed bytes", LEN: "length-delimited", 3: "a group start", 4: "a group end", I32: "4 fixed bytes"}
 
-CURRENT, LEGACY = "current", "2023"
+CURRENT, LEGACY, LEGACY_ATTR = "current", "2023", "2023-attr"
+SAMPLE_NODES = 64
+_NODE_WIRE = {LEGACY: LEGACY_WIRE, LEGACY_ATTR: ATTR_WIRE, CURRENT: CURRENT_WIRE}
 
 LEGACY_TYPES = {
     legacy.INVALID_NODE: pb.INVALID_NODE, legacy.MEM_LOAD_NODE: pb.MEM_LOAD_NODE,
@@ -45,6 +53,9 @@ LEGACY_TYPES = {
 }
 LEGACY_COMM = {legacy.ALL_REDUCE: pb.ALL_REDUCE, legacy.ALL_TO_ALL: pb.ALL_TO_ALL, legacy.ALL_GATHER: pb.ALL_GATHER,
                legacy.REDUCE_SCATTER: pb.REDUCE_SCATTER}
+# mid-2023 numbering (ALL_REDUCE 0, ALL_TO_ALL 1, ALL_GATHER 2, REDUCE_SCATTER 3, BROADCAST 4) -> current
+ATTR_COMM = {0: pb.ALL_REDUCE, 1: pb.ALL_TO_ALL, 2: pb.ALL_GATHER, 3: pb.REDUCE_SCATTER, 4: pb.BROADCAST}
+_ATTR_VALUE = {0: "b", 1: "f", 2: "u", 3: "i", 4: "s", 5: "bools", 6: "floats", 7: "uints", 8: "ints", 9: "strings"}
 
 
 def read_varint(data: bytes, pos: int) -> tuple[int, int]:
@@ -111,23 +122,44 @@ def misfit(fields: list[tuple[int, int]], schema: dict[int, set[int]]) -> str | 
     return None
 
 
-def detect_vintage(records: list[tuple[int, bytes]], name: str) -> tuple[str, bool]:
-    """(CURRENT or LEGACY, whether the first record is GlobalMetadata); see the module docstring."""
-    off, body = records[0]
+def _fields_at(off: int, body: bytes, name: str, first: bool) -> list[tuple[int, int]]:
     try:
-        fields = wire_fields(body)
+        return wire_fields(body)
     except ValueError as exc:
-        raise PodsimError(f"{name}: byte offset {off}: not a protobuf record ({exc}); not a Chakra trace") from None
-    if misfit(fields, METADATA_WIRE) is None:
-        return CURRENT, True
-    bad_legacy = misfit(fields, LEGACY_WIRE) or (None if (1, VARINT) in fields else "no node id (field 1)")
-    if bad_legacy is None:
-        return LEGACY, False
-    bad_current = misfit(fields, CURRENT_WIRE)
-    if bad_current is None:
-        return CURRENT, False
-    raise PodsimError(f"{name}: byte offset {off}: neither a Chakra GlobalMetadata record nor a Chakra node record "
-                      f"(2023 schema: {bad_legacy}; current schema: {bad_current})")
+        if first:
+            raise PodsimError(f"{name}: byte offset {off}: not a protobuf record ({exc}); not a Chakra trace") from None
+        raise PodsimError(f"{name}: byte offset {off}: not a valid Chakra Node record ({exc})") from None
+
+
+def _fits(fields: list[tuple[int, int]], vintage: str) -> str | None:
+    bad = misfit(fields, _NODE_WIRE[vintage])
+    if bad is None and vintage != CURRENT and (1, VARINT) not in fields:
+        bad = "no node id (field 1, required in that schema)"
+    return bad
+
+
+def detect_vintage(records: list[tuple[int, bytes]], name: str) -> tuple[str, bool]:
+    """(CURRENT, LEGACY or LEGACY_ATTR, whether the first record is GlobalMetadata); see the
+    module docstring."""
+    off, body = records[0]
+    has_meta = misfit(_fields_at(off, body, name, True), METADATA_WIRE) is None
+    nodes = records[1 if has_meta else 0 :][:SAMPLE_NODES]
+    candidates = [LEGACY_ATTR, CURRENT] if has_meta else [LEGACY, LEGACY_ATTR, CURRENT]
+    sampled = [(o, _fields_at(o, b, name, o == off)) for o, b in nodes]
+    for vintage in candidates:
+        if all(_fits(f, vintage) is None for _, f in sampled):
+            # a 2023-attr node keeps every detail in its attribute list (field 11): some must show it
+            if vintage != LEGACY_ATTR or any(n == 11 for _, f in sampled for n, _ in f):
+                return vintage, has_meta
+    # the first record no schema takes, with why
+    for o, f in sampled:
+        why = {v: _fits(f, v) for v in candidates}
+        if all(why.values()):
+            schemas = "; ".join(f"{v} schema: {w}" for v, w in why.items())
+            what = "a Chakra node record" if has_meta else "a Chakra GlobalMetadata record nor a Chakra node record"
+            raise PodsimError(f"{name}: byte offset {o}: neither {what} ({schemas})")
+    raise PodsimError(f"{name}: byte offset {nodes[0][0]}: the node records mix Chakra schema vintages "
+                      f"({', '.join(candidates)}); a file is written with one")
 
 
 def _attr(name: str, **value: Any) -> Any:
@@ -145,7 +177,10 @@ def legacy_to_current(body: bytes, where: str, clock_hz: float) -> tuple[Any, fl
 
     Fields both vintages carry map one to one: id, name, type, parent -> data_deps, num_ops,
     tensor_size, comm_type (renumbered), comm_size, comm_src, comm_dst, involved_dim."""
-    fields = wire_fields(body)
+    try:
+        fields = wire_fields(body)
+    except ValueError as exc:
+        raise PodsimError(f"{where}: not a valid Chakra Node record ({exc})") from None
     bad = misfit(fields, LEGACY_WIRE)
     if bad is not None:
         raise PodsimError(f"{where}: not a node record of the 2023 Chakra schema ({bad})")
@@ -171,4 +206,45 @@ def legacy_to_current(body: bytes, where: str, clock_hz: float) -> tuple[Any, fl
     if len(old.involved_dim):
         node.attr.append(_attr("involved_dim", bool_list=list(old.involved_dim)))
     duration = old.simulated_run_time / clock_hz if old.simulated_run_time else None
+    return node, duration
+
+
+def attr_to_current(body: bytes, where: str, clock_hz: float) -> tuple[Any, float | None]:
+    """A mid-2023 node record (typed attribute list) -> (current-schema Node, run time in s or
+    None). Attributes read: is_host_op -> is_cpu_op, runtime (ticks at clock_hz), num_ops,
+    tensor_size, comm_type (renumbered), comm_size, comm_src, comm_dst, involved_dim."""
+    try:
+        fields = wire_fields(body)
+    except ValueError as exc:
+        raise PodsimError(f"{where}: not a valid Chakra Node record ({exc})") from None
+    bad = _fits(fields, LEGACY_ATTR)
+    if bad is not None:
+        raise PodsimError(f"{where}: not a node record of the 2023-attr Chakra schema ({bad})")
+    old = legacy.AttrNode()
+    old.ParseFromString(body)
+    node = pb.Node(id=old.id, name=old.name, type=old.type if old.type in pb.NodeType.values() else pb.INVALID_NODE)
+    node.data_deps.extend(old.parent)
+    duration = None
+    for a in old.attribute:
+        value = getattr(a, _ATTR_VALUE.get(a.type, "s"))
+        key = a.name
+        if key == "runtime":
+            duration = float(value) / clock_hz if value else None
+        elif key == "is_host_op":
+            node.attr.append(_attr("is_cpu_op", bool_val=bool(value)))
+        elif key == "num_ops":
+            node.attr.append(_attr("num_ops", int64_val=int(value)))
+        elif key == "tensor_size":
+            node.attr.append(_attr("tensor_size", uint64_val=int(value)))
+        elif key == "comm_type":
+            if int(value) not in ATTR_COMM:
+                known = ", ".join(legacy.AttrCollectiveCommType.Name(k) for k in ATTR_COMM)
+                raise PodsimError(f"{where}: node {old.id} ({old.name!r}) has comm_type {value}; the 2023-attr schema's are {known}")
+            node.attr.append(_attr("comm_type", int64_val=ATTR_COMM[int(value)]))
+        elif key == "comm_size":
+            node.attr.append(_attr("comm_size", int64_val=int(value)))
+        elif key in ("comm_src", "comm_dst"):
+            node.attr.append(_attr(key, int32_val=int(value)))
+        elif key == "involved_dim":
+            node.attr.append(_attr("involved_dim", bool_list=[bool(v) for v in value]))
     return node, duration
