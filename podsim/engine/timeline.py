@@ -12,7 +12,7 @@ Tracks (processes, each with threads):
   without the symmetry fast path, a counter of the load on the DCN links (GB/s summed);
 - **links**: a utilisation counter (% of capacity) for each of the busiest links, from the
   engine's recorded load (engine/linkload.py); links that carried the same bytes (symmetric
-  rings) are shown once, labelled `+N alike`.
+  rings) are shown once, labelled `+N alike` (N: the other links of the fabric with those bytes).
 
 Each op is one complete ("X") event whose args carry its id, kind, bytes, group, algorithm and
 closed-form time. Pure: no I/O; the CLI and the dashboard write the dict as JSON.
@@ -101,7 +101,7 @@ def _counter(name: str, pid: int, series: list[tuple[float, float, float]], key:
 
 
 def _link_label(result: StepResult, k: int) -> str:
-    """`link K: chip A x+ -> chip B (copper)`: ICI links name the port they leave by."""
+    """`link K: A x+ -> B (copper)` (fabric node ids); ICI links name the port they leave by."""
     fab = result.fabric
     src, dst = int(fab.link_src[k]), int(fab.link_dst[k])
     kind = LinkKind(int(fab.link_kind[k])).name.lower()
@@ -150,8 +150,10 @@ def build_timeline(result: StepResult, *, link_load: LinkLoadRecorder | None = N
     counters: list[dict] = []
     links_shown = []
     if link_load is not None:
-        for k, carried, same in busiest_links(link_load, top_links):
+        for k, carried, _ in busiest_links(link_load, top_links):
             cap = float(result.fabric.link_capacity_bytes_per_s[k])
+            # links of the fabric (not only those simulated under the fast path) with these bytes
+            same = int(np.isclose(result.link_bytes, result.link_bytes[k], rtol=1e-9, atol=0).sum()) - 1 if result.link_bytes[k] > 0 else 0
             label = _link_label(result, k) + (f" +{same} alike" if same else "")
             counters.extend(_counter(label, PID_LINKS, link_series(link_load, k), "utilisation_pct", 100.0 / cap))
             links_shown.append({"link": k, "label": label, "bytes": carried, "capacity_bytes_per_s": cap, "links_alike": same})
