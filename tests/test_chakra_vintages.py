@@ -277,3 +277,13 @@ def test_attr_descriptor_matches_its_proto_file():
         block = text[text.index(f"enum {enum}"):].split("}")[0]
         values = {name: int(v) for name, v in re.findall(r"(\w+) = (\d+);", block)}
         assert values == {v.name: v.number for v in legacy.ATTR_DESCRIPTOR.enum_types_by_name[enum].values}
+
+
+def test_current_files_with_fields_of_a_later_revision_still_read(tmp_path):
+    """After a GlobalMetadata, a node field no known revision has (here 12) is skipped, not refused."""
+    recs = current_rank(0, 1)[:2]
+    body = recs[1].SerializeToString() + _VarintBytes(12 << 3 | 0) + b"\x05"
+    p = tmp_path / "later.0.et"
+    p.write_bytes(b"".join(_VarintBytes(len(b)) + b for b in (recs[0].SerializeToString(), body)))
+    rt = read_et(p)
+    assert rt.vintage == "current" and load_trace(p).ops[0].duration_s == 5e-6

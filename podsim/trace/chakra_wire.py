@@ -20,7 +20,9 @@ published vintages are told apart by their bytes (never by the file name):
 A first record whose fields fit {1, 2} length-delimited is GlobalMetadata. The node schema is
 the first of 2023, 2023-attr, current (after a GlobalMetadata: 2023-attr, then current) whose
 wire types fit every one of the first node records (up to 64), 2023-attr only if some record
-has its attribute list (field 11); a record that fits none is refused with its offset. Older nodes become current-schema Nodes (`legacy_to_current`,
+has its attribute list (field 11); after a GlobalMetadata, nodes no schema fits are read as
+current (a later revision's extra fields skipped, as protobuf does); without one, a record that
+fits none is refused with its offset. Older nodes become current-schema Nodes (`legacy_to_current`,
 `attr_to_current`), so one converter reads every vintage.
 """
 
@@ -151,13 +153,14 @@ def detect_vintage(records: list[tuple[int, bytes]], name: str) -> tuple[str, bo
             # a 2023-attr node keeps every detail in its attribute list (field 11): some must show it
             if vintage != LEGACY_ATTR or any(n == 11 for _, f in sampled for n, _ in f):
                 return vintage, has_meta
+    if has_meta:  # the current lineage: fields a later revision adds are skipped, as protobuf does
+        return CURRENT, True
     # the first record no schema takes, with why
     for o, f in sampled:
         why = {v: _fits(f, v) for v in candidates}
         if all(why.values()):
             schemas = "; ".join(f"{v} schema: {w}" for v, w in why.items())
-            what = "a Chakra node record" if has_meta else "a Chakra GlobalMetadata record nor a Chakra node record"
-            raise PodsimError(f"{name}: byte offset {o}: neither {what} ({schemas})")
+            raise PodsimError(f"{name}: byte offset {o}: neither a Chakra GlobalMetadata record nor a Chakra node record ({schemas})")
     raise PodsimError(f"{name}: byte offset {nodes[0][0]}: the node records mix Chakra schema vintages "
                       f"({', '.join(candidates)}); a file is written with one")
 
