@@ -205,3 +205,9 @@ def test_streamed_files_equal_the_messages(tmp_path):
     t = full_trace()
     for extras in (True, False):
         assert list(chakra_files(t, SHAPE, extras=extras)) == [encode_et(m) for m in export_chakra(t, SHAPE, extras=extras)]
+
+
+def test_send_recv_across_the_dcn_is_refused():
+    t = StepTrace((SendRecv("x", 64, parse_group("dcn")[0], 1),))
+    with pytest.raises(PodsimError, match="op 'x': a send/recv across the DCN has its peer in another slice"):
+        export_chakra(t, (2, 2))

@@ -102,6 +102,10 @@ def _check_shape(trace: StepTrace, shape: Sequence[int]) -> tuple[tuple[int, ...
         raise PodsimError(f"slice shape {shape} must have 1 to {len(SLICE_AXES)} positive dimensions")
     axes = SLICE_AXES[: len(shape)]
     trace.validate(axes=axes)
+    for op in trace.ops:
+        if isinstance(op, SendRecv) and op.axis.axis == DCN_AXIS:
+            raise PodsimError(f"op {op.id!r}: a send/recv across the DCN has its peer in another slice; the export "
+                              "writes one slice's ranks, so it cannot name it")
     return shape, axes
 
 
