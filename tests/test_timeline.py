@@ -196,3 +196,22 @@ def test_recording_inside_a_validating_block_still_checks_the_engine():
     with record_link_load() as load:
         simulate_step(small_trace(), build_slice("tpu-v4", "4x4x4"))
     assert not load.last.check and load.last.finished_flows == load.last.flows
+
+
+def test_recording_is_per_thread():
+    """A recording block in one thread does not catch another thread's simulation (dashboard sessions)."""
+    import threading
+
+    built = build_slice("tpu-v4", "4x4x4")
+    seen = {}
+
+    def other():
+        with record_link_load() as load:
+            simulate_step(small_trace(), built)
+        seen["other"] = len(load.runs)
+
+    with record_link_load() as mine:
+        t = threading.Thread(target=other)
+        t.start()
+        t.join()
+    assert seen["other"] == 1 and mine.runs == []

@@ -59,7 +59,7 @@ def _summary_rows(s: dict) -> list[tuple[str, str]]:
     if s["send_recv"]["ops"]:
         rows.append(("send_recv", f"{s['send_recv']['ops']} ops, {format_bytes(s['send_recv']['bytes'])}"))
     meta = s["meta"]
-    for key in ("parallelism", "mesh", "microbatches", "policy", "ranks"):
+    for key in ("parallelism", "mesh", "microbatches", "policy", "ranks", "chakra_vintage"):
         if key in meta:
             rows.append((key, str(meta[key])))
     return rows

@@ -92,8 +92,9 @@ def record_link_load(enabled: bool = True):
         box.runs.append(rec)
         return rec
 
-    validate.recorders.append(make)
+    stack = validate.recorders()
+    stack.append(make)
     try:
         yield box
     finally:
-        validate.recorders.remove(make)
+        stack.remove(make)
