@@ -18,6 +18,8 @@ from app_pages.common import (
     upload_bytes,
 )
 from podsim.engine import port_utilisation, simulate_step, step_summary
+from podsim.engine.linkload import record_link_load
+from podsim.engine.timeline import build_timeline, timeline_json
 from podsim.topology import build_slice, format_shape, get_generation, is_twistable, parse_shape
 from podsim.trace import PRESETS, generate_trace, load_trace
 from podsim.units import format_bytes
@@ -26,13 +28,15 @@ from podsim.units import format_bytes
 # slice's chips will do. (No bare strings in page scripts: Streamlit's magic would print them.)
 DEFAULT_PLANS = {"gpt3-175b": "fsdp=32,tensor=4", "llama2-70b": "fsdp=32,tensor=4",
                  "mixtral-8x7b": "data=4,expert=8,tensor=4", "resnet50": "data=128"}
-TRACE_TYPES = ["json", "yaml", "yml", "et", "txt"]
+TRACE_TYPES = ["json", "yaml", "yml", "et", "eg", "txt"]
 
 
 def _simulate(trace, gen: str, shape: str, twisted: bool, efficiency: float) -> dict:
     built = build_slice(gen, shape, twisted=twisted)
-    result = simulate_step(trace, built, compute_efficiency=efficiency)
-    return {"summary": step_summary(result, trace), "name": trace.name, "ops": len(trace.ops),
+    with record_link_load() as load:
+        result = simulate_step(trace, built, compute_efficiency=efficiency)
+    perfetto = timeline_json(build_timeline(result, link_load=load.last, title=trace.name))  # as `steptime --timeline`
+    return {"summary": step_summary(result, trace), "name": trace.name, "ops": len(trace.ops), "perfetto": perfetto,
             "timeline": [vars(t) for t in result.timeline if t.step == 0],
             "utilisation": port_utilisation(result, built.view), "hot_links": result.hot_links(8)}
 
@@ -154,6 +158,11 @@ m[4].metric("Engine", f"{s['engine_wall_s']:.2f} s", help=f"{s['events']:,} even
 
 st.subheader("Op timeline")
 st.plotly_chart(gantt_figure(out["timeline"]), key="gantt")
+st.download_button("Download the timeline for Perfetto", data=out["perfetto"], file_name=f"{out['name'] or 'step'}-timeline.json",
+                   mime="application/json", key="timeline_download",
+                   help="Chrome trace-event JSON (open it at ui.perfetto.dev or chrome://tracing): the same file as "
+                        "`podsim steptime --trace ... --timeline`; tracks per compute stream and collective group, "
+                        "link-utilisation counters for the busiest links")
 
 left, right = st.columns([1, 1])
 with left:

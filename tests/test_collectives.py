@@ -188,11 +188,11 @@ def test_auto_picks_by_closed_form_and_trades_latency_for_bandwidth():
 
 
 @pytest.mark.parametrize("kind,group,alg,needle", [
-    ("all_reduce", "all", "bogus", "unknown algorithm 'bogus'; known: auto, ring"),
+    ("all_reduce", "all", "bogus", "algorithm 'bogus' is not a known algorithm; use one of: auto, ring"),
     ("all_to_all", "all", "ring", "ring has no all_to_all; use one of: auto, torus, direct"),
     ("all_reduce", "x,y", "hierarchical", "needs a group with axes inside the slice and across the DCN"),
     ("all_gather", "x:5", "ring", "x:5 needs 5 chips along x"),
-    ("scatter", "all", "ring", "unknown collective kind 'scatter'"),
+    ("scatter", "all", "ring", "collective 'scatter' is not a known collective"),
 ])
 def test_bad_requests_are_one_line_errors(kind, group, alg, needle):
     b = build_slice("tpu-v4", "12x12x12")

@@ -202,6 +202,7 @@ def test_steptime_page_preset_model():
     heading = at.subheader[0].value
     assert heading.startswith("resnet50") and f": {bars} ops" in heading  # one bar per op of the step
     assert {t["name"] for t in gantt["data"]} == {"compute", "all_reduce"}
+    assert [b.proto.label for b in at.get("download_button")] == ["Download the timeline for Perfetto"]
     brk = traces(chart(at, "breakdown"))
     compute_s, exposed_s = numbers(brk["compute"]["x"])[0], numbers(brk["exposed communication"]["x"])[0]
     ends = [float(b + w) for t in gantt["data"] for b, w in zip(numbers(t["base"]), numbers(t["x"]), strict=True)]

@@ -309,8 +309,8 @@ def test_cli_steptime_json_and_table():
 
 @pytest.mark.parametrize("args,needle", [
     (("--collective", "all_reduce", "--bytes", "1XB"), "size '1XB' is not understood"),
-    (("--collective", "allreduce", "--bytes", "1GiB"), "--collective 'allreduce' is not known"),
-    (("--collective", "all_reduce", "--bytes", "1GiB", "--algorithm", "tree"), "--algorithm 'tree' is not known"),
+    (("--collective", "allreduc", "--bytes", "1GiB"), "--collective 'allreduc' is not a known collective"),
+    (("--collective", "all_reduce", "--bytes", "1GiB", "--algorithm", "tree"), "--algorithm 'tree' is not a known algorithm"),
     (("--bytes", "1GiB"), "give --collective KIND and --bytes SIZE"),
     (("--collective", "all_to_all", "--bytes", "1GiB", "--algorithm", "ring"), "ring has no all_to_all"),
 ])

@@ -51,3 +51,22 @@ def table(title: str, rows: list[tuple[str, str]]) -> None:
     for k, v in rows:
         t.add_row(k, v)
     console.print(t)
+
+
+def check_timeline_path(path: str | None) -> None:
+    """Refuse a --timeline path that is not a .json file before any simulation runs."""
+    from pathlib import Path
+
+    from podsim.errors import PodsimError
+
+    if path is not None and Path(path).suffix.lower() != ".json":
+        raise PodsimError(f"--timeline {path!r}: the trace-event file must end in .json (Perfetto opens .json)")
+
+
+def write_timeline(path: str, result: Any, link_load: Any, title: str = "") -> None:
+    """Write a simulated step as Chrome trace-event JSON (podsim.engine.timeline) to a .json file."""
+    from podsim.engine.timeline import build_timeline, timeline_json
+    from podsim.trace.native import write_text_atomic
+
+    check_timeline_path(path)
+    write_text_atomic(path, timeline_json(build_timeline(result, link_load=link_load, title=title)))

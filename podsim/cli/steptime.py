@@ -12,7 +12,7 @@ import glob
 import typer
 
 from podsim.cli import app
-from podsim.cli.common import emit_json, table
+from podsim.cli.common import check_timeline_path, emit_json, table, write_timeline
 from podsim.collectives import ALGORITHMS, KINDS
 from podsim.collectives.routes import check_routing
 from podsim.engine import (
@@ -22,11 +22,13 @@ from podsim.engine import (
     simulate_step,
     step_summary,
 )
+from podsim.engine.linkload import record_link_load
 from podsim.errors import PodsimError
 from podsim.topology import build_slice, format_shape, get_generation, parse_shape
 from podsim.topology.multipath import ROUTING_POLICIES
 from podsim.trace import load_trace
 from podsim.trace.astra_network import network_generation
+from podsim.trace.kinds import normalise_algorithm, normalise_kind
 from podsim.units import format_bytes, format_rate, format_seconds, parse_bytes
 
 
@@ -75,14 +77,19 @@ def expand_paths(patterns: list[str]) -> list[str]:
 
 
 def _trace_mode(files: list[str], generation: str | None, network: str | None, slice_shape: str | None,
-                twisted: bool, efficiency: float, fast_path: bool, as_json: bool, routing: str = "dimension_order") -> None:
+                twisted: bool, efficiency: float, fast_path: bool, as_json: bool, routing: str = "dimension_order",
+                timeline: str | None = None) -> None:
     if (generation is None) == (network is None):
         raise PodsimError("give --generation GEN (with --slice) or --network ASTRA_NETWORK.yml for a trace")
+    check_timeline_path(timeline)
     gen = network_generation(network) if network else get_generation(generation)
     shape = parse_shape(slice_shape, gen.dims) if slice_shape else gen.pod_shape
     trace = load_trace(expand_paths(files), shape=shape)
     built = build_slice(gen, slice_shape, twisted=twisted)
-    result = simulate_step(trace, built, compute_efficiency=efficiency, fast_path=fast_path, routing=routing)
+    with record_link_load(timeline is not None) as load:
+        result = simulate_step(trace, built, compute_efficiency=efficiency, fast_path=fast_path, routing=routing)
+    if timeline:
+        write_timeline(timeline, result, load.last, title=trace.name or files[0])
     summary = step_summary(result, trace)
     summary.update(trace=trace.name, slice=format_shape(built.slice.shape), twisted=built.slice.twisted)
     if as_json:
@@ -105,23 +112,24 @@ def steptime_cmd(
     algorithm: str = typer.Option("auto", "--algorithm", help=f"auto (fastest by closed form) or one of: {', '.join(ALGORITHMS)}"),
     no_fast_path: bool = typer.Option(False, "--no-fast-path", help="simulate every flow (no symmetry folding)"),
     routing: str = typer.Option("dimension_order", "--routing", help=f"ICI routing in the slice: {', '.join(ROUTING_POLICIES)}"),
+    timeline: str = typer.Option(None, "--timeline", help="with --trace: write the step as Chrome trace-event JSON (open in Perfetto), e.g. step.json"),
     as_json: bool = typer.Option(False, "--json", help="one JSON object on stdout"),
 ) -> None:
     """Simulate a collective on a slice (simulated and closed-form time, algorithm and bus
     bandwidth), or a whole step trace (--trace: step time and where it goes)."""
     if trace_files:
         check_routing(routing)
-        _trace_mode(trace_files, generation, network, slice_shape, twisted, efficiency, not no_fast_path, as_json, routing)
+        _trace_mode(trace_files, generation, network, slice_shape, twisted, efficiency, not no_fast_path, as_json, routing,
+                    timeline)
         return
     check_routing(routing)
+    if timeline:
+        raise PodsimError("--timeline writes a step trace's timeline: give it with --trace FILE")
     if generation is None:
         raise PodsimError("give --generation GEN (e.g. --generation tpu-v4)")
     if collective is None or size is None:
         raise PodsimError("give --collective KIND and --bytes SIZE (e.g. --collective all_reduce --bytes 1GiB)")
-    if collective not in KINDS:
-        raise PodsimError(f"--collective {collective!r} is not known; use one of: {', '.join(KINDS)}")
-    if algorithm != "auto" and algorithm not in ALGORITHMS:
-        raise PodsimError(f"--algorithm {algorithm!r} is not known; use auto or one of: {', '.join(ALGORITHMS)}")
+    collective, algorithm = normalise_kind(collective, field="--collective"), normalise_algorithm(algorithm, field="--algorithm")
     nbytes = parse_bytes(size)
     built = build_slice(generation, slice_shape, twisted=twisted)
     r = simulate_collective(built, collective, nbytes, group=group, algorithm=algorithm, fast_path=not no_fast_path,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Annotated
 
@@ -9,6 +10,7 @@ import typer
 
 from podsim.cli import app
 from podsim.cli.common import console, emit_json, table
+from podsim.errors import PodsimError
 from podsim.topology import get_generation, parse_shape
 from podsim.trace import (
     ASTRA_CLOCK_HZ,
@@ -20,11 +22,14 @@ from podsim.trace import (
     save_trace,
     summarize_trace,
 )
+from podsim.trace.chakra_export import chakra_files, et_file_names
 from podsim.trace.configs import parse_assignments
+from podsim.trace.load import check_fits
+from podsim.trace.model import SendRecv
 from podsim.trace.native import output_format
 from podsim.units import format_bytes
 
-trace_app = typer.Typer(help="Step traces: generate from a model, import Chakra / ASTRA-sim, show.", no_args_is_help=True)
+trace_app = typer.Typer(help="Step traces: generate from a model, import Chakra / ASTRA-sim, export Chakra, show.", no_args_is_help=True)
 app.add_typer(trace_app, name="trace")
 
 
@@ -54,7 +59,7 @@ def _summary_rows(s: dict) -> list[tuple[str, str]]:
     if s["send_recv"]["ops"]:
         rows.append(("send_recv", f"{s['send_recv']['ops']} ops, {format_bytes(s['send_recv']['bytes'])}"))
     meta = s["meta"]
-    for key in ("parallelism", "mesh", "microbatches", "policy", "ranks"):
+    for key in ("parallelism", "mesh", "microbatches", "policy", "ranks", "chakra_vintage"):
         if key in meta:
             rows.append((key, str(meta[key])))
     return rows
@@ -102,7 +107,7 @@ def generate_cmd(
 
 @trace_app.command("import")
 def import_cmd(
-    files: Annotated[list[Path], typer.Argument(help="Chakra .et / JSON files (one per rank), or one ASTRA-sim text workload or podsim trace")],
+    files: Annotated[list[Path], typer.Argument(help="Chakra .et / JSON files (one per rank; current or 2023 schema, told by their bytes), or one ASTRA-sim text workload or podsim trace")],
     out: Annotated[Path, typer.Option("--out", "-o", help="output file (.json, .yaml or .yml)")],
     slice_shape: Annotated[str | None, typer.Option("--slice", help="network shape the trace runs on, e.g. 8 or 4x8 (its axes bound the groups)")] = None,
     group: Annotated[str | None, typer.Option("--group", help="axes a Chakra collective spans when the file does not say (default: all)")] = None,
@@ -115,6 +120,44 @@ def import_cmd(
     output_format(out)
     trace = load_trace(files, shape=_shape(slice_shape), group=group, rank=rank, clock_hz=clock_ghz * 1e9, keep_cpu_ops=keep_cpu_ops)
     _write(trace, out, as_json)
+
+
+@trace_app.command("export")
+def export_cmd(
+    file: Annotated[Path, typer.Argument(help="a trace in any supported format (podsim JSON/YAML, ASTRA-sim text, Chakra)")],
+    out_dir: Annotated[Path, typer.Option("--out", "-o", help="output folder (created if missing)")],
+    fmt: Annotated[str, typer.Option("--format", help="output format: chakra (one current-schema .et per rank)")] = "chakra",
+    slice_shape: Annotated[str | None, typer.Option("--slice", help="slice shape: one .et per chip (default: the shape a generated trace was made for)")] = None,
+    prefix: Annotated[str | None, typer.Option("--prefix", help="file prefix: PREFIX.RANK.et (default: the input file's stem)")] = None,
+    extras: Annotated[bool, typer.Option("--extras/--no-extras", help="keep podsim's own attributes (exact sizes and times, ids, groups) beside the schema's fields")] = True,
+    as_json: Annotated[bool, typer.Option("--json", help="one JSON object on stdout")] = False,
+) -> None:
+    """Write a trace as Chakra execution traces ASTRA-sim reads: PREFIX.RANK.et per chip."""
+    if fmt.lower() != "chakra":
+        raise PodsimError(f"--format {fmt!r} is not supported; use chakra")
+    trace = load_trace([file])
+    shape_text = slice_shape or trace.meta.get("slice")
+    if not shape_text:
+        raise PodsimError(f"{file.name}: give --slice SHAPE (one .et per chip, e.g. --slice 4x4x8); the trace does not say its slice")
+    shape = parse_shape(str(shape_text))
+    check_fits(trace, shape)
+    name = prefix or file.name.split(".")[0]
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = [out_dir / n for n in et_file_names(name, math.prod(shape))]
+    nodes = len(trace.ops) + sum(isinstance(op, SendRecv) for op in trace.ops)
+    total = 0
+    for path, data in zip(paths, chakra_files(trace, shape, extras=extras), strict=True):
+        path.write_bytes(data)
+        total += len(data)
+    if as_json:
+        emit_json({"output": str(out_dir), "files": len(paths), "first": paths[0].name, "bytes": total,
+                   "nodes_per_rank": nodes, "ops": len(trace.ops), "slice": "x".join(map(str, shape))})
+        return
+    table(f"{trace.name or file.name} -> {out_dir}", [
+        ("files", f"{len(paths)} ({paths[0].name} .. {paths[-1].name})"), ("ops", str(len(trace.ops))),
+        ("nodes per rank", str(nodes)), ("bytes", format_bytes(total)),
+        ("read back", f"podsim trace import {out_dir}/{name}.*.et --slice {'x'.join(map(str, shape))} -o trace.json"),
+    ])
 
 
 @trace_app.command("show")

@@ -40,10 +40,10 @@ from podsim.collectives.patterns import (
 )
 from podsim.collectives.schedule import Phase, Schedule, Stage, sequence
 from podsim.errors import PodsimError
+from podsim.trace.kinds import ALGORITHMS  # noqa: F401 (one list of names, with their aliases)
 from podsim.trace.model import COLLECTIVE_KINDS, busbw_factor  # noqa: F401 (re-exported)
 
 KINDS = (*COLLECTIVE_KINDS, "send_recv")
-ALGORITHMS = ("ring", "bidir_ring", "torus", "torus_all_links", "halving_doubling", "direct", "hierarchical")
 _REDUCING = ("all_reduce", "reduce_scatter", "all_gather", "broadcast", "reduce")
 
 

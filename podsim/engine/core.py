@@ -32,6 +32,7 @@ from podsim.engine.network import CountingEnvironment, FlowNetwork
 from podsim.engine.results import CollectiveResult, OpTiming, StepResult
 from podsim.errors import PodsimError
 from podsim.topology import Built
+from podsim.trace.kinds import normalise_algorithm, normalise_kind
 from podsim.trace.model import (
     DEFAULT_COMPUTE_EFFICIENCY,
     Collective,
@@ -345,6 +346,7 @@ def simulate_collective(built: Built, kind: str, size_bytes: float | str, group:
     the degraded routes, so it falls back to the one that suffers least."""
     size = parse_bytes(size_bytes)
     parsed = parse_group(group)
+    kind, algorithm = normalise_kind(kind, field="collective"), normalise_algorithm(algorithm)
     if kind == "send_recv":
         if len(parsed) != 1:
             raise PodsimError(f"send_recv runs along one axis; group {group!r} names {len(parsed)}: give one, e.g. x")

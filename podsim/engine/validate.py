@@ -18,6 +18,7 @@ flows, not the whole run. `validate_rates(recording)` replays a stored `Recordin
 from __future__ import annotations
 
 import contextlib
+import threading
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -178,8 +179,23 @@ class _Validating:
 _active: list[_Validating] = []
 
 
+# Makers of validators that also record (engine/linkload.py), per thread (the dashboard runs
+# sessions in threads); the innermost open one wins.
+_local = threading.local()
+
+
+def recorders() -> list:
+    """This thread's stack of recorder makers."""
+    if not hasattr(_local, "stack"):
+        _local.stack = []
+    return _local.stack
+
+
 def validator_for(capacity: np.ndarray) -> RateValidator | None:
-    """A validator for a new simulation if a `validating()` block is open, else None."""
+    """A validator for a new simulation if a recorder or a `validating()` block is open, else None."""
+    stack = recorders()
+    if stack:
+        return stack[-1](capacity)
     return RateValidator(capacity) if _active else None
 
 

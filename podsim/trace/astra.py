@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from podsim.errors import PodsimError
+from podsim.trace.kinds import normalise_kind
 from podsim.trace.model import (
     SLICE_AXES,
     AxisGroup,
@@ -105,9 +106,16 @@ class _Tokens:
 
     def comm(self, what: str) -> str | None:
         tok, ln = self.next(what)
-        if tok not in COMM_TYPES:
-            raise PodsimError(f"{self.name} line {ln}: {what} {tok!r} is not supported; use {', '.join(COMM_TYPES)}")
-        return COMM_TYPES[tok]
+        if tok.upper() == "NONE":
+            return None
+        try:
+            kind = normalise_kind(tok, field=what, send_recv=False)
+        except PodsimError:
+            kind = None
+        if kind not in COMM_TYPES.values():
+            raise PodsimError(f"{self.name} line {ln}: {what} {tok!r} is not supported; use {', '.join(COMM_TYPES)} "
+                              "(or another spelling of one: all-reduce, AllGather ...)")
+        return kind
 
 
 def parse_workload(path: str | Path, text: str | None = None) -> Workload:

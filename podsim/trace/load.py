@@ -2,8 +2,8 @@
 
 Formats, told apart by suffix and content:
 - podsim native: `.json` / `.yaml` / `.yml` with `podsim_trace: 1` (native.py);
-- Chakra execution traces: `.et` (protobuf records) or Chakra JSON (`{"nodes": [...]}`), one
-  file per rank (chakra.py);
+- Chakra execution traces: `.et` / `.eg` or any binary file (protobuf records, either vintage:
+  chakra_wire.py) or Chakra JSON (`{"nodes": [...]}`), one file per rank (chakra.py);
 - ASTRA-sim 1.0 text workloads: any other text file whose first word is a policy such as DATA
   (astra.py).
 """
@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
 
 from podsim.errors import PodsimError
 from podsim.topology import get_generation
 from podsim.trace.astra import ASTRA_CLOCK_HZ, POLICIES, import_astra_text
-from podsim.trace.chakra import import_chakra, rank_of, read_chakra_json, read_et
+from podsim.trace.chakra import RankFile, import_chakra, rank_of, read_chakra_json, read_et
 from podsim.trace.model import (
     DCN_AXIS,
     SLICE_AXES,
@@ -36,7 +37,7 @@ def _kind(path: Path) -> tuple[str, object]:
     suffix = path.suffix.lower()
     if not path.exists():
         raise PodsimError(f"trace file {str(path)!r} does not exist")
-    if suffix == ".et":
+    if suffix in (".et", ".eg"):  # .eg: the 2023 converters' name for the same records
         return "chakra-et", None
     if suffix in (".json", ".yaml", ".yml"):
         data = read_structured(path)
@@ -47,7 +48,9 @@ def _kind(path: Path) -> tuple[str, object]:
         raise PodsimError(f"{path.name}: neither a podsim trace (`podsim_trace: 1`) nor a Chakra JSON trace (`nodes`)")
     try:
         text = path.read_text()
-    except (OSError, UnicodeDecodeError):
+    except UnicodeDecodeError:
+        return "chakra-bin", None  # binary: Chakra records are the only binary format podsim reads
+    except OSError:
         raise PodsimError(f"{path.name}: unknown trace format; use .json/.yaml (podsim), .et or Chakra .json, or an ASTRA-sim text workload") from None
     first = text.split(maxsplit=1)[0] if text.strip() else ""
     if first in POLICIES:
@@ -77,7 +80,7 @@ def load_trace(
     axes = SLICE_AXES[: len(shape)] if shape is not None else SLICE_AXES
     kinds = [_kind(p) for p in items]
     names = {k for k, _ in kinds}
-    if len(items) > 1 and not names <= {"chakra-et", "chakra-json"}:
+    if len(items) > 1 and not names <= {"chakra-et", "chakra-bin", "chakra-json"}:
         raise PodsimError("several files make one trace only for Chakra traces (one file per rank); give one podsim or ASTRA-sim file")
     kind, content = kinds[0]
     if kind == "native":
@@ -88,11 +91,25 @@ def load_trace(
         ranks = []
         for i, (p, (k, data)) in enumerate(zip(items, kinds, strict=True)):
             r = rank_of(p, i)
-            ranks.append(read_et(p, r) if k == "chakra-et" else read_chakra_json(p, data, r))
-        trace = import_chakra(ranks, axes=axes, group=group, rank=rank, keep_cpu_ops=keep_cpu_ops)
+            if k == "chakra-json":
+                ranks.append(read_chakra_json(p, data, r))
+            else:  # read when the importer needs it: one rank in memory at a time
+                ranks.append(RankFile(p, r, partial(_read_binary, p, r, clock_hz, sniffed=k == "chakra-bin")))
+        trace = import_chakra(ranks, axes=axes, group=group, rank=rank, keep_cpu_ops=keep_cpu_ops, shape=shape)
     if shape is not None:
         check_fits(trace, shape)
     return trace
+
+
+def _read_binary(path: Path, rank: int, clock_hz: float, sniffed: bool):
+    """read_et; for a binary file without a Chakra suffix, a failure says the format is unknown."""
+    try:
+        return read_et(path, rank, clock_hz)
+    except PodsimError as exc:
+        if not sniffed:
+            raise
+        why = str(exc).removeprefix(f"{path.name}: ")
+        raise PodsimError(f"{path.name}: unknown trace format: binary, and not Chakra records ({why})") from None
 
 
 def check_fits(trace: StepTrace, shape: Sequence[int]) -> None:

@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from podsim.errors import PodsimError, first_duplicate
+from podsim.trace.kinds import COLLECTIVE_KINDS
 
-COLLECTIVE_KINDS = ("all_reduce", "reduce_scatter", "all_gather", "all_to_all", "broadcast", "reduce")
 CollectiveKind = Literal["all_reduce", "reduce_scatter", "all_gather", "all_to_all", "broadcast", "reduce"]
 SLICE_AXES = ("x", "y", "z")
 DCN_AXIS = "dcn"

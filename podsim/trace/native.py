@@ -28,6 +28,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 from podsim.errors import PodsimError, first_error
+from podsim.trace.kinds import normalise_algorithm, normalise_kind
 from podsim.trace.model import (
     COLLECTIVE_KINDS,
     Collective,
@@ -146,8 +147,13 @@ def _op_from_dict(raw: Any, index: int) -> Op:
         raise PodsimError(f"op #{index} is not a mapping of fields (got {type(raw).__name__})")
     op_id = raw.get("id", f"#{index}")
     kind = raw.get("kind")
-    if kind not in OP_KINDS:
-        raise PodsimError(f"op {op_id!r}: unknown op kind {kind!r}; known: {', '.join(OP_KINDS)}")
+    if kind != "compute":
+        try:
+            kind = normalise_kind(kind)
+        except PodsimError:
+            raise PodsimError(f"op {op_id!r}: unknown op kind {kind!r}; known: {', '.join(OP_KINDS)} "
+                              "(collectives in any spelling: all-reduce, allreduce, ALLREDUCE)") from None
+        raw = {**raw, "kind": kind}
     try:
         if kind == "compute":
             c = _ComputeIn.model_validate(raw)
@@ -159,7 +165,8 @@ def _op_from_dict(raw: Any, index: int) -> Op:
                 raise PodsimError(f"op {op_id!r}: send_recv axis {s.axis!r} must name one axis (e.g. y or x:4)")
             return SendRecv(s.id, s.bytes, axis[0], s.shift, tuple(s.deps), s.name, s.layer)
         c = _CollectiveIn.model_validate(raw)
-        return Collective(c.id, kind, c.bytes, parse_group(c.group), c.algorithm, tuple(c.deps), c.name, c.layer)
+        alg = normalise_algorithm(c.algorithm, field="field 'algorithm':")
+        return Collective(c.id, kind, c.bytes, parse_group(c.group), alg, tuple(c.deps), c.name, c.layer)
     except ValidationError as exc:
         raise PodsimError(f"op {op_id!r}: {_one_line(exc)}") from None
     except PodsimError as exc:

@@ -1,1 +1,2 @@
-"""Chakra execution-trace schema (subset) and its compiled protobuf module; see chakra_et.proto."""
+"""Chakra execution-trace schemas and their protobuf modules: the current one (chakra_et.proto,
+compiled into chakra_et_pb2.py) and the 2023 one (chakra_legacy.proto, chakra_legacy_pb2.py)."""
