@@ -55,6 +55,8 @@ def _parse(text: str | float | int, table: dict[str, float], what: str, example:
             units = ", ".join(k for k in table if k)
             raise PodsimError(f"{what} {text!r} is not understood; use a number with one of: {units} (e.g. {example})")
         value = float(m.group("num")) * table[m.group("unit")]
+    if not math.isfinite(value):
+        raise PodsimError(f"{what} {text!r} is not a finite number; use e.g. {example}")
     if value < 0:
         raise PodsimError(f"{what} {text!r} is negative; it must be >= 0")
     return value

@@ -5,10 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
-import yaml
 
 from podsim.cli import app
 from podsim.cli.common import emit_json
+from podsim.errors import PodsimError
+from podsim.files import read_yaml
 from podsim.scenario import load_scenario
 from podsim.scenario.schema import Scenario
 from podsim.sweep import load_sweep
@@ -31,8 +32,8 @@ def describe_scenario(s: Scenario) -> str:
 
 def _is_sweep(path: Path) -> bool:
     try:
-        data = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError):
+        data = read_yaml(path, "scenario")
+    except PodsimError:
         return False  # the loaders report it with the line
     return isinstance(data, dict) and "sweep" in data
 

@@ -34,6 +34,7 @@ from podsim.errors import PodsimError
 from podsim.topology import Built
 from podsim.trace.model import (
     DEFAULT_COMPUTE_EFFICIENCY,
+    SLICE_AXES,
     Collective,
     Compute,
     SendRecv,
@@ -326,12 +327,24 @@ def simulate_step(trace: StepTrace | None, built_or_job: Built | Job, *,
     return _simulate([job], compute_efficiency, fast_path)[0][0]
 
 
+def _check_group_axes(built: Built, group, parsed) -> None:
+    """A group named axis by axis may name only axes the slice has ('all' means the ones it has)."""
+    if isinstance(group, str) and group.strip() == "all":
+        return
+    dims = len(built.slice.shape)
+    for g in parsed:
+        if g.axis in SLICE_AXES and SLICE_AXES.index(g.axis) >= dims:
+            raise PodsimError(f"group {group!r}: the {'x'.join(map(str, built.slice.shape))} slice has no {g.axis} axis "
+                              f"(its axes: {', '.join(SLICE_AXES[:dims])}, or all)")
+
+
 def simulate_collective(built: Built, kind: str, size_bytes: float | str, group: str = "all",
                         algorithm: str = "auto", fast_path: bool = True) -> CollectiveResult:
     """One collective on one slice, alone on the fabric: simulated and closed-form time, algbw
     and busbw (nccl-tests convention). `kind` may also be `send_recv` (group: one axis)."""
     size = parse_bytes(size_bytes)
     parsed = parse_group(group)
+    _check_group_axes(built, group, parsed)
     if kind == "send_recv":
         if len(parsed) != 1:
             raise PodsimError(f"send_recv runs along one axis; group {group!r} names {len(parsed)}: give one, e.g. x")
@@ -342,6 +355,9 @@ def simulate_collective(built: Built, kind: str, size_bytes: float | str, group:
     results, plans = _simulate([job], DEFAULT_COMPUTE_EFFICIENCY, fast_path)
     res, p = results[0], plans[0][0]
     sched = p.plan.schedule
+    if sched.layout.p == 1 and all(g.size is None for g in parsed):
+        raise PodsimError(f"group {group!r} has 1 chip on the {'x'.join(map(str, built.slice.shape))} slice, so nothing "
+                          "is communicated; name axes longer than 1 (or ask for a 1-chip group explicitly, e.g. x:1)")
     t = res.step_time_s
     algbw = size / t if t > 0 else float("inf")
     return CollectiveResult(

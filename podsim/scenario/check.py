@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import math
 
+from podsim.bounds import check_fleet
+from podsim.cluster.failures import MAX_FAILURE_EVENTS
 from podsim.errors import PodsimError
 from podsim.scenario.fields import STEP_TARGETS, TARGET_UNITS, parse_target
 from podsim.scenario.schema import Scenario
@@ -71,6 +73,19 @@ def _check_mix(s: Scenario, gen: Generation) -> None:
         _wrap(("workload", "synthetic", "models", name), get_model, name)
 
 
+def _check_failure_events(s: Scenario, gen: Generation) -> None:
+    """Host failures drawn over the horizon stay within what the simulation draws (an estimate
+    from the MTBF, refused before the run rather than in the middle of it)."""
+    host = s.failures.host
+    if host is None or host.mtbf is None:
+        return
+    hosts = s.topology.pods * gen.pod_chips / max(1.0, float(gen.chips_per_host.value))
+    expected = hosts * (s.horizon / (host.mtbf + host.mttr) + 1)
+    if expected > MAX_FAILURE_EVENTS:
+        raise FieldError(("failures", "host", "mtbf"), f"about {expected:.3g} host failures over the horizon "
+                         f"({hosts:.0f} hosts, MTBF {host.mtbf:g} s); podsim draws at most {MAX_FAILURE_EVENTS:,}")
+
+
 def _check_step(s: Scenario, gen: Generation) -> None:
     st = s.workload.step
     loc = ("workload", "step")
@@ -113,6 +128,7 @@ def check_scenario(s: Scenario) -> Generation:
     gen = scenario_generation(s)
     if s.topology.wiring == "ocs" and not gen.has_ocs:
         raise FieldError(("topology", "wiring"), f"{gen.id} has no OCS; use wiring: static")
+    _wrap(("topology", "pods"), check_fleet, s.topology.pods, gen.pod_chips)
     if s.kind == "cluster":
         if gen.slice_rule == "gpu_nodes":
             raise FieldError(("topology", "generation"), f"{gen.id} is a switched GPU cluster; job streams place TPU slices")
@@ -122,6 +138,7 @@ def check_scenario(s: Scenario) -> Generation:
             raise FieldError(("horizon",), "horizon must be > 0")
         if s.workload.synthetic is not None:
             _check_mix(s, gen)
+        _check_failure_events(s, gen)
     else:
         _check_step(s, gen)
     _check_dcn(s)
