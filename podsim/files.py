@@ -142,7 +142,7 @@ def parse_yaml(text: str, source: str) -> Any:
     try:
         return parse_yaml_node(text, source)[0]
     except yaml.YAMLError as exc:
-        raise PodsimError(f"{source}: not valid YAML{yaml_error_text(exc)}") from None
+        raise PodsimError(f"{source} is not valid YAML{yaml_error_text(exc)}") from None
 
 
 def read_yaml(path: str | Path, what: str = "input") -> Any:
@@ -160,9 +160,9 @@ def parse_json(text: str, source: str) -> Any:
     try:
         data = json.loads(text, parse_constant=_no_constant)
     except json.JSONDecodeError as exc:
-        raise PodsimError(f"{source}: not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+        raise PodsimError(f"{source} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
     except ValueError as exc:
-        raise PodsimError(f"{source}: not valid JSON for podsim: {exc}") from None
+        raise PodsimError(f"{source} is not valid JSON for podsim: {exc}") from None
     except RecursionError:
         raise PodsimError(f"{source}: nested deeper than {MAX_DEPTH} levels; podsim files need fewer than 10") from None
     check_finite(data, source)

@@ -9,7 +9,6 @@ import json
 from pathlib import Path
 
 import pytest
-
 from helpers import run_podsim
 
 DATA = Path(__file__).parent / "data"
@@ -282,3 +281,13 @@ def test_long_work_without_a_terminal_prints_progress_lines(capsys):
     update(5.0, 10.0, "5 s of 10 s simulated")
     err = capsys.readouterr().err
     assert err.startswith("simulating: 50% (5 s of 10 s simulated)") and err.count("\n") == 1
+
+
+def test_validate_reads_the_files_a_run_would_read(tmp_path, capsys):
+    bad_csv = tmp_path / "jobs.csv"
+    bad_csv.write_text("job_id,submission_time,duration,num_gpu\nj1,0,100\n")
+    base = json.loads(_scenario())
+    base["workload"] = {"trace": {"path": str(bad_csv)}}
+    (tmp_path / "s.yaml").write_text(json.dumps(base))
+    code, _, err = run_podsim(capsys, "validate", str(tmp_path / "s.yaml"))
+    assert code == 2 and "jobs.csv line 2: 3 fields" in err

@@ -63,7 +63,7 @@ def cluster_cmd(
     arrival_scale: float = typer.Option(1.0, "--arrival-scale", help="multiply trace submission times (0.9: 11% more load)", callback=opt_finite("--arrival-scale", low=0, low_open=True)),
     limit: int | None = typer.Option(None, "--limit", help="read at most this many trace jobs", callback=opt_count("--limit", 1, MAX_JOBS, "the simulation's job limit")),
     policy: str = typer.Option("fifo", "--policy", help="fifo, backfill (EASY) or priority (with preemption)"),
-    host_availability: float | None = typer.Option(None, "--host-availability", help="steady-state host availability, e.g. 0.995", callback=opt_finite("--host-availability", low=0, high=1)),
+    host_availability: float | None = typer.Option(None, "--host-availability", help="steady-state host availability, e.g. 0.995", callback=opt_finite("--host-availability")),
     mtbf: str | None = typer.Option(None, "--mtbf", help="host mean time between failures, e.g. 2000h"),
     mttr: str | None = typer.Option(None, "--mttr", help="mean time to repair (default 1h)"),
     weibull_shape: float | None = typer.Option(None, "--weibull-shape", help="Weibull times to failure with this shape k (default exponential)", callback=opt_finite("--weibull-shape", low=0, low_open=True)),

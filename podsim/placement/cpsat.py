@@ -44,7 +44,6 @@ from podsim.errors import PodsimError
 from podsim.placement.problem import Problem
 from podsim.placement.space import Assignment, box_candidates, cubes_needed, subcube_candidates
 
-
 CPSAT_SEED_MODULUS = 2**31  # CP-SAT's random_seed is an int32: a 64-bit seed is folded into it
 
 
