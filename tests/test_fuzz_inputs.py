@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 
 import pytest
 import yaml
@@ -16,7 +17,7 @@ from hypothesis import strategies as st
 
 from podsim.errors import PodsimError
 
-FUZZ_EXAMPLES = 40  # per strategy; 5 strategies
+FUZZ_EXAMPLES = int(os.environ.get("PODSIM_FUZZ_EXAMPLES", "40"))  # per strategy (5); raise it for a longer hunt
 FUZZ = settings(max_examples=FUZZ_EXAMPLES, derandomize=True, deadline=None,
                 suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 
