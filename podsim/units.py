@@ -36,6 +36,11 @@ UNIT_SCALE: dict[str, float] = {**_SIZE, **_RATE, **_TIME, **_FLOPS, **{u: 1.0 f
 _NUMBER = r"(?P<num>[0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)"
 
 
+def is_rate_unit(unit: str) -> bool:
+    """Bytes/s, bits/s or FLOP/s: a figure that divides work, so it must be > 0."""
+    return unit in _RATE or unit in _FLOPS
+
+
 def to_si(value: float, unit: str) -> float:
     """Convert `value` in `unit` to podsim's base unit (bytes, bytes/s, s, FLOP/s, W, USD/h)."""
     try:

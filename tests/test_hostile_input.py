@@ -291,3 +291,16 @@ def test_validate_reads_the_files_a_run_would_read(tmp_path, capsys):
     (tmp_path / "s.yaml").write_text(json.dumps(base))
     code, _, err = run_podsim(capsys, "validate", str(tmp_path / "s.yaml"))
     assert code == 2 and "jobs.csv line 2: 3 fields" in err
+
+
+@pytest.mark.parametrize("figure,value,needle", [("ici_link_bandwidth", 0, "must be > 0 GB/s"),
+                                                 ("peak_bf16_tflops_per_chip", 0, "must be > 0"),
+                                                 ("chips_per_host", 0.5, "whole number >= 1")])
+def test_an_override_that_would_hang_or_divide_by_zero_is_refused(figure, value, needle, tmp_path, capsys):
+    """A zero ICI bandwidth used to hang the step engine (a flow at rate 0 never finishes)."""
+    raw = {"name": "ov", "topology": {"generation": "tpu-v4", "overrides": {figure: {"value": value, "source": "test"}}},
+           "workload": {"step": {"model": "llama2-70b", "model_overrides": {"n_layers": 1, "global_batch": 32},
+                                 "slice": "2x2x2", "parallelism": "fsdp=8"}}}
+    (tmp_path / "s.yaml").write_text(json.dumps(raw))
+    code, _, err = run_podsim(capsys, "validate", str(tmp_path / "s.yaml"))
+    assert code == 2 and f"topology.overrides.{figure}.value" in err and needle in err

@@ -14,8 +14,12 @@ from podsim.scenario.schema import Scenario
 from podsim.scenario.steptime import plan_template, resolve_plan
 from podsim.topology import Generation, get_generation, parse_shape, validate_shape
 from podsim.trace.configs import PRESETS, get_model
+from podsim.units import is_rate_unit
 from podsim.trace.mesh import parse_parallelism
 from podsim.workload import V4_SLICE_POPULARITY, SliceMix
+
+
+COUNT_UNITS = ("chips", "links", "ports", "ocs", "cubes", "nics", "hosts")  # figures that count parts
 
 
 class FieldError(PodsimError):
@@ -51,6 +55,10 @@ def scenario_generation(s: Scenario) -> Generation:
             raise FieldError(loc + ("unit",), f"{name} is given in {fig.unit}; unit {ov.unit!r} is not allowed (give the value in {fig.unit})")
         if not math.isfinite(ov.value) or ov.value < 0:
             raise FieldError(loc + ("value",), f"{name} = {ov.value} must be a finite number >= 0 ({fig.unit})")
+        if fig.unit in COUNT_UNITS and (ov.value < 1 or not float(ov.value).is_integer()):
+            raise FieldError(loc + ("value",), f"{name} = {ov.value} must be a whole number >= 1 ({fig.unit})")
+        if is_rate_unit(fig.unit) and ov.value <= 0:
+            raise FieldError(loc + ("value",), f"{name} = {ov.value} must be > 0 {fig.unit}: work divided by a zero rate never finishes")
         note = ov.note or f"scenario override (published: {fig.value} {fig.unit}, {fig.source})"
         new = fig.model_copy(update={"value": float(ov.value), "source": ov.source, "note": note, "alt": None})
         if name.startswith("ocs."):
