@@ -14,10 +14,9 @@ from podsim.scenario.schema import Scenario
 from podsim.scenario.steptime import plan_template, resolve_plan
 from podsim.topology import Generation, get_generation, parse_shape, validate_shape
 from podsim.trace.configs import PRESETS, get_model
-from podsim.units import is_rate_unit
 from podsim.trace.mesh import parse_parallelism
+from podsim.units import is_rate_unit
 from podsim.workload import V4_SLICE_POPULARITY, SliceMix
-
 
 COUNT_UNITS = ("chips", "links", "ports", "ocs", "cubes", "nics", "hosts")  # figures that count parts
 
