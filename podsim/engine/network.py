@@ -17,6 +17,7 @@ import simpy
 
 from podsim.engine.maxmin import max_min_rates
 from podsim.engine.validate import RateValidator
+from podsim.errors import PodsimError
 
 
 class CountingEnvironment(simpy.Environment):
@@ -70,6 +71,10 @@ class FlowNetwork:
     def submit(self, indptr: np.ndarray, links: np.ndarray, nbytes: np.ndarray, latency_s: np.ndarray,
                owner: int, callback: Callable[[], None]) -> None:
         """Start flows now; `callback()` runs once every one of them is delivered."""
+        cap = self.capacity[links]
+        if cap.size and not (np.isfinite(cap).all() and (cap > 0).all()):  # a flow at rate 0 never finishes
+            bad = int(np.asarray(links)[~(np.isfinite(cap) & (cap > 0))][0])
+            raise PodsimError(f"a flow crosses link {bad} of capacity {self.capacity[bad]:g} B/s; link bandwidths must be finite and > 0")
         self._pending.append((indptr, links, np.asarray(nbytes, float), latency_s, owner, callback))
         if not self._wake.triggered:
             self._wake.succeed()
