@@ -27,6 +27,7 @@ from typing import Any
 import yaml
 
 from podsim.errors import PodsimError
+from podsim.units import format_bytes
 
 MAX_TEXT_BYTES = 64 * 2**20  # a scenario, sweep, requests or trace file; the largest shipped is < 2 MB
 MAX_CSV_BYTES = 1024 * 2**20  # a job trace: public traces run to ~10^6 rows (~100 MB)
@@ -42,8 +43,8 @@ def read_bytes(path: str | Path, what: str = "input", max_bytes: int = MAX_TEXT_
             raise PodsimError(f"{what} file {str(path)!r} is a folder; give a file")
         size = path.stat().st_size
         if size > max_bytes:
-            raise PodsimError(f"{what} file {str(path)!r} is {size / 2**20:.0f} MiB; podsim reads inputs of at most "
-                              f"{max_bytes / 2**20:.0f} MiB (they are parsed in memory)")
+            raise PodsimError(f"{what} file {str(path)!r} is {format_bytes(size)}; podsim reads inputs of at most "
+                              f"{format_bytes(max_bytes)} (they are parsed in memory)")
         with path.open("rb") as fh:
             data = fh.read(max_bytes + 1)
     except FileNotFoundError:
@@ -51,7 +52,7 @@ def read_bytes(path: str | Path, what: str = "input", max_bytes: int = MAX_TEXT_
     except OSError as exc:
         raise PodsimError(f"cannot read {what} file {str(path)!r}: {exc.strerror or exc}") from None
     if len(data) > max_bytes:  # a pipe or a file that grew
-        raise PodsimError(f"{what} file {str(path)!r} is larger than {max_bytes / 2**20:.0f} MiB")
+        raise PodsimError(f"{what} file {str(path)!r} is larger than {format_bytes(max_bytes)}")
     return data
 
 

@@ -304,3 +304,19 @@ def test_an_override_that_would_hang_or_divide_by_zero_is_refused(figure, value,
     (tmp_path / "s.yaml").write_text(json.dumps(raw))
     code, _, err = run_podsim(capsys, "validate", str(tmp_path / "s.yaml"))
     assert code == 2 and f"topology.overrides.{figure}.value" in err and needle in err
+
+
+def test_the_readers_cap_size_and_count_csv_fields(tmp_path):
+    from podsim.errors import PodsimError
+    from podsim.files import read_csv, read_text
+
+    big = tmp_path / "big.yaml"
+    big.write_text("a: 1\n" * 10)
+    with pytest.raises(PodsimError, match=r"big.yaml' is 50 B; podsim reads inputs of at most 10 B"):
+        read_text(big, "scenario", max_bytes=10)
+    wide = tmp_path / "wide.csv"
+    wide.write_text("a,b\n1,2\n1,2,3\n")
+    header, rows = read_csv(wide)
+    assert header == ["a", "b"] and next(rows) == (2, {"a": "1", "b": "2"})
+    with pytest.raises(PodsimError, match=r"wide.csv line 3: 3 fields, but the header has 2 \(a, b\)"):
+        next(rows)
