@@ -13,9 +13,9 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import streamlit as st
-import yaml
 
 from podsim.errors import PodsimError
+from podsim.files import parse_yaml
 from podsim.topology import Generation, generations, get_generation
 from podsim.units import format_duration, format_percent
 
@@ -88,10 +88,7 @@ def saved_files(files: Sequence[tuple[str, bytes]]) -> Iterator[list[Path]]:
 
 def parse_yaml_text(text: str, what: str):
     """YAML typed or uploaded by a user, parsed safely (plain data only, no object tags)."""
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise PodsimError(f"{what} is not valid YAML: {' '.join(str(exc).split())}") from None
+    return parse_yaml(text, what)
 
 
 def digest(data: bytes) -> str:

@@ -36,6 +36,11 @@ UNIT_SCALE: dict[str, float] = {**_SIZE, **_RATE, **_TIME, **_FLOPS, **{u: 1.0 f
 _NUMBER = r"(?P<num>[0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)"
 
 
+def is_rate_unit(unit: str) -> bool:
+    """Bytes/s, bits/s or FLOP/s: a figure that divides work, so it must be > 0."""
+    return unit in _RATE or unit in _FLOPS
+
+
 def to_si(value: float, unit: str) -> float:
     """Convert `value` in `unit` to podsim's base unit (bytes, bytes/s, s, FLOP/s, W, USD/h)."""
     try:
@@ -55,6 +60,8 @@ def _parse(text: str | float | int, table: dict[str, float], what: str, example:
             units = ", ".join(k for k in table if k)
             raise PodsimError(f"{what} {text!r} is not understood; use a number with one of: {units} (e.g. {example})")
         value = float(m.group("num")) * table[m.group("unit")]
+    if not math.isfinite(value):
+        raise PodsimError(f"{what} {text!r} is not a finite number; use e.g. {example}")
     if value < 0:
         raise PodsimError(f"{what} {text!r} is negative; it must be >= 0")
     return value

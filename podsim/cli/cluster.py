@@ -11,8 +11,9 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
+from podsim.bounds import MAX_JOBS, opt_count, opt_finite, opt_seed
 from podsim.cli import app
-from podsim.cli.common import emit_json, table
+from podsim.cli.common import emit_json, progress_lines, table
 from podsim.cluster import (
     RooflineStepTime,
     failure_model,
@@ -55,17 +56,17 @@ def _rows(m: dict, unplaceable: list[dict]) -> list[tuple[str, str]]:
 def cluster_cmd(
     generation: Annotated[str, typer.Option("--generation", "-g", help="generation id, e.g. tpu-v4, tpu-v5e")],
     horizon: Annotated[str, typer.Option("--horizon", help="simulated time, e.g. 30d, 72h")],
-    pods: int = typer.Option(1, "--pods", help="pods in the fleet"),
+    pods: int = typer.Option(1, "--pods", help="pods in the fleet", callback=opt_count("--pods")),
     synthetic: str | None = typer.Option(None, "--synthetic", help="job stream: KEY=VALUE pairs (jobs=500,rate=6/h,...) or a YAML file"),
     trace: Path | None = typer.Option(None, "--trace", help="job trace CSV (job_id, submission_time, duration, num_gpu)"),
     columns: str | None = typer.Option(None, "--columns", help="CSV column mapping: id=...,submit=...,duration=...,accelerators=...,time_scale=..."),
-    arrival_scale: float = typer.Option(1.0, "--arrival-scale", help="multiply trace submission times (0.9: 11% more load)"),
-    limit: int | None = typer.Option(None, "--limit", help="read at most this many trace jobs"),
+    arrival_scale: float = typer.Option(1.0, "--arrival-scale", help="multiply trace submission times (0.9: 11% more load)", callback=opt_finite("--arrival-scale", low=0, low_open=True)),
+    limit: int | None = typer.Option(None, "--limit", help="read at most this many trace jobs", callback=opt_count("--limit", 1, MAX_JOBS, "the simulation's job limit")),
     policy: str = typer.Option("fifo", "--policy", help="fifo, backfill (EASY) or priority (with preemption)"),
-    host_availability: float | None = typer.Option(None, "--host-availability", help="steady-state host availability, e.g. 0.995"),
+    host_availability: float | None = typer.Option(None, "--host-availability", help="steady-state host availability, e.g. 0.995", callback=opt_finite("--host-availability")),
     mtbf: str | None = typer.Option(None, "--mtbf", help="host mean time between failures, e.g. 2000h"),
     mttr: str | None = typer.Option(None, "--mttr", help="mean time to repair (default 1h)"),
-    weibull_shape: float | None = typer.Option(None, "--weibull-shape", help="Weibull times to failure with this shape k (default exponential)"),
+    weibull_shape: float | None = typer.Option(None, "--weibull-shape", help="Weibull times to failure with this shape k (default exponential)", callback=opt_finite("--weibull-shape", low=0, low_open=True)),
     ocs_mtbf: str | None = typer.Option(None, "--ocs-mtbf", help="per OCS unit MTBF"),
     ocs_mttr: str | None = typer.Option(None, "--ocs-mttr", help="per OCS unit MTTR (default 1h)"),
     link_mtbf: str | None = typer.Option(None, "--link-mtbf", help="per ICI cable MTBF"),
@@ -73,12 +74,12 @@ def cluster_cmd(
     failure_trace: Path | None = typer.Option(None, "--failure-trace", help="CSV time_s,component,id,repair_s (instead of drawn failures)"),
     ocs: bool = typer.Option(True, "--ocs/--no-ocs", help="OCS wiring, or cubes fixed in their home arrangement"),
     solver: str = typer.Option("greedy", "--solver", help="greedy (fast path per job) or cpsat (batch admission)"),
-    decision_time_limit: float = typer.Option(1.0, "--decision-time-limit", help="CP-SAT limit per scheduling decision"),
+    decision_time_limit: float = typer.Option(1.0, "--decision-time-limit", help="CP-SAT limit per scheduling decision", callback=opt_finite("--decision-time-limit", low=0, low_open=True)),
     checkpoint_interval: str = typer.Option("1h", "--checkpoint-interval", help="run time between checkpoints"),
     restart_overhead: str = typer.Option("5min", "--restart-overhead", help="time to restart from a checkpoint"),
-    efficiency: float = typer.Option(0.6, "--efficiency", help="fraction of peak FLOP/s for step-based jobs (roofline)"),
+    efficiency: float = typer.Option(0.6, "--efficiency", help="fraction of peak FLOP/s for step-based jobs (roofline)", callback=opt_finite("--efficiency", low=0, high=1, low_open=True)),
     sample: str | None = typer.Option(None, "--sample", help="time-series step (default horizon/500)"),
-    seed: int = typer.Option(0, "--seed", help="seed for synthetic jobs, failures and CP-SAT"),
+    seed: int = typer.Option(0, "--seed", help="seed for synthetic jobs, failures and CP-SAT, 0 .. 2^63-1", callback=opt_seed()),
     as_json: bool = typer.Option(False, "--json", help="one JSON object on stdout (metrics, never-placed shapes, time series)"),
 ) -> None:
     """Simulate a fleet: job arrivals, a queue policy, placement, failures and checkpoint restarts."""
@@ -104,8 +105,14 @@ def cluster_cmd(
     with Progress(TextColumn("simulating"), BarColumn(), TextColumn("{task.fields[t]}"), TimeElapsedColumn(),
                   console=err, transient=True, disable=not err.is_terminal) as bar:
         task = bar.add_task("sim", total=config.horizon_s, t="")
-        result = simulate(config, jobs, events, seed=seed, step_time=step_time,
-                          on_progress=lambda now, total: bar.update(task, completed=now, t=format_seconds(now)))
+        lines = None if err.is_terminal else progress_lines("simulating")
+
+        def progress(now: float, total: float) -> None:
+            bar.update(task, completed=now, t=format_seconds(now))
+            if lines is not None:
+                lines(now, total, f"{format_seconds(now)} of {format_seconds(total)} simulated")
+
+        result = simulate(config, jobs, events, seed=seed, step_time=step_time, on_progress=progress)
     if as_json:
         emit_json(result.to_dict(timeseries=True))
         return

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import json
 import math
+import sys
+import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -38,6 +41,26 @@ def to_json(obj: Any) -> str:
         return x
 
     return json.dumps(clean(json.loads(json.dumps(obj, default=_default))), indent=2)
+
+
+PROGRESS_EVERY_S = 5.0
+
+
+def progress_lines(label: str, every_s: float = PROGRESS_EVERY_S) -> Callable[[float, float, str], None]:
+    """Without a terminal (a progress bar would not show): a line on stderr every `every_s`
+    seconds saying how far long work has got, so a batch log shows it is alive."""
+    t0 = time.monotonic()
+    due = [t0 + every_s]
+
+    def update(done: float, total: float, text: str = "") -> None:
+        now = time.monotonic()
+        if now < due[0]:
+            return
+        due[0] = now + every_s
+        frac = f"{done / total:.0%}" if total else "?"
+        print(f"{label}: {frac}{' (' + text + ')' if text else ''}, {now - t0:.0f} s elapsed", file=sys.stderr, flush=True)
+
+    return update
 
 
 def emit_json(obj: Any) -> None:

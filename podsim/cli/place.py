@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
+from podsim.bounds import MAX_HORIZON_S, opt_count, opt_finite, opt_seed
 from podsim.cli import app
 from podsim.cli.common import console, emit_json, table
 from podsim.placement import (
@@ -42,13 +43,13 @@ def place_cmd(
     failed: Annotated[Path | None, typer.Option("--failed", "-f", help="YAML {hosts, cubes, ocs, ocs_ports} of failed parts")] = None,
     solver: str = typer.Option("cpsat", "--solver", help="cpsat (optimisation) or greedy"),
     policy: str = typer.Option("best", "--policy", help="greedy policy (and CP-SAT's first hint): best or first"),
-    time_limit: float = typer.Option(1.0, "--time-limit", help="CP-SAT limit in s (deterministic work units unless --wall-clock)"),
-    seed: int = typer.Option(0, "--seed", help="CP-SAT random seed"),
-    workers: int = typer.Option(1, "--workers", help="CP-SAT workers (>= 1; several use interleaved search)"),
+    time_limit: float = typer.Option(1.0, "--time-limit", help="CP-SAT limit in s (deterministic work units unless --wall-clock)", callback=opt_finite("--time-limit", low=0, low_open=True)),
+    seed: int = typer.Option(0, "--seed", help="CP-SAT random seed, 0 .. 2^63-1", callback=opt_seed()),
+    workers: int = typer.Option(1, "--workers", help="CP-SAT workers (>= 1; several use interleaved search)", callback=opt_count("--workers", 1, 256, "CP-SAT workers are threads")),
     wall_clock: bool = typer.Option(False, "--wall-clock", help="apply --time-limit as wall-clock time (not reproducible)"),
     no_ocs: bool = typer.Option(False, "--no-ocs", help="static wiring: cubes fixed in their home arrangement"),
-    block_cubes: int = typer.Option(8, "--block-cubes", help="cubes per DCN aggregation block (locality preference)"),
-    now: float = typer.Option(0.0, "--now", help="current time in s, for the age term (requests' arrival_s)"),
+    block_cubes: int = typer.Option(8, "--block-cubes", help="cubes per DCN aggregation block (locality preference)", callback=opt_count("--block-cubes")),
+    now: float = typer.Option(0.0, "--now", help="current time in s, for the age term (requests' arrival_s)", callback=opt_finite("--now", low=-MAX_HORIZON_S, high=MAX_HORIZON_S)),
     as_json: bool = typer.Option(False, "--json", help="one JSON object on stdout"),
 ) -> None:
     """Place slice requests on a pod: which cubes or chips each gets, and its OCS circuits."""

@@ -10,6 +10,7 @@ import typer
 from podsim.cli import app
 from podsim.cli.common import emit_json
 from podsim.errors import PodsimError
+from podsim.files import write_text_atomic
 from podsim.report import render_report
 from podsim.store import list_runs, list_sweeps, load_run, load_sweep
 from podsim.sweep import answer_text
@@ -47,6 +48,8 @@ def report_cmd(
         return
     if out is None:
         raise PodsimError("give --out FILE.html (or --list to see the store's runs)")
+    if out.is_dir():
+        raise PodsimError(f"--out {str(out)!r} is a folder; give a file name such as {str(out / 'report.html')!r}")
     if runs and sweep:
         raise PodsimError("give --runs or --sweep, not both")
     stored_sweep = None
@@ -64,8 +67,7 @@ def report_cmd(
     if not rows:
         raise PodsimError(f"no finished runs to report in {store} (podsim report --store {store} --list)")
     results = [load_run(store, r["run_id"]) for r in rows]
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(render_report(results, labels=labels, sweep=stored_sweep))
+    write_text_atomic(out, render_report(results, labels=labels, sweep=stored_sweep), make_parents=True)
     if as_json:
         emit_json({"report": str(out.resolve()), "runs": [r.run_id for r in results]})
     else:

@@ -5,6 +5,9 @@ capacity-planning report."""
 from __future__ import annotations
 
 import dataclasses
+import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import typer
@@ -12,11 +15,13 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from podsim.cli import app
-from podsim.cli.common import console, emit_json, table
+from podsim.cli.common import console, emit_json, progress_lines, table
+from podsim.errors import PodsimError
+from podsim.files import output_folder, safe_component, write_text_atomic
 from podsim.report import render_report
 from podsim.report.render import key_rows, threshold_text
 from podsim.scenario import RunResult, Scenario, load_scenario, run_scenario
-from podsim.store import append_run, write_tables
+from podsim.store import append_run, new_run_id, write_tables
 from podsim.units import format_seconds
 
 
@@ -26,26 +31,51 @@ def run_with_progress(scenario: Scenario) -> RunResult:
     with Progress(TextColumn(f"{scenario.name}"), BarColumn(), TextColumn("{task.fields[t]}"), TimeElapsedColumn(),
                   console=err, transient=True, disable=not err.is_terminal) as bar:
         task = bar.add_task("run", total=1.0, t="")
+        lines = None if err.is_terminal else progress_lines(scenario.name)
 
         def progress(done: float, total: float) -> None:
             shown = format_seconds(done) + " simulated" if scenario.kind == "cluster" else ""
             bar.update(task, completed=done / total if total else 1.0, t=shown)
+            if lines is not None:
+                lines(done, total, shown)
 
         return run_scenario(scenario, on_progress=progress)
 
 
-def save_run(result: RunResult, out: Path, store: Path | None, report: bool = True) -> tuple[RunResult, dict[str, Path]]:
-    """Store the run, write its Parquet tables and its report; the run (with its id) and paths."""
-    out.mkdir(parents=True, exist_ok=True)
+RUN_FILES = ("report.html", "summary.parquet")  # a folder holding either holds a run's outputs
+
+
+def save_run(result: RunResult, out: Path, store: Path | None, report: bool = True,
+             overwrite: bool = False) -> tuple[RunResult, dict[str, Path]]:
+    """Store the run, write its Parquet tables and its report; the run (with its id) and paths.
+
+    The files are written to a staging folder inside `out` and moved into place only after the
+    store row (one transaction) is in, so a failure leaves no partial run behind. A folder that
+    holds another run's files is refused unless `overwrite` (which removes that run's tables
+    first, so two runs' files never mix).
+    """
+    out = output_folder(out)
+    old = [p for p in out.iterdir() if p.name in RUN_FILES or p.suffix == ".parquet"]
+    if old and not overwrite:
+        raise PodsimError(f"output folder {str(out)!r} holds another run's files ({old[0].name}); "
+                          "give another --out or --overwrite to replace them")
     store = store or out / "results.duckdb"
-    run_id = append_run(store, result)
-    result = dataclasses.replace(result, run_id=run_id)
+    result = dataclasses.replace(result, run_id=new_run_id(result.name))
+    staging = Path(tempfile.mkdtemp(prefix=".staging-", dir=out))
+    try:
+        staged = write_tables(result, staging)
+        if report:
+            staged.append(write_text_atomic(staging / "report.html", render_report(result)))
+        append_run(store, result, run_id=result.run_id)
+        for p in old:
+            p.unlink(missing_ok=True)
+        for p in staged:
+            os.replace(p, out / p.name)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
     paths = {"store": store, "tables": out}
-    write_tables(result, out)
     if report:
-        path = out / "report.html"
-        path.write_text(render_report(result))
-        paths["report"] = path
+        paths["report"] = out / "report.html"
     return result, paths
 
 
@@ -67,6 +97,7 @@ def print_run(result: RunResult, paths: dict[str, Path]) -> None:
 def run_cmd(
     scenario: Path = typer.Argument(..., help="scenario YAML file"),
     out: Path = typer.Option(None, "--out", "-o", help="output folder (default out/<scenario name>)"),
+    overwrite: bool = typer.Option(False, "--overwrite", help="replace another run's files in the output folder"),
     store: Path = typer.Option(None, "--store", help="DuckDB results store to append to (default OUT/results.duckdb)"),
     report: bool = typer.Option(True, "--report/--no-report", help="write OUT/report.html"),
     as_json: bool = typer.Option(False, "--json", help="one JSON object on stdout"),
@@ -74,7 +105,9 @@ def run_cmd(
     """Run a scenario: results tables, the results store, and an HTML capacity-planning report."""
     s = load_scenario(scenario)
     result = run_with_progress(s)
-    result, paths = save_run(result, out or Path("out") / s.name, store, report)
+    out = out or Path("out") / safe_component(s.name)
+    output_folder(out)  # a bad --out is refused before the run, not after it
+    result, paths = save_run(result, out, store, report, overwrite)
     if as_json:
         emit_json({**result.summary(), "outputs": {k: str(v) for k, v in paths.items()}})
         return

@@ -11,6 +11,7 @@ import glob
 
 import typer
 
+from podsim.bounds import opt_finite
 from podsim.cli import app
 from podsim.cli.common import check_timeline_path, emit_json, table, write_timeline
 from podsim.collectives import ALGORITHMS, KINDS
@@ -103,7 +104,7 @@ def steptime_cmd(
     generation: str = typer.Option(None, "--generation", help="generation id, e.g. tpu-v4"),
     trace_files: list[str] = typer.Option(None, "--trace", help="a step trace (podsim JSON/YAML, ASTRA-sim text, Chakra .et/.json); for Chakra, one file per rank: repeat --trace or quote a pattern like 'all_reduce.*.et'"),
     network: str = typer.Option(None, "--network", help="with --trace: an ASTRA-sim network .yml instead of --generation"),
-    efficiency: float = typer.Option(DEFAULT_COMPUTE_EFFICIENCY, "--efficiency", help="with --trace: fraction of peak FLOP/s compute ops reach"),
+    efficiency: float = typer.Option(DEFAULT_COMPUTE_EFFICIENCY, "--efficiency", help="with --trace: fraction of peak FLOP/s compute ops reach", callback=opt_finite("--efficiency", low=0, high=1, low_open=True)),
     slice_shape: str = typer.Option(None, "--slice", help="slice shape, e.g. 4x4x8; default: the whole pod"),
     twisted: bool = typer.Option(False, "--twisted", help="twisted torus (k x k x 2k or k x 2k x 2k)"),
     collective: str = typer.Option(None, "--collective", help=f"one of: {', '.join(KINDS)}"),

@@ -10,6 +10,7 @@ import typer
 
 from podsim.cli import app
 from podsim.cli.common import emit_json
+from podsim.files import output_folder, safe_component, write_text_atomic
 from podsim.report import render_report
 from podsim.report.render import threshold_text
 from podsim.store import load_run
@@ -48,8 +49,7 @@ def sweep_cmd(
 ) -> None:
     """Run a sweep on one machine or a Dask cluster, storing each point as it finishes."""
     sweep = load_sweep(file)
-    out = out or Path("out") / "sweeps" / sweep.spec.sweep
-    out.mkdir(parents=True, exist_ok=True)
+    out = output_folder(out or Path("out") / "sweeps" / safe_component(sweep.spec.sweep))
     store = store or out / "results.duckdb"
     show = tuple(sweep.spec.show)
     seen = {"stored": 0}
@@ -75,11 +75,12 @@ def sweep_cmd(
         ok = [r for r in stored["runs"] if r["status"] == "ok"]
         if ok:
             runs = [load_run(store, r["run_id"]) for r in ok]
-            path = out / "report.html"
-            path.write_text(render_report(runs, title=f"Sweep {sweep.spec.sweep}", labels=[r["point_label"] for r in ok], sweep=stored))
+            path = write_text_atomic(out / "report.html", render_report(runs, title=f"Sweep {sweep.spec.sweep}",
+                                                                        labels=[r["point_label"] for r in ok], sweep=stored))
             paths["report"] = str(path.resolve())
     if as_json:
         emit_json({**outcome.to_dict(), "outputs": paths})
+        _exit_if_failed(outcome)
         return
     print(f"done: {outcome.ran} run, {outcome.skipped} already stored, {outcome.failed} failed")
     for cell in outcome.capacity:
@@ -98,3 +99,14 @@ def sweep_cmd(
             print(f"capacity {name}: smallest {cell['field']} meeting the targets = {ans} ({tried}){fleet}")
     if "report" in paths:
         print(f"report: {paths['report']}")
+    _exit_if_failed(outcome)
+
+
+def _exit_if_failed(outcome) -> None:
+    """A sweep with failed points exits 1 after its output, naming them on stderr."""
+    failed = [p for p in outcome.to_dict().get("points", []) if p.get("status") == "failed"]
+    if outcome.failed:
+        names = ", ".join(repr(p.get("label")) for p in failed[:5]) + (", ..." if len(failed) > 5 else "")
+        print(f"error: {outcome.failed} point(s) failed{': ' + names if names else ''}; their errors are above "
+              "(rerun with --resume to retry only them)", file=sys.stderr)
+        raise typer.Exit(1)

@@ -8,6 +8,7 @@ from typing import Annotated
 
 import typer
 
+from podsim.bounds import opt_count, opt_finite
 from podsim.cli import app
 from podsim.cli.common import console, emit_json, table
 from podsim.errors import PodsimError
@@ -83,11 +84,11 @@ def generate_cmd(
     out: Annotated[Path, typer.Option("--out", "-o", help="output file (.json, .yaml or .yml)")],
     generation: Annotated[str, typer.Option("--generation", "-g", help="hardware generation")] = "tpu-v4",
     twisted: Annotated[bool, typer.Option("--twisted", help="twisted torus slice")] = False,
-    microbatches: Annotated[int | None, typer.Option("--microbatches", "-m", help="micro-batches per step (default: 1; with a pipeline the largest divisor of the local batch <= 4 x stages)")] = None,
+    microbatches: Annotated[int | None, typer.Option("--microbatches", "-m", help="micro-batches per step (default: 1; with a pipeline the largest divisor of the local batch <= 4 x stages)", callback=opt_count("--microbatches", 1, 1_000_000, "one op set each"))] = None,
     recompute: Annotated[bool, typer.Option("--recompute", help="full activation recomputation")] = False,
     sequence_parallel: Annotated[bool, typer.Option("--sequence-parallel", help="Megatron sequence parallelism (all-gather + reduce-scatter instead of all-reduce)")] = False,
-    capacity_factor: Annotated[float, typer.Option("--capacity-factor", help="MoE expert capacity factor")] = 1.0,
-    grad_bytes: Annotated[int, typer.Option("--grad-bytes", help="bytes per gradient element as reduced (2 bf16, 4 fp32)")] = 2,
+    capacity_factor: Annotated[float, typer.Option("--capacity-factor", help="MoE expert capacity factor", callback=opt_finite("--capacity-factor", low=0, low_open=True))] = 1.0,
+    grad_bytes: Annotated[int, typer.Option("--grad-bytes", help="bytes per gradient element as reduced (2 bf16, 4 fp32)", callback=opt_count("--grad-bytes", 1, 8, "fp64 is the widest gradient element"))] = 2,
     set_: Annotated[list[str] | None, typer.Option("--set", help="override a model field, e.g. --set global_batch=2048 (repeatable)")] = None,
     mesh_order: Annotated[str | None, typer.Option("--mesh-order", help="logical axes heaviest first, e.g. tensor,fsdp,data (default: measured)")] = None,
     mesh_map: Annotated[list[str] | None, typer.Option("--map", help="explicit mapping LOGICAL=GROUP, e.g. --map tensor=z --map data=x,y (repeatable)")] = None,
@@ -111,8 +112,8 @@ def import_cmd(
     out: Annotated[Path, typer.Option("--out", "-o", help="output file (.json, .yaml or .yml)")],
     slice_shape: Annotated[str | None, typer.Option("--slice", help="network shape the trace runs on, e.g. 8 or 4x8 (its axes bound the groups)")] = None,
     group: Annotated[str | None, typer.Option("--group", help="axes a Chakra collective spans when the file does not say (default: all)")] = None,
-    rank: Annotated[int | None, typer.Option("--rank", help="import one Chakra rank when the ranks' programs differ")] = None,
-    clock_ghz: Annotated[float, typer.Option("--clock-ghz", help="clock of ASTRA-sim compute cycles (default 1 GHz: 1 cycle = 1 ns)")] = ASTRA_CLOCK_HZ / 1e9,
+    rank: Annotated[int | None, typer.Option("--rank", help="import one Chakra rank when the ranks' programs differ", callback=opt_count("--rank", 0))] = None,
+    clock_ghz: Annotated[float, typer.Option("--clock-ghz", help="clock of ASTRA-sim compute cycles (default 1 GHz: 1 cycle = 1 ns)", callback=opt_finite("--clock-ghz", low=0, low_open=True))] = ASTRA_CLOCK_HZ / 1e9,
     keep_cpu_ops: Annotated[bool, typer.Option("--keep-cpu-ops", help="keep Chakra host (CPU) compute nodes")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="one JSON object on stdout")] = False,
 ) -> None:
@@ -165,7 +166,7 @@ def show_cmd(
     files: Annotated[list[Path], typer.Argument(help="a trace file in any supported format (Chakra: one per rank)")],
     generation: Annotated[str | None, typer.Option("--generation", "-g", help="also give the compute time at this generation's peak")] = None,
     slice_shape: Annotated[str | None, typer.Option("--slice", help="check the trace fits this slice shape")] = None,
-    clock_ghz: Annotated[float, typer.Option("--clock-ghz", help="clock of ASTRA-sim compute cycles")] = ASTRA_CLOCK_HZ / 1e9,
+    clock_ghz: Annotated[float, typer.Option("--clock-ghz", help="clock of ASTRA-sim compute cycles", callback=opt_finite("--clock-ghz", low=0, low_open=True))] = ASTRA_CLOCK_HZ / 1e9,
     as_json: Annotated[bool, typer.Option("--json", help="one JSON object on stdout")] = False,
 ) -> None:
     """Summarise a trace: ops, FLOPs, bytes per collective kind and per group."""

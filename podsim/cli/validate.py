@@ -5,10 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
-import yaml
 
 from podsim.cli import app
 from podsim.cli.common import emit_json
+from podsim.errors import PodsimError
+from podsim.files import read_yaml
 from podsim.scenario import load_scenario
 from podsim.scenario.schema import Scenario
 from podsim.sweep import load_sweep
@@ -29,10 +30,27 @@ def describe_scenario(s: Scenario) -> str:
     return f"scenario {s.name!r}: {fleet}, {what}; {targets}"
 
 
+def check_input_files(s: Scenario) -> None:
+    """Read the files a run would read (job trace, failure trace, step trace), so a scenario
+    `validate` passes does not fail on them later."""
+    from podsim.cluster import load_failure_trace
+    from podsim.scenario.check import scenario_generation
+    from podsim.scenario.run import scenario_jobs
+    from podsim.topology import parse_shape
+    from podsim.trace import load_trace
+
+    if s.workload.trace is not None:
+        scenario_jobs(s, scenario_generation(s))
+    if s.failures.trace is not None:
+        load_failure_trace(s.failures.trace)
+    if s.workload.step is not None and s.workload.step.trace is not None:
+        load_trace(s.workload.step.trace, shape=parse_shape(s.workload.step.slice))
+
+
 def _is_sweep(path: Path) -> bool:
     try:
-        data = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError):
+        data = read_yaml(path, "scenario")
+    except PodsimError:
         return False  # the loaders report it with the line
     return isinstance(data, dict) and "sweep" in data
 
@@ -54,6 +72,7 @@ def validate_cmd(
             text += f", bisecting {c.field} over [{c.low}, {c.high}]"
     else:
         s = load_scenario(file)
+        check_input_files(s)
         info = {"file": str(file), "kind": "scenario", "name": s.name, "workload": s.kind}
         text = f"ok: {file}: {describe_scenario(s)}"
     if as_json:

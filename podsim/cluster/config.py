@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from podsim.bounds import MAX_HORIZON_S, check_fleet, check_samples
 from podsim.cluster.failures import FailureModel
 from podsim.errors import PodsimError, first_error
 from podsim.topology import PodLayout, get_generation
@@ -23,7 +24,7 @@ class ClusterConfig(BaseModel):
     reconfiguration time, 10 s for v4, hardware.md ocs.17). Both count as allocated, not useful.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
     generation: str = Field(..., description="generation id, e.g. tpu-v4, tpu-v5e")
     pods: int = Field(1, ge=1, description="pods in the fleet")
@@ -35,7 +36,7 @@ class ClusterConfig(BaseModel):
     batch_window: int = Field(32, ge=1, description="queued jobs offered to CP-SAT per decision, in policy order")
     cpsat_workers: int = Field(1, ge=1, description="CP-SAT search workers per decision (keep 1 inside sweep workers)")
     schedule_depth: int = Field(500, ge=1, description="queued jobs behind the head a full pass looks at (backfill, priority; cf. Slurm's bf_max_job_test)")
-    horizon_s: float = Field(..., gt=0, description="simulated time")
+    horizon_s: float = Field(..., gt=0, le=MAX_HORIZON_S, description="simulated time (at most a century)")
     checkpoint_interval_s: float = Field(3600.0, gt=0, description="run time between checkpoints")
     restart_overhead_s: float = Field(300.0, ge=0, description="time to restart from a checkpoint")
     reconfigure_s: float | None = Field(None, ge=0, description="OCS reconfiguration delay (default: the generation's)")
@@ -51,6 +52,12 @@ class ClusterConfig(BaseModel):
         if gen.slice_rule == "gpu_nodes":
             raise PodsimError(f"generation {v!r}: the cluster simulation places TPU slices; {v} is a switched GPU cluster")
         return v
+
+    @model_validator(mode="after")
+    def _bounded(self) -> ClusterConfig:
+        check_fleet(self.pods, get_generation(self.generation).pod_chips)
+        check_samples(self.horizon_s, self.sample_step_s)
+        return self
 
     def layout(self) -> PodLayout:
         return PodLayout(get_generation(self.generation), pods=self.pods, ocs=self.ocs)
@@ -73,4 +80,6 @@ def make_config(**fields) -> ClusterConfig:
         return ClusterConfig(**fields)
     except ValidationError as exc:
         where, msg = first_error(exc, "config")
+        if not exc.errors()[0]["loc"]:  # a whole-config check (fleet size, sample count)
+            raise PodsimError(msg) from None
         raise PodsimError(f"{where}: {msg} (got {exc.errors()[0].get('input')!r})") from None

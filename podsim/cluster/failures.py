@@ -10,16 +10,16 @@ fleet's hosts, OCS units and ICI links; `draw_fleet_failures` draws all of them,
 
 from __future__ import annotations
 
-import csv
 import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from podsim.errors import PodsimError
+from podsim.errors import PodsimError, first_error
+from podsim.files import read_csv
 from podsim.units import parse_duration
 
 Component = Literal["host", "ocs", "link"]
@@ -28,7 +28,7 @@ Component = Literal["host", "ocs", "link"]
 class FailureProcess(BaseModel):
     """Up/down renewal process of one kind of component."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
     mtbf_s: float = Field(..., gt=0, description="mean time between failures of one component")
     mttr_s: float = Field(3600.0, gt=0, description="mean time to repair")
@@ -38,7 +38,7 @@ class FailureProcess(BaseModel):
     @classmethod
     def from_availability(cls, availability: float, mttr_s: float = 3600.0, **kw) -> FailureProcess:
         """The process with steady-state availability `availability` and repair time `mttr_s`."""
-        if not 0 < availability < 1:
+        if not 0 < availability < 1:  # also NaN
             raise PodsimError(f"availability {availability} must be strictly between 0 and 1 (e.g. 0.995)")
         return cls(mtbf_s=mttr_s * availability / (1 - availability), mttr_s=mttr_s, **kw)
 
@@ -51,6 +51,9 @@ class FailureProcess(BaseModel):
             return rng.exponential(self.mtbf_s, n)
         scale = self.mtbf_s / math.gamma(1 + 1 / self.weibull_shape)
         return scale * rng.weibull(self.weibull_shape, n)
+
+
+MAX_FAILURE_EVENTS = 5_000_000  # one event object each (~200 B) and a pass of the scheduler
 
 
 @dataclass(frozen=True, order=True)
@@ -73,6 +76,10 @@ def draw_failures(process: FailureProcess, component: Component, count: int, hor
     events: list[FailureEvent] = []
     if count <= 0 or horizon_s <= 0:
         return events
+    expected = count * (horizon_s / (process.mtbf_s + process.mttr_s) + 1)
+    if expected > MAX_FAILURE_EVENTS:
+        raise PodsimError(f"{component} failures: about {expected:.3g} failures of {count} parts over {horizon_s:.3g} s "
+                          f"(MTBF {process.mtbf_s:.3g} s); podsim draws at most {MAX_FAILURE_EVENTS:,} (each is a simulation event)")
     t = np.zeros(count)
     if start_down_fraction:
         down = rng.random(count) > process.availability
@@ -107,14 +114,34 @@ class FailureModel(BaseModel):
         return any(p is not None for p in (self.host, self.ocs, self.link))
 
 
+def _checked(component: str, **fields) -> FailureProcess:
+    """A FailureProcess, or one line naming the option and what it must be."""
+    try:
+        if "availability" in fields:
+            return FailureProcess.from_availability(**fields)
+        return FailureProcess(**fields)
+    except ValidationError as exc:
+        where, msg = first_error(exc)
+        name = {"mtbf_s": "MTBF", "mttr_s": "MTTR", "weibull_shape": "Weibull shape"}.get(where, where)
+        raise PodsimError(f"{component} {name}: {msg} (got {exc.errors()[0].get('input')!r})") from None
+
+
+def _shape_fields(weibull_shape: float | None) -> dict:
+    if weibull_shape is None:
+        return {"distribution": "exponential"}
+    if not (math.isfinite(weibull_shape) and weibull_shape > 0):
+        raise PodsimError(f"--weibull-shape {weibull_shape} must be a finite number > 0 (1 is exponential; leave it out for exponential)")
+    return {"distribution": "weibull", "weibull_shape": weibull_shape}
+
+
 def _process(component: str, mtbf: str | float | None, mttr: str | float | None,
              weibull_shape: float | None) -> FailureProcess | None:
     if mtbf is None:
         if mttr is not None:
             raise PodsimError(f"{component} MTTR {mttr!r} needs an MTBF (or, for hosts, an availability)")
         return None
-    return FailureProcess(mtbf_s=parse_duration(mtbf), mttr_s=parse_duration(mttr if mttr is not None else "1h"),
-                          distribution="weibull" if weibull_shape else "exponential", weibull_shape=weibull_shape or 1.0)
+    return _checked(component, mtbf_s=parse_duration(mtbf), mttr_s=parse_duration(mttr if mttr is not None else "1h"),
+                    **_shape_fields(weibull_shape))
 
 
 def failure_model(host_availability: float | None = None, mtbf: str | float | None = None, mttr: str | float | None = None,
@@ -126,9 +153,8 @@ def failure_model(host_availability: float | None = None, mtbf: str | float | No
     if host_availability is not None and mtbf is not None:
         raise PodsimError("give hosts an availability or an MTBF, not both")
     if host_availability is not None:
-        host = FailureProcess.from_availability(host_availability, parse_duration(mttr if mttr is not None else "1h"),
-                                                distribution="weibull" if weibull_shape else "exponential",
-                                                weibull_shape=weibull_shape or 1.0)
+        host = _checked("host", availability=host_availability, mttr_s=parse_duration(mttr if mttr is not None else "1h"),
+                        **_shape_fields(weibull_shape))
     else:
         host = _process("host", mtbf, mttr, weibull_shape)
     return FailureModel(host=host, ocs=_process("OCS", ocs_mtbf, ocs_mttr, weibull_shape),
@@ -167,20 +193,21 @@ def load_failure_trace(path: str | Path) -> list[FailureEvent]:
     if not path.is_file():
         raise PodsimError(f"failure trace {str(path)!r} does not exist")
     events = []
-    with path.open(newline="") as f:
-        reader = csv.DictReader(f)
-        need = {"time_s", "component", "id", "repair_s"}
-        if not need <= set(reader.fieldnames or []):
-            raise PodsimError(f"{path.name}: needs columns {', '.join(sorted(need))}")
-        for line, row in enumerate(reader, start=2):
-            comp = row["component"].strip()
-            if comp not in ("host", "ocs", "link"):
-                raise PodsimError(f"{path.name} line {line}: component {comp!r} is not host, ocs or link")
-            try:
-                ev = FailureEvent(float(row["time_s"]), comp, int(row["id"]), float(row["repair_s"]))
-            except ValueError:
-                raise PodsimError(f"{path.name} line {line}: time_s, id and repair_s must be numbers") from None
-            if ev.time_s < 0 or ev.repair_s < 0 or ev.id < 0:
-                raise PodsimError(f"{path.name} line {line}: negative time, id or repair")
-            events.append(ev)
+    header, rows = read_csv(path, "failure trace")
+    need = {"time_s", "component", "id", "repair_s"}
+    if not need <= set(header):
+        raise PodsimError(f"{path.name}: needs columns {', '.join(sorted(need))}")
+    for line, row in rows:
+        comp = row["component"].strip()
+        if comp not in ("host", "ocs", "link"):
+            raise PodsimError(f"{path.name} line {line}: component {comp!r} is not host, ocs or link")
+        try:
+            ev = FailureEvent(float(row["time_s"]), comp, int(row["id"]), float(row["repair_s"]))
+        except ValueError:
+            raise PodsimError(f"{path.name} line {line}: time_s, id and repair_s must be numbers") from None
+        if not (math.isfinite(ev.time_s) and math.isfinite(ev.repair_s)):
+            raise PodsimError(f"{path.name} line {line}: time_s and repair_s must be finite numbers of seconds")
+        if ev.time_s < 0 or ev.repair_s < 0 or ev.id < 0:
+            raise PodsimError(f"{path.name} line {line}: negative time, id or repair")
+        events.append(ev)
     return sorted(events)

@@ -35,6 +35,7 @@ from podsim.topology import Built
 from podsim.trace.kinds import normalise_algorithm, normalise_kind
 from podsim.trace.model import (
     DEFAULT_COMPUTE_EFFICIENCY,
+    SLICE_AXES,
     Collective,
     Compute,
     SendRecv,
@@ -337,6 +338,17 @@ def simulate_step(trace: StepTrace | None, built_or_job: Built | Job, *,
     return _simulate([job], compute_efficiency, fast_path, routing, _failed(failed_links, failed_chips))[0][0]
 
 
+def _check_group_axes(built: Built, group, parsed) -> None:
+    """A group named axis by axis may name only axes the slice has ('all' means the ones it has)."""
+    if isinstance(group, str) and group.strip() == "all":
+        return
+    dims = len(built.slice.shape)
+    for g in parsed:
+        if g.axis in SLICE_AXES and SLICE_AXES.index(g.axis) >= dims:
+            raise PodsimError(f"group {group!r}: the {'x'.join(map(str, built.slice.shape))} slice has no {g.axis} axis "
+                              f"(its axes: {', '.join(SLICE_AXES[:dims])}, or all)")
+
+
 def simulate_collective(built: Built, kind: str, size_bytes: float | str, group: str = "all",
                         algorithm: str = "auto", fast_path: bool = True, routing: str = "dimension_order",
                         failed_links: Sequence[int] = (), failed_chips: Sequence[int] = ()) -> CollectiveResult:
@@ -347,6 +359,7 @@ def simulate_collective(built: Built, kind: str, size_bytes: float | str, group:
     size = parse_bytes(size_bytes)
     parsed = parse_group(group)
     kind, algorithm = normalise_kind(kind, field="collective"), normalise_algorithm(algorithm)
+    _check_group_axes(built, group, parsed)
     if kind == "send_recv":
         if len(parsed) != 1:
             raise PodsimError(f"send_recv runs along one axis; group {group!r} names {len(parsed)}: give one, e.g. x")
@@ -357,6 +370,9 @@ def simulate_collective(built: Built, kind: str, size_bytes: float | str, group:
     results, plans = _simulate([job], DEFAULT_COMPUTE_EFFICIENCY, fast_path, routing, _failed(failed_links, failed_chips))
     res, p = results[0], plans[0][0]
     sched = p.plan.schedule
+    if sched.layout.p == 1 and all(g.size is None for g in parsed):
+        raise PodsimError(f"group {group!r} has 1 chip on the {'x'.join(map(str, built.slice.shape))} slice, so nothing "
+                          "is communicated; name axes longer than 1 (or ask for a 1-chip group explicitly, e.g. x:1)")
     t = res.step_time_s
     algbw = size / t if t > 0 else float("inf")
     return CollectiveResult(

@@ -18,6 +18,7 @@ import simpy
 
 from podsim.engine.maxmin import max_min_rates
 from podsim.engine.validate import RateValidator
+from podsim.errors import PodsimError
 
 
 class CountingEnvironment(simpy.Environment):
@@ -72,6 +73,10 @@ class FlowNetwork:
                owner: int, callback: Callable[[], None], frac: np.ndarray | None = None) -> None:
         """Start flows now; `callback()` runs once every one of them is delivered. `frac[i]`
         is the fraction of its flow's bytes on entry i (default: all of them)."""
+        cap = self.capacity[links]
+        if cap.size and not (np.isfinite(cap).all() and (cap > 0).all()):  # a flow at rate 0 never finishes
+            bad = int(np.asarray(links)[~(np.isfinite(cap) & (cap > 0))][0])
+            raise PodsimError(f"a flow crosses link {bad} of capacity {self.capacity[bad]:g} B/s; link bandwidths must be finite and > 0")
         if frac is None:
             frac = np.ones(len(links))
         self._pending.append((indptr, links, np.asarray(nbytes, float), latency_s, owner, callback, np.asarray(frac, float)))

@@ -39,9 +39,12 @@ from dataclasses import dataclass, field
 import numpy as np
 from ortools.sat.python import cp_model
 
+from podsim.bounds import check_seed
 from podsim.errors import PodsimError
 from podsim.placement.problem import Problem
 from podsim.placement.space import Assignment, box_candidates, cubes_needed, subcube_candidates
+
+CPSAT_SEED_MODULUS = 2**31  # CP-SAT's random_seed is an int32: a 64-bit seed is folded into it
 
 
 @dataclass(frozen=True)
@@ -71,6 +74,9 @@ class SolverParams:
     def __post_init__(self):
         if not self.time_limit_s > 0:
             raise PodsimError(f"time limit must be > 0 s, got {self.time_limit_s}")
+        if not math.isfinite(self.time_limit_s):
+            raise PodsimError(f"time limit must be a finite number of seconds, got {self.time_limit_s}")
+        check_seed(self.random_seed, "random seed")
         if self.num_workers < 1:
             raise PodsimError(f"num_workers must be >= 1 (0 would use every core), got {self.num_workers}")
 
@@ -466,7 +472,7 @@ def solver_for(params: SolverParams) -> cp_model.CpSolver:
     solver = cp_model.CpSolver()
     sp = solver.parameters
     sp.num_workers = params.num_workers
-    sp.random_seed = params.random_seed
+    sp.random_seed = params.random_seed % CPSAT_SEED_MODULUS
     sp.log_search_progress = params.log
     # The model breaks the symmetries it knows (aggregated cubes, shared positions, ordered
     # whole cubes and identical requests). CP-SAT's own symmetry detection (levels 1-2) was

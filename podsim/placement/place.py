@@ -16,6 +16,7 @@ import time
 from collections.abc import Sequence
 from typing import Literal
 
+from podsim.bounds import MAX_HORIZON_S, finite
 from podsim.errors import PodsimError
 from podsim.placement.cpsat import (
     SolverParams,
@@ -49,6 +50,7 @@ def place(state, requests: Sequence[SliceRequest], *, solver: Solver = "cpsat", 
     if policy not in POLICIES:
         raise PodsimError(f"greedy policy {policy!r} is not known; use one of {', '.join(POLICIES)}")
     params = params or SolverParams()
+    finite(now_s, "now (s)", low=-MAX_HORIZON_S, high=MAX_HORIZON_S)
     problem = make_problem(state, requests, settings, now_s)
     t0 = time.perf_counter()
     if solver == "greedy":
@@ -69,6 +71,8 @@ def _cpsat(problem: Problem, params: SolverParams, policy: Policy) -> tuple[list
     status, objective, bound, solution, solver_s = "NO_REQUESTS", None, None, None, None
     if pm.placed:
         cp, status, solver_s = solve_model(pm, params)
+        if status == "MODEL_INVALID":  # a bug in the model (inputs are bounded), not a reason to fall back
+            raise RuntimeError(f"CP-SAT rejected the placement model as MODEL_INVALID ({len(problem.requests)} requests)")
         if status in ("OPTIMAL", "FEASIBLE"):
             solution = read_solution(pm, cp)
             objective, bound = cp.objective_value, cp.best_objective_bound

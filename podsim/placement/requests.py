@@ -18,10 +18,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from podsim.bounds import MAX_HORIZON_S, MAX_PRIORITY, Priority
 from podsim.errors import PodsimError, first_error
+from podsim.files import read_structured
 from podsim.topology import Generation, parse_shape, slice_name, validate_shape
 
 WEIGHT_RESOLUTION = 10  # CP-SAT needs integers: weights are kept in tenths of a chip
@@ -43,8 +44,8 @@ class SliceRequest:
         object.__setattr__(self, "shape", shape)
         object.__setattr__(self, "id", str(self.id))
         object.__setattr__(self, "chips", math.prod(shape))
-        if not isinstance(self.priority, int) or isinstance(self.priority, bool) or self.priority < 0:
-            raise PodsimError(f"request {self.id!r}: priority {self.priority!r} must be an integer >= 0")
+        if not isinstance(self.priority, int) or isinstance(self.priority, bool) or not 0 <= self.priority <= MAX_PRIORITY:
+            raise PodsimError(f"request {self.id!r}: priority {self.priority!r} must be an integer in [0, {MAX_PRIORITY}]")
         if not math.isfinite(self.arrival_s):
             raise PodsimError(f"request {self.id!r}: arrival_s {self.arrival_s!r} must be a finite number of seconds")
 
@@ -58,18 +59,18 @@ class SliceRequest:
 
     def weight(self, now_s: float = 0.0, age_scale_s: float = 3600.0) -> int:
         """Integer admission weight in tenths of a priority-weighted chip, age included."""
-        age_s = max(0.0, now_s - self.arrival_s)
+        age_s = min(max(0.0, now_s - self.arrival_s), MAX_HORIZON_S)  # bounded, so the weight fits CP-SAT's int64
         return round(WEIGHT_RESOLUTION * self.priority_weighted_chips() * (1.0 + age_s / age_scale_s))
 
 
 class RequestEntry(BaseModel):
     """One entry of a requests file."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     id: str = Field(..., min_length=1, description="unique request (job) id")
     shape: str = Field(..., description="slice shape, e.g. 4x4x8 (v4) or 8x16 (v5e)")
-    priority: int = Field(0, ge=0, description="0 = normal; the weight is chips x (1 + priority)")
+    priority: Priority = Field(0, description=f"0 = normal, at most {MAX_PRIORITY}; the weight is chips x (1 + priority)")
     twisted: bool = Field(False, description="twisted torus (k x k x 2k or k x 2k x 2k, OCS pods only)")
     arrival_s: float = Field(0.0, description="arrival time in seconds (for the age term)")
 
@@ -122,13 +123,7 @@ def parse_requests(raw: Any, gen: Generation, source: str = "requests") -> list[
 
 def read_yaml(path: str | Path, what: str) -> Any:
     """Parsed YAML of a `what` file ('requests', 'failures'); one-line errors."""
-    path = Path(path)
-    try:
-        return yaml.safe_load(path.read_text())
-    except OSError as exc:
-        raise PodsimError(f"cannot read {what} file {str(path)!r}: {exc.strerror}") from None
-    except yaml.YAMLError as exc:
-        raise PodsimError(f"{what} file {str(path)!r} is not valid YAML: {' '.join(str(exc).split())}") from None
+    return read_structured(path, what)
 
 
 def load_requests(path: str | Path, gen: Generation) -> list[SliceRequest]:

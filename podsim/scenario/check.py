@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import math
 
+from podsim.bounds import check_fleet
+from podsim.cluster.failures import MAX_FAILURE_EVENTS
 from podsim.errors import PodsimError
 from podsim.scenario.fields import STEP_TARGETS, TARGET_UNITS, parse_target
 from podsim.scenario.schema import Scenario
@@ -13,7 +15,10 @@ from podsim.scenario.steptime import plan_template, resolve_plan
 from podsim.topology import Generation, get_generation, parse_shape, validate_shape
 from podsim.trace.configs import PRESETS, get_model
 from podsim.trace.mesh import parse_parallelism
+from podsim.units import is_rate_unit
 from podsim.workload import V4_SLICE_POPULARITY, SliceMix
+
+COUNT_UNITS = ("chips", "links", "ports", "ocs", "cubes", "nics", "hosts")  # figures that count parts
 
 
 class FieldError(PodsimError):
@@ -49,6 +54,10 @@ def scenario_generation(s: Scenario) -> Generation:
             raise FieldError(loc + ("unit",), f"{name} is given in {fig.unit}; unit {ov.unit!r} is not allowed (give the value in {fig.unit})")
         if not math.isfinite(ov.value) or ov.value < 0:
             raise FieldError(loc + ("value",), f"{name} = {ov.value} must be a finite number >= 0 ({fig.unit})")
+        if fig.unit in COUNT_UNITS and (ov.value < 1 or not float(ov.value).is_integer()):
+            raise FieldError(loc + ("value",), f"{name} = {ov.value} must be a whole number >= 1 ({fig.unit})")
+        if is_rate_unit(fig.unit) and ov.value <= 0:
+            raise FieldError(loc + ("value",), f"{name} = {ov.value} must be > 0 {fig.unit}: work divided by a zero rate never finishes")
         note = ov.note or f"scenario override (published: {fig.value} {fig.unit}, {fig.source})"
         new = fig.model_copy(update={"value": float(ov.value), "source": ov.source, "note": note, "alt": None})
         if name.startswith("ocs."):
@@ -69,6 +78,19 @@ def _check_mix(s: Scenario, gen: Generation) -> None:
         _wrap(("workload", "synthetic", "mix", name), SliceMix.from_table, gen, {name: 1.0})
     for name in syn.models:
         _wrap(("workload", "synthetic", "models", name), get_model, name)
+
+
+def _check_failure_events(s: Scenario, gen: Generation) -> None:
+    """Host failures drawn over the horizon stay within what the simulation draws (an estimate
+    from the MTBF, refused before the run rather than in the middle of it)."""
+    host = s.failures.host
+    if host is None or host.mtbf is None:
+        return
+    hosts = s.topology.pods * gen.pod_chips / max(1.0, float(gen.chips_per_host.value))
+    expected = hosts * (s.horizon / (host.mtbf + host.mttr) + 1)
+    if expected > MAX_FAILURE_EVENTS:
+        raise FieldError(("failures", "host", "mtbf"), f"about {expected:.3g} host failures over the horizon "
+                         f"({hosts:.0f} hosts, MTBF {host.mtbf:g} s); podsim draws at most {MAX_FAILURE_EVENTS:,}")
 
 
 def _check_step(s: Scenario, gen: Generation) -> None:
@@ -113,6 +135,7 @@ def check_scenario(s: Scenario) -> Generation:
     gen = scenario_generation(s)
     if s.topology.wiring == "ocs" and not gen.has_ocs:
         raise FieldError(("topology", "wiring"), f"{gen.id} has no OCS; use wiring: static")
+    _wrap(("topology", "pods"), check_fleet, s.topology.pods, gen.pod_chips)
     if s.kind == "cluster":
         if gen.slice_rule == "gpu_nodes":
             raise FieldError(("topology", "generation"), f"{gen.id} is a switched GPU cluster; job streams place TPU slices")
@@ -122,6 +145,7 @@ def check_scenario(s: Scenario) -> Generation:
             raise FieldError(("horizon",), "horizon must be > 0")
         if s.workload.synthetic is not None:
             _check_mix(s, gen)
+        _check_failure_events(s, gen)
     else:
         _check_step(s, gen)
     _check_dcn(s)

@@ -18,6 +18,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from podsim.errors import PodsimError
+from podsim.files import parse_yaml_node, read_text
 from podsim.scenario.check import FieldError, check_scenario
 from podsim.scenario.schema import Scenario
 
@@ -49,17 +50,12 @@ def _field_above(text: str, line: int) -> str | None:
 def read_yaml_doc(path: str | Path, what: str = "scenario") -> YamlDoc:
     """Parse a YAML file keeping node positions; bad YAML is a one-line error with its line."""
     path = Path(path)
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise PodsimError(f"cannot read {what} file {str(path)!r}: {exc.strerror}") from None
-    return parse_yaml_doc(text, str(path), path.parent)
+    return parse_yaml_doc(read_text(path, what), str(path), path.parent)
 
 
 def parse_yaml_doc(text: str, source: str, base_dir: Path | None = None) -> YamlDoc:
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
+        data, node = parse_yaml_node(text, source)
     except yaml.MarkedYAMLError as exc:
         mark, opened = exc.problem_mark or exc.context_mark, exc.context_mark
         line = mark.line + 1 if mark else None

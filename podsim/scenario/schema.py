@@ -9,11 +9,13 @@ Durations, rates and fractions may carry units ('3h', '2/h', '99.5%').
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
+from podsim.bounds import MAX_FLEET_CHIPS, MAX_HORIZON_S, MAX_JOBS, JobCount, Priority, Seed
 from podsim.economics.assumptions import DEFAULTS as SPINE_DEFAULTS
 from podsim.errors import PodsimError
 from podsim.scenario.fields import Duration, Fraction, Rate
@@ -21,7 +23,7 @@ from podsim.topology import get_generation
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
 
 def _existing_file(value: Any, info: ValidationInfo) -> Path:
@@ -48,7 +50,7 @@ class Topology(_Model):
     """The fleet: `pods` pods of one generation, wired through OCS or statically."""
 
     generation: str = Field(..., description="generation id, e.g. tpu-v4, tpu-v5p")
-    pods: int = Field(1, ge=1, description="pods in the fleet")
+    pods: int = Field(1, ge=1, le=MAX_FLEET_CHIPS, description="pods in the fleet")
     wiring: Literal["ocs", "static"] = Field("ocs", description="ocs: cubes joined by OCS; static: cubes fixed in the home arrangement")
     routing: Literal["dimension_order", "shortest_paths", "adaptive"] = Field(
         "dimension_order", description="ICI routing inside a slice: one dimension-order path, an even split over all "
@@ -106,12 +108,12 @@ class StepsDist(_Model):
 class Synthetic(_Model):
     """A seeded synthetic job stream (podsim.workload.SyntheticSpec with units)."""
 
-    jobs: int = Field(200, ge=1)
+    jobs: JobCount = 200
     rate: Rate | None = Field(None, description="Poisson arrivals, e.g. 2/h or 48/d")
     gaps: tuple[Duration, ...] | None = Field(None, description="given inter-arrival gaps, cycled")
     duration: DurationDist = DurationDist()
     mix: Any = Field("v4", description="'v4' (the v4 paper's popularity table) or SHAPE[_T|_NT] -> weight")
-    priorities: dict[int, float] = Field(default_factory=lambda: {0: 1.0})
+    priorities: dict[Priority, float] = Field(default_factory=lambda: {0: 1.0})
     models: dict[str, float] = Field(default_factory=dict, description="model preset -> weight: jobs given in steps")
     steps: StepsDist = StepsDist()
 
@@ -126,7 +128,7 @@ class Synthetic(_Model):
             raise PodsimError("mix: use 'v4' or a non-empty mapping SHAPE[_T|_NT]: weight, e.g. {4x4x4: 2, 4x4x8_T: 1}")
         out = {}
         for k, w in v.items():
-            if isinstance(w, bool) or not isinstance(w, (int, float)) or w < 0:
+            if isinstance(w, bool) or not isinstance(w, (int, float)) or not math.isfinite(w) or w < 0:
                 raise PodsimError(f"mix weight of {k!r} is {w!r}; weights are numbers >= 0")
             out[str(k)] = float(w)
         return out
@@ -152,7 +154,7 @@ class TraceWorkload(_Model):
     path: Path
     columns: TraceColumns = TraceColumns()
     arrival_scale: float = Field(1.0, gt=0, description="multiply submission times (0.9: 11% more load)")
-    limit: int | None = Field(None, ge=1)
+    limit: int | None = Field(None, ge=1, le=MAX_JOBS)
 
     _path = field_validator("path", mode="before")(_existing_file)
 
@@ -337,8 +339,8 @@ class Scenario(_Model):
     policy: Policy = Policy()
     solver: Solver = Solver()
     step_time: StepTime = StepTime()
-    horizon: Duration | None = Field(None, description="simulated time of a job stream, e.g. 14d")
-    seed: int = Field(0, ge=0)
+    horizon: Annotated[Duration, Field(gt=0, le=MAX_HORIZON_S)] | None = Field(None, description="simulated time of a job stream, e.g. 14d (at most a century)")
+    seed: Seed = 0
     samples: int = Field(500, ge=2, le=20000, description="time-series samples over the horizon")
     targets: dict[str, Any] = Field(default_factory=dict, description="metric -> '<= 1h' / '>= 95%'")
     references: dict[str, Reference] = Field(default_factory=dict, description="metric -> published figure")

@@ -23,6 +23,7 @@ import copy
 import hashlib
 import itertools
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -30,6 +31,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from podsim.bounds import MAX_SWEEP_POINTS, Seed
 from podsim.errors import PodsimError
 from podsim.scenario.check import FieldError, check_scenario
 from podsim.scenario.load import (
@@ -44,7 +46,7 @@ from podsim.scenario.schema import Scenario
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
 
 class CapacitySpec(_Model):
@@ -63,7 +65,7 @@ class SweepSpec(_Model):
     grid: dict[str, list[Any]] = Field(default_factory=dict, description="dotted field -> values (every combination)")
     points: list[dict[str, Any]] = Field(default_factory=list, description="each: dotted field -> value, optional label")
     replicates: int = Field(1, ge=1, le=10000)
-    seed: int | None = Field(None, ge=0)
+    seed: Seed | None = None
     seeding: Literal["common", "independent"] = "common"
     capacity: CapacitySpec | None = None
     show: list[str] = Field(default_factory=list, description="metrics the CLI prints per point")
@@ -229,6 +231,12 @@ def load_sweep(path: str | Path) -> Sweep:
     else:
         base_doc, base_prefix = YamlDoc(spec.base, doc.node, doc.source, doc.base_dir), ("base",)
     base = dict(base_doc.data)
+    n_points = max(1, len(spec.points)) * math.prod(len(v) for v in spec.grid.values()) * spec.replicates
+    if n_points > MAX_SWEEP_POINTS:
+        sizes = " x ".join(f"{len(v)} {k}" for k, v in spec.grid.items())
+        raise PodsimError(format_error(doc.source, line_of(doc.node, ("grid",)), ("grid",),
+                                       f"{n_points:.3g} points ({max(1, len(spec.points))} point(s) x {sizes} x {spec.replicates} "
+                                       f"replicate(s)); a sweep has at most {MAX_SWEEP_POINTS:,} (each is a run and a store row)"))
     # cells: points x grid
     grid_keys = list(spec.grid)
     point_list = spec.points or [{}]

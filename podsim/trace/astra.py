@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from podsim.errors import PodsimError
+from podsim.files import read_text
 from podsim.trace.kinds import normalise_kind
 from podsim.trace.model import (
     SLICE_AXES,
@@ -122,10 +123,7 @@ def parse_workload(path: str | Path, text: str | None = None) -> Workload:
     """Read an ASTRA-sim 1.0 text workload; errors name the line and the field."""
     path = Path(path)
     if text is None:
-        try:
-            text = path.read_text()
-        except (OSError, UnicodeDecodeError) as exc:
-            raise PodsimError(f"cannot read {str(path)!r} as text: {exc}") from None
+        text = read_text(path, "ASTRA-sim workload")
     tk = _Tokens(path, text)
     policy, ln = tk.next("the parallelism policy")
     if policy not in POLICIES:

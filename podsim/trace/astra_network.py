@@ -9,12 +9,14 @@ imported from ASTRA-sim runs on the network it was written for.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
-import yaml
-
 from podsim.errors import PodsimError
+from podsim.files import read_yaml
 from podsim.topology.generations import Generation, custom_generation
+
+MAX_NPUS = 65536  # per dimension: past the largest pod podsim models (tpu-v4: 4096 chips)
 
 
 def network_generation(path: str | Path) -> Generation:
@@ -22,10 +24,7 @@ def network_generation(path: str | Path) -> Generation:
     path = Path(path)
     if not path.is_file():
         raise PodsimError(f"network config {str(path)!r} does not exist")
-    try:
-        cfg = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        raise PodsimError(f"{path.name}: not valid YAML ({str(exc).splitlines()[0]})") from None
+    cfg = read_yaml(path, "network config")
     if not isinstance(cfg, dict):
         raise PodsimError(f"{path.name}: expected topology, npus_count, bandwidth and latency")
     try:
@@ -35,6 +34,15 @@ def network_generation(path: str | Path) -> Generation:
         lat = [float(x) for x in cfg["latency"]]
     except (KeyError, TypeError, ValueError) as exc:
         raise PodsimError(f"{path.name}: field {exc} missing or not a list of numbers (topology, npus_count, bandwidth, latency)") from None
+    bad_bw = next((b for b in bw if not (math.isfinite(b) and b > 0)), None)
+    if bad_bw is not None:
+        raise PodsimError(f"{path.name}: bandwidth {bad_bw} GB/s must be a finite number > 0")
+    bad_lat = next((x for x in lat if not (math.isfinite(x) and x >= 0)), None)
+    if bad_lat is not None:
+        raise PodsimError(f"{path.name}: latency {bad_lat} ns must be a finite number >= 0")
+    bad_n = next((n for n in npus if not 1 <= n <= MAX_NPUS), None)
+    if bad_n is not None:
+        raise PodsimError(f"{path.name}: npus_count {bad_n} must be between 1 and {MAX_NPUS} per dimension")
     if not (len(topo) == len(npus) == len(bw) == len(lat)) or not topo:
         raise PodsimError(f"{path.name}: topology, npus_count, bandwidth and latency need one entry per dimension")
     if len(set(bw)) != 1 or len(set(lat)) != 1:

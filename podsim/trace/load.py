@@ -16,6 +16,7 @@ from functools import partial
 from pathlib import Path
 
 from podsim.errors import PodsimError
+from podsim.files import read_bytes
 from podsim.topology import get_generation
 from podsim.trace.astra import ASTRA_CLOCK_HZ, POLICIES, import_astra_text
 from podsim.trace.chakra import RankFile, import_chakra, rank_of, read_chakra_json, read_et
@@ -46,12 +47,11 @@ def _kind(path: Path) -> tuple[str, object]:
         if suffix == ".json" and isinstance(data, dict) and "nodes" in data:
             return "chakra-json", data
         raise PodsimError(f"{path.name}: neither a podsim trace (`podsim_trace: 1`) nor a Chakra JSON trace (`nodes`)")
+    data = read_bytes(path, "trace")
     try:
-        text = path.read_text()
+        text = data.decode("utf-8-sig")
     except UnicodeDecodeError:
         return "chakra-bin", None  # binary: Chakra records are the only binary format podsim reads
-    except OSError:
-        raise PodsimError(f"{path.name}: unknown trace format; use .json/.yaml (podsim), .et or Chakra .json, or an ASTRA-sim text workload") from None
     first = text.split(maxsplit=1)[0] if text.strip() else ""
     if first in POLICIES:
         return "astra", text

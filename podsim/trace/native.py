@@ -19,15 +19,15 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import tempfile
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
+from podsim import files
 from podsim.errors import PodsimError, first_error
+from podsim.files import write_text_atomic
 from podsim.trace.kinds import normalise_algorithm, normalise_kind
 from podsim.trace.model import (
     COLLECTIVE_KINDS,
@@ -47,7 +47,7 @@ SUFFIXES = (".json", ".yaml", ".yml")
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class _OpBase(_Strict):
@@ -246,27 +246,6 @@ def output_format(path: str | Path) -> Literal["json", "yaml"]:
     return "json" if suffix == ".json" else "yaml"
 
 
-def write_text_atomic(path: str | Path, text: str) -> Path:
-    """Write `text` to a temporary file beside `path`, then rename it into place."""
-    path = Path(path)
-    if not path.parent.exists():
-        raise PodsimError(f"output folder {str(path.parent)!r} does not exist")
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; give the file the usual mode
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
-
-
 def save_trace(trace: StepTrace, path: str | Path) -> Path:
     """Validate and write `trace` as JSON or YAML (by the file's suffix), atomically."""
     fmt = output_format(path)
@@ -284,22 +263,7 @@ def load_native(path: str | Path, data: Any | None = None) -> StepTrace:
 
 def read_structured(path: Path) -> Any:
     """Parse a JSON or YAML file; a one-line error names the file and the position."""
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise PodsimError(f"cannot read {str(path)!r}: {exc.strerror}") from None
-    except UnicodeDecodeError as exc:
-        raise PodsimError(f"{str(path)!r} is not a text file (byte offset {exc.start}: not UTF-8)") from None
-    try:
-        if path.suffix.lower() == ".json":
-            return json.loads(text)
-        return yaml.safe_load(text)
-    except json.JSONDecodeError as exc:
-        raise PodsimError(f"{str(path)!r} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1} column {mark.column + 1}" if mark else ""
-        raise PodsimError(f"{str(path)!r} is not valid YAML{where}: {getattr(exc, 'problem', exc)}") from None
+    return files.read_structured(path, "trace")
 
 
 __all__ = [

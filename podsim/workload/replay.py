@@ -7,15 +7,14 @@ the generation's ladder with at least n chips (rounded up): e.g. on tpu-v4, 1 ->
 
 from __future__ import annotations
 
-import csv
 import functools
-import io
 import math
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from podsim.errors import PodsimError, first_error
+from podsim.files import read_csv
 from podsim.topology.generations import Generation, get_generation
 from podsim.topology.shapes import parse_shape, validate_shape
 from podsim.workload.jobs import Job
@@ -96,36 +95,35 @@ def load_trace_csv(path: str | Path, generation: str, columns: TraceColumns | No
     Ids are kept, a repeated one numbered (`id#2`). `arrival_scale` multiplies the submission times (not the durations): 0.9 offers the same
     jobs 1/0.9 times as fast, the usual way to replay a trace at a higher load.
     """
-    if not arrival_scale > 0:
+    if limit is not None and limit < 1:
+        raise PodsimError(f"limit {limit} must be >= 1 (the number of trace jobs to read); leave it out to read them all")
+    if not (arrival_scale > 0 and math.isfinite(arrival_scale)):
         raise PodsimError(f"arrival_scale {arrival_scale} must be > 0 (1 replays the trace as recorded)")
     gen = get_generation(generation)
     cols = columns or TraceColumns()
     path = Path(path)
     if not path.is_file():
         raise PodsimError(f"trace file {str(path)!r} does not exist")
-    try:
-        text = path.read_bytes().decode("utf-8-sig")  # a spreadsheet's byte-order mark is not a column name
-    except UnicodeDecodeError as exc:
-        raise PodsimError(f"{path.name}: not UTF-8 text (byte offset {exc.start}); a job trace is a CSV file") from None
+    header, rows = read_csv(path, "job trace")
+    missing = [c for c in (cols.id, cols.submit, cols.duration, cols.accelerators) if c not in header]
+    if missing:
+        raise PodsimError(f"{path.name}: column {missing[0]!r} not found; columns are {', '.join(header)} (map them with --columns)")
     jobs: list[Job] = []
-    with io.StringIO(text, newline="") as f:
-        reader = csv.DictReader(f)
-        missing = [c for c in (cols.id, cols.submit, cols.duration, cols.accelerators) if c not in (reader.fieldnames or [])]
-        if missing:
-            raise PodsimError(f"{path.name}: column {missing[0]!r} not found; columns are {', '.join(reader.fieldnames or [])} (map them with --columns)")
-        for line, row in enumerate(reader, start=2):
-            try:
-                submit = float(row[cols.submit]) * cols.time_scale
-                duration = float(row[cols.duration]) * cols.time_scale
-                n = int(float(row[cols.accelerators]))
-            except ValueError:
-                raise PodsimError(f"{path.name} line {line}: a number is expected in {cols.submit}, {cols.duration} and {cols.accelerators}") from None
-            if duration < 0 or n < 1 or submit < 0:
-                raise PodsimError(f"{path.name} line {line}: negative time or fewer than 1 accelerator")
-            jobs.append(Job(id=str(row[cols.id]), submit_s=submit, shape=shape_for_count(gen, n),
-                            duration_s=duration, accelerators=n))
-            if limit and len(jobs) >= limit:
-                break
+    for line, row in rows:
+        try:
+            submit = float(row[cols.submit]) * cols.time_scale
+            duration = float(row[cols.duration]) * cols.time_scale
+            n = int(float(row[cols.accelerators]))
+        except (ValueError, OverflowError):
+            raise PodsimError(f"{path.name} line {line}: a finite number is expected in {cols.submit}, {cols.duration} and {cols.accelerators}") from None
+        if not (math.isfinite(submit) and math.isfinite(duration)):
+            raise PodsimError(f"{path.name} line {line}: {cols.submit} and {cols.duration} must be finite numbers")
+        if duration < 0 or n < 1 or submit < 0:
+            raise PodsimError(f"{path.name} line {line}: negative time or fewer than 1 accelerator")
+        jobs.append(Job(id=str(row[cols.id]), submit_s=submit, shape=shape_for_count(gen, n),
+                        duration_s=duration, accelerators=n))
+        if limit is not None and len(jobs) >= limit:
+            break
     if not jobs:
         raise PodsimError(f"{path.name} has no jobs")
     seen: dict[str, int] = {}

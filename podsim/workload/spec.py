@@ -16,6 +16,7 @@ steps_kind (lognormal, fixed, uniform), steps_low, steps_high.
 
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 from typing import Any
@@ -45,9 +46,12 @@ def _pairs(value: str, key: str, example: str) -> dict[str, str]:
 
 def _number(text: str, key: str) -> float:
     try:
-        return float(text)
+        value = float(text)
     except ValueError:
         raise PodsimError(f"--synthetic {key}={text!r}: a number is expected") from None
+    if not math.isfinite(value):
+        raise PodsimError(f"--synthetic {key}={text!r}: a finite number is expected")
+    return value
 
 
 def _rate_per_h(text: str) -> float:

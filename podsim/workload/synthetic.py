@@ -7,6 +7,7 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from podsim.bounds import JobCount, Priority
 from podsim.errors import PodsimError
 from podsim.topology.generations import get_generation
 from podsim.trace.configs import get_model
@@ -15,7 +16,7 @@ from podsim.workload.popularity import V4_SLICE_POPULARITY, SliceMix
 
 
 class _Spec(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
 
 def _draw(rng: np.random.Generator, n: int, kind: str, median: float, sigma: float, low: float, high: float,
@@ -99,12 +100,12 @@ class SyntheticSpec(_Spec):
     """
 
     generation: str = "tpu-v4"
-    jobs: int = Field(200, ge=1, description="number of jobs to draw")
+    jobs: JobCount = Field(200, description="number of jobs to draw")
     arrival: ArrivalSpec = ArrivalSpec(rate_per_h=4.0)
     slice_mix: dict[str, float] = Field(default_factory=lambda: dict(V4_SLICE_POPULARITY),
                                         description="shape[_T|_NT] -> weight; default: the TPU v4 paper's popularity table")
     duration: DurationSpec = DurationSpec()
-    priorities: dict[int, float] = Field(default_factory=lambda: {0: 1.0}, description="priority -> weight")
+    priorities: dict[Priority, float] = Field(default_factory=lambda: {0: 1.0}, description="priority -> weight")
     models: dict[str, float] = Field(default_factory=dict, description="model preset -> weight; empty: durations in time")
     steps: StepsSpec = StepsSpec()
 
