@@ -192,6 +192,7 @@ def serial16(tmp_path_factory):
     return sw, store, {r["key"]: r for r in out.points}
 
 
+@pytest.mark.dask
 def test_sixteen_points_on_a_local_dask_cluster_equal_serial(serial16, tmp_path):
     sw, serial_store, serial = serial16
     store = tmp_path / "r.duckdb"
@@ -206,6 +207,7 @@ def test_sixteen_points_on_a_local_dask_cluster_equal_serial(serial16, tmp_path)
         assert np.array_equal(a.tables["timeseries"][col], b.tables["timeseries"][col], equal_nan=True)
 
 
+@pytest.mark.dask
 def test_killed_dask_worker_then_resume(tmp_path):
     """SIGKILL one of two Dask workers while the sweep runs: the scheduler reruns its task on a
     live worker, every point is stored exactly once (computed 1), and --resume reruns none."""
