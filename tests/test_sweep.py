@@ -155,6 +155,7 @@ def test_probes():
     assert _probes(1, 8, 1) == [4] and _probes(1, 2, 3) == [1] and _probes(1, 8, 3) == [2, 4, 6]
 
 
+@pytest.mark.slow  # two podsim processes and a process pool
 def test_sigint_halfway_then_resume(tmp_path):
     """SIGINT to `podsim sweep` after 4 points: exit 130, every point reported done is in the
     store; --resume runs only the rest; in the end every point is stored once, computed once."""
