@@ -14,18 +14,16 @@ from hypothesis import strategies as st
 
 from podsim.engine import (
     EngineInvariantError,
-    FlowNetwork,
     Job,
-    RateValidator,
-    Recording,
-    max_min_rates,
     place_slices,
     simulate_collective,
     simulate_jobs,
     simulate_step,
-    validate_rates,
     validating,
 )
+from podsim.engine.maxmin import max_min_rates
+from podsim.engine.network import FlowNetwork
+from podsim.engine.validate import RateValidator, Recording, validate_rates
 from podsim.errors import PodsimError
 from podsim.topology import DcnSpec, build_slice
 from podsim.trace import Collective, Compute, SendRecv, StepTrace, parse_group

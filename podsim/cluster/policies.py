@@ -123,13 +123,13 @@ class Priority(QueuePolicy):
                 sim.preempt_for(job)
 
 
-POLICIES: dict[str, type[QueuePolicy]] = {"fifo": Fifo, "backfill": Backfill, "priority": Priority}
+QUEUE_POLICIES: dict[str, type[QueuePolicy]] = {"fifo": Fifo, "backfill": Backfill, "priority": Priority}
 
 
 def get_policy(name: str) -> QueuePolicy:
     try:
-        return POLICIES[name]()
+        return QUEUE_POLICIES[name]()
     except KeyError:
         from podsim.errors import PodsimError
 
-        raise PodsimError(f"queue policy {name!r} is not known; use one of {', '.join(POLICIES)}") from None
+        raise PodsimError(f"queue policy {name!r} is not known; use one of {', '.join(QUEUE_POLICIES)}") from None
