@@ -17,6 +17,8 @@ what cannot fit: a job whose (shape, twist) already failed since capacity last c
 not tried again (`failed_keys`, cleared when a job ends or a part is repaired), nor one that
 needs more chips than are free; a slice found for one (shape, twist) serves every queued job
 of that kind until the state changes (`_fits`); an arrival-only pass tries only the new jobs.
+These memos are invalidated in two places only: `_capacity_lost` (a job started, a part
+failed) and `_capacity_gained` (a job ended or stopped, a part was repaired).
 
 Accounting (chip-seconds, per job): allocated = overhead (restart + OCS reconfiguration) +
 useful (work kept) + lost (work since the last checkpoint when a failure or a preemption
@@ -42,18 +44,19 @@ from podsim.cluster.result import ClusterResult, JobOutcome, summarise
 from podsim.cluster.steptime import CachedStepTime, RooflineStepTime, StepTimeModel
 from podsim.errors import PodsimError, first_duplicate
 from podsim.placement import (
+    FreeSpace,
+    PlacementSettings,
     PodState,
     SlicePlacement,
     SliceRequest,
     SolverParams,
+    fit_request,
     largest_placeable,
+    options_or_reason,
     place,
+    to_slice,
+    validate_placement,
 )
-from podsim.placement.greedy import fit_request
-from podsim.placement.place import to_slice
-from podsim.placement.problem import PlacementSettings, options_or_reason
-from podsim.placement.space import FreeSpace
-from podsim.placement.validate import validate_placement
 from podsim.workload import Job
 
 ProgressFn = Callable[[float, float], None]
@@ -460,6 +463,21 @@ class ClusterSim:
             if j.status == "queued":
                 self.failed_keys.add(j.key)
 
+    # Memo invalidation: the only two places ------------------------------------------------
+    def _capacity_lost(self, new_victim: bool = False) -> None:
+        """Chips were taken (a job started: `new_victim`) or broke: a slice found before may be
+        gone. A 'does not fit' stays true; a job that just started is one more preemption victim."""
+        self._fits.clear()
+        if new_victim:
+            self._preempt_failed.clear()
+
+    def _capacity_gained(self) -> None:
+        """Chips came back (a job ended or stopped, a part was repaired): every memo is stale."""
+        self._fits.clear()
+        self.capacity_epoch += 1
+        self.failed_keys.clear()
+        self._preempt_failed.clear()
+
     # Job life cycle ------------------------------------------------------------------------
     def start(self, job: SimJob, where: Fit | SlicePlacement) -> None:
         """Give the job its slice and start its run (the state checks every chip and port)."""
@@ -468,7 +486,7 @@ class ClusterSim:
             validate_placement(self.state, [SlicePlacement(job.request, slc)])
         self._advance()
         self.state.allocate(job.rid, slc)
-        self._fits.clear()
+        self._capacity_lost(new_victim=True)
         self._dequeue(job)
         job.slice = slc
         job.status = "running"
@@ -485,7 +503,6 @@ class ClusterSim:
             self.counters["ocs_reconfigurations"] += 1
         self.busy += job.chips
         self.running[job.idx] = job
-        self._preempt_failed.clear()
         job.proc = self.env.process(self._run(job, length))
 
     def _run(self, job: SimJob, length: float):
@@ -512,14 +529,11 @@ class ClusterSim:
         self.lost_chip_s += (c - saved) * chips
         self.overhead_settled_chip_s += o * chips
         self.state.release(job.rid)
-        self._fits.clear()
         self.busy -= chips
         del self.running[job.idx]
         job.slice = None
         job.proc = None
-        self.capacity_epoch += 1
-        self.failed_keys.clear()
-        self._preempt_failed.clear()
+        self._capacity_gained()
 
     def _finish(self, job: SimJob) -> None:
         self._settle(job, keep_all=True)
@@ -626,7 +640,7 @@ class ClusterSim:
             if any(newly.values()):
                 self._advance()
                 hit = self.state.fail(**newly)
-                self._fits.clear()
+                self._capacity_lost()
                 self.healthy = self.state.n_healthy_chips
                 self.failure_epoch += 1
                 for rid in hit:
@@ -645,12 +659,9 @@ class ClusterSim:
         if any(fixed.values()):
             self._advance()
             self.state.repair(**fixed)
-            self._fits.clear()
             self.healthy = self.state.n_healthy_chips
             self.failure_epoch += 1
-            self.capacity_epoch += 1
-            self.failed_keys.clear()
-            self._preempt_failed.clear()
+            self._capacity_gained()
             self.request_pass(full=True)
 
     def _sampler(self):
