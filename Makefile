@@ -34,8 +34,10 @@ browser:
 		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq chromium chromium-driver >/dev/null; }
 	@chromium --version
 
+# Every tier. The engine matrix (pure CPU, most of the slow tier) runs on two cores.
 test: $(VENV)/.installed browser
-	$(BIN)/python -m pytest -q --durations=15
+	$(BIN)/python -m pytest -q --durations=15 --ignore=tests/test_engine_matrix.py
+	$(BIN)/python -m pytest -q --durations=5 -n 2 tests/test_engine_matrix.py
 
 check: $(VENV)/.installed
 	$(BIN)/python -m pytest -q -m "$(QUICK)"
