@@ -11,6 +11,7 @@ from types import SimpleNamespace
 import pytest
 
 from podsim.cluster import Scheduler
+from podsim.cluster import search as search_module
 from podsim.cluster.config import ClusterConfig
 from podsim.cluster.policies import QUEUE_POLICIES, get_policy
 from podsim.cluster.simulate import ClusterSim
@@ -130,15 +131,16 @@ def test_every_policy_runs_the_batch_path_on_the_protocol(name):
 
 
 def test_memos_are_invalidated_in_two_places():
-    """Every clear of the placement memos is in _capacity_lost or _capacity_gained."""
-    tree = ast.parse(inspect.getsource(inspect.getmodule(ClusterSim)))
+    """Every clear of the search's memos is in capacity_lost or capacity_gained (a reservation
+    keeps its own keep-off failures per capacity epoch)."""
+    tree = ast.parse(inspect.getsource(search_module) + inspect.getsource(inspect.getmodule(ClusterSim)))
     owners = set()
     for fn in ast.walk(tree):
         if isinstance(fn, ast.FunctionDef):
             for node in ast.walk(fn):
                 if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "clear"
                         and isinstance(node.func.value, ast.Attribute)
-                        and node.func.value.attr in ("_fits", "failed_keys", "_preempt_failed")
-                        and isinstance(node.func.value.value, ast.Name) and node.func.value.value.id == "self"):
+                        and node.func.value.attr in ("_fits", "failed_keys", "preempt_failed")
+                        and ast.unparse(node.func.value.value) in ("self", "self.search")):  # not a reservation's own
                     owners.add(fn.name)
-    assert owners == {"_capacity_lost", "_capacity_gained"}
+    assert owners == {"capacity_lost", "capacity_gained"}

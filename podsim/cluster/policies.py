@@ -27,7 +27,8 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     from podsim.cluster.config import ClusterConfig
-    from podsim.cluster.simulate import Fit, Reservation, SimJob
+    from podsim.cluster.search import Fit, Reservation
+    from podsim.cluster.simulate import SimJob
 
 
 @runtime_checkable
