@@ -39,7 +39,7 @@ from podsim.cluster.policies import get_policy
 from podsim.cluster.result import ClusterResult, JobOutcome, summarise
 from podsim.cluster.search import Fit, Reservation, SliceSearch
 from podsim.cluster.steptime import CachedStepTime, RooflineStepTime, StepTimeModel
-from podsim.errors import PodsimError, first_duplicate
+from podsim.errors import InternalError, PodsimError, first_duplicate
 from podsim.placement import (
     PlacementSettings,
     PodState,
@@ -209,7 +209,7 @@ class ClusterSim:
     def _dequeue(self, job: SimJob) -> None:
         i = bisect.bisect_left(self._queue, job.qentry)
         if i >= len(self._queue) or self._queue[i] != job.qentry:
-            raise RuntimeError(f"job {job.job.id!r} is not in the queue")
+            raise InternalError(f"job {job.job.id!r} is not in the queue")
         del self._queue[i]
         job.qentry = None
 
@@ -385,19 +385,19 @@ class ClusterSim:
         st = self.state
         held = st.chip_job >= 0
         if int(held.sum()) != self.busy or sum(j.chips for j in self.running.values()) != self.busy:
-            raise RuntimeError(f"busy chips {self.busy} != chips held {int(held.sum())}")
+            raise InternalError(f"busy chips {self.busy} != chips held {int(held.sum())}")
         if (held & st.chip_failed).any():
-            raise RuntimeError("a failed chip is held by a job")
+            raise InternalError("a failed chip is held by a job")
         seen = np.zeros(self.layout.n_chips, np.int32)
         for j in self.running.values():
             seen[np.asarray(j.slice.chips)] += 1
         if (seen > 1).any() or not np.array_equal(seen > 0, held):
-            raise RuntimeError("a chip is in two jobs, or held by no running job")
+            raise InternalError("a chip is in two jobs, or held by no running job")
         if self.healthy != st.n_healthy_chips:
-            raise RuntimeError(f"healthy chips {self.healthy} != {st.n_healthy_chips}")
+            raise InternalError(f"healthy chips {self.healthy} != {st.n_healthy_chips}")
         queued = {e[-1] for e in self._queue}
         if queued != {j.idx for j in self.jobs if j.status == "queued"}:
-            raise RuntimeError("the queue and the job states disagree")
+            raise InternalError("the queue and the job states disagree")
 
     # Processes -----------------------------------------------------------------------------
     def _arrivals(self):
