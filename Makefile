@@ -1,6 +1,7 @@
-# Two entry points for a fresh clone (see README):
+# Entry points for a fresh clone (see README):
 #   make demo   set up .venv, install podsim, run the demo end to end
-#   make test   set up .venv with test extras, run the test suite
+#   make test   set up .venv with test extras, run every test tier (what CI runs)
+#   make check  the quick tier for the inner loop: no slow, browser, Dask or golden tests
 # Both are safe to run again: the venv is reused and reinstalled only when pyproject.toml changes.
 
 PYTHON ?= python3
@@ -10,7 +11,10 @@ OUT    ?= out/demo
 
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: demo test lint bench clean browser
+# The quick tier: every test not marked slow, e2e, dask or golden (markers in pyproject.toml).
+QUICK  := not (slow or e2e or dask or golden)
+
+.PHONY: demo test check lint bench clean browser
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "podsim needs Python >= 3.11, found " + sys.version.split()[0]'
@@ -30,8 +34,13 @@ browser:
 		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq chromium chromium-driver >/dev/null; }
 	@chromium --version
 
+# Every tier. The engine matrix (pure CPU, most of the slow tier) runs on two cores.
 test: $(VENV)/.installed browser
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q --durations=15 --ignore=tests/test_engine_matrix.py
+	$(BIN)/python -m pytest -q --durations=5 -n 2 tests/test_engine_matrix.py
+
+check: $(VENV)/.installed
+	$(BIN)/python -m pytest -q -m "$(QUICK)"
 
 lint: $(VENV)/.installed
 	$(BIN)/ruff check podsim tests benchmarks

@@ -13,7 +13,7 @@ from podsim.report import render_report
 from podsim.report.render import key_rows, report_figures, threshold_text
 from podsim.report.spine import spine_details
 from podsim.scenario import load_scenario_text, run_scenario
-from podsim.store import append_run, list_runs, list_sweeps, load_run, load_sweep
+from podsim.store import append_run, list_runs, list_sweeps, load_run, load_stored_sweep
 from podsim.sweep import answer_text, probe_text
 
 DEFAULT_STORE = "out/demo/results.duckdb"  # what `make demo` writes
@@ -28,7 +28,7 @@ def load_runs(store: str, run_ids: tuple[str, ...], stamps: tuple[str, ...]) -> 
 def report_html(store: str, run_ids: tuple[str, ...], stamps: tuple[str, ...], labels: tuple[str, ...],
                 sweep_id: str | None) -> str:
     """The same self-contained HTML report `podsim report` writes."""
-    sweep = load_sweep(store, sweep_id) if sweep_id else None
+    sweep = load_stored_sweep(store, sweep_id) if sweep_id else None
     return render_report(load_runs(store, run_ids, stamps), labels=list(labels), sweep=sweep)
 
 
@@ -146,7 +146,7 @@ with sweeps_tab:
         names = {f"{s['name']} ({s['mode']}, {s['ok']} ok / {s['failed']} failed) · {s['sweep_id'][-8:]}": s for s in sweeps}
         pick = st.selectbox("Sweep", list(names), key="sweep")
         with inline_errors():
-            sweep = load_sweep(store, names[pick]["sweep_id"])
+            sweep = load_stored_sweep(store, names[pick]["sweep_id"])
         answer = capacity_answer(sweep)
         if answer is not None:
             st.markdown("**Capacity answer** (bisection over the field: the smallest value that meets every target)")

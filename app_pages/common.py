@@ -14,7 +14,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from podsim.errors import PodsimError
+from podsim.errors import InternalError, PodsimError
 from podsim.files import parse_yaml
 from podsim.topology import Generation, generations, get_generation
 from podsim.units import format_duration, format_percent
@@ -46,11 +46,16 @@ def colour(i: int) -> str:
 
 @contextmanager
 def inline_errors() -> Iterator[None]:
-    """Show bad input (a PodsimError) as one red line and stop the page: never a traceback."""
+    """Show bad input (a PodsimError) as one red line and stop the page: never a traceback. A
+    failed check of podsim's own output (InternalError) is a bug: said so, with its details."""
     try:
         yield
     except PodsimError as exc:
         st.error(str(exc), icon=":material/error:")
+        st.stop()
+    except InternalError as exc:
+        st.error(f"internal error, please report: {exc}", icon=":material/bug_report:")
+        st.exception(exc)
         st.stop()
 
 

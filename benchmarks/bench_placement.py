@@ -14,12 +14,14 @@
 Request priorities are not published; draws use 0/1/2 with probabilities 0.7/0.2/0.1 and no
 age (all requests arrive at time 0), so the admission weight is priority-weighted chips.
 Run: .venv/bin/python benchmarks/bench_placement.py [--seeds 5] [--time-limit 1]
+(exits 1 when CP-SAT places less than greedy on some case)
 """
 
 from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import time
 
 import numpy as np
@@ -57,7 +59,7 @@ def compare(state: PodState, reqs: list[SliceRequest], time_limit_s: float, wall
     return out
 
 
-def report(title: str, cases: list[dict[str, dict]]) -> None:
+def report(title: str, cases: list[dict[str, dict]]) -> bool:
     print(f"\n{title}")
     print(f"{'seed':>4} {'solver':13} {'placed':>6} {'prio-wtd chips':>14} {'utilisation':>11} {'solve s':>8}  status")
     ok = True
@@ -75,26 +77,27 @@ def report(title: str, cases: list[dict[str, dict]]) -> None:
         s = statistics.mean(c[name]["s"] for c in cases)
         print(f"mean {name:13} {'':>6} {pwc:>14.1f} {util:>11.1%} {s:>8.3f}")
     print(f"CP-SAT places at least as many priority-weighted chips as greedy on every case: {'yes' if ok else 'NO'}")
+    return ok
 
 
-def bench_v4(seeds: int, time_limit_s: float, wall_clock: bool) -> None:
+def bench_v4(seeds: int, time_limit_s: float, wall_clock: bool) -> bool:
     cases = []
     for seed in range(seeds):
         rng = np.random.default_rng(seed)
         state = PodState.empty("tpu-v4")
         state.fail(hosts=rng.choice(state.layout.n_hosts, round(0.10 * state.layout.n_hosts), replace=False).tolist())
         cases.append(compare(state, draw_requests(rng, 200), time_limit_s, wall_clock))
-    report("(i) tpu-v4, 64 cubes, 10% of hosts failed, 200 requests from the slc.4-slc.7 popularity table", cases)
+    return report("(i) tpu-v4, 64 cubes, 10% of hosts failed, 200 requests from the slc.4-slc.7 popularity table", cases)
 
 
-def bench_v5e(seeds: int, time_limit_s: float, wall_clock: bool) -> None:
+def bench_v5e(seeds: int, time_limit_s: float, wall_clock: bool) -> bool:
     cases = []
     for seed in range(seeds):
         rng = np.random.default_rng(seed)
         state = PodState.empty("tpu-v5e")
         state.fail(hosts=rng.choice(state.layout.n_hosts, 2, replace=False).tolist())
         cases.append(compare(state, draw_requests(rng, 60, table=V5E_MIX, generation="tpu-v5e"), time_limit_s, wall_clock))
-    report("(ii) tpu-v5e static 16x16, 2 of 32 hosts failed, 60 mixed 2-D requests", cases)
+    return report("(ii) tpu-v5e static 16x16, 2 of 32 hosts failed, 60 mixed 2-D requests", cases)
 
 
 def fit_count(state: PodState, shape: str, params: SolverParams) -> tuple[int, bool]:
@@ -170,7 +173,7 @@ def bench_fast_path(n: int = 2000) -> None:
           f"release {1e6 * t_release / max(placed, 1):.0f} us, fail+repair of one host {1e6 * t_fail:.0f} us")
 
 
-def main() -> None:
+def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, default=5)
     ap.add_argument("--time-limit", type=float, default=1.0, help="CP-SAT limit (deterministic work units)")
@@ -178,11 +181,12 @@ def main() -> None:
     args = ap.parse_args()
     mode = "wall-clock s" if args.wall_clock else "deterministic units"
     print(f"CP-SAT: {args.time_limit:g} {mode}, 1 worker, interleaved search, seed 0; solve s = wall time of the whole solver path")
-    bench_v4(args.seeds, args.time_limit, args.wall_clock)
-    bench_v5e(args.seeds, args.time_limit, args.wall_clock)
+    ok = bench_v4(args.seeds, args.time_limit, args.wall_clock)
+    ok &= bench_v5e(args.seeds, args.time_limit, args.wall_clock)
     bench_ocs_vs_static(max(args.seeds, 10))
     bench_fast_path()
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

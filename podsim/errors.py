@@ -1,4 +1,6 @@
-"""User-facing errors: one line that names the field, the value, and what is allowed."""
+"""The two kinds of error: bad input (PodsimError: one line that names the field, the value
+and what is allowed; exit 2) and a broken invariant inside podsim (InternalError: a bug to
+report, never the user's fault; exit 1)."""
 
 
 class PodsimError(ValueError):
@@ -6,6 +8,11 @@ class PodsimError(ValueError):
 
     def __init__(self, message: str):
         super().__init__(" ".join(str(message).split()))
+
+
+class InternalError(RuntimeError):
+    """A check of podsim's own output failed (a solver or engine bug, not bad input). The CLI
+    prints "internal error, please report" with the details and exits with code 1."""
 
 
 def first_error(exc, default_loc: str = "value") -> tuple[str, str]:

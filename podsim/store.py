@@ -281,7 +281,7 @@ def list_sweeps(store: str | Path) -> list[dict]:
              "result": json.loads(r[6]) if r[6] else None, "stored": r[7], "ok": r[8], "failed": r[9]} for r in rows]
 
 
-def load_sweep(store: str | Path, sweep_id: str) -> dict:
+def load_stored_sweep(store: str | Path, sweep_id: str) -> dict:
     """One sweep: its spec, its result (a capacity sweep's answer per cell) and its points
     (list_runs rows; a capacity sweep's in order of the capacity field)."""
     with connect(store, read_only=True) as con:

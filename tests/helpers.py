@@ -1,6 +1,7 @@
 """Test helpers: the shared data folder from any worktree, and the CLI run in-process."""
 
 from pathlib import Path
+from typing import NamedTuple
 
 from podsim.cli import main
 
@@ -13,12 +14,19 @@ def shared_data(*parts: str) -> Path:
     return next((c for c in candidates if c.exists()), candidates[1])
 
 
-def run_podsim(capsys, *args: str) -> tuple[int, str, str]:
-    """Run the CLI in-process (the console script's entry point): exit code, stdout, stderr."""
+class CliRun(NamedTuple):
+    code: int
+    out: str
+    err: str
+
+
+def run_podsim(capsys, *args: str) -> CliRun:
+    """Run the CLI in-process (the console script's entry point): exit code, stdout, stderr.
+    The one CLI runner of the tests; a subprocess only where the process itself is tested."""
     try:
         main(list(args))
         code = 0
     except SystemExit as exc:
         code = int(exc.code or 0)
     out = capsys.readouterr()
-    return code, out.out, out.err
+    return CliRun(code, out.out, out.err)

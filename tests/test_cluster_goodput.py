@@ -53,6 +53,7 @@ def test_ocs_goodput_matches_the_binomial_closed_form():
         assert abs(p.goodput - expected) <= 4 * p.stderr + 1e-3, p
 
 
+@pytest.mark.slow  # Monte Carlo over every Fig. 4 shape: in make test, not make check
 def test_fig4_reproduces_the_papers_points():
     pts = fig4_goodput(trials=120, seed=0)
     g = {(p.shape, p.availability, p.ocs): p.goodput for p in pts}
@@ -80,6 +81,7 @@ def test_bad_inputs():
         fig4_goodput(availabilities=(1.5,))
 
 
+@pytest.mark.slow  # Monte Carlo over every Fig. 4 shape: in make test, not make check
 def test_fig4_script_prints_its_stored_output(capsys):
     """scenarios/fig4_goodput.py, small and seeded, prints exactly the stored tables."""
     import runpy

@@ -19,10 +19,10 @@ from podsim.collectives import (
     ring_all_reduce_s,
     ring_reduce_scatter_s,
     torus_all_reduce_s,
-    translation_symmetry,
 )
 from podsim.collectives.bounds import all_to_all_link_load, all_to_all_time_s
 from podsim.collectives.patterns import ring_pattern, snake_order
+from podsim.collectives.routes import translation_symmetry
 from podsim.engine import simulate_collective, validating
 from podsim.errors import PodsimError
 from podsim.topology import (

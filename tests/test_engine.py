@@ -4,29 +4,26 @@ several jobs on one fabric, and the documented figures it must reproduce."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 import simpy
+from helpers import run_podsim
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from podsim.engine import (
     EngineInvariantError,
-    FlowNetwork,
     Job,
-    RateValidator,
-    Recording,
-    max_min_rates,
     place_slices,
     simulate_collective,
     simulate_jobs,
     simulate_step,
-    validate_rates,
     validating,
 )
+from podsim.engine.maxmin import max_min_rates
+from podsim.engine.network import FlowNetwork
+from podsim.engine.validate import RateValidator, Recording, validate_rates
 from podsim.errors import PodsimError
 from podsim.topology import DcnSpec, build_slice
 from podsim.trace import Collective, Compute, SendRecv, StepTrace, parse_group
@@ -292,19 +289,15 @@ def test_twisted_all_to_all_in_the_engine():
 
 # --- CLI ----------------------------------------------------------------------------------------
 
-def podsim(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "podsim", *args], capture_output=True, text=True, timeout=120)
-
-
-def test_cli_steptime_json_and_table():
-    r = podsim("steptime", "--generation", "tpu-v4", "--slice", "4x4x8", "--collective", "all_reduce", "--bytes", "256MB", "--json")
-    assert r.returncode == 0, r.stderr
-    out = json.loads(r.stdout)
+def test_cli_steptime_json_and_table(capsys):
+    r = run_podsim(capsys, "steptime", "--generation", "tpu-v4", "--slice", "4x4x8", "--collective", "all_reduce", "--bytes", "256MB", "--json")
+    assert r.code == 0, r.err
+    out = json.loads(r.out)
     for key in ("simulated_s", "closed_form_s", "algbw_bytes_per_s", "busbw_bytes_per_s", "engine_wall_s", "events", "algorithm"):
         assert key in out
     assert out["size_bytes"] == 256e6 and out["simulated_s"] == pytest.approx(out["closed_form_s"], rel=0.01)
-    t = podsim("steptime", "--generation", "tpu-v5e", "--slice", "8x8", "--collective", "reduce_scatter", "--bytes", "4096")
-    assert t.returncode == 0 and "bus bandwidth" in t.stdout and "closed-form time" in t.stdout
+    t = run_podsim(capsys, "steptime", "--generation", "tpu-v5e", "--slice", "8x8", "--collective", "reduce_scatter", "--bytes", "4096")
+    assert t.code == 0 and "bus bandwidth" in t.out and "closed-form time" in t.out
 
 
 @pytest.mark.parametrize("args,needle", [
@@ -314,8 +307,8 @@ def test_cli_steptime_json_and_table():
     (("--bytes", "1GiB"), "give --collective KIND and --bytes SIZE"),
     (("--collective", "all_to_all", "--bytes", "1GiB", "--algorithm", "ring"), "ring has no all_to_all"),
 ])
-def test_cli_steptime_bad_input(args, needle):
-    r = podsim("steptime", "--generation", "tpu-v4", "--slice", "4x4x4", *args)
-    assert r.returncode == 2
-    lines = r.stderr.strip().splitlines()
-    assert len(lines) == 1 and needle in lines[0] and "Traceback" not in r.stderr
+def test_cli_steptime_bad_input(capsys, args, needle):
+    r = run_podsim(capsys, "steptime", "--generation", "tpu-v4", "--slice", "4x4x4", *args)
+    assert r.code == 2
+    lines = r.err.strip().splitlines()
+    assert len(lines) == 1 and needle in lines[0] and "Traceback" not in r.err

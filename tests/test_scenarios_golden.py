@@ -25,6 +25,7 @@ EXPECTED = ROOT / "expected"
 SWEEPS = ("a_ocs_vs_static", "b_twisted_moe", "c_v5p_fleet", "d_multislice_dcn", "e_resnet50_mlperf")
 REL = 1e-3
 UPDATE = os.environ.get("PODSIM_UPDATE_GOLDEN") == "1"
+pytestmark = pytest.mark.golden  # the whole module: five sweeps on a process pool (see `make test`)
 
 
 def key_figures(sweep, outcome) -> dict:

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import json
 import math
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from helpers import run_podsim
 
 from podsim.engine import simulate_step, step_summary
 from podsim.errors import PodsimError
@@ -76,26 +75,22 @@ def test_generated_trace_step_and_mfu():
     assert set(s["collectives"]) >= {"all_gather", "reduce_scatter", "all_reduce"}
 
 
-def _podsim(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "podsim", *args], capture_output=True, text=True, timeout=300)
-
-
-def test_cli_steptime_trace_json(tmp_path):
+def test_cli_steptime_trace_json(tmp_path, capsys):
     out = tmp_path / "t.json"
-    r = _podsim("trace", "generate", "gpt3-175b", "--slice", "4x4x8", "--parallelism", "fsdp=32,tensor=4", "-o", str(out))
-    assert r.returncode == 0, r.stderr
-    r = _podsim("steptime", "--trace", str(out), "--generation", "tpu-v4", "--slice", "4x4x8", "--json")
-    assert r.returncode == 0, r.stderr
-    s = json.loads(r.stdout)
+    r = run_podsim(capsys, "trace", "generate", "gpt3-175b", "--slice", "4x4x8", "--parallelism", "fsdp=32,tensor=4", "-o", str(out))
+    assert r.code == 0, r.err
+    r = run_podsim(capsys, "steptime", "--trace", str(out), "--generation", "tpu-v4", "--slice", "4x4x8", "--json")
+    assert r.code == 0, r.err
+    s = json.loads(r.out)
     for key in ("step_time_s", "compute_s", "exposed_comm_s", "collectives", "mfu"):
         assert key in s
     assert math.isclose(sum(k["ops"] for k in s["collectives"].values()), 677)
 
 
-def test_cli_steptime_chakra_pattern():
-    r = _podsim("steptime", "--trace", str(DATA / "microbench-8npu-1MB" / "et" / "all_gather.*.et"), "--network", str(RING8), "--json")
-    assert r.returncode == 0, r.stderr
-    assert json.loads(r.stdout)["step_time_s"] == pytest.approx(EXPECTED_S["all_gather"], rel=0.01)
+def test_cli_steptime_chakra_pattern(capsys):
+    r = run_podsim(capsys, "steptime", "--trace", str(DATA / "microbench-8npu-1MB" / "et" / "all_gather.*.et"), "--network", str(RING8), "--json")
+    assert r.code == 0, r.err
+    assert json.loads(r.out)["step_time_s"] == pytest.approx(EXPECTED_S["all_gather"], rel=0.01)
 
 
 @pytest.mark.parametrize("args,needle", [
@@ -103,10 +98,10 @@ def test_cli_steptime_chakra_pattern():
     (("steptime", "--trace", "x.json"), "give --generation GEN"),
     (("steptime", "--trace", str(DATA / "text-workloads" / "microAllReduce.txt"), "--generation", "tpu-v4", "--slice", "4x4x6"), "multiple of 4"),
 ])
-def test_cli_steptime_trace_errors(args, needle):
-    r = _podsim(*args)
-    assert r.returncode == 2 and needle in r.stderr and "Traceback" not in r.stderr
-    assert len(r.stderr.strip().splitlines()) == 1
+def test_cli_steptime_trace_errors(capsys, args, needle):
+    r = run_podsim(capsys, *args)
+    assert r.code == 2 and needle in r.err and "Traceback" not in r.err
+    assert len(r.err.strip().splitlines()) == 1
 
 
 def test_network_config_errors(tmp_path):

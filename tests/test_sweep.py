@@ -155,6 +155,7 @@ def test_probes():
     assert _probes(1, 8, 1) == [4] and _probes(1, 2, 3) == [1] and _probes(1, 8, 3) == [2, 4, 6]
 
 
+@pytest.mark.slow  # two podsim processes and a process pool
 def test_sigint_halfway_then_resume(tmp_path):
     """SIGINT to `podsim sweep` after 4 points: exit 130, every point reported done is in the
     store; --resume runs only the rest; in the end every point is stored once, computed once."""
@@ -192,6 +193,7 @@ def serial16(tmp_path_factory):
     return sw, store, {r["key"]: r for r in out.points}
 
 
+@pytest.mark.dask
 def test_sixteen_points_on_a_local_dask_cluster_equal_serial(serial16, tmp_path):
     sw, serial_store, serial = serial16
     store = tmp_path / "r.duckdb"
@@ -206,6 +208,7 @@ def test_sixteen_points_on_a_local_dask_cluster_equal_serial(serial16, tmp_path)
         assert np.array_equal(a.tables["timeseries"][col], b.tables["timeseries"][col], equal_nan=True)
 
 
+@pytest.mark.dask
 def test_killed_dask_worker_then_resume(tmp_path):
     """SIGKILL one of two Dask workers while the sweep runs: the scheduler reruns its task on a
     live worker, every point is stored exactly once (computed 1), and --resume reruns none."""

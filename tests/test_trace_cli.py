@@ -4,25 +4,12 @@ one-line errors and no partial output."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
+from helpers import run_podsim as run
 from test_trace_import import samples
 
-from podsim.cli import main
 from podsim.trace import PRESETS, load_trace
-
-
-def run(capsys, *args: str) -> tuple[int, str, str]:
-    """Run the CLI in-process; (exit code, stdout, stderr)."""
-    try:
-        main(list(args))
-        code = 0
-    except SystemExit as exc:
-        code = exc.code or 0
-    out = capsys.readouterr()
-    return code, out.out, out.err
 
 
 def test_generate_then_show(tmp_path, capsys):
@@ -78,8 +65,8 @@ BAD = {
 
 
 @pytest.mark.parametrize("case", [*BAD, "truncated.0.et", "corrupt.0.et"])
-def test_bad_input_exits_2_with_one_line_and_no_output(tmp_path, case):
-    """The issue's error cases, through the real command line: exit 2, one line naming the op or
+def test_bad_input_exits_2_with_one_line_and_no_output(tmp_path, capsys, case):
+    """The issue's error cases, through the console entry point: exit 2, one line naming the op or
     byte offset, no traceback, and no output file (nor temporary file) left behind."""
     src = tmp_path / case
     if case.endswith(".et"):
@@ -92,10 +79,10 @@ def test_bad_input_exits_2_with_one_line_and_no_output(tmp_path, case):
     out_dir = tmp_path / "out"
     out_dir.mkdir()
     args = ["trace", "import", str(src), "-o", str(out_dir / "t.json")] + (["--slice", "16x16"] if case == "axis.yaml" else [])
-    r = subprocess.run([sys.executable, "-m", "podsim", *args], capture_output=True, text=True, timeout=120)
-    assert r.returncode == 2
-    lines = r.stderr.strip().splitlines()
-    assert len(lines) == 1 and needle in lines[0] and "Traceback" not in r.stderr, r.stderr
+    r = run(capsys, *args)
+    assert r.code == 2
+    lines = r.err.strip().splitlines()
+    assert len(lines) == 1 and needle in lines[0] and "Traceback" not in r.err, r.err
     assert list(out_dir.iterdir()) == []
 
 

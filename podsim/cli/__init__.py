@@ -1,49 +1,99 @@
 """The `podsim` command line. Each sub-command lives in its own module and registers itself on
 `app`; all of them call library functions and hold no model logic.
 
-Bad input (a PodsimError or a usage error) prints one line and exits with code 2; a file-system
-error is one line naming the path (exit 2); anything else is a bug: one "internal error" line
-with the details, exit 1 (PODSIM_TRACEBACK=1 re-raises it).
+Start-up stays fast because the root command is lazy: `COMMANDS` names each sub-command's
+module and one-line summary, `podsim --help` lists them without importing any, and a module
+(with the library it needs: ortools, simpy, duckdb, plotly, ...) is imported only when its
+command runs or shows its own help (benchmarks/bench_startup.py measures it).
+
+Bad input (a PodsimError or a usage error) prints one line and exits with code 2, and so does
+a file-system error (one line naming the path); a failed
+check of podsim's own output (InternalError) or any other exception is a bug: the traceback,
+then "internal error, please report" with the details, and exit code 1
+(PODSIM_TRACEBACK=1 re-raises it instead).
 """
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
+import traceback
+from difflib import get_close_matches
 
 import typer
+from typer.core import TyperCommand, TyperGroup
 
-from podsim.errors import PodsimError
+from podsim.errors import InternalError, PodsimError
+
+# name -> (module that registers it on `app`, its one-line summary as `podsim --help` shows it).
+# tests/test_cli.py checks each summary against the command's own docstring.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "topology": ("podsim.cli.topology", "Summarise a pod or a slice: chips, hosts, cubes, OCS, links, bisection, all-reduce, diameter."),
+    "place": ("podsim.cli.place", "Place slice requests on a pod: which cubes or chips each gets, and its OCS circuits."),
+    "steptime": ("podsim.cli.steptime", "Simulate a collective on a slice (simulated and closed-form time, algorithm and bus bandwidth), or a whole step trace (--trace: step time and where it goes)."),
+    "trace": ("podsim.cli.trace", "Step traces: generate from a model, import Chakra / ASTRA-sim, export Chakra, show."),
+    "cluster": ("podsim.cli.cluster", "Simulate a fleet: job arrivals, a queue policy, placement, failures and checkpoint restarts."),
+    "run": ("podsim.cli.run", "Run a scenario: results tables, the results store, and an HTML capacity-planning report."),
+    "sweep": ("podsim.cli.sweep", "Run a sweep on one machine or a Dask cluster, storing each point as it finishes."),
+    "report": ("podsim.cli.report", "Compare stored runs side by side in one self-contained HTML report."),
+    "validate": ("podsim.cli.validate", "Check a scenario or sweep file: one line naming the file, line and field if it is wrong."),
+    "demo": ("podsim.cli.demo", "Run the demo scenario end to end and say where its report is."),
+    "dashboard": ("podsim.cli.dashboard", "Start the dashboard: topology, placement, step time, cluster and capacity-plan pages."),
+}
+
+
+class LazyGroup(TyperGroup):
+    """The root command: lists every sub-command from COMMANDS without importing it; imports a
+    sub-command's module (which registers it on `app`) when the command is looked up to run."""
+
+    _listing = False  # True while the root's help is drawn: summaries, no imports
+
+    def list_commands(self, ctx) -> list[str]:
+        return [*COMMANDS, *(n for n in self.commands if n not in COMMANDS)]
+
+    def get_command(self, ctx, cmd_name: str) -> TyperCommand | None:
+        if cmd_name in self.commands or cmd_name not in COMMANDS:
+            return self.commands.get(cmd_name)
+        module, summary = COMMANDS[cmd_name]
+        if self._listing:
+            return TyperCommand(cmd_name, help=summary, short_help=summary)
+        importlib.import_module(module)
+        cmd = typer.main.get_group(app).commands[cmd_name]
+        self.commands[cmd_name] = cmd
+        return cmd
+
+    def format_help(self, ctx, formatter) -> None:
+        self._listing = True
+        try:
+            super().format_help(ctx, formatter)
+        finally:
+            self._listing = False
+
+    def resolve_command(self, ctx, args: list[str]):
+        name = args[0] if args else ""
+        if name and not name.startswith("-") and name not in COMMANDS and name not in self.commands:
+            near = get_close_matches(name, list(COMMANDS))
+            ctx.fail(f"No such command {name!r}." + (" Did you mean " + ", ".join(map(repr, near)) + "?" if near else ""))
+        return super().resolve_command(ctx, args)
+
 
 app = typer.Typer(
     name="podsim",
+    cls=LazyGroup,
     help="Simulate TPU-style accelerator pods: topology, placement, step time, cluster, capacity.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
 )
 
-# Sub-command modules register on `app` when imported.
-from podsim.cli import (  # noqa: E402,F401
-    cluster,
-    dashboard,
-    demo,
-    place,
-    report,
-    run,
-    steptime,
-    sweep,
-    topology,
-    trace,
-    validate,
-)
-
 
 def main(argv: list[str] | None = None) -> None:
     """Console entry point. Typer reports usage errors itself (exit 2); a PodsimError from the
-    library becomes one line on stderr and exit code 2."""
+    library becomes one line on stderr and exit code 2; an InternalError or any other exception
+    is a bug: its traceback, one line asking for a report, and exit code 1."""
     try:
-        app(args=argv, prog_name="podsim")
+        typer.main.get_group(app).main(args=argv, prog_name="podsim")
     except PodsimError as exc:
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(2)
@@ -51,9 +101,19 @@ def main(argv: list[str] | None = None) -> None:
         where = f" {str(exc.filename)!r}" if exc.filename else ""
         print(f"error: file system error at{where}: {exc.strerror or exc}", file=sys.stderr)
         sys.exit(2)
-    except Exception as exc:  # a bug in podsim: say so, with the details for a report
+    except Exception as exc:  # noqa: BLE001 - every other failure is podsim's bug, said as such
         if os.environ.get("PODSIM_TRACEBACK"):
             raise
-        text = " ".join(f"{type(exc).__name__}: {exc}".split())
-        print(f"internal error (a bug in podsim; PODSIM_TRACEBACK=1 shows where): {text}", file=sys.stderr)
+        traceback.print_exc(file=sys.stderr)
+        kind = "" if isinstance(exc, InternalError) else f"{type(exc).__name__}: "
+        print(f"internal error, please report (podsim {_version()}): {kind}{exc}", file=sys.stderr)
         sys.exit(1)
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("podsim")
+    except PackageNotFoundError:
+        return "source checkout"

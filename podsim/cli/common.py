@@ -1,4 +1,7 @@
-"""Output helpers shared by the sub-commands: JSON to stdout, tables with rich."""
+"""Output helpers shared by the sub-commands: JSON to stdout, tables with rich.
+
+`console` (a rich Console on stdout) is made on first use, so a `--json` command does not
+import rich (start-up time, benchmarks/bench_startup.py)."""
 
 from __future__ import annotations
 
@@ -7,13 +10,23 @@ import math
 import sys
 import time
 from collections.abc import Callable
+from functools import cache
 from typing import Any
 
 import numpy as np
-from rich.console import Console
-from rich.table import Table
 
-console = Console()
+
+@cache
+def _console():
+    from rich.console import Console
+
+    return Console()
+
+
+def __getattr__(name: str):
+    if name == "console":
+        return _console()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _default(o: Any):
@@ -68,12 +81,14 @@ def emit_json(obj: Any) -> None:
 
 
 def table(title: str, rows: list[tuple[str, str]]) -> None:
+    from rich.table import Table
+
     t = Table(title=title, show_header=False, title_justify="left")
     t.add_column("figure", style="bold")
     t.add_column("value")
     for k, v in rows:
         t.add_row(k, v)
-    console.print(t)
+    _console().print(t)
 
 
 def check_timeline_path(path: str | None) -> None:

@@ -12,7 +12,7 @@ from podsim.cli.common import emit_json
 from podsim.errors import PodsimError
 from podsim.files import write_text_atomic
 from podsim.report import render_report
-from podsim.store import list_runs, list_sweeps, load_run, load_sweep
+from podsim.store import list_runs, list_sweeps, load_run, load_stored_sweep
 from podsim.sweep import answer_text
 
 
@@ -54,7 +54,7 @@ def report_cmd(
         raise PodsimError("give --runs or --sweep, not both")
     stored_sweep = None
     if sweep:
-        stored_sweep = load_sweep(store, sweep)
+        stored_sweep = load_stored_sweep(store, sweep)
         rows = [r for r in stored_sweep["runs"] if r["status"] == "ok"]
         labels = [r["point_label"] for r in rows]
     elif runs:

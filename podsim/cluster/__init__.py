@@ -24,13 +24,13 @@ from podsim.cluster.failures import (
 )
 from podsim.cluster.goodput import GoodputPoint, fig4_goodput, fitting_slices
 from podsim.cluster.links import IciLinks
-from podsim.cluster.policies import POLICIES
+from podsim.cluster.policies import QUEUE_POLICIES, Scheduler
 from podsim.cluster.result import ClusterResult, JobOutcome
 from podsim.cluster.simulate import simulate
 from podsim.cluster.steptime import CachedStepTime, RooflineStepTime, StepTimeModel
 
 __all__ = [
-    "POLICIES", "CachedStepTime", "by_shape", "ClusterConfig", "ClusterResult", "FailureEvent", "FailureModel", "FailureProcess",
+    "QUEUE_POLICIES", "Scheduler", "CachedStepTime", "by_shape", "ClusterConfig", "ClusterResult", "FailureEvent", "FailureModel", "FailureProcess",
     "GoodputPoint", "IciLinks", "JobOutcome", "RooflineStepTime", "StepTimeModel", "draw_failures",
     "draw_fleet_failures", "failure_model", "make_config", "fig4_goodput", "fitting_slices", "load_failure_trace", "simulate",
 ]

@@ -1,7 +1,7 @@
 """Queue policies: which queued jobs a scheduling pass tries to start, in what order.
 
-A policy orders the queue (`sort_key`) and runs a pass (`schedule`) over the simulator's small
-scheduling interface (`try_place`, `start`, `reservation`, `place_avoiding`, `preempt_for`).
+A policy orders the queue (`sort_key`) and runs a pass (`schedule`) over the `Scheduler`
+protocol below: the only members of the simulation a policy may use (ClusterSim implements it).
 A pass is *full* after capacity came back (a job ended or was interrupted, a part was
 repaired); otherwise only the jobs that just arrived are new, and every job tried before
 would fail again on the same free space, so only the new ones are tried.
@@ -23,10 +23,52 @@ EASY reservations then do not apply, preemption does.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
-    from podsim.cluster.simulate import ClusterSim, SimJob
+    from podsim.cluster.config import ClusterConfig
+    from podsim.cluster.search import Fit, Reservation
+    from podsim.cluster.simulate import SimJob
+
+
+@runtime_checkable
+class Scheduler(Protocol):
+    """What a queue policy may ask of the simulation during a pass."""
+
+    config: ClusterConfig  # solver, batch_window, schedule_depth
+
+    @property
+    def now(self) -> float: ...
+
+    def head(self) -> SimJob | None:
+        """The first queued job in policy order (None: the queue is empty)."""
+
+    def queued(self, limit: int | None = None) -> list[SimJob]:
+        """Queued jobs in policy order (the first `limit`)."""
+
+    def queue_entry(self, job: SimJob) -> tuple:
+        """The job's place in the queue's order."""
+
+    def run_length(self, job: SimJob, fit: Any) -> float:
+        """How long the job would run on `fit` (overheads and remaining work)."""
+
+    def try_place(self, job: SimJob) -> Fit | None:
+        """Where the job would go now, or None."""
+
+    def start(self, job: SimJob, where: Any) -> None:
+        """Start the job on `where` (a Fit, or a placement from batch admission)."""
+
+    def reservation(self, head: SimJob) -> Reservation:
+        """EASY: when and where the blocked head will fit if running jobs end when expected."""
+
+    def place_avoiding(self, job: SimJob, res: Reservation) -> Fit | None:
+        """Where the job fits now keeping off the reserved chips, or None."""
+
+    def preempt_for(self, job: SimJob) -> bool:
+        """Stop lower-priority jobs so the job fits, and start it; False if that cannot work."""
+
+    def batch_admit(self, window: list[SimJob]) -> None:
+        """CP-SAT batch admission over `window`: start every job it places."""
 
 
 class QueuePolicy:
@@ -38,13 +80,13 @@ class QueuePolicy:
     def sort_key(self, job: SimJob) -> tuple:
         return (job.job.submit_s,)
 
-    def schedule(self, sim: ClusterSim, full: bool, new: list[SimJob]) -> None:
+    def schedule(self, sim: Scheduler, full: bool, new: list[SimJob]) -> None:
         if sim.config.solver == "cpsat":
             self.schedule_batch(sim, full, new)
         else:
             self.schedule_greedy(sim, full, new)
 
-    def schedule_batch(self, sim: ClusterSim, full: bool, new: list[SimJob]) -> None:
+    def schedule_batch(self, sim: Scheduler, full: bool, new: list[SimJob]) -> None:
         window = sim.queued(sim.config.batch_window)
         if not window:
             return
@@ -55,11 +97,11 @@ class QueuePolicy:
                 if sim.try_place(job) is None:
                     sim.preempt_for(job)
 
-    def schedule_greedy(self, sim: ClusterSim, full: bool, new: list[SimJob]) -> None:
+    def schedule_greedy(self, sim: Scheduler, full: bool, new: list[SimJob]) -> None:
         start_head(sim)
 
 
-def start_head(sim: ClusterSim) -> SimJob | None:
+def start_head(sim: Scheduler) -> SimJob | None:
     """Start jobs from the head of the queue until one does not fit; return it (None: drained)."""
     while True:
         head = sim.head()
@@ -78,7 +120,7 @@ class Fifo(QueuePolicy):
 class Backfill(QueuePolicy):
     name = "backfill"
 
-    def schedule_greedy(self, sim: ClusterSim, full: bool, new: list[SimJob]) -> None:
+    def schedule_greedy(self, sim: Scheduler, full: bool, new: list[SimJob]) -> None:
         head = start_head(sim)
         if head is None:
             return
@@ -108,7 +150,7 @@ class Priority(QueuePolicy):
     def sort_key(self, job: SimJob) -> tuple:
         return (-job.job.priority, job.job.submit_s)
 
-    def schedule_greedy(self, sim: ClusterSim, full: bool, new: list[SimJob]) -> None:
+    def schedule_greedy(self, sim: Scheduler, full: bool, new: list[SimJob]) -> None:
         if full:
             cands = sim.queued(sim.config.schedule_depth + 1)
         else:
@@ -123,13 +165,13 @@ class Priority(QueuePolicy):
                 sim.preempt_for(job)
 
 
-POLICIES: dict[str, type[QueuePolicy]] = {"fifo": Fifo, "backfill": Backfill, "priority": Priority}
+QUEUE_POLICIES: dict[str, type[QueuePolicy]] = {"fifo": Fifo, "backfill": Backfill, "priority": Priority}
 
 
 def get_policy(name: str) -> QueuePolicy:
     try:
-        return POLICIES[name]()
+        return QUEUE_POLICIES[name]()
     except KeyError:
         from podsim.errors import PodsimError
 
-        raise PodsimError(f"queue policy {name!r} is not known; use one of {', '.join(POLICIES)}") from None
+        raise PodsimError(f"queue policy {name!r} is not known; use one of {', '.join(QUEUE_POLICIES)}") from None

@@ -12,11 +12,10 @@ decided, so every figure is settled before the next scheduling pass.
 
 Scheduling passes: every event that can change what fits asks for a pass; passes asked at the
 same instant are merged into one that runs after them (a zero-delay event queued last). The
-policy (podsim.cluster.policies) decides which queued jobs to try. Speed comes from not trying
-what cannot fit: a job whose (shape, twist) already failed since capacity last came back is
-not tried again (`failed_keys`, cleared when a job ends or a part is repaired), nor one that
-needs more chips than are free; a slice found for one (shape, twist) serves every queued job
-of that kind until the state changes (`_fits`); an arrival-only pass tries only the new jobs.
+policy (podsim.cluster.policies) decides which queued jobs to try, through the `Scheduler`
+protocol that ClusterSim implements; where a job fits is the placement search's
+(podsim.cluster.search: memos of what fits and what does not, dropped only when capacity is
+lost or gained); an arrival-only pass tries only the new jobs.
 
 Accounting (chip-seconds, per job): allocated = overhead (restart + OCS reconfiguration) +
 useful (work kept) + lost (work since the last checkpoint when a failure or a preemption
@@ -29,7 +28,6 @@ import bisect
 import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 
 import numpy as np
 import simpy
@@ -39,21 +37,19 @@ from podsim.cluster.failures import FailureEvent, draw_fleet_failures
 from podsim.cluster.links import IciLinks
 from podsim.cluster.policies import get_policy
 from podsim.cluster.result import ClusterResult, JobOutcome, summarise
+from podsim.cluster.search import Fit, Reservation, SliceSearch
 from podsim.cluster.steptime import CachedStepTime, RooflineStepTime, StepTimeModel
-from podsim.errors import PodsimError, first_duplicate
+from podsim.errors import InternalError, PodsimError, first_duplicate
 from podsim.placement import (
+    PlacementSettings,
     PodState,
     SlicePlacement,
     SliceRequest,
     SolverParams,
     largest_placeable,
     place,
+    validate_placement,
 )
-from podsim.placement.greedy import fit_request
-from podsim.placement.place import to_slice
-from podsim.placement.problem import PlacementSettings, options_or_reason
-from podsim.placement.space import FreeSpace
-from podsim.placement.validate import validate_placement
 from podsim.workload import Job
 
 ProgressFn = Callable[[float, float], None]
@@ -89,69 +85,6 @@ class SimJob:
         return self.request.id
 
 
-class Fit:
-    """Where a job of one (shape, twist) would go now: the greedy assignment. Its Slice, with the
-    OCS circuits, is built only if a job starts there (`slice`), since most fits a scheduler
-    looks at are never taken."""
-
-    __slots__ = ("assignment", "options", "space", "_chips", "_slice")
-
-    def __init__(self, assignment, options, space: FreeSpace):
-        self.assignment, self.options, self.space = assignment, options, space  # space: for chip ids only
-        self._chips = self._slice = None
-
-    @property
-    def layout(self):
-        return self.space.layout
-
-    @property
-    def shape(self) -> tuple[int, ...]:
-        return self.assignment.shape
-
-    @property
-    def twisted(self) -> bool:
-        return self.options[0].spec.twisted
-
-    @property
-    def circuits(self) -> bool:
-        """Whether the slice needs OCS circuits (a cube-level slice of an OCS pod)."""
-        return self.assignment.kind == "cubes" and self.layout.ocs
-
-    @property
-    def chips(self) -> np.ndarray:
-        if self._chips is None:
-            self._chips = self.space.chips_of(self.assignment)
-        return self._chips
-
-    @property
-    def slice(self):
-        if self._slice is None:
-            self._slice = to_slice(self.layout, self.options, self.assignment)
-        return self._slice
-
-
-@dataclass
-class Reservation:
-    """EASY backfilling's promise to the blocked head: its slice `chips` is free by `shadow_s`.
-
-    `chips` None: the head cannot fit even if every running job ended (failed parts block it);
-    nothing is reserved until that changes."""
-
-    head: int
-    epoch: int
-    shadow_s: float
-    chips: np.ndarray | None
-    failed_keys: set = field(default_factory=set)
-    capacity_epoch: int = 0
-
-    def allows(self, sim: ClusterSim, job: SimJob, fit: Fit) -> bool:
-        if self.chips is None:
-            return True
-        if sim.now + sim.run_length(job, fit) <= self.shadow_s:
-            return True
-        return not self.chips[fit.chips].any()
-
-
 class ClusterSim:
     """The simulation of one fleet; `run()` once. Use `simulate(...)`."""
 
@@ -185,15 +118,7 @@ class ClusterSim:
         self._queue: list[tuple] = []
         self._seq = 0
         self.running: dict[int, SimJob] = {}
-        self.failed_keys: set = set()
-        self._fits: dict[tuple, object] = {}  # (key, avoiding) -> slice found on the current state
-        self._preempt_failed: set = set()
-        self.capacity_epoch = 0
-        self.failure_epoch = 0
-        self._reservation: Reservation | None = None
-        self._options: dict[tuple, tuple] = {}
-        self._never: dict[tuple, str] = {}
-        self._empty_space = FreeSpace.of(PodState(self.layout))
+        self.failure_epoch = 0  # a running job stopped or a part failed: reservations are redone
         # pass requests
         self._pass_pending = False
         self._pending_full = False
@@ -210,6 +135,7 @@ class ClusterSim:
         self.counters = {"ocs_reconfigurations": 0, "failures_host": 0, "failures_ocs": 0, "failures_link": 0,
                          "job_interruptions": 0, "preemptions": 0, "passes": 0, "placement_calls": 0,
                          "placement_s": 0.0, "cpsat_calls": 0, "cpsat_wall_capped": 0, "audits": 0}
+        self.search = SliceSearch(self.layout, self.state, self.settings, config.placement, self.counters)
         self.series: dict[str, list] = {k: [] for k in ("t_s", "busy_chips", "healthy_chips", "queued_jobs",
                                                         "queued_chips", "running_jobs", "largest_placeable_chips",
                                                         "busy_chip_s", "lost_chip_s", "overhead_chip_s")}
@@ -283,7 +209,7 @@ class ClusterSim:
     def _dequeue(self, job: SimJob) -> None:
         i = bisect.bisect_left(self._queue, job.qentry)
         if i >= len(self._queue) or self._queue[i] != job.qentry:
-            raise RuntimeError(f"job {job.job.id!r} is not in the queue")
+            raise InternalError(f"job {job.job.id!r} is not in the queue")
         del self._queue[i]
         job.qentry = None
 
@@ -295,121 +221,22 @@ class ClusterSim:
         entries = self._queue if limit is None else self._queue[:limit]
         return [self.jobs[e[-1]] for e in entries]
 
-    # Placement -----------------------------------------------------------------------------
-    def options(self, key: tuple) -> tuple:
-        opts = self._options.get(key)
-        if opts is None:
-            shape, twisted = key
-            opts, reason = options_or_reason(self.layout, SliceRequest("probe", shape, twisted), self.settings.rotate)
-            self._options[key] = opts
-            if not opts:
-                self._never[key] = reason
-        return opts
-
+    # Placement (the search's answers on the live state) -----------------------------------
     def never_reason(self, job: SimJob) -> str:
         """Why the job cannot run even on an empty, healthy fleet ('' if it can)."""
-        key = job.key
-        if key not in self._never:
-            opts = self.options(key)
-            if opts and fit_request(self._empty_space, opts, "first", self.settings) is None:
-                self._never[key] = f"slice {job.request.name} does not fit an empty {self.gen.id} fleet of {self.layout.pods} pod(s)"
-            self._never.setdefault(key, "")
-        return self._never[key]
-
-    def _fit(self, job: SimJob, space: FreeSpace) -> Fit | None:
-        t0 = time.perf_counter()
-        opts = self.options(job.key)
-        a = fit_request(space, opts, self.config.placement, self.settings)
-        self.counters["placement_calls"] += 1
-        self.counters["placement_s"] += time.perf_counter() - t0
-        return Fit(a, opts, self._empty_space) if a is not None else None
+        return self.search.never_reason(job)
 
     def try_place(self, job: SimJob) -> Fit | None:
-        """Where the job would go now (greedy), or None; remembers failures until capacity returns."""
-        key = job.key
-        if key in self.failed_keys:
-            return None
-        if job.chips > self.free_chips:
-            self.failed_keys.add(key)
-            return None
-        fit = self._fits.get((key, False))
-        if fit is None:
-            fit = self._fit(job, FreeSpace.of(self.state))
-            if fit is None:
-                self.failed_keys.add(key)
-            else:
-                self._fits[(key, False)] = fit
-        return fit
-
-    def _space_without(self, released: Sequence[SimJob]) -> FreeSpace:
-        """The free space if the `released` running jobs gave their slices back now."""
-        space = FreeSpace.of(self.state)
-        ports_ok = self.state.cube_ports_healthy if self.layout.ocs else None
-        for j in released:
-            space.chip_free[np.asarray(j.slice.chips)] = True
-            if j.slice.circuits and ports_ok is not None:
-                cubes = list(j.slice.cubes)
-                space.cube_ocs_ok[cubes] = ports_ok[cubes]
-        return space
-
-    def _first_fit_prefix(self, job: SimJob, ordered: list[SimJob]) -> tuple[int, Fit] | None:
-        """Smallest k such that `job` fits once ordered[:k] are released (binary search: fitting
-        only gets easier as more is released), with where it would go; None if never."""
-        need = job.chips - self.free_chips
-        cum = np.cumsum([j.chips for j in ordered]) if ordered else np.zeros(0)
-        lo = max(1, int(np.searchsorted(cum, need)) + 1) if need > 0 else 1
-        hi = len(ordered)
-        if lo > hi:
-            return None
-        best = self._fit(job, self._space_without(ordered[:hi]))
-        if best is None:
-            return None
-        k_best = hi
-        while lo < hi:
-            mid = (lo + hi) // 2
-            p = self._fit(job, self._space_without(ordered[:mid]))
-            if p is not None:
-                hi, k_best, best = mid, mid, p
-            else:
-                lo = mid + 1
-        return k_best, best
+        """Where the job would go now (greedy), or None."""
+        return self.search.try_place(job, self.free_chips)
 
     def reservation(self, head: SimJob) -> Reservation:
         """EASY: when and where the blocked head will fit if running jobs end when expected."""
-        res = self._reservation
-        if res is not None and res.head == head.idx and res.epoch == self.failure_epoch:
-            if res.capacity_epoch != self.capacity_epoch:
-                res.failed_keys.clear()
-                res.capacity_epoch = self.capacity_epoch
-            return res
-        ordered = sorted(self.running.values(), key=lambda j: (j.expected_end_s, j.idx))
-        found = self._first_fit_prefix(head, ordered)
-        if found is None:
-            res = Reservation(head.idx, self.failure_epoch, math.inf, None, capacity_epoch=self.capacity_epoch)
-        else:
-            k, p = found
-            mask = np.zeros(self.layout.n_chips, bool)
-            mask[p.chips] = True
-            res = Reservation(head.idx, self.failure_epoch, ordered[k - 1].expected_end_s, mask,
-                              capacity_epoch=self.capacity_epoch)
-        self._reservation = res
-        self._fits = {k: v for k, v in self._fits.items() if not k[1]}  # keep-off slices were for the old one
-        return res
+        return self.search.reservation(head, self.running.values(), self.free_chips, self.failure_epoch)
 
     def place_avoiding(self, job: SimJob, res: Reservation) -> Fit | None:
         """Where `job` fits now keeping off the head's reserved chips, or None."""
-        if res.chips is None or job.key in res.failed_keys:
-            return None
-        fit = self._fits.get((job.key, True))
-        if fit is None:
-            space = FreeSpace.of(self.state)
-            space.take(np.flatnonzero(res.chips))
-            fit = self._fit(job, space)
-            if fit is None:
-                res.failed_keys.add(job.key)
-            else:
-                self._fits[(job.key, True)] = fit
-        return fit
+        return self.search.place_avoiding(job, res)
 
     def preempt_for(self, job: SimJob) -> bool:
         """Stop lower-priority jobs (least work at risk first) so `job` fits; start it. False if
@@ -418,13 +245,13 @@ class ClusterSim:
         if not victims:
             return False
         mkey = (job.key, job.job.priority)
-        if mkey in self._preempt_failed or self.free_chips + sum(v.chips for v in victims) < job.chips:
+        if mkey in self.search.preempt_failed or self.free_chips + sum(v.chips for v in victims) < job.chips:
             return False
         now = self.now
         victims.sort(key=lambda v: (v.job.priority, v.chips * self._at_risk_s(v, now), v.idx))
-        found = self._first_fit_prefix(job, victims)
+        found = self.search.first_fit_prefix(job, victims, self.free_chips)
         if found is None:
-            self._preempt_failed.add(mkey)
+            self.search.preempt_failed.add(mkey)
             return False
         k, p = found
         chips = np.zeros(self.layout.n_chips, bool)
@@ -458,7 +285,7 @@ class ClusterSim:
             self.start(by_id[p.request.id], p)
         for j in window:
             if j.status == "queued":
-                self.failed_keys.add(j.key)
+                self.search.failed_keys.add(j.key)
 
     # Job life cycle ------------------------------------------------------------------------
     def start(self, job: SimJob, where: Fit | SlicePlacement) -> None:
@@ -468,7 +295,7 @@ class ClusterSim:
             validate_placement(self.state, [SlicePlacement(job.request, slc)])
         self._advance()
         self.state.allocate(job.rid, slc)
-        self._fits.clear()
+        self.search.capacity_lost(new_victim=True)
         self._dequeue(job)
         job.slice = slc
         job.status = "running"
@@ -485,7 +312,6 @@ class ClusterSim:
             self.counters["ocs_reconfigurations"] += 1
         self.busy += job.chips
         self.running[job.idx] = job
-        self._preempt_failed.clear()
         job.proc = self.env.process(self._run(job, length))
 
     def _run(self, job: SimJob, length: float):
@@ -512,14 +338,11 @@ class ClusterSim:
         self.lost_chip_s += (c - saved) * chips
         self.overhead_settled_chip_s += o * chips
         self.state.release(job.rid)
-        self._fits.clear()
         self.busy -= chips
         del self.running[job.idx]
         job.slice = None
         job.proc = None
-        self.capacity_epoch += 1
-        self.failed_keys.clear()
-        self._preempt_failed.clear()
+        self.search.capacity_gained()
 
     def _finish(self, job: SimJob) -> None:
         self._settle(job, keep_all=True)
@@ -562,19 +385,19 @@ class ClusterSim:
         st = self.state
         held = st.chip_job >= 0
         if int(held.sum()) != self.busy or sum(j.chips for j in self.running.values()) != self.busy:
-            raise RuntimeError(f"busy chips {self.busy} != chips held {int(held.sum())}")
+            raise InternalError(f"busy chips {self.busy} != chips held {int(held.sum())}")
         if (held & st.chip_failed).any():
-            raise RuntimeError("a failed chip is held by a job")
+            raise InternalError("a failed chip is held by a job")
         seen = np.zeros(self.layout.n_chips, np.int32)
         for j in self.running.values():
             seen[np.asarray(j.slice.chips)] += 1
         if (seen > 1).any() or not np.array_equal(seen > 0, held):
-            raise RuntimeError("a chip is in two jobs, or held by no running job")
+            raise InternalError("a chip is in two jobs, or held by no running job")
         if self.healthy != st.n_healthy_chips:
-            raise RuntimeError(f"healthy chips {self.healthy} != {st.n_healthy_chips}")
+            raise InternalError(f"healthy chips {self.healthy} != {st.n_healthy_chips}")
         queued = {e[-1] for e in self._queue}
         if queued != {j.idx for j in self.jobs if j.status == "queued"}:
-            raise RuntimeError("the queue and the job states disagree")
+            raise InternalError("the queue and the job states disagree")
 
     # Processes -----------------------------------------------------------------------------
     def _arrivals(self):
@@ -626,7 +449,7 @@ class ClusterSim:
             if any(newly.values()):
                 self._advance()
                 hit = self.state.fail(**newly)
-                self._fits.clear()
+                self.search.capacity_lost()
                 self.healthy = self.state.n_healthy_chips
                 self.failure_epoch += 1
                 for rid in hit:
@@ -645,12 +468,9 @@ class ClusterSim:
         if any(fixed.values()):
             self._advance()
             self.state.repair(**fixed)
-            self._fits.clear()
             self.healthy = self.state.n_healthy_chips
             self.failure_epoch += 1
-            self.capacity_epoch += 1
-            self.failed_keys.clear()
-            self._preempt_failed.clear()
+            self.search.capacity_gained()
             self.request_pass(full=True)
 
     def _sampler(self):

@@ -29,8 +29,8 @@ from podsim.collectives.closed_form import (
     torus_all_reduce_s,
 )
 from podsim.collectives.groups import GroupLayout, group_layout
-from podsim.collectives.routes import Placement, Router, RouterPool, Symmetry, translation_symmetry
-from podsim.collectives.schedule import Pattern, Phase, Schedule
+from podsim.collectives.routes import Placement, Router, RouterPool
+from podsim.collectives.schedule import Schedule
 from podsim.errors import PodsimError
 
 
@@ -77,9 +77,11 @@ def plan_collective(kind: str, layout: GroupLayout, size_bytes: float, algorithm
     return Plan(best[0], best[1], cands)
 
 
+# The public API: plan a collective (schedule + closed form) and the closed forms themselves.
+# A schedule's parts (Pattern, Phase), route symmetry and schedule_time_s stay in their modules.
 __all__ = [
-    "ALGORITHMS", "KINDS", "GroupLayout", "Pattern", "Phase", "Placement", "Plan", "Router", "RouterPool",
-    "Schedule", "Symmetry", "applicable", "bidir_ring_all_reduce_s", "build_schedule", "busbw_factor",
-    "closed_form_s", "group_layout", "halving_doubling_all_reduce_s", "plan_collective",
-    "ring_all_reduce_s", "ring_reduce_scatter_s", "schedule_time_s", "torus_all_reduce_s", "translation_symmetry",
+    "ALGORITHMS", "KINDS", "GroupLayout", "Placement", "Plan", "Router", "RouterPool", "Schedule",
+    "applicable", "bidir_ring_all_reduce_s", "build_schedule", "busbw_factor", "closed_form_s", "group_layout",
+    "halving_doubling_all_reduce_s", "plan_collective", "ring_all_reduce_s", "ring_reduce_scatter_s",
+    "torus_all_reduce_s",
 ]

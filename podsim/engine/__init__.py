@@ -15,20 +15,15 @@ from podsim.engine.core import (
     simulate_step,
 )
 from podsim.engine.jobs import Job, place_slices
-from podsim.engine.maxmin import max_min_rates
-from podsim.engine.network import FlowNetwork
 from podsim.engine.results import CollectiveResult, OpTiming, StepResult
 from podsim.engine.summary import port_utilisation, step_summary
-from podsim.engine.validate import (
-    EngineInvariantError,
-    RateValidator,
-    Recording,
-    validate_rates,
-    validating,
-)
+from podsim.engine.validate import EngineInvariantError, validating
 
+# The public API: simulate, the results and their summaries, and `validating()` to check every
+# simulation in a block. The flow network, max-min filling and the validator's parts are
+# internals (import them from their modules: engine.network, engine.maxmin, engine.validate).
 __all__ = [
-    "DEFAULT_COMPUTE_EFFICIENCY", "CollectiveResult", "EngineInvariantError", "FlowNetwork", "Job", "OpTiming",
-    "RateValidator", "Recording", "StepResult", "max_min_rates", "place_slices", "port_utilisation", "simulate_collective", "simulate_jobs", "simulate_step", "step_summary",
-    "validate_rates", "validating",
+    "DEFAULT_COMPUTE_EFFICIENCY", "CollectiveResult", "EngineInvariantError", "Job", "OpTiming", "StepResult",
+    "place_slices", "port_utilisation", "simulate_collective", "simulate_jobs", "simulate_step", "step_summary",
+    "validating",
 ]

@@ -23,13 +23,16 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from podsim.errors import InternalError
+
 _TOL = 1e-6
 _I = np.empty(0, np.int64)
 _F = np.empty(0)
 
 
-class EngineInvariantError(AssertionError):
-    """A simulation broke one of the flow network's invariants (a bug in the engine)."""
+class EngineInvariantError(InternalError):
+    """A simulation broke one of the flow network's invariants (a bug in the engine, not bad
+    input: the CLI exits 1 and asks for a report)."""
 
 
 class RateValidator:

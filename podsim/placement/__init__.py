@@ -17,6 +17,12 @@ Placement (the state is never changed by these):
     validate_placement(state, result) -> {id: SliceView}   run on every result; raises InvalidPlacement
     placement_report(result, views)   per-request dicts with realised topology and bisection
 
+Fitting one request on free space (a scheduler's fast path between events; no state change):
+    opts, reason = options_or_reason(layout, request, rotate)   the ways it may be realised, or why never
+    space = FreeSpace.of(state)     a cheap, mutable copy of the free chips (space.take(chips) to keep off)
+    a = fit_request(space, opts, policy, settings)              an Assignment, or None
+    space.chips_of(a), to_slice(layout, opts, a)                its chip ids; its Slice with OCS circuits
+
 Fragmentation figures:
     largest_placeable(state), count_fitting(state, shape), free_space_summary(state)
     pod_map(state)                  cubes (or chips) with their jobs and failures, for drawing
@@ -28,18 +34,20 @@ priority-weighted chips with an age term; greedy first/best fit for each (podsim
 
 from podsim.placement.cpsat import SolverParams, SolveStats
 from podsim.placement.failures import Failures, load_failures, parse_failures
+from podsim.placement.greedy import fit_request
 from podsim.placement.metrics import free_space_summary, largest_placeable, placement_report
-from podsim.placement.place import count_fitting, place, place_one
+from podsim.placement.place import count_fitting, place, place_one, to_slice
 from podsim.placement.podmap import pod_map
-from podsim.placement.problem import PlacementSettings
+from podsim.placement.problem import PlacementSettings, options_or_reason
 from podsim.placement.requests import SliceRequest, load_requests, parse_requests
 from podsim.placement.result import PlacementResult, SlicePlacement
+from podsim.placement.space import FreeSpace
 from podsim.placement.state import PodState
 from podsim.placement.validate import InvalidPlacement, validate_placement
 
 __all__ = [
-    "Failures", "InvalidPlacement", "PlacementResult", "PlacementSettings", "PodState", "SlicePlacement",
-    "SliceRequest", "SolveStats", "SolverParams", "count_fitting", "free_space_summary", "largest_placeable",
-    "load_failures", "load_requests", "parse_failures", "parse_requests", "place", "place_one",
-    "placement_report", "pod_map", "validate_placement",
+    "Failures", "FreeSpace", "InvalidPlacement", "PlacementResult", "PlacementSettings", "PodState", "SlicePlacement",
+    "SliceRequest", "SolveStats", "SolverParams", "count_fitting", "fit_request", "free_space_summary",
+    "largest_placeable", "load_failures", "load_requests", "options_or_reason", "parse_failures", "parse_requests",
+    "place", "place_one", "placement_report", "pod_map", "to_slice", "validate_placement",
 ]

@@ -29,7 +29,7 @@ from podsim.placement.space import (
 )
 
 Policy = Literal["first", "best"]
-POLICIES: tuple[str, ...] = ("first", "best")
+GREEDY_POLICIES: tuple[str, ...] = ("first", "best")
 
 
 def fit_cubes(space: FreeSpace, opt: Option, policy: Policy, block_cubes: int = 8) -> Assignment | None:
@@ -116,8 +116,8 @@ def fit_box(space: FreeSpace, opts: Sequence[Option], policy: Policy) -> Assignm
 def fit_request(space: FreeSpace, opts: Sequence[Option], policy: Policy = "best",
                 settings: PlacementSettings | None = None) -> Assignment | None:
     """Where one request would go in `space` now (no change to `space`)."""
-    if policy not in POLICIES:
-        raise PodsimError(f"greedy policy {policy!r} is not known; use one of {', '.join(POLICIES)}")
+    if policy not in GREEDY_POLICIES:
+        raise PodsimError(f"greedy policy {policy!r} is not known; use one of {', '.join(GREEDY_POLICIES)}")
     if not opts:
         return None
     kind = opts[0].kind

@@ -26,7 +26,7 @@ from podsim.placement.cpsat import (
     read_solution,
     solve_model,
 )
-from podsim.placement.greedy import POLICIES, Policy, fit_request, greedy_assign
+from podsim.placement.greedy import GREEDY_POLICIES, Policy, fit_request, greedy_assign
 from podsim.placement.problem import PlacementSettings, Problem, make_problem, options_or_reason
 from podsim.placement.requests import SliceRequest
 from podsim.placement.result import PlacementResult, SlicePlacement
@@ -47,8 +47,8 @@ def place(state, requests: Sequence[SliceRequest], *, solver: Solver = "cpsat", 
     """
     if solver not in SOLVERS:
         raise PodsimError(f"solver {solver!r} is not known; use one of {', '.join(SOLVERS)}")
-    if policy not in POLICIES:
-        raise PodsimError(f"greedy policy {policy!r} is not known; use one of {', '.join(POLICIES)}")
+    if policy not in GREEDY_POLICIES:
+        raise PodsimError(f"greedy policy {policy!r} is not known; use one of {', '.join(GREEDY_POLICIES)}")
     params = params or SolverParams()
     finite(now_s, "now (s)", low=-MAX_HORIZON_S, high=MAX_HORIZON_S)
     problem = make_problem(state, requests, settings, now_s)
@@ -64,7 +64,7 @@ def place(state, requests: Sequence[SliceRequest], *, solver: Solver = "cpsat", 
 
 def _cpsat(problem: Problem, params: SolverParams, policy: Policy) -> tuple[list, SolveStats]:
     t0 = time.perf_counter()
-    greedy = [greedy_assign(problem, pol) for pol in (policy, *(p for p in POLICIES if p != policy))]
+    greedy = [greedy_assign(problem, pol) for pol in (policy, *(p for p in GREEDY_POLICIES if p != policy))]
     hint = max(greedy, key=problem.value)
     pm = build_model(problem, hint)
     hint_model(pm, hint)

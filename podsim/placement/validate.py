@@ -19,12 +19,13 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from podsim.errors import PodsimError
+from podsim.errors import InternalError, PodsimError
 from podsim.topology import SliceView, build_fabric, check_slice_topology, slice_view
 
 
-class InvalidPlacement(PodsimError):
-    """A placement breaks a rule; the message names the request and the rule."""
+class InvalidPlacement(InternalError):
+    """A solver's placement breaks a rule: a bug in podsim, not bad input (the CLI exits 1 and
+    asks for a report). The message names the request and the rule."""
 
 
 def validate_placement(state, result, requests: Sequence | None = None) -> dict[str, SliceView]:

@@ -242,7 +242,7 @@ def render_report(runs: RunResult | Sequence[RunResult], title: str | None = Non
                   sweep: dict | None = None) -> str:
     """The HTML report of one run or of several side by side (a sweep's points, runs picked
     from a store). `labels` name the runs' columns (default: their names); `sweep` (from
-    podsim.store.load_sweep) adds the sweep's question and capacity answer."""
+    podsim.store.load_stored_sweep) adds the sweep's question and capacity answer."""
     runs = [runs] if isinstance(runs, RunResult) else list(runs)
     if not runs:
         raise ValueError("render_report needs at least one run")

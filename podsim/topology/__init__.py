@@ -8,7 +8,7 @@ Typical use::
 """
 
 from podsim.topology.cables import chip_cubes, circuit_rows, slice_cables
-from podsim.topology.fabric import Circuit, DcnSpec, Fabric, LinkKind, NodeKind, build_fabric
+from podsim.topology.fabric import Circuit, DcnSpec, Fabric, LinkKind, build_fabric
 from podsim.topology.generations import (
     Figure,
     Generation,
@@ -17,9 +17,8 @@ from podsim.topology.generations import (
     get_generation,
     sources,
 )
-from podsim.topology.metrics import slice_figures
 from podsim.topology.pod import PodLayout
-from podsim.topology.routing import Routes, dcn_routes, slice_routes, torus_routes
+from podsim.topology.routing import dcn_routes, slice_routes
 from podsim.topology.shapes import (
     SliceSpec,
     format_shape,
@@ -32,7 +31,6 @@ from podsim.topology.slices import (
     Slice,
     SliceView,
     check_slice_topology,
-    cube_circuits,
     plan_slice,
     slice_view,
 )
@@ -45,11 +43,13 @@ from podsim.topology.summary import (
     topology_summary,
 )
 
+# The public API; a fabric's node kinds, torus routes, cube circuits and per-slice figures
+# (slice_figures) are internals of their modules.
 __all__ = [
-    "Built", "Circuit", "DcnSpec", "Fabric", "Figure", "Generation", "LinkKind", "NodeKind", "PodLayout",
-    "Routes", "Slice", "chip_cubes", "circuit_rows", "slice_cables", "SliceSpec", "SliceView", "build_fabric", "build_slice", "check_slice_topology",
+    "Built", "Circuit", "DcnSpec", "Fabric", "Figure", "Generation", "LinkKind", "PodLayout",
+    "Slice", "chip_cubes", "circuit_rows", "slice_cables", "SliceSpec", "SliceView", "build_fabric", "build_slice", "check_slice_topology",
     "custom_generation",
-    "cube_circuits", "dcn_routes", "format_shape", "generations", "get_generation", "is_twistable",
-    "parse_shape", "plan_slice", "pod_spec", "slice_figures", "slice_name", "slice_routes", "slice_view", "sources", "summary_rows",
-    "topology_detail", "topology_summary", "torus_routes", "validate_shape",
+    "dcn_routes", "format_shape", "generations", "get_generation", "is_twistable",
+    "parse_shape", "plan_slice", "pod_spec", "slice_name", "slice_routes", "slice_view", "sources", "summary_rows",
+    "topology_detail", "topology_summary", "validate_shape",
 ]

@@ -13,14 +13,16 @@ from __future__ import annotations
 import enum
 import math
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-import networkx as nx
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from podsim.errors import PodsimError
 from podsim.topology.pod import MINUS, PLUS, PodLayout
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 
 class NodeKind(enum.IntEnum):
@@ -139,6 +141,8 @@ class Fabric:
     def to_networkx(self, nodes: np.ndarray | None = None) -> nx.MultiGraph:
         """MultiGraph with one edge per cable (key = its forward link id); optionally only
         the cables with both ends in `nodes`."""
+        import networkx as nx  # here, not at import: it costs start-up time (bench_startup.py)
+
         g = nx.MultiGraph()
         keep = np.ones(self.n_nodes, bool) if nodes is None else np.isin(np.arange(self.n_nodes), nodes)
         lay = self.layout

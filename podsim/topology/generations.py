@@ -175,9 +175,12 @@ class GenerationFile(_Frozen):
     generations: dict[str, dict]
 
 
+_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when built with it: ~10x faster
+
+
 def _load_file() -> tuple[dict[str, Generation], dict[str, str]]:
     text = resources.files("podsim").joinpath("data/generations.yaml").read_text()
-    raw = GenerationFile.model_validate(yaml.safe_load(text))
+    raw = GenerationFile.model_validate(yaml.load(text, Loader=_YAML_LOADER))
     gens = {gid: Generation.model_validate({"id": gid, **body}) for gid, body in raw.generations.items()}
     return gens, raw.sources
 

@@ -49,7 +49,7 @@ from podsim.trace.model import (
 
 ASTRA_CLOCK_HZ = 1e9
 COMM_TYPES = {"ALLREDUCE": "all_reduce", "ALLGATHER": "all_gather", "REDUCESCATTER": "reduce_scatter", "ALLTOALL": "all_to_all", "NONE": None}
-POLICIES = (
+ASTRA_POLICIES = (
     "DATA", "MODEL", "HYBRID_DATA_MODEL", "HYBRID_MODEL_DATA", "HYBRID_TRANSFORMER", "HYBRID_DLRM",
     "HYBRID_DLRM_ENHANCED", "HYBRID_CUSTOMIZED", "MICRO", "DISTRIBUTED_INFERENCE", "HYBRID_TRANSFORMER_FWD_IN_BCKWD",
 )
@@ -126,8 +126,8 @@ def parse_workload(path: str | Path, text: str | None = None) -> Workload:
         text = read_text(path, "ASTRA-sim workload")
     tk = _Tokens(path, text)
     policy, ln = tk.next("the parallelism policy")
-    if policy not in POLICIES:
-        raise PodsimError(f"{path.name} line {ln}: parallelism policy {policy!r} is not an ASTRA-sim 1.0 policy ({', '.join(POLICIES)})")
+    if policy not in ASTRA_POLICIES:
+        raise PodsimError(f"{path.name} line {ln}: parallelism policy {policy!r} is not an ASTRA-sim 1.0 policy ({', '.join(ASTRA_POLICIES)})")
     if policy == "HYBRID_TRANSFORMER_FWD_IN_BCKWD":
         raise PodsimError(f"{path.name} line {ln}: HYBRID_TRANSFORMER_FWD_IN_BCKWD (checkpointed recomputation) is not supported")
     model_group = last_bottom = None

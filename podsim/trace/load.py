@@ -18,7 +18,7 @@ from pathlib import Path
 from podsim.errors import PodsimError
 from podsim.files import read_bytes
 from podsim.topology import get_generation
-from podsim.trace.astra import ASTRA_CLOCK_HZ, POLICIES, import_astra_text
+from podsim.trace.astra import ASTRA_CLOCK_HZ, ASTRA_POLICIES, import_astra_text
 from podsim.trace.chakra import RankFile, import_chakra, rank_of, read_chakra_json, read_et
 from podsim.trace.model import (
     DCN_AXIS,
@@ -53,7 +53,7 @@ def _kind(path: Path) -> tuple[str, object]:
     except UnicodeDecodeError:
         return "chakra-bin", None  # binary: Chakra records are the only binary format podsim reads
     first = text.split(maxsplit=1)[0] if text.strip() else ""
-    if first in POLICIES:
+    if first in ASTRA_POLICIES:
         return "astra", text
     raise PodsimError(f"{path.name}: unknown trace format (first word {first!r}); use .json/.yaml (podsim), .et or Chakra .json, or an ASTRA-sim text workload starting with a policy such as DATA")
 
