@@ -3,7 +3,6 @@ one chip of a generation (systolic-tile padding, precision, HBM bandwidth)."""
 
 from podsim.perf.chips import CHIPS, ChipCompute, chip_compute
 from podsim.perf.opmodel import (
-    PRECISIONS,
     Matmul,
     backward_matmuls,
     compute_time_s,
@@ -13,6 +12,6 @@ from podsim.perf.opmodel import (
 )
 
 __all__ = [
-    "CHIPS", "PRECISIONS", "ChipCompute", "Matmul", "backward_matmuls", "chip_compute", "compute_time_s",
+    "CHIPS", "ChipCompute", "Matmul", "backward_matmuls", "chip_compute", "compute_time_s",
     "matmul_time_s", "memory_time_s", "padded_flops",
 ]

@@ -41,8 +41,8 @@ class ChipCompute:
     peak_flops_per_s: dict[str, float]  # precision -> FLOP/s (bf16 always present)
     peak_source: str
     hbm_bytes_per_s: float
-    matmul_fraction: float = MATMUL_FRACTION
-    hbm_fraction: float = HBM_FRACTION
+    matmul_fraction: float
+    hbm_fraction: float
     notes: tuple[str, ...] = field(default=())
 
     def peak_for(self, precision: str, what: str = "op") -> float:
@@ -78,4 +78,5 @@ def chip_compute(gen: str | Generation) -> ChipCompute:
         dim, dim_src, extra, peak_src, notes = CHIPS[g.id]
     else:
         dim, dim_src, extra, peak_src, notes = 1, "assumption", {}, "peak_bf16_tflops_per_chip", ("no MXU tile modelled",)
-    return ChipCompute(g.id, dim, dim_src, {"bf16": bf16, **extra}, peak_src, g.hbm_bytes_per_s, notes=notes)
+    return ChipCompute(g.id, dim, dim_src, {"bf16": bf16, **extra}, peak_src, g.hbm_bytes_per_s,
+                       matmul_fraction=MATMUL_FRACTION, hbm_fraction=HBM_FRACTION, notes=notes)

@@ -19,7 +19,6 @@ from dataclasses import dataclass
 
 from podsim.errors import PodsimError
 from podsim.perf.chips import ChipCompute
-from podsim.trace.model import PRECISIONS
 
 
 @dataclass(frozen=True)
