@@ -110,3 +110,18 @@ def test_int8_trace_is_faster_on_v5e_and_refused_on_v3():
         generate_trace("gpt3-175b", "8x8", "fsdp=16,tensor=4", generation="tpu-v5e", overrides=SMALL, options=GenerateOptions(precision="int4"))
     with pytest.raises(PodsimError, match="recompute 'some' is not known"):
         generate_trace("gpt3-175b", "8x8", "fsdp=16,tensor=4", generation="tpu-v5e", overrides=SMALL, options=GenerateOptions(recompute="some"))
+
+
+def test_materialized_attention_moves_the_scores_through_hbm():
+    """Unfused attention: the whole score matrix computed, and 4 passes of it through HBM."""
+    kw = {"overrides": SMALL, "generation": "tpu-v4"}
+    flash = generate_trace("gpt3-175b", "4x4x4", "fsdp=16,tensor=4", **kw)
+    mat = generate_trace("gpt3-175b", "4x4x4", "fsdp=16,tensor=4", options=GenerateOptions(attention="materialized"), **kw)
+    f, m = ({op.id: op for op in t.ops} for t in (flash, mat))
+    cfg, b, heads = get_model("gpt3-175b", SMALL), 64 // 16, 96 // 4
+    s = cfg.seq_len
+    op = "mb0.fwd.L0.attn"
+    assert m[op].hbm_bytes - f[op].hbm_bytes == pytest.approx(4 * b * heads * s * s * 2)
+    assert m[op].flops - f[op].flops == pytest.approx(2 * b * heads * s * (s / 2) * cfg.d_head * 2)  # the masked half
+    with pytest.raises(PodsimError, match="attention 'fused' is not known"):
+        generate_trace("gpt3-175b", "4x4x4", "fsdp=16,tensor=4", options=GenerateOptions(attention="fused"), **kw)

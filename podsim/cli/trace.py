@@ -95,6 +95,7 @@ def generate_cmd(
     precision: Annotated[str, typer.Option("--precision", help="matmul precision: bf16, int8 or fp8 (where the generation publishes the rate)")] = "bf16",
     no_overlap: Annotated[list[str] | None, typer.Option("--no-overlap", help="switch an overlap off: fsdp_prefetch, grad_reduce or dcn (repeatable)")] = None,
     collective_matmul: Annotated[bool, typer.Option("--collective-matmul", help="tensor-parallel collectives decomposed under the adjacent matmul")] = False,
+    attention: Annotated[str, typer.Option("--attention", help="flash (fused, causal half) or materialized (score matrix through HBM)")] = "flash",
     sequence_parallel: Annotated[bool, typer.Option("--sequence-parallel", help="Megatron sequence parallelism (all-gather + reduce-scatter instead of all-reduce)")] = False,
     capacity_factor: Annotated[float, typer.Option("--capacity-factor", help="MoE expert capacity factor")] = 1.0,
     grad_bytes: Annotated[int, typer.Option("--grad-bytes", help="bytes per gradient element as reduced (2 bf16, 4 fp32)")] = 2,
@@ -108,7 +109,7 @@ def generate_cmd(
         microbatches=microbatches, recompute=recompute, sequence_parallel=sequence_parallel,
         capacity_factor=capacity_factor, grad_bytes=grad_bytes,
         mesh_order=tuple(a.strip() for a in mesh_order.split(",") if a.strip()) if mesh_order else None,
-        mesh=_mapping(mesh_map), precision=precision, collective_matmul=collective_matmul, **_overlaps_off(no_overlap),
+        mesh=_mapping(mesh_map), precision=precision, attention=attention, collective_matmul=collective_matmul, **_overlaps_off(no_overlap),
     )
     output_format(out)
     trace = generate_trace(model, slice_shape, parallelism, generation=generation, twisted=twisted, overrides=parse_overrides(set_), options=opts)

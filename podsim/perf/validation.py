@@ -2,7 +2,10 @@
 
 Rows are those of shared/reference/measurements.md (ids M1..M17, P1) with the setups the
 sheet states; where the sheet leaves a choice open (a sharding inside a slice, a remat policy)
-the row's `assumed` says what podsim takes. `kind`:
+the row's `assumed` says what podsim takes. One rule for all rows: an implementation that
+predates FlashAttention (Dao et al., May 2022) materialises the attention scores in HBM
+(`attention="materialized"`): the MLPerf v0.7-v1.1 BERT-style rows and PaLM; the 2023-24
+GPT-3 rows use a fused kernel (M11 states flash attention). `kind`:
 
 - `measured`: a derived training step time; error = predicted / measured - 1;
 - `range`: the sheet gives a range (M6); error 0 inside it, else to the nearer end;
@@ -64,6 +67,7 @@ def _encoder(name: str, layers: int, d: int, ffn: int, heads: int, batch: int, s
 
 
 INT8 = "int8"
+UNFUSED = GenerateOptions(attention="materialized")
 ROWS: tuple[Row, ...] = (
     Row("M1", "TPU v3, 16 chips", "resnet50", "tpu-v3", "4x4", "data=16", 0.1311, overrides={"global_batch": 4096},
         source="measurements.md M1 (MLPerf v0.6, R06 Google tpu-v3-32)"),
@@ -79,12 +83,12 @@ ROWS: tuple[Row, ...] = (
     Row("M6", "TPU v4, 4096 chips (pod)", "resnet50", "tpu-v4", "16x16x16", "data=4096", 0.0034, kind="range", measured_hi_s=0.0042,
         overrides={"global_batch": 32768}, source="measurements.md M6 (MLPerf v2.0, R20; low confidence: 3.4-4.2 ms)"),
     Row("M7", "TPU v3, 4096 chips (4 pods)", "bert-large", "tpu-v3", "32x32", "data=1024,dcn=4", 0.0466, slices=4,
-        overrides={"global_batch": 8192}, assumed="the 4 pods joined by the DCN",
+        overrides={"global_batch": 8192}, options=UNFUSED, assumed="the 4 pods joined by the DCN; unfused attention",
         source="measurements.md M7 (MLPerf v0.7, R07 Google tpu-v3-8192-TF)"),
     Row("M8", "TPU v4, 8 chips", "bert-large", "tpu-v4", "2x2x2", "data=8", 0.2333, overrides={"global_batch": 256},
-        source="measurements.md M8 (MLPerf v0.7, R07 Google tpu-v4-16-TF)"),
+        options=UNFUSED, assumed="unfused attention", source="measurements.md M8 (MLPerf v0.7, R07 Google tpu-v4-16-TF)"),
     Row("M9", "TPU v4, 2048 chips", "bert-large", "tpu-v4", "8x16x16", "data=2048", 0.0344, overrides={"global_batch": 6144},
-        source="measurements.md M9 (MLPerf v1.0, R10 Google tpu-v4-4096-TF)"),
+        options=UNFUSED, assumed="unfused attention", source="measurements.md M9 (MLPerf v1.0, R10 Google tpu-v4-4096-TF)"),
     Row("M10", "TPU v5e, 16 x 256 chips (multislice)", "gpt3-175b", "tpu-v5e", "16x16", "fsdp=128,tensor=2,dcn=16", 9.09, slices=16,
         overrides={"global_batch": 2048}, options=GenerateOptions(precision=INT8, recompute="full"), kind="upper_bound",
         assumed="in-slice sharding fsdp 128 x tensor 2 (not in the repo); full remat", source="measurements.md M10 (MLPerf v3.1, R31)"),
@@ -104,14 +108,14 @@ ROWS: tuple[Row, ...] = (
         overrides={"global_batch": 1536}, options=GenerateOptions(precision=INT8, recompute="full"), kind="upper_bound",
         assumed="data parallel across slices", source="measurements.md M15 (MLPerf v4.1, R41 trillium-512)"),
     Row("M16", "TPU v4, 2048 chips", _encoder("lm-482b", 64, 16384, 131072, 256, 4096, "measurements.md M16"), "tpu-v4", "8x16x16",
-        "fsdp=256,tensor=8", 22.0, assumed="mesh [256, 8] as fsdp x tensor; bf16; no remat (none stated)",
+        "fsdp=256,tensor=8", 22.0, options=UNFUSED, assumed="mesh [256, 8] as fsdp x tensor; bf16; no remat (none stated); unfused attention",
         source="measurements.md M16 (MLPerf v1.1 open, R11 tpu-v4-4096-TF)"),
     Row("M17", "TPU v4, 1024 chips", _encoder("lm-200b", 66, 12288, 98304, 128, 4096, "measurements.md M17"), "tpu-v4", "8x8x16",
-        "fsdp=64,tensor=16", 16.8, options=GenerateOptions(recompute="minimal"), calibration="MATMUL_FRACTION",
-        assumed="mesh [1, 64, 16] as fsdp x tensor; SAVE_DOT as minimal recompute",
+        "fsdp=64,tensor=16", 16.8, options=GenerateOptions(recompute="minimal", attention="materialized"), calibration="MATMUL_FRACTION",
+        assumed="mesh [1, 64, 16] as fsdp x tensor; SAVE_DOT as minimal recompute; unfused attention",
         source="measurements.md M17 (MLPerf v1.1 open, R11 tpu-v4-2048-JAX)"),
     Row("P1", "TPU v4, 2 pods x 3072 chips", "palm-540b", "tpu-v4", "12x16x16", "fsdp=256,tensor=12,dcn=2", 17.6, slices=2,
-        options=GenerateOptions(recompute="full"), assumed="rematerialisation as full recompute",
+        options=GenerateOptions(recompute="full", attention="materialized"), assumed="rematerialisation as full recompute; unfused attention",
         source="measurements.md P1 (Chowdhery et al. 2022 §4.1, Table 3)"),
 )
 
@@ -186,23 +190,32 @@ def fractions(matmul: float | None = None, hbm: float | None = None) -> Iterator
         chip_constants.MATMUL_FRACTION, chip_constants.HBM_FRACTION = old
 
 
-def _solve(row: Row, which: str, other: dict, lo: float = 0.2, hi: float = 1.0, iters: int = 14) -> float:
-    """The fraction that makes `row`'s prediction equal its measurement (bisection; the step
-    time falls as the fraction grows)."""
-    for _ in range(iters):
-        mid = (lo + hi) / 2
-        with fractions(**{which: mid, **other}):
-            t = predict(row)["step_time_s"]
-        lo, hi = (mid, hi) if t > row.measured_s else (lo, mid)
-    return (lo + hi) / 2
+def _solve(row: Row, which: str, other: dict, start: float, tol: float = 1e-3, evals: int = 8) -> float:
+    """The fraction (at most 1) that makes `row`'s prediction equal its measurement: secant
+    steps on predicted - measured (the step time falls as the fraction grows)."""
+
+    def gap(f: float) -> float:
+        with fractions(**{which: f, **other}):
+            return predict(row)["step_time_s"] / row.measured_s - 1
+
+    x0, x1 = start, min(start * 1.05, 1.0) if start < 1.0 else start * 0.95
+    g0, g1 = gap(x0), gap(x1)
+    for _ in range(evals):
+        if abs(g1) < tol or g1 == g0:
+            break
+        x0, x1, g0 = x1, min(max(x1 - g1 * (x1 - x0) / (g1 - g0), 0.05), 1.0), g1
+        g1 = gap(x1)
+        if x1 == 1.0 and g1 > 0:  # even the whole of peak / bandwidth is too slow: cap at 1
+            break
+    return x1
 
 
-def calibrate(rounds: int = 3) -> dict[str, float]:
+def calibrate(rounds: int = 2) -> dict[str, float]:
     """Set MATMUL_FRACTION from its calibration row and HBM_FRACTION from its, alternately
     (each row depends a little on the other constant)."""
     rows = {r.calibration: r for r in ROWS if r.calibration}
     mm, hbm = chip_constants.MATMUL_FRACTION, chip_constants.HBM_FRACTION
     for _ in range(rounds):
-        mm = _solve(rows["MATMUL_FRACTION"], "matmul", {"hbm": hbm})
-        hbm = _solve(rows["HBM_FRACTION"], "hbm", {"matmul": mm})
+        mm = _solve(rows["MATMUL_FRACTION"], "matmul", {"hbm": hbm}, mm)
+        hbm = _solve(rows["HBM_FRACTION"], "hbm", {"matmul": mm}, hbm)
     return {"MATMUL_FRACTION": mm, "HBM_FRACTION": hbm}

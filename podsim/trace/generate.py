@@ -90,6 +90,7 @@ class GenerateOptions:
     overlap_grad_reduce: bool = True  # FSDP reduce-scatters and in-slice data-parallel all-reduces overlap backward
     overlap_dcn: bool = True  # gradient all-reduces that cross slices (dcn) overlap backward
     collective_matmul: bool = False  # tensor-parallel collectives decomposed under the adjacent matmul
+    attention: str = "flash"  # flash: fused, causal half, scores stay on chip; materialized: scores through HBM
     sequence_parallel: bool = False  # Megatron sequence parallelism (all-gather + reduce-scatter)
     capacity_factor: float = 1.0  # MoE dispatch buffer per expert / (tokens x top_k / experts)
     act_bytes: int = 2  # bf16 activations
@@ -136,6 +137,8 @@ def generate_trace(
     if opts.capacity_factor < 1.0:
         raise PodsimError(f"capacity_factor {opts.capacity_factor} is below 1; MoE dispatch buffers must hold every routed token")
     opts = replace(opts, recompute=_recompute_policy(opts.recompute))
+    if opts.attention not in ("flash", "materialized"):
+        raise PodsimError(f"attention {opts.attention!r} is not known; use flash or materialized")
     if opts.precision not in PRECISIONS:
         raise PodsimError(f"precision {opts.precision!r} is not known; use one of: {', '.join(PRECISIONS)}")
     sizes = {**plan.sizes(), "dcn": plan.dcn}
@@ -163,6 +166,7 @@ def generate_trace(
         "recompute": opts.recompute,
         "sequence_parallel": opts.sequence_parallel,
         "precision": opts.precision,
+        "attention": opts.attention,
         "overlap": {k: getattr(opts, k) for k in OVERLAP_SWITCHES},
         **info,
         "hardware_flops_per_step": sum(op.flops for op in ops if isinstance(op, Compute) and not op.bubble) * spec.chips * plan.dcn,
@@ -416,15 +420,20 @@ class _Shard:
 
     # Forward costs (FLOPs, HBM bytes) per micro-batch ------------------------------------
     def attn_core(self) -> Cost:
-        """QK^T and AV per head, over the causal half of the scores for a decoder (a block-causal
-        kernel), the whole score matrix for an encoder; Q, K, V read and the output written."""
+        """QK^T and AV per head; Q, K, V read and the output written. A fused kernel
+        (`attention="flash"`, Dao et al. 2022) does the causal half of the scores for a decoder
+        and never writes them; an unfused one (`"materialized"`) computes the whole matrix
+        (masking it after) and moves it through HBM four times: QK^T writes it, softmax reads
+        and writes it, AV reads it."""
         c, a, dh, s = self.cfg, self.opts.act_bytes, self.cfg.d_head, self.cfg.seq_len
-        keys = s / 2 if c.causal else s
+        fused = self.opts.attention == "flash"
+        keys = s / 2 if (c.causal and fused) else s
         heads = self.b * self.heads
         flops = 2.0 * heads * s * keys * dh * 2
         hbm = self.tokens * (2 * self.heads + 2 * self.kv_heads) * dh * a
         mms = (Matmul(s, dh, keys, heads, hbm / 2), Matmul(s, keys, dh, heads, hbm / 2))
-        return Cost(flops, hbm, mms)
+        scores = 0.0 if fused else 4.0 * heads * s * s * a
+        return Cost(flops, hbm + scores, mms)
 
     def attn_fwd(self) -> Cost:
         c, T, a, dh = self.cfg, self.tokens, self.opts.act_bytes, self.cfg.d_head
