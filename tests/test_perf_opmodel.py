@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from podsim.engine import simulate_step, step_summary
@@ -12,6 +14,7 @@ from podsim.trace import generate_trace
 from podsim.trace.configs import PRESETS, get_model
 from podsim.trace.generate import GenerateOptions
 from podsim.trace.model import Compute
+from helpers import run_podsim
 
 SMALL = {"n_layers": 2, "global_batch": 64, "seq_len": 1024}
 
@@ -125,3 +128,19 @@ def test_materialized_attention_moves_the_scores_through_hbm():
     assert m[op].flops - f[op].flops == pytest.approx(2 * b * heads * s * (s / 2) * cfg.d_head * 2)  # the masked half
     with pytest.raises(PodsimError, match="attention 'fused' is not known"):
         generate_trace("gpt3-175b", "4x4x4", "fsdp=16,tensor=4", options=GenerateOptions(attention="fused"), **kw)
+
+
+def test_cli_trace_generate_switches_and_steptime_mfu_hfu(capsys, tmp_path):
+    path = tmp_path / "t.json"
+    code, _, err = run_podsim(capsys, "trace", "generate", "gpt3-175b", "--slice", "4x4x4", "-p", "fsdp=16,tensor=4",
+                              "--set", "n_layers=2", "--set", "global_batch=64", "--recompute", "full", "--no-overlap", "dcn,grad_reduce",
+                              "--collective-matmul", "-o", str(path))
+    assert code == 0, err
+    code, out, err = run_podsim(capsys, "steptime", "--trace", str(path), "--generation", "tpu-v4", "--slice", "4x4x4", "--json")
+    assert code == 0, err
+    s = json.loads(out)
+    assert s["hfu"] / s["mfu"] == pytest.approx(s["hardware_flops_per_step"] / s["model_flops_per_step"]) and s["hfu"] > 1.2 * s["mfu"]
+    code, out, _ = run_podsim(capsys, "steptime", "--trace", str(path), "--generation", "tpu-v4", "--slice", "4x4x4")
+    assert "hardware FLOPs utilisation" in out
+    code, _, err = run_podsim(capsys, "trace", "generate", "gpt3-175b", "--slice", "4x4x4", "-p", "fsdp=64", "--no-overlap", "tp", "-o", str(path))
+    assert code == 2 and "--no-overlap 'tp' is not known" in err and len(err.strip().splitlines()) == 1

@@ -25,9 +25,9 @@ from dataclasses import dataclass, field
 from podsim.errors import PodsimError
 from podsim.topology import Generation, get_generation
 
-MATMUL_FRACTION = 0.829
+MATMUL_FRACTION = 0.849
 """Calibrated on validation row M17 (`benchmarks/validation.py --calibrate`, see the module docstring)."""
-HBM_FRACTION = 0.945
+HBM_FRACTION = 0.935
 """Calibrated on validation row M4 (`benchmarks/validation.py --calibrate`, see the module docstring)."""
 
 
