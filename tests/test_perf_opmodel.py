@@ -5,16 +5,24 @@ from __future__ import annotations
 import json
 
 import pytest
+from helpers import run_podsim
 
 from podsim.engine import simulate_step, step_summary
 from podsim.errors import PodsimError
-from podsim.perf import Matmul, backward_matmuls, chip_compute, compute_time_s, matmul_time_s, memory_time_s, padded_flops
+from podsim.perf import (
+    Matmul,
+    backward_matmuls,
+    chip_compute,
+    compute_time_s,
+    matmul_time_s,
+    memory_time_s,
+    padded_flops,
+)
 from podsim.topology import build_slice
 from podsim.trace import generate_trace
 from podsim.trace.configs import PRESETS, get_model
 from podsim.trace.generate import GenerateOptions
 from podsim.trace.model import Compute
-from helpers import run_podsim
 
 SMALL = {"n_layers": 2, "global_batch": 64, "seq_len": 1024}
 

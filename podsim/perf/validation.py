@@ -27,7 +27,14 @@ from dataclasses import dataclass, field
 
 from podsim.engine import Job, place_slices, simulate_jobs, simulate_step, step_summary
 from podsim.perf import chips as chip_constants
-from podsim.topology import PodLayout, build_fabric, build_slice, get_generation, plan_slice, validate_shape
+from podsim.topology import (
+    PodLayout,
+    build_fabric,
+    build_slice,
+    get_generation,
+    plan_slice,
+    validate_shape,
+)
 from podsim.trace import generate_trace
 from podsim.trace.configs import PRESETS, TransformerConfig
 from podsim.trace.generate import GenerateOptions

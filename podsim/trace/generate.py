@@ -50,8 +50,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from podsim.errors import PodsimError
-from podsim.topology import get_generation, validate_shape
 from podsim.perf.opmodel import Matmul, backward_matmuls
+from podsim.topology import get_generation, validate_shape
 from podsim.trace.configs import ConvLayer, ModelConfig, ResNetConfig, TransformerConfig, get_model
 from podsim.trace.mesh import (
     DEFAULT_INTENSITY,
@@ -713,7 +713,6 @@ def _resnet_program(cfg: ResNetConfig, plan: ParallelPlan, opts: GenerateOptions
     local = _local_batch(cfg.global_batch, plan, "images")
     m = _microbatches(local, plan, opts)
     n = local // m
-    a = opts.act_bytes
     layers = cfg.layers()
     b = _Builder(sizes)
     reductions: list[str] = []
