@@ -31,7 +31,7 @@ DEFAULT_PLANS = {"gpt3-175b": "fsdp=32,tensor=4", "llama2-70b": "fsdp=32,tensor=
 TRACE_TYPES = ["json", "yaml", "yml", "et", "eg", "txt"]
 
 
-def _simulate(trace, gen: str, shape: str, twisted: bool, efficiency: float) -> dict:
+def _simulate(trace, gen: str, shape: str, twisted: bool, efficiency: float | None) -> dict:
     built = build_slice(gen, shape, twisted=twisted)
     with record_link_load() as load:
         result = simulate_step(trace, built, compute_efficiency=efficiency)
@@ -42,13 +42,13 @@ def _simulate(trace, gen: str, shape: str, twisted: bool, efficiency: float) -> 
 
 
 @st.cache_data(max_entries=16, show_spinner="Generating the trace and simulating one step...")
-def preset_step(model: str, gen: str, shape: str, twisted: bool, plan: str, efficiency: float) -> dict:
+def preset_step(model: str, gen: str, shape: str, twisted: bool, plan: str, efficiency: float | None) -> dict:
     trace = generate_trace(model, shape, plan, generation=gen, twisted=twisted)
     return _simulate(trace, gen, shape, twisted, efficiency)
 
 
 @st.cache_data(max_entries=8, show_spinner="Reading the trace and simulating one step...")
-def uploaded_step(files: tuple[tuple[str, bytes], ...], gen: str, shape: str, twisted: bool, efficiency: float) -> dict:
+def uploaded_step(files: tuple[tuple[str, bytes], ...], gen: str, shape: str, twisted: bool, efficiency: float | None) -> dict:
     """An uploaded trace through `load_trace`, the CLI's loader (format by suffix and content)."""
     with saved_files(files) as paths:
         trace = load_trace(paths, shape=parse_shape(shape, get_generation(gen).dims))
@@ -122,8 +122,12 @@ with inline_errors():
     shape = format_shape(parse_shape(shape_text, gen.dims))
 twistable = is_twistable(parse_shape(shape)) and bool(gen.ocs and gen.cube_shape)
 twisted = c3.checkbox("Twisted", value=False, key="twisted", disabled=not twistable) and twistable
-efficiency = c4.slider("Compute efficiency", 0.1, 1.0, 0.6, 0.05, key="efficiency",
-                       help="fraction of peak FLOP/s compute ops reach (0.6: the v4 paper's LLM average, perf.3)")
+flat = c4.checkbox("Flat compute efficiency", value=False, key="flat",
+                   help="off: the per-op model (matmuls padded to the MXU tile at the precision's rate, memory-bound ops at "
+                        "HBM bandwidth); on: every op at one fraction of peak FLOP/s")
+efficiency = (c4.slider("Compute efficiency", 0.1, 1.0, 0.6, 0.05, key="efficiency",
+                        help="fraction of peak FLOP/s compute ops reach (0.6: the v4 paper's LLM average, perf.3)")
+              if flat else None)
 source = st.radio("Trace", ["Preset model", "Upload a trace"], horizontal=True, key="source")
 
 with inline_errors():
@@ -133,7 +137,7 @@ with inline_errors():
         model = m1.selectbox("Model", models, index=models.index("llama2-70b"), key="model")
         plan = m2.text_input("Parallelism", value=DEFAULT_PLANS[model], key=f"plan_{model}",
                              help="data, fsdp, tensor, pipeline, expert (and dcn); sizes multiply to the slice's chips")
-        out = preset_step(model, gen_id, shape, twisted, plan, float(efficiency))
+        out = preset_step(model, gen_id, shape, twisted, plan, efficiency)
     else:
         uploads = st.file_uploader(f"Trace file(s): podsim JSON/YAML, ASTRA-sim text, Chakra .et/.json (one per rank); "
                                    f"at most {MAX_UPLOAD_BYTES // 2**20} MB each", type=TRACE_TYPES,
@@ -142,19 +146,22 @@ with inline_errors():
             st.info("Upload a trace to simulate it on the slice above.")
             st.stop()
         files = tuple((u.name, upload_bytes(u)) for u in uploads)
-        out = uploaded_step(files, gen_id, shape, twisted, float(efficiency))
+        out = uploaded_step(files, gen_id, shape, twisted, efficiency)
 
 s = out["summary"]
 st.subheader(f"{out['name'] or 'uploaded trace'}: {out['ops']} ops")
-st.caption(f"on a {gen.name} {shape}{' twisted' if twisted else ''} slice, compute at {efficiency:.0%} of peak")
-m = st.columns(5)
+compute_note = f"compute at {efficiency:.0%} of peak" if efficiency is not None else "compute by the per-op model"
+st.caption(f"on a {gen.name} {shape}{' twisted' if twisted else ''} slice, {compute_note}")
+m = st.columns(6)
 m[0].metric("Step time", seconds(s["step_time_s"]))
 m[1].metric("Compute", seconds(s["compute_s"]))
 m[2].metric("Exposed communication", seconds(s["exposed_comm_s"]),
             help=f"{seconds(s['comm_s'])} busy, {seconds(s['overlapped_comm_s'])} hidden behind compute")
 m[3].metric("Model FLOPs utilisation", percent(s.get("mfu")) if "mfu" in s else "n/a",
             help="model FLOPs per step / (chips x peak x step time); known for generated traces")
-m[4].metric("Engine", f"{s['engine_wall_s']:.2f} s", help=f"{s['events']:,} events, {s['flows_simulated']:,} of {s['flows']:,} flows simulated")
+m[4].metric("Hardware FLOPs utilisation", percent(s.get("hfu")) if "hfu" in s else "n/a",
+            help="hardware FLOPs per step (recomputation included) / (chips x peak x step time)")
+m[5].metric("Engine", f"{s['engine_wall_s']:.2f} s", help=f"{s['events']:,} events, {s['flows_simulated']:,} of {s['flows']:,} flows simulated")
 
 st.subheader("Op timeline")
 st.plotly_chart(gantt_figure(out["timeline"]), key="gantt")

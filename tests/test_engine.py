@@ -25,6 +25,7 @@ from podsim.engine.maxmin import max_min_rates
 from podsim.engine.network import FlowNetwork
 from podsim.engine.validate import RateValidator, Recording, validate_rates
 from podsim.errors import PodsimError
+from podsim.perf import chip_compute
 from podsim.topology import DcnSpec, build_slice
 from podsim.trace import Collective, Compute, SendRecv, StepTrace, parse_group
 
@@ -167,15 +168,20 @@ def test_step_dag_serial_and_overlapped():
 
 
 def test_roofline_compute_and_efficiency():
-    """FLOPs run at peak x efficiency (default 0.6, perf.3), HBM bytes at HBM bandwidth,
-    whichever is longer; an op's own efficiency wins over the default."""
+    """Default: the per-op model (an op without matmul shapes is a roofline at the achievable
+    fractions of peak and HBM bandwidth); a flat compute_efficiency runs FLOPs at peak x it and
+    HBM bytes at HBM bandwidth, whichever is longer; an op's own efficiency wins."""
     b = build_slice("tpu-v4", "4x4x4")
+    chip = chip_compute("tpu-v4")
     tr = StepTrace((Compute("mm", flops=1e12), Compute("mem", hbm_bytes=1.2e9, deps=("mm",)),
                     Compute("eff", flops=1e12, efficiency=0.5, deps=("mem",))))
     r = simulate_step(tr, b)
     t = {op.id: op.duration_s for op in r.timeline}
-    assert t["mm"] == pytest.approx(1e12 / (V4_PEAK * 0.6))
-    assert t["mem"] == pytest.approx(1e-3) and t["eff"] == pytest.approx(1e12 / (V4_PEAK * 0.5))
+    assert t["mm"] == pytest.approx(1e12 / (V4_PEAK * chip.matmul_fraction))
+    assert t["mem"] == pytest.approx(1e-3 / chip.hbm_fraction) and t["eff"] == pytest.approx(1e12 / (V4_PEAK * 0.5))
+    r1 = simulate_step(tr, b, compute_efficiency=0.6)
+    t1 = {op.id: op.duration_s for op in r1.timeline}
+    assert t1["mm"] == pytest.approx(1e12 / (V4_PEAK * 0.6)) and t1["mem"] == pytest.approx(1e-3)
     r2 = simulate_step(tr, b, compute_efficiency=1.0)
     assert {op.id: op.duration_s for op in r2.timeline}["mm"] == pytest.approx(1e12 / V4_PEAK)
     with pytest.raises(PodsimError, match="compute_efficiency 1.5 must be in"):

@@ -33,10 +33,10 @@ def test_generate_then_show(tmp_path, capsys):
 def test_generate_options_reach_the_trace(tmp_path, capsys):
     out = tmp_path / "m.yaml"
     code, _, err = run(capsys, "trace", "generate", "mixtral-8x7b", "--slice", "4x4x4", "-p", "data=8,expert=8", "-o", str(out),
-                       "--set", "global_batch=512", "--recompute", "--capacity-factor", "1.25", "--map", "expert=x,y:2", "--map", "data=y:2:2,z")
+                       "--set", "global_batch=512", "--recompute", "full", "--capacity-factor", "1.25", "--map", "expert=x,y:2", "--map", "data=y:2:2,z")
     assert code == 0, err
     t = load_trace(out)
-    assert t.meta["config"]["global_batch"] == 512 and t.meta["recompute"] and t.meta["mesh"]["expert"] == "x,y:2"
+    assert t.meta["config"]["global_batch"] == 512 and t.meta["recompute"] == "full" and t.meta["mesh"]["expert"] == "x,y:2"
 
 
 def test_import_microbenchmark_and_ascii_workload(tmp_path, capsys):

@@ -63,6 +63,8 @@ def step_rows(s: dict) -> list[tuple[str, str]]:
                            f"(closed form {format_seconds(k['closed_form_s'])})"))
     if "mfu" in s:
         rows.append(("model FLOPs utilisation", f"{s['mfu']:.1%}"))
+    if "hfu" in s:
+        rows.append(("hardware FLOPs utilisation", f"{s['hfu']:.1%} (recomputation included)"))
     rows.append(("engine", f"{s['engine_wall_s']:.3f} s wall, {s['events']:,} events, {s['flows_simulated']:,} of {s['flows']:,} flows simulated"))
     return rows
 
@@ -78,7 +80,7 @@ def expand_paths(patterns: list[str]) -> list[str]:
 
 
 def _trace_mode(files: list[str], generation: str | None, network: str | None, slice_shape: str | None,
-                twisted: bool, efficiency: float, fast_path: bool, as_json: bool, routing: str = "dimension_order",
+                twisted: bool, efficiency: float | None, fast_path: bool, as_json: bool, routing: str = "dimension_order",
                 timeline: str | None = None) -> None:
     if (generation is None) == (network is None):
         raise PodsimError("give --generation GEN (with --slice) or --network ASTRA_NETWORK.yml for a trace")
@@ -104,7 +106,7 @@ def steptime_cmd(
     generation: str = typer.Option(None, "--generation", help="generation id, e.g. tpu-v4"),
     trace_files: list[str] = typer.Option(None, "--trace", help="a step trace (podsim JSON/YAML, ASTRA-sim text, Chakra .et/.json); for Chakra, one file per rank: repeat --trace or quote a pattern like 'all_reduce.*.et'"),
     network: str = typer.Option(None, "--network", help="with --trace: an ASTRA-sim network .yml instead of --generation"),
-    efficiency: float = typer.Option(DEFAULT_COMPUTE_EFFICIENCY, "--efficiency", help="with --trace: fraction of peak FLOP/s compute ops reach", callback=opt_finite("--efficiency", low=0, high=1, low_open=True)),
+    efficiency: float = typer.Option(None, "--efficiency", help=f"with --trace: a flat fraction of peak FLOP/s for every compute op (e.g. {DEFAULT_COMPUTE_EFFICIENCY}, hardware.md perf.3) instead of the per-op model", callback=opt_finite("--efficiency", low=0, high=1, low_open=True)),
     slice_shape: str = typer.Option(None, "--slice", help="slice shape, e.g. 4x4x8; default: the whole pod"),
     twisted: bool = typer.Option(False, "--twisted", help="twisted torus (k x k x 2k or k x 2k x 2k)"),
     collective: str = typer.Option(None, "--collective", help=f"one of: {', '.join(KINDS)}"),

@@ -76,6 +76,17 @@ def _write(trace, out: Path, as_json: bool) -> None:
     table(f"{trace.name} -> {path}", _summary_rows(s))
 
 
+def _overlaps_off(items: list[str] | None) -> dict[str, bool]:
+    known = ("fsdp_prefetch", "grad_reduce", "dcn")
+    out = {}
+    for item in items or []:
+        for name in (x.strip() for x in item.split(",") if x.strip()):
+            if name not in known:
+                raise PodsimError(f"--no-overlap {name!r} is not known; use one of: {', '.join(known)}")
+            out[f"overlap_{name}"] = False
+    return out
+
+
 @trace_app.command("generate")
 def generate_cmd(
     model: Annotated[str, typer.Argument(help=f"model preset: {', '.join(PRESETS)}")],
@@ -85,7 +96,11 @@ def generate_cmd(
     generation: Annotated[str, typer.Option("--generation", "-g", help="hardware generation")] = "tpu-v4",
     twisted: Annotated[bool, typer.Option("--twisted", help="twisted torus slice")] = False,
     microbatches: Annotated[int | None, typer.Option("--microbatches", "-m", help="micro-batches per step (default: 1; with a pipeline the largest divisor of the local batch <= 4 x stages)", callback=opt_count("--microbatches", 1, 1_000_000, "one op set each"))] = None,
-    recompute: Annotated[bool, typer.Option("--recompute", help="full activation recomputation")] = False,
+    recompute: Annotated[str, typer.Option("--recompute", help="activation recomputation: none, minimal (attention core) or full")] = "none",
+    precision: Annotated[str, typer.Option("--precision", help="matmul precision: bf16, int8 or fp8 (where the generation publishes the rate)")] = "bf16",
+    no_overlap: Annotated[list[str] | None, typer.Option("--no-overlap", help="switch an overlap off: fsdp_prefetch, grad_reduce or dcn (repeatable)")] = None,
+    collective_matmul: Annotated[bool, typer.Option("--collective-matmul", help="tensor-parallel collectives decomposed under the adjacent matmul")] = False,
+    attention: Annotated[str, typer.Option("--attention", help="flash (fused, causal half) or materialized (score matrix through HBM)")] = "flash",
     sequence_parallel: Annotated[bool, typer.Option("--sequence-parallel", help="Megatron sequence parallelism (all-gather + reduce-scatter instead of all-reduce)")] = False,
     capacity_factor: Annotated[float, typer.Option("--capacity-factor", help="MoE expert capacity factor", callback=opt_finite("--capacity-factor", low=0, low_open=True))] = 1.0,
     grad_bytes: Annotated[int, typer.Option("--grad-bytes", help="bytes per gradient element as reduced (2 bf16, 4 fp32)", callback=opt_count("--grad-bytes", 1, 8, "fp64 is the widest gradient element"))] = 2,
@@ -99,7 +114,7 @@ def generate_cmd(
         microbatches=microbatches, recompute=recompute, sequence_parallel=sequence_parallel,
         capacity_factor=capacity_factor, grad_bytes=grad_bytes,
         mesh_order=tuple(a.strip() for a in mesh_order.split(",") if a.strip()) if mesh_order else None,
-        mesh=_mapping(mesh_map),
+        mesh=_mapping(mesh_map), precision=precision, attention=attention, collective_matmul=collective_matmul, **_overlaps_off(no_overlap),
     )
     output_format(out)
     trace = generate_trace(model, slice_shape, parallelism, generation=generation, twisted=twisted, overrides=parse_overrides(set_), options=opts)

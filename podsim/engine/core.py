@@ -2,8 +2,9 @@
 
 Each job's program walks its trace's DAG: an op starts when its dependencies are done, so
 compute and communication overlap where the DAG allows. A compute op is a timer (its duration,
-or a roofline time: FLOPs at peak x efficiency, HBM bytes at HBM bandwidth, whichever is
-longer); a collective runs its schedule stage by stage, each stream submitting one phase of
+or the per-op model of podsim.perf: matmuls padded to the MXU tile at the precision's rate plus
+memory-bound bytes at HBM bandwidth; with a flat `compute_efficiency` override, the roofline of
+FLOPs at peak x efficiency vs HBM bytes at HBM bandwidth); a collective runs its schedule stage by stage, each stream submitting one phase of
 flows at a time to the shared network and moving on when that phase is delivered.
 """
 
@@ -31,6 +32,7 @@ from podsim.engine.jobs import Job
 from podsim.engine.network import CountingEnvironment, FlowNetwork
 from podsim.engine.results import CollectiveResult, OpTiming, StepResult
 from podsim.errors import PodsimError
+from podsim.perf import chip_compute, compute_time_s
 from podsim.topology import Built
 from podsim.trace.kinds import normalise_algorithm, normalise_kind
 from podsim.trace.model import (
@@ -56,12 +58,16 @@ class _OpPlan:
     group: str = ""
 
 
-def _compute_time_s(op: Compute, job: Job, efficiency: float) -> float:
+def _compute_time_s(op: Compute, job: Job, efficiency: float | None, chip) -> float:
+    """Fixed duration, else the op's own efficiency or the flat override (roofline), else the
+    per-op model."""
     gen = job.fabric.generation
-    return op.duration_on(gen.peak_flops_per_s, gen.hbm_bytes_per_s, efficiency)
+    if op.duration_s is not None or op.efficiency is not None or efficiency is not None:
+        return op.duration_on(gen.peak_flops_per_s, gen.hbm_bytes_per_s, efficiency if efficiency is not None else 1.0)
+    return compute_time_s(chip, op.flops, op.hbm_bytes, op.matmuls, op.precision)
 
 
-def _prepare(job: Job, pool: RouterPool, efficiency: float) -> list[_OpPlan]:
+def _prepare(job: Job, pool: RouterPool, efficiency: float | None) -> list[_OpPlan]:
     """Each op of the trace with its dependencies (indices), duration or collective plan."""
     trace = job.trace
     trace.validate()
@@ -76,6 +82,15 @@ def _prepare(job: Job, pool: RouterPool, efficiency: float) -> list[_OpPlan]:
         return layouts[key]
 
     plans: dict[tuple, object] = {}
+    chip = chip_compute(job.fabric.generation) if efficiency is None else None
+    durations: dict[tuple, float] = {}
+
+    def duration(op: Compute) -> float:
+        """Layers repeat a handful of op shapes: time each shape once."""
+        key = (op.duration_s, op.efficiency, op.flops, op.hbm_bytes, op.matmuls, op.precision)
+        if key not in durations:
+            durations[key] = _compute_time_s(op, job, efficiency, chip)
+        return durations[key]
 
     def plan(kind: str, group, nbytes: float, algorithm: str, shift: int = 1):
         """Plans are read-only: a model's layers repeat a handful of collectives, plan each once."""
@@ -88,7 +103,7 @@ def _prepare(job: Job, pool: RouterPool, efficiency: float) -> list[_OpPlan]:
     for op in order:
         deps = tuple(index[d] for d in op.deps)
         if isinstance(op, Compute):
-            out.append(_OpPlan(op, "compute", deps, duration_s=_compute_time_s(op, job, efficiency)))
+            out.append(_OpPlan(op, "compute", deps, duration_s=duration(op)))
         elif isinstance(op, Collective):
             out.append(_OpPlan(op, op.kind, deps, plan=plan(op.kind, op.group, op.bytes, op.algorithm),
                                group=layout(op.group).name))
@@ -268,7 +283,7 @@ def _result(prog: _Program, net: FlowNetwork, owner: int, wall: float, events: i
     )
 
 
-def _simulate(jobs: Sequence[Job], compute_efficiency: float, fast_path: bool, routing: str = "dimension_order",
+def _simulate(jobs: Sequence[Job], compute_efficiency: float | None, fast_path: bool, routing: str = "dimension_order",
               failed: tuple[tuple[int, ...], tuple[int, ...]] = ((), ())) -> tuple[list[StepResult], list[list[_OpPlan]]]:
     t_wall = time.perf_counter()
     jobs = list(jobs)
@@ -303,16 +318,18 @@ def _failed(links: Sequence[int], chips: Sequence[int]) -> tuple[tuple[int, ...]
     return tuple(int(i) for i in links), tuple(int(i) for i in chips)
 
 
-def _check_efficiency(eff: float) -> None:
-    if not 0 < eff <= 1:
+def _check_efficiency(eff: float | None) -> None:
+    if eff is not None and not 0 < eff <= 1:
         raise PodsimError(f"compute_efficiency {eff} must be in (0, 1]")
 
 
-def simulate_jobs(jobs: Sequence[Job], *, compute_efficiency: float = DEFAULT_COMPUTE_EFFICIENCY,
+def simulate_jobs(jobs: Sequence[Job], *, compute_efficiency: float | None = None,
                   fast_path: bool = True, routing: str = "dimension_order",
                   failed_links: Sequence[int] = (), failed_chips: Sequence[int] = ()) -> list[StepResult]:
     """Run several jobs at once on their shared fabric, so jobs whose flows share links (the
     DCN, an oversubscribed spine) slow each other down. One StepResult per job, in order.
+    `compute_efficiency` None: compute ops are timed by the per-op model (podsim.perf); a
+    number: a flat fraction of peak FLOP/s for every op (roofline), the explicit override.
     The symmetry fast path applies to a lone single-slice job only. `routing`: the policy
     inside slices (podsim.topology.multipath.ROUTING_POLICIES); `failed_links` / `failed_chips`:
     fabric ICI link / chip ids that are down (flows go around them)."""
@@ -321,7 +338,7 @@ def simulate_jobs(jobs: Sequence[Job], *, compute_efficiency: float = DEFAULT_CO
 
 
 def simulate_step(trace: StepTrace | None, built_or_job: Built | Job, *,
-                  compute_efficiency: float = DEFAULT_COMPUTE_EFFICIENCY, fast_path: bool = True,
+                  compute_efficiency: float | None = None, fast_path: bool = True,
                   routing: str = "dimension_order", failed_links: Sequence[int] = (),
                   failed_chips: Sequence[int] = ()) -> StepResult:
     """Simulate one training step of `trace` on a slice (`build_slice(...)`) or a Job (whose

@@ -131,7 +131,8 @@ class FlowNetwork:
             owner.append(np.full(k, own, np.int64))
             fid.append(ids[keep])
             kh = hops[keep]
-            self.link_bytes[own] += np.bincount(links, weights=np.repeat(nbytes, hops) * frac, minlength=len(self.capacity))
+            # a batch crosses a few dozen links: add in place, not a fabric-long bincount per batch
+            np.add.at(self.link_bytes[own], links, np.repeat(nbytes, hops) * frac)
             ef.append(n + np.repeat(np.arange(k), kh))
             el.append(links[np.repeat(keep, hops)])
             ew.append(frac[np.repeat(keep, hops)])

@@ -6,12 +6,14 @@ import numpy as np
 
 from podsim.engine.results import StepResult
 from podsim.topology import SliceView
-from podsim.trace.model import StepTrace
+from podsim.trace.model import Compute, StepTrace
 
 
 def step_summary(result: StepResult, trace: StepTrace | None = None) -> dict:
     """Step time, its breakdown, per-kind totals per step (count, bytes, busy seconds, closed-form
-    seconds) and, when the trace knows its model FLOPs, the model FLOPs utilisation."""
+    seconds) and, when the trace knows its chips, the FLOPs utilisations against the bf16 peak:
+    `mfu` (model FLOPs, when the trace knows them) and `hfu` (hardware FLOPs: every compute op's
+    FLOPs, recomputation included, bubbles left out)."""
     gen = result.fabric.generation
     per_kind = {kind: {"ops": t["count"], "bytes": t["bytes"], "busy_s": t["time_s"], "closed_form_s": t["closed_form_s"],
                        "algorithms": t["algorithms"]}
@@ -36,6 +38,12 @@ def step_summary(result: StepResult, trace: StepTrace | None = None) -> dict:
     if model_flops and chips and result.step_time_s > 0:
         out["model_flops_per_step"] = float(model_flops)
         out["mfu"] = float(model_flops) / (chips * gen.peak_flops_per_s * result.step_time_s)
+    hw_flops = meta.get("hardware_flops_per_step")
+    if hw_flops is None and chips and trace is not None:
+        hw_flops = chips * sum(op.flops for op in trace.ops if isinstance(op, Compute) and not op.bubble)
+    if hw_flops and chips and result.step_time_s > 0:
+        out["hardware_flops_per_step"] = float(hw_flops)
+        out["hfu"] = float(hw_flops) / (chips * gen.peak_flops_per_s * result.step_time_s)
     return out
 
 

@@ -1,12 +1,15 @@
 """Model configurations for the trace generator, with their published sources.
 
-Two families: decoder-only transformers (dense or mixture-of-experts) and ResNet-50. Each
+Two families: transformers given by their dimensions (decoders, dense or mixture-of-experts,
+and masked-LM encoders such as BERT: `causal=False`) and ResNet-50. Each
 config knows its parameter count and model FLOPs per token (transformers) or per image
 (ResNet), counted layer by layer from the shapes — no fitted constants.
 
 FLOP convention: a matmul [M, K] x [K, N] is 2·M·K·N FLOPs. Attention scores (QK^T) and the
 weighted sum (AV) are counted for the causal half of the score matrix, the work a block-causal
-kernel (FlashAttention) does: 2·s·d_attn FLOPs per token per layer forward. The backward pass
+kernel (FlashAttention) does: 2·s·d_attn FLOPs per token per layer forward (an encoder,
+`causal=False`, does the whole matrix: 4·s·d_attn). The LM head runs over `loss_positions` per
+sequence (every token for a decoder; a masked-LM encoder's masked positions). The backward pass
 is twice the forward. Embedding lookups, norms, softmax and activations are not counted as
 FLOPs (they are counted as HBM bytes by the generator).
 """
@@ -44,11 +47,16 @@ class TransformerConfig(BaseModel):
     learned_positions: bool = Field(description="learned position embeddings (GPT); rotary otherwise")
     n_experts: int = Field(1, gt=0)
     top_k: int = Field(1, gt=0)
+    head_dim: int | None = Field(None, gt=0, description="per-head width; None: d_model / n_heads")
+    causal: bool = Field(True, description="decoder (causal attention); False: a bidirectional encoder")
+    loss_positions: int | None = Field(None, gt=0, description="positions per sequence through the LM head; None: all")
 
     @model_validator(mode="after")
     def _consistent(self) -> TransformerConfig:
-        if self.d_model % self.n_heads:
-            raise ValueError(f"d_model {self.d_model} is not a multiple of n_heads {self.n_heads}")
+        if self.head_dim is None and self.d_model % self.n_heads:
+            raise ValueError(f"d_model {self.d_model} is not a multiple of n_heads {self.n_heads}; give head_dim")
+        if self.loss_positions is not None and self.loss_positions > self.seq_len:
+            raise ValueError(f"loss_positions {self.loss_positions} exceeds seq_len {self.seq_len}")
         if self.n_heads % self.n_kv_heads:
             raise ValueError(f"n_heads {self.n_heads} is not a multiple of n_kv_heads {self.n_kv_heads}")
         if self.top_k > self.n_experts:
@@ -66,7 +74,11 @@ class TransformerConfig(BaseModel):
 
     @property
     def d_head(self) -> int:
-        return self.d_model // self.n_heads
+        return self.head_dim if self.head_dim is not None else self.d_model // self.n_heads
+
+    @property
+    def head_positions(self) -> int:
+        return self.loss_positions if self.loss_positions is not None else self.seq_len
 
     @property
     def tokens_per_step(self) -> int:
@@ -135,11 +147,11 @@ class TransformerConfig(BaseModel):
         """Model forward FLOPs per token (convention in the module docstring)."""
         d, dh, s = self.d_model, self.d_head, self.seq_len
         proj = 2 * d * dh * (2 * self.n_heads + 2 * self.n_kv_heads)
-        scores = 2 * s * self.n_heads * dh  # QK^T and AV over the causal half: 2 * (2 s d / 2)
+        scores = 2 * s * self.n_heads * dh * (1 if self.causal else 2)  # QK^T and AV, causal half: 2 * (2 s d / 2)
         experts = self.top_k if self.is_moe else 1
         mlp = 2 * self.mlp_matrices * d * self.d_ff * experts
         router = 2 * d * self.n_experts if self.is_moe else 0
-        head = 2 * d * self.vocab
+        head = 2 * d * self.vocab * self.head_positions / s
         return self.n_layers * (proj + scores + mlp + router) + head
 
     def training_flops_per_step(self) -> float:
@@ -255,6 +267,17 @@ RESNET_SOURCE = (
     "ResNet-50 reference (train_batch_size 1024)"
 )
 
+BERT_SOURCE = (
+    "Devlin et al., 'BERT', NAACL 2019, BERT-large (24 layers, hidden 1024, 16 heads, FFN 4096, "
+    "vocab 30522); MLPerf reference: seq 512, 76 masked positions; global batch 8192 as in "
+    "MLPerf v0.7 Google v3-8192 (measurements.md M7)"
+)
+PALM_SOURCE = (
+    "Chowdhery et al., 'PaLM', arXiv:2204.02311, Table 1 and §2 (540B: 118 layers, d_model 18432, "
+    "48 heads x 256, FFN 4 d_model with SwiGLU, multi-query attention, shared embeddings, no biases, "
+    "vocab 256k = 256000, seq 2048, batch 2048 sequences in the last phase)"
+)
+
 PRESETS: dict[str, ModelConfig] = {
     "gpt3-175b": TransformerConfig(
         name="gpt3-175b", source=GPT3_SOURCE, n_layers=96, d_model=12288, n_heads=96, n_kv_heads=96,
@@ -270,6 +293,16 @@ PRESETS: dict[str, ModelConfig] = {
         name="mixtral-8x7b", source=MIXTRAL_SOURCE, n_layers=32, d_model=4096, n_heads=32, n_kv_heads=8,
         d_ff=14336, vocab=32000, seq_len=4096, global_batch=1024, mlp="swiglu", norm="rmsnorm",
         bias=False, tied_embeddings=False, learned_positions=False, n_experts=8, top_k=2,
+    ),
+    "bert-large": TransformerConfig(
+        name="bert-large", source=BERT_SOURCE, n_layers=24, d_model=1024, n_heads=16, n_kv_heads=16,
+        d_ff=4096, vocab=30522, seq_len=512, global_batch=8192, mlp="gelu", norm="layernorm",
+        bias=True, tied_embeddings=True, learned_positions=True, causal=False, loss_positions=76,
+    ),
+    "palm-540b": TransformerConfig(
+        name="palm-540b", source=PALM_SOURCE, n_layers=118, d_model=18432, n_heads=48, n_kv_heads=1,
+        head_dim=256, d_ff=4 * 18432, vocab=256000, seq_len=2048, global_batch=2048, mlp="swiglu",
+        norm="layernorm", bias=False, tied_embeddings=True, learned_positions=False,
     ),
     "resnet50": ResNetConfig(name="resnet50", source=RESNET_SOURCE, global_batch=1024),
 }

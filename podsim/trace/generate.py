@@ -50,8 +50,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from podsim.errors import PodsimError
+from podsim.perf.opmodel import Matmul, backward_matmuls
 from podsim.topology import get_generation, validate_shape
-from podsim.trace.configs import ModelConfig, ResNetConfig, TransformerConfig, get_model
+from podsim.trace.configs import ConvLayer, ModelConfig, ResNetConfig, TransformerConfig, get_model
 from podsim.trace.mesh import (
     DEFAULT_INTENSITY,
     LOGICAL_AXES,
@@ -63,6 +64,7 @@ from podsim.trace.mesh import (
 )
 from podsim.trace.model import (
     DCN_AXIS,
+    PRECISIONS,
     AxisGroup,
     Collective,
     Compute,
@@ -78,7 +80,17 @@ class GenerateOptions:
     """How the step is run, beyond the model and the parallelism plan."""
 
     microbatches: int | None = None  # None: 1 without a pipeline, else the largest divisor of the local batch <= 4p
-    recompute: bool = False  # full activation recomputation: each layer's forward re-runs in its backward
+    # Activation recomputation: none; minimal (Korthikanti et al. 2022 selective: the attention
+    # core, QK^T, softmax and AV, re-runs in backward); full (each layer's forward re-runs).
+    # True/False are accepted for full/none.
+    recompute: str | bool = "none"
+    precision: str = "bf16"  # matmul precision: bf16, or int8 / fp8 where the generation publishes the rate
+    # Overlap as XLA schedules it (each a switch so its effect can be measured):
+    overlap_fsdp_prefetch: bool = True  # FSDP gathers of the next layer run under this layer's compute
+    overlap_grad_reduce: bool = True  # FSDP reduce-scatters and in-slice data-parallel all-reduces overlap backward
+    overlap_dcn: bool = True  # gradient all-reduces that cross slices (dcn) overlap backward
+    collective_matmul: bool = False  # tensor-parallel collectives decomposed under the adjacent matmul
+    attention: str = "flash"  # flash: fused, causal half, scores stay on chip; materialized: scores through HBM
     sequence_parallel: bool = False  # Megatron sequence parallelism (all-gather + reduce-scatter)
     capacity_factor: float = 1.0  # MoE dispatch buffer per expert / (tokens x top_k / experts)
     act_bytes: int = 2  # bf16 activations
@@ -86,6 +98,18 @@ class GenerateOptions:
     grad_bytes: int = 2  # bf16 gradients as reduced
     mesh_order: tuple[str, ...] | None = None  # logical axes, heaviest first; None: by measured volume
     mesh: Mapping[str, str] | None = field(default=None, hash=False)  # explicit mapping {'tensor': 'z', ...}
+
+
+OVERLAP_SWITCHES = ("overlap_fsdp_prefetch", "overlap_grad_reduce", "overlap_dcn", "collective_matmul")
+RECOMPUTE_POLICIES = ("none", "minimal", "full")
+
+
+def _recompute_policy(value: str | bool) -> str:
+    if value is True or value is False:
+        return "full" if value else "none"
+    if value not in RECOMPUTE_POLICIES:
+        raise PodsimError(f"recompute {value!r} is not known; use one of: {', '.join(RECOMPUTE_POLICIES)}")
+    return value
 
 
 def generate_trace(
@@ -112,6 +136,11 @@ def generate_trace(
         raise PodsimError(f"parallelism {plan} uses {plan.ici_chips} chips per slice but slice {spec} has {spec.chips}; the sizes other than dcn must multiply to {spec.chips}")
     if opts.capacity_factor < 1.0:
         raise PodsimError(f"capacity_factor {opts.capacity_factor} is below 1; MoE dispatch buffers must hold every routed token")
+    opts = replace(opts, recompute=_recompute_policy(opts.recompute))
+    if opts.attention not in ("flash", "materialized"):
+        raise PodsimError(f"attention {opts.attention!r} is not known; use flash or materialized")
+    if opts.precision not in PRECISIONS:
+        raise PodsimError(f"precision {opts.precision!r} is not known; use one of: {', '.join(PRECISIONS)}")
     sizes = {**plan.sizes(), "dcn": plan.dcn}
     if isinstance(cfg, TransformerConfig):
         builder, info = _transformer_program(cfg, plan, opts, sizes)
@@ -136,7 +165,11 @@ def generate_trace(
         "comm_bytes_per_axis": {a: v for a, v in volume.items() if v},
         "recompute": opts.recompute,
         "sequence_parallel": opts.sequence_parallel,
+        "precision": opts.precision,
+        "attention": opts.attention,
+        "overlap": {k: getattr(opts, k) for k in OVERLAP_SWITCHES},
         **info,
+        "hardware_flops_per_step": sum(op.flops for op in ops if isinstance(op, Compute) and not op.bubble) * spec.chips * plan.dcn,
     }
     trace = StepTrace(tuple(ops), name=f"{cfg.name} {plan} on {gen.id} {spec}", meta=meta)
     trace.validate(axes=("x", "y", "z")[: len(spec.shape)])
@@ -157,29 +190,39 @@ class _Builder:
         self.logical: dict[str, tuple[str, ...]] = {}
         self.last_compute: str | None = None
         self.pending: list[str] = []  # blocking collectives the next compute waits for
+        self.overlapping: list[str] = []  # collectives running beside the next compute (collective matmul)
+        self.after_next: list[str] = []  # ... which the compute after that waits for
+        self.precision = "bf16"
 
     def group_size(self, axes: Sequence[str]) -> int:
         return math.prod(self.sizes[a] for a in axes)
 
-    def compute(self, op_id: str, flops: float, hbm: float, *, deps: Sequence[str | None] = (), name: str = "", layer: str = "", bubble: bool = False) -> str:
-        all_deps = [d for d in (self.last_compute, *self.pending, *deps) if d]
-        self.ops.append(Compute(op_id, flops=flops, hbm_bytes=hbm, deps=tuple(dict.fromkeys(all_deps)), name=name, layer=layer, bubble=bubble))
+    def compute(self, op_id: str, cost: Cost, *, deps: Sequence[str | None] = (), name: str = "", layer: str = "", bubble: bool = False) -> str:
+        all_deps = [d for d in (self.last_compute, *self.pending, *self.after_next, *deps) if d]
+        mms = tuple(mm.as_tuple() for mm in cost.matmuls if mm.count > 0)
+        self.ops.append(Compute(op_id, flops=cost.flops, hbm_bytes=cost.hbm, deps=tuple(dict.fromkeys(all_deps)), name=name, layer=layer,
+                                bubble=bubble, matmuls=mms, precision=self.precision if mms else "bf16"))
         self.last_compute, self.pending = op_id, []
+        self.after_next, self.overlapping = self.overlapping, []
         return op_id
 
     def frontier(self) -> list[str]:
         """What an op issued now after the program so far must wait for."""
-        return [d for d in (self.last_compute, *self.pending) if d]
+        return [d for d in (self.last_compute, *self.pending, *self.overlapping, *self.after_next) if d]
 
-    def collective(self, op_id: str, kind: str, nbytes: float, axes: Sequence[str], *, deps: Sequence[str | None] | None = None, blocking: bool = True, name: str = "", layer: str = "") -> str | None:
-        """A collective over logical `axes`; None (and no op) when the group is one chip."""
+    def collective(self, op_id: str, kind: str, nbytes: float, axes: Sequence[str], *, deps: Sequence[str | None] | None = None, blocking: bool | str = True, name: str = "", layer: str = "") -> str | None:
+        """A collective over logical `axes`; None (and no op) when the group is one chip.
+        `blocking`: True, the next compute waits for it; False, only explicit deps do;
+        "overlap", it runs beside the next compute and the one after waits for it."""
         axes = tuple(a for a in axes if self.sizes[a] > 1)
         if not axes or nbytes <= 0:
             return None
         d = self.frontier() if deps is None else [x for x in deps if x]
         self.ops.append(Collective(op_id, kind, float(nbytes), (), deps=tuple(dict.fromkeys(d)), name=name, layer=layer))
         self.logical[op_id] = axes
-        if blocking:
+        if blocking == "overlap":
+            self.overlapping.append(op_id)
+        elif blocking:
             self.pending.append(op_id)
         return op_id
 
@@ -243,13 +286,41 @@ class _Builder:
         return out
 
 
-def _matmul(m: float, k: float, n: float, elem_bytes: int) -> tuple[float, float]:
-    """FLOPs and HBM bytes of [m, k] x [k, n]."""
-    return 2.0 * m * k * n, (m * k + k * n + m * n) * elem_bytes
+@dataclass(frozen=True)
+class Cost:
+    """Per-chip FLOPs, HBM bytes and the matmuls among them, of one compute op."""
+
+    flops: float = 0.0
+    hbm: float = 0.0
+    matmuls: tuple[Matmul, ...] = ()
+
+    def __add__(self, other: Cost) -> Cost:
+        return Cost(self.flops + other.flops, self.hbm + other.hbm, self.matmuls + other.matmuls)
+
+    def times(self, k: float) -> Cost:
+        """k of these (k may be a fraction: a stage's share of the embedding)."""
+        return Cost(self.flops * k, self.hbm * k, tuple(replace(mm, count=mm.count * k, hbm_bytes=mm.hbm_bytes * k) for mm in self.matmuls))
+
+    def backward(self) -> Cost:
+        """Its backward: twice the FLOPs and bytes; each matmul becomes its dX and dW matmuls."""
+        return Cost(2 * self.flops, 2 * self.hbm, tuple(b for mm in self.matmuls for b in backward_matmuls(mm)))
 
 
-def _sum(*parts: tuple[float, float]) -> tuple[float, float]:
-    return sum(p[0] for p in parts), sum(p[1] for p in parts)
+def _matmul(m: float, k: float, n: float, elem_bytes: int, count: float = 1.0) -> Cost:
+    """[m, k] x [k, n] (`count` of them): 2mkn FLOPs each, reading and writing (mk + kn + mn) elements."""
+    hbm = count * (m * k + k * n + m * n) * elem_bytes
+    return Cost(2.0 * count * m * k * n, hbm, (Matmul(m, k, n, count, hbm),))
+
+
+def _mem(hbm: float) -> Cost:
+    return Cost(0.0, hbm)
+
+
+def _sum(*parts: Cost) -> Cost:
+    out = Cost()
+    for p in parts:
+        out = out + p
+    return out
 
 
 def _local_batch(global_batch: int, plan: ParallelPlan, unit: str) -> int:
@@ -348,47 +419,67 @@ class _Shard:
         return emb + pos + c.norm_params_per_layer // 2 + head
 
     # Forward costs (FLOPs, HBM bytes) per micro-batch ------------------------------------
-    def attn_fwd(self) -> tuple[float, float]:
+    def attn_core(self) -> Cost:
+        """QK^T and AV per head; Q, K, V read and the output written. A fused kernel
+        (`attention="flash"`, Dao et al. 2022) does the causal half of the scores for a decoder
+        and never writes them; an unfused one (`"materialized"`) computes the whole matrix
+        (masking it after) and moves it through HBM four times: QK^T writes it, softmax reads
+        and writes it, AV reads it."""
+        c, a, dh, s = self.cfg, self.opts.act_bytes, self.cfg.d_head, self.cfg.seq_len
+        fused = self.opts.attention == "flash"
+        keys = s / 2 if (c.causal and fused) else s
+        heads = self.b * self.heads
+        flops = 2.0 * heads * s * keys * dh * 2
+        hbm = self.tokens * (2 * self.heads + 2 * self.kv_heads) * dh * a
+        mms = (Matmul(s, dh, keys, heads, hbm / 2), Matmul(s, keys, dh, heads, hbm / 2))
+        scores = 0.0 if fused else 4.0 * heads * s * s * a
+        return Cost(flops, hbm + scores, mms)
+
+    def attn_fwd(self) -> Cost:
         c, T, a, dh = self.cfg, self.tokens, self.opts.act_bytes, self.cfg.d_head
         qkv = _matmul(T, c.d_model, (self.heads + 2 * self.kv_heads) * dh, a)
-        core = (2.0 * T * c.seq_len * self.heads * dh, T * (2 * self.heads + 2 * self.kv_heads) * dh * a)
         out = _matmul(T, self.heads * dh, c.d_model, a)
-        elementwise = (0.0, 5.0 * T * c.d_model * a)  # norm read+write, residual add
-        return _sum(qkv, core, out, elementwise)
+        elementwise = _mem(5.0 * T * c.d_model * a)  # norm read+write, residual add
+        return _sum(qkv, self.attn_core(), out, elementwise)
 
-    def mlp_fwd(self, tokens: float, experts: int = 1) -> tuple[float, float]:
+    def mlp_fwd(self, tokens: float, experts: int = 1) -> Cost:
+        """Per expert: the input matrices [tokens/experts, d] x [d, d_ff] (1 or 2), the output one."""
         c, a = self.cfg, self.opts.act_bytes
-        fin, fout = c.mlp_matrices - 1, 1
-        flops = 2.0 * tokens * c.d_model * self.d_ff * (fin + fout)
-        weights = experts * c.mlp_matrices * c.d_model * self.d_ff * a
-        acts = tokens * (2 * c.d_model + (2 * fin + 1) * self.d_ff) * a
-        return flops, weights + acts
+        fin = c.mlp_matrices - 1
+        per = tokens / experts
+        up = _matmul(per, c.d_model, self.d_ff, a, count=experts * fin)
+        down = _matmul(per, self.d_ff, c.d_model, a, count=experts)
+        act = _mem(tokens * self.d_ff * fin * a)  # the activation (and gate product) pass
+        return _sum(up, down, act)
 
-    def dense_mlp_fwd(self) -> tuple[float, float]:
-        return _sum(self.mlp_fwd(self.tokens), (0.0, 5.0 * self.tokens * self.cfg.d_model * self.opts.act_bytes))
+    def dense_mlp_fwd(self) -> Cost:
+        return _sum(self.mlp_fwd(self.tokens), _mem(5.0 * self.tokens * self.cfg.d_model * self.opts.act_bytes))
 
-    def router_fwd(self) -> tuple[float, float]:
+    def router_fwd(self) -> Cost:
         c = self.cfg
-        return _sum(_matmul(self.tokens, c.d_model, c.n_experts, self.opts.act_bytes), (0.0, 5.0 * self.tokens * c.d_model * self.opts.act_bytes))
+        return _sum(_matmul(self.tokens, c.d_model, c.n_experts, self.opts.act_bytes), _mem(5.0 * self.tokens * c.d_model * self.opts.act_bytes))
 
     def routed_tokens(self) -> float:
         cf = self.opts.capacity_factor if self.plan.expert > 1 else 1.0
         return self.tokens * self.cfg.top_k * cf
 
-    def experts_fwd(self) -> tuple[float, float]:
+    def experts_fwd(self) -> Cost:
         return self.mlp_fwd(self.routed_tokens(), self.local_experts)
 
     def dispatch_bytes(self) -> float:
         return self.routed_tokens() * self.cfg.d_model * self.opts.act_bytes
 
-    def embed_fwd(self) -> tuple[float, float]:
-        return 0.0, 3.0 * self.tokens * self.cfg.d_model * self.opts.act_bytes
+    def embed_fwd(self) -> Cost:
+        return _mem(3.0 * self.tokens * self.cfg.d_model * self.opts.act_bytes)
 
-    def head_fwd(self) -> tuple[float, float]:
-        c, T = self.cfg, self.tokens
+    def head_fwd(self) -> Cost:
+        """The LM head over the positions that carry a loss (every token for a decoder; the
+        masked positions for a masked-LM encoder), softmax and loss in fp32."""
+        c = self.cfg
+        T = self.b * c.head_positions
         logits = _matmul(T, c.d_model, self.vocab, self.opts.act_bytes)
-        loss = (0.0, 2.0 * T * self.vocab * 4)  # fp32 softmax and loss over the logits
-        return _sum(logits, loss, (0.0, 2.0 * T * c.d_model * self.opts.act_bytes))
+        loss = _mem(2.0 * T * self.vocab * 4)
+        return _sum(logits, loss, _mem(2.0 * self.tokens * c.d_model * self.opts.act_bytes))
 
 
 class _TransformerProgram:
@@ -403,35 +494,40 @@ class _TransformerProgram:
         self.last_gather: str | None = None
         self.grad_ready: dict[str, str] = {}  # block -> last backward op of the last valid micro-batch
         self.reductions: list[str] = []
+        opts = sh.opts
+        self.tp_blocking: bool | str = "overlap" if opts.collective_matmul else True
+        self.rs_blocking = not opts.overlap_grad_reduce
+        self.ar_blocking = not (opts.overlap_dcn if sh.plan.dcn > 1 else opts.overlap_grad_reduce)
 
     # Tensor-parallel boundaries (Megatron f and g operators, or their sequence-parallel forms)
+    # With collective matmul (Wang et al. 2023, XLA's decomposition) each runs beside the
+    # adjacent matmul instead of on the critical path.
     def _enter(self, prefix: str, layer: str) -> None:
         if self.sp:
-            self.b.collective(f"{prefix}.ag", "all_gather", self.sh.act, ("tensor",), name="sequence-parallel gather", layer=layer)
+            self.b.collective(f"{prefix}.ag", "all_gather", self.sh.act, ("tensor",), blocking=self.tp_blocking, name="sequence-parallel gather", layer=layer)
 
     def _exit(self, prefix: str, layer: str, scale: float = 1.0) -> None:
         kind = "reduce_scatter" if self.sp else "all_reduce"
-        self.b.collective(f"{prefix}.{'rs' if self.sp else 'ar'}", kind, self.sh.act * scale, ("tensor",), name="tensor-parallel partial sums", layer=layer)
+        self.b.collective(f"{prefix}.{'rs' if self.sp else 'ar'}", kind, self.sh.act * scale, ("tensor",), blocking=self.tp_blocking, name="tensor-parallel partial sums", layer=layer)
 
     def _enter_bwd(self, prefix: str, layer: str, scale: float = 1.0) -> None:
         kind = "reduce_scatter" if self.sp else "all_reduce"
-        self.b.collective(f"{prefix}.{'rs' if self.sp else 'ar'}", kind, self.sh.act * scale, ("tensor",), name="tensor-parallel input gradient", layer=layer)
+        self.b.collective(f"{prefix}.{'rs' if self.sp else 'ar'}", kind, self.sh.act * scale, ("tensor",), blocking=self.tp_blocking, name="tensor-parallel input gradient", layer=layer)
 
     def _exit_bwd(self, prefix: str, layer: str, scale: float = 1.0) -> None:
         if self.sp:
-            self.b.collective(f"{prefix}.ag", "all_gather", self.sh.act * scale, ("tensor",), name="sequence-parallel gather", layer=layer)
+            self.b.collective(f"{prefix}.ag", "all_gather", self.sh.act * scale, ("tensor",), blocking=self.tp_blocking, name="sequence-parallel gather", layer=layer)
 
     def _gather(self, op_id: str, block: str, params: float, window: str | None) -> str | None:
         """FSDP all-gather of a block's weights, issued in order, one block ahead of use."""
         if not self.fsdp:
             return None
         deps = [self.last_gather, window]
+        if not self.sh.opts.overlap_fsdp_prefetch:  # gathered just before use, on the critical path
+            return self.b.collective(op_id, "all_gather", params * self.sh.opts.weight_bytes, ("fsdp",), name=f"FSDP gather {block}", layer=block)
         gid = self.b.collective(op_id, "all_gather", params * self.sh.opts.weight_bytes, ("fsdp",), deps=deps, blocking=False, name=f"FSDP gather {block}", layer=block)
         self.last_gather = gid or self.last_gather
         return gid
-
-    def _scale(self, cost: tuple[float, float], k: float) -> tuple[float, float]:
-        return cost[0] * k, cost[1] * k
 
     # Stage-iterations ----------------------------------------------------------------------
     def forward(self, tag: str, *, bubble: bool, entry: Sequence[str | None] = ()) -> None:
@@ -439,7 +535,7 @@ class _TransformerProgram:
         sh, b = self.sh, self.b
         pre = f"{tag}.fwd"
         g = self._gather(f"{tag}.embed.gather", "embed", sh.embed_params() * self.edge, None)
-        b.compute(f"{pre}.embed", *self._scale(sh.embed_fwd(), self.edge), deps=[*entry, g], name="embedding lookup", layer="embed", bubble=bubble)
+        b.compute(f"{pre}.embed", sh.embed_fwd().times(self.edge), deps=[*entry, g], name="embedding lookup", layer="embed", bubble=bubble)
         self._exit(f"{pre}.embed", "embed", self.edge)
         window: str | None = None  # the op before the previous layer: its end lets the next gather go
         for k in range(sh.layers):
@@ -448,55 +544,57 @@ class _TransformerProgram:
             window = b.last_compute
             self._layer_forward(f"{pre}.{layer}", layer, bubble, g)
         self._enter(f"{pre}.head.in", "head")
-        b.compute(f"{pre}.head", *self._scale(sh.head_fwd(), self.edge), name="LM head and loss forward", layer="head", bubble=bubble)
+        b.compute(f"{pre}.head", sh.head_fwd().times(self.edge), name="LM head and loss forward", layer="head", bubble=bubble)
         b.collective(f"{pre}.loss.ar", "all_reduce", 3.0 * sh.tokens * 4 * self.edge, ("tensor",), name="vocab-parallel cross-entropy (max, target logit, sum exp)", layer="head")
 
     def _layer_forward(self, pre: str, layer: str, bubble: bool, gather: str | None, note: str = "") -> None:
         """One layer's forward ops (attention, then the MLP or the MoE block), ids under `pre`."""
         sh, b = self.sh, self.b
         self._enter(f"{pre}.attn.in", layer)
-        b.compute(f"{pre}.attn", *sh.attn_fwd(), deps=[gather], name=f"attention forward{note}", layer=layer, bubble=bubble)
+        b.compute(f"{pre}.attn", sh.attn_fwd(), deps=[gather], name=f"attention forward{note}", layer=layer, bubble=bubble)
         self._exit(f"{pre}.attn.out", layer)
         self._enter(f"{pre}.mlp.in", layer)
         if sh.cfg.is_moe:
-            b.compute(f"{pre}.router", *sh.router_fwd(), name=f"MoE router forward{note}", layer=layer, bubble=bubble)
+            b.compute(f"{pre}.router", sh.router_fwd(), name=f"MoE router forward{note}", layer=layer, bubble=bubble)
             b.collective(f"{pre}.dispatch", "all_to_all", sh.dispatch_bytes(), ("expert",), name=f"MoE dispatch{note}", layer=layer)
-            b.compute(f"{pre}.experts", *sh.experts_fwd(), name=f"MoE experts forward{note}", layer=layer, bubble=bubble)
+            b.compute(f"{pre}.experts", sh.experts_fwd(), name=f"MoE experts forward{note}", layer=layer, bubble=bubble)
             b.collective(f"{pre}.combine", "all_to_all", sh.dispatch_bytes(), ("expert",), name=f"MoE combine{note}", layer=layer)
         else:
-            b.compute(f"{pre}.mlp", *sh.dense_mlp_fwd(), name=f"MLP forward{note}", layer=layer, bubble=bubble)
+            b.compute(f"{pre}.mlp", sh.dense_mlp_fwd(), name=f"MLP forward{note}", layer=layer, bubble=bubble)
         self._exit(f"{pre}.mlp.out", layer)
 
     def backward(self, tag: str, *, bubble: bool, last: bool, entry: Sequence[str | None] = ()) -> None:
         """One backward stage-iteration; `last`: the last valid micro-batch (reduce gradients)."""
         sh, b = self.sh, self.b
         pre = f"{tag}.bwd"
-        b.compute(f"{pre}.head", *self._scale(sh.head_fwd(), 2 * self.edge), deps=entry, name="LM head and loss backward", layer="head", bubble=bubble)
+        b.compute(f"{pre}.head", sh.head_fwd().times(self.edge).backward(), deps=entry, name="LM head and loss backward", layer="head", bubble=bubble)
         self._enter_bwd(f"{pre}.head.in", "head", self.edge)
         window: str | None = None
         for k in reversed(range(sh.layers)):
             layer = f"L{k}"
             g = self._gather(f"{tag}.{layer}.bwd.gather", layer, sh.dense_params() + sh.expert_params(), window)
             window = b.last_compute
-            if sh.opts.recompute:
+            if sh.opts.recompute == "full":
                 self._layer_forward(f"{tag}.recompute.{layer}", layer, bubble, g, " (recomputed)")
                 g = None
             self._exit_bwd(f"{pre}.{layer}.mlp.out", layer)
             if sh.cfg.is_moe:
                 b.collective(f"{pre}.{layer}.combine", "all_to_all", sh.dispatch_bytes(), ("expert",), deps=[*b.frontier(), g], name="MoE combine backward", layer=layer)
-                b.compute(f"{pre}.{layer}.experts", *self._scale(sh.experts_fwd(), 2), deps=[g], name="MoE experts backward", layer=layer, bubble=bubble)
+                b.compute(f"{pre}.{layer}.experts", sh.experts_fwd().backward(), deps=[g], name="MoE experts backward", layer=layer, bubble=bubble)
                 b.collective(f"{pre}.{layer}.dispatch", "all_to_all", sh.dispatch_bytes(), ("expert",), name="MoE dispatch backward", layer=layer)
-                b.compute(f"{pre}.{layer}.router", *self._scale(sh.router_fwd(), 2), name="MoE router backward", layer=layer, bubble=bubble)
+                b.compute(f"{pre}.{layer}.router", sh.router_fwd().backward(), name="MoE router backward", layer=layer, bubble=bubble)
             else:
-                b.compute(f"{pre}.{layer}.mlp", *self._scale(sh.dense_mlp_fwd(), 2), deps=[g], name="MLP backward", layer=layer, bubble=bubble)
+                b.compute(f"{pre}.{layer}.mlp", sh.dense_mlp_fwd().backward(), deps=[g], name="MLP backward", layer=layer, bubble=bubble)
             self._enter_bwd(f"{pre}.{layer}.mlp.in", layer)
             self._exit_bwd(f"{pre}.{layer}.attn.out", layer)
-            done = b.compute(f"{pre}.{layer}.attn", *self._scale(sh.attn_fwd(), 2), name="attention backward", layer=layer, bubble=bubble)
+            if sh.opts.recompute == "minimal":
+                b.compute(f"{pre}.{layer}.attn.recompute", sh.attn_core(), name="attention core recomputed", layer=layer, bubble=bubble)
+            done = b.compute(f"{pre}.{layer}.attn", sh.attn_fwd().backward(), name="attention backward", layer=layer, bubble=bubble)
             self._enter_bwd(f"{pre}.{layer}.attn.in", layer)
             if not bubble:
                 self._reduce(tag, layer, done, sh.dense_params(), sh.expert_params(), last)
         self._exit_bwd(f"{pre}.embed", "embed", self.edge)
-        done = b.compute(f"{pre}.embed", *self._scale(sh.embed_fwd(), 2 * self.edge), name="embedding gradient", layer="embed", bubble=bubble)
+        done = b.compute(f"{pre}.embed", sh.embed_fwd().times(self.edge).backward(), name="embedding gradient", layer="embed", bubble=bubble)
         if not bubble:
             self._reduce(tag, "embed", done, sh.embed_params() * self.edge, 0, last)
 
@@ -507,19 +605,19 @@ class _TransformerProgram:
         f = self.sh.plan.fsdp
         ready = after
         if self.fsdp:
-            rs = b.collective(f"{tag}.{block}.grad.rs", "reduce_scatter", (dense + expert) * g, ("fsdp",), deps=[after], blocking=False, name="FSDP gradient reduce-scatter", layer=block)
+            rs = b.collective(f"{tag}.{block}.grad.rs", "reduce_scatter", (dense + expert) * g, ("fsdp",), deps=[after], blocking=self.rs_blocking, name="FSDP gradient reduce-scatter", layer=block)
             ready = rs or after
             self.reductions.append(ready)
         if last:
-            ar = b.collective(f"{block}.grad.ar", "all_reduce", dense * g / f, ("data", "expert", "dcn"), deps=[ready], blocking=False, name="data-parallel gradient all-reduce", layer=block)
-            ar_e = b.collective(f"{block}.grad.expert.ar", "all_reduce", expert * g / f, ("data", "dcn"), deps=[ready], blocking=False, name="data-parallel expert gradient all-reduce", layer=block)
+            ar = b.collective(f"{block}.grad.ar", "all_reduce", dense * g / f, ("data", "expert", "dcn"), deps=[ready], blocking=self.ar_blocking, name="data-parallel gradient all-reduce", layer=block)
+            ar_e = b.collective(f"{block}.grad.expert.ar", "all_reduce", expert * g / f, ("data", "dcn"), deps=[ready], blocking=self.ar_blocking, name="data-parallel expert gradient all-reduce", layer=block)
             self.reductions += [x for x in (ar, ar_e) if x]
 
     def optimizer(self) -> None:
         sh = self.sh
         params = (sh.layers * (sh.dense_params() + sh.expert_params()) + sh.embed_params() * self.edge) / sh.plan.fsdp
         hbm = params * (24 + sh.opts.grad_bytes + sh.opts.weight_bytes)
-        self.b.compute("optimizer", 12.0 * params, hbm, deps=self.reductions, name="Adam update of this chip's shard", layer="optimizer")
+        self.b.compute("optimizer", Cost(12.0 * params, hbm), deps=self.reductions, name="Adam update of this chip's shard", layer="optimizer")
 
     # The step ------------------------------------------------------------------------------
     def step(self) -> None:
@@ -578,6 +676,7 @@ def _transformer_program(cfg: TransformerConfig, plan: ParallelPlan, opts: Gener
     m = _microbatches(local, plan, opts)
     sh = _Shard(cfg, plan, opts, b=local // m, layers=cfg.n_layers // p)
     builder = _Builder(sizes)
+    builder.precision = opts.precision
     _TransformerProgram(sh, builder, m).step()
     info = {
         "params": cfg.params,
@@ -596,6 +695,17 @@ def _transformer_program(cfg: TransformerConfig, plan: ParallelPlan, opts: Gener
 # ResNet-50 (data parallel)
 
 
+def _conv_cost(layer: ConvLayer, images: int, opts: GenerateOptions) -> Cost:
+    """A convolution as the implicit GEMM the MXU runs: [images x h_out^2, k^2 c_in] x
+    [k^2 c_in, c_out]; operands are the weights, the input and the output (not an im2col
+    copy); batch-norm and ReLU over the output read and write it once more (memory-bound)."""
+    a = opts.act_bytes
+    m = images * layer.h_out * layer.h_out
+    operands = layer.weight_params * opts.weight_bytes + images * (layer.in_elems_per_image + layer.out_elems_per_image) * a
+    mm = Matmul(m, layer.kernel * layer.kernel * layer.c_in, layer.c_out, 1.0, operands)
+    return Cost(mm.flops, operands + 2 * images * layer.out_elems_per_image * a, (mm,))
+
+
 def _resnet_program(cfg: ResNetConfig, plan: ParallelPlan, opts: GenerateOptions, sizes: Mapping[str, int]) -> tuple[_Builder, dict]:
     other = [a for a in ("fsdp", "pipeline", "tensor", "expert") if getattr(plan, a) > 1]
     if other:
@@ -603,25 +713,21 @@ def _resnet_program(cfg: ResNetConfig, plan: ParallelPlan, opts: GenerateOptions
     local = _local_batch(cfg.global_batch, plan, "images")
     m = _microbatches(local, plan, opts)
     n = local // m
-    a = opts.act_bytes
     layers = cfg.layers()
     b = _Builder(sizes)
     reductions: list[str] = []
+    b.precision = opts.precision
+    ar_blocking = not (opts.overlap_dcn if plan.dcn > 1 else opts.overlap_grad_reduce)
     for j in range(m):
         for layer in layers:
-            flops = layer.forward_flops_per_image * n
-            # weights, input, output, and batch-norm/ReLU over the output (read + write)
-            hbm = layer.weight_params * opts.weight_bytes + n * (layer.in_elems_per_image + 3 * layer.out_elems_per_image) * a
-            b.compute(f"mb{j}.fwd.{layer.name}", flops, hbm, name="fully connected forward" if layer.bias else "convolution forward", layer=layer.name)
+            b.compute(f"mb{j}.fwd.{layer.name}", _conv_cost(layer, n, opts), name="fully connected forward" if layer.bias else "convolution forward", layer=layer.name)
         for layer in reversed(layers):
-            flops = 2 * layer.forward_flops_per_image * n
-            hbm = 2 * (layer.weight_params * opts.weight_bytes + n * (layer.in_elems_per_image + 3 * layer.out_elems_per_image) * a)
-            done = b.compute(f"mb{j}.bwd.{layer.name}", flops, hbm, name="layer backward", layer=layer.name)
+            done = b.compute(f"mb{j}.bwd.{layer.name}", _conv_cost(layer, n, opts).backward(), name="layer backward", layer=layer.name)
             if j == m - 1:
-                ar = b.collective(f"{layer.name}.grad.ar", "all_reduce", layer.params * opts.grad_bytes, ("data", "dcn"), deps=[done], blocking=False, name="data-parallel gradient all-reduce", layer=layer.name)
+                ar = b.collective(f"{layer.name}.grad.ar", "all_reduce", layer.params * opts.grad_bytes, ("data", "dcn"), deps=[done], blocking=ar_blocking, name="data-parallel gradient all-reduce", layer=layer.name)
                 reductions += [ar] if ar else []
     params = cfg.params
-    b.compute("optimizer", 12.0 * params, params * (24 + opts.grad_bytes + opts.weight_bytes), deps=reductions, name="optimizer update", layer="optimizer")
+    b.compute("optimizer", Cost(12.0 * params, params * (24 + opts.grad_bytes + opts.weight_bytes)), deps=reductions, name="optimizer update", layer="optimizer")
     info = {
         "params": params,
         "images_per_step": cfg.global_batch,

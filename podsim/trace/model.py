@@ -30,6 +30,7 @@ from podsim.trace.kinds import COLLECTIVE_KINDS
 
 CollectiveKind = Literal["all_reduce", "reduce_scatter", "all_gather", "all_to_all", "broadcast", "reduce"]
 SLICE_AXES = ("x", "y", "z")
+PRECISIONS = ("bf16", "int8", "fp8")
 DCN_AXIS = "dcn"
 
 
@@ -82,8 +83,9 @@ def format_group(group: Sequence[AxisGroup]) -> str:
 
 
 DEFAULT_COMPUTE_EFFICIENCY = 0.6
-"""Fraction of peak FLOP/s a compute op reaches unless it says otherwise: LLM training on TPU
-v4 averages ~60% of peak ([ISCA23], hardware.md perf.3)."""
+"""The flat fraction of peak FLOP/s LLM training on TPU v4 averages ([ISCA23], hardware.md
+perf.3): the value scenarios and the cluster roofline use. The engine's default is the per-op
+model (podsim.perf); a flat efficiency is an explicit override."""
 
 
 @dataclass(frozen=True)
@@ -101,7 +103,10 @@ class Compute:
     # A pipeline fill/drain slot: the chip spends the time of this op (time it like any other)
     # but does no useful work, so FLOP totals and utilisation leave it out.
     bubble: bool = False
-
+    # Per-op model inputs (podsim.perf): the op's matmuls as (count, m, k, n, operand HBM bytes)
+    # per chip, and the precision its matmuls run at (bf16, int8, fp8).
+    matmuls: tuple[tuple[float, ...], ...] = ()
+    precision: str = "bf16"
 
     def duration_on(self, peak_flops_per_s: float, hbm_bytes_per_s: float, efficiency: float) -> float:
         """Its fixed duration, or the roofline: the slower of its FLOPs at `efficiency` of peak
@@ -200,6 +205,11 @@ class StepTrace:
                     raise PodsimError(f"op {op.id!r}: duration_s {op.duration_s} is negative")
                 if op.flops < 0 or op.hbm_bytes < 0:
                     raise PodsimError(f"op {op.id!r}: flops and hbm_bytes must be >= 0")
+                if op.precision not in PRECISIONS:
+                    raise PodsimError(f"op {op.id!r}: precision {op.precision!r} is not known; use one of: {', '.join(PRECISIONS)}")
+                for mm in op.matmuls:
+                    if len(mm) not in (4, 5) or any(x < 0 for x in mm):
+                        raise PodsimError(f"op {op.id!r}: matmul {list(mm)} is not [count, m, k, n, hbm_bytes] with non-negative numbers")
             size = getattr(op, "bytes", 0.0)
             if size < 0:
                 raise PodsimError(f"op {op.id!r}: bytes {size} is negative")

@@ -4,7 +4,9 @@ A file is a mapping with `podsim_trace: 1`, an optional `name` and `meta`, and `
 of ops, each with an `id`, a `kind` and its fields:
 
 - `kind: compute` — `duration_s`, or `flops` and `hbm_bytes` (per chip), optional
-  `efficiency` (fraction of peak) and `bubble` (pipeline fill/drain slot);
+  `efficiency` (fraction of peak), `bubble` (pipeline fill/drain slot), `matmuls` (a list of
+  `[count, m, k, n, hbm_bytes]`, the op's matmuls for the per-op model) and `precision`
+  (`bf16`, `int8`, `fp8`);
 - `kind: all_reduce | reduce_scatter | all_gather | all_to_all | broadcast | reduce` —
   `bytes` (nccl-tests convention, see model.py; a number or a size such as `1MiB`), `group`
   (slice axes: `x`, `x,y`, `all`, `x:4:2`, `dcn`) and optional `algorithm`;
@@ -91,6 +93,8 @@ class _ComputeIn(_OpBase):
     hbm_bytes: float = 0.0
     efficiency: float | None = None
     bubble: bool = False
+    matmuls: list[list[float]] = []
+    precision: str = "bf16"
 
     @field_validator("hbm_bytes", mode="before")
     @classmethod
@@ -157,7 +161,8 @@ def _op_from_dict(raw: Any, index: int) -> Op:
     try:
         if kind == "compute":
             c = _ComputeIn.model_validate(raw)
-            return Compute(c.id, c.duration_s, c.flops, c.hbm_bytes, c.efficiency, tuple(c.deps), c.name, c.layer, c.bubble)
+            return Compute(c.id, c.duration_s, c.flops, c.hbm_bytes, c.efficiency, tuple(c.deps), c.name, c.layer, c.bubble,
+                           tuple(tuple(float(x) for x in mm) for mm in c.matmuls), c.precision)
         if kind == "send_recv":
             s = _SendRecvIn.model_validate(raw)
             axis = parse_group(s.axis)
@@ -208,6 +213,10 @@ def op_to_dict(op: Op) -> dict:
             out["efficiency"] = op.efficiency
         if op.bubble:
             out["bubble"] = True
+        if op.matmuls:
+            out["matmuls"] = [[_num(x) for x in mm] for mm in op.matmuls]
+        if op.precision != "bf16":
+            out["precision"] = op.precision
     elif isinstance(op, Collective):
         out.update(kind=op.kind, bytes=_num(op.bytes), group=format_group(op.group))
         if op.algorithm != "auto":

@@ -1,0 +1,74 @@
+"""Validation table: published measured TPU step times next to podsim's prediction.
+
+Rows, sources and error rules: podsim/perf/validation.py and docs/validation.md.
+Run (from the repository root, a few minutes on 2 cores):
+
+    PYTHONPATH=$PWD .venv/bin/python benchmarks/validation.py            # the whole table
+    PYTHONPATH=$PWD .venv/bin/python benchmarks/validation.py M1 M9 P1   # some rows
+    PYTHONPATH=$PWD .venv/bin/python benchmarks/validation.py --calibrate  # refit the 2 constants
+    PYTHONPATH=$PWD .venv/bin/python benchmarks/validation.py --markdown   # the table for docs/validation.md
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+from podsim.perf import chips
+from podsim.perf.validation import ROWS, UPPER_BOUND_BAND, calibrate, run_table, summarise
+
+
+def _fmt_s(x: float) -> str:
+    return f"{x * 1e3:.2f} ms" if x < 1 else f"{x:.2f} s"
+
+
+def _measured(r: dict) -> str:
+    if r["kind"] == "range":
+        return f"{_fmt_s(r['measured_s'])}-{_fmt_s(r['measured_hi_s'])}"
+    return ("<= " if r["kind"] == "upper_bound" else "") + _fmt_s(r["measured_s"])
+
+
+def _line(r: dict) -> str:
+    tag = f" [calibration: {r['calibration']}]" if r["calibration"] else ""
+    mfu = f"{r['mfu']:.1%}" if r["mfu"] else "-"
+    hfu = f"{r['hfu']:.1%}" if r["hfu"] else "-"
+    return (f"{r['id']:4} {r['system'][:36]:36} {r['model'][:11]:11} {_measured(r):>16} {_fmt_s(r['predicted_s']):>10} "
+            f"{r['ratio']:6.3f} {r['error']:+7.1%}  MFU {mfu:>6} HFU {hfu:>6}  ({r['engine_wall_s']:.1f} s){tag}")
+
+
+def _markdown(table: list[dict]) -> str:
+    out = ["| id | system | model | measured | podsim | predicted / measured | error | MFU | HFU | note |",
+           "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in table:
+        note = f"**calibration** ({r['calibration']})" if r["calibration"] else ""
+        if r["assumed"]:
+            note = (note + "; " if note else "") + r["assumed"]
+        mfu = f"{r['mfu']:.1%}" if r["mfu"] else "-"
+        hfu = f"{r['hfu']:.1%}" if r["hfu"] else "-"
+        out.append(f"| {r['id']} | {r['system']} | {r['model']} | {_measured(r)} | {_fmt_s(r['predicted_s'])} | "
+                   f"{r['ratio']:.3f} | {r['error']:+.1%} | {mfu} | {hfu} | {note} |")
+    return "\n".join(out)
+
+
+def main(argv: list[str]) -> None:
+    if "--calibrate" in argv:
+        t0 = time.perf_counter()
+        fit = calibrate()
+        print(f"calibrated in {time.perf_counter() - t0:.0f} s: " + ", ".join(f"{k} = {v:.3f}" for k, v in fit.items()))
+        print(f"in use: MATMUL_FRACTION = {chips.MATMUL_FRACTION}, HBM_FRACTION = {chips.HBM_FRACTION}")
+        return
+    ids = [a for a in argv if not a.startswith("--")]
+    rows = tuple(r for r in ROWS if not ids or r.id in ids)
+    print(f"{'id':4} {'system':36} {'model':11} {'measured':>16} {'podsim':>10} {'ratio':>6} {'error':>7}")
+    t0 = time.perf_counter()
+    table = run_table(rows, on_row=lambda r: print(_line(r), flush=True))
+    s = summarise(table)
+    print(f"\n{s['validation_rows']} rows not used for calibration: median |error| {s['median_abs_error']:.1%}, "
+          f"max |error| {s['max_abs_error']:.1%} (targets 10% and 25%); upper-bound rows count as met within "
+          f"{UPPER_BOUND_BAND:.0%} below the bound. Wall time {time.perf_counter() - t0:.0f} s.")
+    if "--markdown" in argv:
+        print("\n" + _markdown(table))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,82 @@
+"""Per-generation constants of the compute model, each with its source.
+
+Row ids (v4.3, v6e.1 ...) are rows of shared/reference/hardware.md; `assumption` marks a
+figure the reference sheet does not give, with the reason in the note.
+
+Two achievable-fraction constants are shared by every generation:
+
+- `MATMUL_FRACTION`: the fraction of the MXU's peak a tile-aligned matmul sustains (pipeline
+  fill, VMEM tiling and the vector work XLA fuses into it);
+- `HBM_FRACTION`: the fraction of HBM bandwidth memory-bound ops (norms, elementwise, softmax,
+  optimiser update, embedding lookups) and a matmul's operand traffic reach.
+
+Neither is published for TPUs. Each is set from ONE validation row (docs/validation.md marks
+them "calibration"): MATMUL_FRACTION from M17 (a 200B dense LM on 1024 TPU v4 chips: large
+matmuls, little else), HBM_FRACTION from M4 (ResNet-50 on 8 TPU v4 chips: convolutions plus
+memory-bound batch norm, no communication to speak of). `benchmarks/validation.py
+--calibrate` recomputes both; they are measured on v4 and carried to the other generations
+unchanged (an assumption: no per-generation figure exists).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from podsim.errors import PodsimError
+from podsim.topology import Generation, get_generation
+
+MATMUL_FRACTION = 0.849
+"""Calibrated on validation row M17 (`benchmarks/validation.py --calibrate`, see the module docstring)."""
+HBM_FRACTION = 0.935
+"""Calibrated on validation row M4 (`benchmarks/validation.py --calibrate`, see the module docstring)."""
+
+
+@dataclass(frozen=True)
+class ChipCompute:
+    """What the compute model needs of one chip: MXU tile, peak rate per precision, fractions."""
+
+    generation: str
+    mxu_dim: int  # the systolic array is mxu_dim x mxu_dim; matmul K and N pad to it
+    mxu_source: str
+    peak_flops_per_s: dict[str, float]  # precision -> FLOP/s (bf16 always present)
+    peak_source: str
+    hbm_bytes_per_s: float
+    matmul_fraction: float
+    hbm_fraction: float
+    notes: tuple[str, ...] = field(default=())
+
+    def peak_for(self, precision: str, what: str = "op") -> float:
+        try:
+            return self.peak_flops_per_s[precision]
+        except KeyError:
+            have = ", ".join(sorted(self.peak_flops_per_s))
+            raise PodsimError(f"{what}: precision {precision!r} has no published rate on {self.generation}; use one of: {have}") from None
+
+
+T = 1e12
+# generation id -> (mxu_dim, mxu source, {precision: FLOP/s beyond bf16}, peak source, notes)
+CHIPS: dict[str, tuple[int, str, dict[str, float], str, tuple[str, ...]]] = {
+    "tpu-v2": (128, "v2.5", {}, "v2.6", ()),
+    "tpu-v3": (128, "v3.3", {}, "v3.1", ()),
+    "tpu-v4": (128, "v4.3", {"int8": 275 * T}, "v4.1", ("int8 runs at the bf16 rate (v4.1: 275 TFLOP/s bf16 or int8)",)),
+    "tpu-v5e": (128, "assumption", {"int8": 393 * T}, "v5e.1",
+                ("MXU size not in the reference sheet (v5e.3 gives 4 MXUs, no size); 128x128 as v2-v4 (v2.5, v3.3, v4.3)",)),
+    "tpu-v5p": (128, "assumption", {"int8": 918 * T, "fp8": 459 * T}, "v5p.6",
+                ("MXU size not in the reference sheet; 128x128 as v2-v4 (v2.5, v3.3, v4.3)",)),
+    "tpu-v6e": (256, "v6e.3", {"int8": 1836 * T}, "v6e.1", ()),
+    "tpu-7x": (256, "assumption", {"fp8": 4614 * T}, "v7.2",
+               ("MXU size not in the reference sheet; 256x256 as v6e (v6e.3)",)),
+}
+
+
+def chip_compute(gen: str | Generation) -> ChipCompute:
+    """The compute constants of a generation; one without an entry (a GPU, a custom chip) gets
+    no tile padding and its bf16 peak only."""
+    g = get_generation(gen)
+    bf16 = g.peak_flops_per_s
+    if g.id in CHIPS:
+        dim, dim_src, extra, peak_src, notes = CHIPS[g.id]
+    else:
+        dim, dim_src, extra, peak_src, notes = 1, "assumption", {}, "peak_bf16_tflops_per_chip", ("no MXU tile modelled",)
+    return ChipCompute(g.id, dim, dim_src, {"bf16": bf16, **extra}, peak_src, g.hbm_bytes_per_s,
+                       matmul_fraction=MATMUL_FRACTION, hbm_fraction=HBM_FRACTION, notes=notes)

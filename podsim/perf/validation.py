@@ -1,0 +1,228 @@
+"""The validation table: published measured step times next to podsim's prediction.
+
+Rows are those of shared/reference/measurements.md (ids M1..M17, P1) with the setups the
+sheet states; where the sheet leaves a choice open (a sharding inside a slice, a remat policy)
+the row's `assumed` says what podsim takes. One rule for all rows: an implementation that
+predates FlashAttention (Dao et al., May 2022) materialises the attention scores in HBM
+(`attention="materialized"`): the MLPerf v0.7-v1.1 BERT-style rows and PaLM; the 2023-24
+GPT-3 rows use a fused kernel (M11 states flash attention). `kind`:
+
+- `measured`: a derived training step time; error = predicted / measured - 1;
+- `range`: the sheet gives a range (M6); error 0 inside it, else to the nearer end;
+- `upper_bound`: the GPT-3 rows (an eval pass inside each interval, caveat 3): met when the
+  prediction is at or below the bound and within 25% of it; error 0 then, else the distance
+  to that band.
+
+At most three rows set constants (`calibration`, see podsim.perf.chips); they are left out of
+the summary statistics. Multislice rows run as one job on several slices (one slice per pod,
+or `place_slices` on one OCS pod), with the DCN between them.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+from podsim.engine import Job, place_slices, simulate_jobs, simulate_step, step_summary
+from podsim.perf import chips as chip_constants
+from podsim.topology import (
+    PodLayout,
+    build_fabric,
+    build_slice,
+    get_generation,
+    plan_slice,
+    validate_shape,
+)
+from podsim.trace import generate_trace
+from podsim.trace.configs import PRESETS, TransformerConfig
+from podsim.trace.generate import GenerateOptions
+
+UPPER_BOUND_BAND = 0.25
+
+
+@dataclass(frozen=True)
+class Row:
+    id: str
+    system: str
+    model: str | TransformerConfig
+    generation: str
+    shape: str
+    plan: str
+    measured_s: float
+    slices: int = 1
+    overrides: dict = field(default_factory=dict)
+    options: GenerateOptions = GenerateOptions()
+    kind: str = "measured"  # measured | range | upper_bound
+    measured_hi_s: float | None = None  # range rows: the upper end
+    calibration: str = ""  # the constant this row sets, if any
+    assumed: str = ""
+    source: str = ""
+
+    @property
+    def model_name(self) -> str:
+        return self.model if isinstance(self.model, str) else self.model.name
+
+
+def _encoder(name: str, layers: int, d: int, ffn: int, heads: int, batch: int, source: str) -> TransformerConfig:
+    """The MLPerf v1.1 open-division BERT-style LMs (measurements.md M16, M17): vocabulary and
+    masked positions as BERT-large's (not stated for these models)."""
+    bert = PRESETS["bert-large"]
+    return bert.model_copy(update={"name": name, "source": source, "n_layers": layers, "d_model": d, "d_ff": ffn,
+                                   "n_heads": heads, "n_kv_heads": heads, "global_batch": batch})
+
+
+INT8 = "int8"
+UNFUSED = GenerateOptions(attention="materialized")
+ROWS: tuple[Row, ...] = (
+    Row("M1", "TPU v3, 16 chips", "resnet50", "tpu-v3", "4x4", "data=16", 0.1311, overrides={"global_batch": 4096},
+        source="measurements.md M1 (MLPerf v0.6, R06 Google tpu-v3-32)"),
+    Row("M2", "TPU v3, 1024 chips (pod)", "resnet50", "tpu-v3", "32x32", "data=1024", 0.0251, overrides={"global_batch": 32768},
+        source="measurements.md M2 (MLPerf v0.6, R06 Google tpu-v3-2048)"),
+    Row("M3", "TPU v3, 4096 chips (4 pods)", "resnet50", "tpu-v3", "32x32", "data=1024,dcn=4", 0.0141, slices=4,
+        overrides={"global_batch": 65536}, assumed="the 4 pods joined by the DCN (podsim has no inter-pod ICI)",
+        source="measurements.md M3 (MLPerf v0.7, R07 Google tpu-v3-8192-TF)"),
+    Row("M4", "TPU v4, 8 chips", "resnet50", "tpu-v4", "2x2x2", "data=8", 0.0736, overrides={"global_batch": 2048},
+        calibration="HBM_FRACTION", source="measurements.md M4 (MLPerf v0.7, R07 Google tpu-v4-16-TF)"),
+    Row("M5", "TPU v4, 3456 chips", "resnet50", "tpu-v4", "12x12x24", "data=3456", 0.00698, overrides={"global_batch": 55296},
+        assumed="slice 12x12x24 (3456 chips)", source="measurements.md M5 (MLPerf v1.0, R10 Google tpu-v4-6912-TF)"),
+    Row("M6", "TPU v4, 4096 chips (pod)", "resnet50", "tpu-v4", "16x16x16", "data=4096", 0.0034, kind="range", measured_hi_s=0.0042,
+        overrides={"global_batch": 32768}, source="measurements.md M6 (MLPerf v2.0, R20; low confidence: 3.4-4.2 ms)"),
+    Row("M7", "TPU v3, 4096 chips (4 pods)", "bert-large", "tpu-v3", "32x32", "data=1024,dcn=4", 0.0466, slices=4,
+        overrides={"global_batch": 8192}, options=UNFUSED, assumed="the 4 pods joined by the DCN; unfused attention",
+        source="measurements.md M7 (MLPerf v0.7, R07 Google tpu-v3-8192-TF)"),
+    Row("M8", "TPU v4, 8 chips", "bert-large", "tpu-v4", "2x2x2", "data=8", 0.2333, overrides={"global_batch": 256},
+        options=UNFUSED, assumed="unfused attention", source="measurements.md M8 (MLPerf v0.7, R07 Google tpu-v4-16-TF)"),
+    Row("M9", "TPU v4, 2048 chips", "bert-large", "tpu-v4", "8x16x16", "data=2048", 0.0344, overrides={"global_batch": 6144},
+        options=UNFUSED, assumed="unfused attention", source="measurements.md M9 (MLPerf v1.0, R10 Google tpu-v4-4096-TF)"),
+    Row("M10", "TPU v5e, 16 x 256 chips (multislice)", "gpt3-175b", "tpu-v5e", "16x16", "fsdp=128,tensor=2,dcn=16", 9.09, slices=16,
+        overrides={"global_batch": 2048}, options=GenerateOptions(precision=INT8, recompute="full"), kind="upper_bound",
+        assumed="in-slice sharding fsdp 128 x tensor 2 (not in the repo); full remat", source="measurements.md M10 (MLPerf v3.1, R31)"),
+    Row("M11", "TPU v5p, 512 chips", "gpt3-175b", "tpu-v5p", "8x8x8", "fsdp=64,tensor=8", 23.81,
+        overrides={"global_batch": 2048}, options=GenerateOptions(precision=INT8, recompute="full"), kind="upper_bound",
+        source="measurements.md M11 (MLPerf v4.0, R40 v5p-1024)"),
+    Row("M12", "TPU v5p, 6144 chips", "gpt3-175b", "tpu-v5p", "8x16x48", "data=16,fsdp=48,tensor=8", 5.97,
+        overrides={"global_batch": 6144}, options=GenerateOptions(precision=INT8, recompute="minimal"), kind="upper_bound",
+        assumed="save_dot_except_logits as minimal recompute", source="measurements.md M12 (MLPerf v4.0, R40 v5p-12288)"),
+    Row("M13", "TPU v5p, 2048 chips", "gpt3-175b", "tpu-v5p", "4x8x64", "data=4,fsdp=64,tensor=8", 11.25,
+        overrides={"global_batch": 4096}, options=GenerateOptions(precision=INT8, recompute="minimal"), kind="upper_bound",
+        assumed="save_dot_except_mlpwi as minimal recompute", source="measurements.md M13 (MLPerf v4.1, R41 v5p-4096)"),
+    Row("M14", "TPU v6e, 8 x 256 chips (multislice)", "gpt3-175b", "tpu-v6e", "16x16", "fsdp=256,dcn=8", 10.75, slices=8,
+        overrides={"global_batch": 4096}, options=GenerateOptions(precision=INT8, recompute="full"), kind="upper_bound",
+        assumed="data parallel across slices", source="measurements.md M14 (MLPerf v4.1, R41 trillium-2048)"),
+    Row("M15", "TPU v6e, 2 x 256 chips (multislice)", "gpt3-175b", "tpu-v6e", "16x16", "fsdp=256,dcn=2", 15.88, slices=2,
+        overrides={"global_batch": 1536}, options=GenerateOptions(precision=INT8, recompute="full"), kind="upper_bound",
+        assumed="data parallel across slices", source="measurements.md M15 (MLPerf v4.1, R41 trillium-512)"),
+    Row("M16", "TPU v4, 2048 chips", _encoder("lm-482b", 64, 16384, 131072, 256, 4096, "measurements.md M16"), "tpu-v4", "8x16x16",
+        "fsdp=256,tensor=8", 22.0, options=UNFUSED, assumed="mesh [256, 8] as fsdp x tensor; bf16; no remat (none stated); unfused attention",
+        source="measurements.md M16 (MLPerf v1.1 open, R11 tpu-v4-4096-TF)"),
+    Row("M17", "TPU v4, 1024 chips", _encoder("lm-200b", 66, 12288, 98304, 128, 4096, "measurements.md M17"), "tpu-v4", "8x8x16",
+        "fsdp=64,tensor=16", 16.8, options=GenerateOptions(recompute="minimal", attention="materialized"), calibration="MATMUL_FRACTION",
+        assumed="mesh [1, 64, 16] as fsdp x tensor; SAVE_DOT as minimal recompute; unfused attention",
+        source="measurements.md M17 (MLPerf v1.1 open, R11 tpu-v4-2048-JAX)"),
+    Row("P1", "TPU v4, 2 pods x 3072 chips", "palm-540b", "tpu-v4", "12x16x16", "fsdp=256,tensor=12,dcn=2", 17.6, slices=2,
+        options=GenerateOptions(recompute="full", attention="materialized"), assumed="rematerialisation as full recompute; unfused attention",
+        source="measurements.md P1 (Chowdhery et al. 2022 §4.1, Table 3)"),
+)
+
+
+def _slices(gen_id: str, shape: str, count: int):
+    """`count` slices of `shape`: place_slices on one OCS pod when they fit, else one per pod."""
+    gen = get_generation(gen_id)
+    spec = validate_shape(gen, shape)
+    if gen.has_ocs and spec.kind == "cubes" and count * spec.chips <= gen.pod_chips:
+        return place_slices(gen_id, shape, count)
+    layout = PodLayout(gen, pods=count)
+    slices = tuple(plan_slice(layout, spec, pod=i) for i in range(count))
+    circuits = tuple(c for s in slices for c in s.circuits) if layout.ocs else None
+    return build_fabric(layout, circuits=circuits), slices
+
+
+def predict(row: Row) -> dict:
+    """Generate the row's trace, run it, and return the step summary."""
+    trace = generate_trace(row.model, row.shape, row.plan, generation=row.generation, overrides=row.overrides, options=row.options)
+    if row.slices == 1:
+        result = simulate_step(trace, build_slice(row.generation, row.shape))
+    else:
+        fabric, slices = _slices(row.generation, row.shape, row.slices)
+        result = simulate_jobs([Job(trace, fabric, slices, name=row.id)])[0]
+    return step_summary(result, trace)
+
+
+def error(row: Row, predicted_s: float) -> float:
+    """Signed error as the module docstring defines it per kind."""
+    m = row.measured_s
+    if row.kind == "range":
+        hi = row.measured_hi_s or m
+        return 0.0 if m <= predicted_s <= hi else (predicted_s / m - 1 if predicted_s < m else predicted_s / hi - 1)
+    if row.kind == "upper_bound":
+        lo = (1 - UPPER_BOUND_BAND) * m
+        return 0.0 if lo <= predicted_s <= m else (predicted_s / m - 1 if predicted_s > m else predicted_s / lo - 1)
+    return predicted_s / m - 1
+
+
+def run_table(rows: tuple[Row, ...] = ROWS, on_row: Callable[[dict], None] | None = None) -> list[dict]:
+    out = []
+    for row in rows:
+        s = predict(row)
+        rec = {"id": row.id, "system": row.system, "model": row.model_name, "kind": row.kind,
+               "measured_s": row.measured_s, "measured_hi_s": row.measured_hi_s, "predicted_s": s["step_time_s"],
+               "ratio": s["step_time_s"] / row.measured_s, "error": error(row, s["step_time_s"]),
+               "mfu": s.get("mfu"), "hfu": s.get("hfu"), "exposed_comm_s": s["exposed_comm_s"],
+               "calibration": row.calibration, "assumed": row.assumed, "source": row.source,
+               "engine_wall_s": s["engine_wall_s"]}
+        out.append(rec)
+        if on_row:
+            on_row(rec)
+    return out
+
+
+def summarise(table: list[dict]) -> dict:
+    """Median and max |error| over the rows that set no constant."""
+    errs = [abs(r["error"]) for r in table if not r["calibration"]]
+    return {"rows": len(table), "validation_rows": len(errs), "median_abs_error": statistics.median(errs) if errs else 0.0,
+            "max_abs_error": max(errs, default=0.0)}
+
+
+@contextmanager
+def fractions(matmul: float | None = None, hbm: float | None = None) -> Iterator[None]:
+    """Temporarily set the shared achievable fractions (for calibration only)."""
+    old = chip_constants.MATMUL_FRACTION, chip_constants.HBM_FRACTION
+    chip_constants.MATMUL_FRACTION = matmul if matmul is not None else old[0]
+    chip_constants.HBM_FRACTION = hbm if hbm is not None else old[1]
+    try:
+        yield
+    finally:
+        chip_constants.MATMUL_FRACTION, chip_constants.HBM_FRACTION = old
+
+
+def _solve(row: Row, which: str, other: dict, start: float, tol: float = 1e-3, evals: int = 8) -> float:
+    """The fraction (at most 1) that makes `row`'s prediction equal its measurement: secant
+    steps on predicted - measured (the step time falls as the fraction grows)."""
+
+    def gap(f: float) -> float:
+        with fractions(**{which: f, **other}):
+            return predict(row)["step_time_s"] / row.measured_s - 1
+
+    x0, x1 = start, min(start * 1.05, 1.0) if start < 1.0 else start * 0.95
+    g0, g1 = gap(x0), gap(x1)
+    for _ in range(evals):
+        if abs(g1) < tol or g1 == g0:
+            break
+        x0, x1, g0 = x1, min(max(x1 - g1 * (x1 - x0) / (g1 - g0), 0.05), 1.0), g1
+        g1 = gap(x1)
+        if x1 == 1.0 and g1 > 0:  # even the whole of peak / bandwidth is too slow: cap at 1
+            break
+    return x1
+
+
+def calibrate(rounds: int = 2) -> dict[str, float]:
+    """Set MATMUL_FRACTION from its calibration row and HBM_FRACTION from its, alternately
+    (each row depends a little on the other constant)."""
+    rows = {r.calibration: r for r in ROWS if r.calibration}
+    mm, hbm = chip_constants.MATMUL_FRACTION, chip_constants.HBM_FRACTION
+    for _ in range(rounds):
+        mm = _solve(rows["MATMUL_FRACTION"], "matmul", {"hbm": hbm}, mm)
+        hbm = _solve(rows["HBM_FRACTION"], "hbm", {"matmul": mm}, hbm)
+    return {"MATMUL_FRACTION": mm, "HBM_FRACTION": hbm}

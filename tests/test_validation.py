@@ -1,0 +1,55 @@
+"""The validation table (podsim/perf/validation.py, docs/validation.md) is pinned: a change that
+makes any row, or the summary, worse than recorded here fails. An improvement passes; record
+it by updating PINNED from `benchmarks/validation.py` (and docs/validation.md)."""
+
+from __future__ import annotations
+
+import pytest
+
+from podsim.perf.validation import ROWS, error, run_table, summarise
+
+# |error| per row as recorded in docs/validation.md
+PINNED: dict[str, float] = {"M1": 0.082, "M2": 0.366, "M3": 0.396, "M4": 0.000, "M5": 0.241, "M6": 0.111, "M7": 0.121, "M8": 0.110, "M9": 0.055, "M10": 0.000, "M11": 0.073, "M12": 0.000, "M13": 0.000, "M14": 0.482, "M15": 0.476, "M16": 0.493, "M17": 0.000, "P1": 0.081}
+PINNED_SUMMARY = {"median_abs_error": 0.111, "max_abs_error": 0.493}
+SLACK = 0.02  # a row may drift by 2 points of error before the test calls it a regression
+FAST = ("M1", "M4", "M6", "M8")
+
+
+def test_rows_are_sourced_and_few_set_constants():
+    ids = [r.id for r in ROWS]
+    assert len(ids) == len(set(ids)) and len(ROWS) >= 12
+    assert all(r.source.startswith("measurements.md " + r.id) for r in ROWS)
+    calibration = [r for r in ROWS if r.calibration]
+    assert len(calibration) <= 3
+    assert {r.calibration for r in calibration} == {"MATMUL_FRACTION", "HBM_FRACTION"}
+    assert set(PINNED) == set(ids)
+
+
+def test_error_rules():
+    by_id = {r.id: r for r in ROWS}
+    assert error(by_id["M1"], 1.1 * by_id["M1"].measured_s) == pytest.approx(0.1)
+    m6 = by_id["M6"]  # a range: 0 inside, else to the nearer end
+    assert error(m6, 0.0038) == 0.0 and error(m6, 0.0021) == pytest.approx(0.0021 / 0.0034 - 1)
+    assert error(m6, 0.0063) == pytest.approx(0.5)
+    ub = by_id["M11"]  # an upper bound: met from 75% of it up to it
+    assert error(ub, 0.8 * ub.measured_s) == 0.0 and error(ub, ub.measured_s) == 0.0
+    assert error(ub, 1.1 * ub.measured_s) == pytest.approx(0.1)
+    assert error(ub, 0.6 * ub.measured_s) == pytest.approx(0.6 / 0.75 - 1)
+
+
+def _check(table):
+    for r in table:
+        assert abs(r["error"]) <= PINNED[r["id"]] + SLACK, f"{r['id']}: |error| {abs(r['error']):.3f} > pinned {PINNED[r['id']]:.3f}"
+
+
+def test_fast_rows_hold_their_fidelity():
+    _check(run_table(tuple(r for r in ROWS if r.id in FAST)))
+
+
+@pytest.mark.slow
+def test_whole_table_holds_its_fidelity():
+    table = run_table()
+    _check(table)
+    s = summarise(table)
+    assert s["median_abs_error"] <= PINNED_SUMMARY["median_abs_error"] + 0.01
+    assert s["max_abs_error"] <= PINNED_SUMMARY["max_abs_error"] + SLACK
