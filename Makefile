@@ -34,10 +34,11 @@ browser:
 		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq chromium chromium-driver >/dev/null; }
 	@chromium --version
 
-# Every tier. The engine matrix (pure CPU, most of the slow tier) runs on two cores.
+# Every tier. The engine matrix and the validation table's slow rows (pure CPU, most of the slow
+# tier) run on two cores.
 test: $(VENV)/.installed browser
-	$(BIN)/python -m pytest -q --durations=15 --ignore=tests/test_engine_matrix.py
-	$(BIN)/python -m pytest -q --durations=5 -n 2 tests/test_engine_matrix.py
+	$(BIN)/python -m pytest -q --durations=15 --ignore=tests/test_engine_matrix.py --deselect tests/test_validation.py::test_every_row_holds_its_fidelity
+	$(BIN)/python -m pytest -q --durations=5 -n 2 tests/test_engine_matrix.py tests/test_validation.py::test_every_row_holds_its_fidelity
 
 check: $(VENV)/.installed
 	$(BIN)/python -m pytest -q -m "$(QUICK)"
