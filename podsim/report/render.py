@@ -23,7 +23,7 @@ from plotly.offline import get_plotlyjs
 
 from podsim.report import figures
 from podsim.report.spine import spine_details, spine_figures
-from podsim.scenario.fields import TARGET_UNITS
+from podsim.metrics import unit_kind
 from podsim.scenario.result import RunResult
 from podsim.sweep.run import answer_text, probe_text
 from podsim.units import format_bytes, format_rate
@@ -50,8 +50,8 @@ def usd(v: Any) -> str:
 
 
 def threshold_text(metric: str, value: float) -> str:
-    """A metric's value in its unit (the scenario schema's TARGET_UNITS; seconds for *_s)."""
-    unit = TARGET_UNITS.get(metric, "duration" if metric.endswith("_s") else "number")
+    """A metric's value in its unit (the metric registry's; seconds for unregistered *_s)."""
+    unit = unit_kind(metric)
     return sec(value) if unit == "duration" else pct(value) if unit == "fraction" else num(value)
 
 
