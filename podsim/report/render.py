@@ -229,6 +229,8 @@ def report_figures(runs: Sequence[RunResult], labels: Sequence[str]) -> list[tup
         ("Wait over time", figures.wait_over_time(runs, labels)),
         ("Wait CDF", figures.wait_cdf(runs, labels)),
         ("Fragmentation", figures.fragmentation(runs, labels)),
+        ("Chip-hours", figures.chip_hours(runs, labels)),
+        ("Goodput by slice shape", figures.goodput_by_shape(runs, labels)),
         ("Step-time breakdown", figures.step_breakdown(runs, labels)),
         ("Collectives", figures.collectives(runs, labels)),
     ]
