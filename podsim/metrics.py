@@ -166,3 +166,50 @@ register(
     _m("cost_per_useful_chip_h_usd", "usd", "cost of the fleet / useful chip-hours", _C, True),
     _m("engine_wall_s", "s", "wall time of the simulation (not a result; varies by machine)", _B),
 )
+register(
+    # the run's setting and the simulator's own counters (not results: reproducibility and cost of a run)
+    _m("ocs", "bool", "OCS wiring (false: cubes fixed in their home arrangement)", _C),
+    _m("policy", "text", "queue policy: fifo, backfill (EASY) or priority (with preemption)", _C),
+    _m("solver", "text", "placement: greedy fast path per job, or CP-SAT batch admission", _C),
+    _m("seed", "count", "seed of synthetic jobs, failures and CP-SAT", _C),
+    _m("unplaceable", "text", "never-placed shapes: shape, jobs, reason", _C),
+    _m("passes", "count", "scheduling passes", _C),
+    _m("placement_calls", "count", "placement searches", _C),
+    _m("placement_s", "s", "wall time spent placing (varies by machine)", _C),
+    _m("cpsat_calls", "count", "CP-SAT batch admissions", _C),
+    _m("cpsat_wall_capped", "count", "CP-SAT calls cut by the wall-time limit (then not reproducible)", _C),
+    _m("audits", "count", "bookkeeping audits (tests only)", _C),
+    _m("step_time_evaluations", "count", "step-time model calls (cache misses)", _C),
+    _m("slice", "text", "the job's slice shape", _S),
+    _m("twisted", "bool", "twisted torus", _S),
+    _m("slices", "count", "slices the job spans (over the DCN when more than one)", _S),
+    _m("model", "text", "the model (or trace file) of the step", _S),
+    _m("parallelism", "text", "the parallelism plan (axis=degree, ...)", _S),
+    _m("events", "count", "engine events of the step simulation", _S),
+    _m("flows", "count", "network flows of the step simulation", _S),
+    _m("compute_efficiency", "fraction", "fraction of peak FLOP/s compute ops reach (assumed)", _S),
+    _m("dcn", "text", "DCN kind: eps (leaf/spine switches) or ocs", _S),
+    _m("dcn_oversubscription", "ratio", "DCN leaf oversubscription (x:1)", _S),
+    _m("dcn_ocs_groups", "text", "leaf blocks the DCN OCS engineers circuits for", _S),
+    _m("steps", "count", "training steps of the study", _S),
+)
+# busy time per collective kind of one step (podsim.engine.step_summary)
+register(*(_m(f"{k}_busy_s", "s", f"busy time of the step's {k.replace('_', '-')} ops (sum; ops may overlap)", _S)
+           for k in ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "reduce", "send_recv")))
+# spine economics (podsim.scenario.spine.spine_metrics), per DCN spine kind over the fleet's life
+for _k in ("eps", "ocs"):
+    register(
+        _m(f"spine_{_k}_capex_usd", "usd", f"{_k.upper()} spine capital cost over the fleet's life", _B),
+        _m(f"spine_{_k}_energy_kwh", "kwh", f"{_k.upper()} spine energy over the fleet's life", _B),
+        _m(f"spine_{_k}_cost_usd", "usd", f"{_k.upper()} spine capex + energy cost, cumulative at the end of life", _B),
+        _m(f"spine_{_k}_rebuys", "count", f"years the {_k.upper()} spine is bought again for a faster link", _B),
+        _m(f"spine_{_k}_usd_per_useful_chip_h", "usd", f"fleet lifetime cost / useful chip-hours, {_k.upper()} spine", _B),
+        _m(f"spine_{_k}_spine_usd_per_useful_chip_h", "usd", f"{_k.upper()} spine lifetime cost / useful chip-hours", _B),
+        _m(f"spine_{_k}_useful_chip_h", "chip_h", f"useful chip-hours over the fleet's life, {_k.upper()} spine", _B))
+register(
+    _m("spine_years", "count", "years of the fleet's life the spine study covers", _B),
+    _m("spine_capex_ratio", "ratio", "OCS spine capex / EPS spine capex over the life", _B),
+    _m("spine_energy_ratio", "ratio", "OCS spine energy / EPS spine energy over the life", _B),
+    _m("spine_year0_capex_ratio", "ratio", "OCS / EPS spine capex in the first year", _B),
+    _m("spine_year0_power_ratio", "ratio", "OCS / EPS spine power in the first year", _B),
+)
