@@ -165,8 +165,6 @@ register(
     _m("energy_kwh", "kwh", "busy chip-hours x the measured mean power per chip", _B, sql="DOUBLE"),
     _m("cost_per_useful_chip_h_usd", "usd", "cost of the fleet / useful chip-hours", _C, True),
     _m("engine_wall_s", "s", "wall time of the simulation (not a result; varies by machine)", _B),
-)
-register(
     # the run's setting and the simulator's own counters (not results: reproducibility and cost of a run)
     _m("ocs", "bool", "OCS wiring (false: cubes fixed in their home arrangement)", _C),
     _m("policy", "text", "queue policy: fifo, backfill (EASY) or priority (with preemption)", _C),
@@ -192,6 +190,12 @@ register(
     _m("dcn_oversubscription", "ratio", "DCN leaf oversubscription (x:1)", _S),
     _m("dcn_ocs_groups", "text", "leaf blocks the DCN OCS engineers circuits for", _S),
     _m("steps", "count", "training steps of the study", _S),
+    # spine economics (podsim.scenario.spine.spine_metrics); per spine kind below
+    _m("spine_years", "count", "years of the fleet's life the spine study covers", _B),
+    _m("spine_capex_ratio", "ratio", "OCS spine capex / EPS spine capex over the life", _B),
+    _m("spine_energy_ratio", "ratio", "OCS spine energy / EPS spine energy over the life", _B),
+    _m("spine_year0_capex_ratio", "ratio", "OCS / EPS spine capex in the first year", _B),
+    _m("spine_year0_power_ratio", "ratio", "OCS / EPS spine power in the first year", _B),
 )
 # busy time per collective kind of one step (podsim.engine.step_summary)
 register(*(_m(f"{k}_busy_s", "s", f"busy time of the step's {k.replace('_', '-')} ops (sum; ops may overlap)", _S)
@@ -206,10 +210,3 @@ for _k in ("eps", "ocs"):
         _m(f"spine_{_k}_usd_per_useful_chip_h", "usd", f"fleet lifetime cost / useful chip-hours, {_k.upper()} spine", _B),
         _m(f"spine_{_k}_spine_usd_per_useful_chip_h", "usd", f"{_k.upper()} spine lifetime cost / useful chip-hours", _B),
         _m(f"spine_{_k}_useful_chip_h", "chip_h", f"useful chip-hours over the fleet's life, {_k.upper()} spine", _B))
-register(
-    _m("spine_years", "count", "years of the fleet's life the spine study covers", _B),
-    _m("spine_capex_ratio", "ratio", "OCS spine capex / EPS spine capex over the life", _B),
-    _m("spine_energy_ratio", "ratio", "OCS spine energy / EPS spine energy over the life", _B),
-    _m("spine_year0_capex_ratio", "ratio", "OCS / EPS spine capex in the first year", _B),
-    _m("spine_year0_power_ratio", "ratio", "OCS / EPS spine power in the first year", _B),
-)

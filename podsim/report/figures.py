@@ -23,8 +23,13 @@ def _layout(fig: go.Figure, title: str, x: str, y: str, height: int = 360) -> go
     return fig
 
 
+def _having(runs: Sequence[RunResult], kind: str, table: str, column: str) -> list[tuple[int, RunResult]]:
+    """(index, run) of the runs of this kind whose table has rows."""
+    return [(i, r) for i, r in enumerate(runs) if r.kind == kind and len(r.table(table)[column])]
+
+
 def _cluster(runs: Sequence[RunResult]) -> list[tuple[int, RunResult]]:
-    return [(i, r) for i, r in enumerate(runs) if r.kind == "cluster" and len(r.table("timeseries")["t_s"])]
+    return _having(runs, "cluster", "timeseries", "t_s")
 
 
 def _over_time(runs: Sequence[RunResult], labels: Sequence[str], column: str, suffix: str = "") -> go.Figure | None:
@@ -147,16 +152,16 @@ def goodput_by_shape(runs: Sequence[RunResult], labels: Sequence[str]) -> go.Fig
     """Goodput (useful / allocated chip-hours) per requested slice shape, fewest chips first."""
     from podsim.cluster.breakdown import by_shape
 
-    rows = [(i, r) for i, r in enumerate(runs) if r.kind == "cluster" and len(r.table("jobs")["id"])]
-    if not rows:
-        return None
     fig = go.Figure()
+    rows = _having(runs, "cluster", "jobs", "id")
     for i, r in rows:
         shapes = [row for row in by_shape(r.table("jobs")) if row["allocated_chip_h"] > 0]
         fig.add_bar(x=[row["shape"] for row in shapes], y=[row["goodput"] for row in shapes], name=labels[i],
                     marker={"color": PALETTE[i % 10]}, hoverinfo="text",
                     hovertext=[f"{row['shape']}: {row['jobs']} jobs, {row['lost_chip_h']:.4g} chip-h lost, "
                                f"wait p95 {row['wait_p95_s'] / HOUR:.3g} h" for row in shapes])
+    if not rows:
+        return None
     fig.update_layout(barmode="group")
     fig.update_yaxes(tickformat=".0%", range=[0, 1.01])
     return _layout(fig, "Goodput by slice shape (useful / allocated chip-hours)", "slice shape (fewest chips first)", "goodput")
@@ -198,15 +203,15 @@ def step_breakdown(runs: Sequence[RunResult], labels: Sequence[str]) -> go.Figur
 
 def collectives(runs: Sequence[RunResult], labels: Sequence[str]) -> go.Figure | None:
     """Busy time per collective kind (all ops of one step), simulated and closed form."""
-    rows = [(i, r) for i, r in enumerate(runs) if r.kind == "step" and len(r.table("step_kinds")["kind"])]
-    if not rows:
-        return None
+    rows = _having(runs, "step", "step_kinds", "kind")
     fig = go.Figure()
     for i, r in rows:
         k = r.table("step_kinds")
         fig.add_bar(x=list(k["kind"]), y=k["busy_s"], name=f"{labels[i]}: simulated", marker={"color": PALETTE[i % 10]})
         fig.add_scatter(x=list(k["kind"]), y=k["closed_form_s"], name=f"{labels[i]}: closed form", mode="markers",
                         marker={"symbol": "line-ew-open", "size": 22, "color": PALETTE[i % 10]})
+    if not rows:
+        return None
     fig.update_layout(barmode="group")
     return _layout(fig, "Collectives: busy time per step by kind (sum over ops, which may overlap)", "", "seconds")
 
