@@ -10,8 +10,8 @@ import pytest
 
 from podsim.cluster import ClusterConfig, FailureModel, FailureProcess, by_shape, simulate
 from podsim.engine import port_utilisation, simulate_collective, simulate_step
-from podsim.scenario.run import cluster_run_result
 from podsim.placement import PodState, SliceRequest, place_one, pod_map
+from podsim.scenario.run import cluster_run_result
 from podsim.topology import build_slice, chip_cubes, circuit_rows, slice_cables
 from podsim.topology.metrics import ici_cables
 from podsim.trace import Collective, Compute, StepTrace, parse_group

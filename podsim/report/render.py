@@ -21,9 +21,9 @@ import jinja2
 import plotly.graph_objects as go
 from plotly.offline import get_plotlyjs
 
+from podsim.metrics import unit_kind
 from podsim.report import figures
 from podsim.report.spine import spine_details, spine_figures
-from podsim.metrics import unit_kind
 from podsim.scenario.result import RunResult
 from podsim.sweep.run import answer_text, probe_text
 from podsim.units import format_bytes, format_rate
