@@ -89,3 +89,11 @@ def test_metrics_command(capsys):
     assert code == 0 and rows["mfu"]["unit"] == "fraction" and rows["mfu"]["target"] and "goodput" not in rows
     code, out, err = podsim(capsys, "metrics", "--kind", "fleet")
     assert code == 2 and "--kind 'fleet'" in err and "Traceback" not in err
+
+
+def test_report_names_what_a_target_measures(tiny):
+    from podsim.report import render_report
+
+    html = render_report(tiny)
+    for t in tiny.targets:  # wait_p95_s and goodput: the registry's definitions as the badges' titles
+        assert f'title="{reg.definition(t["metric"])}"' in html

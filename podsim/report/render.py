@@ -21,7 +21,7 @@ import jinja2
 import plotly.graph_objects as go
 from plotly.offline import get_plotlyjs
 
-from podsim.metrics import unit_kind
+from podsim.metrics import definition, unit_kind
 from podsim.report import figures
 from podsim.report.spine import spine_details, spine_figures
 from podsim.scenario.result import RunResult
@@ -257,9 +257,9 @@ def render_report(runs: RunResult | Sequence[RunResult], title: str | None = Non
     for i, r in enumerate(runs):
         details.append({
             "label": labels[i], "run": r, "topology": topology_rows(r.topology), "cost": cost_rows(r),
-            "targets": [{**t, "threshold_text": threshold_text(t["metric"], t["threshold"]),
+            "targets": [{**t, "definition": definition(t["metric"]), "threshold_text": threshold_text(t["metric"], t["threshold"]),
                          "value_text": threshold_text(t["metric"], t["value"]) if not _missing(t["value"]) else "n/a"} for t in r.targets],
-            "references": [{**x, "published_text": threshold_text(x["metric"], x["published"]),
+            "references": [{**x, "definition": definition(x["metric"]), "published_text": threshold_text(x["metric"], x["published"]),
                             "podsim_text": threshold_text(x["metric"], x["podsim"]) if not _missing(x["podsim"]) else "n/a",
                             "ratio_text": "n/a" if _missing(x["ratio"]) else f"{x['ratio']:.3g}x"} for x in r.references],
             "unplaceable": r.metrics.get("unplaceable", []),
