@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-import plotly.graph_objects as go
 import streamlit as st
-from plotly.subplots import make_subplots
 
 from app_pages.common import (
     inline_errors,
@@ -16,13 +14,16 @@ from app_pages.common import (
     seconds,
     upload_bytes,
 )
-from podsim.cluster import RooflineStepTime, by_shape, failure_model, make_config, simulate
+from podsim.cluster import RooflineStepTime, failure_model, make_config, simulate
 from podsim.errors import PodsimError
+from podsim.metrics import definition
+from podsim.report import figures
+from podsim.scenario import RunResult
+from podsim.scenario.run import cluster_run_result
 from podsim.units import parse_duration
 from podsim.workload import TraceColumns, generate_jobs, load_trace_csv, parse_synthetic
 
 DEFAULT_SYNTHETIC = "jobs=300,rate=2/h,median=3h,sigma=1"
-WIRING_COLOUR = {"OCS": "#F58518", "static": "#4C78A8"}
 
 
 def _jobs(stream: tuple[str, str, bytes], gen: str, seed: int):
@@ -40,8 +41,8 @@ def _jobs(stream: tuple[str, str, bytes], gen: str, seed: int):
 
 @st.cache_data(max_entries=16, show_spinner=False)
 def run_cluster(gen: str, pods: int, ocs: bool, policy: str, stream: tuple[str, str, bytes], horizon_d: float,
-                availability: float, mttr_h: float, checkpoint_h: float, seed: int) -> dict:
-    """One `podsim cluster` run, with the CLI's validation; a progress bar while it runs."""
+                availability: float, mttr_h: float, checkpoint_h: float, seed: int) -> RunResult:
+    """One `podsim cluster` run, with the CLI's validation and its RunResult; a progress bar while it runs."""
     host = availability < 1  # 1.0: hosts never fail
     failures = failure_model(availability if host else None, None, f"{mttr_h}h" if host else None, None,
                              None, None, None, None)
@@ -59,71 +60,7 @@ def run_cluster(gen: str, pods: int, ocs: bool, policy: str, stream: tuple[str, 
 
     result = simulate(config, jobs, seed=seed, step_time=RooflineStepTime(0.6), on_progress=on_progress)
     bar.empty()
-    waits = np.array([j.wait_s for j in result.jobs if not np.isnan(j.first_start_s)])
-    return {"metrics": result.metrics, "timeseries": result.timeseries, "by_shape": by_shape(result),
-            "waits_s": waits, "unplaceable": list(result.unplaceable)}
-
-
-def time_figure(runs: dict[str, dict]) -> go.Figure:
-    fig = make_subplots(rows=3, cols=1, shared_xaxes=True, vertical_spacing=0.06,
-                        subplot_titles=("utilisation: busy / healthy chips (%)", "queued jobs",
-                                        "largest placeable slice (chips)"))
-    for wiring, r in runs.items():
-        ts = r["timeseries"]
-        t_d = ts["t_s"] / 86400
-        col = WIRING_COLOUR[wiring]
-        fig.add_trace(go.Scatter(x=t_d, y=100 * ts["utilisation"], name=f"{wiring}", line={"color": col}, legendgroup=wiring), 1, 1)
-        fig.add_trace(go.Scatter(x=t_d, y=ts["queued_jobs"], name=f"{wiring} queued", line={"color": col},
-                                 legendgroup=wiring, showlegend=False), 2, 1)
-        if "largest_placeable_chips" in ts:
-            fig.add_trace(go.Scatter(x=t_d, y=ts["largest_placeable_chips"], name=f"{wiring} largest",
-                                     line={"color": col, "shape": "hv"}, legendgroup=wiring, showlegend=False), 3, 1)
-    fig.update_layout(height=620, margin={"l": 10, "r": 10, "t": 40, "b": 40}, legend={"orientation": "h", "y": 1.07})
-    fig.update_xaxes(title_text="day", row=3, col=1)
-    return fig
-
-
-def wait_figure(runs: dict[str, dict]) -> go.Figure:
-    """Share of started jobs that waited at most t (empirical CDF)."""
-    fig = go.Figure()
-    for wiring, r in runs.items():
-        w = np.sort(r["waits_s"]) / 3600
-        if len(w):
-            fig.add_trace(go.Scatter(x=np.maximum(w, 1 / 60), y=np.arange(1, len(w) + 1) / len(w) * 100, name=wiring,
-                                     line={"color": WIRING_COLOUR[wiring], "shape": "hv"}))
-    fig.update_layout(height=360, xaxis={"type": "log", "title": "wait before first start (h; under 1 min shown at 1 min)"},
-                      yaxis={"title": "jobs started (%)", "range": [0, 101]}, margin={"l": 10, "r": 10, "t": 10, "b": 40})
-    return fig
-
-
-def goodput_figure(runs: dict[str, dict]) -> go.Figure:
-    """Where the fleet's chip-hours went: useful, lost to failures, restarts, idle, down."""
-    parts = [("useful", "useful_chip_h", "#54A24B"), ("lost to failures / preemption", "lost_chip_h", "#E45756"),
-             ("restart / reconfiguration", "overhead_chip_h", "#EECA3B")]
-    fig = go.Figure()
-    names = list(runs)
-    for label, key, col in parts:
-        fig.add_trace(go.Bar(x=names, y=[runs[w]["metrics"][key] for w in names], name=label, marker={"color": col}))
-    idle = [max(0.0, runs[w]["metrics"]["healthy_chip_h"] - runs[w]["metrics"]["busy_chip_h"]) for w in names]
-    down = [runs[w]["metrics"]["fleet_chip_h"] - runs[w]["metrics"]["healthy_chip_h"] for w in names]
-    fig.add_trace(go.Bar(x=names, y=idle, name="idle (healthy, free)", marker={"color": "#D0D0D0"}))
-    fig.add_trace(go.Bar(x=names, y=down, name="down (failed parts)", marker={"color": "#555555"}))
-    fig.update_layout(barmode="stack", height=360, yaxis_title="chip-hours", margin={"l": 10, "r": 10, "t": 10, "b": 40})
-    return fig
-
-
-def shape_figure(runs: dict[str, dict]) -> go.Figure:
-    """Goodput (useful / allocated chip-hours) per requested slice shape."""
-    fig = go.Figure()
-    for wiring, r in runs.items():
-        rows = [row for row in r["by_shape"] if row["allocated_chip_h"] > 0]
-        fig.add_trace(go.Bar(x=[row["shape"] for row in rows], y=[100 * row["goodput"] for row in rows], name=wiring,
-                             marker={"color": WIRING_COLOUR[wiring]},
-                             hovertext=[f"{row['shape']}: {row['jobs']} jobs, {row['lost_chip_h']:.4g} chip-h lost, "
-                                        f"wait p95 {seconds(row['wait_p95_s'])}" for row in rows], hoverinfo="text"))
-    fig.update_layout(barmode="group", height=360, yaxis={"title": "goodput (%)", "range": [0, 101]},
-                      xaxis_title="slice shape (smallest first)", margin={"l": 10, "r": 10, "t": 10, "b": 40})
-    return fig
+    return cluster_run_result(result, name="OCS" if ocs else "static", wall_s=result.metrics["engine_wall_s"])
 
 
 st.title("Cluster")
@@ -171,14 +108,14 @@ with inline_errors():
     runs = {w: run_cluster(gen_id, args[0], ocs, *args[1:]) for w, ocs in wirings.items()}
 
 first = next(iter(runs))
-m = runs[first]["metrics"]
+m = runs[first].metrics
 other = runs.get("static") if first == "OCS" else None
 
 
 def delta(key: str, fmt) -> str | None:
     if other is None:
         return None
-    a, b = m[key], other["metrics"][key]
+    a, b = m[key], other.metrics[key]
     if a is None or b is None or np.isnan(a) or np.isnan(b):
         return None
     return f"{fmt(a - b)} vs static"
@@ -188,36 +125,41 @@ st.subheader(f"{m['pods']} x {gen.name}, {m['chips']:,} chips, policy {m['policy
              f"{seconds(m['horizon_s'])}")
 cols = st.columns(5)
 cols[0].metric(f"Utilisation ({first})", percent(m["utilisation"]), delta=delta("utilisation", lambda v: f"{100 * v:+.1f} pts"),
-               help="busy chip-hours / healthy chip-hours")
+               help=definition("utilisation"))
 cols[1].metric(f"Goodput ({first})", percent(m["goodput"]), delta=delta("goodput", lambda v: f"{100 * v:+.1f} pts"),
-               help="useful / allocated chip-hours")
+               help=definition("goodput"))
 cols[2].metric("Wait p95", seconds(m["wait_p95_s"]), delta=delta("wait_p95_s", lambda v: f"{v / 3600:+.3g} h"),
-               delta_color="inverse")
+               delta_color="inverse", help=definition("wait_p95_s"))
 cols[3].metric("Completed", f"{m['jobs_completed']} of {m['jobs_total']}",
-               delta=delta("jobs_completed", lambda v: f"{v:+.0f}"))
+               delta=delta("jobs_completed", lambda v: f"{v:+.0f}"), help=definition("jobs_completed"))
 cols[4].metric("Never placeable", m["jobs_unplaceable"], delta=delta("jobs_unplaceable", lambda v: f"{v:+.0f}"),
-               delta_color="inverse")
+               delta_color="inverse", help=definition("jobs_unplaceable"))
 
+results, labels = list(runs.values()), list(runs)
 st.subheader("Utilisation and queue over time")
-st.plotly_chart(time_figure(runs), key="time")
+st.plotly_chart(figures.utilisation(results, labels), key="utilisation")
+st.plotly_chart(figures.queue(results, labels), key="queue")
+fragmentation = figures.fragmentation(results, labels)
+if fragmentation is not None:
+    st.plotly_chart(fragmentation, key="fragmentation")
 left, right = st.columns(2)
 with left:
     st.subheader("Queue wait")
-    st.plotly_chart(wait_figure(runs), key="wait")
+    st.plotly_chart(figures.wait_cdf(results, labels), key="wait")
 with right:
     st.subheader("Goodput: where the chip-hours went")
-    st.plotly_chart(goodput_figure(runs), key="goodput")
+    st.plotly_chart(figures.chip_hours(results, labels), key="goodput")
 st.subheader("Goodput by slice shape")
-st.plotly_chart(shape_figure(runs), key="shape_goodput")
+st.plotly_chart(figures.goodput_by_shape(results, labels), key="shape_goodput")
 
 table = pd.DataFrame([{
-    "wiring": w, "utilisation": percent(r["metrics"]["utilisation"]), "goodput": percent(r["metrics"]["goodput"]),
-    "fleet goodput": percent(r["metrics"]["fleet_goodput"]), "completed": r["metrics"]["jobs_completed"],
-    "queued": r["metrics"]["jobs_queued"], "never placeable": r["metrics"]["jobs_unplaceable"],
-    "wait p50": seconds(r["metrics"]["wait_p50_s"]), "wait p95": seconds(r["metrics"]["wait_p95_s"]),
-    "host failures": r["metrics"]["failures_host"], "interruptions": r["metrics"]["job_interruptions"],
-    "wall": f"{r['metrics']['engine_wall_s']:.2f} s"} for w, r in runs.items()])
+    "wiring": w, "utilisation": percent(r.metrics["utilisation"]), "goodput": percent(r.metrics["goodput"]),
+    "fleet goodput": percent(r.metrics["fleet_goodput"]), "completed": r.metrics["jobs_completed"],
+    "queued": r.metrics["jobs_queued"], "never placeable": r.metrics["jobs_unplaceable"],
+    "wait p50": seconds(r.metrics["wait_p50_s"]), "wait p95": seconds(r.metrics["wait_p95_s"]),
+    "host failures": r.metrics["failures_host"], "interruptions": r.metrics["job_interruptions"],
+    "wall": f"{r.metrics['engine_wall_s']:.2f} s"} for w, r in runs.items()])
 st.dataframe(table, hide_index=True)
 for w, r in runs.items():
-    for u in r["unplaceable"]:
+    for u in r.metrics["unplaceable"]:
         st.caption(f"{w}: {u['jobs']} x {u['shape']} never placeable: {u['reason']}")

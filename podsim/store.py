@@ -33,14 +33,12 @@ import numpy as np
 import pyarrow as pa
 
 from podsim.errors import PodsimError
+from podsim.metrics import store_columns
 from podsim.scenario.result import TABLES, RunResult, _clean, normalise_table
 
 SCHEMA_VERSION = 1
 _KIND_SQL = {"f": "DOUBLE", "i": "BIGINT", "s": "VARCHAR", "b": "BOOLEAN"}
-_HEADLINE = {  # runs columns copied from the metrics for SQL
-    "generation": "VARCHAR", "pods": "INTEGER", "chips": "BIGINT", "utilisation": "DOUBLE", "goodput": "DOUBLE",
-    "wait_p95_s": "DOUBLE", "step_time_s": "DOUBLE", "cost_usd": "DOUBLE", "energy_kwh": "DOUBLE",
-}
+_HEADLINE = store_columns()  # runs columns copied from the metrics for SQL (the metric registry's)
 _RUN_COLUMNS = {
     "run_id": "VARCHAR PRIMARY KEY", "created_at": "TIMESTAMP", "name": "VARCHAR", "kind": "VARCHAR",
     "status": "VARCHAR", "error": "VARCHAR", "scenario_hash": "VARCHAR", "sweep_id": "VARCHAR",

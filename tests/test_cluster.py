@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -89,7 +90,7 @@ def test_same_seed_same_metrics_other_seed_other_failures():
     a, b, c = (simulate(cfg, jobs, seed=s) for s in (1, 1, 2))
     strip = lambda r: {k: v for k, v in r.metrics.items() if k not in WALL_KEYS}  # noqa: E731
     assert strip(a) == strip(b)
-    assert [o.to_dict() for o in a.jobs] == [o.to_dict() for o in b.jobs]
+    assert [dataclasses.asdict(o) for o in a.jobs] == [dataclasses.asdict(o) for o in b.jobs]
     assert all(np.array_equal(a.timeseries[k], b.timeseries[k], equal_nan=True) for k in a.timeseries)
     assert strip(a) != strip(c)
 

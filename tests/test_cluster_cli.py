@@ -11,6 +11,7 @@ from helpers import run_podsim as podsim
 SAMPLE = Path(__file__).parent / "data" / "elasticflow_sample.csv"
 KEYS = ("jobs_total", "jobs_completed", "jobs_running", "jobs_queued", "jobs_unplaceable", "utilisation", "goodput",
         "wait_p50_s", "wait_p95_s", "wait_p99_s", "engine_wall_s")
+RUN_KEYS = ("run_id", "name", "kind", "metrics", "cost", "targets", "targets_met", "references", "scenario_hash", "wall_s")
 
 
 def test_synthetic_json_has_the_documented_keys(capsys):
@@ -18,15 +19,18 @@ def test_synthetic_json_has_the_documented_keys(capsys):
                             "jobs=60,rate=4/h,median=2h", "--policy", "backfill", "--host-availability", "0.995",
                             "--horizon", "2d", "--seed", "3", "--json")
     assert code == 0, err
-    d = json.loads(out)
+    full = json.loads(out)
+    assert set(RUN_KEYS) <= set(full) and full["kind"] == "cluster"  # the schema of `podsim run --json`
+    d = full["metrics"]
     assert all(k in d for k in KEYS)
     assert d["jobs_total"] == 60 == d["jobs_completed"] + d["jobs_running"] + d["jobs_queued"] + d["jobs_unplaceable"] + d["jobs_not_arrived"]
-    assert d["failures_host"] > 0 and d["config"]["failures"]["host"]["mtbf_s"] == pytest.approx(3600 * 0.995 / 0.005)
-    assert len(d["timeseries"]["t_s"]) == 500 and d["unplaceable"] == []
+    config = full["scenario"]["cluster"]
+    assert d["failures_host"] > 0 and config["failures"]["host"]["mtbf_s"] == pytest.approx(3600 * 0.995 / 0.005)
+    assert len(full["tables"]["timeseries"]["t_s"]) == 500 and d["unplaceable"] == []
     code2, out2, _ = podsim(capsys, "cluster", "--generation", "tpu-v4", "--pods", "1", "--synthetic",
                             "jobs=60,rate=4/h,median=2h", "--policy", "backfill", "--host-availability", "0.995",
                             "--horizon", "2d", "--seed", "3", "--json")
-    d2 = json.loads(out2)
+    d2 = json.loads(out2)["metrics"]
     assert {k: v for k, v in d2.items() if k not in ("engine_wall_s", "placement_s")} == \
            {k: v for k, v in d.items() if k not in ("engine_wall_s", "placement_s")}
 
@@ -37,7 +41,7 @@ def test_trace_replay_static_wiring_and_a_failure_trace(capsys, tmp_path):
     code, out, err = podsim(capsys, "cluster", "-g", "tpu-v5e", "--pods", "2", "--trace", str(SAMPLE),
                             "--policy", "fifo", "--failure-trace", str(fails), "--horizon", "30d", "--no-ocs", "--json")
     assert code == 0, err
-    d = json.loads(out)
+    d = json.loads(out)["metrics"]
     assert d["failures_host"] == 1 and d["failures_link"] == 1 and d["ocs"] is False
     code, out, err = podsim(capsys, "cluster", "-g", "tpu-v4", "--trace", str(SAMPLE), "--policy", "priority",
                             "--mtbf", "500h", "--mttr", "2h", "--weibull-shape", "0.8", "--horizon", "30d")

@@ -253,10 +253,13 @@ def test_cluster_page_ocs_against_static():
     assert math.isclose(hours["useful"][0] / alloc[0], good, abs_tol=0.0006)
     healthy = fleet - hours["down (failed parts)"]
     assert math.isclose(1 - hours["idle (healthy, free)"][0] / healthy[0], util, abs_tol=0.0006)
-    series = traces(chart(at, "time"))
+    series = traces(chart(at, "utilisation"))  # drawn by podsim.report.figures, as in the report
     assert {"OCS", "static"} <= set(series) and len(numbers(series["OCS"]["x"])) >= 400
+    u = numbers(series["OCS"]["y"])
+    assert 0 <= np.nanmin(u) and np.nanmax(u) <= 1  # a fraction, as the report draws it
+    assert {"OCS: queued", "static: queued"} <= set(traces(chart(at, "queue")))
     waits = traces(chart(at, "wait"))
-    assert numbers(waits["OCS"]["y"])[-1] == 100  # the CDF ends at every started job
+    assert numbers(waits["OCS"]["y"])[-1] == 1  # the CDF ends at every started job
     assert {t["name"] for t in chart(at, "shape_goodput")["data"]} == {"OCS", "static"}
     assert any("never placeable" in c.value for c in at.caption)  # 4x4x32 does not fit a static pod
 

@@ -11,6 +11,7 @@ import pytest
 from podsim.cluster import ClusterConfig, FailureModel, FailureProcess, by_shape, simulate
 from podsim.engine import port_utilisation, simulate_collective, simulate_step
 from podsim.placement import PodState, SliceRequest, place_one, pod_map
+from podsim.scenario.run import cluster_run_result
 from podsim.topology import build_slice, chip_cubes, circuit_rows, slice_cables
 from podsim.topology.metrics import ici_cables
 from podsim.trace import Collective, Compute, StepTrace, parse_group
@@ -132,7 +133,7 @@ def test_by_shape_adds_up_to_the_fleet_metrics():
     cfg = ClusterConfig(generation="tpu-v4", policy="backfill", horizon_s=3 * 86400,
                         failures=FailureModel(host=FailureProcess.from_availability(0.99, mttr_s=4 * 3600)))
     result = simulate(cfg, jobs, seed=3)
-    rows = by_shape(result)
+    rows = by_shape(cluster_run_result(result).table("jobs"))
     m = result.metrics
     assert sum(r["jobs"] for r in rows) == m["jobs_total"]
     assert sum(r["completed"] for r in rows) == m["jobs_completed"]

@@ -1,6 +1,7 @@
 """`podsim cluster --generation GEN --pods N (--synthetic SPEC | --trace CSV [--columns ...])
 --policy fifo|backfill|priority [--host-availability A | --mtbf D --mttr D] --horizon DURATION
---seed N [--ocs/--no-ocs] [--json]`: simulate a fleet's queue, failures and goodput."""
+--seed N [--ocs/--no-ocs] [--json]`: simulate a fleet's queue, failures and goodput; the
+result is the RunResult `podsim run` gives for a job stream (same JSON schema, same key figures)."""
 
 from __future__ import annotations
 
@@ -22,34 +23,17 @@ from podsim.cluster import (
     simulate,
 )
 from podsim.errors import PodsimError
-from podsim.units import format_duration, format_percent, format_seconds, parse_duration
+from podsim.scenario.run import cluster_run_result
+from podsim.units import format_seconds, parse_duration
 from podsim.workload import TraceColumns, generate_jobs, load_trace_csv, parse_synthetic
 
 
-def _rows(m: dict, unplaceable: list[dict]) -> list[tuple[str, str]]:
-    pct, sec = format_percent, format_duration
-    rows = [
-        ("fleet", f"{m['pods']} x {m['generation']} ({m['chips']} chips, {'OCS' if m['ocs'] else 'static wiring'}), "
-                  f"policy {m['policy']}, solver {m['solver']}"),
-        ("jobs", f"{m['jobs_total']} total: {m['jobs_completed']} completed, {m['jobs_running']} running, "
-                 f"{m['jobs_queued']} queued, {m['jobs_unplaceable']} never placeable, {m['jobs_not_arrived']} after the horizon"),
-        ("utilisation", f"{pct(m['utilisation'])} of healthy chip-hours (availability {pct(m['availability'])})"),
-        ("goodput", f"{pct(m['goodput'])} of allocated chip-hours useful; {pct(m['fleet_goodput'])} of the fleet's"),
-        ("chip-hours", f"useful {m['useful_chip_h']:.6g}, lost to failures/preemption {m['lost_chip_h']:.4g}, "
-                       f"restart/reconfiguration {m['overhead_chip_h']:.4g}"),
-        ("queue wait", f"p50 {sec(m['wait_p50_s'])}, p95 {sec(m['wait_p95_s'])}, p99 {sec(m['wait_p99_s'])}"),
-        ("slowdown", f"mean {m['slowdown_mean']:.3g}, p95 {m['slowdown_p95']:.3g} (bounded, tau 10 s)"),
-        ("failures", f"{m['failures_host']} host, {m['failures_ocs']} OCS, {m['failures_link']} link; "
-                     f"{m['job_interruptions']} job interruptions, {m['preemptions']} preemptions, "
-                     f"{m['ocs_reconfigurations']} OCS reconfigurations"),
-    ]
-    if "largest_placeable_mean_chips" in m:
-        rows.append(("fragmentation", f"largest placeable slice {m['largest_placeable_mean_chips']:.0f} chips on average "
-                                      f"(min {m['largest_placeable_min_chips']:.0f}); 1 - largest/free {m['fragmentation_mean']:.2f}"))
-    for u in unplaceable:
-        rows.append(("never placed", f"{u['jobs']} x {u['shape']}: {u['reason']}"))
-    rows.append(("wall time", f"{m['engine_wall_s']:.2f} s ({m['passes']} scheduling passes, {m['placement_calls']} placement calls)"))
-    return rows
+def _rows(result) -> list[tuple[str, str]]:
+    """The key figures `podsim run` prints for a job stream, and the shapes never placed."""
+    from podsim.report.render import key_rows
+
+    rows = [(name, cells[0]) for name, cells in key_rows([result])]
+    return rows + [("never placed", f"{u['jobs']} x {u['shape']}: {u['reason']}") for u in result.metrics["unplaceable"]]
 
 
 @app.command("cluster")
@@ -80,7 +64,7 @@ def cluster_cmd(
     efficiency: float = typer.Option(0.6, "--efficiency", help="fraction of peak FLOP/s for step-based jobs (roofline)", callback=opt_finite("--efficiency", low=0, high=1, low_open=True)),
     sample: str | None = typer.Option(None, "--sample", help="time-series step (default horizon/500)"),
     seed: int = typer.Option(0, "--seed", help="seed for synthetic jobs, failures and CP-SAT, 0 .. 2^63-1", callback=opt_seed()),
-    as_json: bool = typer.Option(False, "--json", help="one JSON object on stdout (metrics, never-placed shapes, time series)"),
+    as_json: bool = typer.Option(False, "--json", help="one JSON object on stdout, the schema of `podsim run --json` (metrics, cost, tables.timeseries, scenario)"),
 ) -> None:
     """Simulate a fleet: job arrivals, a queue policy, placement, failures and checkpoint restarts."""
     if (synthetic is None) == (trace is None):
@@ -112,8 +96,9 @@ def cluster_cmd(
             if lines is not None:
                 lines(now, total, f"{format_seconds(now)} of {format_seconds(total)} simulated")
 
-        result = simulate(config, jobs, events, seed=seed, step_time=step_time, on_progress=progress)
-    if as_json:
-        emit_json(result.to_dict(timeseries=True))
+        sim = simulate(config, jobs, events, seed=seed, step_time=step_time, on_progress=progress)
+    result = cluster_run_result(sim, wall_s=sim.metrics["engine_wall_s"])
+    if as_json:  # the schema of `podsim run --json`, with the time series and the cluster config
+        emit_json({**result.summary(tables=("timeseries",)), "scenario": result.scenario})
         return
-    table(f"cluster simulation, {format_seconds(config.horizon_s)}", _rows(result.metrics, list(result.unplaceable)))
+    table(f"cluster simulation, {format_seconds(config.horizon_s)}", _rows(result))

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -55,29 +55,18 @@ class JobOutcome:
     def wait_s(self) -> float:
         return self.first_start_s - self.submit_s
 
-    def to_dict(self) -> dict:
-        d = asdict(self)
-        d["shape"] = slice_name(self.shape, self.twisted)
-        return d
-
 
 @dataclass(frozen=True, eq=False)
 class ClusterResult:
-    """Metrics (flat dict, the CLI's JSON), per-job outcomes, time series, never-placed shapes."""
+    """The simulator's record: metrics (flat dict), per-job outcomes, time series, never-placed
+    shapes, the config. Outputs (CLI, dashboard, store, report) read it as the RunResult
+    `podsim.scenario.run.cluster_run_result` makes of it."""
 
     metrics: dict
     jobs: tuple[JobOutcome, ...]
     timeseries: dict[str, np.ndarray]
     unplaceable: tuple[dict, ...]
     config: dict
-
-    def to_dict(self, jobs: bool = False, timeseries: bool = False) -> dict:
-        out = {**self.metrics, "unplaceable": list(self.unplaceable), "config": self.config}
-        if timeseries:
-            out["timeseries"] = {k: v.tolist() for k, v in self.timeseries.items()}
-        if jobs:
-            out["jobs"] = [j.to_dict() for j in self.jobs]
-        return out
 
 
 def _pct(values: np.ndarray, q: float) -> float:

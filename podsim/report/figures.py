@@ -23,8 +23,13 @@ def _layout(fig: go.Figure, title: str, x: str, y: str, height: int = 360) -> go
     return fig
 
 
+def _having(runs: Sequence[RunResult], kind: str, table: str, column: str) -> list[tuple[int, RunResult]]:
+    """(index, run) of the runs of this kind whose table has rows."""
+    return [(i, r) for i, r in enumerate(runs) if r.kind == kind and len(r.table(table)[column])]
+
+
 def _cluster(runs: Sequence[RunResult]) -> list[tuple[int, RunResult]]:
-    return [(i, r) for i, r in enumerate(runs) if r.kind == "cluster" and len(r.table("timeseries")["t_s"])]
+    return _having(runs, "cluster", "timeseries", "t_s")
 
 
 def _over_time(runs: Sequence[RunResult], labels: Sequence[str], column: str, suffix: str = "") -> go.Figure | None:
@@ -121,6 +126,47 @@ def wait_cdf(runs: Sequence[RunResult], labels: Sequence[str]) -> go.Figure | No
     return _layout(fig, "Wait CDF (jobs that started)", "wait (h)", "share of started jobs")
 
 
+CHIP_HOURS = (("useful", "#54A24B"), ("lost to failures / preemption", "#E45756"), ("restart / reconfiguration", "#EECA3B"),
+              ("idle (healthy, free)", "#D0D0D0"), ("down (failed parts)", "#555555"))
+
+
+def chip_hours(runs: Sequence[RunResult], labels: Sequence[str]) -> go.Figure | None:
+    """Where each job-stream run's chip-hours went: useful, lost, overhead, idle, down (they add
+    up to chips x horizon)."""
+    rows = [(i, r.metrics) for i, r in enumerate(runs) if r.kind == "cluster" and "fleet_chip_h" in r.metrics]
+    if not rows:
+        return None
+    parts = {
+        "useful": [m["useful_chip_h"] for _, m in rows], "lost to failures / preemption": [m["lost_chip_h"] for _, m in rows],
+        "restart / reconfiguration": [m["overhead_chip_h"] for _, m in rows],
+        "idle (healthy, free)": [max(0.0, m["healthy_chip_h"] - m["busy_chip_h"]) for _, m in rows],
+        "down (failed parts)": [m["fleet_chip_h"] - m["healthy_chip_h"] for _, m in rows]}
+    fig = go.Figure()
+    for name, colour in CHIP_HOURS:
+        fig.add_bar(x=[labels[i] for i, _ in rows], y=parts[name], name=name, marker={"color": colour})
+    fig.update_layout(barmode="stack")
+    return _layout(fig, "Where the chip-hours went", "", "chip-hours")
+
+
+def goodput_by_shape(runs: Sequence[RunResult], labels: Sequence[str]) -> go.Figure | None:
+    """Goodput (useful / allocated chip-hours) per requested slice shape, fewest chips first."""
+    from podsim.cluster.breakdown import by_shape
+
+    fig = go.Figure()
+    rows = _having(runs, "cluster", "jobs", "id")
+    for i, r in rows:
+        shapes = [row for row in by_shape(r.table("jobs")) if row["allocated_chip_h"] > 0]
+        fig.add_bar(x=[row["shape"] for row in shapes], y=[row["goodput"] for row in shapes], name=labels[i],
+                    marker={"color": PALETTE[i % 10]}, hoverinfo="text",
+                    hovertext=[f"{row['shape']}: {row['jobs']} jobs, {row['lost_chip_h']:.4g} chip-h lost, "
+                               f"wait p95 {row['wait_p95_s'] / HOUR:.3g} h" for row in shapes])
+    if not rows:
+        return None
+    fig.update_layout(barmode="group")
+    fig.update_yaxes(tickformat=".0%", range=[0, 1.01])
+    return _layout(fig, "Goodput by slice shape (useful / allocated chip-hours)", "slice shape (fewest chips first)", "goodput")
+
+
 def fragmentation(runs: Sequence[RunResult], labels: Sequence[str]) -> go.Figure | None:
     """1 - largest placeable slice / free chips over time; one run also shows the chip counts."""
     rows = [(i, r) for i, r in _cluster(runs) if not np.all(np.isnan(r.table("timeseries")["largest_placeable_chips"]))]
@@ -157,15 +203,15 @@ def step_breakdown(runs: Sequence[RunResult], labels: Sequence[str]) -> go.Figur
 
 def collectives(runs: Sequence[RunResult], labels: Sequence[str]) -> go.Figure | None:
     """Busy time per collective kind (all ops of one step), simulated and closed form."""
-    rows = [(i, r) for i, r in enumerate(runs) if r.kind == "step" and len(r.table("step_kinds")["kind"])]
-    if not rows:
-        return None
+    rows = _having(runs, "step", "step_kinds", "kind")
     fig = go.Figure()
     for i, r in rows:
         k = r.table("step_kinds")
         fig.add_bar(x=list(k["kind"]), y=k["busy_s"], name=f"{labels[i]}: simulated", marker={"color": PALETTE[i % 10]})
         fig.add_scatter(x=list(k["kind"]), y=k["closed_form_s"], name=f"{labels[i]}: closed form", mode="markers",
                         marker={"symbol": "line-ew-open", "size": 22, "color": PALETTE[i % 10]})
+    if not rows:
+        return None
     fig.update_layout(barmode="group")
     return _layout(fig, "Collectives: busy time per step by kind (sum over ops, which may overlap)", "", "seconds")
 

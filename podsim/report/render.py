@@ -21,9 +21,9 @@ import jinja2
 import plotly.graph_objects as go
 from plotly.offline import get_plotlyjs
 
+from podsim.metrics import definition, unit_kind
 from podsim.report import figures
 from podsim.report.spine import spine_details, spine_figures
-from podsim.scenario.fields import TARGET_UNITS
 from podsim.scenario.result import RunResult
 from podsim.sweep.run import answer_text, probe_text
 from podsim.units import format_bytes, format_rate
@@ -50,8 +50,8 @@ def usd(v: Any) -> str:
 
 
 def threshold_text(metric: str, value: float) -> str:
-    """A metric's value in its unit (the scenario schema's TARGET_UNITS; seconds for *_s)."""
-    unit = TARGET_UNITS.get(metric, "duration" if metric.endswith("_s") else "number")
+    """A metric's value in its unit (the metric registry's; seconds for unregistered *_s)."""
+    unit = unit_kind(metric)
     return sec(value) if unit == "duration" else pct(value) if unit == "fraction" else num(value)
 
 
@@ -229,6 +229,8 @@ def report_figures(runs: Sequence[RunResult], labels: Sequence[str]) -> list[tup
         ("Wait over time", figures.wait_over_time(runs, labels)),
         ("Wait CDF", figures.wait_cdf(runs, labels)),
         ("Fragmentation", figures.fragmentation(runs, labels)),
+        ("Chip-hours", figures.chip_hours(runs, labels)),
+        ("Goodput by slice shape", figures.goodput_by_shape(runs, labels)),
         ("Step-time breakdown", figures.step_breakdown(runs, labels)),
         ("Collectives", figures.collectives(runs, labels)),
     ]
@@ -255,9 +257,9 @@ def render_report(runs: RunResult | Sequence[RunResult], title: str | None = Non
     for i, r in enumerate(runs):
         details.append({
             "label": labels[i], "run": r, "topology": topology_rows(r.topology), "cost": cost_rows(r),
-            "targets": [{**t, "threshold_text": threshold_text(t["metric"], t["threshold"]),
+            "targets": [{**t, "definition": definition(t["metric"]), "threshold_text": threshold_text(t["metric"], t["threshold"]),
                          "value_text": threshold_text(t["metric"], t["value"]) if not _missing(t["value"]) else "n/a"} for t in r.targets],
-            "references": [{**x, "published_text": threshold_text(x["metric"], x["published"]),
+            "references": [{**x, "definition": definition(x["metric"]), "published_text": threshold_text(x["metric"], x["published"]),
                             "podsim_text": threshold_text(x["metric"], x["podsim"]) if not _missing(x["podsim"]) else "n/a",
                             "ratio_text": "n/a" if _missing(x["ratio"]) else f"{x['ratio']:.3g}x"} for x in r.references],
             "unplaceable": r.metrics.get("unplaceable", []),

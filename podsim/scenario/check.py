@@ -9,7 +9,8 @@ import math
 from podsim.bounds import check_fleet
 from podsim.cluster.failures import MAX_FAILURE_EVENTS
 from podsim.errors import PodsimError
-from podsim.scenario.fields import STEP_TARGETS, TARGET_UNITS, parse_target
+from podsim.metrics import target_metrics
+from podsim.scenario.fields import parse_target
 from podsim.scenario.schema import Scenario
 from podsim.scenario.steptime import plan_template, resolve_plan
 from podsim.topology import Generation, get_generation, parse_shape, validate_shape
@@ -156,7 +157,7 @@ def check_scenario(s: Scenario) -> Generation:
         if model not in PRESETS:
             raise FieldError(loc, f"unknown model {model!r}; presets: {', '.join(PRESETS)}")
         _wrap(loc, plan_template, plan)
-    allowed = STEP_TARGETS if s.kind == "step" else tuple(k for k in TARGET_UNITS if k not in STEP_TARGETS[:-1])
+    allowed = target_metrics(s.kind)
     for metric, value in s.targets.items():
         loc = ("targets", metric)
         if metric not in allowed:

@@ -11,6 +11,7 @@ from typing import Annotated, Any
 from pydantic import BeforeValidator
 
 from podsim.errors import PodsimError
+from podsim.metrics import METRICS, target_metrics
 from podsim.units import parse_duration
 
 _NUM = r"[0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?"
@@ -65,18 +66,9 @@ Duration = Annotated[float, BeforeValidator(duration_s)]
 Rate = Annotated[float, BeforeValidator(rate_per_h)]
 Fraction = Annotated[float, BeforeValidator(fraction)]
 
-# Metrics a target may name, with how its threshold is written.
-TARGET_UNITS: dict[str, str] = {
-    # job streams (podsim.cluster metrics)
-    "wait_p50_s": "duration", "wait_p95_s": "duration", "wait_p99_s": "duration", "wait_mean_s": "duration",
-    "wait_p95_with_queued_s": "duration", "wait_p99_with_queued_s": "duration",
-    "goodput": "fraction", "fleet_goodput": "fraction", "utilisation": "fraction", "availability": "fraction",
-    "slowdown_p95": "number", "slowdown_mean": "number", "jobs_queued": "number", "jobs_unplaceable": "number",
-    "fragmentation_mean": "fraction", "cost_usd": "number", "cost_per_useful_chip_h_usd": "number",
-    # step studies
-    "step_time_s": "duration", "exposed_comm_s": "duration", "time_to_train_s": "duration", "mfu": "fraction",
-}
-STEP_TARGETS = ("step_time_s", "exposed_comm_s", "time_to_train_s", "mfu", "cost_usd")
+# Metrics a target may name, with how its threshold is written: from the metric registry.
+TARGET_UNITS: dict[str, str] = {n: METRICS[n].threshold for n in dict.fromkeys(target_metrics("cluster") + target_metrics("step"))}
+STEP_TARGETS = target_metrics("step")
 
 
 def parse_threshold(metric: str, value: Any) -> float:

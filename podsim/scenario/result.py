@@ -114,12 +114,16 @@ class RunResult:
         table = self.tables.get(name)
         return table if table is not None else normalise_table(name, {})
 
-    def summary(self) -> dict:
-        """Key figures as one JSON-ready dict (the CLI's --json, the store's row)."""
-        return {"run_id": self.run_id, "name": self.name, "kind": self.kind, "metrics": _clean(self.metrics),
+    def summary(self, tables: tuple[str, ...] = ()) -> dict:
+        """Key figures as one JSON-ready dict (the CLI's --json, the store's row); `tables`:
+        these tables too, as lists per column, under "tables"."""
+        out = {"run_id": self.run_id, "name": self.name, "kind": self.kind, "metrics": _clean(self.metrics),
                 "cost": _clean(self.cost), "targets": [_clean(t) for t in self.targets],
                 "targets_met": self.targets_met, "references": [_clean(r) for r in self.references],
                 "scenario_hash": self.scenario_hash, "wall_s": self.wall_s}
+        if tables:
+            out["tables"] = {t: {c: _clean(v.tolist()) for c, v in self.table(t).items()} for t in tables}
+        return out
 
 
 def _clean(x: Any) -> Any:

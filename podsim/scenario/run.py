@@ -14,6 +14,7 @@ import numpy as np
 
 from podsim.cluster import (
     ClusterConfig,
+    ClusterResult,
     FailureModel,
     FailureProcess,
     RooflineStepTime,
@@ -34,6 +35,7 @@ from podsim.topology import (
     PodLayout,
     build_slice,
     format_shape,
+    get_generation,
     parse_shape,
     slice_name,
     topology_summary,
@@ -153,22 +155,37 @@ def _run_cluster(s: Scenario, gen: Generation, on_progress: ProgressFn | None, c
         inner = RooflineStepTime(s.step_time.efficiency)
     step_time = RecordingStepTime(inner, gen)
     result = simulate(config, jobs, events, seed=s.seed, on_progress=on_progress, step_time=step_time)
+    return cluster_parts(result, gen, dcn_spec(s), {j.id: j.model or "" for j in jobs}, step_time.table(), ocs)
+
+
+def cluster_parts(result: ClusterResult, gen: Generation, dcn: DcnSpec | None = None, model_of: dict | None = None,
+                  step_times: dict | None = None, ocs: bool | None = None) -> tuple[dict, dict, dict, dict]:
+    """A cluster simulation's record as a RunResult's metrics (with cost and energy), topology,
+    cost and tables: the one shape `podsim run`, `podsim cluster` and the dashboard report."""
     m = dict(result.metrics)
-    model_of = {j.id: j.model or "" for j in jobs}
+    model_of = model_of or {}
     outs = result.jobs
     tables = {
         "timeseries": normalise_table("timeseries", result.timeseries),
         "jobs": normalise_table("jobs", {
             **{c: [getattr(o, c) for o in outs] for c in TABLES["jobs"] if c not in ("shape", "model")},
             "shape": [slice_name(o.shape, o.twisted) for o in outs], "model": [model_of.get(o.id, "") for o in outs]}),
-        "step_times": normalise_table("step_times", step_time.table()),
+        "step_times": normalise_table("step_times", step_times or {}),
     }
     m["unplaceable"] = list(result.unplaceable)
     cost = cost_figures(gen, m["fleet_chip_h"], m["busy_chip_h"], m["useful_chip_h"])
     m.update(cost_usd=cost["cost_usd"], cost_per_useful_chip_h_usd=cost["cost_per_useful_chip_h_usd"],
              energy_kwh=cost["energy_kwh"])
-    topo = fleet_topology(gen, ocs, dcn_spec(s), s.topology.pods)
+    topo = fleet_topology(gen, m["ocs"] if ocs is None else ocs, dcn or DcnSpec(), m["pods"])
     return m, topo, cost, tables
+
+
+def cluster_run_result(result: ClusterResult, name: str = "cluster", wall_s: float = 0.0) -> RunResult:
+    """A `podsim.cluster.simulate` record as the RunResult `run_scenario` returns for a job
+    stream (no targets; `scenario` holds the ClusterConfig)."""
+    metrics, topo, cost, tables = cluster_parts(result, get_generation(result.metrics["generation"]))
+    return RunResult(name=name, kind="cluster", scenario={"cluster": result.config}, metrics=metrics, topology=topo,
+                     cost=cost, tables=tables, wall_s=wall_s)
 
 
 # Step studies -----------------------------------------------------------------------------

@@ -1,0 +1,212 @@
+"""The metric registry: every key figure a run reports, with its unit and definition.
+
+One entry per metric, read by the CLI (`podsim metrics`, value formatting), the results store
+(the `runs` columns it copies for SQL), the report (units of targets and references), the
+scenario schema (which metrics a target may name, and how its threshold is written) and the
+dashboard (help text). A new metric is one `register(Metric(...))` call, e.g. a step-study
+metric from the step-time engine:
+
+    register(Metric("hfu", "fraction", "hardware FLOPs / (peak FLOP/s x step time)", "step"))
+
+kind: 'cluster' (job streams), 'step' (step studies) or 'both'. unit: 's', 'fraction',
+'count', 'chip_h', 'usd', 'kwh', 'bytes', 'flops', 'ratio', 'text' or 'bool'.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+UNITS = ("s", "fraction", "count", "chip_h", "usd", "kwh", "bytes", "flops", "ratio", "text", "bool")
+KINDS = ("cluster", "step", "both")
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One metric: name (as in RunResult.metrics), unit, definition, which runs report it,
+    whether a scenario target may name it, and its SQL type if the store copies it to `runs`."""
+
+    name: str
+    unit: str
+    definition: str
+    kind: str
+    target: bool = False
+    sql: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.unit not in UNITS:
+            raise ValueError(f"metric {self.name}: unit {self.unit!r} is not one of {', '.join(UNITS)}")
+        if self.kind not in KINDS:
+            raise ValueError(f"metric {self.name}: kind {self.kind!r} is not one of {', '.join(KINDS)}")
+
+    @property
+    def threshold(self) -> str:
+        """How a target's threshold is written: 'duration' (1h), 'fraction' (95%) or 'number'."""
+        return "duration" if self.unit == "s" else "fraction" if self.unit == "fraction" else "number"
+
+
+METRICS: dict[str, Metric] = {}
+
+
+def register(*metrics: Metric) -> None:
+    """Add metrics; a name registered twice with another meaning is a bug."""
+    for m in metrics:
+        old = METRICS.get(m.name)
+        if old is not None and old != m:
+            raise ValueError(f"metric {m.name} is registered twice with different meanings")
+        METRICS[m.name] = m
+
+
+def metric(name: str) -> Metric | None:
+    return METRICS.get(name)
+
+
+def definition(name: str) -> str:
+    m = METRICS.get(name)
+    return m.definition if m is not None else ""
+
+
+def target_metrics(kind: str) -> tuple[str, ...]:
+    """The metrics a scenario of this kind ('cluster' or 'step') may set a target on."""
+    return tuple(m.name for m in METRICS.values() if m.target and m.kind in (kind, "both"))
+
+
+def store_columns() -> dict[str, str]:
+    """Metric -> SQL type, for the store's `runs` columns (registry order)."""
+    return {m.name: m.sql for m in METRICS.values() if m.sql is not None}
+
+
+def unit_kind(name: str) -> str:
+    """'duration', 'fraction' or 'number' (unregistered names ending in _s are durations)."""
+    m = METRICS.get(name)
+    if m is not None:
+        return m.threshold
+    return "duration" if name.endswith("_s") else "number"
+
+
+def is_missing(v: Any) -> bool:
+    return v is None or (isinstance(v, float) and math.isnan(v))
+
+
+def _m(name: str, unit: str, text: str, kind: str, target: bool = False, sql: str | None = None) -> Metric:
+    return Metric(name, unit, text, kind, target, sql)
+
+
+_C, _S, _B = "cluster", "step", "both"
+register(
+    # the run's setting (copied to the store for SQL)
+    _m("generation", "text", "accelerator generation id (hardware.md)", _B, sql="VARCHAR"),
+    _m("pods", "count", "pods in the fleet", _C, sql="INTEGER"),
+    _m("chips", "count", "chips in the fleet (job stream) or in the job's slices (step study)", _B, sql="BIGINT"),
+    # job streams: podsim.cluster (definitions as in podsim/cluster/result.py)
+    _m("utilisation", "fraction", "busy chip-hours / healthy chip-hours (a chip is busy while a job holds it, "
+                                  "restart and OCS reconfiguration included)", _C, True, "DOUBLE"),
+    _m("goodput", "fraction", "useful chip-hours / allocated chip-hours (allocated = useful + lost + overhead)",
+       _C, True, "DOUBLE"),
+    _m("fleet_goodput", "fraction", "useful chip-hours / all chip-hours of the fleet over the horizon", _C, True),
+    _m("availability", "fraction", "healthy chip-hours / all chip-hours of the fleet", _C, True),
+    _m("wait_p50_s", "s", "median of first start - submission, jobs that started", _C, True),
+    _m("wait_p95_s", "s", "95th percentile of first start - submission, jobs that started", _C, True, "DOUBLE"),
+    _m("wait_p99_s", "s", "99th percentile of first start - submission, jobs that started", _C, True),
+    _m("wait_mean_s", "s", "mean of first start - submission, jobs that started", _C, True),
+    _m("wait_p95_with_queued_s", "s", "95th percentile wait counting jobs still queued at the horizon with their "
+                                      "wait so far (a lower bound)", _C, True),
+    _m("wait_p99_with_queued_s", "s", "99th percentile wait, jobs still queued counted with their wait so far", _C, True),
+    _m("slowdown_mean", "ratio", "mean bounded slowdown (end - submission) / max(nominal run time, 10 s), "
+                                 "completed jobs (Feitelson's tau = 10 s)", _C, True),
+    _m("slowdown_p50", "ratio", "median bounded slowdown, completed jobs", _C),
+    _m("slowdown_p95", "ratio", "95th percentile bounded slowdown, completed jobs", _C, True),
+    _m("slowdown_p99", "ratio", "99th percentile bounded slowdown, completed jobs", _C),
+    _m("jobs_total", "count", "jobs in the stream", _C),
+    _m("jobs_completed", "count", "jobs that finished by the horizon", _C),
+    _m("jobs_running", "count", "jobs running at the horizon", _C),
+    _m("jobs_queued", "count", "jobs waiting at the horizon", _C, True),
+    _m("jobs_unplaceable", "count", "jobs whose slice cannot fit even an empty, healthy fleet", _C, True),
+    _m("jobs_not_arrived", "count", "jobs submitted after the horizon", _C),
+    _m("jobs_started", "count", "jobs that started at least once", _C),
+    _m("jobs_untwisted", "count", "twisted requests run as a plain torus (fleet without OCS)", _C),
+    _m("fragmentation_mean", "fraction", "1 - largest placeable slice / free chips, mean over samples with free chips",
+       _C, True),
+    _m("largest_placeable_mean_chips", "count", "largest slice that still fits, mean over the samples", _C),
+    _m("largest_placeable_min_chips", "count", "largest slice that still fits, least over the samples", _C),
+    _m("fleet_chip_h", "chip_h", "chips x horizon", _C),
+    _m("healthy_chip_h", "chip_h", "chip-hours no failure covered", _C),
+    _m("busy_chip_h", "chip_h", "chip-hours a job held", _C),
+    _m("allocated_chip_h", "chip_h", "useful + lost + overhead chip-hours", _C),
+    _m("useful_chip_h", "chip_h", "chip-hours of work that was kept (checkpointed or finished)", _C),
+    _m("lost_chip_h", "chip_h", "work since the last checkpoint thrown away by a failure or a preemption", _C),
+    _m("overhead_chip_h", "chip_h", "restart and OCS reconfiguration chip-hours", _C),
+    _m("restarts", "count", "runs after a job's first", _C),
+    _m("failures_host", "count", "host failures in the horizon", _C),
+    _m("failures_ocs", "count", "OCS unit failures in the horizon", _C),
+    _m("failures_link", "count", "ICI cable failures in the horizon", _C),
+    _m("job_interruptions", "count", "running jobs stopped by a failure", _C),
+    _m("preemptions", "count", "running jobs stopped for a higher-priority job", _C),
+    _m("ocs_reconfigurations", "count", "slices whose OCS circuits were set up", _C),
+    _m("horizon_s", "s", "simulated time", _C),
+    # step studies: podsim.engine
+    _m("step_time_s", "s", "one training step's wall time (critical path of the step's op DAG)", _S, True, "DOUBLE"),
+    _m("compute_s", "s", "compute time of one step (sum over compute ops)", _S),
+    _m("comm_s", "s", "communication busy time of one step", _S),
+    _m("exposed_comm_s", "s", "communication not hidden behind compute on the critical path", _S, True),
+    _m("overlapped_comm_s", "s", "communication overlapped with compute (comm_s - exposed_comm_s)", _S),
+    _m("mfu", "fraction", "model FLOPs utilisation: model FLOPs per step / (peak FLOP/s x chips x step time)", _S, True),
+    _m("model_flops_per_step", "flops", "the model's FLOPs per training step (6 x parameters x tokens for dense)", _S),
+    _m("link_peak_utilisation_max", "fraction", "the busiest ICI link's peak utilisation", _S),
+    _m("dcn_collective_busy_s", "s", "busy time of the collectives that cross the DCN, one step", _S),
+    _m("dcn_collective_bytes", "bytes", "bytes of the collectives that cross the DCN, one step", _S),
+    _m("chip_s_per_step", "s", "chips x step time", _S),
+    _m("time_to_train_s", "s", "steps x step time", _S, True),
+    _m("chip_h", "chip_h", "chip-hours of the study (steps x chips x step time)", _S),
+    # both: cost and energy (podsim.scenario.run.cost_figures)
+    _m("cost_usd", "usd", "chip-hours x the published price per chip-hour (only where a price with a source is known)",
+       _B, True, "DOUBLE"),
+    _m("energy_kwh", "kwh", "busy chip-hours x the measured mean power per chip", _B, sql="DOUBLE"),
+    _m("cost_per_useful_chip_h_usd", "usd", "cost of the fleet / useful chip-hours", _C, True),
+    _m("engine_wall_s", "s", "wall time of the simulation (not a result; varies by machine)", _B),
+    # the run's setting and the simulator's own counters (not results: reproducibility and cost of a run)
+    _m("ocs", "bool", "OCS wiring (false: cubes fixed in their home arrangement)", _C),
+    _m("policy", "text", "queue policy: fifo, backfill (EASY) or priority (with preemption)", _C),
+    _m("solver", "text", "placement: greedy fast path per job, or CP-SAT batch admission", _C),
+    _m("seed", "count", "seed of synthetic jobs, failures and CP-SAT", _C),
+    _m("unplaceable", "text", "never-placed shapes: shape, jobs, reason", _C),
+    _m("passes", "count", "scheduling passes", _C),
+    _m("placement_calls", "count", "placement searches", _C),
+    _m("placement_s", "s", "wall time spent placing (varies by machine)", _C),
+    _m("cpsat_calls", "count", "CP-SAT batch admissions", _C),
+    _m("cpsat_wall_capped", "count", "CP-SAT calls cut by the wall-time limit (then not reproducible)", _C),
+    _m("audits", "count", "bookkeeping audits (tests only)", _C),
+    _m("step_time_evaluations", "count", "step-time model calls (cache misses)", _C),
+    _m("slice", "text", "the job's slice shape", _S),
+    _m("twisted", "bool", "twisted torus", _S),
+    _m("slices", "count", "slices the job spans (over the DCN when more than one)", _S),
+    _m("model", "text", "the model (or trace file) of the step", _S),
+    _m("parallelism", "text", "the parallelism plan (axis=degree, ...)", _S),
+    _m("events", "count", "engine events of the step simulation", _S),
+    _m("flows", "count", "network flows of the step simulation", _S),
+    _m("compute_efficiency", "fraction", "fraction of peak FLOP/s compute ops reach (assumed)", _S),
+    _m("dcn", "text", "DCN kind: eps (leaf/spine switches) or ocs", _S),
+    _m("dcn_oversubscription", "ratio", "DCN leaf oversubscription (x:1)", _S),
+    _m("dcn_ocs_groups", "text", "leaf blocks the DCN OCS engineers circuits for", _S),
+    _m("steps", "count", "training steps of the study", _S),
+    # spine economics (podsim.scenario.spine.spine_metrics); per spine kind below
+    _m("spine_years", "count", "years of the fleet's life the spine study covers", _B),
+    _m("spine_capex_ratio", "ratio", "OCS spine capex / EPS spine capex over the life", _B),
+    _m("spine_energy_ratio", "ratio", "OCS spine energy / EPS spine energy over the life", _B),
+    _m("spine_year0_capex_ratio", "ratio", "OCS / EPS spine capex in the first year", _B),
+    _m("spine_year0_power_ratio", "ratio", "OCS / EPS spine power in the first year", _B),
+)
+# busy time per collective kind of one step (podsim.engine.step_summary)
+register(*(_m(f"{k}_busy_s", "s", f"busy time of the step's {k.replace('_', '-')} ops (sum; ops may overlap)", _S)
+           for k in ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "reduce", "send_recv")))
+# spine economics (podsim.scenario.spine.spine_metrics), per DCN spine kind over the fleet's life
+for _k in ("eps", "ocs"):
+    register(
+        _m(f"spine_{_k}_capex_usd", "usd", f"{_k.upper()} spine capital cost over the fleet's life", _B),
+        _m(f"spine_{_k}_energy_kwh", "kwh", f"{_k.upper()} spine energy over the fleet's life", _B),
+        _m(f"spine_{_k}_cost_usd", "usd", f"{_k.upper()} spine capex + energy cost, cumulative at the end of life", _B),
+        _m(f"spine_{_k}_rebuys", "count", f"years the {_k.upper()} spine is bought again for a faster link", _B),
+        _m(f"spine_{_k}_usd_per_useful_chip_h", "usd", f"fleet lifetime cost / useful chip-hours, {_k.upper()} spine", _B),
+        _m(f"spine_{_k}_spine_usd_per_useful_chip_h", "usd", f"{_k.upper()} spine lifetime cost / useful chip-hours", _B),
+        _m(f"spine_{_k}_useful_chip_h", "chip_h", f"useful chip-hours over the fleet's life, {_k.upper()} spine", _B))
