@@ -16,10 +16,11 @@ from pathlib import Path
 from typing import Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from podsim.errors import PodsimError, first_error
 from podsim.files import read_csv
+from podsim.quantities import Duration, Fraction
 from podsim.units import parse_duration
 
 Component = Literal["host", "ocs", "link"]
@@ -51,6 +52,35 @@ class FailureProcess(BaseModel):
             return rng.exponential(self.mtbf_s, n)
         scale = self.mtbf_s / math.gamma(1 + 1 / self.weibull_shape)
         return scale * rng.weibull(self.weibull_shape, n)
+
+
+class FailureSpec(BaseModel):
+    """A failure process as a user writes it: availability (e.g. '99.5%') or MTBF, and MTTR
+    (durations with units). A scenario's `failures.host` and `podsim cluster --mtbf` are this."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+
+    availability: Fraction | None = Field(None, description="steady-state availability, e.g. 99.5%")
+    mtbf_s: Duration | None = Field(None, validation_alias=AliasChoices("mtbf_s", "mtbf"), description="mean time between failures of one part")
+    mttr_s: Duration = Field(3600.0, validation_alias=AliasChoices("mttr_s", "mttr"), description="mean time to repair")
+    distribution: Literal["exponential", "weibull"] = "exponential"
+    weibull_shape: float = Field(1.0, gt=0)
+
+    @model_validator(mode="after")
+    def _one(self) -> FailureSpec:
+        if (self.availability is None) == (self.mtbf_s is None):
+            raise ValueError("give availability (e.g. 99.5%) or mtbf (e.g. 2000h), one of the two")
+        if self.availability is not None and not 0 < self.availability < 1:
+            raise ValueError(f"availability {self.availability} must be strictly between 0 and 1")
+        if (self.mtbf_s is not None and self.mtbf_s <= 0) or self.mttr_s <= 0:
+            raise ValueError("mtbf and mttr must be > 0")
+        return self
+
+    def process(self) -> FailureProcess:
+        kw = {"distribution": self.distribution, "weibull_shape": self.weibull_shape}
+        if self.availability is not None:
+            return FailureProcess.from_availability(self.availability, self.mttr_s, **kw)
+        return FailureProcess(mtbf_s=self.mtbf_s, mttr_s=self.mttr_s, **kw)
 
 
 MAX_FAILURE_EVENTS = 5_000_000  # one event object each (~200 B) and a pass of the scheduler
@@ -112,6 +142,12 @@ class FailureModel(BaseModel):
     @property
     def any(self) -> bool:
         return any(p is not None for p in (self.host, self.ocs, self.link))
+
+    @classmethod
+    def of(cls, host: FailureSpec | None = None, ocs: FailureSpec | None = None,
+           link: FailureSpec | None = None) -> FailureModel:
+        """The model of these specs (None: that part never fails)."""
+        return cls(**{k: None if v is None else v.process() for k, v in (("host", host), ("ocs", ocs), ("link", link))})
 
 
 def _checked(component: str, **fields) -> FailureProcess:
