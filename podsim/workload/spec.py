@@ -23,7 +23,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from podsim.errors import PodsimError, first_error
-from podsim.placement.requests import read_yaml
+from podsim.files import read_structured
 from podsim.units import parse_duration, rate_per_h
 from podsim.workload.popularity import V4_SLICE_POPULARITY
 from podsim.workload.synthetic import SyntheticSpec
@@ -127,7 +127,7 @@ def parse_synthetic(spec: str, generation: str) -> SyntheticSpec:
     text = spec.strip()
     path = Path(text)
     if path.suffix.lower() in (".yaml", ".yml", ".json"):
-        raw = read_yaml(path, "synthetic job-stream")
+        raw = read_structured(path, "synthetic job-stream")
         source = str(path)
     else:
         if not text:
