@@ -13,15 +13,23 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Any, Literal
 
 import numpy as np
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    model_validator,
+)
 
 from podsim.errors import PodsimError, first_error
 from podsim.files import read_csv
-from podsim.quantities import Duration, Fraction
-from podsim.units import parse_duration
+from podsim.quantities import Duration
+from podsim.units import finite_number, fraction, parse_duration
 
 Component = Literal["host", "ocs", "link"]
 
@@ -54,15 +62,23 @@ class FailureProcess(BaseModel):
         return scale * rng.weibull(self.weibull_shape, n)
 
 
+def _availability(value: Any) -> float:
+    """'99.5%' or 0.995 -> a fraction strictly between 0 and 1 (1 would be a part that never fails)."""
+    x = fraction(value) if isinstance(value, str) else finite_number(value, "availability")
+    if not 0 < x < 1:
+        raise PodsimError(f"availability {value!r} must be strictly between 0 and 1 (e.g. 0.995 or 99.5%)")
+    return x
+
+
 class FailureSpec(BaseModel):
     """A failure process as a user writes it: availability (e.g. '99.5%') or MTBF, and MTTR
     (durations with units). A scenario's `failures.host` and `podsim cluster --mtbf` are this."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
-    availability: Fraction | None = Field(None, description="steady-state availability, e.g. 99.5%")
-    mtbf_s: Duration | None = Field(None, validation_alias=AliasChoices("mtbf_s", "mtbf"), description="mean time between failures of one part")
-    mttr_s: Duration = Field(3600.0, validation_alias=AliasChoices("mttr_s", "mttr"), description="mean time to repair")
+    availability: Annotated[float, BeforeValidator(_availability)] | None = Field(None, description="steady-state availability, e.g. 99.5%")
+    mtbf_s: Duration | None = Field(None, gt=0, validation_alias=AliasChoices("mtbf_s", "mtbf"), description="mean time between failures of one part")
+    mttr_s: Duration = Field(3600.0, gt=0, validation_alias=AliasChoices("mttr_s", "mttr"), description="mean time to repair")
     distribution: Literal["exponential", "weibull"] = "exponential"
     weibull_shape: float = Field(1.0, gt=0)
 
@@ -70,10 +86,6 @@ class FailureSpec(BaseModel):
     def _one(self) -> FailureSpec:
         if (self.availability is None) == (self.mtbf_s is None):
             raise ValueError("give availability (e.g. 99.5%) or mtbf (e.g. 2000h), one of the two")
-        if self.availability is not None and not 0 < self.availability < 1:
-            raise ValueError(f"availability {self.availability} must be strictly between 0 and 1")
-        if (self.mtbf_s is not None and self.mtbf_s <= 0) or self.mttr_s <= 0:
-            raise ValueError("mtbf and mttr must be > 0")
         return self
 
     def process(self) -> FailureProcess:
@@ -151,11 +163,9 @@ class FailureModel(BaseModel):
 
 
 def _checked(component: str, **fields) -> FailureProcess:
-    """A FailureProcess, or one line naming the option and what it must be."""
+    """The FailureSpec's process, or one line naming the option and what it must be."""
     try:
-        if "availability" in fields:
-            return FailureProcess.from_availability(**fields)
-        return FailureProcess(**fields)
+        return FailureSpec(**fields).process()
     except ValidationError as exc:
         where, msg = first_error(exc)
         name = {"mtbf_s": "MTBF", "mttr_s": "MTTR", "weibull_shape": "Weibull shape"}.get(where, where)
