@@ -17,7 +17,7 @@ from app_pages.common import (
     seconds,
     upload_bytes,
 )
-from podsim.engine import port_utilisation, simulate_step, step_summary
+from podsim.engine import DEFAULT_COMPUTE_EFFICIENCY, port_utilisation, simulate_step, step_summary
 from podsim.engine.linkload import record_link_load
 from podsim.engine.timeline import build_timeline, timeline_json
 from podsim.topology import build_slice, format_shape, get_generation, is_twistable, parse_shape
@@ -122,7 +122,7 @@ with inline_errors():
     shape = format_shape(parse_shape(shape_text, gen.dims))
 twistable = is_twistable(parse_shape(shape)) and bool(gen.ocs and gen.cube_shape)
 twisted = c3.checkbox("Twisted", value=False, key="twisted", disabled=not twistable) and twistable
-efficiency = c4.slider("Compute efficiency", 0.1, 1.0, 0.6, 0.05, key="efficiency",
+efficiency = c4.slider("Compute efficiency", 0.1, 1.0, DEFAULT_COMPUTE_EFFICIENCY, 0.05, key="efficiency",
                        help="fraction of peak FLOP/s compute ops reach (0.6: the v4 paper's LLM average, perf.3)")
 source = st.radio("Trace", ["Preset model", "Upload a trace"], horizontal=True, key="source")
 
