@@ -82,3 +82,11 @@ def test_one_rate_parser_for_scenarios_and_the_cli(text, per_h):
     assert math.isclose(parse_synthetic(f"jobs=5,rate={text}", "tpu-v4").arrival.rate_per_h, per_h)
     s = scenario_from_dict({**SCENARIO, "workload": {"synthetic": {"jobs": 5, "rate": text}}})
     assert math.isclose(s.workload.synthetic.spec("tpu-v4").arrival.rate_per_h, per_h)
+
+
+def test_a_stored_scenario_reads_back_as_the_same_scenario():
+    """RunResult.scenario names the library's fields (`median_s`, `mtbf_s`); they load again."""
+    s = scenario_from_dict({**SCENARIO, "failures": {"host": {"mtbf": "2000h", "mttr": "4h"}}})
+    dumped = s.model_dump(mode="json")
+    assert dumped["workload"]["synthetic"]["duration"]["median_s"] == 7200 and dumped["failures"]["host"]["mtbf_s"] == 7.2e6
+    assert scenario_from_dict(dumped) == s

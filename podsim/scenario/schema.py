@@ -33,8 +33,10 @@ class _Model(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
 
-def _existing_file(value: Any, info: ValidationInfo) -> Path:
+def _existing_file(value: Any, info: ValidationInfo) -> Path | None:
     """A path relative to the scenario file's folder (the loader passes it as `base_dir`)."""
+    if value is None:  # an optional file left out (as a stored scenario writes it)
+        return None
     path = Path(str(value)).expanduser()
     base = (info.context or {}).get("base_dir")
     if not path.is_absolute() and base is not None:
