@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from podsim.cluster import ClusterRun, FailureModel, FailureSpec, make_config
+from podsim.cluster import ClusterRun, FailureModel, FailureSpec, make_config, make_run
 from podsim.errors import PodsimError
 from podsim.workload import TraceSpec, parse_synthetic
 
@@ -30,4 +30,4 @@ def page_run(generation: str, pods: int, ocs: bool, policy: str, stream: dict, h
     host = FailureSpec(availability=availability, mttr=f"{mttr_h}h") if availability < 1 else None
     config = make_config(generation=generation, pods=pods, ocs=ocs, policy=policy, horizon_s=horizon_d * 86400,
                          checkpoint_interval_s=f"{checkpoint_h}h", failures=FailureModel.of(host=host))
-    return ClusterRun(config=config, seed=seed, **stream)
+    return make_run(config=config, seed=seed, **stream)

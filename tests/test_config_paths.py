@@ -90,3 +90,11 @@ def test_a_stored_scenario_reads_back_as_the_same_scenario():
     dumped = s.model_dump(mode="json")
     assert dumped["workload"]["synthetic"]["duration"]["median_s"] == 7200 and dumped["failures"]["host"]["mtbf_s"] == 7.2e6
     assert scenario_from_dict(dumped) == s
+
+
+def test_a_run_without_a_job_stream_is_a_one_line_user_error():
+    from podsim.cluster import make_config, make_run
+    from podsim.errors import PodsimError
+
+    with pytest.raises(PodsimError, match="^give exactly one job stream"):
+        make_run(config=make_config(generation="tpu-v4", horizon_s="1d"))

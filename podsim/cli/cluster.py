@@ -14,7 +14,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from podsim.bounds import MAX_JOBS, opt_count, opt_finite, opt_seed
 from podsim.cli import app
 from podsim.cli.common import emit_json, progress_lines, table
-from podsim.cluster import ClusterRun, failure_model, make_config, run_cluster
+from podsim.cluster import failure_model, make_config, make_run, run_cluster
 from podsim.cluster.config import POLICY_NAMES, default
 from podsim.errors import PodsimError
 from podsim.trace.model import DEFAULT_COMPUTE_EFFICIENCY
@@ -96,7 +96,7 @@ def cluster_cmd(
         stream = {"trace": TraceSpec(path=trace, columns=cols, limit=limit, arrival_scale=arrival_scale)}
     else:
         stream = {"synthetic": parse_synthetic(synthetic, generation)}
-    run = ClusterRun(config=config, failure_trace=failure_trace, efficiency=efficiency, seed=seed, **stream)
+    run = make_run(config=config, failure_trace=failure_trace, efficiency=efficiency, seed=seed, **stream)
     err = Console(stderr=True)
     with Progress(TextColumn("simulating"), BarColumn(), TextColumn("{task.fields[t]}"), TimeElapsedColumn(),
                   console=err, transient=True, disable=not err.is_terminal) as bar:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from podsim.bounds import Seed
 from podsim.cluster.config import ClusterConfig
@@ -19,7 +19,7 @@ from podsim.cluster.failures import FailureEvent, load_failure_trace
 from podsim.cluster.result import ClusterResult
 from podsim.cluster.simulate import ProgressFn, simulate
 from podsim.cluster.steptime import RooflineStepTime, StepTimeModel
-from podsim.errors import PodsimError
+from podsim.errors import PodsimError, first_error
 from podsim.trace.model import DEFAULT_COMPUTE_EFFICIENCY
 from podsim.workload import Job, SyntheticSpec, TraceSpec, generate_jobs
 
@@ -56,6 +56,15 @@ class ClusterRun(BaseModel):
     def failure_events(self) -> list[FailureEvent] | None:
         """The failure trace's events; None: draw them from `config.failures`."""
         return load_failure_trace(self.failure_trace) if self.failure_trace is not None else None
+
+
+def make_run(**fields) -> ClusterRun:
+    """ClusterRun with pydantic's first error as one line naming the field (a user error, exit 2)."""
+    try:
+        return ClusterRun(**fields)
+    except ValidationError as exc:
+        where, msg = first_error(exc, "run")
+        raise PodsimError(msg if not exc.errors()[0]["loc"] else f"{where}: {msg}") from None
 
 
 def run_cluster(run: ClusterRun, on_progress: ProgressFn | None = None, step_time: StepTimeModel | None = None,
