@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
+from app_pages.cluster_run import job_stream, page_run
 from app_pages.common import (
     inline_errors,
     percent,
@@ -14,41 +15,21 @@ from app_pages.common import (
     seconds,
     upload_bytes,
 )
-from podsim.cluster import RooflineStepTime, failure_model, make_config, simulate
-from podsim.errors import PodsimError
+from podsim.cluster import run_cluster as simulate_run
+from podsim.cluster.config import POLICY_NAMES
 from podsim.metrics import definition
 from podsim.report import figures
 from podsim.scenario import RunResult
 from podsim.scenario.run import cluster_run_result
-from podsim.units import parse_duration
-from podsim.workload import TraceColumns, generate_jobs, load_trace_csv, parse_synthetic
 
 DEFAULT_SYNTHETIC = "jobs=300,rate=2/h,median=3h,sigma=1"
-
-
-def _jobs(stream: tuple[str, str, bytes], gen: str, seed: int):
-    kind, text, data = stream
-    if kind == "synthetic":
-        return generate_jobs(parse_synthetic(text, gen), seed)
-    with saved_files([(text, data)]) as (path,):
-        if path.suffix.lower() == ".csv":
-            return load_trace_csv(path, gen, TraceColumns())
-        if path.suffix.lower() in (".yaml", ".yml", ".json"):
-            return generate_jobs(parse_synthetic(str(path), gen), seed)
-    raise PodsimError(f"{text}: upload a job-stream YAML (SyntheticSpec fields) or a job trace CSV "
-                      "(job_id, submission_time, duration, num_gpu)")
 
 
 @st.cache_data(max_entries=16, show_spinner=False)
 def run_cluster(gen: str, pods: int, ocs: bool, policy: str, stream: tuple[str, str, bytes], horizon_d: float,
                 availability: float, mttr_h: float, checkpoint_h: float, seed: int) -> RunResult:
-    """One `podsim cluster` run, with the CLI's validation and its RunResult; a progress bar while it runs."""
-    host = availability < 1  # 1.0: hosts never fail
-    failures = failure_model(availability if host else None, None, f"{mttr_h}h" if host else None, None,
-                             None, None, None, None)
-    config = make_config(generation=gen, pods=pods, ocs=ocs, policy=policy, horizon_s=horizon_d * 86400,
-                          checkpoint_interval_s=parse_duration(f"{checkpoint_h}h"), failures=failures)
-    jobs = _jobs(stream, gen, seed)
+    """One `podsim cluster` run (the same ClusterRun the CLI builds) as its RunResult; a progress bar while it runs."""
+    kind, text, data = stream
     bar = st.progress(0.0, text=f"Simulating {'OCS' if ocs else 'static'} wiring...")
     shown = [-1]
 
@@ -58,7 +39,10 @@ def run_cluster(gen: str, pods: int, ocs: bool, policy: str, stream: tuple[str, 
             shown[0] = pct
             bar.progress(pct / 100, text=f"Simulating {'OCS' if ocs else 'static'} wiring: day {now_s / 86400:.1f} of {horizon_s / 86400:g}")
 
-    result = simulate(config, jobs, seed=seed, step_time=RooflineStepTime(0.6), on_progress=on_progress)
+    with saved_files([(text, data)] if kind != "synthetic" else []) as paths:
+        jobs = job_stream(kind, text, paths[0] if paths else None, gen)
+        run = page_run(gen, pods, ocs, policy, jobs, horizon_d, availability, mttr_h, checkpoint_h, seed)
+        result = simulate_run(run, on_progress=on_progress)
     bar.empty()
     return cluster_run_result(result, name="OCS" if ocs else "static", wall_s=result.metrics["engine_wall_s"])
 
@@ -73,7 +57,7 @@ with st.form("scenario"):
     c1, c2, c3, c4 = st.columns(4)
     gen_id, gen = pick_generation(c1)
     pods = c2.number_input("Pods", min_value=1, max_value=8, value=1, step=1, key="pods")
-    policy = c3.selectbox("Policy", ["backfill", "fifo", "priority"], key="policy",
+    policy = c3.selectbox("Policy", POLICY_NAMES, index=POLICY_NAMES.index("backfill"), key="policy",
                           help="fifo; backfill = FIFO with EASY backfilling; priority with preemption")
     horizon_d = c4.number_input("Horizon (days)", min_value=0.5, max_value=90.0, value=7.0, step=1.0, key="horizon")
     d1, d2, d3, d4 = st.columns(4)

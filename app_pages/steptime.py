@@ -17,7 +17,7 @@ from app_pages.common import (
     seconds,
     upload_bytes,
 )
-from podsim.engine import port_utilisation, simulate_step, step_summary
+from podsim.engine import DEFAULT_COMPUTE_EFFICIENCY, port_utilisation, simulate_step, step_summary
 from podsim.engine.linkload import record_link_load
 from podsim.engine.timeline import build_timeline, timeline_json
 from podsim.topology import build_slice, format_shape, get_generation, is_twistable, parse_shape
@@ -125,7 +125,7 @@ twisted = c3.checkbox("Twisted", value=False, key="twisted", disabled=not twista
 flat = c4.checkbox("Flat compute efficiency", value=False, key="flat",
                    help="off: the per-op model (matmuls padded to the MXU tile at the precision's rate, memory-bound ops at "
                         "HBM bandwidth); on: every op at one fraction of peak FLOP/s")
-efficiency = (c4.slider("Compute efficiency", 0.1, 1.0, 0.6, 0.05, key="efficiency",
+efficiency = (c4.slider("Compute efficiency", 0.1, 1.0, DEFAULT_COMPUTE_EFFICIENCY, 0.05, key="efficiency",
                         help="fraction of peak FLOP/s compute ops reach (0.6: the v4 paper's LLM average, perf.3)")
               if flat else None)
 source = st.radio("Trace", ["Preset model", "Upload a trace"], horizontal=True, key="source")

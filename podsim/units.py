@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import re
+from typing import Any
 
 from podsim.errors import PodsimError
 
@@ -114,3 +115,53 @@ def format_percent(v) -> str:
 def format_duration(v) -> str:
     """Like format_seconds, with '0 s' for zero and 'n/a' for a missing figure."""
     return "n/a" if is_missing(v) else "0 s" if v == 0 else format_seconds(v)
+
+
+# Unit-carrying user input: the one parser each for durations >= 0, arrival rates and fractions.
+_NUM = r"[0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?"
+# arrivals per <unit> -> arrivals per hour
+_PER = {"s": 3600.0, "sec": 3600.0, "min": 60.0, "h": 1.0, "hr": 1.0, "hour": 1.0, "d": 1 / 24, "day": 1 / 24,
+        "w": 1 / 168, "week": 1 / 168}
+
+
+def finite_number(value: Any, what: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise PodsimError(f"{what} {value!r} is not a number")
+    if not math.isfinite(value):
+        raise PodsimError(f"{what} {value!r} must be finite")
+    return float(value)
+
+
+def duration_s(value: Any) -> float:
+    """'3h', '90s', '2d', '500ns' or a bare number of seconds -> seconds (>= 0)."""
+    if isinstance(value, str) and value.strip().startswith("-"):
+        raise PodsimError(f"duration {value!r} is negative; it must be >= 0 (e.g. 90s, 3h, 30d)")
+    return parse_duration(value)
+
+
+def rate_per_h(value: Any) -> float:
+    """'2/h', '48/d', '0.5/min' or a bare number per hour -> arrivals per hour (> 0)."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        rate = finite_number(value, "rate")
+    else:
+        m = re.fullmatch(rf"\s*(-?{_NUM})\s*(?:/\s*([a-z]+))?\s*", str(value))
+        if not m or (m.group(2) or "h") not in _PER:
+            raise PodsimError(f"rate {value!r} is not understood; use arrivals per hour, day or week, e.g. 2/h, 48/d, 5/w or a bare number per hour")
+        rate = float(m.group(1)) * _PER[m.group(2) or "h"]
+    if rate <= 0:
+        raise PodsimError(f"rate {value!r} must be > 0 arrivals per hour")
+    return rate
+
+
+def fraction(value: Any) -> float:
+    """'95%', '99.5 %' or a number in [0, 1] -> a fraction."""
+    if isinstance(value, str):
+        m = re.fullmatch(rf"\s*(-?{_NUM})\s*(%?)\s*", value)
+        if not m:
+            raise PodsimError(f"{value!r} is not a fraction; use a number in [0, 1] or a percentage, e.g. 0.995 or 99.5%")
+        x = float(m.group(1)) / (100.0 if m.group(2) else 1.0)
+    else:
+        x = finite_number(value, "fraction")
+    if not 0.0 <= x <= 1.0:
+        raise PodsimError(f"{value!r} is outside [0, 1]; use e.g. 0.995 or 99.5%")
+    return x

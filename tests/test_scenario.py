@@ -12,7 +12,7 @@ from helpers import run_podsim
 from podsim.errors import PodsimError
 from podsim.scenario import load_scenario, load_scenario_text, run_scenario
 from podsim.scenario.fields import duration_s, fraction, parse_target, rate_per_h
-from podsim.scenario.run import cluster_config
+from podsim.scenario.run import cluster_run
 from podsim.sweep import apply_overrides
 
 DATA = Path(__file__).parent / "data" / "scenarios"
@@ -130,7 +130,7 @@ def test_cpsat_workers_capped_in_sweeps():
     s = load_scenario_text(V5P.replace("horizon: 6h", "horizon: 6h\nsolver: {kind: cpsat, workers: 4}"))
     from podsim.scenario import scenario_generation
     gen = scenario_generation(s)
-    assert cluster_config(s, gen).cpsat_workers == 4 and cluster_config(s, gen, cpsat_workers_cap=1).cpsat_workers == 1
+    assert cluster_run(s, gen).config.cpsat_workers == 4 and cluster_run(s, gen, cpsat_workers_cap=1).config.cpsat_workers == 1
 
 
 @pytest.fixture(scope="module")

@@ -15,17 +15,13 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from podsim.bounds import MAX_JOBS, opt_count, opt_finite, opt_seed
 from podsim.cli import app
 from podsim.cli.common import emit_json, progress_lines, table
-from podsim.cluster import (
-    RooflineStepTime,
-    failure_model,
-    load_failure_trace,
-    make_config,
-    simulate,
-)
+from podsim.cluster import failure_model, make_config, make_run, run_cluster
+from podsim.cluster.config import POLICY_NAMES, default
 from podsim.errors import PodsimError
 from podsim.scenario.run import cluster_run_result
+from podsim.trace.model import DEFAULT_COMPUTE_EFFICIENCY
 from podsim.units import format_seconds, parse_duration
-from podsim.workload import TraceColumns, generate_jobs, load_trace_csv, parse_synthetic
+from podsim.workload import TraceColumns, TraceSpec, parse_synthetic
 
 
 def _rows(result) -> list[tuple[str, str]]:
@@ -46,7 +42,7 @@ def cluster_cmd(
     columns: str | None = typer.Option(None, "--columns", help="CSV column mapping: id=...,submit=...,duration=...,accelerators=...,time_scale=..."),
     arrival_scale: float = typer.Option(1.0, "--arrival-scale", help="multiply trace submission times (0.9: 11% more load)", callback=opt_finite("--arrival-scale", low=0, low_open=True)),
     limit: int | None = typer.Option(None, "--limit", help="read at most this many trace jobs", callback=opt_count("--limit", 1, MAX_JOBS, "the simulation's job limit")),
-    policy: str = typer.Option("fifo", "--policy", help="fifo, backfill (EASY) or priority (with preemption)"),
+    policy: str = typer.Option(default("policy"), "--policy", help=f"queue policy: {', '.join(POLICY_NAMES)} (backfill: EASY; priority: with preemption)"),
     host_availability: float | None = typer.Option(None, "--host-availability", help="steady-state host availability, e.g. 0.995", callback=opt_finite("--host-availability")),
     mtbf: str | None = typer.Option(None, "--mtbf", help="host mean time between failures, e.g. 2000h"),
     mttr: str | None = typer.Option(None, "--mttr", help="mean time to repair (default 1h)"),
@@ -57,11 +53,11 @@ def cluster_cmd(
     link_mttr: str | None = typer.Option(None, "--link-mttr", help="per ICI cable MTTR (default 1h)"),
     failure_trace: Path | None = typer.Option(None, "--failure-trace", help="CSV time_s,component,id,repair_s (instead of drawn failures)"),
     ocs: bool = typer.Option(True, "--ocs/--no-ocs", help="OCS wiring, or cubes fixed in their home arrangement"),
-    solver: str = typer.Option("greedy", "--solver", help="greedy (fast path per job) or cpsat (batch admission)"),
-    decision_time_limit: float = typer.Option(1.0, "--decision-time-limit", help="CP-SAT limit per scheduling decision", callback=opt_finite("--decision-time-limit", low=0, low_open=True)),
-    checkpoint_interval: str = typer.Option("1h", "--checkpoint-interval", help="run time between checkpoints"),
-    restart_overhead: str = typer.Option("5min", "--restart-overhead", help="time to restart from a checkpoint"),
-    efficiency: float = typer.Option(0.6, "--efficiency", help="fraction of peak FLOP/s for step-based jobs (roofline)", callback=opt_finite("--efficiency", low=0, high=1, low_open=True)),
+    solver: str = typer.Option(default("solver"), "--solver", help="greedy (fast path per job) or cpsat (batch admission)"),
+    decision_time_limit: float = typer.Option(default("decision_time_limit_s"), "--decision-time-limit", help="CP-SAT limit per scheduling decision", callback=opt_finite("--decision-time-limit", low=0, low_open=True)),
+    checkpoint_interval: str = typer.Option(format_seconds(default("checkpoint_interval_s")), "--checkpoint-interval", help="run time between checkpoints"),
+    restart_overhead: str = typer.Option(format_seconds(default("restart_overhead_s")), "--restart-overhead", help="time to restart from a checkpoint"),
+    efficiency: float = typer.Option(DEFAULT_COMPUTE_EFFICIENCY, "--efficiency", help="fraction of peak FLOP/s for step-based jobs (roofline)", callback=opt_finite("--efficiency", low=0, high=1, low_open=True)),
     sample: str | None = typer.Option(None, "--sample", help="time-series step (default horizon/500)"),
     seed: int = typer.Option(0, "--seed", help="seed for synthetic jobs, failures and CP-SAT, 0 .. 2^63-1", callback=opt_seed()),
     as_json: bool = typer.Option(False, "--json", help="one JSON object on stdout, the schema of `podsim run --json` (metrics, cost, tables.timeseries, scenario)"),
@@ -80,11 +76,11 @@ def cluster_cmd(
         checkpoint_interval_s=parse_duration(checkpoint_interval), restart_overhead_s=parse_duration(restart_overhead),
         failures=failures, sample_interval_s=parse_duration(sample) if sample else None)
     if trace is not None:
-        jobs = load_trace_csv(trace, generation, TraceColumns.parse(columns), limit=limit, arrival_scale=arrival_scale)
+        cols = TraceColumns.parse(columns)
+        stream = {"trace": TraceSpec(path=trace, columns=cols, limit=limit, arrival_scale=arrival_scale)}
     else:
-        jobs = generate_jobs(parse_synthetic(synthetic, generation), seed)
-    events = load_failure_trace(failure_trace) if failure_trace is not None else None
-    step_time = RooflineStepTime(efficiency)
+        stream = {"synthetic": parse_synthetic(synthetic, generation)}
+    run = make_run(config=config, failure_trace=failure_trace, efficiency=efficiency, seed=seed, **stream)
     err = Console(stderr=True)
     with Progress(TextColumn("simulating"), BarColumn(), TextColumn("{task.fields[t]}"), TimeElapsedColumn(),
                   console=err, transient=True, disable=not err.is_terminal) as bar:
@@ -96,7 +92,7 @@ def cluster_cmd(
             if lines is not None:
                 lines(now, total, f"{format_seconds(now)} of {format_seconds(total)} simulated")
 
-        sim = simulate(config, jobs, events, seed=seed, step_time=step_time, on_progress=progress)
+        sim = run_cluster(run, on_progress=progress)
     result = cluster_run_result(sim, wall_s=sim.metrics["engine_wall_s"])
     if as_json:  # the schema of `podsim run --json`, with the time series and the cluster config
         emit_json({**result.summary(tables=("timeseries",)), "scenario": result.scenario})

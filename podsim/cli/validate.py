@@ -35,12 +35,11 @@ def check_input_files(s: Scenario) -> None:
     `validate` passes does not fail on them later."""
     from podsim.cluster import load_failure_trace
     from podsim.scenario.check import scenario_generation
-    from podsim.scenario.run import scenario_jobs
     from podsim.topology import parse_shape
     from podsim.trace import load_trace
 
     if s.workload.trace is not None:
-        scenario_jobs(s, scenario_generation(s))
+        s.workload.trace.jobs(scenario_generation(s))
     if s.failures.trace is not None:
         load_failure_trace(s.failures.trace)
     if s.workload.step is not None and s.workload.step.trace is not None:

@@ -6,7 +6,7 @@
                       jobs, seed=1)
     result.metrics   # utilisation, goodput, wait_p95_s, ... (podsim.cluster.result)
 
-Modules: config (ClusterConfig), simulate (the SimPy model), policies (fifo, backfill,
+Modules: run (ClusterRun: what a scenario, the CLI and the dashboard build; run_cluster), config (ClusterConfig), simulate (the SimPy model), policies (fifo, backfill,
 priority), failures (MTBF/MTTR processes, traces), links (ICI link ids and what a failed link
 disables), steptime (steps -> run time), result (metrics), breakdown (per shape), goodput (the v4 paper's Fig. 4).
 """
@@ -17,6 +17,7 @@ from podsim.cluster.failures import (
     FailureEvent,
     FailureModel,
     FailureProcess,
+    FailureSpec,
     draw_failures,
     draw_fleet_failures,
     failure_model,
@@ -26,11 +27,12 @@ from podsim.cluster.goodput import GoodputPoint, fig4_goodput, fitting_slices
 from podsim.cluster.links import IciLinks
 from podsim.cluster.policies import QUEUE_POLICIES, Scheduler
 from podsim.cluster.result import ClusterResult, JobOutcome
+from podsim.cluster.run import ClusterRun, make_run, run_cluster
 from podsim.cluster.simulate import simulate
 from podsim.cluster.steptime import CachedStepTime, RooflineStepTime, StepTimeModel
 
 __all__ = [
-    "QUEUE_POLICIES", "Scheduler", "CachedStepTime", "by_shape", "ClusterConfig", "ClusterResult", "FailureEvent", "FailureModel", "FailureProcess",
+    "QUEUE_POLICIES", "Scheduler", "CachedStepTime", "by_shape", "ClusterConfig", "ClusterResult", "FailureEvent", "FailureModel", "FailureProcess", "FailureSpec", "ClusterRun", "make_run", "run_cluster",
     "GoodputPoint", "IciLinks", "JobOutcome", "RooflineStepTime", "StepTimeModel", "draw_failures",
     "draw_fleet_failures", "failure_model", "make_config", "fig4_goodput", "fitting_slices", "load_failure_trace", "simulate",
 ]

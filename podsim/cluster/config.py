@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from podsim.bounds import MAX_HORIZON_S, check_fleet, check_samples
 from podsim.cluster.failures import FailureModel
 from podsim.errors import PodsimError, first_error
+from podsim.quantities import Duration
 from podsim.topology import PodLayout, get_generation
 
-Policy = Literal["fifo", "backfill", "priority"]
+Policy = Literal["fifo", "backfill", "priority"]  # the queue policies (podsim.cluster.policies.QUEUE_POLICIES)
+POLICY_NAMES: tuple[str, ...] = get_args(Policy)
+SolverKind = Literal["greedy", "cpsat"]
+PlacementFit = Literal["best", "first"]
 
 
 class ClusterConfig(BaseModel):
@@ -22,6 +26,7 @@ class ClusterConfig(BaseModel):
     `restart_overhead_s` when it runs again; a slice that needs OCS circuits (a cube-level slice
     of an OCS pod) waits `reconfigure_s` for them (default: the generation's published OCS
     reconfiguration time, 10 s for v4, hardware.md ocs.17). Both count as allocated, not useful.
+    Durations are seconds or strings with units ('1h', '30d').
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
@@ -30,19 +35,19 @@ class ClusterConfig(BaseModel):
     pods: int = Field(1, ge=1, description="pods in the fleet")
     ocs: bool = Field(True, description="OCS wiring (False: cubes fixed in their home arrangement)")
     policy: Policy = Field("fifo", description="fifo, backfill (FIFO + EASY backfilling) or priority (with preemption)")
-    solver: Literal["greedy", "cpsat"] = Field("greedy", description="greedy: fast path per job; cpsat: batch admission")
-    placement: Literal["best", "first"] = Field("best", description="greedy fit policy")
+    solver: SolverKind = Field("greedy", description="greedy: fast path per job; cpsat: batch admission")
+    placement: PlacementFit = Field("best", description="greedy fit policy")
     decision_time_limit_s: float = Field(1.0, gt=0, description="CP-SAT limit per scheduling decision (deterministic units)")
     batch_window: int = Field(32, ge=1, description="queued jobs offered to CP-SAT per decision, in policy order")
     cpsat_workers: int = Field(1, ge=1, description="CP-SAT search workers per decision (keep 1 inside sweep workers)")
     schedule_depth: int = Field(500, ge=1, description="queued jobs behind the head a full pass looks at (backfill, priority; cf. Slurm's bf_max_job_test)")
-    horizon_s: float = Field(..., gt=0, le=MAX_HORIZON_S, description="simulated time (at most a century)")
-    checkpoint_interval_s: float = Field(3600.0, gt=0, description="run time between checkpoints")
-    restart_overhead_s: float = Field(300.0, ge=0, description="time to restart from a checkpoint")
-    reconfigure_s: float | None = Field(None, ge=0, description="OCS reconfiguration delay (default: the generation's)")
+    horizon_s: Duration = Field(..., gt=0, le=MAX_HORIZON_S, description="simulated time (at most a century)")
+    checkpoint_interval_s: Duration = Field(3600.0, gt=0, description="run time between checkpoints")
+    restart_overhead_s: Duration = Field(300.0, ge=0, description="time to restart from a checkpoint")
+    reconfigure_s: Duration | None = Field(None, ge=0, description="OCS reconfiguration delay (default: the generation's)")
     untwist_on_static: bool = Field(True, description="on a fleet without OCS, run twisted requests as plain tori")
     failures: FailureModel = Field(FailureModel(), description="failure processes (used when no failure list is given)")
-    sample_interval_s: float | None = Field(None, gt=0, description="time-series step (default: horizon / 500)")
+    sample_interval_s: Duration | None = Field(None, gt=0, description="time-series step (default: horizon / 500)")
     fragmentation: bool = Field(True, description="sample the largest placeable slice with the time series")
 
     @field_validator("generation")
@@ -72,6 +77,11 @@ class ClusterConfig(BaseModel):
     @property
     def sample_step_s(self) -> float:
         return self.sample_interval_s or self.horizon_s / 500
+
+
+def default(field: str):
+    """ClusterConfig's default for `field`: the scenario schema and the CLI take theirs from here."""
+    return ClusterConfig.model_fields[field].default
 
 
 def make_config(**fields) -> ClusterConfig:

@@ -13,14 +13,23 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    model_validator,
+)
 
 from podsim.errors import PodsimError, first_error
 from podsim.files import read_csv
-from podsim.units import parse_duration
+from podsim.quantities import Duration
+from podsim.units import finite_number, fraction, parse_duration
 
 Component = Literal["host", "ocs", "link"]
 
@@ -51,6 +60,39 @@ class FailureProcess(BaseModel):
             return rng.exponential(self.mtbf_s, n)
         scale = self.mtbf_s / math.gamma(1 + 1 / self.weibull_shape)
         return scale * rng.weibull(self.weibull_shape, n)
+
+
+def _availability(value: Any) -> float:
+    """'99.5%' or 0.995 -> a fraction strictly between 0 and 1 (1 would be a part that never fails)."""
+    x = fraction(value) if isinstance(value, str) else finite_number(value, "availability")
+    if not 0 < x < 1:
+        raise PodsimError(f"availability {value!r} must be strictly between 0 and 1 (e.g. 0.995 or 99.5%)")
+    return x
+
+
+class FailureSpec(BaseModel):
+    """A failure process as a user writes it: availability (e.g. '99.5%') or MTBF, and MTTR
+    (durations with units). A scenario's `failures.host` and `podsim cluster --mtbf` are this."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+
+    availability: Annotated[float, BeforeValidator(_availability)] | None = Field(None, description="steady-state availability, e.g. 99.5%")
+    mtbf_s: Duration | None = Field(None, gt=0, validation_alias=AliasChoices("mtbf_s", "mtbf"), description="mean time between failures of one part")
+    mttr_s: Duration = Field(3600.0, gt=0, validation_alias=AliasChoices("mttr_s", "mttr"), description="mean time to repair")
+    distribution: Literal["exponential", "weibull"] = "exponential"
+    weibull_shape: float = Field(1.0, gt=0)
+
+    @model_validator(mode="after")
+    def _one(self) -> FailureSpec:
+        if (self.availability is None) == (self.mtbf_s is None):
+            raise ValueError("give availability (e.g. 99.5%) or mtbf (e.g. 2000h), one of the two")
+        return self
+
+    def process(self) -> FailureProcess:
+        kw = {"distribution": self.distribution, "weibull_shape": self.weibull_shape}
+        if self.availability is not None:
+            return FailureProcess.from_availability(self.availability, self.mttr_s, **kw)
+        return FailureProcess(mtbf_s=self.mtbf_s, mttr_s=self.mttr_s, **kw)
 
 
 MAX_FAILURE_EVENTS = 5_000_000  # one event object each (~200 B) and a pass of the scheduler
@@ -113,13 +155,17 @@ class FailureModel(BaseModel):
     def any(self) -> bool:
         return any(p is not None for p in (self.host, self.ocs, self.link))
 
+    @classmethod
+    def of(cls, host: FailureSpec | None = None, ocs: FailureSpec | None = None,
+           link: FailureSpec | None = None) -> FailureModel:
+        """The model of these specs (None: that part never fails)."""
+        return cls(**{k: None if v is None else v.process() for k, v in (("host", host), ("ocs", ocs), ("link", link))})
+
 
 def _checked(component: str, **fields) -> FailureProcess:
-    """A FailureProcess, or one line naming the option and what it must be."""
+    """The FailureSpec's process, or one line naming the option and what it must be."""
     try:
-        if "availability" in fields:
-            return FailureProcess.from_availability(**fields)
-        return FailureProcess(**fields)
+        return FailureSpec(**fields).process()
     except ValidationError as exc:
         where, msg = first_error(exc)
         name = {"mtbf_s": "MTBF", "mttr_s": "MTTR", "weibull_shape": "Weibull shape"}.get(where, where)

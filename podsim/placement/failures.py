@@ -20,7 +20,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from podsim.errors import PodsimError, first_error
-from podsim.placement.requests import read_yaml
+from podsim.files import read_structured
 from podsim.topology import PodLayout
 
 
@@ -94,4 +94,4 @@ def parse_failures(raw: Any, layout: PodLayout, source: str = "failures") -> Fai
 
 def load_failures(path: str | Path, layout: PodLayout) -> Failures:
     """Read and check a failures file against the pod's ids."""
-    return parse_failures(read_yaml(path, "failures"), layout, source=str(path))
+    return parse_failures(read_structured(path, "failures"), layout, source=str(path))

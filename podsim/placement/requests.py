@@ -121,14 +121,9 @@ def parse_requests(raw: Any, gen: Generation, source: str = "requests") -> list[
     return out
 
 
-def read_yaml(path: str | Path, what: str) -> Any:
-    """Parsed YAML of a `what` file ('requests', 'failures'); one-line errors."""
-    return read_structured(path, what)
-
-
 def load_requests(path: str | Path, gen: Generation) -> list[SliceRequest]:
     """Read and validate a requests file (see the module docstring for its form)."""
-    return parse_requests(read_yaml(path, "requests"), gen, source=str(path))
+    return parse_requests(read_structured(path, "requests"), gen, source=str(path))
 
 
 def processing_order(requests: Sequence[SliceRequest], weights: Sequence[int]) -> list[int]:

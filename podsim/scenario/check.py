@@ -85,13 +85,13 @@ def _check_failure_events(s: Scenario, gen: Generation) -> None:
     """Host failures drawn over the horizon stay within what the simulation draws (an estimate
     from the MTBF, refused before the run rather than in the middle of it)."""
     host = s.failures.host
-    if host is None or host.mtbf is None:
+    if host is None or host.mtbf_s is None:
         return
     hosts = s.topology.pods * gen.pod_chips / max(1.0, float(gen.chips_per_host.value))
-    expected = hosts * (s.horizon / (host.mtbf + host.mttr) + 1)
+    expected = hosts * (s.horizon / (host.mtbf_s + host.mttr_s) + 1)
     if expected > MAX_FAILURE_EVENTS:
         raise FieldError(("failures", "host", "mtbf"), f"about {expected:.3g} host failures over the horizon "
-                         f"({hosts:.0f} hosts, MTBF {host.mtbf:g} s); podsim draws at most {MAX_FAILURE_EVENTS:,}")
+                         f"({hosts:.0f} hosts, MTBF {host.mtbf_s:g} s); podsim draws at most {MAX_FAILURE_EVENTS:,}")
 
 
 def _check_step(s: Scenario, gen: Generation) -> None:

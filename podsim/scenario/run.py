@@ -15,18 +15,17 @@ import numpy as np
 from podsim.cluster import (
     ClusterConfig,
     ClusterResult,
+    ClusterRun,
     FailureModel,
-    FailureProcess,
     RooflineStepTime,
-    load_failure_trace,
-    simulate,
+    run_cluster,
 )
 from podsim.engine import Job as EngineJob
 from podsim.engine import place_slices, simulate_jobs, step_summary
 from podsim.scenario.check import check_scenario
 from podsim.scenario.fields import parse_target, target_met
 from podsim.scenario.result import TABLES, RunResult, normalise_table
-from podsim.scenario.schema import FailureSpec, Scenario
+from podsim.scenario.schema import Scenario
 from podsim.scenario.spine import spine_study
 from podsim.scenario.steptime import EngineStepTime, RecordingStepTime, resolve_plan
 from podsim.topology import (
@@ -41,8 +40,6 @@ from podsim.topology import (
     topology_summary,
 )
 from podsim.trace import generate_trace, load_trace
-from podsim.workload import SyntheticSpec, TraceColumns, generate_jobs, load_trace_csv
-from podsim.workload.popularity import V4_SLICE_POPULARITY
 
 ProgressFn = Callable[[float, float], None]
 _TOPOLOGY_CACHE: dict[str, dict] = {}
@@ -63,15 +60,6 @@ def fleet_topology(gen: Generation, ocs: bool, dcn: DcnSpec, pods: int) -> dict:
         _TOPOLOGY_CACHE[key] = topology_summary(gen, None, ocs=ocs, dcn=dcn)
     pod = dict(_TOPOLOGY_CACHE[key])
     return {**pod, "pods": pods, "fleet_chips": pods * gen.pod_chips}
-
-
-def _process(spec: FailureSpec | None) -> FailureProcess | None:
-    if spec is None:
-        return None
-    kw = {"distribution": spec.distribution, "weibull_shape": spec.weibull_shape}
-    if spec.availability is not None:
-        return FailureProcess.from_availability(spec.availability, spec.mttr, **kw)
-    return FailureProcess(mtbf_s=spec.mtbf, mttr_s=spec.mttr, **kw)
 
 
 def cost_figures(gen: Generation, chip_h: float, busy_chip_h: float, useful_chip_h: float | None = None) -> dict:
@@ -113,48 +101,33 @@ def _references(s: Scenario, metrics: dict) -> tuple[dict, ...]:
 
 
 # Job streams ------------------------------------------------------------------------------
-def cluster_config(s: Scenario, gen: Generation, cpsat_workers_cap: int | None = None) -> ClusterConfig:
+def cluster_run(s: Scenario, gen: Generation, cpsat_workers_cap: int | None = None) -> ClusterRun:
+    """The scenario's job stream as the library's ClusterRun (what `podsim cluster` flags build too)."""
     workers = s.solver.workers if cpsat_workers_cap is None else min(s.solver.workers, cpsat_workers_cap)
-    failures = FailureModel(host=_process(s.failures.host), ocs=_process(s.failures.ocs), link=_process(s.failures.link))
-    reconfigure = gen.ocs.reconfigure_time.si if gen.ocs is not None and gen.ocs.reconfigure_time.value is not None else None
-    return ClusterConfig(
+    failures = FailureModel.of(s.failures.host, s.failures.ocs, s.failures.link)
+    config = ClusterConfig(
         generation=gen.id, pods=s.topology.pods, ocs=s.topology.wiring == "ocs", policy=s.policy.name,
         solver=s.solver.kind, placement=s.solver.placement, decision_time_limit_s=s.solver.decision_time_limit,
         batch_window=s.solver.batch_window, cpsat_workers=workers, schedule_depth=s.policy.schedule_depth,
         horizon_s=s.horizon, checkpoint_interval_s=s.policy.checkpoint_interval,
-        restart_overhead_s=s.policy.restart_overhead, reconfigure_s=reconfigure,
+        restart_overhead_s=s.policy.restart_overhead,
         untwist_on_static=s.policy.untwist_on_static, failures=failures,
         sample_interval_s=s.horizon / s.samples)
-
-
-def scenario_jobs(s: Scenario, gen: Generation) -> list:
     w = s.workload
-    if w.trace is not None:
-        t = w.trace
-        return load_trace_csv(t.path, gen, TraceColumns(**t.columns.model_dump()), limit=t.limit, arrival_scale=t.arrival_scale)
-    syn = w.synthetic
-    d = syn.duration
-    arrival = {"kind": "poisson", "rate_per_h": syn.rate} if syn.rate is not None else {"kind": "given", "gaps_s": syn.gaps}
-    spec = SyntheticSpec(
-        generation=gen.id, jobs=syn.jobs, arrival=arrival,
-        slice_mix=dict(V4_SLICE_POPULARITY) if syn.mix == "v4" else dict(syn.mix),
-        duration={"kind": d.kind, "median_s": d.median, "sigma": d.sigma, "mean_s": d.mean, "low_s": d.low,
-                  "high_s": d.high, "max_s": d.max},
-        priorities=dict(syn.priorities), models=dict(syn.models), steps=syn.steps.model_dump())
-    return generate_jobs(spec, s.seed)
+    return ClusterRun(config=config, synthetic=w.synthetic.spec(gen.id) if w.synthetic is not None else None,
+                      trace=w.trace, failure_trace=s.failures.trace, efficiency=s.step_time.efficiency, seed=s.seed)
 
 
 def _run_cluster(s: Scenario, gen: Generation, on_progress: ProgressFn | None, cpsat_workers_cap: int | None):
-    config = cluster_config(s, gen, cpsat_workers_cap)
-    jobs = scenario_jobs(s, gen)
-    events = load_failure_trace(s.failures.trace) if s.failures.trace is not None else None
+    run = cluster_run(s, gen, cpsat_workers_cap)
+    jobs = run.jobs()
     ocs = s.topology.wiring == "ocs"
     if s.step_time.model == "engine":
         inner = EngineStepTime(gen, s.step_time.efficiency, s.step_time.parallelism, dcn_spec(s), ocs, s.topology.routing)
     else:
-        inner = RooflineStepTime(s.step_time.efficiency)
+        inner = RooflineStepTime(run.efficiency)
     step_time = RecordingStepTime(inner, gen)
-    result = simulate(config, jobs, events, seed=s.seed, on_progress=on_progress, step_time=step_time)
+    result = run_cluster(run, on_progress, step_time, jobs=jobs)
     return cluster_parts(result, gen, dcn_spec(s), {j.id: j.model or "" for j in jobs}, step_time.table(), ocs)
 
 

@@ -15,19 +15,28 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
-from podsim.bounds import MAX_FLEET_CHIPS, MAX_HORIZON_S, MAX_JOBS, JobCount, Priority, Seed
+from podsim.bounds import MAX_FLEET_CHIPS, MAX_HORIZON_S, JobCount, Priority, Seed
+from podsim.cluster.config import PlacementFit, SolverKind, default
+from podsim.cluster.config import Policy as QueuePolicy
+from podsim.cluster.failures import FailureSpec
 from podsim.economics.assumptions import DEFAULTS as SPINE_DEFAULTS
 from podsim.errors import PodsimError
-from podsim.scenario.fields import Duration, Fraction, Rate
+from podsim.quantities import Duration, Fraction, Rate
 from podsim.topology import get_generation
+from podsim.trace.model import DEFAULT_COMPUTE_EFFICIENCY
+from podsim.workload.popularity import V4_SLICE_POPULARITY
+from podsim.workload.replay import TraceSpec
+from podsim.workload.synthetic import ArrivalSpec, DurationSpec, StepsSpec, SyntheticSpec
 
 
 class _Model(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
 
-def _existing_file(value: Any, info: ValidationInfo) -> Path:
+def _existing_file(value: Any, info: ValidationInfo) -> Path | None:
     """A path relative to the scenario file's folder (the loader passes it as `base_dir`)."""
+    if value is None:  # an optional file left out (as a stored scenario writes it)
+        return None
     path = Path(str(value)).expanduser()
     base = (info.context or {}).get("base_dir")
     if not path.is_absolute() and base is not None:
@@ -83,39 +92,18 @@ class Dcn(_Model):
         return v
 
 
-class DurationDist(_Model):
-    """Run time of a job on the slice it asked for (lognormal, exponential, fixed, uniform)."""
-
-    kind: Literal["lognormal", "exponential", "fixed", "uniform"] = "lognormal"
-    median: Duration = 3 * 3600.0
-    sigma: float = Field(1.0, ge=0)
-    mean: Duration = 3 * 3600.0
-    low: Duration = 600.0
-    high: Duration = 86400.0
-    max: Duration | None = None
-
-
-class StepsDist(_Model):
-    """Length of step-based jobs in training steps."""
-
-    kind: Literal["lognormal", "fixed", "uniform"] = "lognormal"
-    median: float = Field(10000, gt=0)
-    sigma: float = Field(0.5, ge=0)
-    low: float = Field(1000, gt=0)
-    high: float = Field(100000, gt=0)
-
-
 class Synthetic(_Model):
-    """A seeded synthetic job stream (podsim.workload.SyntheticSpec with units)."""
+    """A seeded synthetic job stream: podsim.workload.SyntheticSpec in the scenario's short form
+    (`rate` or `gaps` for its `arrival`, `mix` for its `slice_mix`; `spec()` gives the SyntheticSpec)."""
 
-    jobs: JobCount = 200
-    rate: Rate | None = Field(None, description="Poisson arrivals, e.g. 2/h or 48/d")
+    jobs: JobCount = SyntheticSpec.model_fields["jobs"].default
+    rate: Rate | None = Field(None, description="Poisson arrivals, e.g. 2/h, 48/d or 5/w")
     gaps: tuple[Duration, ...] | None = Field(None, description="given inter-arrival gaps, cycled")
-    duration: DurationDist = DurationDist()
+    duration: DurationSpec = DurationSpec()
     mix: Any = Field("v4", description="'v4' (the v4 paper's popularity table) or SHAPE[_T|_NT] -> weight")
-    priorities: dict[Priority, float] = Field(default_factory=lambda: {0: 1.0})
+    priorities: dict[Priority, float] = Field(default_factory=SyntheticSpec.model_fields["priorities"].default_factory)
     models: dict[str, float] = Field(default_factory=dict, description="model preset -> weight: jobs given in steps")
-    steps: StepsDist = StepsDist()
+    steps: StepsSpec = StepsSpec()
 
     @field_validator("mix")
     @classmethod
@@ -139,22 +127,16 @@ class Synthetic(_Model):
             raise ValueError("give rate (Poisson arrivals, e.g. 2/h) or gaps (a list of durations), one of the two")
         return self
 
+    def spec(self, generation: str) -> SyntheticSpec:
+        """The library's SyntheticSpec for this stream on `generation`."""
+        arrival = ArrivalSpec(rate_per_h=self.rate) if self.rate is not None else ArrivalSpec(kind="given", gaps_s=self.gaps)
+        mix = dict(V4_SLICE_POPULARITY) if self.mix == "v4" else dict(self.mix)
+        return SyntheticSpec(generation=generation, arrival=arrival, slice_mix=mix,
+                             **self.model_dump(include={"jobs", "priorities", "models"}), duration=self.duration, steps=self.steps)
 
-class TraceColumns(_Model):
-    id: str = "job_id"
-    submit: str = "submission_time"
-    duration: str = "duration"
-    accelerators: str = "num_gpu"
-    time_scale: float = Field(1.0, gt=0)
 
-
-class TraceWorkload(_Model):
-    """A real job trace (CSV) replayed: accelerator counts round up to the generation's shapes."""
-
-    path: Path
-    columns: TraceColumns = TraceColumns()
-    arrival_scale: float = Field(1.0, gt=0, description="multiply submission times (0.9: 11% more load)")
-    limit: int | None = Field(None, ge=1, le=MAX_JOBS)
+class TraceWorkload(TraceSpec):
+    """A real job trace (CSV) replayed (podsim.workload.TraceSpec), its path relative to the scenario file."""
 
     _path = field_validator("path", mode="before")(_existing_file)
 
@@ -170,7 +152,7 @@ class StepWorkload(_Model):
     slices: int = Field(1, ge=1, description="slices of a multislice job (data parallel over the DCN)")
     parallelism: str | None = Field(None, description="e.g. 'fsdp=16,tensor=8'; default: data (ResNet) or fsdp over every chip")
     steps: int | None = Field(None, ge=1, description="training steps, for time to train, chip-hours and cost")
-    compute_efficiency: float = Field(0.6, gt=0, le=1, description="fraction of peak FLOP/s compute reaches (perf.3: 0.6)")
+    compute_efficiency: float = Field(DEFAULT_COMPUTE_EFFICIENCY, gt=0, le=1, description="fraction of peak FLOP/s compute reaches (perf.3)")
 
     _trace = field_validator("trace", mode="before")(_existing_file)
 
@@ -200,27 +182,9 @@ class Workload(_Model):
         return "step" if self.step is not None else "cluster"
 
 
-class FailureSpec(_Model):
-    """Up/down renewal process of one kind of part: availability or MTBF, and MTTR."""
-
-    availability: Fraction | None = Field(None, description="steady-state availability, e.g. 99.5%")
-    mtbf: Duration | None = Field(None, description="mean time between failures of one part")
-    mttr: Duration = Field(3600.0, description="mean time to repair")
-    distribution: Literal["exponential", "weibull"] = "exponential"
-    weibull_shape: float = Field(1.0, gt=0)
-
-    @model_validator(mode="after")
-    def _one(self) -> FailureSpec:
-        if (self.availability is None) == (self.mtbf is None):
-            raise ValueError("give availability (e.g. 99.5%) or mtbf (e.g. 2000h), one of the two")
-        if self.availability is not None and not 0 < self.availability < 1:
-            raise ValueError(f"availability {self.availability} must be strictly between 0 and 1")
-        if (self.mtbf is not None and self.mtbf <= 0) or self.mttr <= 0:
-            raise ValueError("mtbf and mttr must be > 0")
-        return self
-
-
 class Failures(_Model):
+    """Failure processes of hosts, OCS units and ICI cables (podsim.cluster.FailureSpec), or a trace."""
+
     host: FailureSpec | None = None
     ocs: FailureSpec | None = None
     link: FailureSpec | None = None
@@ -244,26 +208,30 @@ class Failures(_Model):
 
 
 class Policy(_Model):
-    name: Literal["fifo", "backfill", "priority"] = "fifo"
-    checkpoint_interval: Duration = 3600.0
-    restart_overhead: Duration = 300.0
-    schedule_depth: int = Field(500, ge=1)
-    untwist_on_static: bool = True
+    """The queue policy and restarts (defaults: podsim.cluster.ClusterConfig's)."""
+
+    name: QueuePolicy = default("policy")
+    checkpoint_interval: Duration = default("checkpoint_interval_s")
+    restart_overhead: Duration = default("restart_overhead_s")
+    schedule_depth: int = Field(default("schedule_depth"), ge=1)
+    untwist_on_static: bool = default("untwist_on_static")
 
 
 class Solver(_Model):
-    kind: Literal["greedy", "cpsat"] = "greedy"
-    placement: Literal["best", "first"] = "best"
-    decision_time_limit: float = Field(1.0, gt=0, description="CP-SAT limit per decision (deterministic units)")
-    batch_window: int = Field(32, ge=1)
-    workers: int = Field(1, ge=1, description="CP-SAT workers (a sweep caps this at 1 per sweep worker)")
+    """How jobs are placed (defaults: podsim.cluster.ClusterConfig's)."""
+
+    kind: SolverKind = default("solver")
+    placement: PlacementFit = default("placement")
+    decision_time_limit: float = Field(default("decision_time_limit_s"), gt=0, description="CP-SAT limit per decision (deterministic units)")
+    batch_window: int = Field(default("batch_window"), ge=1)
+    workers: int = Field(default("cpsat_workers"), ge=1, description="CP-SAT workers (a sweep caps this at 1 per sweep worker)")
 
 
 class StepTime(_Model):
     """How step-based jobs of a job stream get their step time: roofline or the engine."""
 
     model: Literal["roofline", "engine"] = "roofline"
-    efficiency: float = Field(0.6, gt=0, le=1, description="fraction of peak FLOP/s (perf.3: 0.6)")
+    efficiency: float = Field(DEFAULT_COMPUTE_EFFICIENCY, gt=0, le=1, description="fraction of peak FLOP/s (perf.3)")
     parallelism: dict[str, str] = Field(default_factory=dict, description="model preset -> plan for the engine, e.g. 'tensor=4,fsdp=auto'")
 
 

@@ -7,7 +7,7 @@ seed given (numpy Generator), so the same spec and seed give the same jobs.
 
 from podsim.workload.jobs import Job
 from podsim.workload.popularity import V4_SLICE_POPULARITY, SliceMix
-from podsim.workload.replay import TraceColumns, load_trace_csv, shape_for_count
+from podsim.workload.replay import TraceColumns, TraceSpec, load_trace_csv, shape_for_count
 from podsim.workload.spec import parse_synthetic
 from podsim.workload.synthetic import (
     ArrivalSpec,
@@ -18,6 +18,6 @@ from podsim.workload.synthetic import (
 )
 
 __all__ = [
-    "ArrivalSpec", "DurationSpec", "Job", "SliceMix", "StepsSpec", "SyntheticSpec", "TraceColumns",
+    "ArrivalSpec", "DurationSpec", "Job", "SliceMix", "StepsSpec", "SyntheticSpec", "TraceColumns", "TraceSpec",
     "V4_SLICE_POPULARITY", "generate_jobs", "load_trace_csv", "parse_synthetic", "shape_for_count",
 ]

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from podsim.bounds import MAX_JOBS
 from podsim.errors import PodsimError, first_error
 from podsim.files import read_csv
 from podsim.topology.generations import Generation, get_generation
@@ -54,6 +55,20 @@ class TraceColumns(BaseModel):
         except ValidationError as exc:
             where, msg = first_error(exc)
             raise PodsimError(f"--columns {where}={fields.get(where)!r}: {msg}") from None
+
+
+class TraceSpec(BaseModel):
+    """A job trace to replay: the CSV, its columns, how many jobs and how fast they arrive."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+
+    path: Path
+    columns: TraceColumns = TraceColumns()
+    arrival_scale: float = Field(1.0, gt=0, description="multiply submission times (0.9: 11% more load)")
+    limit: int | None = Field(None, ge=1, le=MAX_JOBS, description="read at most this many jobs")
+
+    def jobs(self, generation: str | Generation) -> list[Job]:
+        return load_trace_csv(self.path, generation, self.columns, limit=self.limit, arrival_scale=self.arrival_scale)
 
 
 def ladder(gen: Generation) -> list[tuple[int, ...]]:

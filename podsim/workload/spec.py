@@ -7,7 +7,7 @@ A YAML (or JSON) file holds the fields of `SyntheticSpec` (nested `arrival`, `du
     jobs=200,gaps=10min;1h,duration=fixed,median=2h,mix=4x4x4:2;8x8x8:1;4x4x8_T:1
     jobs=100,rate=2/h,models=gpt3-175b:1;llama2-70b:1,steps=20000,steps_sigma=0.3
 
-keys: jobs; rate (per hour, or with /h, /d); gaps (durations, cycled); duration (lognormal,
+keys: jobs; rate (per hour, or with /h, /d, /w: podsim.units.rate_per_h); gaps (durations, cycled); duration (lognormal,
 exponential, fixed, uniform) with median, sigma, mean, low, high, max (durations); mix (`v4`,
 the TPU v4 paper's popularity table, the default, or SHAPE[_T|_NT]:WEIGHT;...); priorities
 (PRIORITY:WEIGHT;...); models (PRESET:WEIGHT;...) with steps (median), steps_sigma,
@@ -17,21 +17,19 @@ steps_kind (lognormal, fixed, uniform), steps_low, steps_high.
 from __future__ import annotations
 
 import math
-import re
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
 from podsim.errors import PodsimError, first_error
-from podsim.placement.requests import read_yaml
-from podsim.units import parse_duration
+from podsim.files import read_structured
+from podsim.units import parse_duration, rate_per_h
 from podsim.workload.popularity import V4_SLICE_POPULARITY
 from podsim.workload.synthetic import SyntheticSpec
 
 KEYS = ("jobs", "rate", "gaps", "duration", "median", "sigma", "mean", "low", "high", "max", "mix",
         "priorities", "models", "steps", "steps_sigma", "steps_kind", "steps_low", "steps_high")
-_RATE_UNIT = {"": 1.0, "h": 1.0, "hr": 1.0, "d": 1 / 24, "day": 1 / 24, "min": 60.0, "s": 3600.0}
 
 
 def _pairs(value: str, key: str, example: str) -> dict[str, str]:
@@ -54,11 +52,11 @@ def _number(text: str, key: str) -> float:
     return value
 
 
-def _rate_per_h(text: str) -> float:
-    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*(?:/\s*([a-z]+))?\s*", text)
-    if not m or (m.group(2) or "") not in _RATE_UNIT:
-        raise PodsimError(f"--synthetic rate={text!r}: use arrivals per hour, e.g. rate=6, rate=6/h or rate=100/d")
-    return float(m.group(1)) * _RATE_UNIT[m.group(2) or ""]
+def _rate(text: str) -> float:
+    try:
+        return rate_per_h(text)
+    except PodsimError as exc:
+        raise PodsimError(f"--synthetic rate={text!r}: {exc}") from None
 
 
 def parse_synthetic_pairs(text: str) -> dict[str, Any]:
@@ -78,7 +76,7 @@ def parse_synthetic_pairs(text: str) -> dict[str, Any]:
     if "rate" in kv and "gaps" in kv:
         raise PodsimError("--synthetic: give rate (Poisson arrivals) or gaps (given inter-arrival gaps), not both")
     if "rate" in kv:
-        spec["arrival"] = {"kind": "poisson", "rate_per_h": _rate_per_h(kv["rate"])}
+        spec["arrival"] = {"kind": "poisson", "rate_per_h": _rate(kv["rate"])}
     if "gaps" in kv:
         spec["arrival"] = {"kind": "given", "gaps_s": [parse_duration(g) for g in kv["gaps"].split(";")]}
     duration: dict[str, Any] = {}
@@ -129,7 +127,7 @@ def parse_synthetic(spec: str, generation: str) -> SyntheticSpec:
     text = spec.strip()
     path = Path(text)
     if path.suffix.lower() in (".yaml", ".yml", ".json"):
-        raw = read_yaml(path, "synthetic job-stream")
+        raw = read_structured(path, "synthetic job-stream")
         source = str(path)
     else:
         if not text:

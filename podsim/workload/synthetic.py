@@ -5,10 +5,11 @@ from __future__ import annotations
 from typing import Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, model_validator
 
 from podsim.bounds import JobCount, Priority
 from podsim.errors import PodsimError
+from podsim.quantities import Duration, Rate
 from podsim.topology.generations import get_generation
 from podsim.trace.configs import get_model
 from podsim.workload.jobs import Job
@@ -31,12 +32,17 @@ def _draw(rng: np.random.Generator, n: int, kind: str, median: float, sigma: flo
     return rng.uniform(low, high, size=n)
 
 
+def _short(name: str) -> AliasChoices:
+    """`median_s` may be written `median` (the scenario file's form, whose values carry units)."""
+    return AliasChoices(name, name.removesuffix("_s"))
+
+
 class ArrivalSpec(_Spec):
     """Poisson arrivals at `rate_per_h`, or a fixed list of inter-arrival gaps repeated."""
 
     kind: Literal["poisson", "given"] = "poisson"
-    rate_per_h: float | None = Field(None, gt=0, description="mean arrivals per hour (poisson)")
-    gaps_s: tuple[float, ...] = Field((), description="inter-arrival gaps in seconds, cycled (given)")
+    rate_per_h: Rate | None = Field(None, gt=0, description="mean arrivals per hour (poisson), e.g. 4, '2/h', '48/d'")
+    gaps_s: tuple[Duration, ...] = Field((), description="inter-arrival gaps, cycled (given), e.g. ['10min', '1h'] or seconds")
 
     @model_validator(mode="after")
     def _check(self):
@@ -59,15 +65,16 @@ class DurationSpec(_Spec):
 
     lognormal: median_s and sigma (of the underlying normal) — job lengths in production
     clusters are heavy-tailed; exponential: mean_s; fixed: median_s; uniform: [low_s, high_s].
+    Durations take units ('3h'); a scenario file writes them without the suffix (`median: 3h`).
     """
 
     kind: Literal["lognormal", "exponential", "fixed", "uniform"] = "lognormal"
-    median_s: float = Field(3 * 3600.0, gt=0)
+    median_s: Duration = Field(3 * 3600.0, gt=0, validation_alias=_short("median_s"))
     sigma: float = Field(1.0, ge=0)
-    mean_s: float = Field(3 * 3600.0, gt=0)
-    low_s: float = Field(600.0, gt=0)
-    high_s: float = Field(86400.0, gt=0)
-    max_s: float | None = Field(None, gt=0, description="cap on any single duration")
+    mean_s: Duration = Field(3 * 3600.0, gt=0, validation_alias=_short("mean_s"))
+    low_s: Duration = Field(600.0, gt=0, validation_alias=_short("low_s"))
+    high_s: Duration = Field(86400.0, gt=0, validation_alias=_short("high_s"))
+    max_s: Duration | None = Field(None, gt=0, validation_alias=_short("max_s"), description="cap on any single duration")
 
     def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
         if self.kind == "exponential":
