@@ -17,9 +17,9 @@ protocol that ClusterSim implements; where a job fits is the placement search's
 (podsim.cluster.search: memos of what fits and what does not, dropped only when capacity is
 lost or gained); an arrival-only pass tries only the new jobs.
 
-Accounting (chip-seconds, per job): allocated = overhead (restart + OCS reconfiguration) +
-useful (work kept) + lost (work since the last checkpoint when a failure or a preemption
-stops the job). A job still running at the horizon keeps its work done so far as useful.
+Accounting (chip-seconds, per job): allocated = overhead (restart + OCS reconfiguration, and
+the extra run time of a degraded slice) + useful (work kept, in healthy-slice time) + lost (work
+since the last checkpoint when a failure or a preemption stops the job). A job still running at the horizon keeps its work done so far as useful.
 """
 
 from __future__ import annotations
@@ -46,6 +46,7 @@ from podsim.placement import (
     SlicePlacement,
     SliceRequest,
     SolverParams,
+    darken,
     largest_placeable,
     place,
     validate_placement,
@@ -61,11 +62,11 @@ class SimJob:
     __slots__ = ("idx", "job", "request", "key", "chips", "seq", "status", "progress", "first_start_s",
                  "end_s", "alloc_s", "overhead_s", "work_s", "expected_end_s", "proc", "restart", "runs",
                  "interruptions", "preemptions", "alloc_chip_s", "useful_chip_s", "lost_chip_s",
-                 "overhead_chip_s", "reason", "untwisted", "nominal_s", "slice", "qentry")
+                 "overhead_chip_s", "reason", "untwisted", "nominal_s", "slice", "qentry", "slow")
 
     def __init__(self, idx: int, job: Job, request: SliceRequest, untwisted: bool):
         self.idx, self.job, self.request, self.untwisted = idx, job, request, untwisted
-        self.key = (request.shape, request.twisted)
+        self.key = (request.shape, request.twisted, request.allow_degraded)
         self.chips = request.chips
         self.status = "pending"
         self.progress = 0.0
@@ -79,6 +80,7 @@ class SimJob:
         self.nominal_s = math.nan
         self.slice = None
         self.qentry = None
+        self.slow = 1.0  # run time factor of the current run (a degraded slice: config.degraded_slowdown)
 
     @property
     def rid(self) -> str:
@@ -132,6 +134,7 @@ class ClusterSim:
         self.lost_chip_s = 0.0  # settled at each stop: work since the last checkpoint
         self.overhead_settled_chip_s = 0.0  # restart + reconfiguration of runs already ended
         self._down: dict[tuple[str, object], int] = {}
+        self.degraded_starts = 0  # runs started on a degraded torus (config.degraded_placement)
         self.counters = {"ocs_reconfigurations": 0, "failures_host": 0, "failures_ocs": 0, "failures_link": 0,
                          "job_interruptions": 0, "preemptions": 0, "passes": 0, "placement_calls": 0,
                          "placement_s": 0.0, "cpsat_calls": 0, "cpsat_wall_capped": 0, "audits": 0}
@@ -146,7 +149,9 @@ class ClusterSim:
         untwisted = False
         if twisted and not self.layout.ocs and self.config.untwist_on_static:
             twisted, untwisted = False, True
-        req = SliceRequest(str(idx), job.shape, twisted, job.priority, job.submit_s)
+        mode = self.config.degraded_placement
+        degraded = self.layout.ocs and (mode == "all" or (mode == "requested" and job.allow_degraded))
+        req = SliceRequest(str(idx), job.shape, twisted, job.priority, job.submit_s, degraded)
         sj = SimJob(idx, job, req, untwisted)
         if job.duration_s is not None:
             sj.nominal_s = float(job.duration_s)
@@ -179,9 +184,18 @@ class ClusterSim:
         """Run time of the whole job on slice `slc` (a Slice or a Fit): its duration, or steps x
         step time there."""
         j = job.job
+        slow = self.config.degraded_slowdown if job.request.allow_degraded and self._degraded(slc) else 1.0
         if j.duration_s is not None:
-            return float(j.duration_s)
-        return j.steps * self.step_time.step_time_s(j.model, self.gen.id, tuple(slc.shape), slc.twisted)
+            return float(j.duration_s) * slow
+        return slow * j.steps * self.step_time.step_time_s(j.model, self.gen.id, tuple(slc.shape), slc.twisted)
+
+    def _degraded(self, slc) -> bool:
+        """Whether a cube-level slice (a Slice or a Fit) has circuits left dark by a down OCS unit."""
+        if not slc.circuits:
+            return False
+        if isinstance(slc, Fit):
+            return bool(self.state.ocs_down_in_pod(slc.assignment.pod))
+        return len(slc.circuits) < len(slc.cubes) * self.layout.ocs_per_pod
 
     def overhead_of(self, job: SimJob, slc) -> float:
         return (self.config.restart_overhead_s if job.restart else 0.0) + (self.reconfigure_s if slc.circuits else 0.0)
@@ -290,7 +304,7 @@ class ClusterSim:
     # Job life cycle ------------------------------------------------------------------------
     def start(self, job: SimJob, where: Fit | SlicePlacement) -> None:
         """Give the job its slice and start its run (the state checks every chip and port)."""
-        slc = where.slice
+        slc = darken(self.state, where.slice)
         if self.audit:
             validate_placement(self.state, [SlicePlacement(job.request, slc)])
         self._advance()
@@ -306,10 +320,12 @@ class ClusterSim:
         job.alloc_s = now
         job.overhead_s = self.overhead_of(job, slc)
         job.work_s = self.work_s(job, slc)
+        job.slow = self.config.degraded_slowdown if job.request.allow_degraded and self._degraded(slc) else 1.0
         length = job.overhead_s + (1.0 - job.progress) * job.work_s
         job.expected_end_s = now + length
         if slc.circuits:
             self.counters["ocs_reconfigurations"] += 1
+            self.degraded_starts += self._degraded(slc)
         self.busy += job.chips
         self.running[job.idx] = job
         job.proc = self.env.process(self._run(job, length))
@@ -330,6 +346,9 @@ class ClusterSim:
         saved = c if keep_all else math.floor(c / self.checkpoint_s) * self.checkpoint_s
         if job.work_s > 0:
             job.progress = min(1.0, job.progress + saved / job.work_s)
+        slow_s = saved * (1.0 - 1.0 / job.slow)  # a degraded slice's extra run time: held, not useful
+        o += slow_s
+        saved -= slow_s
         chips = job.chips
         job.alloc_chip_s += a * chips
         job.overhead_chip_s += o * chips
@@ -532,6 +551,7 @@ class ClusterSim:
         series = {k: np.asarray(v, float) for k, v in self.series.items() if v}
         counters = dict(self.counters)
         counters["step_time_evaluations"] = self.step_time.calls
+        counters["degraded_starts"] = self.degraded_starts
         return summarise(self.config, self.layout, outcomes, series, counters, self.busy_chip_s,
                          self.healthy_chip_s, wall_s, self.seed)
 

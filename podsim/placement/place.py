@@ -26,6 +26,7 @@ from podsim.placement.cpsat import (
     read_solution,
     solve_model,
 )
+from podsim.placement.degraded import darken
 from podsim.placement.greedy import GREEDY_POLICIES, Policy, fit_request, greedy_assign
 from podsim.placement.problem import PlacementSettings, Problem, make_problem, options_or_reason
 from podsim.placement.requests import SliceRequest
@@ -109,7 +110,7 @@ def _materialise(state, problem: Problem, final: Sequence[Assignment | None]) ->
     out = []
     for i, (req, a) in enumerate(zip(problem.requests, final, strict=True)):
         if a is not None:
-            out.append(SlicePlacement(req, to_slice(state.layout, problem.options[i], a)))
+            out.append(SlicePlacement(req, darken(state, to_slice(state.layout, problem.options[i], a))))
         else:
             out.append(SlicePlacement(req, None, unplaced_reason(state, problem, i, after)))
     return out
@@ -170,7 +171,7 @@ def place_one(state, request: SliceRequest, policy: Policy = "best",
     space = FreeSpace.of(state)
     a = fit_request(space, opts, policy, settings)
     if a is not None:
-        return SlicePlacement(request, to_slice(state.layout, opts, a))
+        return SlicePlacement(request, darken(state, to_slice(state.layout, opts, a)))
     problem = Problem(space, (request,), (tuple(opts),), ("",), (1,), (0,), settings)
     return SlicePlacement(request, None, unplaced_reason(state, problem, 0, space))
 

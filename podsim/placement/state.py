@@ -13,6 +13,8 @@ A chip is usable when no job holds it and neither it, its host nor its cube has 
 join a cube-level (OCS) slice when all its chips are usable, its 96 OCS ports are healthy and
 unused, and every OCS unit of its pod is up: a cube-level torus needs one circuit per
 (dimension, face-link index), i.e. a port pair on every OCS of the pod ([ISCA23] §2.2, ocs.7).
+A request that allows a degraded torus (`allow_degraded`) may also take a cube whose ports on
+down OCS units are unusable (`cube_ocs_degraded_ok`): those circuits are left dark.
 """
 
 from __future__ import annotations
@@ -122,6 +124,32 @@ class PodState:
                 return self.cube_ports_healthy.copy()
             return self.cube_ports_healthy & ~self._per_cube(self.port_job >= 0)
         return self._cached("cube_ocs_ok", compute)
+
+    @property
+    def cube_ports_degraded_healthy(self) -> np.ndarray:
+        """(n_cubes,) as `cube_ports_healthy`, but ports on down OCS units do not count: a slice
+        that allows a degraded torus leaves those circuits dark. A pod qualifies only while each
+        dimension keeps an OCS up (else its cubes would be cut apart along that dimension)."""
+        arr = self._health_cache.get("cube_ports_degraded_healthy")
+        if arr is None:
+            lay = self.layout
+            if not lay.ocs:
+                arr = np.ones(lay.n_cubes, bool)
+            else:
+                per_dim_up = (~self.ocs_failed).reshape(lay.pods, lay.dims, lay.links_per_face).any(axis=2).all(axis=1)
+                arr = ~self._per_cube(self.port_failed & ~self.ocs_failed[:, None]) & np.repeat(per_dim_up, lay.cubes_per_pod)
+            arr.setflags(write=False)
+            self._health_cache["cube_ports_degraded_healthy"] = arr
+        return arr
+
+    @property
+    def cube_ocs_degraded_ok(self) -> np.ndarray:
+        """(n_cubes,) `cube_ports_degraded_healthy` and no port of the cube in use."""
+        def compute():
+            if not self.layout.ocs:
+                return self.cube_ports_degraded_healthy.copy()
+            return self.cube_ports_degraded_healthy & ~self._per_cube(self.port_job >= 0)
+        return self._cached("cube_ocs_degraded_ok", compute)
 
     def ocs_down_in_pod(self, pod: int) -> list[int]:
         lay = self.layout
