@@ -75,6 +75,7 @@ def cluster_cmd(
     ocs: bool = typer.Option(True, "--ocs/--no-ocs", help="OCS wiring, or cubes fixed in their home arrangement"),
     degraded_placement: str = typer.Option("off", "--degraded-placement", help="off, requested (jobs with allow_degraded) or all: may run on a torus with a down OCS unit's circuits dark"),
     degraded_slowdown: float = typer.Option(1.0, "--degraded-slowdown", help="run time factor on a degraded slice (1: compute-bound)", callback=opt_finite("--degraded-slowdown", low=1, high=100)),
+    spare_ports: bool = typer.Option(False, "--spare-ports/--no-spare-ports", help="move a cube's fiber off a failed OCS port onto a spare port of that OCS"),
     solver: str = typer.Option("greedy", "--solver", help="greedy (fast path per job) or cpsat (batch admission)"),
     decision_time_limit: float = typer.Option(1.0, "--decision-time-limit", help="CP-SAT limit per scheduling decision", callback=opt_finite("--decision-time-limit", low=0, low_open=True)),
     checkpoint_interval: str = typer.Option("1h", "--checkpoint-interval", help="run time between checkpoints"),
@@ -97,7 +98,7 @@ def cluster_cmd(
         decision_time_limit_s=decision_time_limit, horizon_s=parse_duration(horizon),
         checkpoint_interval_s=parse_duration(checkpoint_interval), restart_overhead_s=parse_duration(restart_overhead),
         failures=failures, sample_interval_s=parse_duration(sample) if sample else None,
-        degraded_placement=degraded_placement, degraded_slowdown=degraded_slowdown)
+        degraded_placement=degraded_placement, degraded_slowdown=degraded_slowdown, spare_ports=spare_ports)
     if trace is not None:
         jobs = load_trace_csv(trace, generation, TraceColumns.parse(columns), limit=limit, arrival_scale=arrival_scale)
     else:

@@ -137,7 +137,7 @@ class ClusterSim:
         self.degraded_starts = 0  # runs started on a degraded torus (config.degraded_placement)
         self.counters = {"ocs_reconfigurations": 0, "failures_host": 0, "failures_ocs": 0, "failures_link": 0,
                          "job_interruptions": 0, "preemptions": 0, "passes": 0, "placement_calls": 0,
-                         "placement_s": 0.0, "cpsat_calls": 0, "cpsat_wall_capped": 0, "audits": 0}
+                         "placement_s": 0.0, "cpsat_calls": 0, "cpsat_wall_capped": 0, "audits": 0, "spare_remaps": 0}
         self.search = SliceSearch(self.layout, self.state, self.settings, config.placement, self.counters)
         self.series: dict[str, list] = {k: [] for k in ("t_s", "busy_chips", "healthy_chips", "queued_jobs",
                                                         "queued_chips", "running_jobs", "largest_placeable_chips",
@@ -346,6 +346,7 @@ class ClusterSim:
         saved = c if keep_all else math.floor(c / self.checkpoint_s) * self.checkpoint_s
         if job.work_s > 0:
             job.progress = min(1.0, job.progress + saved / job.work_s)
+        lost = c - saved
         slow_s = saved * (1.0 - 1.0 / job.slow)  # a degraded slice's extra run time: held, not useful
         o += slow_s
         saved -= slow_s
@@ -353,8 +354,8 @@ class ClusterSim:
         job.alloc_chip_s += a * chips
         job.overhead_chip_s += o * chips
         job.useful_chip_s += saved * chips
-        job.lost_chip_s += (c - saved) * chips
-        self.lost_chip_s += (c - saved) * chips
+        job.lost_chip_s += lost * chips
+        self.lost_chip_s += lost * chips
         self.overhead_settled_chip_s += o * chips
         self.state.release(job.rid)
         self.busy -= chips
@@ -448,8 +449,9 @@ class ClusterSim:
             return [("hosts", ev.id)]
         if ev.component == "ocs":
             return [("ocs", ev.id)]
-        parts = self.links.parts(ev.id)
-        return [("chips", c) for c in parts["chips"]] + [("ocs_ports", tuple(p)) for p in parts["ocs_ports"]]
+        parts = self.links.parts(ev.id)  # an optical link fails the port its fiber is on now (maybe a spare)
+        ports = [(int(o), self.state.physical_port(int(o), int(p))) for o, p in parts["ocs_ports"]]
+        return [("chips", c) for c in parts["chips"]] + [("ocs_ports", p) for p in ports]
 
     def _failures(self):
         for ev in self.failures:
@@ -475,6 +477,7 @@ class ClusterSim:
                     job = self.jobs[int(rid)]
                     self.counters["job_interruptions"] += 1
                     self.stop(job, "failure")
+                self._remap_spares()
             self.env.timeout(ev.repair_s).callbacks.append(lambda _e, parts=parts: self._repair(parts))
 
     def _repair(self, parts: list[tuple[str, object]]) -> None:
@@ -490,7 +493,17 @@ class ClusterSim:
             self.healthy = self.state.n_healthy_chips
             self.failure_epoch += 1
             self.search.capacity_gained()
+            self._remap_spares()
             self.request_pass(full=True)
+
+    def _remap_spares(self) -> None:
+        """With `config.spare_ports`: move fibers off failed OCS ports onto spares (cubes come back)."""
+        if self.config.spare_ports:
+            moves = self.state.remap_spares()
+            if moves:
+                self.counters["spare_remaps"] += len(moves)
+                self.search.capacity_gained()
+                self.request_pass(full=True)
 
     def _sampler(self):
         step = self.config.sample_step_s

@@ -123,7 +123,7 @@ def _check_ports(state, placed) -> None:
         k = int(uniq[counts > 1][0])
         raise InvalidPlacement(f"OCS port {k // lay.ports_per_ocs}:{k % lay.ports_per_ocs} is used by two circuits")
     for mask, what in ((state.port_job[ocs, port] >= 0, "is held by a running job"),
-                       (state.port_failed[ocs, port], "has failed"),
+                       (state.face_port_failed[ocs, port], "has failed"),
                        (state.ocs_failed[ocs], "is on an OCS that is down")):
         if mask.any():
             k = int(np.flatnonzero(mask)[0])
