@@ -3,6 +3,7 @@ in the cluster simulation (issue 12, item 3)."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 
 import numpy as np
@@ -21,6 +22,7 @@ from podsim.placement import (
     parse_requests,
     place,
     place_one,
+    placement_report,
     validate_placement,
 )
 from podsim.placement.degraded import dark_circuits
@@ -184,3 +186,25 @@ def test_config_and_cli_errors(capsys):
     code, out, err = run_podsim(capsys, "cluster", "-g", "tpu-v4", "--horizon", "1h", "--synthetic", "jobs=2",
                                 "--degraded-placement", "bogus")
     assert code == 2 and "degraded_placement" in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_degraded_bisection_is_the_torus_minus_the_dark_line():
+    """OCS 16 is (y, index 0): an 8x8x8 loses 1 of the 16 y cable lines, so its y cut carries 15/16;
+    the x and z cuts are whole, so the bisection (the smallest cut) is 15/16 of the healthy one."""
+    healthy, down = _state(), _state((16,))
+    rows = []
+    for st in (healthy, down):
+        res = place(st, [SliceRequest("a", "8x8x8", allow_degraded=True)], solver="greedy")
+        rows.append(placement_report(res, validate_placement(st, res))[0])
+    assert rows[0]["dark_circuits"] == 0 and rows[1]["dark_circuits"] == 8
+    assert rows[1]["bisection_bytes_per_s"] == pytest.approx(rows[0]["bisection_bytes_per_s"] * 15 / 16)
+
+
+def test_place_cli_spare_ports(capsys, tmp_path):
+    (tmp_path / "r.yaml").write_text("- {id: p, shape: 16x16x16}\n")
+    (tmp_path / "f.yaml").write_text('ocs_ports: ["3:0"]\n')
+    args = ["place", "-g", "tpu-v4", "-r", str(tmp_path / "r.yaml"), "-f", str(tmp_path / "f.yaml"), "--solver", "greedy", "--json"]
+    code, out, _ = run_podsim(capsys, *args)
+    assert code == 0 and not json.loads(out)["requests"][0]["placed"]
+    code, out, _ = run_podsim(capsys, *args, "--spare-ports")
+    assert code == 0 and json.loads(out)["requests"][0]["placed"]

@@ -12,7 +12,8 @@
 - a degraded cube-level slice (circuits on down OCS units left dark) was allowed by its
   request, is dark on down units only, and its surviving links still join every chip.
 
-It returns each placed slice's view in that wired fabric, for figures such as bisection.
+It returns each placed slice's view in that wired fabric (a degraded slice without its dark
+cables), for figures such as bisection.
 """
 
 from __future__ import annotations
@@ -158,4 +159,8 @@ def _check_topologies(state, placed) -> dict[str, SliceView]:
             if why:
                 raise InvalidPlacement(f"request {p.request.id!r}: the slice {why}")
         views[p.request.id] = view
+    if any(dark.values()):  # figures (bisection) of the slices as they run: without the dark cables
+        live = build_fabric(lay, circuits=tuple(c for s in state.jobs.values() for c in s.circuits)
+                            + tuple(c for p in placed for c in p.slice.circuits))
+        views = {p.request.id: slice_view(live, p.slice) for p in placed}
     return views
