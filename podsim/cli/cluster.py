@@ -43,6 +43,9 @@ def _rows(m: dict, unplaceable: list[dict]) -> list[tuple[str, str]]:
                      f"{m['job_interruptions']} job interruptions, {m['preemptions']} preemptions, "
                      f"{m['ocs_reconfigurations']} OCS reconfigurations"),
     ]
+    if m.get("degraded_starts") or m.get("spare_remaps"):
+        rows.append(("OCS remedies", f"{m['degraded_starts']} runs started on a degraded torus, "
+                                     f"{m['spare_remaps']} fibers moved to spare OCS ports"))
     if "largest_placeable_mean_chips" in m:
         rows.append(("fragmentation", f"largest placeable slice {m['largest_placeable_mean_chips']:.0f} chips on average "
                                       f"(min {m['largest_placeable_min_chips']:.0f}); 1 - largest/free {m['fragmentation_mean']:.2f}"))
