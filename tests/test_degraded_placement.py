@@ -208,3 +208,27 @@ def test_place_cli_spare_ports(capsys, tmp_path):
     assert code == 0 and not json.loads(out)["requests"][0]["placed"]
     code, out, _ = run_podsim(capsys, *args, "--spare-ports")
     assert code == 0 and json.loads(out)["requests"][0]["placed"]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_random_failures_every_placement_validates(seed):
+    """Random down units, failed ports (some remapped) and mixed requests: both solvers' results
+    validate, and the state then takes every slice (no port or chip twice, none broken)."""
+    rng = np.random.default_rng(seed)
+    st = _state(tuple(int(o) for o in rng.choice(48, int(rng.integers(0, 6)), replace=False)))
+    st.fail(ocs_ports=[(int(o), int(p)) for o, p in zip(rng.integers(0, 48, 12), rng.integers(0, 128, 12), strict=True)])
+    if seed % 2:
+        st.remap_spares()
+    shapes = ["4x4x4", "4x4x8", "4x8x8", "8x8x8", "2x2x4", "8x8x16"]
+    reqs = [SliceRequest(f"r{i}", shapes[int(rng.integers(len(shapes)))], allow_degraded=bool(rng.integers(2)))
+            for i in range(10)]
+    for solver in ("greedy", "cpsat"):
+        res = place(st, reqs, solver=solver)
+        validate_placement(st, res, reqs)
+        after = st.copy()
+        for p in res.placed:
+            after.allocate(p.request.id, p)
+            assert not any(after.ocs_failed[c.ocs] for c in p.slice.circuits)
+        assert len(res.placed) > 0
+        assert any(p.dark_circuits for p in res.placed) == bool(st.ocs_failed.any())
+        assert all(p.request.allow_degraded for p in res.placed if p.dark_circuits)
