@@ -19,7 +19,8 @@ lost or gained); an arrival-only pass tries only the new jobs.
 
 Accounting (chip-seconds, per job): allocated = overhead (restart + OCS reconfiguration, and
 the extra run time of a degraded slice) + useful (work kept, in healthy-slice time) + lost (work
-since the last checkpoint when a failure or a preemption stops the job). A job still running at the horizon keeps its work done so far as useful.
+since the last checkpoint when a failure or a preemption stops the job). A job still running at
+the horizon keeps its work done so far as useful.
 """
 
 from __future__ import annotations
@@ -134,10 +135,10 @@ class ClusterSim:
         self.lost_chip_s = 0.0  # settled at each stop: work since the last checkpoint
         self.overhead_settled_chip_s = 0.0  # restart + reconfiguration of runs already ended
         self._down: dict[tuple[str, object], int] = {}
-        self.degraded_starts = 0  # runs started on a degraded torus (config.degraded_placement)
         self.counters = {"ocs_reconfigurations": 0, "failures_host": 0, "failures_ocs": 0, "failures_link": 0,
                          "job_interruptions": 0, "preemptions": 0, "passes": 0, "placement_calls": 0,
-                         "placement_s": 0.0, "cpsat_calls": 0, "cpsat_wall_capped": 0, "audits": 0, "spare_remaps": 0}
+                         "placement_s": 0.0, "cpsat_calls": 0, "cpsat_wall_capped": 0, "audits": 0, "spare_remaps": 0,
+                         "degraded_starts": 0}
         self.search = SliceSearch(self.layout, self.state, self.settings, config.placement, self.counters)
         self.series: dict[str, list] = {k: [] for k in ("t_s", "busy_chips", "healthy_chips", "queued_jobs",
                                                         "queued_chips", "running_jobs", "largest_placeable_chips",
@@ -184,10 +185,13 @@ class ClusterSim:
         """Run time of the whole job on slice `slc` (a Slice or a Fit): its duration, or steps x
         step time there."""
         j = job.job
-        slow = self.config.degraded_slowdown if job.request.allow_degraded and self._degraded(slc) else 1.0
+        slow = self._slowdown(job, slc)
         if j.duration_s is not None:
             return float(j.duration_s) * slow
         return slow * j.steps * self.step_time.step_time_s(j.model, self.gen.id, tuple(slc.shape), slc.twisted)
+
+    def _slowdown(self, job: SimJob, slc) -> float:
+        return self.config.degraded_slowdown if job.request.allow_degraded and self._degraded(slc) else 1.0
 
     def _degraded(self, slc) -> bool:
         """Whether a cube-level slice (a Slice or a Fit) has circuits left dark by a down OCS unit."""
@@ -320,12 +324,12 @@ class ClusterSim:
         job.alloc_s = now
         job.overhead_s = self.overhead_of(job, slc)
         job.work_s = self.work_s(job, slc)
-        job.slow = self.config.degraded_slowdown if job.request.allow_degraded and self._degraded(slc) else 1.0
+        job.slow = self._slowdown(job, slc)
         length = job.overhead_s + (1.0 - job.progress) * job.work_s
         job.expected_end_s = now + length
         if slc.circuits:
             self.counters["ocs_reconfigurations"] += 1
-            self.degraded_starts += self._degraded(slc)
+            self.counters["degraded_starts"] += self._degraded(slc)
         self.busy += job.chips
         self.running[job.idx] = job
         job.proc = self.env.process(self._run(job, length))
@@ -564,7 +568,6 @@ class ClusterSim:
         series = {k: np.asarray(v, float) for k, v in self.series.items() if v}
         counters = dict(self.counters)
         counters["step_time_evaluations"] = self.step_time.calls
-        counters["degraded_starts"] = self.degraded_starts
         return summarise(self.config, self.layout, outcomes, series, counters, self.busy_chip_s,
                          self.healthy_chip_s, wall_s, self.seed)
 
