@@ -1,7 +1,7 @@
 """The v4 paper's Fig. 4 setting rerun with OCS-unit and OCS-port failures: fleet goodput with
 and without degraded placement and spare-port remapping (issue 12, item 3).
 
-    .venv/bin/python scenarios/fig4_ocs_failures.py            # ~1-2 min on one core
+    .venv/bin/python scenarios/fig4_ocs_failures.py            # ~100 s on one core
     .venv/bin/python scenarios/fig4_ocs_failures.py --days 7 --shapes 8x8x16
 
 Setting (as fig4_goodput.py's "in time" table): one v4 pod with OCS, a full queue of equal
