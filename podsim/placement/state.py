@@ -147,8 +147,8 @@ class PodState:
     def cube_ocs_degraded_ok(self) -> np.ndarray:
         """(n_cubes,) `cube_ports_degraded_healthy` and no port of the cube in use."""
         def compute():
-            if not self.layout.ocs:
-                return self.cube_ports_degraded_healthy.copy()
+            if not self.ocs_failed.any():  # nothing to leave dark: the strict mask (shared, read-only)
+                return self.cube_ocs_ok
             return self.cube_ports_degraded_healthy & ~self._per_cube(self.port_job >= 0)
         return self._cached("cube_ocs_degraded_ok", compute)
 
