@@ -25,11 +25,16 @@ from podsim.workload import TraceColumns, TraceSpec, parse_synthetic
 
 
 def _rows(result) -> list[tuple[str, str]]:
-    """The key figures `podsim run` prints for a job stream, and the shapes never placed."""
+    """The key figures `podsim run` prints for a job stream, the OCS remedies used, and the
+    shapes never placed."""
     from podsim.report.render import key_rows
 
+    m = result.metrics
     rows = [(name, cells[0]) for name, cells in key_rows([result])]
-    return rows + [("never placed", f"{u['jobs']} x {u['shape']}: {u['reason']}") for u in result.metrics["unplaceable"]]
+    if m.get("degraded_starts") or m.get("spare_remaps"):
+        rows.append(("OCS remedies", f"{m['degraded_starts']} runs started on a degraded torus, "
+                                     f"{m['spare_remaps']} fibers moved to spare OCS ports"))
+    return rows + [("never placed", f"{u['jobs']} x {u['shape']}: {u['reason']}") for u in m["unplaceable"]]
 
 
 @app.command("cluster")
@@ -53,6 +58,9 @@ def cluster_cmd(
     link_mttr: str | None = typer.Option(None, "--link-mttr", help="per ICI cable MTTR (default 1h)"),
     failure_trace: Path | None = typer.Option(None, "--failure-trace", help="CSV time_s,component,id,repair_s (instead of drawn failures)"),
     ocs: bool = typer.Option(True, "--ocs/--no-ocs", help="OCS wiring, or cubes fixed in their home arrangement"),
+    degraded_placement: str = typer.Option("off", "--degraded-placement", help="off, requested (jobs with allow_degraded) or all: may run on a torus with a down OCS unit's circuits dark"),
+    degraded_slowdown: float = typer.Option(1.0, "--degraded-slowdown", help="run time factor on a degraded slice (1: compute-bound)", callback=opt_finite("--degraded-slowdown", low=1, high=100)),
+    spare_ports: bool = typer.Option(False, "--spare-ports/--no-spare-ports", help="move a cube's fiber off a failed OCS port onto a spare port of that OCS"),
     solver: str = typer.Option(default("solver"), "--solver", help="greedy (fast path per job) or cpsat (batch admission)"),
     decision_time_limit: float = typer.Option(default("decision_time_limit_s"), "--decision-time-limit", help="CP-SAT limit per scheduling decision", callback=opt_finite("--decision-time-limit", low=0, low_open=True)),
     checkpoint_interval: str = typer.Option(format_seconds(default("checkpoint_interval_s")), "--checkpoint-interval", help="run time between checkpoints"),
@@ -74,7 +82,8 @@ def cluster_cmd(
         generation=generation, pods=pods, ocs=ocs, policy=policy, solver=solver,
         decision_time_limit_s=decision_time_limit, horizon_s=parse_duration(horizon),
         checkpoint_interval_s=parse_duration(checkpoint_interval), restart_overhead_s=parse_duration(restart_overhead),
-        failures=failures, sample_interval_s=parse_duration(sample) if sample else None)
+        failures=failures, sample_interval_s=parse_duration(sample) if sample else None,
+        degraded_placement=degraded_placement, degraded_slowdown=degraded_slowdown, spare_ports=spare_ports)
     if trace is not None:
         cols = TraceColumns.parse(columns)
         stream = {"trace": TraceSpec(path=trace, columns=cols, limit=limit, arrival_scale=arrival_scale)}

@@ -39,7 +39,7 @@ def _where(d: dict) -> str:
 @app.command("place")
 def place_cmd(
     generation: Annotated[str, typer.Option("--generation", "-g", help="generation id, e.g. tpu-v4, tpu-v5e")],
-    requests: Annotated[Path, typer.Option("--requests", "-r", help="YAML list of {id, shape, priority, twisted}")],
+    requests: Annotated[Path, typer.Option("--requests", "-r", help="YAML list of {id, shape, priority, twisted, allow_degraded}")],
     failed: Annotated[Path | None, typer.Option("--failed", "-f", help="YAML {hosts, cubes, ocs, ocs_ports} of failed parts")] = None,
     solver: str = typer.Option("cpsat", "--solver", help="cpsat (optimisation) or greedy"),
     policy: str = typer.Option("best", "--policy", help="greedy policy (and CP-SAT's first hint): best or first"),
@@ -50,6 +50,7 @@ def place_cmd(
     no_ocs: bool = typer.Option(False, "--no-ocs", help="static wiring: cubes fixed in their home arrangement"),
     block_cubes: int = typer.Option(8, "--block-cubes", help="cubes per DCN aggregation block (locality preference)", callback=opt_count("--block-cubes")),
     now: float = typer.Option(0.0, "--now", help="current time in s, for the age term (requests' arrival_s)", callback=opt_finite("--now", low=-MAX_HORIZON_S, high=MAX_HORIZON_S)),
+    spare_ports: bool = typer.Option(False, "--spare-ports", help="first move fibers off failed OCS ports onto spare ports of their OCS"),
     as_json: bool = typer.Option(False, "--json", help="one JSON object on stdout"),
 ) -> None:
     """Place slice requests on a pod: which cubes or chips each gets, and its OCS circuits."""
@@ -57,6 +58,8 @@ def place_cmd(
     reqs = load_requests(requests, state.layout.generation)
     if failed is not None:
         state.apply_failures(load_failures(failed, state.layout))
+    if spare_ports:
+        state.remap_spares()
     params = SolverParams(time_limit_s=time_limit, num_workers=workers, random_seed=seed, deterministic=not wall_clock)
     settings = PlacementSettings(block_cubes=block_cubes)
     result = place(state, reqs, solver=solver, policy=policy, params=params, settings=settings, now_s=now)

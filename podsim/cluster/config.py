@@ -49,6 +49,11 @@ class ClusterConfig(BaseModel):
     failures: FailureModel = Field(FailureModel(), description="failure processes (used when no failure list is given)")
     sample_interval_s: Duration | None = Field(None, gt=0, description="time-series step (default: horizon / 500)")
     fragmentation: bool = Field(True, description="sample the largest placeable slice with the time series")
+    degraded_placement: Literal["off", "requested", "all"] = Field(
+        "off", description="which jobs may run on a cube-level torus whose circuits on down OCS units are dark: "
+                           "none, those with allow_degraded, or every job")
+    spare_ports: bool = Field(False, description="move a cube's fiber off a failed OCS port onto a spare port of that OCS (ocs.4), at once")
+    degraded_slowdown: float = Field(1.0, ge=1, le=100, description="run time factor on a degraded slice (1: compute-bound, see README)")
 
     @field_validator("generation")
     @classmethod

@@ -120,8 +120,9 @@ class SliceSearch:
     def options(self, key: tuple) -> tuple:
         opts = self._options.get(key)
         if opts is None:
-            shape, twisted = key
-            opts, reason = options_or_reason(self.layout, SliceRequest("probe", shape, twisted), self.settings.rotate)
+            shape, twisted, degraded = key
+            probe = SliceRequest("probe", shape, twisted, allow_degraded=degraded)
+            opts, reason = options_or_reason(self.layout, probe, self.settings.rotate)
             self._options[key] = opts
             if not opts:
                 self._never[key] = reason
@@ -172,6 +173,7 @@ class SliceSearch:
             if j.slice.circuits and ports_ok is not None:
                 cubes = list(j.slice.cubes)
                 space.cube_ocs_ok[cubes] = ports_ok[cubes]
+                space.cube_ocs_degraded_ok[cubes] = self.state.cube_ports_degraded_healthy[cubes]
         return space
 
     def first_fit_prefix(self, job: SimJob, ordered: list[SimJob], free_chips: int) -> tuple[int, Fit] | None:

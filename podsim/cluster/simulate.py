@@ -17,9 +17,10 @@ protocol that ClusterSim implements; where a job fits is the placement search's
 (podsim.cluster.search: memos of what fits and what does not, dropped only when capacity is
 lost or gained); an arrival-only pass tries only the new jobs.
 
-Accounting (chip-seconds, per job): allocated = overhead (restart + OCS reconfiguration) +
-useful (work kept) + lost (work since the last checkpoint when a failure or a preemption
-stops the job). A job still running at the horizon keeps its work done so far as useful.
+Accounting (chip-seconds, per job): allocated = overhead (restart + OCS reconfiguration, and
+the extra run time of a degraded slice) + useful (work kept, in healthy-slice time) + lost (work
+since the last checkpoint when a failure or a preemption stops the job). A job still running at
+the horizon keeps its work done so far as useful.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ from podsim.placement import (
     SlicePlacement,
     SliceRequest,
     SolverParams,
+    darken,
     largest_placeable,
     place,
     validate_placement,
@@ -61,11 +63,11 @@ class SimJob:
     __slots__ = ("idx", "job", "request", "key", "chips", "seq", "status", "progress", "first_start_s",
                  "end_s", "alloc_s", "overhead_s", "work_s", "expected_end_s", "proc", "restart", "runs",
                  "interruptions", "preemptions", "alloc_chip_s", "useful_chip_s", "lost_chip_s",
-                 "overhead_chip_s", "reason", "untwisted", "nominal_s", "slice", "qentry")
+                 "overhead_chip_s", "reason", "untwisted", "nominal_s", "slice", "qentry", "slow")
 
     def __init__(self, idx: int, job: Job, request: SliceRequest, untwisted: bool):
         self.idx, self.job, self.request, self.untwisted = idx, job, request, untwisted
-        self.key = (request.shape, request.twisted)
+        self.key = (request.shape, request.twisted, request.allow_degraded)
         self.chips = request.chips
         self.status = "pending"
         self.progress = 0.0
@@ -79,6 +81,7 @@ class SimJob:
         self.nominal_s = math.nan
         self.slice = None
         self.qentry = None
+        self.slow = 1.0  # run time factor of the current run (a degraded slice: config.degraded_slowdown)
 
     @property
     def rid(self) -> str:
@@ -134,7 +137,8 @@ class ClusterSim:
         self._down: dict[tuple[str, object], int] = {}
         self.counters = {"ocs_reconfigurations": 0, "failures_host": 0, "failures_ocs": 0, "failures_link": 0,
                          "job_interruptions": 0, "preemptions": 0, "passes": 0, "placement_calls": 0,
-                         "placement_s": 0.0, "cpsat_calls": 0, "cpsat_wall_capped": 0, "audits": 0}
+                         "placement_s": 0.0, "cpsat_calls": 0, "cpsat_wall_capped": 0, "audits": 0, "spare_remaps": 0,
+                         "degraded_starts": 0}
         self.search = SliceSearch(self.layout, self.state, self.settings, config.placement, self.counters)
         self.series: dict[str, list] = {k: [] for k in ("t_s", "busy_chips", "healthy_chips", "queued_jobs",
                                                         "queued_chips", "running_jobs", "largest_placeable_chips",
@@ -146,7 +150,9 @@ class ClusterSim:
         untwisted = False
         if twisted and not self.layout.ocs and self.config.untwist_on_static:
             twisted, untwisted = False, True
-        req = SliceRequest(str(idx), job.shape, twisted, job.priority, job.submit_s)
+        mode = self.config.degraded_placement
+        degraded = self.layout.ocs and (mode == "all" or (mode == "requested" and job.allow_degraded))
+        req = SliceRequest(str(idx), job.shape, twisted, job.priority, job.submit_s, degraded)
         sj = SimJob(idx, job, req, untwisted)
         if job.duration_s is not None:
             sj.nominal_s = float(job.duration_s)
@@ -179,9 +185,21 @@ class ClusterSim:
         """Run time of the whole job on slice `slc` (a Slice or a Fit): its duration, or steps x
         step time there."""
         j = job.job
+        slow = self._slowdown(job, slc)
         if j.duration_s is not None:
-            return float(j.duration_s)
-        return j.steps * self.step_time.step_time_s(j.model, self.gen.id, tuple(slc.shape), slc.twisted)
+            return float(j.duration_s) * slow
+        return slow * j.steps * self.step_time.step_time_s(j.model, self.gen.id, tuple(slc.shape), slc.twisted)
+
+    def _slowdown(self, job: SimJob, slc) -> float:
+        return self.config.degraded_slowdown if job.request.allow_degraded and self._degraded(slc) else 1.0
+
+    def _degraded(self, slc) -> bool:
+        """Whether a cube-level slice (a Slice or a Fit) has circuits left dark by a down OCS unit."""
+        if not slc.circuits:
+            return False
+        if isinstance(slc, Fit):
+            return bool(self.state.ocs_down_in_pod(slc.assignment.pod))
+        return len(slc.circuits) < len(slc.cubes) * self.layout.ocs_per_pod
 
     def overhead_of(self, job: SimJob, slc) -> float:
         return (self.config.restart_overhead_s if job.restart else 0.0) + (self.reconfigure_s if slc.circuits else 0.0)
@@ -290,7 +308,7 @@ class ClusterSim:
     # Job life cycle ------------------------------------------------------------------------
     def start(self, job: SimJob, where: Fit | SlicePlacement) -> None:
         """Give the job its slice and start its run (the state checks every chip and port)."""
-        slc = where.slice
+        slc = darken(self.state, where.slice)
         if self.audit:
             validate_placement(self.state, [SlicePlacement(job.request, slc)])
         self._advance()
@@ -306,10 +324,12 @@ class ClusterSim:
         job.alloc_s = now
         job.overhead_s = self.overhead_of(job, slc)
         job.work_s = self.work_s(job, slc)
+        job.slow = self._slowdown(job, slc)
         length = job.overhead_s + (1.0 - job.progress) * job.work_s
         job.expected_end_s = now + length
         if slc.circuits:
             self.counters["ocs_reconfigurations"] += 1
+            self.counters["degraded_starts"] += self._degraded(slc)
         self.busy += job.chips
         self.running[job.idx] = job
         job.proc = self.env.process(self._run(job, length))
@@ -330,12 +350,16 @@ class ClusterSim:
         saved = c if keep_all else math.floor(c / self.checkpoint_s) * self.checkpoint_s
         if job.work_s > 0:
             job.progress = min(1.0, job.progress + saved / job.work_s)
+        lost = c - saved
+        slow_s = saved * (1.0 - 1.0 / job.slow)  # a degraded slice's extra run time: held, not useful
+        o += slow_s
+        saved -= slow_s
         chips = job.chips
         job.alloc_chip_s += a * chips
         job.overhead_chip_s += o * chips
         job.useful_chip_s += saved * chips
-        job.lost_chip_s += (c - saved) * chips
-        self.lost_chip_s += (c - saved) * chips
+        job.lost_chip_s += lost * chips
+        self.lost_chip_s += lost * chips
         self.overhead_settled_chip_s += o * chips
         self.state.release(job.rid)
         self.busy -= chips
@@ -429,8 +453,9 @@ class ClusterSim:
             return [("hosts", ev.id)]
         if ev.component == "ocs":
             return [("ocs", ev.id)]
-        parts = self.links.parts(ev.id)
-        return [("chips", c) for c in parts["chips"]] + [("ocs_ports", tuple(p)) for p in parts["ocs_ports"]]
+        parts = self.links.parts(ev.id)  # an optical link fails the port its fiber is on now (maybe a spare)
+        ports = [(int(o), self.state.physical_port(int(o), int(p))) for o, p in parts["ocs_ports"]]
+        return [("chips", c) for c in parts["chips"]] + [("ocs_ports", p) for p in ports]
 
     def _failures(self):
         for ev in self.failures:
@@ -456,6 +481,7 @@ class ClusterSim:
                     job = self.jobs[int(rid)]
                     self.counters["job_interruptions"] += 1
                     self.stop(job, "failure")
+                self._remap_spares()
             self.env.timeout(ev.repair_s).callbacks.append(lambda _e, parts=parts: self._repair(parts))
 
     def _repair(self, parts: list[tuple[str, object]]) -> None:
@@ -471,7 +497,17 @@ class ClusterSim:
             self.healthy = self.state.n_healthy_chips
             self.failure_epoch += 1
             self.search.capacity_gained()
+            self._remap_spares()
             self.request_pass(full=True)
+
+    def _remap_spares(self) -> None:
+        """With `config.spare_ports`: move fibers off failed OCS ports onto spares (cubes come back)."""
+        if self.config.spare_ports:
+            moves = self.state.remap_spares()
+            if moves:
+                self.counters["spare_remaps"] += len(moves)
+                self.search.capacity_gained()
+                self.request_pass(full=True)
 
     def _sampler(self):
         step = self.config.sample_step_s

@@ -22,6 +22,7 @@ Fitting one request on free space (a scheduler's fast path between events; no st
     space = FreeSpace.of(state)     a cheap, mutable copy of the free chips (space.take(chips) to keep off)
     a = fit_request(space, opts, policy, settings)              an Assignment, or None
     space.chips_of(a), to_slice(layout, opts, a)                its chip ids; its Slice with OCS circuits
+    darken(state, slice)            a degraded-allowed slice without its circuits on down OCS units
 
 Fragmentation figures:
     largest_placeable(state), count_fitting(state, shape), free_space_summary(state)
@@ -33,6 +34,7 @@ priority-weighted chips with an age term; greedy first/best fit for each (podsim
 """
 
 from podsim.placement.cpsat import SolverParams, SolveStats
+from podsim.placement.degraded import darken
 from podsim.placement.failures import Failures, load_failures, parse_failures
 from podsim.placement.greedy import fit_request
 from podsim.placement.metrics import free_space_summary, largest_placeable, placement_report
@@ -47,7 +49,7 @@ from podsim.placement.validate import InvalidPlacement, validate_placement
 
 __all__ = [
     "Failures", "FreeSpace", "InvalidPlacement", "PlacementResult", "PlacementSettings", "PodState", "SlicePlacement",
-    "SliceRequest", "SolveStats", "SolverParams", "count_fitting", "fit_request", "free_space_summary",
+    "SliceRequest", "SolveStats", "SolverParams", "count_fitting", "darken", "fit_request", "free_space_summary",
     "largest_placeable", "load_failures", "load_requests", "options_or_reason", "parse_failures", "parse_requests",
     "place", "place_one", "placement_report", "pod_map", "to_slice", "validate_placement",
 ]

@@ -37,7 +37,7 @@ def fit_cubes(space: FreeSpace, opt: Option, policy: Policy, block_cubes: int = 
     lay = space.layout
     need = cubes_needed(lay.generation, opt.shape)
     per = lay.cubes_per_pod
-    usable = space.cube_usable
+    usable = space.cube_usable_degraded if opt.degraded else space.cube_usable
     pods = []
     for pod in range(lay.pods):
         u = np.flatnonzero(usable[pod * per:(pod + 1) * per]) + pod * per

@@ -26,6 +26,7 @@ from podsim.placement.cpsat import (
     read_solution,
     solve_model,
 )
+from podsim.placement.degraded import darken
 from podsim.placement.greedy import GREEDY_POLICIES, Policy, fit_request, greedy_assign
 from podsim.placement.problem import PlacementSettings, Problem, make_problem, options_or_reason
 from podsim.placement.requests import SliceRequest
@@ -109,7 +110,7 @@ def _materialise(state, problem: Problem, final: Sequence[Assignment | None]) ->
     out = []
     for i, (req, a) in enumerate(zip(problem.requests, final, strict=True)):
         if a is not None:
-            out.append(SlicePlacement(req, to_slice(state.layout, problem.options[i], a)))
+            out.append(SlicePlacement(req, darken(state, to_slice(state.layout, problem.options[i], a))))
         else:
             out.append(SlicePlacement(req, None, unplaced_reason(state, problem, i, after)))
     return out
@@ -130,13 +131,19 @@ def unplaced_reason(state, problem: Problem, i: int, after: FreeSpace) -> str:
         need = cubes_needed(lay.generation, opts[0].shape)
         cubes = f"{need} healthy cube{'s' if need != 1 else ''}{one_pod}"
         per = lay.cubes_per_pod
-        free_b = max(int(before.cube_usable[p * per:(p + 1) * per].sum()) for p in range(lay.pods))
-        free_a = max(int(after.cube_usable[p * per:(p + 1) * per].sum()) for p in range(lay.pods))
+        usable = "cube_usable_degraded" if opts[0].degraded else "cube_usable"
+        free_b = max(int(getattr(before, usable)[p * per:(p + 1) * per].sum()) for p in range(lay.pods))
+        free_a = max(int(getattr(after, usable)[p * per:(p + 1) * per].sum()) for p in range(lay.pods))
         if outbid:
             return f"needs {cubes}, {free_a} left after higher-value requests ({free_b} free before)"
         whole = max(int(before.cube_whole_free[p * per:(p + 1) * per].sum()) for p in range(lay.pods))
         down = [state.ocs_down_in_pod(p) for p in range(lay.pods)]
-        if whole >= need and all(down):
+        if opts[0].degraded:
+            cut = state.ocs_failed.reshape(lay.pods, lay.dims, lay.links_per_face).all(axis=2).any(axis=1)
+            if whole >= need and cut.all():
+                return (f"needs {cubes}, {free_b} free for a degraded torus: every pod has all OCS units of a "
+                        f"dimension down (the dark circuits would cut its cubes apart)")
+        elif whole >= need and all(down):
             ids = ", ".join(str(o) for o in down[0][:4])
             return (f"needs {cubes}, {free_b} free: OCS {ids} down, and every cube-level "
                     f"torus needs a circuit on each OCS of its pod")
@@ -170,7 +177,7 @@ def place_one(state, request: SliceRequest, policy: Policy = "best",
     space = FreeSpace.of(state)
     a = fit_request(space, opts, policy, settings)
     if a is not None:
-        return SlicePlacement(request, to_slice(state.layout, opts, a))
+        return SlicePlacement(request, darken(state, to_slice(state.layout, opts, a)))
     problem = Problem(space, (request,), (tuple(opts),), ("",), (1,), (0,), settings)
     return SlicePlacement(request, None, unplaced_reason(state, problem, 0, space))
 

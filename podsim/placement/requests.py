@@ -7,7 +7,8 @@ waited long enough outranks newer ones and nothing starves:
     weight = chips x (1 + priority) x (1 + age_s / age_scale_s)
 
 The requests file is a YAML list of `{id, shape, priority (default 0), twisted (default
-false), arrival_s (default 0)}`; a bad entry gives one line naming the request and the field.
+false), arrival_s (default 0), allow_degraded (default false)}`; a bad entry gives one line
+naming the request and the field.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ class SliceRequest:
     twisted: bool = False
     priority: int = 0
     arrival_s: float = 0.0
+    allow_degraded: bool = False  # a cube-level torus missing the circuits of down OCS units will do
     chips: int = field(init=False, repr=False, compare=False)
 
     def __post_init__(self):
@@ -73,6 +75,7 @@ class RequestEntry(BaseModel):
     priority: Priority = Field(0, description=f"0 = normal, at most {MAX_PRIORITY}; the weight is chips x (1 + priority)")
     twisted: bool = Field(False, description="twisted torus (k x k x 2k or k x 2k x 2k, OCS pods only)")
     arrival_s: float = Field(0.0, description="arrival time in seconds (for the age term)")
+    allow_degraded: bool = Field(False, description="accept a cube-level torus missing the circuits of a down OCS unit")
 
     @field_validator("id", mode="before")
     @classmethod
@@ -94,7 +97,7 @@ def _entry_error(index: int, raw: Any, exc: ValidationError) -> PodsimError:
     value = raw.get(fld) if isinstance(raw, dict) and fld in raw else None
     shown = f" = {value!r}" if value is not None else ""
     if msg == "unknown field":
-        msg = "unknown field (allowed: id, shape, priority, twisted, arrival_s)"
+        msg = "unknown field (allowed: id, shape, priority, twisted, arrival_s, allow_degraded)"
     return PodsimError(f"{who} field '{fld}'{shown}: {msg}")
 
 
@@ -117,7 +120,7 @@ def parse_requests(raw: Any, gen: Generation, source: str = "requests") -> list[
         except PodsimError as exc:
             fld = "twisted" if entry.twisted and "twist" in str(exc) else "shape"
             raise PodsimError(f"request {entry.id!r} (entry {i + 1}) field '{fld}': {exc}") from None
-        out.append(SliceRequest(entry.id, entry.shape, entry.twisted, entry.priority, entry.arrival_s))
+        out.append(SliceRequest(entry.id, entry.shape, entry.twisted, entry.priority, entry.arrival_s, entry.allow_degraded))
     return out
 
 

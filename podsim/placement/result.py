@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from podsim.placement.cpsat import SolveStats
 from podsim.placement.requests import SliceRequest
-from podsim.topology import Slice, format_shape
+from podsim.topology import Slice, format_shape, get_generation
 
 
 @dataclass(frozen=True, eq=False)
@@ -43,6 +43,15 @@ class SlicePlacement:
         """'torus', 'twisted torus', 'mesh' or 'partial torus' (proved by validate_placement)."""
         return None if self.slice is None else self.slice.spec.topology
 
+    @property
+    def dark_circuits(self) -> int:
+        """Circuits of its torus a degraded cube slice leaves dark (down OCS units); 0 otherwise."""
+        s = self.slice
+        if s is None or not s.circuits:
+            return 0
+        per_cube = len(s.shape) * get_generation(s.spec.generation).ocs.links_per_face.value
+        return int(len(s.cubes) * per_cube - len(s.circuits))
+
     def to_dict(self) -> dict:
         s = self.slice
         return {
@@ -50,7 +59,8 @@ class SlicePlacement:
             "placed": self.placed, "shape": self.shape, "pod": None if s is None else s.pod,
             "origin": None if s is None or s.origin is None else list(s.origin),
             "topology": self.topology, "cubes": self.cubes, "chips": self.chips,
-            "ocs_circuits": [list(c) for c in self.ocs_circuits], "reason": self.reason or None,
+            "ocs_circuits": [list(c) for c in self.ocs_circuits], "dark_circuits": self.dark_circuits,
+            "reason": self.reason or None,
         }
 
 

@@ -48,6 +48,7 @@ class Option:
     shape: tuple[int, ...]
     spec: SliceSpec
     unit_shape: tuple[int, ...]  # the box in placement cells: chips, or cubes for OCS-less cube boxes
+    degraded: bool = False  # "cubes" only: may take cubes whose circuits on down OCS units are dark
 
 
 def request_options(layout: PodLayout, req: SliceRequest, rotate: bool = True) -> list[Option]:
@@ -57,7 +58,7 @@ def request_options(layout: PodLayout, req: SliceRequest, rotate: bool = True) -
     if spec.kind == "subcube":
         return [Option("subcube", spec.shape, spec, spec.shape)]
     if spec.kind == "cubes" and layout.ocs:
-        return [Option("cubes", spec.shape, spec, spec.shape)]
+        return [Option("cubes", spec.shape, spec, spec.shape, degraded=req.allow_degraded)]
     shapes = dict.fromkeys(itertools.permutations(spec.shape)) if rotate else {spec.shape: None}
     out = []
     for shp in shapes:
@@ -135,17 +136,20 @@ def contact(occ: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
 class FreeSpace:
     """A mutable copy of a pod state's free chips, with cube usability; cheap to take."""
 
-    def __init__(self, layout: PodLayout, chip_free: np.ndarray, cube_ocs_ok: np.ndarray):
+    def __init__(self, layout: PodLayout, chip_free: np.ndarray, cube_ocs_ok: np.ndarray,
+                 cube_ocs_degraded_ok: np.ndarray | None = None):
         self.layout = layout
         self.chip_free = chip_free.copy()
         self.cube_ocs_ok = cube_ocs_ok.copy()
+        # cubes a degraded-allowed slice may take (down OCS units ignored); default: the strict mask
+        self.cube_ocs_degraded_ok = (cube_ocs_ok if cube_ocs_degraded_ok is None else cube_ocs_degraded_ok).copy()
 
     @classmethod
     def of(cls, state) -> FreeSpace:
-        return cls(state.layout, state.chip_free, state.cube_ocs_ok)
+        return cls(state.layout, state.chip_free, state.cube_ocs_ok, state.cube_ocs_degraded_ok)
 
     def copy(self) -> FreeSpace:
-        return FreeSpace(self.layout, self.chip_free, self.cube_ocs_ok)
+        return FreeSpace(self.layout, self.chip_free, self.cube_ocs_ok, self.cube_ocs_degraded_ok)
 
     # Views ------------------------------------------------------------------------------------
     @property
@@ -166,6 +170,12 @@ class FreeSpace:
     def cube_usable(self) -> np.ndarray:
         """Cubes a cube-level slice may take: whole, free, healthy, with working OCS."""
         return self.cube_whole_free & self.cube_ocs_ok
+
+    @property
+    def cube_usable_degraded(self) -> np.ndarray:
+        """Cubes a degraded-allowed cube-level slice may take: as `cube_usable`, but a down OCS
+        unit only darkens its circuits (the pod keeps at least one OCS up per dimension)."""
+        return self.cube_whole_free & self.cube_ocs_degraded_ok
 
     def cube_grid_free(self, pod: int) -> np.ndarray:
         """(cube_grid) whole-free cubes of `pod` in the home arrangement (OCS-less boxes)."""

@@ -13,6 +13,8 @@ A chip is usable when no job holds it and neither it, its host nor its cube has 
 join a cube-level (OCS) slice when all its chips are usable, its 96 OCS ports are healthy and
 unused, and every OCS unit of its pod is up: a cube-level torus needs one circuit per
 (dimension, face-link index), i.e. a port pair on every OCS of the pod ([ISCA23] §2.2, ocs.7).
+A request that allows a degraded torus (`allow_degraded`) may also take a cube whose ports on
+down OCS units are unusable (`cube_ocs_degraded_ok`): those circuits are left dark.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ class PodState:
         self.ocs_failed = np.zeros(layout.n_ocs, bool)
         self.port_failed = np.zeros((layout.n_ocs, layout.ports_per_ocs), bool)
         self.port_job = np.full((layout.n_ocs, layout.ports_per_ocs), -1, np.int32)
+        self.port_remap = np.full((layout.n_ocs, layout.ports_per_ocs), -1, np.int32)  # face port -> its spare
         self._slices: dict[str, Slice] = {}
         self._ports: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # job -> its circuits' (ocs, port)
         self._index: dict[str, int] = {}  # job id -> its number in chip_job / port_job
@@ -57,7 +60,7 @@ class PodState:
     def copy(self) -> PodState:
         """An independent copy (arrays copied; slices and cached read-only masks shared)."""
         out = copy.copy(self)
-        for name in ("chip_job", "chip_down", "host_failed", "cube_failed", "ocs_failed", "port_failed", "port_job"):
+        for name in ("chip_job", "chip_down", "host_failed", "cube_failed", "ocs_failed", "port_failed", "port_job", "port_remap"):
             setattr(out, name, getattr(self, name).copy())
         out._slices = dict(self._slices)
         out._ports = dict(self._ports)
@@ -109,7 +112,7 @@ class PodState:
                 arr = np.ones(lay.n_cubes, bool)
             else:
                 ocs_down = self.ocs_failed.reshape(lay.pods, lay.ocs_per_pod).any(axis=1)
-                arr = ~self._per_cube(self.port_failed) & np.repeat(~ocs_down, lay.cubes_per_pod)
+                arr = ~self._per_cube(self.face_port_failed) & np.repeat(~ocs_down, lay.cubes_per_pod)
             arr.setflags(write=False)
             self._health_cache["cube_ports_healthy"] = arr
         return arr
@@ -122,6 +125,32 @@ class PodState:
                 return self.cube_ports_healthy.copy()
             return self.cube_ports_healthy & ~self._per_cube(self.port_job >= 0)
         return self._cached("cube_ocs_ok", compute)
+
+    @property
+    def cube_ports_degraded_healthy(self) -> np.ndarray:
+        """(n_cubes,) as `cube_ports_healthy`, but ports on down OCS units do not count: a slice
+        that allows a degraded torus leaves those circuits dark. A pod qualifies only while each
+        dimension keeps an OCS up (else its cubes would be cut apart along that dimension)."""
+        arr = self._health_cache.get("cube_ports_degraded_healthy")
+        if arr is None:
+            lay = self.layout
+            if not lay.ocs:
+                arr = np.ones(lay.n_cubes, bool)
+            else:
+                per_dim_up = (~self.ocs_failed).reshape(lay.pods, lay.dims, lay.links_per_face).any(axis=2).all(axis=1)
+                arr = ~self._per_cube(self.face_port_failed & ~self.ocs_failed[:, None]) & np.repeat(per_dim_up, lay.cubes_per_pod)
+            arr.setflags(write=False)
+            self._health_cache["cube_ports_degraded_healthy"] = arr
+        return arr
+
+    @property
+    def cube_ocs_degraded_ok(self) -> np.ndarray:
+        """(n_cubes,) `cube_ports_degraded_healthy` and no port of the cube in use."""
+        def compute():
+            if not self.ocs_failed.any():  # nothing to leave dark: the strict mask (shared, read-only)
+                return self.cube_ocs_ok
+            return self.cube_ports_degraded_healthy & ~self._per_cube(self.port_job >= 0)
+        return self._cached("cube_ocs_degraded_ok", compute)
 
     def ocs_down_in_pod(self, pod: int) -> list[int]:
         lay = self.layout
@@ -165,7 +194,7 @@ class PodState:
         if len(ocs):
             if not lay.ocs:
                 raise PodsimError(f"job {job_id!r}: the slice has OCS circuits but this pod has no OCS")
-            for arr, what in ((self.ocs_failed[ocs], "is down"), (self.port_failed[ocs, ports], "has failed"),
+            for arr, what in ((self.ocs_failed[ocs], "is down"), (self.face_port_failed[ocs, ports], "has failed"),
                               (self.port_job[ocs, ports] >= 0, "is in use")):
                 if arr.any():
                     k = int(np.flatnonzero(arr)[0])
@@ -198,6 +227,51 @@ class PodState:
         self._free_index.append(idx)
         self._cache.clear()
         return slc
+
+    # Spare OCS ports ---------------------------------------------------------------------
+    @property
+    def face_port_failed(self) -> np.ndarray:
+        """(n_ocs, ports) a cube face port's fiber sits on a failed port: its own, or the spare
+        it was remapped to (`remap_spares`). Circuits keep the face port's number."""
+        arr = self._health_cache.get("face_port_failed")
+        if arr is None:
+            remapped = self.port_remap >= 0
+            arr = self.port_failed.copy()
+            rows = np.nonzero(remapped)[0]
+            arr[remapped] = self.port_failed[rows, self.port_remap[remapped]]
+            arr.setflags(write=False)
+            self._health_cache["face_port_failed"] = arr
+        return arr
+
+    def physical_port(self, ocs: int, port: int) -> int:
+        """The OCS port a cube face port's fiber is on now (itself unless remapped)."""
+        r = int(self.port_remap[ocs, port])
+        return port if r < 0 else r
+
+    def remap_spares(self) -> list[tuple[int, int, int]]:
+        """Move the fiber of every cube face port on a failed port to a healthy free spare of
+        the same OCS (128 used + 8 spares on the v4 Palomar OCS, ocs.4), while spares last.
+        A down OCS unit is not helped (its spares are down too). Returns (ocs, face port,
+        spare) of each move. The move is kept after the repair (the fiber stays on the spare)."""
+        lay = self.layout
+        if not lay.ocs:
+            return []
+        cabled = 2 * lay.cubes_per_pod
+        bad = self.face_port_failed[:, :cabled] & ~self.ocs_failed[:, None]
+        moves = []
+        for o in np.unique(np.nonzero(bad)[0]):
+            taken = set(self.port_remap[o][self.port_remap[o] >= 0].tolist())
+            spares = [q for q in range(cabled, lay.ports_per_ocs) if not self.port_failed[o, q] and q not in taken]
+            for p in np.flatnonzero(bad[o]):
+                if not spares or self.port_job[o, p] >= 0:
+                    continue  # no spare left, or a job still holds the circuit (it is stopped first)
+                q = spares.pop(0)
+                self.port_remap[o, p] = q
+                moves.append((int(o), int(p), int(q)))
+        if moves:
+            self._cache.clear()
+            self._health_cache.clear()
+        return moves
 
     # Failures --------------------------------------------------------------------------------
     def fail(self, hosts: Iterable[int] = (), cubes: Iterable[int] = (), ocs: Iterable[int] = (),
@@ -236,6 +310,11 @@ class PodState:
     def _jobs_using(self, parts: dict[str, np.ndarray]) -> list[str]:
         lay = self.layout
         op = parts["ocs_ports"]
+        if len(op) and (self.port_remap >= 0).any():  # a failed spare takes the face port moved onto it
+            op = op[self.port_remap[op[:, 0], op[:, 1]] < 0]  # a moved face port's old port carries nothing
+            o_r, p_r = np.nonzero(self.port_remap >= 0)
+            hit = np.isin(o_r * lay.ports_per_ocs + self.port_remap[o_r, p_r], op[:, 0] * lay.ports_per_ocs + op[:, 1])
+            op = np.concatenate([op, np.stack([o_r[hit], p_r[hit]], axis=1)])
         idx = np.concatenate([
             self.chip_job[parts["chips"]], self.chip_job[lay.chips_of_host[parts["hosts"]]].ravel(),
             self.chip_job[lay.cube_chips[parts["cubes"]]].ravel() if len(parts["cubes"]) else [],

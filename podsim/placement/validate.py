@@ -8,9 +8,12 @@
   use its own cubes' ports;
 - every slice forms the topology it asked for: the fabric is wired with every circuit (the
   state's and the batch's) and `check_slice_topology` compares each slice's live ICI links with
-  the torus, twisted torus or mesh it requested.
+  the torus, twisted torus or mesh it requested;
+- a degraded cube-level slice (circuits on down OCS units left dark) was allowed by its
+  request, is dark on down units only, and its surviving links still join every chip.
 
-It returns each placed slice's view in that wired fabric, for figures such as bisection.
+It returns each placed slice's view in that wired fabric (a degraded slice without its dark
+cables), for figures such as bisection.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from podsim.errors import InternalError, PodsimError
+from podsim.placement.degraded import check_degraded, dark_circuits
 from podsim.topology import SliceView, build_fabric, check_slice_topology, slice_view
 
 
@@ -120,7 +124,7 @@ def _check_ports(state, placed) -> None:
         k = int(uniq[counts > 1][0])
         raise InvalidPlacement(f"OCS port {k // lay.ports_per_ocs}:{k % lay.ports_per_ocs} is used by two circuits")
     for mask, what in ((state.port_job[ocs, port] >= 0, "is held by a running job"),
-                       (state.port_failed[ocs, port], "has failed"),
+                       (state.face_port_failed[ocs, port], "has failed"),
                        (state.ocs_failed[ocs], "is on an OCS that is down")):
         if mask.any():
             k = int(np.flatnonzero(mask)[0])
@@ -135,8 +139,10 @@ def _check_ports(state, placed) -> None:
 def _check_topologies(state, placed) -> dict[str, SliceView]:
     lay = state.layout
     circuits = None
-    if lay.ocs:
-        circuits = tuple(c for s in state.jobs.values() for c in s.circuits) + tuple(c for p in placed for c in p.slice.circuits)
+    dark = {p.request.id: dark_circuits(lay, p.slice) for p in placed} if lay.ocs else {}
+    if lay.ocs:  # a degraded slice is wired with its dark circuits too, then checked without them
+        circuits = tuple(c for s in state.jobs.values() for c in s.circuits) + tuple(
+            c for p in placed for c in (*p.slice.circuits, *dark[p.request.id]))
     try:
         fabric = build_fabric(lay, circuits=circuits)
     except PodsimError as exc:
@@ -148,5 +154,13 @@ def _check_topologies(state, placed) -> dict[str, SliceView]:
             check_slice_topology(view)
         except PodsimError as exc:
             raise InvalidPlacement(f"request {p.request.id!r}: {exc}") from None
+        if dark.get(p.request.id):
+            why = check_degraded(state, p.request, p.slice, view)
+            if why:
+                raise InvalidPlacement(f"request {p.request.id!r}: the slice {why}")
         views[p.request.id] = view
+    if any(dark.values()):  # figures (bisection) of the slices as they run: without the dark cables
+        live = build_fabric(lay, circuits=tuple(c for s in state.jobs.values() for c in s.circuits)
+                            + tuple(c for p in placed for c in p.slice.circuits))
+        views = {p.request.id: slice_view(live, p.slice) for p in placed}
     return views

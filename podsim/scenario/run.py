@@ -112,6 +112,8 @@ def cluster_run(s: Scenario, gen: Generation, cpsat_workers_cap: int | None = No
         horizon_s=s.horizon, checkpoint_interval_s=s.policy.checkpoint_interval,
         restart_overhead_s=s.policy.restart_overhead,
         untwist_on_static=s.policy.untwist_on_static, failures=failures,
+        degraded_placement=s.solver.degraded_placement, spare_ports=s.solver.spare_ports,
+        degraded_slowdown=s.solver.degraded_slowdown,
         sample_interval_s=s.horizon / s.samples)
     w = s.workload
     return ClusterRun(config=config, synthetic=w.synthetic.spec(gen.id) if w.synthetic is not None else None,

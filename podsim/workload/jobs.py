@@ -25,6 +25,7 @@ class Job:
     steps: int | None = None
     model: str | None = None
     accelerators: int | None = None  # as requested in a replayed trace, before rounding to a shape
+    allow_degraded: bool = False  # may run on a cube-level torus missing a down OCS unit's circuits
 
     def __post_init__(self):
         if (self.duration_s is None) == (self.steps is None):
