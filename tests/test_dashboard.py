@@ -217,6 +217,16 @@ def test_steptime_page_preset_model():
     assert compute_s * 0.6 * (1 - 1e-9) <= faster < compute_s * 0.99
 
 
+def test_steptime_page_multislice_prices_the_dcn():
+    """Four slices: the gradient all-reduce crosses the DCN, so DCN busy time is not zero and
+    the step is no faster than on one slice."""
+    one = metrics(ok(open_page("steptime", model="resnet50")))
+    at = ok(open_page("steptime", model="resnet50", slices=4))
+    m = metrics(at)
+    assert m["DCN busy"] != "0 s" and one["DCN busy"] in ("0 s", "0.000 s", "0 ns")
+    assert "4 Cloud TPU v4 4x4x8 slices" in at.caption[1].value
+
+
 def test_steptime_page_uploaded_trace_and_bad_uploads():
     at = ok(open_page("steptime", source="Upload a trace"))
     assert "Upload a trace" in at.info[0].value

@@ -2,6 +2,7 @@
 
     podsim steptime --generation tpu-v4 --slice 16x16x16 --collective all_reduce --bytes 1GiB
     podsim steptime --trace step.json --generation tpu-v4 --slice 8x16x16 [--json]
+    podsim steptime --trace dcn32.json --generation tpu-v5e --slice 16x16 [--slices 32] [--dcn ocs]
     podsim steptime --trace all_reduce.*.et --network inputs_network_tpu_v3_8.yml
 """
 
@@ -17,12 +18,14 @@ from podsim.collectives import ALGORITHMS, KINDS
 from podsim.engine import (
     DEFAULT_COMPUTE_EFFICIENCY,
     CollectiveResult,
+    build_job,
+    declared_slices,
     simulate_collective,
     simulate_step,
     step_summary,
 )
 from podsim.errors import PodsimError
-from podsim.topology import build_slice, format_shape, get_generation, parse_shape
+from podsim.topology import DcnSpec, build_slice, format_shape, get_generation, parse_shape
 from podsim.trace import load_trace
 from podsim.trace.astra_network import network_generation
 from podsim.units import format_bytes, format_rate, format_seconds, parse_bytes
@@ -53,6 +56,10 @@ def step_rows(s: dict) -> list[tuple[str, str]]:
         ("compute", format_seconds(s["compute_s"])),
         ("communication", f"{format_seconds(s['comm_s'])} busy, {format_seconds(s['exposed_comm_s'])} exposed"),
     ]
+    for level, label in (("ici", "ICI (inside slices)"), ("dcn", f"DCN (across {s.get('slices', 1)} slices)")):
+        lv = s.get("levels", {}).get(level)
+        if lv and (lv["busy_s"] > 0 or level == "dcn" and s.get("slices", 1) > 1):
+            rows.append((label, f"{format_seconds(lv['busy_s'])} busy, {format_seconds(lv['exposed_s'])} exposed"))
     for kind, k in sorted(s["collectives"].items()):
         rows.append((kind, f"{int(k['ops'])} ops, {format_bytes(k['bytes'])}, {format_seconds(k['busy_s'])} busy "
                            f"(closed form {format_seconds(k['closed_form_s'])})"))
@@ -72,21 +79,52 @@ def expand_paths(patterns: list[str]) -> list[str]:
     return out
 
 
+def resolve_slices(trace, given: int | None) -> int:
+    """The job's slice count: `--slices`, else what the trace says (dcn=N), else 1; the two
+    disagreeing is an error."""
+    declared = declared_slices(trace)
+    if given is not None:
+        if given < 1:
+            raise PodsimError(f"--slices {given}: give a whole number >= 1")
+        if declared is not None and declared != given:
+            raise PodsimError(f"--slices {given} conflicts with the trace, made for {declared} slice(s) (dcn={declared}); drop --slices or regenerate the trace")
+        return given
+    return declared or 1
+
+
+def dcn_spec(kind: str, oversubscription: float) -> tuple[DcnSpec, bool]:
+    """--dcn eps|ocs|ocs-job and --oversubscription -> (DcnSpec, engineer the OCS DCN for the job)."""
+    if kind not in ("eps", "ocs", "ocs-job"):
+        raise PodsimError(f"--dcn {kind!r} is not known; use eps (leaf-spine Clos), ocs (uniform OCS mesh) or ocs-job (OCS circuits engineered for the job)")
+    if oversubscription < 1:
+        raise PodsimError(f"--oversubscription {oversubscription}: must be >= 1 (NIC bandwidth : spine uplink bandwidth)")
+    if kind != "eps" and oversubscription != 1:
+        raise PodsimError("--oversubscription applies to an EPS spine (--dcn eps)")
+    return DcnSpec(kind="eps" if kind == "eps" else "ocs", oversubscription=oversubscription), kind == "ocs-job"
+
+
 def _trace_mode(files: list[str], generation: str | None, network: str | None, slice_shape: str | None,
-                twisted: bool, efficiency: float, fast_path: bool, as_json: bool) -> None:
+                twisted: bool, efficiency: float, fast_path: bool, as_json: bool,
+                slices: int | None = None, dcn: str = "eps", oversubscription: float = 1.0) -> None:
     if (generation is None) == (network is None):
         raise PodsimError("give --generation GEN (with --slice) or --network ASTRA_NETWORK.yml for a trace")
     gen = network_generation(network) if network else get_generation(generation)
     shape = parse_shape(slice_shape, gen.dims) if slice_shape else gen.pod_shape
+    spec, engineer = dcn_spec(dcn, oversubscription)
     trace = load_trace(expand_paths(files), shape=shape)
-    built = build_slice(gen, slice_shape, twisted=twisted)
-    result = simulate_step(trace, built, compute_efficiency=efficiency, fast_path=fast_path)
+    n = resolve_slices(trace, slices)
+    job = build_job(trace, gen, shape if slice_shape else None, n, twisted=twisted, dcn=spec, engineer_dcn=engineer,
+                    name=trace.name or "trace")
+    result = simulate_step(None, job, compute_efficiency=efficiency, fast_path=fast_path)
     summary = step_summary(result, trace)
-    summary.update(trace=trace.name, slice=format_shape(built.slice.shape), twisted=built.slice.twisted)
+    shape_name = format_shape(job.slices[0].shape)
+    summary.update(trace=trace.name, slice=shape_name, twisted=job.slices[0].twisted, dcn=job.fabric.dcn.kind,
+                   dcn_oversubscription=job.fabric.dcn.oversubscription, pods=job.fabric.layout.pods)
     if as_json:
         emit_json(summary)
         return
-    table(f"{trace.name or files[0]} on {gen.name} — {format_shape(built.slice.shape)}", step_rows(summary))
+    where = shape_name if n == 1 else f"{n} x {shape_name} on {job.fabric.layout.pods} pod(s), {dcn} DCN"
+    table(f"{trace.name or files[0]} on {gen.name} — {where}", step_rows(summary))
 
 
 @app.command("steptime")
@@ -101,13 +139,17 @@ def steptime_cmd(
     size: str = typer.Option(None, "--bytes", help="size in the nccl-tests convention, e.g. 1GiB, 256MB, 4096"),
     group: str = typer.Option("all", "--group", help="slice axes of the group: x, x,y, all, x:4 ..."),
     algorithm: str = typer.Option("auto", "--algorithm", help=f"auto (fastest by closed form) or one of: {', '.join(ALGORITHMS)}"),
+    slices: int = typer.Option(None, "--slices", help="with --trace: slices of a multislice job (default: the trace's dcn=N, else 1)"),
+    dcn: str = typer.Option("eps", "--dcn", help="with --trace: data-centre network between slices: eps (leaf-spine Clos), ocs (uniform OCS mesh), ocs-job (OCS circuits engineered for the job)"),
+    oversubscription: float = typer.Option(1.0, "--oversubscription", help="with --dcn eps: NIC bandwidth : spine uplink bandwidth"),
     no_fast_path: bool = typer.Option(False, "--no-fast-path", help="simulate every flow (no symmetry folding)"),
     as_json: bool = typer.Option(False, "--json", help="one JSON object on stdout"),
 ) -> None:
     """Simulate a collective on a slice (simulated and closed-form time, algorithm and bus
     bandwidth), or a whole step trace (--trace: step time and where it goes)."""
     if trace_files:
-        _trace_mode(trace_files, generation, network, slice_shape, twisted, efficiency, not no_fast_path, as_json)
+        _trace_mode(trace_files, generation, network, slice_shape, twisted, efficiency, not no_fast_path, as_json,
+                    slices, dcn, oversubscription)
         return
     if generation is None:
         raise PodsimError("give --generation GEN (e.g. --generation tpu-v4)")

@@ -14,7 +14,7 @@ from podsim.engine.core import (
     simulate_jobs,
     simulate_step,
 )
-from podsim.engine.jobs import Job, place_slices
+from podsim.engine.jobs import Job, build_job, check_groups_exist, declared_slices, place_slices
 from podsim.engine.maxmin import max_min_rates
 from podsim.engine.network import FlowNetwork
 from podsim.engine.results import CollectiveResult, OpTiming, StepResult
@@ -29,6 +29,6 @@ from podsim.engine.validate import (
 
 __all__ = [
     "DEFAULT_COMPUTE_EFFICIENCY", "CollectiveResult", "EngineInvariantError", "FlowNetwork", "Job", "OpTiming",
-    "RateValidator", "Recording", "StepResult", "max_min_rates", "place_slices", "port_utilisation", "simulate_collective", "simulate_jobs", "simulate_step", "step_summary",
+    "RateValidator", "Recording", "StepResult", "build_job", "check_groups_exist", "declared_slices", "max_min_rates", "place_slices", "port_utilisation", "simulate_collective", "simulate_jobs", "simulate_step", "step_summary",
     "validate_rates", "validating",
 ]

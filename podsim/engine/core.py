@@ -34,6 +34,7 @@ from podsim.errors import PodsimError
 from podsim.topology import Built
 from podsim.trace.model import (
     DEFAULT_COMPUTE_EFFICIENCY,
+    SLICE_AXES,
     Collective,
     Compute,
     SendRecv,
@@ -52,11 +53,17 @@ class _OpPlan:
     duration_s: float = 0.0
     plan: Plan | None = None
     group: str = ""
+    level: str = ""  # ici or dcn (the group crosses the data-centre network); "" for compute
 
 
 def _compute_time_s(op: Compute, job: Job, efficiency: float) -> float:
     gen = job.fabric.generation
     return op.duration_on(gen.peak_flops_per_s, gen.hbm_bytes_per_s, efficiency)
+
+
+def _level(layout) -> str:
+    """The network level a group's traffic reaches: `dcn` when it spans slices (or GPU nodes)."""
+    return "dcn" if any(layout.dcn) else "ici"
 
 
 def _prepare(job: Job, pool: RouterPool, efficiency: float) -> list[_OpPlan]:
@@ -88,11 +95,13 @@ def _prepare(job: Job, pool: RouterPool, efficiency: float) -> list[_OpPlan]:
         if isinstance(op, Compute):
             out.append(_OpPlan(op, "compute", deps, duration_s=_compute_time_s(op, job, efficiency)))
         elif isinstance(op, Collective):
+            lay = layout(op.group)
             out.append(_OpPlan(op, op.kind, deps, plan=plan(op.kind, op.group, op.bytes, op.algorithm),
-                               group=layout(op.group).name))
+                               group=lay.name, level=_level(lay)))
         elif isinstance(op, SendRecv):
+            lay = layout((op.axis,))
             out.append(_OpPlan(op, "send_recv", deps, plan=plan("send_recv", (op.axis,), op.bytes, "auto", op.shift),
-                               group=layout((op.axis,)).name))
+                               group=lay.name, level=_level(lay)))
         else:  # pragma: no cover - the trace model has three op types
             raise PodsimError(f"op {getattr(op, 'id', op)!r} has an unknown type {type(op).__name__}")
     return out
@@ -178,7 +187,8 @@ class _Program:
         self.timeline.append(OpTiming(
             step=self._step, id=op.id, kind=p.kind, start_s=float(self._start_t.pop(i)), end_s=float(self.env.now),
             name=op.name, layer=op.layer, bytes=float(getattr(op, "bytes", 0.0)), group=p.group,
-            algorithm=p.plan.schedule.algorithm if p.plan else "", closed_form_s=p.plan.closed_form_s if p.plan else None))
+            algorithm=p.plan.schedule.algorithm if p.plan else "", closed_form_s=p.plan.closed_form_s if p.plan else None,
+            level=p.level))
 
     def _next_stage(self, run: _Run) -> bool:
         """Start the run's next stage; False when there is none."""
@@ -226,6 +236,10 @@ class _Program:
         return run.index
 
 
+LEVELS = ("ici", "dcn")
+"""Network levels a step's communication is split by (StepResult.levels)."""
+
+
 def _union_s(intervals: list[tuple[float, float]]) -> float:
     """Total length covered by a set of intervals."""
     total, end = 0.0, -np.inf
@@ -257,12 +271,17 @@ def _result(prog: _Program, net: FlowNetwork, owner: int, wall: float, events: i
         link_bytes, peak = link_bytes[sym.canon_link], peak[sym.canon_link]
     peak = np.where(link_bytes > 0, peak, 0.0)
     compute_s, comm_s = _union_s(comp), _union_s(comm)
+    levels = {}
+    for level in LEVELS:
+        ivs = [(t.start_s, t.end_s) for t in prog.timeline if t.level == level]
+        levels[level] = {"busy_s": _union_s(ivs) / steps, "exposed_s": (_union_s(comp + ivs) - compute_s) / steps}
     return StepResult(
         job=prog.job.name, steps=steps, step_time_s=float(np.mean(prog.step_times)) if prog.step_times else 0.0,
         step_times_s=tuple(prog.step_times), compute_s=compute_s / steps, comm_s=comm_s / steps,
         exposed_comm_s=(_union_s(comp + comm) - compute_s) / steps, timeline=tuple(sorted(prog.timeline, key=lambda t: (t.start_s, t.end_s))),
         totals=totals, link_bytes=link_bytes, link_peak_utilisation=peak, fabric=prog.job.fabric, engine_wall_s=wall,
         events=events, flows=prog.flows, flows_simulated=prog.flows_simulated, fast_path=sym is not None,
+        levels=levels, slices=len(prog.job.slices),
     )
 
 
@@ -331,6 +350,8 @@ def simulate_collective(built: Built, kind: str, size_bytes: float | str, group:
     """One collective on one slice, alone on the fabric: simulated and closed-form time, algbw
     and busbw (nccl-tests convention). `kind` may also be `send_recv` (group: one axis)."""
     size = parse_bytes(size_bytes)
+    if isinstance(group, str) and group.strip() == "all":
+        group = ",".join(SLICE_AXES[:len(built.slice.shape)])  # every axis the slice has
     parsed = parse_group(group)
     if kind == "send_recv":
         if len(parsed) != 1:

@@ -10,8 +10,6 @@ import math
 import time
 from collections.abc import Callable
 
-import numpy as np
-
 from podsim.cluster import (
     ClusterConfig,
     FailureModel,
@@ -20,8 +18,7 @@ from podsim.cluster import (
     load_failure_trace,
     simulate,
 )
-from podsim.engine import Job as EngineJob
-from podsim.engine import place_slices, simulate_jobs, step_summary
+from podsim.engine import build_job, simulate_jobs, step_summary
 from podsim.scenario.check import check_scenario
 from podsim.scenario.fields import parse_target, target_met
 from podsim.scenario.result import TABLES, RunResult, normalise_table
@@ -30,8 +27,6 @@ from podsim.scenario.steptime import EngineStepTime, RecordingStepTime, resolve_
 from podsim.topology import (
     DcnSpec,
     Generation,
-    PodLayout,
-    build_slice,
     format_shape,
     parse_shape,
     slice_name,
@@ -171,12 +166,6 @@ def _run_cluster(s: Scenario, gen: Generation, on_progress: ProgressFn | None, c
 
 
 # Step studies -----------------------------------------------------------------------------
-def _job_leaves(gen: Generation, slices, hosts_per_leaf: int) -> tuple[int, ...]:
-    host = PodLayout(gen).host_of_chip
-    chips = np.concatenate([sl.chips for sl in slices])
-    return tuple(int(x) for x in np.unique(host[chips] // hosts_per_leaf))
-
-
 def _run_step(s: Scenario, gen: Generation, on_progress: ProgressFn | None):
     st = s.workload.step
     shape = parse_shape(st.slice)
@@ -193,18 +182,9 @@ def _run_step(s: Scenario, gen: Generation, on_progress: ProgressFn | None):
     else:
         plan = ""
         trace = load_trace(st.trace, shape=shape)
-    if st.slices == 1:
-        dcn = dcn_spec(s)
-        built = build_slice(gen, shape, twisted=st.twisted, ocs=ocs, dcn=dcn)
-        job = EngineJob.on(built, trace, name=s.name)
-    else:
-        dcn = dcn_spec(s)
-        fabric, slices = place_slices(gen, st.slice, st.slices, dcn)
-        leaves = _job_leaves(gen, slices, s.dcn.hosts_per_leaf)
-        if s.dcn.ocs_groups == "job" and len(leaves) > 1:
-            dcn = dcn_spec(s, (leaves,))
-            fabric, slices = place_slices(gen, st.slice, st.slices, dcn)
-        job = EngineJob(trace, fabric, slices, name=s.name)
+    job = build_job(trace, gen, shape, st.slices, twisted=st.twisted, ocs=ocs, dcn=dcn_spec(s),
+                    engineer_dcn=s.dcn.ocs_groups == "job", name=s.name)
+    dcn = job.fabric.dcn
     r = simulate_jobs([job], compute_efficiency=st.compute_efficiency)[0]
     summ = step_summary(r, trace)
     total_chips = chips * st.slices
@@ -221,6 +201,8 @@ def _run_step(s: Scenario, gen: Generation, on_progress: ProgressFn | None):
     }
     for kind, k in summ["collectives"].items():
         m[f"{kind}_busy_s"] = k["busy_s"]
+    for level, d in r.levels.items():
+        m[f"{level}_busy_s"], m[f"{level}_exposed_s"] = d["busy_s"], d["exposed_s"]
     m["dcn_collective_busy_s"] = sum(t.duration_s for t in r.timeline if t.step == 0 and "dcn" in t.group.split(","))
     if st.steps:
         m["steps"] = st.steps

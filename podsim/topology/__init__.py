@@ -39,6 +39,8 @@ from podsim.topology.slices import (
 from podsim.topology.summary import (
     Built,
     build_slice,
+    fleet_rows,
+    fleet_summary,
     pod_spec,
     summary_rows,
     topology_detail,
@@ -51,5 +53,5 @@ __all__ = [
     "custom_generation",
     "cube_circuits", "dcn_routes", "format_shape", "generations", "get_generation", "is_twistable",
     "parse_shape", "plan_slice", "pod_spec", "slice_figures", "slice_name", "slice_routes", "slice_view", "sources", "summary_rows",
-    "topology_detail", "topology_summary", "torus_routes", "validate_shape",
+    "fleet_rows", "fleet_summary", "topology_detail", "topology_summary", "torus_routes", "validate_shape",
 ]
