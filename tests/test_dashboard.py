@@ -217,14 +217,26 @@ def test_steptime_page_preset_model():
     assert compute_s * 0.6 * (1 - 1e-9) <= faster < compute_s * 0.99
 
 
+MULTISLICE_TRACE = b"""podsim_trace: 1
+name: two layers on four slices
+meta: {slices: 4}
+ops:
+  - {id: fwd, kind: compute, duration_s: 0.01}
+  - {id: bwd, kind: compute, duration_s: 0.01, deps: [fwd]}
+  - {id: grads, kind: all_reduce, bytes: 64MiB, group: dcn, deps: [bwd]}
+"""
+
+
 def test_steptime_page_multislice_prices_the_dcn():
-    """Four slices: the gradient all-reduce crosses the DCN, so DCN busy time is not zero and
-    the step is no faster than on one slice."""
-    one = metrics(ok(open_page("steptime", model="resnet50")))
-    at = ok(open_page("steptime", model="resnet50", slices=4))
-    m = metrics(at)
-    assert m["DCN busy"] != "0 s" and one["DCN busy"] in ("0 s", "0.000 s", "0 ns")
-    assert "4 Cloud TPU v4 4x4x8 slices" in at.caption[1].value
+    """A trace made for four slices runs on four (one slice is refused, not priced at zero):
+    its gradient all-reduce crosses the DCN, busy and exposed after the last compute."""
+    at = open_page("steptime", source="Upload a trace", **{"shape_tpu-v4": "4x4x4"})
+    at.file_uploader(key="trace_files").upload("ms.yaml", MULTISLICE_TRACE).run()
+    assert "is for 4 slice(s)" in at.error[0].value
+    at.number_input(key="slices").set_value(4).run()
+    m = metrics(ok(at))
+    assert m["DCN busy"] == m["DCN exposed"] and m["DCN busy"] not in ("0 s", "0 ns")
+    assert "4 Cloud TPU v4 4x4x4 slices" in at.caption[1].value
 
 
 def test_steptime_page_uploaded_trace_and_bad_uploads():

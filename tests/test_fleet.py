@@ -11,7 +11,7 @@ from podsim.cli import main
 from podsim.collectives.closed_form import torus_all_reduce_s
 from podsim.engine import build_job, place_slices, simulate_step
 from podsim.errors import PodsimError
-from podsim.topology import DcnSpec, fleet_summary, get_generation
+from podsim.topology import DcnSpec, LinkKind, fleet_summary, get_generation
 from podsim.trace import StepTrace
 from podsim.trace.model import Collective, parse_group
 
@@ -99,3 +99,30 @@ def test_cli_topology_fleet(capsys):
     assert code == 2 and "dcn.sites 2 does not divide the 3 pod(s)" in err
     code, _, err = cli("topology", "tpu-v4", "--sites", "2")
     assert code == 2 and "--sites needs --pods" in err
+
+
+def test_three_level_all_reduce_across_sites():
+    """4 slices on 2 sites, all-reduce over x,y,z,dcn: auto picks the hierarchy ICI -> DCN ->
+    WAN (reduce-scatter in each slice, then across the slices of a site, all-reduce of that
+    shard across sites, all-gather back), so only 1/128 of the buffer per chip crosses the WAN,
+    about half of what a flat ring across the four slices sends. Each level at its closed form."""
+    n, wan, lat = 2**28, 400e9, 10e-3
+    dcn = DcnSpec(spines=1, sites=2, wan_latency_s=lat, wan_bytes_per_s=wan)
+    wan_bytes, t = {}, {}
+    for alg in ("auto", "bidir_ring"):
+        tr = StepTrace((Collective("ar", "all_reduce", n, parse_group("x,y,z,dcn"), alg),), meta={"slices": 4})
+        job = build_job(tr, "tpu-v4", "4x4x4", 4, dcn=dcn)
+        r = simulate_step(None, job)
+        op = r.timeline[0]
+        assert op.level == "wan" and r.levels["wan"]["busy_s"] == pytest.approx(op.duration_s)
+        wan_bytes[op.algorithm] = r.link_bytes[job.fabric.link_kind == LinkKind.WAN].sum()
+        t[op.algorithm] = op.duration_s
+    # flat ring over 256 chips: crosses the WAN twice each way, 2(p-1) steps of n/(2p): 4n(p-1)/p
+    assert wan_bytes["bidir_ring"] == pytest.approx(4 * n * 255 / 256)
+    assert wan_bytes["hierarchical"] == pytest.approx(2 * n)  # 256 chips x n/128, both ways summed
+    m = n / CHIPS  # per chip after the ICI reduce-scatter
+    ici = torus_all_reduce_s((4, 4, 4), n, V4.hop_latency_s, 1 / V4.link_bytes_per_s, streams=6)
+    in_site = 2 * (DCN_HOP_S + m / 2 / CHIP_DCN)  # reduce-scatter + all-gather, 2 slices, 1 step each
+    m2 = m / 2  # the shard that crosses sites: 128 chips per site, each m2/2 per step over the WAN
+    across = 2 * (DCN_HOP_S + lat + max(m2 / 2 / CHIP_DCN, 2 * CHIPS * m2 / 2 / wan))
+    assert t["hierarchical"] == pytest.approx(ici + in_site + across, rel=0.01)

@@ -56,7 +56,8 @@ def step_rows(s: dict) -> list[tuple[str, str]]:
         ("compute", format_seconds(s["compute_s"])),
         ("communication", f"{format_seconds(s['comm_s'])} busy, {format_seconds(s['exposed_comm_s'])} exposed"),
     ]
-    for level, label in (("ici", "ICI (inside slices)"), ("dcn", f"DCN (across {s.get('slices', 1)} slices)")):
+    for level, label in (("ici", "ICI (inside slices)"), ("dcn", f"DCN (across {s.get('slices', 1)} slices)"),
+                         ("wan", "WAN (across sites)")):
         lv = s.get("levels", {}).get(level)
         if lv and (lv["busy_s"] > 0 or level == "dcn" and s.get("slices", 1) > 1):
             rows.append((label, f"{format_seconds(lv['busy_s'])} busy, {format_seconds(lv['exposed_s'])} exposed"))
@@ -92,25 +93,32 @@ def resolve_slices(trace, given: int | None) -> int:
     return declared or 1
 
 
-def dcn_spec(kind: str, oversubscription: float) -> tuple[DcnSpec, bool]:
-    """--dcn eps|ocs|ocs-job and --oversubscription -> (DcnSpec, engineer the OCS DCN for the job)."""
+def dcn_spec(kind: str, oversubscription: float, sites: int = 1, wan_latency_ms: float = 1.0,
+             wan_gbps: float = 12800.0) -> tuple[DcnSpec, bool]:
+    """--dcn eps|ocs|ocs-job, --oversubscription and the WAN options -> (DcnSpec, engineer the
+    OCS DCN for the job)."""
+    if sites < 1 or wan_gbps <= 0 or wan_latency_ms < 0:
+        raise PodsimError(f"--sites {sites}, --wan-gbps {wan_gbps:g}, --wan-latency-ms {wan_latency_ms:g}: give sites >= 1, Gb/s > 0, ms >= 0")
     if kind not in ("eps", "ocs", "ocs-job"):
         raise PodsimError(f"--dcn {kind!r} is not known; use eps (leaf-spine Clos), ocs (uniform OCS mesh) or ocs-job (OCS circuits engineered for the job)")
     if oversubscription < 1:
         raise PodsimError(f"--oversubscription {oversubscription}: must be >= 1 (NIC bandwidth : spine uplink bandwidth)")
     if kind != "eps" and oversubscription != 1:
         raise PodsimError("--oversubscription applies to an EPS spine (--dcn eps)")
-    return DcnSpec(kind="eps" if kind == "eps" else "ocs", oversubscription=oversubscription), kind == "ocs-job"
+    spec = DcnSpec(kind="eps" if kind == "eps" else "ocs", oversubscription=oversubscription, sites=sites,
+                   wan_latency_s=wan_latency_ms * 1e-3, wan_bytes_per_s=wan_gbps * 1e9 / 8)
+    return spec, kind == "ocs-job"
 
 
 def _trace_mode(files: list[str], generation: str | None, network: str | None, slice_shape: str | None,
                 twisted: bool, efficiency: float, fast_path: bool, as_json: bool,
-                slices: int | None = None, dcn: str = "eps", oversubscription: float = 1.0) -> None:
+                slices: int | None = None, dcn: str = "eps", oversubscription: float = 1.0,
+                wan: tuple[int, float, float] = (1, 1.0, 12800.0)) -> None:
     if (generation is None) == (network is None):
         raise PodsimError("give --generation GEN (with --slice) or --network ASTRA_NETWORK.yml for a trace")
     gen = network_generation(network) if network else get_generation(generation)
     shape = parse_shape(slice_shape, gen.dims) if slice_shape else gen.pod_shape
-    spec, engineer = dcn_spec(dcn, oversubscription)
+    spec, engineer = dcn_spec(dcn, oversubscription, *wan)
     trace = load_trace(expand_paths(files), shape=shape)
     n = resolve_slices(trace, slices)
     job = build_job(trace, gen, shape if slice_shape else None, n, twisted=twisted, dcn=spec, engineer_dcn=engineer,
@@ -119,11 +127,14 @@ def _trace_mode(files: list[str], generation: str | None, network: str | None, s
     summary = step_summary(result, trace)
     shape_name = format_shape(job.slices[0].shape)
     summary.update(trace=trace.name, slice=shape_name, twisted=job.slices[0].twisted, dcn=job.fabric.dcn.kind,
-                   dcn_oversubscription=job.fabric.dcn.oversubscription, pods=job.fabric.layout.pods)
+                   dcn_oversubscription=job.fabric.dcn.oversubscription, pods=job.fabric.layout.pods,
+                   sites=job.fabric.dcn.sites)
     if as_json:
         emit_json(summary)
         return
     where = shape_name if n == 1 else f"{n} x {shape_name} on {job.fabric.layout.pods} pod(s), {dcn} DCN"
+    if spec.sites > 1:
+        where += f", {spec.sites} sites"
     table(f"{trace.name or files[0]} on {gen.name} — {where}", step_rows(summary))
 
 
@@ -142,6 +153,9 @@ def steptime_cmd(
     slices: int = typer.Option(None, "--slices", help="with --trace: slices of a multislice job (default: the trace's dcn=N, else 1)"),
     dcn: str = typer.Option("eps", "--dcn", help="with --trace: data-centre network between slices: eps (leaf-spine Clos), ocs (uniform OCS mesh), ocs-job (OCS circuits engineered for the job)"),
     oversubscription: float = typer.Option(1.0, "--oversubscription", help="with --dcn eps: NIC bandwidth : spine uplink bandwidth"),
+    sites: int = typer.Option(1, "--sites", help="with --trace: data centres the slices split over, joined by WAN links (EPS DCN)"),
+    wan_latency_ms: float = typer.Option(1.0, "--wan-latency-ms", help="with --sites: one-way WAN latency (assumption: 1 ms, ~200 km of fibre)"),
+    wan_gbps: float = typer.Option(12800.0, "--wan-gbps", help="with --sites: WAN capacity per site pair and direction, Gb/s (assumption: 16 x 800GbE)"),
     no_fast_path: bool = typer.Option(False, "--no-fast-path", help="simulate every flow (no symmetry folding)"),
     as_json: bool = typer.Option(False, "--json", help="one JSON object on stdout"),
 ) -> None:
@@ -149,7 +163,7 @@ def steptime_cmd(
     bandwidth), or a whole step trace (--trace: step time and where it goes)."""
     if trace_files:
         _trace_mode(trace_files, generation, network, slice_shape, twisted, efficiency, not no_fast_path, as_json,
-                    slices, dcn, oversubscription)
+                    slices, dcn, oversubscription, (sites, wan_latency_ms, wan_gbps))
         return
     if generation is None:
         raise PodsimError("give --generation GEN (e.g. --generation tpu-v4)")

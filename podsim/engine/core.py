@@ -26,6 +26,7 @@ from podsim.collectives import (
     group_layout,
     plan_collective,
 )
+from podsim.collectives.groups import SITE_AXIS
 from podsim.engine import validate
 from podsim.engine.jobs import Job
 from podsim.engine.network import CountingEnvironment, FlowNetwork
@@ -53,7 +54,7 @@ class _OpPlan:
     duration_s: float = 0.0
     plan: Plan | None = None
     group: str = ""
-    level: str = ""  # ici or dcn (the group crosses the data-centre network); "" for compute
+    level: str = ""  # ici, dcn (the group crosses the data-centre network) or wan; "" for compute
 
 
 def _compute_time_s(op: Compute, job: Job, efficiency: float) -> float:
@@ -62,7 +63,10 @@ def _compute_time_s(op: Compute, job: Job, efficiency: float) -> float:
 
 
 def _level(layout) -> str:
-    """The network level a group's traffic reaches: `dcn` when it spans slices (or GPU nodes)."""
+    """The highest network level a group's traffic reaches: `wan` when it spans sites, `dcn`
+    when it spans slices (or GPU nodes), else `ici`."""
+    if SITE_AXIS in layout.axes:
+        return "wan"
     return "dcn" if any(layout.dcn) else "ici"
 
 
@@ -236,7 +240,7 @@ class _Program:
         return run.index
 
 
-LEVELS = ("ici", "dcn")
+LEVELS = ("ici", "dcn", "wan")
 """Network levels a step's communication is split by (StepResult.levels)."""
 
 

@@ -24,7 +24,7 @@ class OpTiming:
     group: str = ""
     algorithm: str = ""
     closed_form_s: float | None = None
-    level: str = ""  # ici or dcn for communication, "" for compute
+    level: str = ""  # ici, dcn or wan for communication, "" for compute
 
     @property
     def duration_s(self) -> float:
@@ -37,10 +37,11 @@ class StepResult:
 
     Times are per step (means over the job's `steps`); `link_bytes` is this job's bytes per
     fabric link per step; `link_peak_utilisation` the highest load / capacity each link saw
-    (all jobs together) while the simulation ran. `levels[level]` (ici, dcn): `busy_s`, the
+    (all jobs together) while the simulation ran. `levels[level]` (ici, dcn, wan): `busy_s`, the
     time ops of that level are in flight, and `exposed_s`, the part of it no compute overlaps
     (levels may overlap each other, so their exposed times can add up to more than
-    `exposed_comm_s`). A hierarchical collective counts whole at the dcn level.
+    `exposed_comm_s`). An op counts whole at the highest level it reaches (a hierarchical
+    all-reduce across slices at dcn, across sites at wan).
     """
 
     job: str
