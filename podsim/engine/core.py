@@ -328,7 +328,8 @@ def simulate_jobs(jobs: Sequence[Job], *, compute_efficiency: float = DEFAULT_CO
                   fast_path: bool = True) -> list[StepResult]:
     """Run several jobs at once on their shared fabric, so jobs whose flows share links (the
     DCN, an oversubscribed spine) slow each other down. One StepResult per job, in order.
-    The symmetry fast path applies to a lone single-slice job only."""
+    The symmetry fast path applies to a lone job only (one slice: translations of its torus;
+    several identical slices: the first slice's ICI flows stand for every slice's)."""
     _check_efficiency(compute_efficiency)
     return _simulate(jobs, compute_efficiency, fast_path)[0]
 
