@@ -28,6 +28,7 @@ from podsim.cli import (  # noqa: E402,F401
     place,
     report,
     run,
+    scaling,
     steptime,
     sweep,
     topology,
