@@ -45,7 +45,8 @@ def dcn_spec(s: Scenario, groups: tuple[tuple[int, ...], ...] = ()) -> DcnSpec:
     if isinstance(d.ocs_groups, tuple):
         groups = d.ocs_groups
     return DcnSpec(kind=d.kind, hosts_per_leaf=d.hosts_per_leaf, spines=d.spines, oversubscription=d.oversubscription,
-                   switch_latency_s=d.switch_latency, ocs_groups=groups)
+                   switch_latency_s=d.switch_latency, ocs_groups=groups, sites=d.sites, wan_latency_s=d.wan_latency,
+                   wan_bytes_per_s=d.wan_gbps * 1e9 / 8)
 
 
 def fleet_topology(gen: Generation, ocs: bool, dcn: DcnSpec, pods: int) -> dict:
@@ -197,6 +198,7 @@ def _run_step(s: Scenario, gen: Generation, on_progress: ProgressFn | None):
         "link_peak_utilisation_max": summ["link_peak_utilisation_max"], "engine_wall_s": r.engine_wall_s,
         "events": r.events, "flows": r.flows, "compute_efficiency": st.compute_efficiency,
         "dcn": dcn.kind, "dcn_oversubscription": dcn.oversubscription, "dcn_ocs_groups": [list(g) for g in dcn.ocs_groups],
+        "sites": dcn.sites, "wan_latency_s": dcn.wan_latency_s, "pods": job.fabric.layout.pods,
         "chip_s_per_step": total_chips * r.step_time_s,
     }
     for kind, k in summ["collectives"].items():
@@ -224,8 +226,9 @@ def _run_step(s: Scenario, gen: Generation, on_progress: ProgressFn | None):
             "closed_form_s": [k["closed_form_s"] for k in summ["collectives"].values()],
             "algorithms": [",".join(k["algorithms"]) for k in summ["collectives"].values()]}),
     }
-    topo = topology_summary(gen, st.slice, twisted=st.twisted, ocs=ocs, dcn=dcn)
-    topo.update(pods=1, fleet_chips=gen.pod_chips, job_slices=st.slices)
+    topo = topology_summary(gen, st.slice, twisted=st.twisted, ocs=ocs, dcn=dcn.model_copy(update={"sites": 1}))
+    pods = job.fabric.layout.pods
+    topo.update(pods=pods, fleet_chips=pods * gen.pod_chips, job_slices=st.slices, sites=dcn.sites)
     if on_progress is not None:
         on_progress(1.0, 1.0)
     return m, topo, cost, tables
