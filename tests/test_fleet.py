@@ -126,3 +126,25 @@ def test_three_level_all_reduce_across_sites():
     m2 = m / 2  # the shard that crosses sites: 128 chips per site, each m2/2 per step over the WAN
     across = 2 * (DCN_HOP_S + lat + max(m2 / 2 / CHIP_DCN, 2 * CHIPS * m2 / 2 / wan))
     assert t["hierarchical"] == pytest.approx(ici + in_site + across, rel=0.01)
+
+
+@pytest.mark.parametrize("text,needle", [
+    ("{generation: tpu-v4}\ndcn: {sites: 2}\nworkload: {synthetic: {jobs: 3, rate: 1/h}}\nhorizon: 1d", "job streams run in one data centre"),
+    ("{generation: tpu-v4}\ndcn: {sites: 2, kind: ocs}\nworkload: {step: {model: resnet50, slice: 4x4x4, slices: 2, parallelism: 'data=64,dcn=2'}}", "modelled on an EPS DCN"),
+    ("{generation: tpu-v4}\ndcn: {sites: 2}\nworkload: {step: {model: resnet50, slice: 4x4x4, slices: 3, parallelism: 'data=64,dcn=3'}}", "split evenly"),
+])
+def test_scenario_site_errors(text, needle):
+    from podsim.scenario import load_scenario_text
+    with pytest.raises(PodsimError) as e:
+        load_scenario_text("name: x\ntopology: " + text, source="s.yaml")
+    assert needle in str(e.value) and "\n" not in str(e.value)
+
+
+def test_scenario_step_study_over_two_sites():
+    """A multislice step study across two sites: the gradient all-reduce reaches the WAN."""
+    from podsim.scenario import load_scenario_text, run_scenario
+    s = load_scenario_text("name: x\ntopology: {generation: tpu-v4}\ndcn: {sites: 2, wan_latency: 10ms, spines: 1}\n"
+                           "workload: {step: {model: llama2-70b, slice: 4x4x4, slices: 2, parallelism: 'fsdp=64,dcn=2',"
+                           " model_overrides: {global_batch: 128, n_layers: 1}}}", source="s.yaml")
+    m = run_scenario(s).metrics
+    assert m["sites"] == 2 and m["pods"] == 2 and m["wan_busy_s"] > 0.01 and m["dcn_busy_s"] == 0.0
