@@ -68,6 +68,9 @@ def test_slices_split_evenly_over_sites():
     assert fab.meta["n_sites"] == 2 and set(fab.site_of_leaf.tolist()) == {0, 1}
     with pytest.raises(PodsimError, match="cannot span 2 sites"):
         place_slices("tpu-v4", "8x8x8", 1, DcnSpec(sites=2))
+    with pytest.raises(PodsimError, match=r"1 slice\(s\) cannot span 2 sites"):
+        build_job(StepTrace((Collective("ar", "all_reduce", 1e6, parse_group("x")),)), "tpu-v4", "4x4x4", 1,
+                  dcn=DcnSpec(sites=2))
     with pytest.raises(PodsimError, match="several sites are modelled on an EPS DCN"):
         place_slices("tpu-v4", "8x8x8", 2, DcnSpec(kind="ocs", sites=2))
 

@@ -196,6 +196,8 @@ def build_job(trace: StepTrace, gen: str | Generation, shape: str | tuple[int, .
     DCN) the job's aggregation blocks spend their uplinks on circuits among themselves
     (Jupiter's topology engineering, [JUPITER22] jup.7)."""
     g = get_generation(gen)
+    if dcn is not None and slices < dcn.sites:
+        raise PodsimError(f"{slices} slice(s) cannot span {dcn.sites} sites; give at least one slice per site")
     if slices == 1:
         built = build_slice(g, shape, twisted=twisted, ocs=ocs, dcn=dcn)
         return Job.on(built, trace, name=name, steps=steps)
