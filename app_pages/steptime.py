@@ -1,4 +1,5 @@
-"""Step time: one training step of a preset model (or an uploaded trace) on a slice, simulated."""
+"""Step time: one training step of a preset model (or an uploaded trace) on one slice or on
+N slices behind the data-centre network, simulated."""
 
 from __future__ import annotations
 
@@ -17,10 +18,25 @@ from app_pages.common import (
     seconds,
     upload_bytes,
 )
-from podsim.engine import DEFAULT_COMPUTE_EFFICIENCY, port_utilisation, simulate_step, step_summary
+from podsim.engine import (
+    DEFAULT_COMPUTE_EFFICIENCY,
+    build_job,
+    declared_slices,
+    port_utilisation,
+    simulate_step,
+    step_summary,
+)
 from podsim.engine.linkload import record_link_load
 from podsim.engine.timeline import build_timeline, timeline_json
-from podsim.topology import build_slice, format_shape, get_generation, is_twistable, parse_shape
+from podsim.errors import PodsimError
+from podsim.topology import (
+    DcnSpec,
+    format_shape,
+    get_generation,
+    is_twistable,
+    parse_shape,
+    slice_view,
+)
 from podsim.trace import PRESETS, generate_trace, load_trace
 from podsim.units import format_bytes
 
@@ -31,28 +47,40 @@ DEFAULT_PLANS = {"gpt3-175b": "fsdp=32,tensor=4", "llama2-70b": "fsdp=32,tensor=
 TRACE_TYPES = ["json", "yaml", "yml", "et", "eg", "txt"]
 
 
-def _simulate(trace, gen: str, shape: str, twisted: bool, efficiency: float | None) -> dict:
-    built = build_slice(gen, shape, twisted=twisted)
+DCN_KINDS = {"eps": "EPS leaf-spine", "ocs": "OCS uniform mesh", "ocs-job": "OCS engineered for the job"}
+
+
+def _simulate(trace, gen: str, shape: str, twisted: bool, efficiency: float | None, slices: int = 1,
+              dcn: str = "eps", oversubscription: float = 1.0) -> dict:
+    declared = declared_slices(trace)
+    if declared is not None and declared != slices:
+        raise PodsimError(f"the trace is for {declared} slice(s) (dcn={declared}); set Slices to {declared}")
+    spec = DcnSpec(kind="eps" if dcn == "eps" else "ocs", oversubscription=oversubscription if dcn == "eps" else 1.0)
+    job = build_job(trace, gen, shape, slices, twisted=twisted, dcn=spec, engineer_dcn=dcn == "ocs-job")
     with record_link_load() as load:
-        result = simulate_step(trace, built, compute_efficiency=efficiency)
+        result = simulate_step(None, job, compute_efficiency=efficiency)
     perfetto = timeline_json(build_timeline(result, link_load=load.last, title=trace.name))  # as `steptime --timeline`
+    view = slice_view(job.fabric, job.slices[0])  # the heat map shows the first slice
     return {"summary": step_summary(result, trace), "name": trace.name, "ops": len(trace.ops), "perfetto": perfetto,
             "timeline": [vars(t) for t in result.timeline if t.step == 0],
-            "utilisation": port_utilisation(result, built.view), "hot_links": result.hot_links(8)}
+            "utilisation": port_utilisation(result, view), "hot_links": result.hot_links(8),
+            "pods": job.fabric.layout.pods}
 
 
 @st.cache_data(max_entries=16, show_spinner="Generating the trace and simulating one step...")
-def preset_step(model: str, gen: str, shape: str, twisted: bool, plan: str, efficiency: float | None) -> dict:
+def preset_step(model: str, gen: str, shape: str, twisted: bool, plan: str, efficiency: float | None,
+                slices: int = 1, dcn: str = "eps", oversubscription: float = 1.0) -> dict:
     trace = generate_trace(model, shape, plan, generation=gen, twisted=twisted)
-    return _simulate(trace, gen, shape, twisted, efficiency)
+    return _simulate(trace, gen, shape, twisted, efficiency, slices, dcn, oversubscription)
 
 
 @st.cache_data(max_entries=8, show_spinner="Reading the trace and simulating one step...")
-def uploaded_step(files: tuple[tuple[str, bytes], ...], gen: str, shape: str, twisted: bool, efficiency: float | None) -> dict:
+def uploaded_step(files: tuple[tuple[str, bytes], ...], gen: str, shape: str, twisted: bool, efficiency: float | None,
+                  slices: int = 1, dcn: str = "eps", oversubscription: float = 1.0) -> dict:
     """An uploaded trace through `load_trace`, the CLI's loader (format by suffix and content)."""
     with saved_files(files) as paths:
         trace = load_trace(paths, shape=parse_shape(shape, get_generation(gen).dims))
-    return _simulate(trace, gen, shape, twisted, efficiency)
+    return _simulate(trace, gen, shape, twisted, efficiency, slices, dcn, oversubscription)
 
 
 def lane(t: dict) -> str:
@@ -128,6 +156,13 @@ flat = c4.checkbox("Flat compute efficiency", value=False, key="flat",
 efficiency = (c4.slider("Compute efficiency", 0.1, 1.0, DEFAULT_COMPUTE_EFFICIENCY, 0.05, key="efficiency",
                         help="fraction of peak FLOP/s compute ops reach (0.6: the v4 paper's LLM average, perf.3)")
               if flat else None)
+d1, d2, d3 = st.columns([0.7, 1.3, 1])
+n_slices = int(d1.number_input("Slices", min_value=1, max_value=64, value=1, step=1, key="slices",
+                               help="slices of a multislice job, data parallel over the DCN (the trace's dcn=N)"))
+dcn_kind = d2.selectbox("Data-centre network", list(DCN_KINDS), format_func=DCN_KINDS.get, key="dcn_kind",
+                        disabled=n_slices == 1)
+oversub = d3.number_input("Spine oversubscription", min_value=1.0, max_value=16.0, value=1.0, step=1.0, key="oversub",
+                          disabled=n_slices == 1 or dcn_kind != "eps", help="NIC bandwidth : leaf uplink bandwidth (EPS only)")
 source = st.radio("Trace", ["Preset model", "Upload a trace"], horizontal=True, key="source")
 
 with inline_errors():
@@ -137,7 +172,9 @@ with inline_errors():
         model = m1.selectbox("Model", models, index=models.index("llama2-70b"), key="model")
         plan = m2.text_input("Parallelism", value=DEFAULT_PLANS[model], key=f"plan_{model}",
                              help="data, fsdp, tensor, pipeline, expert (and dcn); sizes multiply to the slice's chips")
-        out = preset_step(model, gen_id, shape, twisted, plan, efficiency)
+        if n_slices > 1 and "dcn" not in plan:
+            plan += f",dcn={n_slices}"
+        out = preset_step(model, gen_id, shape, twisted, plan, efficiency, n_slices, dcn_kind, float(oversub))
     else:
         uploads = st.file_uploader(f"Trace file(s): podsim JSON/YAML, ASTRA-sim text, Chakra .et/.json (one per rank); "
                                    f"at most {MAX_UPLOAD_BYTES // 2**20} MB each", type=TRACE_TYPES,
@@ -146,12 +183,13 @@ with inline_errors():
             st.info("Upload a trace to simulate it on the slice above.")
             st.stop()
         files = tuple((u.name, upload_bytes(u)) for u in uploads)
-        out = uploaded_step(files, gen_id, shape, twisted, efficiency)
+        out = uploaded_step(files, gen_id, shape, twisted, efficiency, n_slices, dcn_kind, float(oversub))
 
 s = out["summary"]
 st.subheader(f"{out['name'] or 'uploaded trace'}: {out['ops']} ops")
 compute_note = f"compute at {efficiency:.0%} of peak" if efficiency is not None else "compute by the per-op model"
-st.caption(f"on a {gen.name} {shape}{' twisted' if twisted else ''} slice, {compute_note}")
+where = f"{n_slices} {gen.name} {shape} slices on {out['pods']} pod(s), {DCN_KINDS[dcn_kind]} DCN" if n_slices > 1 else f"a {gen.name} {shape}{' twisted' if twisted else ''} slice"
+st.caption(f"on {where}, {compute_note}")
 m = st.columns(6)
 m[0].metric("Step time", seconds(s["step_time_s"]))
 m[1].metric("Compute", seconds(s["compute_s"]))
@@ -162,6 +200,11 @@ m[3].metric("Model FLOPs utilisation", percent(s.get("mfu")) if "mfu" in s else 
 m[4].metric("Hardware FLOPs utilisation", percent(s.get("hfu")) if "hfu" in s else "n/a",
             help="hardware FLOPs per step (recomputation included) / (chips x peak x step time)")
 m[5].metric("Engine", f"{s['engine_wall_s']:.2f} s", help=f"{s['events']:,} events, {s['flows_simulated']:,} of {s['flows']:,} flows simulated")
+lv = st.columns(4)
+lv[0].metric("ICI busy", seconds(s["ici_busy_s"]), help="time collectives inside the slices are in flight")
+lv[1].metric("ICI exposed", seconds(s["ici_exposed_s"]), help="the part of it no compute overlaps")
+lv[2].metric("DCN busy", seconds(s["dcn_busy_s"]), help="time collectives across slices (over the DCN) are in flight")
+lv[3].metric("DCN exposed", seconds(s["dcn_exposed_s"]), help="the part of it no compute overlaps")
 
 st.subheader("Op timeline")
 st.plotly_chart(gantt_figure(out["timeline"]), key="gantt")

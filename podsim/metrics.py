@@ -97,7 +97,7 @@ _C, _S, _B = "cluster", "step", "both"
 register(
     # the run's setting (copied to the store for SQL)
     _m("generation", "text", "accelerator generation id (hardware.md)", _B, sql="VARCHAR"),
-    _m("pods", "count", "pods in the fleet", _C, sql="INTEGER"),
+    _m("pods", "count", "pods in the fleet (of a step study: pods its slices span)", _B, sql="INTEGER"),
     _m("chips", "count", "chips in the fleet (job stream) or in the job's slices (step study)", _B, sql="BIGINT"),
     # job streams: podsim.cluster (definitions as in podsim/cluster/result.py)
     _m("utilisation", "fraction", "busy chip-hours / healthy chip-hours (a chip is busy while a job holds it, "
@@ -144,6 +144,8 @@ register(
     _m("job_interruptions", "count", "running jobs stopped by a failure", _C),
     _m("preemptions", "count", "running jobs stopped for a higher-priority job", _C),
     _m("ocs_reconfigurations", "count", "slices whose OCS circuits were set up", _C),
+    _m("degraded_starts", "count", "runs started on a torus with a down OCS unit's circuits dark (degraded placement)", _C),
+    _m("spare_remaps", "count", "cube fibers moved off a failed OCS port onto a spare port of that OCS", _C),
     _m("horizon_s", "s", "simulated time", _C),
     # step studies: podsim.engine
     _m("step_time_s", "s", "one training step's wall time (critical path of the step's op DAG)", _S, True, "DOUBLE"),
@@ -189,6 +191,15 @@ register(
     _m("dcn", "text", "DCN kind: eps (leaf/spine switches) or ocs", _S),
     _m("dcn_oversubscription", "ratio", "DCN leaf oversubscription (x:1)", _S),
     _m("dcn_ocs_groups", "text", "leaf blocks the DCN OCS engineers circuits for", _S),
+    _m("sites", "count", "data centres the job's slices span (joined by WAN links)", _S),
+    _m("wan_latency_s", "s", "one-way WAN latency between sites (assumption unless the scenario sources it)", _S),
+    _m("ici_busy_s", "s", "time collectives inside the slices are in flight, one step", _S),
+    _m("ici_exposed_s", "s", "the part of ici_busy_s no compute overlaps", _S, True),
+    _m("dcn_busy_s", "s", "time collectives across slices (the DCN level) are in flight, one step", _S),
+    _m("dcn_exposed_s", "s", "the part of dcn_busy_s no compute overlaps", _S, True),
+    _m("wan_busy_s", "s", "time collectives across sites (the WAN level) are in flight, one step", _S),
+    _m("wan_exposed_s", "s", "the part of wan_busy_s no compute overlaps", _S, True),
+    _m("hfu", "fraction", "hardware FLOPs utilisation: FLOPs executed per step, recomputation included / (peak FLOP/s x chips x step time)", _S, True),
     _m("steps", "count", "training steps of the study", _S),
     # spine economics (podsim.scenario.spine.spine_metrics); per spine kind below
     _m("spine_years", "count", "years of the fleet's life the spine study covers", _B),

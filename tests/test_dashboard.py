@@ -221,6 +221,28 @@ def test_steptime_page_preset_model():
     assert faster < compute_s * 0.99
 
 
+MULTISLICE_TRACE = b"""podsim_trace: 1
+name: two layers on four slices
+meta: {slices: 4}
+ops:
+  - {id: fwd, kind: compute, duration_s: 0.01}
+  - {id: bwd, kind: compute, duration_s: 0.01, deps: [fwd]}
+  - {id: grads, kind: all_reduce, bytes: 64MiB, group: dcn, deps: [bwd]}
+"""
+
+
+def test_steptime_page_multislice_prices_the_dcn():
+    """A trace made for four slices runs on four (one slice is refused, not priced at zero):
+    its gradient all-reduce crosses the DCN, busy and exposed after the last compute."""
+    at = open_page("steptime", source="Upload a trace", **{"shape_tpu-v4": "4x4x4"})
+    at.file_uploader(key="trace_files").upload("ms.yaml", MULTISLICE_TRACE).run()
+    assert "is for 4 slice(s)" in at.error[0].value
+    at.number_input(key="slices").set_value(4).run()
+    m = metrics(ok(at))
+    assert m["DCN busy"] == m["DCN exposed"] and m["DCN busy"] not in ("0 s", "0 ns")
+    assert "4 Cloud TPU v4 4x4x4 slices" in at.caption[1].value
+
+
 def test_steptime_page_uploaded_trace_and_bad_uploads():
     at = ok(open_page("steptime", source="Upload a trace"))
     assert "Upload a trace" in at.info[0].value

@@ -232,8 +232,10 @@ def test_steps_repeat_and_job_errors():
     other = build_slice("tpu-v4", "4x4x4")
     with pytest.raises(PodsimError, match="must share one fabric"):
         simulate_jobs([Job.on(b, tr), Job.on(other, tr)])
-    with pytest.raises(PodsimError, match="5 slices of 8x8x16 need 80 cubes; a tpu-v4 pod has 64"):
-        place_slices("tpu-v4", "8x8x16", 5)
+    with pytest.raises(PodsimError, match="at least one slice, got 0"):
+        place_slices("tpu-v4", "8x8x16", 0)
+    fab, five = place_slices("tpu-v4", "8x8x16", 5)  # 16 cubes each: four per pod, the fifth on pod 1
+    assert fab.layout.pods == 2 and [s.pod for s in five] == [0, 0, 0, 0, 1]
 
 
 # --- several jobs, the DCN, multislice ----------------------------------------------------------

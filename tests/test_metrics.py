@@ -52,8 +52,11 @@ def test_targets_and_store_columns_come_from_the_registry():
         "goodput": "fraction", "fleet_goodput": "fraction", "utilisation": "fraction", "availability": "fraction",
         "slowdown_p95": "number", "slowdown_mean": "number", "jobs_queued": "number", "jobs_unplaceable": "number",
         "fragmentation_mean": "fraction", "cost_usd": "number", "cost_per_useful_chip_h_usd": "number",
-        "step_time_s": "duration", "exposed_comm_s": "duration", "time_to_train_s": "duration", "mfu": "fraction"}
-    assert set(STEP_TARGETS) == {"step_time_s", "exposed_comm_s", "time_to_train_s", "mfu", "cost_usd"}
+        "step_time_s": "duration", "exposed_comm_s": "duration", "time_to_train_s": "duration", "mfu": "fraction",
+        # added with the per-op model (HFU) and multislice levels (exposed time per network level)
+        "hfu": "fraction", "ici_exposed_s": "duration", "dcn_exposed_s": "duration", "wan_exposed_s": "duration"}
+    assert set(STEP_TARGETS) == {"step_time_s", "exposed_comm_s", "time_to_train_s", "mfu", "cost_usd",
+                                 "hfu", "ici_exposed_s", "dcn_exposed_s", "wan_exposed_s"}
     assert reg.store_columns() == {
         "generation": "VARCHAR", "pods": "INTEGER", "chips": "BIGINT", "utilisation": "DOUBLE", "goodput": "DOUBLE",
         "wait_p95_s": "DOUBLE", "step_time_s": "DOUBLE", "cost_usd": "DOUBLE", "energy_kwh": "DOUBLE"}

@@ -2,6 +2,7 @@
 
     podsim steptime --generation tpu-v4 --slice 16x16x16 --collective all_reduce --bytes 1GiB
     podsim steptime --trace step.json --generation tpu-v4 --slice 8x16x16 [--json]
+    podsim steptime --trace dcn32.json --generation tpu-v5e --slice 16x16 [--slices 32] [--dcn ocs]
     podsim steptime --trace all_reduce.*.et --network inputs_network_tpu_v3_8.yml
 """
 
@@ -11,7 +12,7 @@ import glob
 
 import typer
 
-from podsim.bounds import opt_finite
+from podsim.bounds import opt_count, opt_finite
 from podsim.cli import app
 from podsim.cli.common import check_timeline_path, emit_json, table, write_timeline
 from podsim.collectives import ALGORITHMS, KINDS
@@ -19,13 +20,15 @@ from podsim.collectives.routes import check_routing
 from podsim.engine import (
     DEFAULT_COMPUTE_EFFICIENCY,
     CollectiveResult,
+    build_job,
+    declared_slices,
     simulate_collective,
     simulate_step,
     step_summary,
 )
 from podsim.engine.linkload import record_link_load
 from podsim.errors import PodsimError
-from podsim.topology import build_slice, format_shape, get_generation, parse_shape
+from podsim.topology import DcnSpec, build_slice, format_shape, get_generation, parse_shape
 from podsim.topology.multipath import ROUTING_POLICIES
 from podsim.trace import load_trace
 from podsim.trace.astra_network import network_generation
@@ -58,6 +61,11 @@ def step_rows(s: dict) -> list[tuple[str, str]]:
         ("compute", format_seconds(s["compute_s"])),
         ("communication", f"{format_seconds(s['comm_s'])} busy, {format_seconds(s['exposed_comm_s'])} exposed"),
     ]
+    for level, label in (("ici", "ICI (inside slices)"), ("dcn", f"DCN (across {s.get('slices', 1)} slices)"),
+                         ("wan", "WAN (across sites)")):
+        lv = s.get("levels", {}).get(level)
+        if lv and (lv["busy_s"] > 0 or level == "dcn" and s.get("slices", 1) > 1):
+            rows.append((label, f"{format_seconds(lv['busy_s'])} busy, {format_seconds(lv['exposed_s'])} exposed"))
     for kind, k in sorted(s["collectives"].items()):
         rows.append((kind, f"{int(k['ops'])} ops, {format_bytes(k['bytes'])}, {format_seconds(k['busy_s'])} busy "
                            f"(closed form {format_seconds(k['closed_form_s'])})"))
@@ -79,26 +87,67 @@ def expand_paths(patterns: list[str]) -> list[str]:
     return out
 
 
+def resolve_slices(trace, given: int | None) -> int:
+    """The job's slice count: `--slices`, else what the trace says (dcn=N), else 1; the two
+    disagreeing is an error."""
+    declared = declared_slices(trace)
+    if given is not None:
+        if given < 1:
+            raise PodsimError(f"--slices {given}: give a whole number >= 1")
+        if declared is not None and declared != given:
+            raise PodsimError(f"--slices {given} conflicts with the trace, made for {declared} slice(s) (dcn={declared}); drop --slices or regenerate the trace")
+        return given
+    return declared or 1
+
+
+def dcn_spec(kind: str, oversubscription: float, sites: int = 1, wan_latency_ms: float = 1.0,
+             wan_gbps: float = 12800.0) -> tuple[DcnSpec, bool]:
+    """--dcn eps|ocs|ocs-job, --oversubscription and the WAN options -> (DcnSpec, engineer the
+    OCS DCN for the job)."""
+    if sites < 1 or wan_gbps <= 0 or wan_latency_ms < 0:
+        raise PodsimError(f"--sites {sites}, --wan-gbps {wan_gbps:g}, --wan-latency-ms {wan_latency_ms:g}: give sites >= 1, Gb/s > 0, ms >= 0")
+    if kind not in ("eps", "ocs", "ocs-job"):
+        raise PodsimError(f"--dcn {kind!r} is not known; use eps (leaf-spine Clos), ocs (uniform OCS mesh) or ocs-job (OCS circuits engineered for the job)")
+    if oversubscription < 1:
+        raise PodsimError(f"--oversubscription {oversubscription}: must be >= 1 (NIC bandwidth : spine uplink bandwidth)")
+    if kind != "eps" and oversubscription != 1:
+        raise PodsimError("--oversubscription applies to an EPS spine (--dcn eps)")
+    spec = DcnSpec(kind="eps" if kind == "eps" else "ocs", oversubscription=oversubscription, sites=sites,
+                   wan_latency_s=wan_latency_ms * 1e-3, wan_bytes_per_s=wan_gbps * 1e9 / 8)
+    return spec, kind == "ocs-job"
+
+
 def _trace_mode(files: list[str], generation: str | None, network: str | None, slice_shape: str | None,
-                twisted: bool, efficiency: float | None, fast_path: bool, as_json: bool, routing: str = "dimension_order",
+                twisted: bool, efficiency: float | None, fast_path: bool, as_json: bool,
+                slices: int | None = None, dcn: str = "eps", oversubscription: float = 1.0,
+                wan: tuple[int, float, float] = (1, 1.0, 12800.0), routing: str = "dimension_order",
                 timeline: str | None = None) -> None:
     if (generation is None) == (network is None):
         raise PodsimError("give --generation GEN (with --slice) or --network ASTRA_NETWORK.yml for a trace")
     check_timeline_path(timeline)
     gen = network_generation(network) if network else get_generation(generation)
     shape = parse_shape(slice_shape, gen.dims) if slice_shape else gen.pod_shape
+    spec, engineer = dcn_spec(dcn, oversubscription, *wan)
     trace = load_trace(expand_paths(files), shape=shape)
-    built = build_slice(gen, slice_shape, twisted=twisted)
+    n = resolve_slices(trace, slices)
+    job = build_job(trace, gen, shape if slice_shape else None, n, twisted=twisted, dcn=spec, engineer_dcn=engineer,
+                    name=trace.name or "trace")
     with record_link_load(timeline is not None) as load:
-        result = simulate_step(trace, built, compute_efficiency=efficiency, fast_path=fast_path, routing=routing)
+        result = simulate_step(None, job, compute_efficiency=efficiency, fast_path=fast_path, routing=routing)
     if timeline:
         write_timeline(timeline, result, load.last, title=trace.name or files[0])
     summary = step_summary(result, trace)
-    summary.update(trace=trace.name, slice=format_shape(built.slice.shape), twisted=built.slice.twisted)
+    shape_name = format_shape(job.slices[0].shape)
+    summary.update(trace=trace.name, slice=shape_name, twisted=job.slices[0].twisted, dcn=job.fabric.dcn.kind,
+                   dcn_oversubscription=job.fabric.dcn.oversubscription, pods=job.fabric.layout.pods,
+                   sites=job.fabric.dcn.sites)
     if as_json:
         emit_json(summary)
         return
-    table(f"{trace.name or files[0]} on {gen.name} — {format_shape(built.slice.shape)}", step_rows(summary))
+    where = shape_name if n == 1 else f"{n} x {shape_name} on {job.fabric.layout.pods} pod(s), {dcn} DCN"
+    if spec.sites > 1:
+        where += f", {spec.sites} sites"
+    table(f"{trace.name or files[0]} on {gen.name} — {where}", step_rows(summary))
 
 
 @app.command("steptime")
@@ -113,6 +162,12 @@ def steptime_cmd(
     size: str = typer.Option(None, "--bytes", help="size in the nccl-tests convention, e.g. 1GiB, 256MB, 4096"),
     group: str = typer.Option("all", "--group", help="slice axes of the group: x, x,y, all, x:4 ..."),
     algorithm: str = typer.Option("auto", "--algorithm", help=f"auto (fastest by closed form) or one of: {', '.join(ALGORITHMS)}"),
+    slices: int = typer.Option(None, "--slices", help="with --trace: slices of a multislice job (default: the trace's dcn=N, else 1)", callback=opt_count("--slices", 1, 4096, "slices of one job")),
+    dcn: str = typer.Option("eps", "--dcn", help="with --trace: data-centre network between slices: eps (leaf-spine Clos), ocs (uniform OCS mesh), ocs-job (OCS circuits engineered for the job)"),
+    oversubscription: float = typer.Option(1.0, "--oversubscription", help="with --dcn eps: NIC bandwidth : spine uplink bandwidth", callback=opt_finite("--oversubscription", low=1, high=1000)),
+    sites: int = typer.Option(1, "--sites", help="with --trace: data centres the slices split over, joined by WAN links (EPS DCN)", callback=opt_count("--sites", 1, 64, "data centres of one job")),
+    wan_latency_ms: float = typer.Option(1.0, "--wan-latency-ms", help="with --sites: one-way WAN latency (assumption: 1 ms, ~200 km of fibre)", callback=opt_finite("--wan-latency-ms", low=0, high=1000)),
+    wan_gbps: float = typer.Option(12800.0, "--wan-gbps", help="with --sites: WAN capacity per site pair and direction, Gb/s (assumption: 16 x 800GbE)", callback=opt_finite("--wan-gbps", low=0, low_open=True)),
     no_fast_path: bool = typer.Option(False, "--no-fast-path", help="simulate every flow (no symmetry folding)"),
     routing: str = typer.Option("dimension_order", "--routing", help=f"ICI routing in the slice: {', '.join(ROUTING_POLICIES)}"),
     timeline: str = typer.Option(None, "--timeline", help="with --trace: write the step as Chrome trace-event JSON (open in Perfetto), e.g. step.json"),
@@ -122,8 +177,8 @@ def steptime_cmd(
     bandwidth), or a whole step trace (--trace: step time and where it goes)."""
     if trace_files:
         check_routing(routing)
-        _trace_mode(trace_files, generation, network, slice_shape, twisted, efficiency, not no_fast_path, as_json, routing,
-                    timeline)
+        _trace_mode(trace_files, generation, network, slice_shape, twisted, efficiency, not no_fast_path, as_json,
+                    slices, dcn, oversubscription, (sites, wan_latency_ms, wan_gbps), routing, timeline)
         return
     check_routing(routing)
     if timeline:

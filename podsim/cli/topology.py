@@ -1,4 +1,6 @@
-"""`podsim topology GEN [--slice SHAPE] [--twisted] [--json] [--detail]`."""
+"""`podsim topology GEN [--slice SHAPE] [--twisted] [--json] [--detail]`, or a fleet:
+`podsim topology GEN --pods N [--sites M] [--dcn eps|ocs] [--oversubscription R]
+[--wan-latency-ms L] [--wan-gbps B]`."""
 
 from __future__ import annotations
 
@@ -6,7 +8,15 @@ import typer
 
 from podsim.cli import app
 from podsim.cli.common import emit_json, table
-from podsim.topology import summary_rows, topology_detail, topology_summary
+from podsim.errors import PodsimError
+from podsim.topology import (
+    DcnSpec,
+    fleet_rows,
+    fleet_summary,
+    summary_rows,
+    topology_detail,
+    topology_summary,
+)
 
 
 @app.command("topology")
@@ -17,8 +27,32 @@ def topology_cmd(
     no_ocs: bool = typer.Option(False, "--no-ocs", help="static wiring: cubes fixed in their home arrangement"),
     as_json: bool = typer.Option(False, "--json", help="one JSON object on stdout"),
     detail: bool = typer.Option(False, "--detail", help="with --json: ids of hosts, cubes and OCS units (for failure files)"),
+    pods: int = typer.Option(None, "--pods", help="a fleet: this many pods behind one data-centre network"),
+    sites: int = typer.Option(1, "--sites", help="with --pods: data centres the pods split over, joined by WAN links"),
+    dcn: str = typer.Option("eps", "--dcn", help="with --pods: eps (leaf-spine Clos) or ocs (OCS direct connect)"),
+    oversubscription: float = typer.Option(1.0, "--oversubscription", help="with --pods: NIC bandwidth : leaf uplink bandwidth"),
+    wan_latency_ms: float = typer.Option(1.0, "--wan-latency-ms", help="with --sites: one-way WAN latency (assumption: 1 ms, ~200 km of fibre)"),
+    wan_gbps: float = typer.Option(12800.0, "--wan-gbps", help="with --sites: WAN capacity per site pair and direction in Gb/s (assumption: 16 x 800GbE)"),
 ) -> None:
-    """Summarise a pod or a slice: chips, hosts, cubes, OCS, links, bisection, all-reduce, diameter."""
+    """Summarise a pod or a slice: chips, hosts, cubes, OCS, links, bisection, all-reduce, diameter;
+    with --pods, a fleet of pods on a DCN (and --sites, data centres joined by WAN links)."""
+    if pods is not None:
+        if pods < 1:
+            raise PodsimError(f"--pods {pods}: give a whole number >= 1")
+        if dcn not in ("eps", "ocs"):
+            raise PodsimError(f"--dcn {dcn!r} is not known; use eps or ocs")
+        if wan_gbps <= 0 or wan_latency_ms < 0:
+            raise PodsimError("--wan-gbps must be > 0 and --wan-latency-ms >= 0")
+        spec = DcnSpec(kind=dcn, oversubscription=oversubscription, sites=sites, wan_latency_s=wan_latency_ms * 1e-3,
+                       wan_bytes_per_s=wan_gbps * 1e9 / 8)
+        f = fleet_summary(generation, pods, spec, ocs=not no_ocs)
+        if as_json:
+            emit_json(f)
+            return
+        table(f"{f['name']} — fleet of {pods} pod(s) on {f['sites']} site(s)", fleet_rows(f))
+        return
+    if sites != 1:
+        raise PodsimError("--sites needs --pods (the pods to split over the sites)")
     s = topology_summary(generation, slice_shape, twisted=twisted, ocs=not no_ocs)
     if detail:
         s["detail"] = topology_detail(generation, ocs=not no_ocs)

@@ -3,7 +3,8 @@
 A group named by slice axes (`x`, `x,y`, `all`, `x:4[:stride]`, `dcn`; podsim.trace.model)
 splits a job's chips into *instances* (e.g. every x-ring of the slice is one instance of
 group `x`) of `p` members each. Members are ranked over a small *grid* — one grid axis per
-named slice axis, plus `dcn` for the slices of a multislice job and `node` for the GPU nodes
+named slice axis, plus `dcn` for the slices of a multislice job (and `site` for the data
+centres they span, joined by the WAN) and `node` for the GPU nodes
 of a switched slice — with the first grid axis varying fastest. Algorithms work on the grid:
 rings along one grid axis, exchanges between ranks, hierarchies whose outer axis crosses the
 data-centre network.
@@ -61,6 +62,27 @@ class GroupLayout:
 
     def rank_of(self, idx: np.ndarray) -> np.ndarray:
         return np.ravel_multi_index(tuple(np.asarray(idx).T), self.grid, order="F")
+
+
+SITE_AXIS = "site"
+"""Grid axis of the sites (data centres) a multislice job spans; its rings cross the WAN."""
+
+
+def slice_sites(views: Sequence[SliceView]) -> int:
+    """How many sites the slices span (1 without a WAN). Several sites must hold equal numbers
+    of the slices in site-major order, as `place_slices` puts them."""
+    fab = views[0].fabric
+    if fab.wan.shape[0] <= 1:
+        return 1
+    first = np.array([v.chips[0] for v in views])
+    site = fab.site_of_leaf[fab.leaf_of_nic[fab.nic_of_chip[first] - fab.first_nic]]
+    uniq = np.unique(site)
+    if len(uniq) == 1:
+        return 1
+    per = len(views) // len(uniq)
+    if len(views) % len(uniq) or not np.array_equal(np.searchsorted(uniq, site), np.repeat(np.arange(len(uniq)), per)):
+        raise PodsimError("the slices of a job that spans sites must split evenly over them, site by site")
+    return len(uniq)
 
 
 def _pad3(shape: tuple[int, ...]) -> tuple[int, ...]:
@@ -139,9 +161,17 @@ def group_layout(views: Sequence[SliceView], group: str | Sequence[str | AxisGro
         local_rank = np.zeros(views[0].n, np.int64)
     p_local = math.prod(local_grid)
     if DCN_AXIS in by_axis and n_slices > 1:
-        grid.append(n_slices)
-        names.append(DCN_AXIS)
-        dcn_flags.append(True)
+        sites = slice_sites(views)
+        if sites > 1:  # slices site-major: (slice within its site, site), the site axis crosses the WAN
+            grid += [n_slices // sites, sites]
+            names += [DCN_AXIS, SITE_AXIS]
+            dcn_flags += [True, True]
+        else:
+            grid.append(n_slices)
+            names.append(DCN_AXIS)
+            dcn_flags.append(True)
+    live = [j for j, g in enumerate(grid) if g > 1 or j < len(rank_idx)]
+    grid, names, dcn_flags = [grid[j] for j in live], [names[j] for j in live], [dcn_flags[j] for j in live]
     p = p_local * (n_slices if DCN_AXIS in by_axis else 1)
     n_inst = n_inst_local * (1 if DCN_AXIS in by_axis else n_slices)
     members = np.empty((n_inst, p), np.int64)

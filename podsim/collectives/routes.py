@@ -52,6 +52,9 @@ class Symmetry:
     keep: np.ndarray  # bool over the fabric's chips: the fundamental domain
     canon_link: np.ndarray  # fabric link id -> representative link id
     multiplicity: int  # flows (and links) each representative stands for
+    # Slice folding (a multislice job): chips of the first slice; patterns whose flows leave
+    # it cross the DCN and are routed in full (multiplicity 1).
+    first_slice: np.ndarray | None = None
 
 
 def pattern_periods(pattern: Pattern, view: SliceView) -> tuple[int, ...]:
@@ -141,6 +144,51 @@ def translation_symmetry(view: SliceView, patterns: Sequence[Pattern], routing: 
     if not (np.array_equal(cap, cap[canon]) and np.array_equal(lat, lat[canon])):
         return None
     return Symmetry(view, tuple(periods), keep, canon, mult)
+
+
+def slice_symmetry(views: Sequence[SliceView], patterns: Sequence[Pattern],
+                   routing: str = "dimension_order") -> Symmetry | None:
+    """Identical slices of a multislice job run the same SPMD program, and ICI flows never
+    leave their slice or share a link with DCN flows (those go chip -> NIC -> ...), so the
+    ICI flows of the first slice stand for every slice's: its links represent the matching
+    links of the others, and inside it the translation symmetry folds further. Patterns whose
+    flows cross slices are routed in full. None when the slices differ, or a pattern mixes
+    intra- and inter-slice flows (its ICI load would differ between slices)."""
+    if len(views) < 2:
+        return None
+    v0 = views[0]
+    spec = v0.slice.spec
+    if any(v.slice.spec != spec or v.slice.twisted != v0.slice.twisted for v in views):
+        return None
+    fab = v0.fabric
+    first = np.zeros(fab.n_chips, bool)
+    first[v0.chips] = True
+    inside = []
+    for pat in patterns:
+        src, dst, _ = pat.flows(first)
+        if len(dst) == 0:
+            continue
+        stays = first[dst]
+        if stays.all():
+            inside.append(pat)
+        elif stays.any():
+            return None
+    canon = np.arange(fab.n_links)
+    live = v0.port_link >= 0
+    for v in views[1:]:
+        if not np.array_equal(v.port_link >= 0, live):
+            return None
+        canon[v.port_link[live]] = v0.port_link[live]
+    inner = translation_symmetry(v0, inside, routing) if inside else None
+    if inner is not None:
+        canon = inner.canon_link[canon]
+        keep, periods, mult = inner.keep, inner.periods, inner.multiplicity * len(views)
+    else:
+        keep, periods, mult = first, tuple(v0.shape), len(views)
+    cap, lat = fab.link_capacity_bytes_per_s, fab.link_latency_s
+    if not (np.array_equal(cap, cap[canon]) and np.array_equal(lat, lat[canon])):
+        return None
+    return Symmetry(v0, periods, keep, canon, mult, first_slice=first)
 
 
 @dataclass(frozen=True, eq=False)
@@ -319,6 +367,10 @@ class Router:
         if hit is not None:
             return hit[1]
         sym = self.symmetry
+        if sym is not None and sym.first_slice is not None:
+            _, dst, _ = pattern.flows(sym.first_slice)
+            if len(dst) and not sym.first_slice[dst].all():
+                sym = None  # crosses slices: every flow, on the DCN's own links
         n = pattern.n_flows // (1 if sym is None else sym.multiplicity)
         if n > MAX_FLOWS:
             raise PodsimError(f"{pattern.name} on group {pattern.layout.name} has {n:,} flows to route, more than the "
@@ -357,7 +409,9 @@ class RouterPool:
         sym = None
         if fold and len(self.placement.views) == 1 and not self.placement.degraded:
             sym = translation_symmetry(self.placement.views[0], patterns, self.placement.routing)
-        key = sym.periods if sym is not None else ()
+        elif fold and not self.placement.degraded:
+            sym = slice_symmetry(self.placement.views, patterns, self.placement.routing)
+        key = (sym.periods, sym.first_slice is not None) if sym is not None else ()
         if key not in self._routers:
             self._routers[key] = Router(self.placement, sym)
         return self._routers[key]

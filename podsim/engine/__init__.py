@@ -14,7 +14,7 @@ from podsim.engine.core import (
     simulate_jobs,
     simulate_step,
 )
-from podsim.engine.jobs import Job, place_slices
+from podsim.engine.jobs import Job, build_job, check_groups_exist, declared_slices, place_slices
 from podsim.engine.results import CollectiveResult, OpTiming, StepResult
 from podsim.engine.summary import port_utilisation, step_summary
 from podsim.engine.validate import EngineInvariantError, validating
@@ -24,6 +24,6 @@ from podsim.engine.validate import EngineInvariantError, validating
 # internals (import them from their modules: engine.network, engine.maxmin, engine.validate).
 __all__ = [
     "DEFAULT_COMPUTE_EFFICIENCY", "CollectiveResult", "EngineInvariantError", "Job", "OpTiming", "StepResult",
-    "place_slices", "port_utilisation", "simulate_collective", "simulate_jobs", "simulate_step", "step_summary",
-    "validating",
+    "build_job", "check_groups_exist", "declared_slices", "place_slices", "port_utilisation", "simulate_collective",
+    "simulate_jobs", "simulate_step", "step_summary", "validating",
 ]

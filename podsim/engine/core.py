@@ -27,6 +27,7 @@ from podsim.collectives import (
     group_layout,
     plan_collective,
 )
+from podsim.collectives.groups import SITE_AXIS
 from podsim.engine import validate
 from podsim.engine.jobs import Job
 from podsim.engine.network import CountingEnvironment, FlowNetwork
@@ -56,6 +57,7 @@ class _OpPlan:
     duration_s: float = 0.0
     plan: Plan | None = None
     group: str = ""
+    level: str = ""  # ici, dcn (the group crosses the data-centre network) or wan; "" for compute
 
 
 def _compute_time_s(op: Compute, job: Job, efficiency: float | None, chip) -> float:
@@ -65,6 +67,14 @@ def _compute_time_s(op: Compute, job: Job, efficiency: float | None, chip) -> fl
     if op.duration_s is not None or op.efficiency is not None or efficiency is not None:
         return op.duration_on(gen.peak_flops_per_s, gen.hbm_bytes_per_s, efficiency if efficiency is not None else 1.0)
     return compute_time_s(chip, op.flops, op.hbm_bytes, op.matmuls, op.precision)
+
+
+def _level(layout) -> str:
+    """The highest network level a group's traffic reaches: `wan` when it spans sites, `dcn`
+    when it spans slices (or GPU nodes), else `ici`."""
+    if SITE_AXIS in layout.axes:
+        return "wan"
+    return "dcn" if any(layout.dcn) else "ici"
 
 
 def _prepare(job: Job, pool: RouterPool, efficiency: float | None) -> list[_OpPlan]:
@@ -105,11 +115,13 @@ def _prepare(job: Job, pool: RouterPool, efficiency: float | None) -> list[_OpPl
         if isinstance(op, Compute):
             out.append(_OpPlan(op, "compute", deps, duration_s=duration(op)))
         elif isinstance(op, Collective):
+            lay = layout(op.group)
             out.append(_OpPlan(op, op.kind, deps, plan=plan(op.kind, op.group, op.bytes, op.algorithm),
-                               group=layout(op.group).name))
+                               group=lay.name, level=_level(lay)))
         elif isinstance(op, SendRecv):
+            lay = layout((op.axis,))
             out.append(_OpPlan(op, "send_recv", deps, plan=plan("send_recv", (op.axis,), op.bytes, "auto", op.shift),
-                               group=layout((op.axis,)).name))
+                               group=lay.name, level=_level(lay)))
         else:  # pragma: no cover - the trace model has three op types
             raise PodsimError(f"op {getattr(op, 'id', op)!r} has an unknown type {type(op).__name__}")
     return out
@@ -195,7 +207,8 @@ class _Program:
         self.timeline.append(OpTiming(
             step=self._step, id=op.id, kind=p.kind, start_s=float(self._start_t.pop(i)), end_s=float(self.env.now),
             name=op.name, layer=op.layer, bytes=float(getattr(op, "bytes", 0.0)), group=p.group,
-            algorithm=p.plan.schedule.algorithm if p.plan else "", closed_form_s=p.plan.closed_form_s if p.plan else None))
+            algorithm=p.plan.schedule.algorithm if p.plan else "", closed_form_s=p.plan.closed_form_s if p.plan else None,
+            level=p.level))
 
     def _next_stage(self, run: _Run) -> bool:
         """Start the run's next stage; False when there is none."""
@@ -243,6 +256,10 @@ class _Program:
         return run.index
 
 
+LEVELS = ("ici", "dcn", "wan")
+"""Network levels a step's communication is split by (StepResult.levels)."""
+
+
 def _union_s(intervals: list[tuple[float, float]]) -> float:
     """Total length covered by a set of intervals."""
     total, end = 0.0, -np.inf
@@ -274,12 +291,17 @@ def _result(prog: _Program, net: FlowNetwork, owner: int, wall: float, events: i
         link_bytes, peak = link_bytes[sym.canon_link], peak[sym.canon_link]
     peak = np.where(link_bytes > 0, peak, 0.0)
     compute_s, comm_s = _union_s(comp), _union_s(comm)
+    levels = {}
+    for level in LEVELS:
+        ivs = [(t.start_s, t.end_s) for t in prog.timeline if t.level == level]
+        levels[level] = {"busy_s": _union_s(ivs) / steps, "exposed_s": (_union_s(comp + ivs) - compute_s) / steps}
     return StepResult(
         job=prog.job.name, steps=steps, step_time_s=float(np.mean(prog.step_times)) if prog.step_times else 0.0,
         step_times_s=tuple(prog.step_times), compute_s=compute_s / steps, comm_s=comm_s / steps,
         exposed_comm_s=(_union_s(comp + comm) - compute_s) / steps, timeline=tuple(sorted(prog.timeline, key=lambda t: (t.start_s, t.end_s))),
         totals=totals, link_bytes=link_bytes, link_peak_utilisation=peak, fabric=prog.job.fabric, engine_wall_s=wall,
         events=events, flows=prog.flows, flows_simulated=prog.flows_simulated, fast_path=sym is not None,
+        levels=levels, slices=len(prog.job.slices),
     )
 
 
@@ -330,9 +352,10 @@ def simulate_jobs(jobs: Sequence[Job], *, compute_efficiency: float | None = Non
     DCN, an oversubscribed spine) slow each other down. One StepResult per job, in order.
     `compute_efficiency` None: compute ops are timed by the per-op model (podsim.perf); a
     number: a flat fraction of peak FLOP/s for every op (roofline), the explicit override.
-    The symmetry fast path applies to a lone single-slice job only. `routing`: the policy
-    inside slices (podsim.topology.multipath.ROUTING_POLICIES); `failed_links` / `failed_chips`:
-    fabric ICI link / chip ids that are down (flows go around them)."""
+    The symmetry fast path applies to a lone job only (one slice: translations of its torus;
+    several identical slices: the first slice's ICI flows stand for every slice's). `routing`:
+    the policy inside slices (podsim.topology.multipath.ROUTING_POLICIES); `failed_links` /
+    `failed_chips`: fabric ICI link / chip ids that are down (flows go around them)."""
     _check_efficiency(compute_efficiency)
     return _simulate(jobs, compute_efficiency, fast_path, routing, _failed(failed_links, failed_chips))[0]
 
@@ -374,6 +397,8 @@ def simulate_collective(built: Built, kind: str, size_bytes: float | str, group:
     With failed ICI links or chips, flows go around them and `auto` prices every algorithm on
     the degraded routes, so it falls back to the one that suffers least."""
     size = parse_bytes(size_bytes)
+    if isinstance(group, str) and group.strip() == "all":
+        group = ",".join(SLICE_AXES[:len(built.slice.shape)])  # every axis the slice has
     parsed = parse_group(group)
     kind, algorithm = normalise_kind(kind, field="collective"), normalise_algorithm(algorithm)
     _check_group_axes(built, group, parsed)

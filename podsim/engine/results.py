@@ -24,6 +24,7 @@ class OpTiming:
     group: str = ""
     algorithm: str = ""
     closed_form_s: float | None = None
+    level: str = ""  # ici, dcn or wan for communication, "" for compute
 
     @property
     def duration_s(self) -> float:
@@ -36,7 +37,11 @@ class StepResult:
 
     Times are per step (means over the job's `steps`); `link_bytes` is this job's bytes per
     fabric link per step; `link_peak_utilisation` the highest load / capacity each link saw
-    (all jobs together) while the simulation ran.
+    (all jobs together) while the simulation ran. `levels[level]` (ici, dcn, wan): `busy_s`, the
+    time ops of that level are in flight, and `exposed_s`, the part of it no compute overlaps
+    (levels may overlap each other, so their exposed times can add up to more than
+    `exposed_comm_s`). An op counts whole at the highest level it reaches (a hierarchical
+    all-reduce across slices at dcn, across sites at wan).
     """
 
     job: str
@@ -56,6 +61,8 @@ class StepResult:
     flows: int = 0
     flows_simulated: int = 0
     fast_path: bool = False
+    levels: dict[str, dict[str, float]] = field(default_factory=dict)
+    slices: int = 1
 
     def hot_links(self, n: int = 5) -> list[dict]:
         """The n links that carried the most of this job's bytes."""
@@ -73,7 +80,8 @@ class StepResult:
             "totals": self.totals, "timeline": [vars(t) for t in self.timeline], "hot_links": self.hot_links(),
             "link_peak_utilisation_max": float(self.link_peak_utilisation.max(initial=0.0)),
             "engine_wall_s": self.engine_wall_s, "events": self.events, "flows": self.flows,
-            "flows_simulated": self.flows_simulated, "fast_path": self.fast_path,
+            "flows_simulated": self.flows_simulated, "fast_path": self.fast_path, "levels": self.levels,
+            "slices": self.slices,
         }
 
 

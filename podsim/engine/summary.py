@@ -11,9 +11,10 @@ from podsim.trace.model import Compute, StepTrace
 
 def step_summary(result: StepResult, trace: StepTrace | None = None) -> dict:
     """Step time, its breakdown, per-kind totals per step (count, bytes, busy seconds, closed-form
-    seconds) and, when the trace knows its chips, the FLOPs utilisations against the bf16 peak:
-    `mfu` (model FLOPs, when the trace knows them) and `hfu` (hardware FLOPs: every compute op's
-    FLOPs, recomputation included, bubbles left out)."""
+    seconds), busy and exposed time per network level (`ici_busy_s`, `dcn_exposed_s`, ...) and,
+    when the trace knows its chips, the FLOPs utilisations against the bf16 peak: `mfu` (model
+    FLOPs, when the trace knows them) and `hfu` (hardware FLOPs: every compute op's FLOPs,
+    recomputation included, bubbles left out)."""
     gen = result.fabric.generation
     per_kind = {kind: {"ops": t["count"], "bytes": t["bytes"], "busy_s": t["time_s"], "closed_form_s": t["closed_form_s"],
                        "algorithms": t["algorithms"]}
@@ -24,6 +25,9 @@ def step_summary(result: StepResult, trace: StepTrace | None = None) -> dict:
         "comm_s": result.comm_s,
         "exposed_comm_s": result.exposed_comm_s,
         "overlapped_comm_s": result.comm_s - result.exposed_comm_s,
+        "slices": result.slices,
+        "levels": result.levels,
+        **{f"{lv}_{k}": v for lv, d in result.levels.items() for k, v in d.items()},
         "collectives": per_kind,
         "engine_wall_s": result.engine_wall_s,
         "events": result.events,

@@ -158,7 +158,9 @@ def build_timeline(result: StepResult, *, link_load: LinkLoadRecorder | None = N
             counters.extend(_counter(label, PID_LINKS, link_series(link_load, k), "utilisation_pct", 100.0 / cap))
             links_shown.append({"link": k, "label": label, "bytes": carried, "capacity_bytes_per_s": cap, "links_alike": same})
         kinds = result.fabric.link_kind
-        if not result.fast_path:
+        # flows that cross slices are simulated whole even when identical slices fold onto the
+        # first (podsim.collectives.routes.slice_symmetry), so their load is the DCN's
+        if not result.fast_path or result.slices > 1:
             dcn = []
             for t0, t1, links, load in link_load.intervals:
                 on = kinds[links] == int(LinkKind.DCN)

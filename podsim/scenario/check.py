@@ -107,10 +107,7 @@ def _check_step(s: Scenario, gen: Generation) -> None:
             raise FieldError(loc + ("slices",), f"a multislice job takes whole-cube slices of an OCS pod; {gen.id} {st.slice} is not one")
         if st.twisted:
             raise FieldError(loc + ("twisted",), "multislice jobs run on plain tori here; set twisted: false")
-        cubes = spec.chips // gen.chips_per_cube * st.slices
-        pod_cubes = gen.pod_chips // gen.chips_per_cube
-        if cubes > pod_cubes:
-            raise FieldError(loc + ("slices",), f"{st.slices} slices of {st.slice} need {cubes} cubes; a {gen.id} pod has {pod_cubes}")
+        # Slices beyond one pod go to the next pods behind the same DCN (place_slices).
     if st.parallelism is not None:
         plan = _wrap(loc + ("parallelism",), lambda t: parse_parallelism(resolve_plan(t, st.model, spec.chips)), st.parallelism)
         if plan.ici_chips != spec.chips:
@@ -125,6 +122,14 @@ def _check_step(s: Scenario, gen: Generation) -> None:
 
 def _check_dcn(s: Scenario) -> None:
     d = s.dcn
+    if d.sites > 1:
+        st = s.workload.step
+        if st is None:
+            raise FieldError(("dcn", "sites"), "several sites apply to a multislice step study (workload.step); job streams run in one data centre")
+        if d.kind != "eps":
+            raise FieldError(("dcn", "sites"), "several sites are modelled on an EPS DCN (kind: eps)")
+        if st.slices < d.sites or st.slices % d.sites:
+            raise FieldError(("dcn", "sites"), f"{d.sites} sites need the job's {st.slices} slice(s) to split evenly over them")
     if d.kind == "eps" and d.ocs_groups != "none":
         raise FieldError(("dcn", "ocs_groups"), "ocs_groups apply to an OCS DCN (kind: ocs); this one is eps")
     if d.ocs_groups == "job" and (s.workload.step is None or s.workload.step.slices < 2):

@@ -10,8 +10,6 @@ import math
 import time
 from collections.abc import Callable
 
-import numpy as np
-
 from podsim.cluster import (
     ClusterConfig,
     ClusterResult,
@@ -20,8 +18,7 @@ from podsim.cluster import (
     RooflineStepTime,
     run_cluster,
 )
-from podsim.engine import Job as EngineJob
-from podsim.engine import place_slices, simulate_jobs, step_summary
+from podsim.engine import build_job, simulate_jobs, step_summary
 from podsim.scenario.check import check_scenario
 from podsim.scenario.fields import parse_target, target_met
 from podsim.scenario.result import TABLES, RunResult, normalise_table
@@ -31,8 +28,6 @@ from podsim.scenario.steptime import EngineStepTime, RecordingStepTime, resolve_
 from podsim.topology import (
     DcnSpec,
     Generation,
-    PodLayout,
-    build_slice,
     format_shape,
     get_generation,
     parse_shape,
@@ -50,7 +45,8 @@ def dcn_spec(s: Scenario, groups: tuple[tuple[int, ...], ...] = ()) -> DcnSpec:
     if isinstance(d.ocs_groups, tuple):
         groups = d.ocs_groups
     return DcnSpec(kind=d.kind, hosts_per_leaf=d.hosts_per_leaf, spines=d.spines, oversubscription=d.oversubscription,
-                   switch_latency_s=d.switch_latency, ocs_groups=groups)
+                   switch_latency_s=d.switch_latency, ocs_groups=groups, sites=d.sites, wan_latency_s=d.wan_latency,
+                   wan_bytes_per_s=d.wan_gbps * 1e9 / 8)
 
 
 def fleet_topology(gen: Generation, ocs: bool, dcn: DcnSpec, pods: int) -> dict:
@@ -164,12 +160,6 @@ def cluster_run_result(result: ClusterResult, name: str = "cluster", wall_s: flo
 
 
 # Step studies -----------------------------------------------------------------------------
-def _job_leaves(gen: Generation, slices, hosts_per_leaf: int) -> tuple[int, ...]:
-    host = PodLayout(gen).host_of_chip
-    chips = np.concatenate([sl.chips for sl in slices])
-    return tuple(int(x) for x in np.unique(host[chips] // hosts_per_leaf))
-
-
 def _run_step(s: Scenario, gen: Generation, on_progress: ProgressFn | None):
     st = s.workload.step
     shape = parse_shape(st.slice)
@@ -186,18 +176,9 @@ def _run_step(s: Scenario, gen: Generation, on_progress: ProgressFn | None):
     else:
         plan = ""
         trace = load_trace(st.trace, shape=shape)
-    if st.slices == 1:
-        dcn = dcn_spec(s)
-        built = build_slice(gen, shape, twisted=st.twisted, ocs=ocs, dcn=dcn)
-        job = EngineJob.on(built, trace, name=s.name)
-    else:
-        dcn = dcn_spec(s)
-        fabric, slices = place_slices(gen, st.slice, st.slices, dcn)
-        leaves = _job_leaves(gen, slices, s.dcn.hosts_per_leaf)
-        if s.dcn.ocs_groups == "job" and len(leaves) > 1:
-            dcn = dcn_spec(s, (leaves,))
-            fabric, slices = place_slices(gen, st.slice, st.slices, dcn)
-        job = EngineJob(trace, fabric, slices, name=s.name)
+    job = build_job(trace, gen, shape, st.slices, twisted=st.twisted, ocs=ocs, dcn=dcn_spec(s),
+                    engineer_dcn=s.dcn.ocs_groups == "job", name=s.name)
+    dcn = job.fabric.dcn
     r = simulate_jobs([job], compute_efficiency=st.compute_efficiency, routing=s.topology.routing)[0]
     summ = step_summary(r, trace)
     total_chips = chips * st.slices
@@ -210,10 +191,13 @@ def _run_step(s: Scenario, gen: Generation, on_progress: ProgressFn | None):
         "link_peak_utilisation_max": summ["link_peak_utilisation_max"], "engine_wall_s": r.engine_wall_s,
         "events": r.events, "flows": r.flows, "compute_efficiency": st.compute_efficiency,
         "dcn": dcn.kind, "dcn_oversubscription": dcn.oversubscription, "dcn_ocs_groups": [list(g) for g in dcn.ocs_groups],
+        "sites": dcn.sites, "wan_latency_s": dcn.wan_latency_s, "pods": job.fabric.layout.pods,
         "chip_s_per_step": total_chips * r.step_time_s,
     }
     for kind, k in summ["collectives"].items():
         m[f"{kind}_busy_s"] = k["busy_s"]
+    for level, d in r.levels.items():
+        m[f"{level}_busy_s"], m[f"{level}_exposed_s"] = d["busy_s"], d["exposed_s"]
     m["dcn_collective_busy_s"] = sum(t.duration_s for t in r.timeline if t.step == 0 and "dcn" in t.group.split(","))
     m["dcn_collective_bytes"] = sum(t.bytes for t in r.timeline if t.step == 0 and "dcn" in t.group.split(","))
     if st.steps:
@@ -236,8 +220,9 @@ def _run_step(s: Scenario, gen: Generation, on_progress: ProgressFn | None):
             "closed_form_s": [k["closed_form_s"] for k in summ["collectives"].values()],
             "algorithms": [",".join(k["algorithms"]) for k in summ["collectives"].values()]}),
     }
-    topo = topology_summary(gen, st.slice, twisted=st.twisted, ocs=ocs, dcn=dcn)
-    topo.update(pods=1, fleet_chips=gen.pod_chips, job_slices=st.slices)
+    topo = topology_summary(gen, st.slice, twisted=st.twisted, ocs=ocs, dcn=dcn.model_copy(update={"sites": 1}))
+    pods = job.fabric.layout.pods
+    topo.update(pods=pods, fleet_chips=pods * gen.pod_chips, job_slices=st.slices, sites=dcn.sites)
     if on_progress is not None:
         on_progress(1.0, 1.0)
     return m, topo, cost, tables

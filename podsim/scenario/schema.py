@@ -83,6 +83,9 @@ class Dcn(_Model):
     switch_latency: Duration = Field(500e-9, description="per switch traversal (eps.11: 300-600 ns)")
     ocs_groups: Literal["job", "none"] | tuple[tuple[int, ...], ...] = Field(
         "none", description="ocs: 'job' engineers circuits among the blocks the step job spans; or lists of leaf ids")
+    sites: int = Field(1, ge=1, description="data centres a step job's slices split over, joined by WAN links (eps)")
+    wan_latency: Duration = Field(1e-3, description="one-way WAN latency between sites (assumption: ~200 km of fibre)")
+    wan_gbps: float = Field(12800.0, gt=0, description="WAN capacity per site pair and direction, Gb/s (assumption: 16 x 800GbE)")
 
     @field_validator("ocs_groups", mode="before")
     @classmethod

@@ -11,6 +11,7 @@ Node ids: chips first (0..n_chips-1), then NVSwitches (GPU nodes), NICs, DCN lea
 from __future__ import annotations
 
 import enum
+import itertools
 import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
@@ -40,6 +41,7 @@ class LinkKind(enum.IntEnum):
     PCIE = 3  # chip to its host NIC
     NIC = 4  # NIC to DCN leaf
     DCN = 5  # leaf to spine, or leaf to leaf through the OCS DCN
+    WAN = 6  # spine of one site to the same-numbered spine of another site
 
 
 
@@ -75,6 +77,13 @@ class DcnSpec(BaseModel):
     traffic). Topology engineering (jup.7) points circuits at the traffic instead: each group
     in `ocs_groups` (leaf ids) spends its blocks' whole uplinks on circuits among themselves,
     e.g. the blocks a multislice job spans; the other blocks keep a uniform mesh.
+
+    `sites` > 1 splits the pods into that many data centres (consecutive pods, equal numbers),
+    each with its own spines, joined pairwise by WAN links: spine k of one site to spine k of
+    the other, `wan_bytes_per_s` per site pair and direction split over the spines, each hop
+    `wan_latency_s`. Both WAN defaults are assumptions, not sourced figures: 1 ms is ~200 km of
+    fibre at 5 us/km (first principles), 1.6 TB/s is 16 x 800GbE per site pair (port speed from
+    eps.3). Sites are modelled on an EPS DCN.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -85,6 +94,9 @@ class DcnSpec(BaseModel):
     oversubscription: float = Field(1.0, ge=1.0, description="host NIC bandwidth : leaf uplink bandwidth")
     switch_latency_s: float = Field(500e-9, ge=0, description="per switch traversal; eps.11 suggests 300-600 ns")
     ocs_groups: tuple[tuple[int, ...], ...] = Field((), description="ocs only: leaf groups whose uplinks are engineered into circuits among themselves")
+    sites: int = Field(1, ge=1, description="data centres the pods are split over (consecutive pods), joined by WAN links")
+    wan_latency_s: float = Field(1e-3, ge=0, description="one-way latency of a WAN hop between two sites (assumption: ~200 km of fibre)")
+    wan_bytes_per_s: float = Field(1.6e12, gt=0, description="WAN capacity per site pair and direction (assumption: 16 x 800GbE)")
 
 
 @dataclass(frozen=True, eq=False)
@@ -115,6 +127,8 @@ class Fabric:
     nvlink_up: np.ndarray  # GPU -> NVSwitch
     nvlink_down: np.ndarray
     first_nic: int
+    site_of_leaf: np.ndarray = field(default_factory=lambda: np.empty(0, np.int32))
+    wan: np.ndarray = field(default_factory=lambda: np.empty((0, 0, 0), np.int32))  # (sites, sites, spines) WAN links
     meta: dict = field(default_factory=dict)
 
     @property
@@ -288,6 +302,22 @@ def _ocs_dcn_circuits(dcn: DcnSpec, uplink_bw: np.ndarray) -> tuple[np.ndarray, 
     return ia, ib, cap
 
 
+def _sites(layout: PodLayout, dcn: DcnSpec, n_leaves: int) -> tuple[np.ndarray, int]:
+    """The site of every leaf, and the number of sites; one-line errors for splits that do not work."""
+    n = dcn.sites
+    if n == 1:
+        return np.zeros(n_leaves, np.int32), 1
+    if dcn.kind != "eps":
+        raise PodsimError(f"dcn.sites {n}: several sites are modelled on an EPS DCN (kind eps), not {dcn.kind}")
+    if layout.pods % n:
+        raise PodsimError(f"dcn.sites {n} does not divide the {layout.pods} pod(s); each site holds the same number of pods")
+    if layout.hosts_per_pod % dcn.hosts_per_leaf:
+        raise PodsimError(f"dcn.hosts_per_leaf {dcn.hosts_per_leaf} does not divide the {layout.hosts_per_pod} hosts of a pod; "
+                          "with several sites a leaf must not straddle two pods")
+    pod_of_leaf = np.arange(n_leaves) * dcn.hosts_per_leaf // layout.hosts_per_pod
+    return (pod_of_leaf // (layout.pods // n)).astype(np.int32), n
+
+
 def build_fabric(layout: PodLayout, circuits: tuple[Circuit, ...] | str | None = "torus", dcn: DcnSpec | None = None) -> Fabric:
     """Wire `layout` into a fabric.
 
@@ -333,7 +363,8 @@ def build_fabric(layout: PodLayout, circuits: tuple[Circuit, ...] | str | None =
     n_leaves = math.ceil(layout.n_hosts / dcn.hosts_per_leaf)
     first_leaf = first_nic + n_nics
     first_spine = first_leaf + n_leaves
-    n_spines = dcn.spines if (dcn.kind == "eps" and n_leaves > 1) else 0
+    site_of_leaf, n_sites = _sites(layout, dcn, n_leaves)
+    n_spines = dcn.spines if (dcn.kind == "eps" and (n_leaves > 1 or n_sites > 1)) else 0
     host_bw = gen.dcn_bandwidth_per_host.require(f"{gen.id} DCN bandwidth per host")
     nic_bw = host_bw / nics_per_host
     slot = np.arange(n_chips) % layout.chips_per_host
@@ -349,11 +380,19 @@ def build_fabric(layout: PodLayout, circuits: tuple[Circuit, ...] | str | None =
     leaf_spine = np.full((n_leaves, max(n_spines, 0)), -1, np.int32)
     spine_leaf = np.full((max(n_spines, 0), n_leaves), -1, np.int32)
     leaf_leaf = np.full((n_leaves, n_leaves), -1, np.int32) if dcn.kind == "ocs" else np.empty((0, 0), np.int32)
+    wan = np.full((n_sites, n_sites, n_spines), -1, np.int32)
     if n_spines:
+        # Spine k of site s is node first_spine + s * spines + k; leaves link to their site's.
         li, si = np.meshgrid(np.arange(n_leaves), np.arange(n_spines), indexing="ij")
-        fwd = lb.add(first_leaf + li, first_spine + si, (uplink_bw / n_spines)[li], dcn.switch_latency_s, LinkKind.DCN)
+        fwd = lb.add(first_leaf + li, first_spine + site_of_leaf[li] * n_spines + si, (uplink_bw / n_spines)[li],
+                     dcn.switch_latency_s, LinkKind.DCN)
         leaf_spine[li, si] = fwd.reshape(li.shape)
         spine_leaf[si, li] = fwd.reshape(li.shape) + 1
+        for a, b in itertools.combinations(range(n_sites), 2):
+            k = np.arange(n_spines)
+            fwd = lb.add(first_spine + a * n_spines + k, first_spine + b * n_spines + k, dcn.wan_bytes_per_s / n_spines,
+                         dcn.wan_latency_s, LinkKind.WAN)
+            wan[a, b], wan[b, a] = fwd, fwd + 1
     elif dcn.kind == "ocs" and n_leaves > 1:
         ia, ib, cap = _ocs_dcn_circuits(dcn, uplink_bw)
         fwd = lb.add(first_leaf + ia, first_leaf + ib, cap, dcn.switch_latency_s, LinkKind.DCN)
@@ -363,7 +402,7 @@ def build_fabric(layout: PodLayout, circuits: tuple[Circuit, ...] | str | None =
     node_kind = np.concatenate([
         np.full(n_chips, NodeKind.CHIP, np.int8), np.full(n_nvswitch, NodeKind.NVSWITCH, np.int8),
         np.full(n_nics, NodeKind.NIC, np.int8), np.full(n_leaves, NodeKind.LEAF, np.int8),
-        np.full(n_spines, NodeKind.SPINE, np.int8),
+        np.full(n_spines * n_sites, NodeKind.SPINE, np.int8),
     ])
     src, dst, cap, lat, kind = lb.arrays()
     return Fabric(
@@ -372,6 +411,6 @@ def build_fabric(layout: PodLayout, circuits: tuple[Circuit, ...] | str | None =
         port_link=port_link, port_peer=port_peer, nic_of_chip=(first_nic + nic_number).astype(np.int32),
         leaf_of_nic=leaf_of_nic, chip_up=chip_up, chip_down=chip_down, nic_up=nic_up, nic_down=nic_down,
         leaf_spine=leaf_spine, spine_leaf=spine_leaf, leaf_leaf=leaf_leaf,
-        nvlink_up=nvlink_up, nvlink_down=nvlink_down, first_nic=first_nic,
-        meta={"n_nics": n_nics, "n_leaves": n_leaves, "n_spines": n_spines, "n_nvswitch": n_nvswitch},
+        nvlink_up=nvlink_up, nvlink_down=nvlink_down, first_nic=first_nic, site_of_leaf=site_of_leaf, wan=wan,
+        meta={"n_nics": n_nics, "n_leaves": n_leaves, "n_spines": n_spines, "n_nvswitch": n_nvswitch, "n_sites": n_sites},
     )

@@ -5,8 +5,9 @@
   carry equal load. On a twisted torus the wraparound shifts other coordinates, so the route
   tries each way round each twisted axis (and once round in full) and keeps the shortest:
   still dimension-ordered, and minimal in hops (the lattice-graph view of Camarero et al.).
-- DCN: chip -> NIC -> leaf -> spine -> leaf -> NIC -> chip on the EPS Clos, the spine picked
-  by a deterministic ECMP hash of the NIC pair; leaf -> leaf directly on the OCS DCN.
+- DCN: chip -> NIC -> leaf -> spine [-> WAN -> spine k of the other site] -> leaf -> NIC ->
+  chip on the EPS Clos, the spine picked by a deterministic ECMP hash of the NIC pair; leaf ->
+  leaf directly on the OCS DCN.
 - GPU nodes: GPU -> NVSwitch -> GPU inside a node, the DCN between nodes.
 """
 
@@ -140,17 +141,20 @@ def _dcn_padded(fabric: Fabric, src_chips: np.ndarray, dst_chips: np.ndarray) ->
     ns = fabric.nic_of_chip[src_chips] - fabric.first_nic
     nd = fabric.nic_of_chip[dst_chips] - fabric.first_nic
     ls, ld = fabric.leaf_of_nic[ns], fabric.leaf_of_nic[nd]
-    m = np.full((len(src_chips), 6), -1, np.int64)
+    m = np.full((len(src_chips), 7), -1, np.int64)
     m[:, 0] = fabric.chip_up[src_chips]
-    m[:, 5] = fabric.chip_down[dst_chips]
+    m[:, 6] = fabric.chip_down[dst_chips]
     via_leaf = ns != nd
     m[via_leaf, 1] = fabric.nic_up[ns[via_leaf]]
-    m[via_leaf, 4] = fabric.nic_down[nd[via_leaf]]
+    m[via_leaf, 5] = fabric.nic_down[nd[via_leaf]]
     across = via_leaf & (ls != ld)
     if fabric.dcn.kind == "eps":
         spine = ecmp_spine(ns[across], nd[across], fabric.leaf_spine.shape[1])
         m[across, 2] = fabric.leaf_spine[ls[across], spine]
-        m[across, 3] = fabric.spine_leaf[spine, ld[across]]
+        m[across, 4] = fabric.spine_leaf[spine, ld[across]]
+        if fabric.wan.shape[0] > 1:  # between sites: spine k of one site to spine k of the other
+            sa, sb = fabric.site_of_leaf[ls[across]], fabric.site_of_leaf[ld[across]]
+            m[across, 3] = np.where(sa != sb, fabric.wan[sa, sb, spine], -1)
     else:
         m[across, 2] = fabric.leaf_leaf[ls[across], ld[across]]
         if (m[across, 2] < 0).any():

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from podsim.topology.fabric import DcnSpec, Fabric, build_fabric
+from podsim.topology.fabric import DcnSpec, Fabric, LinkKind, NodeKind, build_fabric
 from podsim.topology.generations import Generation, get_generation
 from podsim.topology.metrics import slice_figures
 from podsim.topology.pod import PodLayout
@@ -109,4 +109,49 @@ def summary_rows(s: dict) -> list[tuple[str, str]]:
         ("HBM", format_bytes(s["hbm_bytes"])),
         ("DCN", f"{format_rate(s['dcn_bytes_per_s'])} over {s['hosts']} hosts ({s['dcn']['kind']}, {s['dcn']['leaves']} leaves, {s['dcn']['spines']} spines)"),
     ]
+    return rows
+
+
+def fleet_summary(gen_id: str | Generation, pods: int, dcn: DcnSpec | None = None, ocs: bool = True) -> dict:
+    """Several pods behind one data-centre network (or `dcn.sites` of them joined by WAN
+    links), in base units: sizes, the DCN's leaves, spines and capacities, the WAN."""
+    gen = get_generation(gen_id)
+    dcn = dcn or DcnSpec()
+    fab = build_fabric(PodLayout(gen, pods=pods, ocs=ocs), circuits=None, dcn=dcn)
+    lay, meta = fab.layout, fab.meta
+    sites = meta["n_sites"]
+    cap, kind = fab.link_capacity_bytes_per_s, fab.link_kind
+    up = (kind == LinkKind.DCN) & (fab.node_kind[fab.link_src] == NodeKind.LEAF)  # leaf -> spine / leaf -> leaf
+    host_bw = gen.dcn_bandwidth_per_host.si
+    wan_links = kind == LinkKind.WAN
+    return {
+        "generation": gen.id, "name": gen.name, "pods": pods, "sites": sites, "pods_per_site": pods // sites,
+        "chips": lay.n_chips, "chips_per_site": lay.n_chips // sites, "hosts": lay.n_hosts,
+        "dcn": {"kind": dcn.kind, "hosts_per_leaf": dcn.hosts_per_leaf, "leaves": meta["n_leaves"],
+                "spines_per_site": meta["n_spines"], "oversubscription": dcn.oversubscription,
+                "bytes_per_s_per_host": host_bw, "nic_bytes_per_s_per_site": host_bw * lay.n_hosts / sites,
+                "leaf_uplink_bytes_per_s_per_site": float(cap[up].sum()) / sites,
+                "switch_latency_s": dcn.switch_latency_s},
+        "wan": {"site_pairs": sites * (sites - 1) // 2, "latency_s": dcn.wan_latency_s if sites > 1 else 0.0,
+                "bytes_per_s_per_pair": dcn.wan_bytes_per_s if sites > 1 else 0.0,
+                "bytes_per_s_per_chip": dcn.wan_bytes_per_s / (lay.n_chips / sites) if sites > 1 else 0.0,
+                "links": int(wan_links.sum()), "assumed": sites > 1},
+    }
+
+
+def fleet_rows(s: dict) -> list[tuple[str, str]]:
+    """Human-readable rows of a fleet summary."""
+    d, w = s["dcn"], s["wan"]
+    rows = [
+        ("pods / sites", f"{s['pods']} / {s['sites']} ({s['pods_per_site']} pod(s) per site)"),
+        ("chips / hosts", f"{s['chips']:,} / {s['hosts']:,} ({s['chips_per_site']:,} chips per site)"),
+        ("DCN", f"{d['kind']}: {d['leaves']} leaves of {d['hosts_per_leaf']} hosts"
+                + (f", {d['spines_per_site']} spines per site, {d['oversubscription']:g}:1 oversubscribed" if d["kind"] == "eps" else "")),
+        ("DCN per site", f"{format_rate(d['nic_bytes_per_s_per_site'])} of host NICs, "
+                         f"{format_rate(d['leaf_uplink_bytes_per_s_per_site'])} of leaf uplinks"),
+    ]
+    if s["sites"] > 1:
+        rows.append(("WAN", f"{w['site_pairs']} site pair(s), {format_rate(w['bytes_per_s_per_pair'])} each way per pair, "
+                            f"{w['latency_s'] * 1e3:g} ms one way (assumed defaults unless given)"))
+        rows.append(("WAN per chip", f"{format_rate(w['bytes_per_s_per_chip'])} (a site's chips all crossing at once)"))
     return rows

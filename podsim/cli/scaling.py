@@ -1,0 +1,78 @@
+"""`podsim scaling MODEL --generation GEN --slice SHAPE -p PLAN --slices 1,2,4,8 --batch-per-slice B`:
+step time, MFU and parallel efficiency of a multislice job against its slice count."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from podsim.cli import app
+from podsim.cli.common import emit_json
+from podsim.cli.steptime import dcn_spec
+from podsim.errors import PodsimError
+from podsim.scenario.scaling import scaling_study
+from podsim.trace.configs import parse_overrides
+from podsim.units import format_seconds
+
+
+def scaling_figure(study: dict, title: str):
+    """Step time (bars) and parallel efficiency (line) against the slice count."""
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+
+    x = [str(n) for n in study["slices"]]
+    fig = make_subplots(specs=[[{"secondary_y": True}]])
+    fig.add_trace(go.Bar(x=x, y=study["step_time_s"], name="step time (s)"), secondary_y=False)
+    fig.add_trace(go.Bar(x=x, y=study["dcn_exposed_s"], name="DCN exposed (s)"), secondary_y=False)
+    fig.add_trace(go.Scatter(x=x, y=study["parallel_efficiency"], name="parallel efficiency", mode="lines+markers"),
+                  secondary_y=True)
+    fig.update_layout(title=title, xaxis_title="slices", barmode="group")
+    fig.update_yaxes(title_text="seconds", secondary_y=False)
+    fig.update_yaxes(title_text="parallel efficiency", range=[0, 1.05], secondary_y=True)
+    return fig
+
+
+@app.command("scaling")
+def scaling_cmd(
+    model: str = typer.Argument(..., help="model preset, e.g. llama2-70b"),
+    generation: str = typer.Option("tpu-v4", "--generation", help="generation id"),
+    slice_shape: str = typer.Option(..., "--slice", help="shape of each slice, e.g. 4x4x8"),
+    parallelism: str = typer.Option(..., "--parallelism", "-p", help="plan inside a slice (no dcn), e.g. fsdp=32,tensor=4"),
+    slices: str = typer.Option("1,2,4,8,16,32", "--slices", help="slice counts, comma-separated"),
+    batch_per_slice: int = typer.Option(..., "--batch-per-slice", help="global batch per slice (weak scaling)"),
+    dcn: str = typer.Option("eps", "--dcn", help="eps, ocs or ocs-job (see podsim steptime)"),
+    oversubscription: float = typer.Option(1.0, "--oversubscription", help="with --dcn eps: NIC : spine uplink bandwidth"),
+    sites: int = typer.Option(1, "--sites", help="data centres the slices split over (EPS DCN; WAN between)"),
+    wan_latency_ms: float = typer.Option(1.0, "--wan-latency-ms", help="one-way WAN latency (assumption: 1 ms)"),
+    wan_gbps: float = typer.Option(12800.0, "--wan-gbps", help="WAN Gb/s per site pair and direction (assumption)"),
+    set_: list[str] = typer.Option(None, "--set", help="override a model field, e.g. --set n_layers=8 (repeatable)"),
+    plot: Path = typer.Option(None, "--plot", help="write the figure to this .html file"),
+    as_json: bool = typer.Option(False, "--json", help="one JSON object on stdout"),
+) -> None:
+    """Weak-scaling study of a multislice job: step time, MFU, DCN/WAN time, parallel efficiency."""
+    try:
+        counts = [int(v) for v in slices.split(",") if v.strip()]
+    except ValueError:
+        raise PodsimError(f"--slices {slices!r}: give whole numbers separated by commas, e.g. 1,2,4,8") from None
+    spec, engineer = dcn_spec(dcn, oversubscription, sites, wan_latency_ms, wan_gbps)
+    if engineer:
+        raise PodsimError("--dcn ocs-job is not offered for a scaling study; use eps or ocs")
+    if plot is not None and plot.suffix != ".html":
+        raise PodsimError(f"--plot {str(plot)!r}: give a .html file")
+    study = scaling_study(model, generation, slice_shape, parallelism, counts, batch_per_slice, dcn=spec,
+                          overrides=parse_overrides(set_))
+    title = f"{model} on {generation} {slice_shape} slices ({parallelism} + dcn), {batch_per_slice} per slice"
+    if plot is not None:
+        scaling_figure(study, title).write_html(str(plot), include_plotlyjs=True)
+    if as_json:
+        emit_json({"title": title, **study})
+        return
+    print(title)
+    print(f"{'slices':>6} {'chips':>7} {'step':>10} {'MFU':>6} {'efficiency':>10} {'DCN busy':>10} {'DCN exposed':>11} "
+          f"{'WAN exposed':>11} {'engine':>8}")
+    for i, n in enumerate(study["slices"]):
+        print(f"{n:>6} {study['chips'][i]:>7,} {format_seconds(study['step_time_s'][i]):>10} {study['mfu'][i]:>6.1%} "
+              f"{study['parallel_efficiency'][i]:>10.1%} {format_seconds(study['dcn_busy_s'][i]):>10} "
+              f"{format_seconds(study['dcn_exposed_s'][i]):>11} {format_seconds(study['wan_exposed_s'][i]):>11} "
+              f"{study['engine_wall_s'][i]:>7.2f}s")
