@@ -120,3 +120,12 @@ def test_a_comparison_shows_what_the_targets_judge(runs):
     for t in a.targets:
         assert title_of.get(t["metric"], f"{t['metric']} by run") in names, t["metric"]
     assert names.index("Utilisation") > names.index("Goodput by run")
+
+
+def test_a_grid_sweep_report_renders(runs):
+    """A grid sweep's stored result has point counts, no capacity cells: the report shows the
+    sweep and its JSON without the capacity table (it used to raise on the missing `cells`)."""
+    sweep = {"name": "grid", "mode": "grid", "points": 2, "sweep_id": "s1", "runs": runs,
+             "result": {"points": 2, "ok": 2, "failed": 0}}
+    html = render_report(runs, labels=["a", "b"], sweep=sweep)
+    assert "<h2>Sweep grid</h2>" in html and "smallest meeting the targets" not in html and "&#34;ok&#34;: 2" in html
