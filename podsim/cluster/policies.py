@@ -26,9 +26,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
+    from podsim.cluster.accounting import SimJob
     from podsim.cluster.config import ClusterConfig
     from podsim.cluster.search import Fit, Reservation
-    from podsim.cluster.simulate import SimJob
 
 
 @runtime_checkable

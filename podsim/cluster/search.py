@@ -33,8 +33,8 @@ from podsim.placement import (
 )
 
 if TYPE_CHECKING:
+    from podsim.cluster.accounting import SimJob
     from podsim.cluster.policies import Scheduler
-    from podsim.cluster.simulate import SimJob
     from podsim.topology import PodLayout
 
 

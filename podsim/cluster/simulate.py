@@ -17,10 +17,9 @@ protocol that ClusterSim implements; where a job fits is the placement search's
 (podsim.cluster.search: memos of what fits and what does not, dropped only when capacity is
 lost or gained); an arrival-only pass tries only the new jobs.
 
-Accounting (chip-seconds, per job): allocated = overhead (restart + OCS reconfiguration, and
-the extra run time of a degraded slice) + useful (work kept, in healthy-slice time) + lost (work
-since the last checkpoint when a failure or a preemption stops the job). A job still running at
-the horizon keeps its work done so far as useful.
+Accounting (chip-seconds, per job: allocated = overhead + useful + lost) is
+podsim.cluster.accounting's; failure events as parts down, podsim.cluster.outages'; the remedies
+for a down OCS unit (degraded slices, spare ports), podsim.cluster.remedies'.
 """
 
 from __future__ import annotations
@@ -33,11 +32,21 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import simpy
 
+from podsim.cluster import observe
+from podsim.cluster.accounting import (
+    SimJob,
+    at_risk_s,
+    job_outcome,
+    make_sim_job,
+    settle_run,
+)
 from podsim.cluster.config import ClusterConfig
 from podsim.cluster.failures import FailureEvent, draw_fleet_failures
 from podsim.cluster.links import IciLinks
+from podsim.cluster.outages import DownParts, check_failures, event_parts
 from podsim.cluster.policies import get_policy
-from podsim.cluster.result import ClusterResult, JobOutcome, summarise
+from podsim.cluster.remedies import is_degraded, remap_spare_ports
+from podsim.cluster.result import ClusterResult, summarise
 from podsim.cluster.search import Fit, Reservation, SliceSearch
 from podsim.cluster.steptime import CachedStepTime, RooflineStepTime, StepTimeModel
 from podsim.errors import InternalError, PodsimError, first_duplicate
@@ -45,47 +54,14 @@ from podsim.placement import (
     PlacementSettings,
     PodState,
     SlicePlacement,
-    SliceRequest,
     SolverParams,
     darken,
-    largest_placeable,
     place,
     validate_placement,
 )
 from podsim.workload import Job
 
 ProgressFn = Callable[[float, float], None]
-
-
-class SimJob:
-    """One job's mutable state in the simulation."""
-
-    __slots__ = ("idx", "job", "request", "key", "chips", "seq", "status", "progress", "first_start_s",
-                 "end_s", "alloc_s", "overhead_s", "work_s", "expected_end_s", "proc", "restart", "runs",
-                 "interruptions", "preemptions", "alloc_chip_s", "useful_chip_s", "lost_chip_s",
-                 "overhead_chip_s", "reason", "untwisted", "nominal_s", "slice", "qentry", "slow")
-
-    def __init__(self, idx: int, job: Job, request: SliceRequest, untwisted: bool):
-        self.idx, self.job, self.request, self.untwisted = idx, job, request, untwisted
-        self.key = (request.shape, request.twisted, request.allow_degraded)
-        self.chips = request.chips
-        self.status = "pending"
-        self.progress = 0.0
-        self.first_start_s = self.end_s = math.nan
-        self.alloc_s = self.overhead_s = self.work_s = self.expected_end_s = math.nan
-        self.proc = None
-        self.restart = False
-        self.runs = self.interruptions = self.preemptions = 0
-        self.alloc_chip_s = self.useful_chip_s = self.lost_chip_s = self.overhead_chip_s = 0.0
-        self.reason = ""
-        self.nominal_s = math.nan
-        self.slice = None
-        self.qentry = None
-        self.slow = 1.0  # run time factor of the current run (a degraded slice: config.degraded_slowdown)
-
-    @property
-    def rid(self) -> str:
-        return self.request.id
 
 
 class ClusterSim:
@@ -112,11 +88,11 @@ class ClusterSim:
         dup = first_duplicate(j.id for j in jobs)
         if dup is not None:
             raise PodsimError(f"job id {dup!r} is used twice; job ids must be unique")
-        self.jobs = [self._make_job(i, j) for i, j in enumerate(sorted(jobs, key=lambda j: (j.submit_s, j.id)))]
+        self.jobs = [make_sim_job(i, j, config, self.layout) for i, j in enumerate(sorted(jobs, key=lambda j: (j.submit_s, j.id)))]
         if failures is None:
             failures = draw_fleet_failures(self.layout, config.failures, self.horizon_s, self.seed) if config.failures.any else []
         self.failures = sorted(failures)
-        self._check_failures()
+        check_failures(self.failures, self.layout, self.links)
         # queue, running set, capacity memo
         self._queue: list[tuple] = []
         self._seq = 0
@@ -134,43 +110,13 @@ class ClusterSim:
         self.healthy_chip_s = 0.0
         self.lost_chip_s = 0.0  # settled at each stop: work since the last checkpoint
         self.overhead_settled_chip_s = 0.0  # restart + reconfiguration of runs already ended
-        self._down: dict[tuple[str, object], int] = {}
+        self._down = DownParts()
         self.counters = {"ocs_reconfigurations": 0, "failures_host": 0, "failures_ocs": 0, "failures_link": 0,
                          "job_interruptions": 0, "preemptions": 0, "passes": 0, "placement_calls": 0,
                          "placement_s": 0.0, "cpsat_calls": 0, "cpsat_wall_capped": 0, "audits": 0, "spare_remaps": 0,
                          "degraded_starts": 0}
         self.search = SliceSearch(self.layout, self.state, self.settings, config.placement, self.counters)
-        self.series: dict[str, list] = {k: [] for k in ("t_s", "busy_chips", "healthy_chips", "queued_jobs",
-                                                        "queued_chips", "running_jobs", "largest_placeable_chips",
-                                                        "busy_chip_s", "lost_chip_s", "overhead_chip_s")}
-
-    # Set-up ------------------------------------------------------------------------------
-    def _make_job(self, idx: int, job: Job) -> SimJob:
-        twisted = job.twisted
-        untwisted = False
-        if twisted and not self.layout.ocs and self.config.untwist_on_static:
-            twisted, untwisted = False, True
-        mode = self.config.degraded_placement
-        degraded = self.layout.ocs and (mode == "all" or (mode == "requested" and job.allow_degraded))
-        req = SliceRequest(str(idx), job.shape, twisted, job.priority, job.submit_s, degraded)
-        sj = SimJob(idx, job, req, untwisted)
-        if job.duration_s is not None:
-            sj.nominal_s = float(job.duration_s)
-            if not (math.isfinite(sj.nominal_s) and sj.nominal_s >= 0):
-                raise PodsimError(f"job {job.id!r}: duration_s {job.duration_s} must be a finite number >= 0")
-        return sj
-
-    def _check_failures(self) -> None:
-        lay = self.layout
-        limits = {"host": (lay.n_hosts, "hosts"), "ocs": (lay.n_ocs, "OCS units"), "link": (self.links.n_ports, "links")}
-        for ev in self.failures:
-            n, what = limits[ev.component]
-            if ev.component == "ocs" and n == 0:
-                raise PodsimError(f"failure at {ev.time_s:g} s: OCS {ev.id}, but this {lay.generation.id} fleet has no OCS")
-            if not 0 <= ev.id < n:
-                raise PodsimError(f"failure at {ev.time_s:g} s: {ev.component} {ev.id} does not exist; {what} are 0..{n - 1}")
-            if ev.component == "link":
-                self.links.parts(ev.id)  # a link on a length-1 axis is an error too
+        self.series: dict[str, list] = {k: [] for k in observe.SERIES_KEYS}
 
     # Small helpers -------------------------------------------------------------------------
     @property
@@ -191,15 +137,7 @@ class ClusterSim:
         return slow * j.steps * self.step_time.step_time_s(j.model, self.gen.id, tuple(slc.shape), slc.twisted)
 
     def _slowdown(self, job: SimJob, slc) -> float:
-        return self.config.degraded_slowdown if job.request.allow_degraded and self._degraded(slc) else 1.0
-
-    def _degraded(self, slc) -> bool:
-        """Whether a cube-level slice (a Slice or a Fit) has circuits left dark by a down OCS unit."""
-        if not slc.circuits:
-            return False
-        if isinstance(slc, Fit):
-            return bool(self.state.ocs_down_in_pod(slc.assignment.pod))
-        return len(slc.circuits) < len(slc.cubes) * self.layout.ocs_per_pod
+        return self.config.degraded_slowdown if job.request.allow_degraded and is_degraded(self.state, self.layout, slc) else 1.0
 
     def overhead_of(self, job: SimJob, slc) -> float:
         return (self.config.restart_overhead_s if job.restart else 0.0) + (self.reconfigure_s if slc.circuits else 0.0)
@@ -266,7 +204,7 @@ class ClusterSim:
         if mkey in self.search.preempt_failed or self.free_chips + sum(v.chips for v in victims) < job.chips:
             return False
         now = self.now
-        victims.sort(key=lambda v: (v.job.priority, v.chips * self._at_risk_s(v, now), v.idx))
+        victims.sort(key=lambda v: (v.job.priority, v.chips * at_risk_s(v, now, self.checkpoint_s), v.idx))
         found = self.search.first_fit_prefix(job, victims, self.free_chips)
         if found is None:
             self.search.preempt_failed.add(mkey)
@@ -281,11 +219,6 @@ class ClusterSim:
                 self.stop(v, "preempted")
         self.start(job, p)
         return True
-
-    def _at_risk_s(self, job: SimJob, now: float) -> float:
-        """Run time since the job's last checkpoint (what stopping it now would lose)."""
-        c = max(0.0, now - job.alloc_s - job.overhead_s)
-        return c - math.floor(c / self.checkpoint_s) * self.checkpoint_s
 
     def batch_admit(self, window: list[SimJob]) -> None:
         """CP-SAT batch admission over `window`; start every job it places."""
@@ -329,7 +262,7 @@ class ClusterSim:
         job.expected_end_s = now + length
         if slc.circuits:
             self.counters["ocs_reconfigurations"] += 1
-            self.counters["degraded_starts"] += self._degraded(slc)
+            self.counters["degraded_starts"] += is_degraded(self.state, self.layout, slc)
         self.busy += job.chips
         self.running[job.idx] = job
         job.proc = self.env.process(self._run(job, length))
@@ -344,25 +277,11 @@ class ClusterSim:
     def _settle(self, job: SimJob, keep_all: bool) -> None:
         """Account the current run up to now and give back its slice."""
         self._advance()
-        a = self.now - job.alloc_s
-        o = min(a, job.overhead_s)
-        c = a - o
-        saved = c if keep_all else math.floor(c / self.checkpoint_s) * self.checkpoint_s
-        if job.work_s > 0:
-            job.progress = min(1.0, job.progress + saved / job.work_s)
-        lost = c - saved
-        slow_s = saved * (1.0 - 1.0 / job.slow)  # a degraded slice's extra run time: held, not useful
-        o += slow_s
-        saved -= slow_s
-        chips = job.chips
-        job.alloc_chip_s += a * chips
-        job.overhead_chip_s += o * chips
-        job.useful_chip_s += saved * chips
-        job.lost_chip_s += lost * chips
-        self.lost_chip_s += lost * chips
-        self.overhead_settled_chip_s += o * chips
+        lost_chip_s, overhead_chip_s = settle_run(job, self.now, self.checkpoint_s, keep_all)
+        self.lost_chip_s += lost_chip_s
+        self.overhead_settled_chip_s += overhead_chip_s
         self.state.release(job.rid)
-        self.busy -= chips
+        self.busy -= job.chips
         del self.running[job.idx]
         job.slice = None
         job.proc = None
@@ -401,27 +320,7 @@ class ClusterSim:
         self.counters["passes"] += 1
         self.policy.schedule(self, full, new)
         if self.audit:
-            self._audit()
-
-    def _audit(self) -> None:
-        """Check the bookkeeping against the pod state: no chip in two jobs, none broken."""
-        self.counters["audits"] += 1
-        st = self.state
-        held = st.chip_job >= 0
-        if int(held.sum()) != self.busy or sum(j.chips for j in self.running.values()) != self.busy:
-            raise InternalError(f"busy chips {self.busy} != chips held {int(held.sum())}")
-        if (held & st.chip_failed).any():
-            raise InternalError("a failed chip is held by a job")
-        seen = np.zeros(self.layout.n_chips, np.int32)
-        for j in self.running.values():
-            seen[np.asarray(j.slice.chips)] += 1
-        if (seen > 1).any() or not np.array_equal(seen > 0, held):
-            raise InternalError("a chip is in two jobs, or held by no running job")
-        if self.healthy != st.n_healthy_chips:
-            raise InternalError(f"healthy chips {self.healthy} != {st.n_healthy_chips}")
-        queued = {e[-1] for e in self._queue}
-        if queued != {j.idx for j in self.jobs if j.status == "queued"}:
-            raise InternalError("the queue and the job states disagree")
+            observe.audit(self)
 
     # Processes -----------------------------------------------------------------------------
     def _arrivals(self):
@@ -448,15 +347,6 @@ class ClusterSim:
             if batch:
                 self.request_pass(full=False, new=batch)
 
-    def _parts(self, ev: FailureEvent) -> list[tuple[str, object]]:
-        if ev.component == "host":
-            return [("hosts", ev.id)]
-        if ev.component == "ocs":
-            return [("ocs", ev.id)]
-        parts = self.links.parts(ev.id)  # an optical link fails the port its fiber is on now (maybe a spare)
-        ports = [(int(o), self.state.physical_port(int(o), int(p))) for o, p in parts["ocs_ports"]]
-        return [("chips", c) for c in parts["chips"]] + [("ocs_ports", p) for p in ports]
-
     def _failures(self):
         for ev in self.failures:
             if ev.time_s >= self.horizon_s:
@@ -464,13 +354,8 @@ class ClusterSim:
             if ev.time_s > self.now:
                 yield self.env.timeout(ev.time_s - self.now)
             self.counters[f"failures_{ev.component}"] += 1
-            parts = self._parts(ev)
-            newly: dict[str, list] = {"hosts": [], "ocs": [], "ocs_ports": [], "chips": []}
-            for part in parts:
-                n = self._down.get(part, 0)
-                self._down[part] = n + 1
-                if n == 0:
-                    newly[part[0]].append(part[1])
+            parts = event_parts(ev, self.links, self.state)
+            newly = self._down.fail(parts)
             if any(newly.values()):
                 self._advance()
                 hit = self.state.fail(**newly)
@@ -485,12 +370,7 @@ class ClusterSim:
             self.env.timeout(ev.repair_s).callbacks.append(lambda _e, parts=parts: self._repair(parts))
 
     def _repair(self, parts: list[tuple[str, object]]) -> None:
-        fixed: dict[str, list] = {"hosts": [], "ocs": [], "ocs_ports": [], "chips": []}
-        for part in parts:
-            n = self._down[part] - 1
-            self._down[part] = n
-            if n == 0:
-                fixed[part[0]].append(part[1])
+        fixed = self._down.repair(parts)
         if any(fixed.values()):
             self._advance()
             self.state.repair(**fixed)
@@ -502,12 +382,11 @@ class ClusterSim:
 
     def _remap_spares(self) -> None:
         """With `config.spare_ports`: move fibers off failed OCS ports onto spares (cubes come back)."""
-        if self.config.spare_ports:
-            moves = self.state.remap_spares()
-            if moves:
-                self.counters["spare_remaps"] += len(moves)
-                self.search.capacity_gained()
-                self.request_pass(full=True)
+        moved = remap_spare_ports(self.config, self.state)
+        if moved:
+            self.counters["spare_remaps"] += moved
+            self.search.capacity_gained()
+            self.request_pass(full=True)
 
     def _sampler(self):
         step = self.config.sample_step_s
@@ -520,23 +399,8 @@ class ClusterSim:
             yield self.env.timeout(step)
 
     def _sample(self) -> None:
-        s = self.series
-        s["t_s"].append(self.now)
-        s["busy_chips"].append(self.busy)
-        s["healthy_chips"].append(self.healthy)
-        s["queued_jobs"].append(len(self._queue))
-        s["queued_chips"].append(sum(self.jobs[e[-1]].chips for e in self._queue))
-        s["running_jobs"].append(len(self.running))
-        if self.config.fragmentation:
-            s["largest_placeable_chips"].append(largest_placeable(self.state, self.settings)["chips"])
-        # cumulative chip-seconds so far, for goodput over time: busy (= allocated), lost at stops,
-        # overhead (restart + reconfiguration) of ended runs plus the part of running ones spent so far
-        self._advance()
-        now = self.now
-        s["busy_chip_s"].append(self.busy_chip_s)
-        s["lost_chip_s"].append(self.lost_chip_s)
-        s["overhead_chip_s"].append(self.overhead_settled_chip_s + sum(
-            min(now - j.alloc_s, j.overhead_s) * j.chips for j in self.running.values()))
+        for k, v in observe.sample(self).items():
+            self.series[k].append(v)
 
     # Run -----------------------------------------------------------------------------------
     def run(self) -> ClusterResult:
@@ -555,16 +419,7 @@ class ClusterSim:
         return self._result(wall)
 
     def _result(self, wall_s: float) -> ClusterResult:
-        outcomes = []
-        for j in self.jobs:
-            status = j.status if j.status != "pending" else "not_arrived"
-            outcomes.append(JobOutcome(
-                id=j.job.id, submit_s=j.job.submit_s, shape=j.request.shape, twisted=j.job.twisted,
-                untwisted=j.untwisted, chips=j.chips, priority=j.job.priority, status=status,
-                first_start_s=j.first_start_s, end_s=j.end_s, nominal_s=j.nominal_s, runs=j.runs,
-                interruptions=j.interruptions, preemptions=j.preemptions, allocated_chip_s=j.alloc_chip_s,
-                useful_chip_s=j.useful_chip_s, lost_chip_s=j.lost_chip_s, overhead_chip_s=j.overhead_chip_s,
-                progress=j.progress, reason=j.reason))
+        outcomes = [job_outcome(j) for j in self.jobs]
         series = {k: np.asarray(v, float) for k, v in self.series.items() if v}
         counters = dict(self.counters)
         counters["step_time_evaluations"] = self.step_time.calls

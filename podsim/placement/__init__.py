@@ -28,9 +28,10 @@ Fragmentation figures:
     largest_placeable(state), count_fitting(state, shape), free_space_summary(state)
     pod_map(state)                  cubes (or chips) with their jobs and failures, for drawing
 
-Models (podsim.placement.cpsat): cube-level selection on OCS pods, sub-cube 3-D packing by
-enumeration, static rectangles (add_no_overlap_2d) and OCS-less cube boxes, batch admission by
-priority-weighted chips with an age term; greedy first/best fit for each (podsim.placement.greedy).
+Models (podsim.placement.cpsat_model; hinted, solved and read in podsim.placement.cpsat):
+cube-level selection on OCS pods, sub-cube 3-D packing by enumeration, static rectangles
+(add_no_overlap_2d) and OCS-less cube boxes, batch admission by priority-weighted chips with an
+age term; greedy first/best fit for each (podsim.placement.greedy).
 """
 
 from podsim.placement.cpsat import SolverParams, SolveStats

@@ -45,33 +45,25 @@ p stages (scaled by 1/p in every stage-iteration), so per-step totals are exact 
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from podsim.errors import PodsimError
-from podsim.perf.opmodel import Matmul, backward_matmuls
 from podsim.topology import get_generation, validate_shape
-from podsim.trace.configs import ConvLayer, ModelConfig, ResNetConfig, TransformerConfig, get_model
+from podsim.trace.builder import ProgramBuilder
+from podsim.trace.configs import ModelConfig, ResNetConfig, TransformerConfig, get_model
+from podsim.trace.costs import Cost, TransformerShard, conv_cost
 from podsim.trace.mesh import (
     DEFAULT_INTENSITY,
     LOGICAL_AXES,
-    MeshMapping,
     ParallelPlan,
     map_mesh,
-    merge_groups,
     parse_parallelism,
 )
 from podsim.trace.model import (
-    DCN_AXIS,
     PRECISIONS,
-    AxisGroup,
-    Collective,
     Compute,
-    Op,
-    SendRecv,
     StepTrace,
-    busbw_factor,
 )
 
 
@@ -176,153 +168,6 @@ def generate_trace(
     return trace
 
 
-# ---------------------------------------------------------------------------------------------
-# The program builder: ops with logical groups, mapped to slice axes at the end.
-
-
-class _Builder:
-    """Collects ops in program order. Compute ops chain on one stream; collectives name
-    logical axes until `finish` maps them to physical groups."""
-
-    def __init__(self, sizes: Mapping[str, int]):
-        self.sizes = dict(sizes)
-        self.ops: list[Op] = []
-        self.logical: dict[str, tuple[str, ...]] = {}
-        self.last_compute: str | None = None
-        self.pending: list[str] = []  # blocking collectives the next compute waits for
-        self.overlapping: list[str] = []  # collectives running beside the next compute (collective matmul)
-        self.after_next: list[str] = []  # ... which the compute after that waits for
-        self.precision = "bf16"
-
-    def group_size(self, axes: Sequence[str]) -> int:
-        return math.prod(self.sizes[a] for a in axes)
-
-    def compute(self, op_id: str, cost: Cost, *, deps: Sequence[str | None] = (), name: str = "", layer: str = "", bubble: bool = False) -> str:
-        all_deps = [d for d in (self.last_compute, *self.pending, *self.after_next, *deps) if d]
-        mms = tuple(mm.as_tuple() for mm in cost.matmuls if mm.count > 0)
-        self.ops.append(Compute(op_id, flops=cost.flops, hbm_bytes=cost.hbm, deps=tuple(dict.fromkeys(all_deps)), name=name, layer=layer,
-                                bubble=bubble, matmuls=mms, precision=self.precision if mms else "bf16"))
-        self.last_compute, self.pending = op_id, []
-        self.after_next, self.overlapping = self.overlapping, []
-        return op_id
-
-    def frontier(self) -> list[str]:
-        """What an op issued now after the program so far must wait for."""
-        return [d for d in (self.last_compute, *self.pending, *self.overlapping, *self.after_next) if d]
-
-    def collective(self, op_id: str, kind: str, nbytes: float, axes: Sequence[str], *, deps: Sequence[str | None] | None = None, blocking: bool | str = True, name: str = "", layer: str = "") -> str | None:
-        """A collective over logical `axes`; None (and no op) when the group is one chip.
-        `blocking`: True, the next compute waits for it; False, only explicit deps do;
-        "overlap", it runs beside the next compute and the one after waits for it."""
-        axes = tuple(a for a in axes if self.sizes[a] > 1)
-        if not axes or nbytes <= 0:
-            return None
-        d = self.frontier() if deps is None else [x for x in deps if x]
-        self.ops.append(Collective(op_id, kind, float(nbytes), (), deps=tuple(dict.fromkeys(d)), name=name, layer=layer))
-        self.logical[op_id] = axes
-        if blocking == "overlap":
-            self.overlapping.append(op_id)
-        elif blocking:
-            self.pending.append(op_id)
-        return op_id
-
-    def send(self, op_id: str, nbytes: float, shift: int, *, deps: Sequence[str], name: str = "") -> str | None:
-        if self.sizes["pipeline"] == 1:
-            return None
-        self.ops.append(SendRecv(op_id, float(nbytes), AxisGroup("x"), shift, deps=tuple(dict.fromkeys(deps)), name=name))
-        self.logical[op_id] = ("pipeline",)
-        return op_id
-
-    def volume_per_axis(self) -> dict[str, float]:
-        """Bytes each chip moves on each logical axis per step (bus-bandwidth convention)."""
-        vol = {a: 0.0 for a in (*LOGICAL_AXES, "dcn")}
-        for op in self.ops:
-            axes = self.logical.get(op.id)
-            if not axes:
-                continue
-            if isinstance(op, SendRecv):
-                moved = op.bytes
-            else:
-                moved = op.bytes * busbw_factor(op.kind, self.group_size(axes))
-            for a in axes:
-                vol[a] += moved
-        return vol
-
-    def finish(self, mapping: MeshMapping, shape: Sequence[int]) -> list[Op]:
-        """Replace logical groups with slice-axis groups; split an all-reduce whose axes do not
-        form one group into reduce-scatter, all-reduce, all-gather (hierarchical)."""
-        out: list[Op] = []
-        renamed: dict[str, str] = {}
-        for op in self.ops:
-            axes = self.logical.get(op.id)
-            if op.deps and renamed:
-                op = replace(op, deps=tuple(renamed.get(d, d) for d in op.deps))
-            if axes is None:
-                out.append(op)
-                continue
-            parts = [mapping.groups[a] if a != "dcn" else (AxisGroup(DCN_AXIS),) for a in axes]
-            if isinstance(op, SendRecv):
-                (axis,) = parts[0]
-                out.append(SendRecv(op.id, op.bytes, axis, op.shift, op.deps, op.name, op.layer))
-                continue
-            group = merge_groups(parts, shape)
-            if group is not None:
-                out.append(Collective(op.id, op.kind, op.bytes, group, op.algorithm, op.deps, op.name, op.layer))
-                continue
-            if op.kind != "all_reduce":
-                raise PodsimError(f"op {op.id!r}: the {op.kind} over {', '.join(axes)} is not one block of the slice under mesh {mapping.describe()}; choose another mapping")
-            inner = min(axes, key=lambda a: mapping.order.index(a) if a in mapping.order else len(mapping.order))
-            outer = [a for a in axes if a != inner]
-            inner_grp = mapping.groups[inner]
-            outer_grp = merge_groups([mapping.groups[a] if a != "dcn" else (AxisGroup(DCN_AXIS),) for a in outer], shape)
-            if outer_grp is None:
-                raise PodsimError(f"op {op.id!r}: cannot lay the all-reduce over {', '.join(axes)} on mesh {mapping.describe()}")
-            n_inner = self.group_size([inner])
-            rs = Collective(op.id + ".rs", "reduce_scatter", op.bytes, inner_grp, op.algorithm, op.deps, op.name, op.layer)
-            ar = Collective(op.id + ".ar", "all_reduce", op.bytes / n_inner, outer_grp, op.algorithm, (rs.id,), op.name, op.layer)
-            ag = Collective(op.id + ".ag", "all_gather", op.bytes, inner_grp, op.algorithm, (ar.id,), op.name, op.layer)
-            out += [rs, ar, ag]
-            renamed[op.id] = ag.id
-        return out
-
-
-@dataclass(frozen=True)
-class Cost:
-    """Per-chip FLOPs, HBM bytes and the matmuls among them, of one compute op."""
-
-    flops: float = 0.0
-    hbm: float = 0.0
-    matmuls: tuple[Matmul, ...] = ()
-
-    def __add__(self, other: Cost) -> Cost:
-        return Cost(self.flops + other.flops, self.hbm + other.hbm, self.matmuls + other.matmuls)
-
-    def times(self, k: float) -> Cost:
-        """k of these (k may be a fraction: a stage's share of the embedding)."""
-        return Cost(self.flops * k, self.hbm * k, tuple(replace(mm, count=mm.count * k, hbm_bytes=mm.hbm_bytes * k) for mm in self.matmuls))
-
-    def backward(self) -> Cost:
-        """Its backward: twice the FLOPs and bytes; each matmul becomes its dX and dW matmuls."""
-        return Cost(2 * self.flops, 2 * self.hbm, tuple(b for mm in self.matmuls for b in backward_matmuls(mm)))
-
-
-def _matmul(m: float, k: float, n: float, elem_bytes: int, count: float = 1.0) -> Cost:
-    """[m, k] x [k, n] (`count` of them): 2mkn FLOPs each, reading and writing (mk + kn + mn) elements."""
-    hbm = count * (m * k + k * n + m * n) * elem_bytes
-    return Cost(2.0 * count * m * k * n, hbm, (Matmul(m, k, n, count, hbm),))
-
-
-def _mem(hbm: float) -> Cost:
-    return Cost(0.0, hbm)
-
-
-def _sum(*parts: Cost) -> Cost:
-    out = Cost()
-    for p in parts:
-        out = out + p
-    return out
-
-
 def _local_batch(global_batch: int, plan: ParallelPlan, unit: str) -> int:
     shards = plan.batch_shards
     if global_batch % shards:
@@ -345,147 +190,10 @@ def _microbatches(local: int, plan: ParallelPlan, opts: GenerateOptions) -> int:
 # Transformers
 
 
-@dataclass(frozen=True)
-class _Shard:
-    """Per-chip shapes and costs of one transformer under a plan."""
-
-    cfg: TransformerConfig
-    plan: ParallelPlan
-    opts: GenerateOptions
-    b: int  # sequences per micro-batch per chip
-    layers: int  # layers per pipeline stage
-
-    @property
-    def t(self) -> int:
-        return self.plan.tensor
-
-    @property
-    def tokens(self) -> int:
-        return self.b * self.cfg.seq_len
-
-    @property
-    def heads(self) -> int:
-        return self.cfg.n_heads // self.t
-
-    @property
-    def kv_heads(self) -> int:
-        """KV heads per chip; replicated when tensor > n_kv_heads (Megatron GQA)."""
-        return max(self.cfg.n_kv_heads // self.t, 1)
-
-    @property
-    def d_ff(self) -> int:
-        return self.cfg.d_ff // self.t
-
-    @property
-    def vocab(self) -> int:
-        return math.ceil(self.cfg.vocab / self.t)
-
-    @property
-    def local_experts(self) -> int:
-        return self.cfg.n_experts // self.plan.expert
-
-    @property
-    def act(self) -> float:
-        """Bytes of one micro-batch's activations [b, s, d] on a chip."""
-        return float(self.tokens * self.cfg.d_model * self.opts.act_bytes)
-
-    # Parameters per chip (before FSDP sharding) ------------------------------------------
-    def attn_params(self) -> int:
-        c, dh = self.cfg, self.cfg.d_head
-        w = c.d_model * dh * (2 * self.heads + 2 * self.kv_heads)
-        b = ((self.heads + 2 * self.kv_heads) * dh + c.d_model) if c.bias else 0
-        return w + b
-
-    def mlp_params(self) -> int:
-        c = self.cfg
-        w = c.mlp_matrices * c.d_model * self.d_ff
-        b = (self.d_ff * (c.mlp_matrices - 1) + c.d_model) if c.bias else 0
-        return w + b
-
-    def dense_params(self) -> int:
-        """Per layer: weights replicated over data and expert (attention, norms, router, dense MLP)."""
-        c = self.cfg
-        return self.attn_params() + c.norm_params_per_layer + c.router_params + (0 if c.is_moe else self.mlp_params())
-
-    def expert_params(self) -> int:
-        """Per layer: this chip's experts (replicated over data only)."""
-        return self.local_experts * self.mlp_params() if self.cfg.is_moe else 0
-
-    def embed_params(self) -> int:
-        c = self.cfg
-        emb = self.vocab * c.d_model
-        pos = c.seq_len * c.d_model if c.learned_positions else 0
-        head = 0 if c.tied_embeddings else self.vocab * c.d_model
-        return emb + pos + c.norm_params_per_layer // 2 + head
-
-    # Forward costs (FLOPs, HBM bytes) per micro-batch ------------------------------------
-    def attn_core(self) -> Cost:
-        """QK^T and AV per head; Q, K, V read and the output written. A fused kernel
-        (`attention="flash"`, Dao et al. 2022) does the causal half of the scores for a decoder
-        and never writes them; an unfused one (`"materialized"`) computes the whole matrix
-        (masking it after) and moves it through HBM four times: QK^T writes it, softmax reads
-        and writes it, AV reads it."""
-        c, a, dh, s = self.cfg, self.opts.act_bytes, self.cfg.d_head, self.cfg.seq_len
-        fused = self.opts.attention == "flash"
-        keys = s / 2 if (c.causal and fused) else s
-        heads = self.b * self.heads
-        flops = 2.0 * heads * s * keys * dh * 2
-        hbm = self.tokens * (2 * self.heads + 2 * self.kv_heads) * dh * a
-        mms = (Matmul(s, dh, keys, heads, hbm / 2), Matmul(s, keys, dh, heads, hbm / 2))
-        scores = 0.0 if fused else 4.0 * heads * s * s * a
-        return Cost(flops, hbm + scores, mms)
-
-    def attn_fwd(self) -> Cost:
-        c, T, a, dh = self.cfg, self.tokens, self.opts.act_bytes, self.cfg.d_head
-        qkv = _matmul(T, c.d_model, (self.heads + 2 * self.kv_heads) * dh, a)
-        out = _matmul(T, self.heads * dh, c.d_model, a)
-        elementwise = _mem(5.0 * T * c.d_model * a)  # norm read+write, residual add
-        return _sum(qkv, self.attn_core(), out, elementwise)
-
-    def mlp_fwd(self, tokens: float, experts: int = 1) -> Cost:
-        """Per expert: the input matrices [tokens/experts, d] x [d, d_ff] (1 or 2), the output one."""
-        c, a = self.cfg, self.opts.act_bytes
-        fin = c.mlp_matrices - 1
-        per = tokens / experts
-        up = _matmul(per, c.d_model, self.d_ff, a, count=experts * fin)
-        down = _matmul(per, self.d_ff, c.d_model, a, count=experts)
-        act = _mem(tokens * self.d_ff * fin * a)  # the activation (and gate product) pass
-        return _sum(up, down, act)
-
-    def dense_mlp_fwd(self) -> Cost:
-        return _sum(self.mlp_fwd(self.tokens), _mem(5.0 * self.tokens * self.cfg.d_model * self.opts.act_bytes))
-
-    def router_fwd(self) -> Cost:
-        c = self.cfg
-        return _sum(_matmul(self.tokens, c.d_model, c.n_experts, self.opts.act_bytes), _mem(5.0 * self.tokens * c.d_model * self.opts.act_bytes))
-
-    def routed_tokens(self) -> float:
-        cf = self.opts.capacity_factor if self.plan.expert > 1 else 1.0
-        return self.tokens * self.cfg.top_k * cf
-
-    def experts_fwd(self) -> Cost:
-        return self.mlp_fwd(self.routed_tokens(), self.local_experts)
-
-    def dispatch_bytes(self) -> float:
-        return self.routed_tokens() * self.cfg.d_model * self.opts.act_bytes
-
-    def embed_fwd(self) -> Cost:
-        return _mem(3.0 * self.tokens * self.cfg.d_model * self.opts.act_bytes)
-
-    def head_fwd(self) -> Cost:
-        """The LM head over the positions that carry a loss (every token for a decoder; the
-        masked positions for a masked-LM encoder), softmax and loss in fp32."""
-        c = self.cfg
-        T = self.b * c.head_positions
-        logits = _matmul(T, c.d_model, self.vocab, self.opts.act_bytes)
-        loss = _mem(2.0 * T * self.vocab * 4)
-        return _sum(logits, loss, _mem(2.0 * self.tokens * c.d_model * self.opts.act_bytes))
-
-
 class _TransformerProgram:
     """Emits one stage's program: forward and backward stage-iterations and the reductions."""
 
-    def __init__(self, sh: _Shard, builder: _Builder, microbatches: int):
+    def __init__(self, sh: TransformerShard, builder: ProgramBuilder, microbatches: int):
         self.sh, self.b, self.m = sh, builder, microbatches
         self.p = sh.plan.pipeline
         self.edge = 1.0 / self.p  # share of embedding/head work in each stage-iteration
@@ -656,7 +364,7 @@ class _TransformerProgram:
         self.optimizer()
 
 
-def _transformer_program(cfg: TransformerConfig, plan: ParallelPlan, opts: GenerateOptions, sizes: Mapping[str, int]) -> tuple[_Builder, dict]:
+def _transformer_program(cfg: TransformerConfig, plan: ParallelPlan, opts: GenerateOptions, sizes: Mapping[str, int]) -> tuple[ProgramBuilder, dict]:
     t, e, p = plan.tensor, plan.expert, plan.pipeline
     if cfg.n_heads % t:
         raise PodsimError(f"tensor={t} does not divide {cfg.name}'s {cfg.n_heads} attention heads")
@@ -674,8 +382,8 @@ def _transformer_program(cfg: TransformerConfig, plan: ParallelPlan, opts: Gener
         raise PodsimError(f"sequence parallelism needs tensor={t} to divide the sequence length {cfg.seq_len}")
     local = _local_batch(cfg.global_batch, plan, "sequences")
     m = _microbatches(local, plan, opts)
-    sh = _Shard(cfg, plan, opts, b=local // m, layers=cfg.n_layers // p)
-    builder = _Builder(sizes)
+    sh = TransformerShard(cfg, plan, opts, b=local // m, layers=cfg.n_layers // p)
+    builder = ProgramBuilder(sizes)
     builder.precision = opts.precision
     _TransformerProgram(sh, builder, m).step()
     info = {
@@ -695,18 +403,7 @@ def _transformer_program(cfg: TransformerConfig, plan: ParallelPlan, opts: Gener
 # ResNet-50 (data parallel)
 
 
-def _conv_cost(layer: ConvLayer, images: int, opts: GenerateOptions) -> Cost:
-    """A convolution as the implicit GEMM the MXU runs: [images x h_out^2, k^2 c_in] x
-    [k^2 c_in, c_out]; operands are the weights, the input and the output (not an im2col
-    copy); batch-norm and ReLU over the output read and write it once more (memory-bound)."""
-    a = opts.act_bytes
-    m = images * layer.h_out * layer.h_out
-    operands = layer.weight_params * opts.weight_bytes + images * (layer.in_elems_per_image + layer.out_elems_per_image) * a
-    mm = Matmul(m, layer.kernel * layer.kernel * layer.c_in, layer.c_out, 1.0, operands)
-    return Cost(mm.flops, operands + 2 * images * layer.out_elems_per_image * a, (mm,))
-
-
-def _resnet_program(cfg: ResNetConfig, plan: ParallelPlan, opts: GenerateOptions, sizes: Mapping[str, int]) -> tuple[_Builder, dict]:
+def _resnet_program(cfg: ResNetConfig, plan: ParallelPlan, opts: GenerateOptions, sizes: Mapping[str, int]) -> tuple[ProgramBuilder, dict]:
     other = [a for a in ("fsdp", "pipeline", "tensor", "expert") if getattr(plan, a) > 1]
     if other:
         raise PodsimError(f"{cfg.name} is generated data-parallel only; drop {other[0]}={getattr(plan, other[0])} (use data and dcn)")
@@ -714,15 +411,15 @@ def _resnet_program(cfg: ResNetConfig, plan: ParallelPlan, opts: GenerateOptions
     m = _microbatches(local, plan, opts)
     n = local // m
     layers = cfg.layers()
-    b = _Builder(sizes)
+    b = ProgramBuilder(sizes)
     reductions: list[str] = []
     b.precision = opts.precision
     ar_blocking = not (opts.overlap_dcn if plan.dcn > 1 else opts.overlap_grad_reduce)
     for j in range(m):
         for layer in layers:
-            b.compute(f"mb{j}.fwd.{layer.name}", _conv_cost(layer, n, opts), name="fully connected forward" if layer.bias else "convolution forward", layer=layer.name)
+            b.compute(f"mb{j}.fwd.{layer.name}", conv_cost(layer, n, opts), name="fully connected forward" if layer.bias else "convolution forward", layer=layer.name)
         for layer in reversed(layers):
-            done = b.compute(f"mb{j}.bwd.{layer.name}", _conv_cost(layer, n, opts).backward(), name="layer backward", layer=layer.name)
+            done = b.compute(f"mb{j}.bwd.{layer.name}", conv_cost(layer, n, opts).backward(), name="layer backward", layer=layer.name)
             if j == m - 1:
                 ar = b.collective(f"{layer.name}.grad.ar", "all_reduce", layer.params * opts.grad_bytes, ("data", "dcn"), deps=[done], blocking=ar_blocking, name="data-parallel gradient all-reduce", layer=layer.name)
                 reductions += [ar] if ar else []

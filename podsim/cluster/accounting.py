@@ -1,0 +1,113 @@
+"""Per-job records of the cluster simulation and their chip-second accounting.
+
+A run of a job on a slice allocates its chips from start to stop; the chip-seconds split into
+overhead (restart + OCS reconfiguration, and the extra run time of a degraded slice), useful
+(work kept, in healthy-slice time) and lost (work since the last checkpoint when a failure or a
+preemption stops the job). `settle_run` does that split when a run ends; a job still running
+at the horizon keeps its work done so far as useful (`keep_all`).
+"""
+
+from __future__ import annotations
+
+import math
+
+from podsim.cluster.config import ClusterConfig
+from podsim.cluster.remedies import allows_degraded
+from podsim.cluster.result import JobOutcome
+from podsim.errors import PodsimError
+from podsim.placement import SliceRequest
+from podsim.topology import PodLayout
+from podsim.workload import Job
+
+
+class SimJob:
+    """One job's mutable state in the simulation."""
+
+    __slots__ = ("idx", "job", "request", "key", "chips", "seq", "status", "progress", "first_start_s",
+                 "end_s", "alloc_s", "overhead_s", "work_s", "expected_end_s", "proc", "restart", "runs",
+                 "interruptions", "preemptions", "alloc_chip_s", "useful_chip_s", "lost_chip_s",
+                 "overhead_chip_s", "reason", "untwisted", "nominal_s", "slice", "qentry", "slow")
+
+    def __init__(self, idx: int, job: Job, request: SliceRequest, untwisted: bool):
+        self.idx, self.job, self.request, self.untwisted = idx, job, request, untwisted
+        self.key = (request.shape, request.twisted, request.allow_degraded)
+        self.chips = request.chips
+        self.status = "pending"
+        self.progress = 0.0
+        self.first_start_s = self.end_s = math.nan
+        self.alloc_s = self.overhead_s = self.work_s = self.expected_end_s = math.nan
+        self.proc = None
+        self.restart = False
+        self.runs = self.interruptions = self.preemptions = 0
+        self.alloc_chip_s = self.useful_chip_s = self.lost_chip_s = self.overhead_chip_s = 0.0
+        self.reason = ""
+        self.nominal_s = math.nan
+        self.slice = None
+        self.qentry = None
+        self.slow = 1.0  # run time factor of the current run (a degraded slice: config.degraded_slowdown)
+
+    @property
+    def rid(self) -> str:
+        return self.request.id
+
+
+def make_sim_job(idx: int, job: Job, config: ClusterConfig, layout: PodLayout) -> SimJob:
+    """The simulation's record of a job: its slice request (untwisted on a static fleet with
+    `untwist_on_static`; degraded cube slices allowed per `degraded_placement`)."""
+    twisted = job.twisted
+    untwisted = False
+    if twisted and not layout.ocs and config.untwist_on_static:
+        twisted, untwisted = False, True
+    degraded = allows_degraded(config, layout, job)
+    req = SliceRequest(str(idx), job.shape, twisted, job.priority, job.submit_s, degraded)
+    sj = SimJob(idx, job, req, untwisted)
+    if job.duration_s is not None:
+        sj.nominal_s = float(job.duration_s)
+        if not (math.isfinite(sj.nominal_s) and sj.nominal_s >= 0):
+            raise PodsimError(f"job {job.id!r}: duration_s {job.duration_s} must be a finite number >= 0")
+    return sj
+
+
+def settle_run(job: SimJob, now: float, checkpoint_s: float, keep_all: bool) -> tuple[float, float]:
+    """Account the job's current run up to `now` on the job (progress and chip-seconds); returns
+    the run's (lost, overhead) chip-seconds for the fleet totals. Without `keep_all` only the
+    work up to the last checkpoint is kept."""
+    a = now - job.alloc_s
+    o = min(a, job.overhead_s)
+    c = a - o
+    saved = c if keep_all else math.floor(c / checkpoint_s) * checkpoint_s
+    if job.work_s > 0:
+        job.progress = min(1.0, job.progress + saved / job.work_s)
+    lost = c - saved
+    slow_s = saved * (1.0 - 1.0 / job.slow)  # a degraded slice's extra run time: held, not useful
+    o += slow_s
+    saved -= slow_s
+    chips = job.chips
+    job.alloc_chip_s += a * chips
+    job.overhead_chip_s += o * chips
+    job.useful_chip_s += saved * chips
+    job.lost_chip_s += lost * chips
+    return lost * chips, o * chips
+
+
+def at_risk_s(job: SimJob, now: float, checkpoint_s: float) -> float:
+    """Run time since the job's last checkpoint (what stopping it now would lose)."""
+    c = max(0.0, now - job.alloc_s - job.overhead_s)
+    return c - math.floor(c / checkpoint_s) * checkpoint_s
+
+
+def running_overhead_chip_s(running, now: float) -> float:
+    """Overhead chip-seconds spent so far by the runs in progress."""
+    return sum(min(now - j.alloc_s, j.overhead_s) * j.chips for j in running)
+
+
+def job_outcome(j: SimJob) -> JobOutcome:
+    """The job's record at the end of the run."""
+    status = j.status if j.status != "pending" else "not_arrived"
+    return JobOutcome(
+        id=j.job.id, submit_s=j.job.submit_s, shape=j.request.shape, twisted=j.job.twisted,
+        untwisted=j.untwisted, chips=j.chips, priority=j.job.priority, status=status,
+        first_start_s=j.first_start_s, end_s=j.end_s, nominal_s=j.nominal_s, runs=j.runs,
+        interruptions=j.interruptions, preemptions=j.preemptions, allocated_chip_s=j.alloc_chip_s,
+        useful_chip_s=j.useful_chip_s, lost_chip_s=j.lost_chip_s, overhead_chip_s=j.overhead_chip_s,
+        progress=j.progress, reason=j.reason)

@@ -1,0 +1,130 @@
+"""The program builder of a step trace: ops in program order with logical axis groups,
+mapped to slice-axis groups at the end (`ProgramBuilder.finish`).
+
+Compute ops chain on one stream (each waits for the previous one); a collective names logical
+axes ("data", "tensor", ...; "dcn" across slices) and is blocking, non-blocking or overlapping
+the next compute. `finish` lays each group on the slice under a mesh mapping and splits an
+all-reduce whose axes are not one block of the slice into reduce-scatter, all-reduce,
+all-gather (hierarchical).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from podsim.errors import PodsimError
+from podsim.trace.mesh import LOGICAL_AXES, MeshMapping, merge_groups
+from podsim.trace.model import DCN_AXIS, AxisGroup, Collective, Compute, Op, SendRecv, busbw_factor
+
+if TYPE_CHECKING:
+    from podsim.trace.costs import Cost
+
+
+class ProgramBuilder:
+    """Collects ops in program order. Compute ops chain on one stream; collectives name
+    logical axes until `finish` maps them to physical groups."""
+
+    def __init__(self, sizes: Mapping[str, int]):
+        self.sizes = dict(sizes)
+        self.ops: list[Op] = []
+        self.logical: dict[str, tuple[str, ...]] = {}
+        self.last_compute: str | None = None
+        self.pending: list[str] = []  # blocking collectives the next compute waits for
+        self.overlapping: list[str] = []  # collectives running beside the next compute (collective matmul)
+        self.after_next: list[str] = []  # ... which the compute after that waits for
+        self.precision = "bf16"
+
+    def group_size(self, axes: Sequence[str]) -> int:
+        return math.prod(self.sizes[a] for a in axes)
+
+    def compute(self, op_id: str, cost: Cost, *, deps: Sequence[str | None] = (), name: str = "", layer: str = "", bubble: bool = False) -> str:
+        all_deps = [d for d in (self.last_compute, *self.pending, *self.after_next, *deps) if d]
+        mms = tuple(mm.as_tuple() for mm in cost.matmuls if mm.count > 0)
+        self.ops.append(Compute(op_id, flops=cost.flops, hbm_bytes=cost.hbm, deps=tuple(dict.fromkeys(all_deps)), name=name, layer=layer,
+                                bubble=bubble, matmuls=mms, precision=self.precision if mms else "bf16"))
+        self.last_compute, self.pending = op_id, []
+        self.after_next, self.overlapping = self.overlapping, []
+        return op_id
+
+    def frontier(self) -> list[str]:
+        """What an op issued now after the program so far must wait for."""
+        return [d for d in (self.last_compute, *self.pending, *self.overlapping, *self.after_next) if d]
+
+    def collective(self, op_id: str, kind: str, nbytes: float, axes: Sequence[str], *, deps: Sequence[str | None] | None = None, blocking: bool | str = True, name: str = "", layer: str = "") -> str | None:
+        """A collective over logical `axes`; None (and no op) when the group is one chip.
+        `blocking`: True, the next compute waits for it; False, only explicit deps do;
+        "overlap", it runs beside the next compute and the one after waits for it."""
+        axes = tuple(a for a in axes if self.sizes[a] > 1)
+        if not axes or nbytes <= 0:
+            return None
+        d = self.frontier() if deps is None else [x for x in deps if x]
+        self.ops.append(Collective(op_id, kind, float(nbytes), (), deps=tuple(dict.fromkeys(d)), name=name, layer=layer))
+        self.logical[op_id] = axes
+        if blocking == "overlap":
+            self.overlapping.append(op_id)
+        elif blocking:
+            self.pending.append(op_id)
+        return op_id
+
+    def send(self, op_id: str, nbytes: float, shift: int, *, deps: Sequence[str], name: str = "") -> str | None:
+        if self.sizes["pipeline"] == 1:
+            return None
+        self.ops.append(SendRecv(op_id, float(nbytes), AxisGroup("x"), shift, deps=tuple(dict.fromkeys(deps)), name=name))
+        self.logical[op_id] = ("pipeline",)
+        return op_id
+
+    def volume_per_axis(self) -> dict[str, float]:
+        """Bytes each chip moves on each logical axis per step (bus-bandwidth convention)."""
+        vol = {a: 0.0 for a in (*LOGICAL_AXES, "dcn")}
+        for op in self.ops:
+            axes = self.logical.get(op.id)
+            if not axes:
+                continue
+            if isinstance(op, SendRecv):
+                moved = op.bytes
+            else:
+                moved = op.bytes * busbw_factor(op.kind, self.group_size(axes))
+            for a in axes:
+                vol[a] += moved
+        return vol
+
+    def finish(self, mapping: MeshMapping, shape: Sequence[int]) -> list[Op]:
+        """Replace logical groups with slice-axis groups; split an all-reduce whose axes do not
+        form one group into reduce-scatter, all-reduce, all-gather (hierarchical)."""
+        out: list[Op] = []
+        renamed: dict[str, str] = {}
+        for op in self.ops:
+            axes = self.logical.get(op.id)
+            if op.deps and renamed:
+                op = replace(op, deps=tuple(renamed.get(d, d) for d in op.deps))
+            if axes is None:
+                out.append(op)
+                continue
+            parts = [mapping.groups[a] if a != "dcn" else (AxisGroup(DCN_AXIS),) for a in axes]
+            if isinstance(op, SendRecv):
+                (axis,) = parts[0]
+                out.append(SendRecv(op.id, op.bytes, axis, op.shift, op.deps, op.name, op.layer))
+                continue
+            group = merge_groups(parts, shape)
+            if group is not None:
+                out.append(Collective(op.id, op.kind, op.bytes, group, op.algorithm, op.deps, op.name, op.layer))
+                continue
+            if op.kind != "all_reduce":
+                raise PodsimError(f"op {op.id!r}: the {op.kind} over {', '.join(axes)} is not one block of the slice under mesh {mapping.describe()}; choose another mapping")
+            inner = min(axes, key=lambda a: mapping.order.index(a) if a in mapping.order else len(mapping.order))
+            outer = [a for a in axes if a != inner]
+            inner_grp = mapping.groups[inner]
+            outer_grp = merge_groups([mapping.groups[a] if a != "dcn" else (AxisGroup(DCN_AXIS),) for a in outer], shape)
+            if outer_grp is None:
+                raise PodsimError(f"op {op.id!r}: cannot lay the all-reduce over {', '.join(axes)} on mesh {mapping.describe()}")
+            n_inner = self.group_size([inner])
+            rs = Collective(op.id + ".rs", "reduce_scatter", op.bytes, inner_grp, op.algorithm, op.deps, op.name, op.layer)
+            ar = Collective(op.id + ".ar", "all_reduce", op.bytes / n_inner, outer_grp, op.algorithm, (rs.id,), op.name, op.layer)
+            ag = Collective(op.id + ".ag", "all_gather", op.bytes, inner_grp, op.algorithm, (ar.id,), op.name, op.layer)
+            out += [rs, ar, ag]
+            renamed[op.id] = ag.id
+        return out
+
