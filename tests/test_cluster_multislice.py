@@ -71,3 +71,14 @@ def test_span_sites_in_the_cluster():
     assert o.status == "completed" and o.allocated_chip_s == pytest.approx(8192 * H)
     with pytest.raises(ValueError, match="sites 2 must divide pods 3"):  # pydantic wraps it; the CLI shows one line
         ClusterConfig(generation="tpu-v4", pods=3, sites=2, horizon_s=H)
+
+
+def test_synthetic_mix_draws_slices_without_changing_the_rest_of_the_stream():
+    base = "jobs=40,rate=3/h,duration=lognormal,median=3h,sigma=1"
+    plain = generate_jobs(parse_synthetic(base, "tpu-v4"), 7)
+    multi = generate_jobs(parse_synthetic(base + ",slices=1:1;4:1,span_sites=true", "tpu-v4"), 7)
+    assert [dataclasses.replace(j, slices=1, span_sites=False) for j in multi] == plain
+    counts = {j.slices for j in multi}
+    assert counts == {1, 4}
+    assert all(j.span_sites == (j.slices > 1) for j in multi)
+    assert all(j.chips == j.slices * p.chips for j, p in zip(multi, plain, strict=True))
