@@ -6,7 +6,10 @@ of 2-cube (4x4x8) slices; every result goes through `validate_placement`.
 
 from __future__ import annotations
 
+import json
+
 import pytest
+from helpers import run_podsim
 
 from podsim.errors import PodsimError
 from podsim.placement import (
@@ -133,3 +136,18 @@ def test_requests_file_fields():
         parse_requests([{"id": "a", "shape": "4x4x8", "span_sites": True}], v4)
     with pytest.raises(PodsimError, match="sites 3 must be"):
         place(fleet([2, 2]), [r], solver="greedy", settings=PlacementSettings(sites=3))
+
+
+def test_place_cli_fleet_and_sites(capsys, tmp_path):
+    req = tmp_path / "requests.yaml"
+    req.write_text("- {id: wide, shape: 16x16x16, slices: 2}\n"
+                   "- {id: far, shape: 16x16x16, slices: 3}\n"
+                   "- {id: far2, shape: 16x16x16, slices: 2, span_sites: true}\n")
+    code, out, err = run_podsim(capsys, "place", "-g", "tpu-v4", "--pods", "4", "--sites", "2", "-r", str(req),
+                                "--solver", "greedy", "--json")
+    assert code == 0, err
+    rows = {r["id"]: r for r in json.loads(out)["requests"]}
+    assert rows["wide"]["pods"] in ([0, 1], [2, 3]) and rows["far2"]["placed"]
+    assert not rows["far"]["placed"] and "span_sites" in rows["far"]["reason"]
+    code, out, err = run_podsim(capsys, "place", "-g", "tpu-v4", "--pods", "3", "--sites", "2", "-r", str(req))
+    assert code == 2 and "sites 2" in err and len(err.strip().splitlines()) == 1
