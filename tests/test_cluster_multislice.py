@@ -82,3 +82,28 @@ def test_synthetic_mix_draws_slices_without_changing_the_rest_of_the_stream():
     assert counts == {1, 4}
     assert all(j.span_sites == (j.slices > 1) for j in multi)
     assert all(j.chips == j.slices * p.chips for j, p in zip(multi, plain, strict=True))
+
+
+GANG_SCENARIO = """
+name: gangs
+topology: {generation: tpu-v4, pods: 2}
+dcn: {sites: 2}
+workload: {synthetic: {jobs: 6, rate: 2/h, mix: {16x16x16: 1}, slices: {2: 1}, span_sites: true,
+                       duration: {kind: fixed, median: 1h}}}
+horizon: 1d
+"""
+
+
+def test_scenario_runs_multislice_jobs_across_sites_and_engine_refuses_step_gangs():
+    from podsim.errors import PodsimError
+    from podsim.scenario.load import load_scenario_text
+    from podsim.scenario.run import run_scenario
+
+    r = run_scenario(load_scenario_text(GANG_SCENARIO))
+    assert r.metrics["jobs_completed"] == 6 and r.metrics["jobs_unplaceable"] == 0
+    strict = run_scenario(load_scenario_text(GANG_SCENARIO.replace("span_sites: true", "span_sites: false")))
+    assert strict.metrics["jobs_unplaceable"] == 6  # two whole pods cannot stay in one site of one pod
+    steps = GANG_SCENARIO.replace("duration: {kind: fixed, median: 1h}", "models: {gpt3-175b: 1}, steps: {median: 10}")
+    steps = steps.replace("dcn: {sites: 2}\n", "")  # one site: the engine would run, but not for a 2-slice job
+    with pytest.raises(PodsimError, match="slices > 1 are not simulated yet"):
+        run_scenario(load_scenario_text(steps + "step_time: {model: engine}\n"))

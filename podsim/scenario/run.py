@@ -52,6 +52,7 @@ def dcn_spec(s: Scenario, groups: tuple[tuple[int, ...], ...] = ()) -> DcnSpec:
 
 def fleet_topology(gen: Generation, ocs: bool, dcn: DcnSpec, pods: int) -> dict:
     """The pod's figures (topology_summary, cached: a pod is built once per process) and the fleet's."""
+    dcn = dcn.model_copy(update={"sites": 1}) if dcn.sites > 1 else dcn  # one pod sits in one site
     key = json.dumps([gen.model_dump(mode="json"), ocs, dcn.model_dump(mode="json")], sort_keys=True)
     if key not in _TOPOLOGY_CACHE:
         _TOPOLOGY_CACHE[key] = topology_summary(gen, None, ocs=ocs, dcn=dcn)
