@@ -21,6 +21,7 @@ from podsim.placement import (
     SolverParams,
     parse_requests,
     place,
+    place_one,
     placement_report,
     validate_placement,
 )
@@ -85,6 +86,14 @@ def test_span_sites_refused_unless_allowed():
     assert dcn_span(state.layout, yes.pods, sites=2) == (2, 2)
     # the same two pods as one site: allowed without span_sites
     assert run(state, [SliceRequest("j", "4x4x8", slices=2)], sites=1)["j"].pods == [0, 1]
+
+
+def test_place_one_places_a_gang_like_the_batch():
+    state = fleet([2, 0, 2, 2])
+    req = SliceRequest("j", "4x4x8", slices=2)
+    one = place_one(state, req, settings=PlacementSettings(sites=2))
+    assert one.pods == [2, 3] and validate_placement(state, [one], sites=2)
+    assert not place_one(state, SliceRequest("k", "4x4x8", slices=4), settings=PlacementSettings(sites=2)).placed
 
 
 def test_validator_rejects_partial_and_cross_site_gangs():

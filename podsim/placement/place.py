@@ -220,6 +220,12 @@ def place_one(state, request: SliceRequest, policy: Policy = "best",
     if not opts:
         return SlicePlacement(request, None, err)
     space = FreeSpace.of(state)
+    if request.slices > 1:  # a multislice request: all its slices or none
+        mf = fit_multislice(space, opts, request.slices, policy, settings, settings.sites, request.span_sites, request.name)
+        if not mf.assignments:
+            return SlicePlacement(request, None, f"needs {mf.reason}")
+        slices = tuple(darken(state, to_slice(state.layout, opts, a)) for a in mf.assignments)
+        return SlicePlacement(request, slices[0], slices=slices)
     a = fit_request(space, opts, policy, settings)
     if a is not None:
         return SlicePlacement(request, darken(state, to_slice(state.layout, opts, a)))
