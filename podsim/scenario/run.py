@@ -121,7 +121,7 @@ def _run_cluster(s: Scenario, gen: Generation, on_progress: ProgressFn | None, c
     jobs = run.jobs()
     ocs = s.topology.wiring == "ocs"
     if s.step_time.model == "engine":
-        inner = EngineStepTime(gen, s.step_time.efficiency, s.step_time.parallelism, dcn_spec(s), ocs, s.topology.routing)
+        inner = EngineStepTime(s.step_time.efficiency, s.step_time.parallelism, dcn_spec(s), ocs, s.topology.routing)
     else:
         inner = RooflineStepTime(run.efficiency)
     step_time = RecordingStepTime(inner, gen)
