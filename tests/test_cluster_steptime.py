@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from podsim.cluster import CachedStepTime, RooflineStepTime, StepTimeModel
+from podsim.cluster import CachedStepTime, RooflineStepTime, StepEstimate, StepTimeModel
 from podsim.errors import PodsimError
+from podsim.topology import get_generation
 from podsim.trace import generate_trace
+
+V4 = get_generation("tpu-v4")
 
 
 class Counting:
@@ -16,14 +19,15 @@ class Counting:
         self.calls = []
         self.value = value
 
-    def step_time_s(self, model, generation, shape, twisted):
-        self.calls.append((model, generation, shape, twisted))
+    def estimate(self, model, generation, shape, twisted):
+        self.calls.append((model, generation.id, shape, twisted))
         if self.value is not None:
-            return self.value
+            return StepEstimate(self.value, self.value, 0.0, "fixed")
         n = 1
         for v in shape:
             n *= v
-        return 1000.0 / n * (0.8 if twisted else 1.0)
+        t = 1000.0 / n * (0.8 if twisted else 1.0)
+        return StepEstimate(t, t, 0.0, "counting")
 
 
 def test_roofline_uses_the_generators_model_flops():
@@ -32,33 +36,33 @@ def test_roofline_uses_the_generators_model_flops():
     flops = trace.meta["model_flops_per_step"]
     roof = RooflineStepTime(efficiency=0.5)
     assert isinstance(roof, StepTimeModel)
-    assert roof.step_time_s("gpt3-175b", "tpu-v4", (8, 16, 16), True) == pytest.approx(flops / (2048 * 275e12 * 0.5))
+    assert roof.estimate("gpt3-175b", V4, (8, 16, 16), True).step_time_s == pytest.approx(flops / (2048 * 275e12 * 0.5))
     # compute only: twice the chips, half the time; efficiency 1 is the lower bound
-    assert roof.step_time_s("gpt3-175b", "tpu-v4", (16, 16, 16), False) == pytest.approx(
-        roof.step_time_s("gpt3-175b", "tpu-v4", (8, 16, 16), False) / 2)
-    assert RooflineStepTime(1.0).step_time_s("llama2-70b", "tpu-v4", (8, 8, 8), False) < \
-        RooflineStepTime().step_time_s("llama2-70b", "tpu-v4", (8, 8, 8), False)
+    assert roof.estimate("gpt3-175b", V4, (16, 16, 16), False).step_time_s == pytest.approx(
+        roof.estimate("gpt3-175b", V4, (8, 16, 16), False).step_time_s / 2)
+    assert RooflineStepTime(1.0).estimate("llama2-70b", V4, (8, 8, 8), False).step_time_s < \
+        RooflineStepTime().estimate("llama2-70b", V4, (8, 8, 8), False).step_time_s
     with pytest.raises(PodsimError, match="efficiency 0"):
         RooflineStepTime(0)
     with pytest.raises(PodsimError, match="unknown model"):
-        roof.step_time_s("gpt9", "tpu-v4", (8, 8, 8), False)
+        roof.estimate("gpt9", V4, (8, 8, 8), False)
 
 
 def test_cache_asks_once_per_shape_and_twist():
     inner = Counting()
     cached = CachedStepTime(inner)
     for _ in range(3):
-        cached.step_time_s("m", "tpu-v4", (4, 4, 8), True)
-        cached.step_time_s("m", "tpu-v4", (4, 4, 8), False)
+        cached.step_time_s("m", V4, (4, 4, 8), True)
+        cached.step_time_s("m", V4, (4, 4, 8), False)
     assert len(inner.calls) == 2 == cached.calls
-    assert cached.step_time_s("m", "tpu-v4", (4, 4, 8), True) == pytest.approx(1000 / 128 * 0.8)
+    assert cached.step_time_s("m", V4, (4, 4, 8), True) == pytest.approx(1000 / 128 * 0.8)
 
 
 @pytest.mark.parametrize("bad", [0.0, -1.0, float("nan"), float("inf")])
 def test_cache_rejects_impossible_step_times(bad):
     with pytest.raises(PodsimError, match="positive number of seconds"):
-        CachedStepTime(Counting(bad)).step_time_s("m", "tpu-v4", (4, 4, 4), False)
-    with pytest.raises(PodsimError, match="has no step_time_s"):
+        CachedStepTime(Counting(bad)).step_time_s("m", V4, (4, 4, 4), False)
+    with pytest.raises(PodsimError, match="has no estimate"):
         CachedStepTime(object())
 
 

@@ -2,46 +2,97 @@
 
 A job may give its length in training steps of a model instead of in time; the cluster
 simulation then needs the step time of that model on the slice actually placed (a rotated or
-untwisted slice may be slower). Anything with `step_time_s(model, generation, shape, twisted)`
-will do (`StepTimeModel`); `CachedStepTime` asks it once per (model, generation, shape, twist).
+untwisted slice may be slower). One interface, `StepTimeModel.estimate(model, generation,
+shape, twisted) -> StepEstimate` (the step time with its compute and exposed-communication
+parts), has two implementations: `RooflineStepTime` here (no communication) and the flow-level
+engine (`podsim.scenario.steptime.EngineStepTime`: collectives as flows on the slice's links).
+`CachedStepTime` asks either once per (model, generation, shape, twist) and checks the answer.
 
-`RooflineStepTime` ships here: model FLOPs per step (what `podsim.trace.generate_trace` records
-as `meta["model_flops_per_step"]`) / (chips x peak FLOP/s x efficiency). It sees compute only
-- no collectives, no HBM limit - so with efficiency 1 it is a lower bound on the step time; the
-default efficiency 0.6 is the v4 paper's average for LLM training (hardware.md perf.3). The
-flow-level step-time engine (podsim.engine) plugs in through the same protocol.
+`RooflineStepTime` times compute two ways:
+- with an `efficiency` (default 0.6, the v4 paper's average for LLM training, hardware.md
+  perf.3): model FLOPs per step (what `podsim.trace.generate_trace` records as
+  `meta["model_flops_per_step"]`) / (chips x peak FLOP/s x efficiency); with efficiency 1 a
+  lower bound on the step time;
+- with `efficiency=None`: the model's generated trace on the slice, each compute op timed by the
+  per-op model (`podsim.perf.compute_time_s`, the engine's default) and every collective free,
+  so the step is the compute critical path of the op DAG - the engine's number less its
+  exposed communication.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from podsim.errors import PodsimError
-from podsim.topology import get_generation
+from podsim.perf import chip_compute, compute_time_s
+from podsim.topology import Generation
+from podsim.trace import generate_trace
 from podsim.trace.configs import get_model
-from podsim.trace.model import DEFAULT_COMPUTE_EFFICIENCY
+from podsim.trace.model import DEFAULT_COMPUTE_EFFICIENCY, Compute, StepTrace
+from podsim.trace.plans import resolve_plan
+
+
+@dataclass(frozen=True)
+class StepEstimate:
+    """One training step: its wall time, the compute on its critical path, the communication no
+    compute hides (`step_time_s = compute_s + exposed_comm_s`), and which model said so."""
+
+    step_time_s: float
+    compute_s: float
+    exposed_comm_s: float
+    source: str
 
 
 @runtime_checkable
 class StepTimeModel(Protocol):
-    """Seconds per training step of `model` on a `shape` slice of `generation`."""
+    """The step of `model` on a `shape` slice (twisted or not) of `generation`."""
 
-    def step_time_s(self, model: str, generation: str, shape: tuple[int, ...], twisted: bool) -> float: ...
+    def estimate(self, model: str, generation: Generation, shape: tuple[int, ...], twisted: bool) -> StepEstimate: ...
+
+
+def compute_critical_path_s(trace: StepTrace, generation: Generation) -> float:
+    """The longest path through the trace's op DAG with compute ops timed as the engine times
+    them when no flat efficiency is set (a fixed duration or the op's own efficiency, else the
+    per-op model) and every collective or send taking no time."""
+    chip = chip_compute(generation)
+    durations: dict[tuple, float] = {}
+    finish: dict[str, float] = {}
+    for op in trace.topological_order():
+        t = 0.0
+        if isinstance(op, Compute):
+            key = (op.duration_s, op.efficiency, op.flops, op.hbm_bytes, op.matmuls, op.precision)
+            if key not in durations:
+                if op.duration_s is not None or op.efficiency is not None:
+                    durations[key] = op.duration_on(generation.peak_flops_per_s, generation.hbm_bytes_per_s, 1.0)
+                else:
+                    durations[key] = compute_time_s(chip, op.flops, op.hbm_bytes, op.matmuls, op.precision)
+            t = durations[key]
+        finish[op.id] = max((finish[d] for d in op.deps), default=0.0) + t
+    return max(finish.values(), default=0.0)
 
 
 class RooflineStepTime:
-    """Compute-only step time: model FLOPs per step / (chips x peak bf16 FLOP/s x efficiency)."""
+    """Compute-only step time: model FLOPs / (chips x peak x efficiency), or with
+    `efficiency=None` the per-op compute critical path of the model's trace (plan from `plans`
+    by model, `auto` allowed; default FSDP over every chip, data parallel for ResNet)."""
 
-    def __init__(self, efficiency: float = DEFAULT_COMPUTE_EFFICIENCY):
-        if not 0 < efficiency <= 1:
-            raise PodsimError(f"roofline efficiency {efficiency} must be in (0, 1] (fraction of peak FLOP/s)")
+    def __init__(self, efficiency: float | None = DEFAULT_COMPUTE_EFFICIENCY, plans: dict[str, str] | None = None):
+        if efficiency is not None and not 0 < efficiency <= 1:
+            raise PodsimError(f"roofline efficiency {efficiency} must be in (0, 1] (fraction of peak FLOP/s), or None for the per-op model")
         self.efficiency = efficiency
+        self.plans = dict(plans or {})
 
-    def step_time_s(self, model: str, generation: str, shape: tuple[int, ...], twisted: bool) -> float:
-        flops = get_model(model).training_flops_per_step()
+    def estimate(self, model: str, generation: Generation, shape: tuple[int, ...], twisted: bool) -> StepEstimate:
         chips = math.prod(shape)
-        return flops / (chips * get_generation(generation).peak_flops_per_s * self.efficiency)
+        if self.efficiency is not None:
+            t = get_model(model).training_flops_per_step() / (chips * generation.peak_flops_per_s * self.efficiency)
+            return StepEstimate(t, t, 0.0, f"roofline at {self.efficiency:g} of peak")
+        plan = resolve_plan(self.plans.get(model), model, chips)
+        trace = generate_trace(model, tuple(shape), plan, generation=generation, twisted=twisted)
+        t = compute_critical_path_s(trace, generation)
+        return StepEstimate(t, t, 0.0, f"roofline, per-op compute ({plan})")
 
 
 class CachedStepTime:
@@ -49,19 +100,26 @@ class CachedStepTime:
 
     def __init__(self, inner: StepTimeModel):
         if not isinstance(inner, StepTimeModel):
-            raise PodsimError(f"{type(inner).__name__} has no step_time_s(model, generation, shape, twisted)")
+            raise PodsimError(f"{type(inner).__name__} has no estimate(model, generation, shape, twisted)")
         self.inner = inner
-        self._cache: dict[tuple, float] = {}
+        self._cache: dict[tuple, StepEstimate] = {}
 
-    def step_time_s(self, model: str, generation: str, shape: tuple[int, ...], twisted: bool) -> float:
-        key = (model, generation, tuple(shape), bool(twisted))
-        t = self._cache.get(key)
-        if t is None:
-            t = float(self.inner.step_time_s(model, generation, tuple(shape), bool(twisted)))
+    def estimate(self, model: str, generation: Generation, shape: tuple[int, ...], twisted: bool) -> StepEstimate:
+        key = (model, generation.id, tuple(shape), bool(twisted))
+        e = self._cache.get(key)
+        if e is None:
+            e = self.inner.estimate(model, generation, tuple(shape), bool(twisted))
+            if not isinstance(e, StepEstimate):
+                raise PodsimError(f"{type(self.inner).__name__}.estimate returned {type(e).__name__}, not a StepEstimate")
+            t = e.step_time_s
             if not (math.isfinite(t) and t > 0):
-                raise PodsimError(f"step time of {model} on {generation} {'x'.join(map(str, shape))} is {t}; it must be a positive number of seconds")
-            self._cache[key] = t
-        return t
+                raise PodsimError(f"step time of {model} on {generation.id} {'x'.join(map(str, shape))} is {t}; it must be a positive number of seconds")
+            self._cache[key] = e
+        return e
+
+    def step_time_s(self, model: str, generation: Generation, shape: tuple[int, ...], twisted: bool) -> float:
+        """Seconds per step (what the cluster simulation needs)."""
+        return float(self.estimate(model, generation, shape, twisted).step_time_s)
 
     @property
     def calls(self) -> int:

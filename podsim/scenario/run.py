@@ -126,7 +126,7 @@ def _run_cluster(s: Scenario, gen: Generation, on_progress: ProgressFn | None, c
         raise PodsimError("step_time.model engine: jobs given in steps with slices > 1 are not simulated yet "
                           "(the cluster's step-time interface takes one slice); use step_time.model roofline or durations")
     if s.step_time.model == "engine":
-        inner = EngineStepTime(gen, s.step_time.efficiency, s.step_time.parallelism, dcn_spec(s), ocs, s.topology.routing)
+        inner = EngineStepTime(s.step_time.efficiency, s.step_time.parallelism, dcn_spec(s), ocs, s.topology.routing)
     else:
         inner = RooflineStepTime(run.efficiency)
     step_time = RecordingStepTime(inner, gen)
