@@ -42,6 +42,7 @@ def cluster_cmd(
     generation: Annotated[str, typer.Option("--generation", "-g", help="generation id, e.g. tpu-v4, tpu-v5e")],
     horizon: Annotated[str, typer.Option("--horizon", help="simulated time, e.g. 30d, 72h")],
     pods: int = typer.Option(1, "--pods", help="pods in the fleet", callback=opt_count("--pods")),
+    sites: int = typer.Option(1, "--sites", help="data centres the pods are split over; multislice jobs cross them only with span_sites", callback=opt_count("--sites")),
     synthetic: str | None = typer.Option(None, "--synthetic", help="job stream: KEY=VALUE pairs (jobs=500,rate=6/h,...) or a YAML file"),
     trace: Path | None = typer.Option(None, "--trace", help="job trace CSV (job_id, submission_time, duration, num_gpu)"),
     columns: str | None = typer.Option(None, "--columns", help="CSV column mapping: id=...,submit=...,duration=...,accelerators=...,time_scale=..."),
@@ -79,7 +80,7 @@ def cluster_cmd(
     if failure_trace is not None and failures.any:
         raise PodsimError("give --failure-trace or failure processes (--host-availability, --mtbf, ...), not both")
     config = make_config(
-        generation=generation, pods=pods, ocs=ocs, policy=policy, solver=solver,
+        generation=generation, pods=pods, sites=sites, ocs=ocs, policy=policy, solver=solver,
         decision_time_limit_s=decision_time_limit, horizon_s=parse_duration(horizon),
         checkpoint_interval_s=parse_duration(checkpoint_interval), restart_overhead_s=parse_duration(restart_overhead),
         failures=failures, sample_interval_s=parse_duration(sample) if sample else None,

@@ -29,6 +29,8 @@ from podsim.units import format_rate
 def _where(d: dict) -> str:
     if not d["placed"]:
         return ""
+    if d.get("slices"):
+        return f"{d['slices']} slices on pod(s) " + ",".join(str(p) for p in d["pods"])
     if d["ocs_circuits"]:
         return f"pod {d['pod']} cubes " + ",".join(str(c) for c in d["cubes"])
     if d["cubes"] and len(d["cubes"]) == 1 and d["origin"] is not None and len(d["chips"]) < 64:
@@ -39,7 +41,7 @@ def _where(d: dict) -> str:
 @app.command("place")
 def place_cmd(
     generation: Annotated[str, typer.Option("--generation", "-g", help="generation id, e.g. tpu-v4, tpu-v5e")],
-    requests: Annotated[Path, typer.Option("--requests", "-r", help="YAML list of {id, shape, priority, twisted, allow_degraded}")],
+    requests: Annotated[Path, typer.Option("--requests", "-r", help="YAML list of {id, shape, priority, twisted, allow_degraded, slices, span_sites}")],
     failed: Annotated[Path | None, typer.Option("--failed", "-f", help="YAML {hosts, cubes, ocs, ocs_ports} of failed parts")] = None,
     solver: str = typer.Option("cpsat", "--solver", help="cpsat (optimisation) or greedy"),
     policy: str = typer.Option("best", "--policy", help="greedy policy (and CP-SAT's first hint): best or first"),
@@ -47,6 +49,8 @@ def place_cmd(
     seed: int = typer.Option(0, "--seed", help="CP-SAT random seed, 0 .. 2^63-1", callback=opt_seed()),
     workers: int = typer.Option(1, "--workers", help="CP-SAT workers (>= 1; several use interleaved search)", callback=opt_count("--workers", 1, 256, "CP-SAT workers are threads")),
     wall_clock: bool = typer.Option(False, "--wall-clock", help="apply --time-limit as wall-clock time (not reproducible)"),
+    pods: int = typer.Option(1, "--pods", help="pods in the fleet (multislice requests use several)", callback=opt_count("--pods", 1, 64, "pods")),
+    sites: int = typer.Option(1, "--sites", help="data centres the pods are split over (consecutive pods); a multislice request crosses them only with span_sites", callback=opt_count("--sites", 1, 64, "sites")),
     no_ocs: bool = typer.Option(False, "--no-ocs", help="static wiring: cubes fixed in their home arrangement"),
     block_cubes: int = typer.Option(8, "--block-cubes", help="cubes per DCN aggregation block (locality preference)", callback=opt_count("--block-cubes")),
     now: float = typer.Option(0.0, "--now", help="current time in s, for the age term (requests' arrival_s)", callback=opt_finite("--now", low=-MAX_HORIZON_S, high=MAX_HORIZON_S)),
@@ -54,24 +58,26 @@ def place_cmd(
     as_json: bool = typer.Option(False, "--json", help="one JSON object on stdout"),
 ) -> None:
     """Place slice requests on a pod: which cubes or chips each gets, and its OCS circuits."""
-    state = PodState.empty(generation, ocs=not no_ocs)
+    state = PodState.empty(generation, pods=pods, ocs=not no_ocs)
     reqs = load_requests(requests, state.layout.generation)
     if failed is not None:
         state.apply_failures(load_failures(failed, state.layout))
     if spare_ports:
         state.remap_spares()
     params = SolverParams(time_limit_s=time_limit, num_workers=workers, random_seed=seed, deterministic=not wall_clock)
-    settings = PlacementSettings(block_cubes=block_cubes)
+    settings = PlacementSettings(block_cubes=block_cubes, sites=sites)
     result = place(state, reqs, solver=solver, policy=policy, params=params, settings=settings, now_s=now)
     views = validate_placement(state, result, reqs)
     rows = placement_report(result, views)
     after = state.copy()
     for p in result.placed:
-        after.allocate(p.request.id, p)
+        for m in p.members:  # a multislice request: each slice as 'id/k'
+            after.allocate(m.request.id, m)
     summary = result.summary()
     summary["free_space_after"] = free_space_summary(after, settings)
     if as_json:
-        emit_json({"generation": generation, "ocs": not no_ocs, "requests": rows, "summary": summary})
+        emit_json({"generation": generation, "ocs": not no_ocs, "pods": pods, "sites": sites, "requests": rows,
+                   "summary": summary})
         return
     t = Table(title=f"{state.layout.generation.name}: {summary['placed']} of {summary['requests']} requests placed",
               title_justify="left")

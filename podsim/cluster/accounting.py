@@ -30,8 +30,8 @@ class SimJob:
 
     def __init__(self, idx: int, job: Job, request: SliceRequest, untwisted: bool):
         self.idx, self.job, self.request, self.untwisted = idx, job, request, untwisted
-        self.key = (request.shape, request.twisted, request.allow_degraded)
-        self.chips = request.chips
+        self.key = (request.shape, request.twisted, request.allow_degraded, request.slices, request.span_sites)
+        self.chips = request.total_chips
         self.status = "pending"
         self.progress = 0.0
         self.first_start_s = self.end_s = math.nan
@@ -59,7 +59,7 @@ def make_sim_job(idx: int, job: Job, config: ClusterConfig, layout: PodLayout) -
     if twisted and not layout.ocs and config.untwist_on_static:
         twisted, untwisted = False, True
     degraded = allows_degraded(config, layout, job)
-    req = SliceRequest(str(idx), job.shape, twisted, job.priority, job.submit_s, degraded)
+    req = SliceRequest(str(idx), job.shape, twisted, job.priority, job.submit_s, degraded, job.slices, job.span_sites)
     sj = SimJob(idx, job, req, untwisted)
     if job.duration_s is not None:
         sj.nominal_s = float(job.duration_s)

@@ -33,6 +33,8 @@ class ClusterConfig(BaseModel):
 
     generation: str = Field(..., description="generation id, e.g. tpu-v4, tpu-v5e")
     pods: int = Field(1, ge=1, description="pods in the fleet")
+    sites: int = Field(1, ge=1, description="data centres the pods are split over (consecutive pods, equal numbers); "
+                                            "a multislice job crosses sites only with span_sites")
     ocs: bool = Field(True, description="OCS wiring (False: cubes fixed in their home arrangement)")
     policy: Policy = Field("fifo", description="fifo, backfill (FIFO + EASY backfilling) or priority (with preemption)")
     solver: SolverKind = Field("greedy", description="greedy: fast path per job; cpsat: batch admission")
@@ -66,6 +68,8 @@ class ClusterConfig(BaseModel):
     @model_validator(mode="after")
     def _bounded(self) -> ClusterConfig:
         check_fleet(self.pods, get_generation(self.generation).pod_chips)
+        if self.pods % self.sites:
+            raise PodsimError(f"sites {self.sites} must divide pods {self.pods} (each site holds the same number of pods)")
         check_samples(self.horizon_s, self.sample_step_s)
         return self
 

@@ -22,6 +22,9 @@ def allows_degraded(config: ClusterConfig, layout: PodLayout, job: Job) -> bool:
 
 def is_degraded(state: PodState, layout: PodLayout, slc) -> bool:
     """Whether a cube-level slice (a Slice or a Fit) has circuits left dark by a down OCS unit."""
+    parts = getattr(slc, "parts", None)  # a multislice job's GangFit: degraded if any slice is
+    if parts is not None:
+        return any(is_degraded(state, layout, p) for p in parts)
     if not slc.circuits:
         return False
     if isinstance(slc, Fit):

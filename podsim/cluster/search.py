@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from podsim.cluster.gang import GangFit
 from podsim.placement import (
     FreeSpace,
     PlacementSettings,
@@ -31,6 +32,7 @@ from podsim.placement import (
     options_or_reason,
     to_slice,
 )
+from podsim.placement.multislice import fit_multislice
 
 if TYPE_CHECKING:
     from podsim.cluster.accounting import SimJob
@@ -120,7 +122,7 @@ class SliceSearch:
     def options(self, key: tuple) -> tuple:
         opts = self._options.get(key)
         if opts is None:
-            shape, twisted, degraded = key
+            shape, twisted, degraded = key[:3]
             probe = SliceRequest("probe", shape, twisted, allow_degraded=degraded)
             opts, reason = options_or_reason(self.layout, probe, self.settings.rotate)
             self._options[key] = opts
@@ -133,18 +135,26 @@ class SliceSearch:
         key = job.key
         if key not in self._never:
             opts = self.options(key)
-            if opts and fit_request(self._empty_space, opts, "first", self.settings) is None:
-                self._never[key] = f"slice {job.request.name} does not fit an empty {self.layout.generation.id} fleet of {self.layout.pods} pod(s)"
+            if opts and self._fit(job, opts, self._empty_space, "first") is None:
+                what = f"{job.request.slices} slices of {job.request.name} do" if job.request.slices > 1 else f"slice {job.request.name} does"
+                self._never[key] = f"{what} not fit an empty {self.layout.generation.id} fleet of {self.layout.pods} pod(s)"
             self._never.setdefault(key, "")
         return self._never[key]
 
     def fit(self, job: SimJob, space: FreeSpace) -> Fit | None:
         """The greedy fit of `job` in `space` (counted in the placement counters), or None."""
         t0 = time.perf_counter()
-        opts = self.options(job.key)
-        a = fit_request(space, opts, self.placement, self.settings)
+        fit = self._fit(job, self.options(job.key), space, self.placement)
         self.counters["placement_calls"] += 1
         self.counters["placement_s"] += time.perf_counter() - t0
+        return fit
+
+    def _fit(self, job: SimJob, opts, space: FreeSpace, policy) -> Fit | GangFit | None:
+        req = job.request
+        if req.slices > 1:  # a multislice job: all N slices on the fewest sites, then pods, or none
+            mf = fit_multislice(space, opts, req.slices, policy, self.settings, self.settings.sites, req.span_sites)
+            return GangFit(Fit(a, opts, self._empty_space) for a in mf.assignments) if mf.assignments else None
+        a = fit_request(space, opts, policy, self.settings)
         return Fit(a, opts, self._empty_space) if a is not None else None
 
     def try_place(self, job: SimJob, free_chips: int) -> Fit | None:

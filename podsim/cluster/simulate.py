@@ -32,7 +32,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import simpy
 
-from podsim.cluster import observe
+from podsim.cluster import gang, observe
 from podsim.cluster.accounting import (
     SimJob,
     at_risk_s,
@@ -55,7 +55,6 @@ from podsim.placement import (
     PodState,
     SlicePlacement,
     SolverParams,
-    darken,
     place,
     validate_placement,
 )
@@ -75,7 +74,7 @@ class ClusterSim:
         self.layout = config.layout()
         self.gen = self.layout.generation
         self.state = PodState(self.layout)
-        self.settings = PlacementSettings()
+        self.settings = PlacementSettings(sites=config.sites)
         self.policy = get_policy(config.policy)
         self.step_time = CachedStepTime(step_time or RooflineStepTime())
         self.on_progress = on_progress
@@ -241,11 +240,11 @@ class ClusterSim:
     # Job life cycle ------------------------------------------------------------------------
     def start(self, job: SimJob, where: Fit | SlicePlacement) -> None:
         """Give the job its slice and start its run (the state checks every chip and port)."""
-        slc = darken(self.state, where.slice)
+        slc = gang.slice_of(self.state, where)
         if self.audit:
-            validate_placement(self.state, [SlicePlacement(job.request, slc)])
+            validate_placement(self.state, [gang.placement_of(job.request, slc)], sites=self.settings.sites)
         self._advance()
-        self.state.allocate(job.rid, slc)
+        gang.allocate(self.state, job.rid, slc)
         self.search.capacity_lost(new_victim=True)
         self._dequeue(job)
         job.slice = slc
@@ -280,7 +279,7 @@ class ClusterSim:
         lost_chip_s, overhead_chip_s = settle_run(job, self.now, self.checkpoint_s, keep_all)
         self.lost_chip_s += lost_chip_s
         self.overhead_settled_chip_s += overhead_chip_s
-        self.state.release(job.rid)
+        gang.release(self.state, job.rid, job.slice)
         self.busy -= job.chips
         del self.running[job.idx]
         job.slice = None
@@ -362,8 +361,8 @@ class ClusterSim:
                 self.search.capacity_lost()
                 self.healthy = self.state.n_healthy_chips
                 self.failure_epoch += 1
-                for rid in hit:
-                    job = self.jobs[int(rid)]
+                for idx in gang.jobs_hit(hit):
+                    job = self.jobs[idx]
                     self.counters["job_interruptions"] += 1
                     self.stop(job, "failure")
                 self._remap_spares()

@@ -113,7 +113,7 @@ def placement_report(result, views: dict[str, SliceView]) -> list[dict]:
     out = []
     for p in result.placements:
         d = p.to_dict()
-        view = views.get(p.request.id)
+        view = views.get(p.members[0].request.id)  # a multislice request: its first slice (all are one shape)
         if p.placed and view is None:
             raise PodsimError(f"request {p.request.id!r} is placed but was not validated")
         d["bisection_bytes_per_s"] = None if view is None else bisection_bytes_per_s(view)

@@ -8,10 +8,15 @@
 CP-SAT never returns less than greedy: it is warm-started with the better of the first-fit and
 best-fit solutions as a complete hint, the hint is returned if the solver finds nothing better
 in its time limit, and any request that still fits afterwards is added greedily.
+
+Multislice requests (`slices` > 1) are gangs: they are placed first, largest weight first, all
+or none, on the fewest sites then pods (podsim.placement.multislice); the chosen solver then
+packs the one-slice requests around them.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Sequence
 from typing import Literal
@@ -28,8 +33,9 @@ from podsim.placement.cpsat import (
 )
 from podsim.placement.degraded import darken
 from podsim.placement.greedy import GREEDY_POLICIES, Policy, fit_request, greedy_assign
+from podsim.placement.multislice import check_sites, fit_multislice
 from podsim.placement.problem import PlacementSettings, Problem, make_problem, options_or_reason
-from podsim.placement.requests import SliceRequest
+from podsim.placement.requests import SliceRequest, processing_order
 from podsim.placement.result import PlacementResult, SlicePlacement
 from podsim.placement.space import Assignment, FreeSpace, cubes_needed, request_options
 from podsim.topology import Slice, format_shape, plan_slice
@@ -53,14 +59,53 @@ def place(state, requests: Sequence[SliceRequest], *, solver: Solver = "cpsat", 
     params = params or SolverParams()
     finite(now_s, "now (s)", low=-MAX_HORIZON_S, high=MAX_HORIZON_S)
     problem = make_problem(state, requests, settings, now_s)
+    check_sites(state.layout, problem.settings.sites)
     t0 = time.perf_counter()
+    gangs, problem = _place_gangs(state, problem, policy)
     if solver == "greedy":
         final = greedy_assign(problem, policy)
         stats = SolveStats(f"greedy-{policy}", "HEURISTIC", None, None, time.perf_counter() - t0, problem.value(final))
     else:
         final, stats = _cpsat(problem, params, policy)
-    return PlacementResult(tuple(_materialise(state, problem, final)), stats, state.layout.n_chips,
-                           state.n_healthy_chips, state.n_busy_chips)
+    singles = iter(_materialise(state, problem, final))
+    out = tuple(gangs[r.id] if r.id in gangs else next(singles) for r in requests)
+    if gangs:
+        stats = dataclasses.replace(stats, wall_s=time.perf_counter() - t0, value=stats.value + sum(
+            r.weight(now_s, problem.settings.age_scale_s) for r in requests if gangs.get(r.id, None) and gangs[r.id].placed))
+    return PlacementResult(out, stats, state.layout.n_chips, state.n_healthy_chips, state.n_busy_chips,
+                           problem.settings.sites)
+
+
+def _place_gangs(state, problem: Problem, policy: Policy) -> tuple[dict[str, SlicePlacement], Problem]:
+    """Place the multislice requests (largest weight first, all or none) and return them with
+    the problem of the one-slice requests on the space they leave."""
+    gang_idx = [i for i in problem.order if problem.requests[i].slices > 1]
+    if not gang_idx:
+        return {}, problem
+    space = problem.space.copy()
+    out: dict[str, SlicePlacement] = {}
+    for i in gang_idx:
+        req, opts = problem.requests[i], problem.options[i]
+        if not opts:
+            out[req.id] = SlicePlacement(req, None, problem.errors[i])
+            continue
+        mf = fit_multislice(space, opts, req.slices, policy, problem.settings, problem.settings.sites,
+                            req.span_sites, req.name)
+        if not mf.assignments:
+            out[req.id] = SlicePlacement(req, None, f"needs {mf.reason}")
+            continue
+        slices = []
+        for a in mf.assignments:
+            space.take(space.chips_of(a))
+            slices.append(darken(state, to_slice(state.layout, opts, a)))
+        out[req.id] = SlicePlacement(req, slices[0], slices=tuple(slices))
+    keep = [i for i in range(problem.n) if problem.requests[i].slices == 1]
+    reqs = tuple(problem.requests[i] for i in keep)
+    weights = tuple(problem.weights[i] for i in keep)
+    rest = dataclasses.replace(problem, space=space, requests=reqs, options=tuple(problem.options[i] for i in keep),
+                               errors=tuple(problem.errors[i] for i in keep), weights=weights,
+                               order=tuple(processing_order(reqs, weights)))
+    return out, rest
 
 
 def _cpsat(problem: Problem, params: SolverParams, policy: Policy) -> tuple[list, SolveStats]:
@@ -175,6 +220,12 @@ def place_one(state, request: SliceRequest, policy: Policy = "best",
     if not opts:
         return SlicePlacement(request, None, err)
     space = FreeSpace.of(state)
+    if request.slices > 1:  # a multislice request: all its slices or none
+        mf = fit_multislice(space, opts, request.slices, policy, settings, settings.sites, request.span_sites, request.name)
+        if not mf.assignments:
+            return SlicePlacement(request, None, f"needs {mf.reason}")
+        slices = tuple(darken(state, to_slice(state.layout, opts, a)) for a in mf.assignments)
+        return SlicePlacement(request, slices[0], slices=slices)
     a = fit_request(space, opts, policy, settings)
     if a is not None:
         return SlicePlacement(request, darken(state, to_slice(state.layout, opts, a)))

@@ -28,12 +28,15 @@ class PlacementSettings:
     prefer_same_block: minimise the blocks each cube-level slice spans.
     rotate: static pods may place a box in any axis order the generation allows (8x16 as 16x8).
     age_scale_s: waiting this long doubles a request's weight (the age term).
+    sites: data centres the pods are split over (consecutive pods, equal numbers, as
+      `DcnSpec.sites`); a multislice request stays in one unless it allows `span_sites`.
     """
 
     block_cubes: int = 8
     prefer_same_block: bool = True
     rotate: bool = True
     age_scale_s: float = 3600.0
+    sites: int = 1
 
     def __post_init__(self):
         if self.block_cubes < 1:

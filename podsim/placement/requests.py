@@ -7,8 +7,12 @@ waited long enough outranks newer ones and nothing starves:
     weight = chips x (1 + priority) x (1 + age_s / age_scale_s)
 
 The requests file is a YAML list of `{id, shape, priority (default 0), twisted (default
-false), arrival_s (default 0), allow_degraded (default false)}`; a bad entry gives one line
-naming the request and the field.
+false), arrival_s (default 0), allow_degraded (default false), slices (default 1), span_sites
+(default false)}`; a bad entry gives one line naming the request and the field.
+
+A multislice request (`slices: N`) asks for N slices of the shape at once, all or none, joined
+over the DCN (podsim.placement.multislice places them on as few pods and sites as it can); it
+may span data centres only with `span_sites: true`. Its weight counts all N slices' chips.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from podsim.files import read_structured
 from podsim.topology import Generation, parse_shape, slice_name, validate_shape
 
 WEIGHT_RESOLUTION = 10  # CP-SAT needs integers: weights are kept in tenths of a chip
+MAX_SLICES = 1024  # slices of one multislice request (bounds the weight; the largest fleets hold fewer pods' worth)
 
 
 @dataclass(frozen=True)
@@ -39,7 +44,9 @@ class SliceRequest:
     priority: int = 0
     arrival_s: float = 0.0
     allow_degraded: bool = False  # a cube-level torus missing the circuits of down OCS units will do
-    chips: int = field(init=False, repr=False, compare=False)
+    slices: int = 1  # a multislice request: this many slices of `shape`, all or none
+    span_sites: bool = False  # a multislice request may be split over data centres (WAN)
+    chips: int = field(init=False, repr=False, compare=False)  # chips of ONE slice
 
     def __post_init__(self):
         shape = parse_shape(self.shape)
@@ -50,6 +57,20 @@ class SliceRequest:
             raise PodsimError(f"request {self.id!r}: priority {self.priority!r} must be an integer in [0, {MAX_PRIORITY}]")
         if not math.isfinite(self.arrival_s):
             raise PodsimError(f"request {self.id!r}: arrival_s {self.arrival_s!r} must be a finite number of seconds")
+        if not isinstance(self.slices, int) or isinstance(self.slices, bool) or not 1 <= self.slices <= MAX_SLICES:
+            raise PodsimError(f"request {self.id!r}: slices {self.slices!r} must be an integer in [1, {MAX_SLICES}]")
+
+    @property
+    def total_chips(self) -> int:
+        """Chips of all its slices."""
+        return self.chips * self.slices
+
+    def member(self, k: int) -> SliceRequest:
+        """Slice k of a multislice request as a one-slice request (id 'job/k'); itself if single."""
+        if self.slices == 1:
+            return self
+        return SliceRequest(f"{self.id}/{k}", self.shape, self.twisted, self.priority, self.arrival_s,
+                            self.allow_degraded)
 
     @property
     def name(self) -> str:
@@ -57,7 +78,7 @@ class SliceRequest:
         return slice_name(self.shape, self.twisted)
 
     def priority_weighted_chips(self) -> int:
-        return self.chips * (1 + self.priority)
+        return self.total_chips * (1 + self.priority)
 
     def weight(self, now_s: float = 0.0, age_scale_s: float = 3600.0) -> int:
         """Integer admission weight in tenths of a priority-weighted chip, age included."""
@@ -76,6 +97,8 @@ class RequestEntry(BaseModel):
     twisted: bool = Field(False, description="twisted torus (k x k x 2k or k x 2k x 2k, OCS pods only)")
     arrival_s: float = Field(0.0, description="arrival time in seconds (for the age term)")
     allow_degraded: bool = Field(False, description="accept a cube-level torus missing the circuits of a down OCS unit")
+    slices: int = Field(1, ge=1, le=MAX_SLICES, description="a multislice request: this many slices of the shape, all or none")
+    span_sites: bool = Field(False, description="a multislice request may be split over data centres (WAN links)")
 
     @field_validator("id", mode="before")
     @classmethod
@@ -97,7 +120,7 @@ def _entry_error(index: int, raw: Any, exc: ValidationError) -> PodsimError:
     value = raw.get(fld) if isinstance(raw, dict) and fld in raw else None
     shown = f" = {value!r}" if value is not None else ""
     if msg == "unknown field":
-        msg = "unknown field (allowed: id, shape, priority, twisted, arrival_s, allow_degraded)"
+        msg = "unknown field (allowed: id, shape, priority, twisted, arrival_s, allow_degraded, slices, span_sites)"
     return PodsimError(f"{who} field '{fld}'{shown}: {msg}")
 
 
@@ -120,7 +143,11 @@ def parse_requests(raw: Any, gen: Generation, source: str = "requests") -> list[
         except PodsimError as exc:
             fld = "twisted" if entry.twisted and "twist" in str(exc) else "shape"
             raise PodsimError(f"request {entry.id!r} (entry {i + 1}) field '{fld}': {exc}") from None
-        out.append(SliceRequest(entry.id, entry.shape, entry.twisted, entry.priority, entry.arrival_s, entry.allow_degraded))
+        if entry.span_sites and entry.slices == 1:
+            raise PodsimError(f"request {entry.id!r} (entry {i + 1}) field 'span_sites': only a multislice request "
+                              "(slices >= 2) can span sites")
+        out.append(SliceRequest(entry.id, entry.shape, entry.twisted, entry.priority, entry.arrival_s, entry.allow_degraded,
+                                entry.slices, entry.span_sites))
     return out
 
 

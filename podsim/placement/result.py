@@ -11,11 +11,33 @@ from podsim.topology import Slice, format_shape, get_generation
 
 @dataclass(frozen=True, eq=False)
 class SlicePlacement:
-    """One request's outcome: its slice (chips, cubes, OCS circuits) or why it was not placed."""
+    """One request's outcome: its slice (chips, cubes, OCS circuits) or why it was not placed.
+
+    A multislice request keeps all its slices in `slices` (`slice` is the first of them)."""
 
     request: SliceRequest
     slice: Slice | None = None
     reason: str = ""
+    slices: tuple[Slice, ...] = ()
+
+    @property
+    def all_slices(self) -> tuple[Slice, ...]:
+        """Every slice it holds: one, or a multislice request's N; none if not placed."""
+        if self.slice is None:
+            return ()
+        return self.slices or (self.slice,)
+
+    @property
+    def members(self) -> list[SlicePlacement]:
+        """One single-slice placement per slice (ids 'job/k' for a multislice request)."""
+        if self.request.slices == 1 or self.slice is None:
+            return [self]
+        return [SlicePlacement(self.request.member(k), s) for k, s in enumerate(self.all_slices)]
+
+    @property
+    def pods(self) -> list[int]:
+        """The pods its slices are in (sorted, distinct)."""
+        return sorted({int(s.pod) for s in self.all_slices})
 
     @property
     def placed(self) -> bool:
@@ -23,15 +45,15 @@ class SlicePlacement:
 
     @property
     def chips(self) -> list[int]:
-        return [] if self.slice is None else [int(c) for c in self.slice.chips]
+        return [int(c) for s in self.all_slices for c in s.chips]
 
     @property
     def cubes(self) -> list[int]:
-        return [] if self.slice is None else [int(c) for c in self.slice.cubes]
+        return [int(c) for s in self.all_slices for c in s.cubes]
 
     @property
     def ocs_circuits(self) -> list[tuple[int, int, int]]:
-        return [] if self.slice is None else [tuple(c) for c in self.slice.circuits]
+        return [tuple(c) for s in self.all_slices for c in s.circuits]
 
     @property
     def shape(self) -> str | None:
@@ -46,16 +68,21 @@ class SlicePlacement:
     @property
     def dark_circuits(self) -> int:
         """Circuits of its torus a degraded cube slice leaves dark (down OCS units); 0 otherwise."""
-        s = self.slice
-        if s is None or not s.circuits:
-            return 0
-        per_cube = len(s.shape) * get_generation(s.spec.generation).ocs.links_per_face.value
-        return int(len(s.cubes) * per_cube - len(s.circuits))
+        out = 0
+        for s in self.all_slices:
+            if s.circuits:
+                per_cube = len(s.shape) * get_generation(s.spec.generation).ocs.links_per_face.value
+                out += int(len(s.cubes) * per_cube - len(s.circuits))
+        return out
 
     def to_dict(self) -> dict:
         s = self.slice
+        extra = {}
+        if self.request.slices > 1:
+            extra = {"slices": self.request.slices, "pods": self.pods,
+                     "slice_pods": [int(x.pod) for x in self.all_slices]}
         return {
-            "id": self.request.id, "request": self.request.name, "priority": self.request.priority,
+            "id": self.request.id, "request": self.request.name, "priority": self.request.priority, **extra,
             "placed": self.placed, "shape": self.shape, "pod": None if s is None else s.pod,
             "origin": None if s is None or s.origin is None else list(s.origin),
             "topology": self.topology, "cubes": self.cubes, "chips": self.chips,
@@ -73,6 +100,7 @@ class PlacementResult:
     pod_chips: int
     healthy_chips: int
     busy_chips_before: int
+    sites: int = 1  # data centres the pods are split over (multislice requests are kept in one unless they allow more)
 
     @property
     def placed(self) -> list[SlicePlacement]:
@@ -90,7 +118,7 @@ class PlacementResult:
 
     @property
     def placed_chips(self) -> int:
-        return sum(p.request.chips for p in self.placed)
+        return sum(p.request.total_chips for p in self.placed)
 
     @property
     def priority_weighted_chips(self) -> int:

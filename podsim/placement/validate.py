@@ -10,7 +10,9 @@
   state's and the batch's) and `check_slice_topology` compares each slice's live ICI links with
   the torus, twisted torus or mesh it requested;
 - a degraded cube-level slice (circuits on down OCS units left dark) was allowed by its
-  request, is dark on down units only, and its surviving links still join every chip.
+  request, is dark on down units only, and its surviving links still join every chip;
+- a multislice request holds all its N slices or none, each checked as a slice of its own
+  (id 'job/k'), and they are in one site unless the request allows `span_sites`.
 
 It returns each placed slice's view in that wired fabric (a degraded slice without its dark
 cables), for figures such as bisection.
@@ -32,16 +34,23 @@ class InvalidPlacement(InternalError):
     asks for a report). The message names the request and the rule."""
 
 
-def validate_placement(state, result, requests: Sequence | None = None) -> dict[str, SliceView]:
+def validate_placement(state, result, requests: Sequence | None = None, sites: int | None = None) -> dict[str, SliceView]:
     """Raise InvalidPlacement unless `result` (a PlacementResult or its placements) is valid
-    on `state` (the state before the batch). Returns {request id: SliceView} of placed slices."""
+    on `state` (the state before the batch). Returns {request id: SliceView} of placed slices
+    ('job/k' for slice k of a multislice request). `sites` defaults to the result's."""
     placements = list(getattr(result, "placements", result))
+    sites = sites if sites is not None else getattr(result, "sites", 1)
     lay = state.layout
     ids = [p.request.id for p in placements]
     if len(set(ids)) != len(ids):
         raise InvalidPlacement("a request is answered twice")
     if requests is not None and ids != [r.id for r in requests]:
         raise InvalidPlacement("the placements do not answer the requests one for one, in order")
+    for p in placements:
+        _check_gang(p, lay, sites)
+    placements = [m for p in placements for m in p.members]
+    if len({p.request.id for p in placements}) != len(placements):
+        raise InvalidPlacement("a multislice member id ('job/k') is also the id of another request")
     placed = [p for p in placements if p.slice is not None]
     for p in placements:
         _check_request(p, lay)
@@ -71,6 +80,27 @@ def validate_placement(state, result, requests: Sequence | None = None) -> dict[
     if lay.ocs:
         _check_ports(state, placed)
     return _check_topologies(state, placed)
+
+
+def _check_gang(p, lay, sites: int) -> None:
+    """All or none of a multislice request's slices, in one site unless it may span sites."""
+    req, n = p.request, p.request.slices
+    got = len(p.all_slices)
+    if n == 1:
+        if p.slices and (len(p.slices) != 1 or p.slices[0] is not p.slice):
+            raise InvalidPlacement(f"request {req.id!r} asked for one slice, got {len(p.slices)}")
+        return
+    if p.slice is None:
+        if p.slices:
+            raise InvalidPlacement(f"request {req.id!r} is not placed but holds {len(p.slices)} slices")
+        return
+    if got != n or p.slices[0] is not p.slice:
+        raise InvalidPlacement(f"request {req.id!r} asked for {n} slices, all or none; got {got}")
+    if sites < 1 or lay.pods % sites:
+        raise InvalidPlacement(f"sites {sites} does not divide the {lay.pods} pod(s)")
+    spanned = {int(s.pod) // (lay.pods // sites) for s in p.slices}
+    if len(spanned) > 1 and not req.span_sites:
+        raise InvalidPlacement(f"request {req.id!r} spans sites {sorted(spanned)} without span_sites")
 
 
 def _check_request(p, lay) -> None:

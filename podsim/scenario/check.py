@@ -124,8 +124,13 @@ def _check_dcn(s: Scenario) -> None:
     d = s.dcn
     if d.sites > 1:
         st = s.workload.step
-        if st is None:
-            raise FieldError(("dcn", "sites"), "several sites apply to a multislice step study (workload.step); job streams run in one data centre")
+        if st is None:  # a job stream: the pods split over sites; multislice jobs cross them only with span_sites
+            if s.topology.pods % d.sites:
+                raise FieldError(("dcn", "sites"), f"{d.sites} sites must divide topology.pods {s.topology.pods} (equal pods per site)")
+            if s.step_time.model == "engine":
+                raise FieldError(("dcn", "sites"), "a job stream over several sites needs step_time.model roofline "
+                                                   "(the engine's step time takes one slice in one site)")
+            return
         if d.kind != "eps":
             raise FieldError(("dcn", "sites"), "several sites are modelled on an EPS DCN (kind: eps)")
         if st.slices < d.sites or st.slices % d.sites:

@@ -19,6 +19,7 @@ from podsim.cluster import (
     run_cluster,
 )
 from podsim.engine import build_job, simulate_jobs, step_summary
+from podsim.errors import PodsimError
 from podsim.scenario.check import check_scenario
 from podsim.scenario.fields import parse_target, target_met
 from podsim.scenario.result import TABLES, RunResult, normalise_table
@@ -51,6 +52,7 @@ def dcn_spec(s: Scenario, groups: tuple[tuple[int, ...], ...] = ()) -> DcnSpec:
 
 def fleet_topology(gen: Generation, ocs: bool, dcn: DcnSpec, pods: int) -> dict:
     """The pod's figures (topology_summary, cached: a pod is built once per process) and the fleet's."""
+    dcn = dcn.model_copy(update={"sites": 1}) if dcn.sites > 1 else dcn  # one pod sits in one site
     key = json.dumps([gen.model_dump(mode="json"), ocs, dcn.model_dump(mode="json")], sort_keys=True)
     if key not in _TOPOLOGY_CACHE:
         _TOPOLOGY_CACHE[key] = topology_summary(gen, None, ocs=ocs, dcn=dcn)
@@ -102,7 +104,7 @@ def cluster_run(s: Scenario, gen: Generation, cpsat_workers_cap: int | None = No
     workers = s.solver.workers if cpsat_workers_cap is None else min(s.solver.workers, cpsat_workers_cap)
     failures = FailureModel.of(s.failures.host, s.failures.ocs, s.failures.link)
     config = ClusterConfig(
-        generation=gen.id, pods=s.topology.pods, ocs=s.topology.wiring == "ocs", policy=s.policy.name,
+        generation=gen.id, pods=s.topology.pods, sites=s.dcn.sites, ocs=s.topology.wiring == "ocs", policy=s.policy.name,
         solver=s.solver.kind, placement=s.solver.placement, decision_time_limit_s=s.solver.decision_time_limit,
         batch_window=s.solver.batch_window, cpsat_workers=workers, schedule_depth=s.policy.schedule_depth,
         horizon_s=s.horizon, checkpoint_interval_s=s.policy.checkpoint_interval,
@@ -120,6 +122,9 @@ def _run_cluster(s: Scenario, gen: Generation, on_progress: ProgressFn | None, c
     run = cluster_run(s, gen, cpsat_workers_cap)
     jobs = run.jobs()
     ocs = s.topology.wiring == "ocs"
+    if s.step_time.model == "engine" and any(j.slices > 1 and j.steps is not None for j in jobs):
+        raise PodsimError("step_time.model engine: jobs given in steps with slices > 1 are not simulated yet "
+                          "(the cluster's step-time interface takes one slice); use step_time.model roofline or durations")
     if s.step_time.model == "engine":
         inner = EngineStepTime(s.step_time.efficiency, s.step_time.parallelism, dcn_spec(s), ocs, s.topology.routing)
     else:

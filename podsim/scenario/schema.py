@@ -107,6 +107,9 @@ class Synthetic(_Model):
     priorities: dict[Priority, float] = Field(default_factory=SyntheticSpec.model_fields["priorities"].default_factory)
     models: dict[str, float] = Field(default_factory=dict, description="model preset -> weight: jobs given in steps")
     steps: StepsSpec = StepsSpec()
+    slices: dict[int, float] = Field(default_factory=lambda: {1: 1.0},
+                                     description="slices per job -> weight: multislice jobs (all or none, fewest pods)")
+    span_sites: bool = Field(False, description="multislice jobs may be split over the DCN's sites")
 
     @field_validator("mix")
     @classmethod
@@ -135,7 +138,7 @@ class Synthetic(_Model):
         arrival = ArrivalSpec(rate_per_h=self.rate) if self.rate is not None else ArrivalSpec(kind="given", gaps_s=self.gaps)
         mix = dict(V4_SLICE_POPULARITY) if self.mix == "v4" else dict(self.mix)
         return SyntheticSpec(generation=generation, arrival=arrival, slice_mix=mix,
-                             **self.model_dump(include={"jobs", "priorities", "models"}), duration=self.duration, steps=self.steps)
+                             **self.model_dump(include={"jobs", "priorities", "models", "slices", "span_sites"}), duration=self.duration, steps=self.steps)
 
 
 class TraceWorkload(TraceSpec):

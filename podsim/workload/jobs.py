@@ -26,14 +26,19 @@ class Job:
     model: str | None = None
     accelerators: int | None = None  # as requested in a replayed trace, before rounding to a shape
     allow_degraded: bool = False  # may run on a cube-level torus missing a down OCS unit's circuits
+    slices: int = 1  # a multislice job: this many slices of `shape`, all or none, joined over the DCN
+    span_sites: bool = False  # its slices may be split over data centres
 
     def __post_init__(self):
         if (self.duration_s is None) == (self.steps is None):
             raise ValueError(f"job {self.id}: give exactly one of duration_s or steps")
+        if not isinstance(self.slices, int) or isinstance(self.slices, bool) or self.slices < 1:
+            raise ValueError(f"job {self.id}: slices {self.slices!r} must be an integer >= 1")
 
     @property
     def chips(self) -> int:
-        return math.prod(self.shape)
+        """Chips of all its slices."""
+        return math.prod(self.shape) * self.slices
 
     @property
     def shape_name(self) -> str:

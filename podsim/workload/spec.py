@@ -11,7 +11,8 @@ keys: jobs; rate (per hour, or with /h, /d, /w: podsim.units.rate_per_h); gaps (
 exponential, fixed, uniform) with median, sigma, mean, low, high, max (durations); mix (`v4`,
 the TPU v4 paper's popularity table, the default, or SHAPE[_T|_NT]:WEIGHT;...); priorities
 (PRIORITY:WEIGHT;...); models (PRESET:WEIGHT;...) with steps (median), steps_sigma,
-steps_kind (lognormal, fixed, uniform), steps_low, steps_high.
+steps_kind (lognormal, fixed, uniform), steps_low, steps_high; slices (SLICES:WEIGHT;...,
+multislice jobs: e.g. slices=1:3;4:1) with span_sites (true/false).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from podsim.workload.popularity import V4_SLICE_POPULARITY
 from podsim.workload.synthetic import SyntheticSpec
 
 KEYS = ("jobs", "rate", "gaps", "duration", "median", "sigma", "mean", "low", "high", "max", "mix",
-        "priorities", "models", "steps", "steps_sigma", "steps_kind", "steps_low", "steps_high")
+        "priorities", "models", "steps", "steps_sigma", "steps_kind", "steps_low", "steps_high", "slices", "span_sites")
 
 
 def _pairs(value: str, key: str, example: str) -> dict[str, str]:
@@ -97,6 +98,11 @@ def parse_synthetic_pairs(text: str) -> dict[str, Any]:
     if "priorities" in kv:
         pairs = _pairs(kv["priorities"], "priorities", "0:3;2:1")
         spec["priorities"] = {int(_number(k, "priorities")): _number(v, "priorities") for k, v in pairs.items()}
+    if "slices" in kv:
+        pairs = _pairs(kv["slices"], "slices", "1:3;4:1")
+        spec["slices"] = {int(_number(k, "slices")): _number(v, "slices") for k, v in pairs.items()}
+    if "span_sites" in kv:
+        spec["span_sites"] = kv["span_sites"]
     if "models" in kv:
         spec["models"] = {k: _number(v, "models") for k, v in _pairs(kv["models"], "models", "gpt3-175b:1").items()}
     steps: dict[str, Any] = {}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Literal
 
 import numpy as np
@@ -115,6 +116,9 @@ class SyntheticSpec(_Spec):
     priorities: dict[Priority, float] = Field(default_factory=lambda: {0: 1.0}, description="priority -> weight")
     models: dict[str, float] = Field(default_factory=dict, description="model preset -> weight; empty: durations in time")
     steps: StepsSpec = StepsSpec()
+    slices: dict[int, float] = Field(default_factory=lambda: {1: 1.0},
+                                     description="slices per job -> weight (multislice jobs; default: all single-slice)")
+    span_sites: bool = Field(False, description="multislice jobs may be split over data centres")
 
 
 def generate_jobs(spec: SyntheticSpec, seed: int) -> list[Job]:
@@ -138,11 +142,11 @@ def generate_jobs(spec: SyntheticSpec, seed: int) -> list[Job]:
         raise PodsimError("priorities: weights must be >= 0 and not all zero")
     prio = rng.choice(prios, size=n, p=weights / weights.sum())
     if not spec.models:
-        return [
+        return _multislice(spec, rng, [
             Job(id=f"job{i:05d}", submit_s=float(times[i]), shape=shape, twisted=tw, priority=int(prio[i]),
                 duration_s=float(durations[i]))
             for i, (shape, tw) in enumerate(shapes)
-        ]
+        ])
     names = list(spec.models)
     mw = np.array([spec.models[m] for m in names], float)
     if (mw < 0).any() or mw.sum() <= 0:
@@ -151,8 +155,21 @@ def generate_jobs(spec: SyntheticSpec, seed: int) -> list[Job]:
         get_model(name)  # an unknown preset is an error now, not in the middle of a simulation
     model = rng.choice(len(names), size=n, p=mw / mw.sum())
     steps = spec.steps.sample(rng, n)
-    return [
+    return _multislice(spec, rng, [
         Job(id=f"job{i:05d}", submit_s=float(times[i]), shape=shape, twisted=tw, priority=int(prio[i]),
             steps=int(steps[i]), model=names[model[i]])
         for i, (shape, tw) in enumerate(shapes)
-    ]
+    ])
+
+
+def _multislice(spec: SyntheticSpec, rng: np.random.Generator, jobs: list[Job]) -> list[Job]:
+    """Draw each job's slice count from `spec.slices` (after every other draw, so a spec without
+    multislice jobs gives the same stream as before)."""
+    if spec.slices == {1: 1.0} and not spec.span_sites:
+        return jobs
+    counts = np.array(list(spec.slices), int)
+    w = np.array(list(spec.slices.values()), float)
+    if (counts < 1).any() or (w < 0).any() or w.sum() <= 0:
+        raise PodsimError(f"slices {spec.slices}: slice counts must be >= 1 and weights >= 0, not all zero")
+    n = rng.choice(counts, size=len(jobs), p=w / w.sum())
+    return [dataclasses.replace(j, slices=int(k), span_sites=spec.span_sites and k > 1) for j, k in zip(jobs, n, strict=True)]
