@@ -324,13 +324,7 @@ def _even_templates(shape, wrap, twist, classes: np.ndarray) -> tuple[_EvenCache
     if len(missing):
         t = _class_edges(classes[missing], shape, wrap, twist, with_dag=False)
         n_keys = int(t["key"].max(initial=0)) + 1
-        uniq, inv = np.unique(t["flow"] * n_keys + t["key"], return_inverse=True)
-        frac = np.bincount(inv.reshape(-1), weights=t["frac"], minlength=len(uniq))
-        count = np.bincount(uniq // n_keys, minlength=len(missing))
-        cache.start[ids[missing]] = len(cache.keys) + np.concatenate([[0], np.cumsum(count)[:-1]])
-        cache.count[ids[missing]] = count
-        cache.keys = np.concatenate([cache.keys, uniq % n_keys])
-        cache.frac = np.concatenate([cache.frac, frac])
+        _store_classes(cache, ids[missing], t["flow"], t["key"], t["frac"], n_keys)
     return cache, ids
 
 
@@ -364,15 +358,20 @@ def _folded_templates(shape, wrap, twist, classes: np.ndarray, periods: tuple[in
         folded = np.ravel_multi_index(tuple((rel % per).T), tuple(periods)) * 2 * dims + rest if len(rel) else rest
         share = full.frac[idx]
     if len(missing):
-        n_keys = int(np.prod(periods)) * 2 * dims
-        uniq, inv = np.unique(owner * n_keys + folded, return_inverse=True)
-        frac = np.bincount(inv.reshape(-1), weights=share, minlength=len(uniq))
-        count = np.bincount(uniq // n_keys, minlength=len(missing))
-        cache.start[ids[missing]] = len(cache.keys) + np.concatenate([[0], np.cumsum(count)[:-1]])
-        cache.count[ids[missing]] = count
-        cache.keys = np.concatenate([cache.keys, uniq % n_keys])
-        cache.frac = np.concatenate([cache.frac, frac])
+        _store_classes(cache, ids[missing], owner, folded, share, int(np.prod(periods)) * 2 * dims)
     return cache, ids
+
+
+def _store_classes(cache, slots: np.ndarray, owner: np.ndarray, key: np.ndarray, share: np.ndarray, n_keys: int) -> None:
+    """Append each new class's link keys and byte shares (entries of one class and key summed)
+    to the cache, and point the class's slot at them."""
+    uniq, inv = np.unique(owner * n_keys + key, return_inverse=True)
+    frac = np.bincount(inv.reshape(-1), weights=share, minlength=len(uniq))
+    count = np.bincount(uniq // n_keys, minlength=len(slots))
+    cache.start[slots] = len(cache.keys) + np.concatenate([[0], np.cumsum(count)[:-1]])
+    cache.count[slots] = count
+    cache.keys = np.concatenate([cache.keys, uniq % n_keys])
+    cache.frac = np.concatenate([cache.frac, frac])
 
 
 def split_routes(view: SliceView, src: np.ndarray, dst: np.ndarray, periods: tuple[int, ...] | None = None):

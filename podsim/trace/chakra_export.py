@@ -33,6 +33,7 @@ from google.protobuf.internal.encoder import _VarintBytes
 
 from podsim.errors import PodsimError
 from podsim.trace.chakra_schema import chakra_et_pb2 as pb
+from podsim.trace.chakra_wire import make_attr as _attr
 from podsim.trace.model import (
     DCN_AXIS,
     SLICE_AXES,
@@ -47,16 +48,6 @@ from podsim.trace.model import (
 SCHEMA_VERSION = "0.0.4"
 KIND_COMM = {"all_reduce": pb.ALL_REDUCE, "reduce": pb.REDUCE, "all_gather": pb.ALL_GATHER, "broadcast": pb.BROADCAST,
              "all_to_all": pb.ALL_TO_ALL, "reduce_scatter": pb.REDUCE_SCATTER}
-
-
-def _attr(name: str, **value) -> pb.AttributeProto:
-    a = pb.AttributeProto(name=name)
-    for k, v in value.items():
-        if k == "bool_list":
-            a.bool_list.values.extend(v)
-        else:
-            setattr(a, k, v)
-    return a
 
 
 def _exact(value: float) -> bool:

@@ -165,7 +165,8 @@ def detect_vintage(records: list[tuple[int, bytes]], name: str) -> tuple[str, bo
                       f"({', '.join(candidates)}); a file is written with one")
 
 
-def _attr(name: str, **value: Any) -> Any:
+def make_attr(name: str, **value: Any) -> Any:
+    """A current-schema AttributeProto: `make_attr("num_ops", int64_val=3)`, `bool_list=[...]`."""
     a = pb.AttributeProto(name=name)
     for k, v in value.items():
         if k == "bool_list":
@@ -175,39 +176,45 @@ def _attr(name: str, **value: Any) -> Any:
     return a
 
 
+def _parse_node(body: bytes, where: str, misfit_of, vintage: str, node: Any) -> Any:
+    """`node` parsed from `body` once its wire fields fit the vintage's schema (`misfit_of`
+    gives the first misfit in words, or None); else a one-line error naming the record."""
+    try:
+        fields = wire_fields(body)
+    except ValueError as exc:
+        raise PodsimError(f"{where}: not a valid Chakra Node record ({exc})") from None
+    bad = misfit_of(fields)
+    if bad is not None:
+        raise PodsimError(f"{where}: not a node record of the {vintage} Chakra schema ({bad})")
+    node.ParseFromString(body)
+    return node
+
+
 def legacy_to_current(body: bytes, where: str, clock_hz: float) -> tuple[Any, float | None]:
     """A 2023 node record -> (current-schema Node, duration in s or None when it has no run time).
 
     Fields both vintages carry map one to one: id, name, type, parent -> data_deps, num_ops,
     tensor_size, comm_type (renumbered), comm_size, comm_src, comm_dst, involved_dim."""
-    try:
-        fields = wire_fields(body)
-    except ValueError as exc:
-        raise PodsimError(f"{where}: not a valid Chakra Node record ({exc})") from None
-    bad = misfit(fields, LEGACY_WIRE)
-    if bad is not None:
-        raise PodsimError(f"{where}: not a node record of the 2023 Chakra schema ({bad})")
-    old = legacy.Node()
-    old.ParseFromString(body)
+    old = _parse_node(body, where, lambda fields: misfit(fields, LEGACY_WIRE), "2023", legacy.Node())
     node = pb.Node(id=old.id, name=old.name, type=LEGACY_TYPES.get(old.node_type, pb.INVALID_NODE))
     node.data_deps.extend(old.parent)
     if old.HasField("num_ops"):
-        node.attr.append(_attr("num_ops", int64_val=old.num_ops))
+        node.attr.append(make_attr("num_ops", int64_val=old.num_ops))
     if old.HasField("tensor_size"):
-        node.attr.append(_attr("tensor_size", uint64_val=old.tensor_size))
+        node.attr.append(make_attr("tensor_size", uint64_val=old.tensor_size))
     if old.node_type == legacy.COMM_COLL_NODE:
         if old.comm_type not in LEGACY_COMM:
             known = ", ".join(legacy.CollectiveCommType.Name(k) for k in LEGACY_COMM)
             raise PodsimError(f"{where}: node {old.id} ({old.name!r}) has collective type "
                               f"{legacy.CollectiveCommType.Name(old.comm_type)}; the 2023 schema's are {known}")
-        node.attr.append(_attr("comm_type", int64_val=LEGACY_COMM[old.comm_type]))
+        node.attr.append(make_attr("comm_type", int64_val=LEGACY_COMM[old.comm_type]))
     if old.HasField("comm_size"):
-        node.attr.append(_attr("comm_size", int64_val=old.comm_size))
+        node.attr.append(make_attr("comm_size", int64_val=old.comm_size))
     for key in ("comm_src", "comm_dst"):
         if old.HasField(key):
-            node.attr.append(_attr(key, int32_val=getattr(old, key)))
+            node.attr.append(make_attr(key, int32_val=getattr(old, key)))
     if len(old.involved_dim):
-        node.attr.append(_attr("involved_dim", bool_list=list(old.involved_dim)))
+        node.attr.append(make_attr("involved_dim", bool_list=list(old.involved_dim)))
     duration = old.simulated_run_time / clock_hz if old.simulated_run_time else None
     return node, duration
 
@@ -216,15 +223,7 @@ def attr_to_current(body: bytes, where: str, clock_hz: float) -> tuple[Any, floa
     """A mid-2023 node record (typed attribute list) -> (current-schema Node, run time in s or
     None). Attributes read: is_host_op -> is_cpu_op, runtime (ticks at clock_hz), num_ops,
     tensor_size, comm_type (renumbered), comm_size, comm_src, comm_dst, involved_dim."""
-    try:
-        fields = wire_fields(body)
-    except ValueError as exc:
-        raise PodsimError(f"{where}: not a valid Chakra Node record ({exc})") from None
-    bad = _fits(fields, LEGACY_ATTR)
-    if bad is not None:
-        raise PodsimError(f"{where}: not a node record of the 2023-attr Chakra schema ({bad})")
-    old = legacy.AttrNode()
-    old.ParseFromString(body)
+    old = _parse_node(body, where, lambda fields: _fits(fields, LEGACY_ATTR), "2023-attr", legacy.AttrNode())
     node = pb.Node(id=old.id, name=old.name, type=old.type if old.type in pb.NodeType.values() else pb.INVALID_NODE)
     node.data_deps.extend(old.parent)
     duration = None
@@ -234,20 +233,20 @@ def attr_to_current(body: bytes, where: str, clock_hz: float) -> tuple[Any, floa
         if key == "runtime":
             duration = float(value) / clock_hz if value else None
         elif key == "is_host_op":
-            node.attr.append(_attr("is_cpu_op", bool_val=bool(value)))
+            node.attr.append(make_attr("is_cpu_op", bool_val=bool(value)))
         elif key == "num_ops":
-            node.attr.append(_attr("num_ops", int64_val=int(value)))
+            node.attr.append(make_attr("num_ops", int64_val=int(value)))
         elif key == "tensor_size":
-            node.attr.append(_attr("tensor_size", uint64_val=int(value)))
+            node.attr.append(make_attr("tensor_size", uint64_val=int(value)))
         elif key == "comm_type":
             if int(value) not in ATTR_COMM:
                 known = ", ".join(legacy.AttrCollectiveCommType.Name(k) for k in ATTR_COMM)
                 raise PodsimError(f"{where}: node {old.id} ({old.name!r}) has comm_type {value}; the 2023-attr schema's are {known}")
-            node.attr.append(_attr("comm_type", int64_val=ATTR_COMM[int(value)]))
+            node.attr.append(make_attr("comm_type", int64_val=ATTR_COMM[int(value)]))
         elif key == "comm_size":
-            node.attr.append(_attr("comm_size", int64_val=int(value)))
+            node.attr.append(make_attr("comm_size", int64_val=int(value)))
         elif key in ("comm_src", "comm_dst"):
-            node.attr.append(_attr(key, int32_val=int(value)))
+            node.attr.append(make_attr(key, int32_val=int(value)))
         elif key == "involved_dim":
-            node.attr.append(_attr("involved_dim", bool_list=[bool(v) for v in value]))
+            node.attr.append(make_attr("involved_dim", bool_list=[bool(v) for v in value]))
     return node, duration
