@@ -431,7 +431,8 @@ class RouterPool:
             sym = slice_symmetry(self.placement.views, patterns, self.placement.routing)
             if sym is not None and fold_dcn:
                 sym = _with_dcn_fold(self.placement, sym, patterns, self._dcn_folds)
-        dcn = frozenset  # a DCN fold holds only for the patterns it was built on(sym.dcn.patterns) if sym is not None and sym.dcn is not None else None
+        # a DCN fold holds only for the patterns it was built on
+        dcn = frozenset(sym.dcn.patterns) if sym is not None and sym.dcn is not None else None
         key = (sym.periods, sym.first_slice is not None, dcn) if sym is not None else ()
         if key not in self._routers:
             self._routers[key] = Router(self.placement, sym)
@@ -440,10 +441,9 @@ class RouterPool:
 
 def _with_dcn_fold(placement: Placement, sym: Symmetry, patterns: Sequence[Pattern],
                    cache: dict[frozenset, DcnFold | None]) -> Symmetry:
-    """The slice symmetry with the job's cross-slice flows folded into classes (dcnfold)."""
-    if sym.view.slice.spec.kind == "gpu":  # GPU slices use the DCN inside a slice too
-        return sym
-    if (fold := fold_crossing(placement, patterns, cache)) is None:
+    """The slice symmetry with the cross-slice flows folded into classes (dcnfold)."""
+    gpu = sym.view.slice.spec.kind == "gpu"  # GPU slices use the DCN inside a slice too
+    if gpu or (fold := fold_crossing(placement, patterns, cache)) is None:
         return sym
     moved = fold.canon_link != np.arange(len(sym.canon_link))
     canon = np.where(moved, fold.canon_link, sym.canon_link)
