@@ -174,11 +174,12 @@ def fold_flows(routed: Sequence[tuple], capacity: np.ndarray, latency: np.ndarra
     return DcnFold(out, canon, n_flows, n_classes)
 
 
-def fold_crossing(placement, patterns: Sequence[Pattern], cache: dict[frozenset, DcnFold | None]) -> DcnFold | None:
+def fold_crossing(placement, patterns: Sequence[Pattern], cache: dict[frozenset, DcnFold | None],
+                  max_flows: int) -> DcnFold | None:
     """The fold of the patterns of `patterns` whose flows cross slices of `placement` (a
     routes.Placement), all together since they may run at once; None when a pattern mixes
-    flows inside and across slices, when none crosses, or when folding saves nothing.
-    Cached in `cache` by the set of crossing patterns."""
+    flows inside and across slices or has more than `max_flows` (the router refuses it),
+    when none crosses, or when folding saves nothing. Cached by the set of crossing patterns."""
     crossing, seen = [], set()
     for pat in patterns:
         if id(pat) in seen:
@@ -187,7 +188,7 @@ def fold_crossing(placement, patterns: Sequence[Pattern], cache: dict[frozenset,
         src, dst, w = pat.flows(None)
         ss, sd = placement.slice_of_chip[src], placement.slice_of_chip[dst]
         if len(src) and (ss != sd).any():
-            if (ss == sd).any():
+            if (ss == sd).any() or len(src) > max_flows:
                 return None
             crossing.append((pat, src, dst, w))
     if not crossing:

@@ -443,7 +443,7 @@ def _with_dcn_fold(placement: Placement, sym: Symmetry, patterns: Sequence[Patte
                    cache: dict[frozenset, DcnFold | None]) -> Symmetry:
     """The slice symmetry with the cross-slice flows folded into classes (dcnfold)."""
     gpu = sym.view.slice.spec.kind == "gpu"  # GPU slices use the DCN inside a slice too
-    if gpu or (fold := fold_crossing(placement, patterns, cache)) is None:
+    if gpu or (fold := fold_crossing(placement, patterns, cache, MAX_FLOWS)) is None:
         return sym
     moved = fold.canon_link != np.arange(len(sym.canon_link))
     canon = np.where(moved, fold.canon_link, sym.canon_link)
