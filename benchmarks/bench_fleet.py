@@ -7,7 +7,8 @@
    simulated, on the largest size the full simulation does quickly.
 
 Peak memory is the process's peak resident set (ru_maxrss) after each case, so it only grows.
-Run: .venv/bin/python benchmarks/bench_fleet.py [--layers N]
+With --full-fleet, also the 4-pod step with every flow simulated (minutes), against the folded one.
+Run: .venv/bin/python benchmarks/bench_fleet.py [--layers N] [--full-fleet]
 """
 
 from __future__ import annotations
@@ -34,10 +35,11 @@ def step(model: str, shape: str, plan: str, slices: int, dcn: DcnSpec, layers: i
     return r, step_summary(r, trace), time.perf_counter() - t0
 
 
-def fleet(layers: int | None) -> None:
+def fleet(layers: int | None) -> dict:
     print("1. GPT-3 175B, one step, fsdp=256 x tensor=16 in each 4096-chip slice, dcn across slices")
     print(f"{'case':34} {'chips':>7} {'step s':>8} {'MFU':>6} {'DCN busy s':>10} {'WAN busy s':>10} "
           f"{'engine s':>9} {'total s':>8} {'flows sim.':>11} {'peak MB':>8} {'target':>7}")
+    out = {}
     for name, slices, dcn, target in (
         ("4 pods, one data centre", 4, DcnSpec(), 5.0),
         ("16 pods, two sites 1 ms apart", 16, DcnSpec(sites=2, wan_latency_s=1e-3), 30.0),
@@ -46,6 +48,15 @@ def fleet(layers: int | None) -> None:
         print(f"{name:34} {4096 * slices:>7,} {r.step_time_s:>8.3f} {s.get('mfu', float('nan')):>6.1%} "
               f"{s['dcn_busy_s']:>10.4f} {s['wan_busy_s']:>10.4f} {r.engine_wall_s:>9.2f} {total:>8.2f} "
               f"{r.flows_simulated:>11,} {peak_rss_mb():>8.0f} {'<= ' + format(target, 'g'):>7}")
+        out[slices] = r
+    return out
+
+
+def full_fleet(folded, layers: int | None) -> None:
+    print("\n1b. The 4-pod step with every flow simulated")
+    r, _, _ = step("gpt3-175b", "16x16x16", "fsdp=256,tensor=16,dcn=4", 4, DcnSpec(), layers, 1024, fast=False)
+    print(f"  full: step {r.step_time_s:.6f} s, engine {r.engine_wall_s:.2f} s, {r.flows_simulated:,} flows, "
+          f"peak {peak_rss_mb():.0f} MB; folded / full - 1 = {folded.step_time_s / r.step_time_s - 1:+.2e}")
 
 
 def folded_vs_full() -> None:
@@ -62,6 +73,9 @@ def folded_vs_full() -> None:
 if __name__ == "__main__":
     ap = argparse.ArgumentParser()
     ap.add_argument("--layers", type=int, default=None, help="simulate only this many layers (default: all 96)")
+    ap.add_argument("--full-fleet", action="store_true", help="also simulate the 4-pod step in full (minutes)")
     args = ap.parse_args()
-    fleet(args.layers)
+    res = fleet(args.layers)
+    if args.full_fleet:
+        full_fleet(res[4], args.layers)
     folded_vs_full()

@@ -29,6 +29,7 @@ from functools import partial
 import numpy as np
 
 from podsim.collectives.adaptive import adaptive_split
+from podsim.collectives.dcnfold import DcnFold, fold_crossing
 from podsim.collectives.schedule import Pattern
 from podsim.errors import PodsimError
 from podsim.topology import Fabric, SliceView, dcn_routes, slice_routes
@@ -55,6 +56,7 @@ class Symmetry:
     # Slice folding (a multislice job): chips of the first slice; patterns whose flows leave
     # it cross the DCN and are routed in full (multiplicity 1).
     first_slice: np.ndarray | None = None
+    dcn: DcnFold | None = None  # classes of the cross-slice flows (dcnfold), or None
 
 
 def pattern_periods(pattern: Pattern, view: SliceView) -> tuple[int, ...]:
@@ -203,10 +205,15 @@ class PatternRoutes:
     latency_s: np.ndarray
     multiplicity: int
     frac: np.ndarray | None = None  # fraction of the flow's bytes on each entry (None: all)
+    represented: int | None = None  # flows these stand for, when not n_flows x multiplicity
 
     @property
     def n_flows(self) -> int:
         return len(self.src)
+
+    @property
+    def flows_represented(self) -> int:
+        return self.n_flows * self.multiplicity if self.represented is None else self.represented
 
 
 @dataclass(frozen=True, eq=False)
@@ -370,6 +377,8 @@ class Router:
         if sym is not None and sym.first_slice is not None:
             _, dst, _ = pattern.flows(sym.first_slice)
             if len(dst) and not sym.first_slice[dst].all():
+                if sym.dcn is not None and id(pattern) in sym.dcn.patterns:
+                    return self._folded_dcn(pattern, sym.dcn)
                 sym = None  # crosses slices: every flow, on the DCN's own links
         n = pattern.n_flows // (1 if sym is None else sym.multiplicity)
         if n > MAX_FLOWS:
@@ -395,6 +404,13 @@ class Router:
         self._cache[id(pattern)] = (pattern, pr)
         return pr
 
+    def _folded_dcn(self, pattern: Pattern, fold: DcnFold) -> PatternRoutes:
+        """A cross-slice pattern's representative flows (one per class), on representative links."""
+        f = fold.patterns[id(pattern)]
+        pr = PatternRoutes(f.src, f.dst, f.weight, f.indptr, f.links, f.latency_s, 1, f.frac, represented=f.represented)
+        self._cache[id(pattern)] = (pattern, pr)
+        return pr
+
 
 class RouterPool:
     """Routers of one placement, one per symmetry, so route caches are shared."""
@@ -402,16 +418,33 @@ class RouterPool:
     def __init__(self, placement: Placement):
         self.placement = placement
         self._routers: dict[tuple, Router] = {}
+        self._dcn_folds: dict[frozenset, DcnFold | None] = {}
 
-    def router(self, patterns: Sequence[Pattern], fold: bool = True) -> Router:
+    def router(self, patterns: Sequence[Pattern], fold: bool = True, fold_dcn: bool = False) -> Router:
         """The router for a set of patterns that run together; `fold` uses the symmetry they
-        share (if any) so only representative flows are routed."""
+        share (if any) so only representative flows are routed; `fold_dcn` also folds the
+        flows that cross slices into classes (worth it for a whole step, not one collective)."""
         sym = None
         if fold and len(self.placement.views) == 1 and not self.placement.degraded:
             sym = translation_symmetry(self.placement.views[0], patterns, self.placement.routing)
         elif fold and not self.placement.degraded:
             sym = slice_symmetry(self.placement.views, patterns, self.placement.routing)
-        key = (sym.periods, sym.first_slice is not None) if sym is not None else ()
+            if sym is not None and fold_dcn:
+                sym = _with_dcn_fold(self.placement, sym, patterns, self._dcn_folds)
+        # a DCN fold holds only for the patterns it was built on
+        dcn = frozenset(sym.dcn.patterns) if sym is not None and sym.dcn is not None else None
+        key = (sym.periods, sym.first_slice is not None, dcn) if sym is not None else ()
         if key not in self._routers:
             self._routers[key] = Router(self.placement, sym)
         return self._routers[key]
+
+
+def _with_dcn_fold(placement: Placement, sym: Symmetry, patterns: Sequence[Pattern],
+                   cache: dict[frozenset, DcnFold | None]) -> Symmetry:
+    """The slice symmetry with the cross-slice flows folded into classes (dcnfold)."""
+    gpu = sym.view.slice.spec.kind == "gpu"  # GPU slices use the DCN inside a slice too
+    if gpu or (fold := fold_crossing(placement, patterns, cache, MAX_FLOWS)) is None:
+        return sym
+    moved = fold.canon_link != np.arange(len(sym.canon_link))
+    canon = np.where(moved, fold.canon_link, sym.canon_link)
+    return Symmetry(sym.view, sym.periods, sym.keep, canon, sym.multiplicity, sym.first_slice, fold)

@@ -230,7 +230,7 @@ class _Program:
         if nbytes is None:
             nbytes = np.full(routes.n_flows, phase.bytes) if routes.weight is None else phase.bytes * routes.weight
             self._bytes[id(phase)] = nbytes
-        self.flows += routes.n_flows * routes.multiplicity
+        self.flows += routes.flows_represented
         self.flows_simulated += routes.n_flows
         self.net.submit(routes.indptr, routes.links, nbytes, routes.latency_s, self.owner,
                         partial(self.post, ("phase", run, s)), routes.frac)
@@ -302,6 +302,7 @@ def _result(prog: _Program, net: FlowNetwork, owner: int, wall: float, events: i
         totals=totals, link_bytes=link_bytes, link_peak_utilisation=peak, fabric=prog.job.fabric, engine_wall_s=wall,
         events=events, flows=prog.flows, flows_simulated=prog.flows_simulated, fast_path=sym is not None,
         levels=levels, slices=len(prog.job.slices),
+        links_alike=None if sym is None else np.bincount(sym.canon_link, minlength=len(link_bytes)),
     )
 
 
@@ -326,7 +327,7 @@ def _simulate(jobs: Sequence[Job], compute_efficiency: float | None, fast_path: 
         pool = RouterPool(Placement(fabric, job.views, routing, *failed))
         plans = _prepare(job, pool, eff)
         patterns = [pat for p in plans if p.plan for pat in p.plan.schedule.patterns()]
-        prog = _Program(env, net, pool.router(patterns, fold=fast_path and len(jobs) == 1), owner, job, plans)
+        prog = _Program(env, net, pool.router(patterns, fold=fast_path and len(jobs) == 1, fold_dcn=True), owner, job, plans)
         env.process(prog.run())
         programs.append(prog)
         all_plans.append(plans)

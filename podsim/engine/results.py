@@ -63,6 +63,9 @@ class StepResult:
     fast_path: bool = False
     levels: dict[str, dict[str, float]] = field(default_factory=dict)
     slices: int = 1
+    # per fabric link, how many links the load recorded on it stands for under the fast path
+    # (a representative link: its orbit or class; others 0); None when every link was simulated
+    links_alike: np.ndarray | None = field(default=None, repr=False)
 
     def hot_links(self, n: int = 5) -> list[dict]:
         """The n links that carried the most of this job's bytes."""

@@ -158,14 +158,15 @@ def build_timeline(result: StepResult, *, link_load: LinkLoadRecorder | None = N
             counters.extend(_counter(label, PID_LINKS, link_series(link_load, k), "utilisation_pct", 100.0 / cap))
             links_shown.append({"link": k, "label": label, "bytes": carried, "capacity_bytes_per_s": cap, "links_alike": same})
         kinds = result.fabric.link_kind
-        # flows that cross slices are simulated whole even when identical slices fold onto the
-        # first (podsim.collectives.routes.slice_symmetry), so their load is the DCN's
+        # flows that cross slices are folded into classes (podsim.collectives.dcnfold): a
+        # representative link's load counts once per link of its class
         if not result.fast_path or result.slices > 1:
             dcn = []
+            alike = result.links_alike
             for t0, t1, links, load in link_load.intervals:
                 on = kinds[links] == int(LinkKind.DCN)
                 if on.any():
-                    dcn.append((t0, t1, float(load[on].sum())))
+                    dcn.append((t0, t1, float((load[on] * (1 if alike is None else alike[links[on]])).sum())))
             counters.extend(_counter("DCN load", PID_DCN, dcn, "GB_per_s", 1e-9))
     used = {PID_COMPUTE, PID_COLLECTIVES} | {e["pid"] for e in events} | {e["pid"] for e in counters}
     procs = []

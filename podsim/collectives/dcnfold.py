@@ -1,0 +1,204 @@
+"""Folding the DCN flows of a multislice job: one representative flow per equivalence class.
+
+The flows that cross slices (chip -> NIC -> leaf -> spine [-> WAN] -> leaf -> NIC -> chip) are
+routed in full, then split into classes by colour refinement of the flow-link incidence graph
+(flows coloured by pattern and byte weight, links by capacity and latency; repeat: a flow's
+colour gains the multiset of its links' colours, a link's the multiset of its flows' colours,
+until no class splits). The result is an equitable partition: every flow of class A crosses
+d(A, L) links of class L, every link of L carries c(L, A) flows of A; it is checked exactly
+before use. Max-min progressive filling keeps it: flows of a class rise and freeze together,
+links of a class fill together, and a phase starts or ends whole classes (a pattern's flows
+start together with equal bytes), so the same holds through the whole simulation.
+
+Folded, class A keeps one flow; each of its entries on a link of L moves onto L's
+representative link with the fraction n_A / n_L of the flow's bytes, so the representative
+link carries d(A, L) n_A / n_L = c(L, A) flows' worth of A: exactly the load every link of L
+carries in the full simulation. Nothing is assumed about ECMP: the classes are whatever
+symmetry the hash leaves (flows of one NIC pair, NIC pairs hashed alike).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from podsim.collectives.schedule import Pattern
+
+
+def _mix(x: np.ndarray) -> np.ndarray:
+    """splitmix64 finaliser: a well-spread 64-bit hash of each value (wrapping arithmetic)."""
+    z = x.astype(np.uint64) + np.uint64(0x9E3779B97F4A7C15)
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return z ^ (z >> np.uint64(31))
+
+
+def _dense(x: np.ndarray) -> tuple[np.ndarray, int]:
+    """Dense labels 0..k-1 of the values of x, and k."""
+    u, inv = np.unique(x, return_inverse=True)
+    return inv.ravel().astype(np.int64), len(u)
+
+
+def _pair(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Dense labels of the pairs (a, b) of dense labels."""
+    return _dense(a * (int(b.max(initial=0)) + 1) + b)[0]
+
+
+def _segment_sum(values: np.ndarray, order: np.ndarray, starts: np.ndarray, owner: np.ndarray, n: int) -> np.ndarray:
+    """Per owner, the wrapping uint64 sum of `values` over its entries (entries sorted by
+    `order`, owners' runs starting at `starts`); 0 for owners with no entry."""
+    out = np.zeros(n, np.uint64)
+    if len(values):
+        out[owner] = np.add.reduceat(values[order], starts)
+    return out
+
+
+def refine(entry_flow: np.ndarray, entry_link: np.ndarray, flow_colour: np.ndarray,
+           link_colour: np.ndarray, max_rounds: int = 64) -> tuple[np.ndarray, np.ndarray]:
+    """Coarsest stable refinement of the given colours (flow class, link class per id);
+    links crossed by no flow keep their colour. Multisets are summed 64-bit hashes; a
+    collision could only merge classes, which `is_equitable` then refuses."""
+    fc, nf = _dense(flow_colour)
+    lc, nl = _dense(link_colour)
+    n_flows, n_links = len(fc), len(lc)
+    runs = []
+    for owner in (entry_flow, entry_link):
+        order = np.argsort(owner, kind="stable")
+        starts = np.flatnonzero(np.r_[True, owner[order][1:] != owner[order][:-1]]) if len(owner) else np.empty(0, np.int64)
+        runs.append((order, starts, owner[order][starts]))
+    with np.errstate(over="ignore"):
+        for _ in range(max_rounds):
+            sig = _segment_sum(_mix(lc[entry_link].astype(np.uint64) * np.uint64(2) + np.uint64(1)), *runs[0], n_flows)
+            fc = _pair(fc, _dense(sig)[0])
+            sig = _segment_sum(_mix(fc[entry_flow].astype(np.uint64) * np.uint64(2)), *runs[1], n_links)
+            lc = _pair(lc, _dense(sig)[0])
+            new = (int(fc.max(initial=-1)) + 1, int(lc.max(initial=-1)) + 1)
+            if new == (nf, nl):
+                break
+            nf, nl = new
+    return fc, lc
+
+
+def is_equitable(entry_flow: np.ndarray, entry_link: np.ndarray, fc: np.ndarray, lc: np.ndarray) -> bool:
+    """Whether every flow of a class crosses the same number of links of each link class, and
+    every link of a class carries the same number of flows of each flow class (exact check)."""
+    n_fc = np.bincount(fc)
+    n_lc = np.bincount(lc)
+    for own, other, own_class, other_class, size in ((entry_flow, entry_link, fc, lc, n_fc),
+                                                      (entry_link, entry_flow, lc, fc, n_lc)):
+        # (member, class of the other end) -> count; then per (member's class, other class):
+        oc = other_class[other]
+        rows, n = np.unique(own * (int(oc.max(initial=0)) + 1) + oc, return_counts=True)
+        member, ocls = np.divmod(rows, int(oc.max(initial=0)) + 1)
+        mcls = own_class[member]
+        group_key = mcls * (int(ocls.max(initial=0)) + 1) + ocls
+        keys, inv, members = np.unique(group_key, return_inverse=True, return_counts=True)
+        inv = inv.ravel()
+        if not np.array_equal(members, size[keys // (int(ocls.max(initial=0)) + 1)]):
+            return False  # some member of the class has none of that other class
+        lo = np.full(len(keys), np.iinfo(np.int64).max)
+        hi = np.full(len(keys), -1)
+        np.minimum.at(lo, inv, n)
+        np.maximum.at(hi, inv, n)
+        if not np.array_equal(lo, hi):
+            return False
+    return True
+
+
+@dataclass(frozen=True, eq=False)
+class FoldedFlows:
+    """One pattern's representative flows (one per class): ends, byte weights, latency of
+    their own routes, and CSR routes on representative links with each entry's fraction of
+    the flow's bytes; `represented`: the pattern's flows they stand for."""
+
+    src: np.ndarray
+    dst: np.ndarray
+    weight: np.ndarray | None
+    latency_s: np.ndarray
+    indptr: np.ndarray
+    links: np.ndarray
+    frac: np.ndarray
+    represented: int
+
+
+@dataclass(frozen=True, eq=False)
+class DcnFold:
+    """The classes of every cross-slice flow of a job: per pattern (by id) its folded flows,
+    and fabric link id -> representative link id (identity off the classes' links)."""
+
+    patterns: dict[int, FoldedFlows]
+    canon_link: np.ndarray
+    flows: int
+    classes: int
+
+
+def fold_flows(routed: Sequence[tuple], capacity: np.ndarray, latency: np.ndarray) -> DcnFold | None:
+    """Fold the flows of patterns that run on the same links: `routed` holds, per pattern,
+    (pattern, src, dst, weight, indptr, links), routed in full on single paths. None when the
+    partition is not equitable (only a hash collision could do that) or saves nothing."""
+    if not routed:
+        return None
+    sizes = [len(r[4]) - 1 for r in routed]
+    base = np.concatenate([[0], np.cumsum(sizes)])
+    n_flows = int(base[-1])
+    el = np.concatenate([r[5] for r in routed]).astype(np.int64)
+    ef = np.concatenate([np.repeat(np.arange(n) + b, np.diff(r[4])) for n, b, r in zip(sizes, base, routed, strict=False)])
+    pat = np.repeat(np.arange(len(routed)), sizes)
+    weight = np.concatenate([np.ones(n) if r[3] is None else np.asarray(r[3], float) for n, r in zip(sizes, routed, strict=True)])
+    used, local = np.unique(el, return_inverse=True)
+    local = local.ravel()
+    link_colour = _pair(_dense(capacity[used])[0], _dense(latency[used])[0])
+    fc, lc = refine(ef, local, _pair(pat, _dense(weight)[0]), link_colour)
+    n_classes = int(fc.max()) + 1
+    if n_classes == n_flows or not is_equitable(ef, local, fc, lc):
+        return None
+    n_fc, n_lc = np.bincount(fc), np.bincount(lc)
+    rep_link = np.full(int(lc.max()) + 1, np.iinfo(np.int64).max)
+    np.minimum.at(rep_link, lc, used)
+    canon = np.arange(len(capacity))
+    canon[used] = rep_link[lc]
+    first = np.full(n_classes, n_flows)
+    np.minimum.at(first, fc, np.arange(n_flows))
+    flow_latency = np.bincount(ef, weights=latency[el], minlength=n_flows)
+    out = {}
+    for i, (p, src, dst, w, ip, lk) in enumerate(routed):
+        reps = np.sort(first[np.unique(fc[base[i]:base[i + 1]])]) - base[i]
+        hops = np.diff(ip)[reps]
+        idx = np.repeat(ip[reps], hops) + (np.arange(hops.sum()) - np.repeat(np.cumsum(hops) - hops, hops))
+        links = np.asarray(lk, np.int64)[idx]
+        frac = n_fc[fc[base[i] + np.repeat(reps, hops)]] / n_lc[lc[np.searchsorted(used, links)]]
+        out[id(p)] = FoldedFlows(src[reps], dst[reps], None if w is None else np.asarray(w)[reps], flow_latency[base[i] + reps],
+                                 np.concatenate([[0], np.cumsum(hops)]).astype(np.int64), canon[links], frac, sizes[i])
+    return DcnFold(out, canon, n_flows, n_classes)
+
+
+def fold_crossing(placement, patterns: Sequence[Pattern], cache: dict[frozenset, DcnFold | None],
+                  max_flows: int) -> DcnFold | None:
+    """The fold of the patterns of `patterns` whose flows cross slices of `placement` (a
+    routes.Placement), all together since they may run at once; None when a pattern mixes
+    flows inside and across slices or has more than `max_flows` (the router refuses it),
+    when none crosses, or when folding saves nothing. Cached by the set of crossing patterns."""
+    crossing, seen = [], set()
+    for pat in patterns:
+        if id(pat) in seen:
+            continue
+        seen.add(id(pat))
+        src, dst, w = pat.flows(None)
+        ss, sd = placement.slice_of_chip[src], placement.slice_of_chip[dst]
+        if len(src) and (ss != sd).any():
+            if (ss == sd).any() or len(src) > max_flows:
+                return None
+            crossing.append((pat, src, dst, w))
+    if not crossing:
+        return None
+    key = frozenset(id(c[0]) for c in crossing)
+    if key not in cache:
+        routed = []
+        for pat, src, dst, w in crossing:
+            indptr, links, _ = placement.route(src, dst)
+            routed.append((pat, src, dst, w, indptr, links))
+        fab = placement.fabric
+        cache[key] = fold_flows(routed, fab.link_capacity_bytes_per_s, fab.link_latency_s)
+    return cache[key]
