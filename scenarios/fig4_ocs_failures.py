@@ -25,6 +25,8 @@ from __future__ import annotations
 import argparse
 import time
 
+from fig4_goodput import markdown  # the sibling script (its folder is on the path when run)
+
 from podsim.cluster import ClusterConfig, FailureModel, FailureProcess, simulate
 from podsim.engine import simulate_collective
 from podsim.topology import build_slice
@@ -37,11 +39,6 @@ HOST_AVAILABILITY = 0.995
 LINK_AVAILABILITY = 0.9999
 MTTR_S = 4 * 3600
 VARIANTS = {"none": ("off", False), "degraded": ("all", False), "spare": ("off", True), "both": ("all", True)}
-
-
-def markdown(header: list[str], rows: list[list[str]]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in rows])
 
 
 def allreduce_slowdown(shape: str) -> float:
