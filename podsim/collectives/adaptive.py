@@ -40,7 +40,8 @@ def adaptive_split(make_dag: Callable[[], PathDag], even: tuple, capacity: np.nd
     no weight moves). `canon` folds fabric links onto the representatives the rates are
     solved on (identity, or a translation symmetry's map, under which the folded loads are
     the real ones); `demand` weighs the flows' bytes (default equal)."""
-    from podsim.engine.maxmin import max_min_rates  # the engine package imports collectives
+    # imported here: the engine package imports collectives
+    from podsim.engine.maxmin import active_links, max_min_rates
 
     n_flows = len(even[0]) - 1
     demand = np.ones(n_flows) if demand is None else np.asarray(demand, float)
@@ -48,7 +49,7 @@ def adaptive_split(make_dag: Callable[[], PathDag], even: tuple, capacity: np.nd
     best, best_load, prev, dag = None, np.inf, None, None
     for _ in range(max_iter):
         indptr, links, frac = even if dag is None else dag.routes(weight[canon[dag.link]])
-        used, local = _in_use(canon[links], len(capacity))
+        used, local = active_links(canon[links], len(capacity))
         ef = np.repeat(np.arange(n_flows), np.diff(indptr))
         if not len(used):
             return indptr, links, frac
@@ -67,11 +68,3 @@ def adaptive_split(make_dag: Callable[[], PathDag], even: tuple, capacity: np.nd
         weight[used] *= (load.mean() / load) ** ETA
         weight[used] /= weight[used].mean()  # paths are equally long: only ratios matter
     return best
-
-
-def _in_use(links: np.ndarray, n_links: int) -> tuple[np.ndarray, np.ndarray]:
-    """(links in use, each entry's index among them), without sorting the entries."""
-    used = np.flatnonzero(np.bincount(links, minlength=n_links))
-    index = np.empty(n_links, np.int64)
-    index[used] = np.arange(len(used))
-    return used, index[links]

@@ -380,9 +380,8 @@ def simulate_step(trace: StepTrace | None, built_or_job: Built | Job, *,
 
 
 def _check_group_axes(built: Built, group, parsed) -> None:
-    """A group named axis by axis may name only axes the slice has ('all' means the ones it has)."""
-    if isinstance(group, str) and group.strip() == "all":
-        return
+    """A group named axis by axis may name only axes the slice has (the caller has already
+    turned 'all' into the axes the slice has)."""
     dims = len(built.slice.shape)
     for g in parsed:
         if g.axis in SLICE_AXES and SLICE_AXES.index(g.axis) >= dims:

@@ -39,3 +39,15 @@ def max_min_rates(entry_flow: np.ndarray, entry_link: np.ndarray, n_flows: int, 
         remaining[el[saturated]] = 0.0
         np.maximum(remaining, 0.0, out=remaining)
         ef, el, ew = ef[~gone], el[~gone], ew[~gone]
+
+
+def active_links(entry_link: np.ndarray, n_links: int) -> tuple[np.ndarray, np.ndarray]:
+    """(links some entry crosses, sorted; each entry's index among them), to solve rates on
+    those links only, not the whole fabric. Few entries: sort them; many: a fabric-long count."""
+    if 16 * len(entry_link) < n_links:
+        used, local = np.unique(entry_link, return_inverse=True)
+        return used, local.ravel()
+    used = np.flatnonzero(np.bincount(entry_link, minlength=n_links))
+    index = np.empty(n_links, np.int64)
+    index[used] = np.arange(len(used))
+    return used, index[entry_link]

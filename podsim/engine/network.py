@@ -16,7 +16,7 @@ from collections.abc import Callable
 import numpy as np
 import simpy
 
-from podsim.engine.maxmin import max_min_rates
+from podsim.engine.maxmin import active_links, max_min_rates
 from podsim.engine.validate import RateValidator
 from podsim.errors import PodsimError
 
@@ -186,15 +186,8 @@ class FlowNetwork:
 
     def _reallocate(self) -> None:
         # Work on the links active flows cross, not the whole fabric (35k links on a v4 pod,
-        # 150k on four). Few entries (folded flows): sort them; many: a fabric-long count.
-        if 16 * len(self._el) < len(self.capacity):
-            used, local = np.unique(self._el, return_inverse=True)
-            local = local.ravel()
-        else:
-            used = np.flatnonzero(np.bincount(self._el, minlength=len(self.capacity)))
-            index = np.empty(len(self.capacity), np.int64)
-            index[used] = np.arange(len(used))
-            local = index[self._el]
+        # 150k on four).
+        used, local = active_links(self._el, len(self.capacity))
         cap = self.capacity[used]
         self._rate = max_min_rates(self._ef, local, len(self._rem), cap, self._ew)
         load = np.bincount(local, weights=self._rate[self._ef] * self._ew, minlength=len(used))

@@ -51,7 +51,7 @@ __all__ = [
     "Built", "Circuit", "DcnSpec", "Fabric", "Figure", "Generation", "LinkKind", "PodLayout",
     "Slice", "chip_cubes", "circuit_rows", "slice_cables", "SliceSpec", "SliceView", "build_fabric", "build_slice", "check_slice_topology",
     "custom_generation",
-    "cube_circuits", "dcn_routes", "format_shape", "generations", "get_generation", "is_twistable",
-    "parse_shape", "plan_slice", "pod_spec", "slice_figures", "slice_name", "slice_routes", "slice_view", "sources", "summary_rows",
-    "fleet_rows", "fleet_summary", "topology_detail", "topology_summary", "torus_routes", "validate_shape",
+    "dcn_routes", "format_shape", "generations", "get_generation", "is_twistable",
+    "parse_shape", "plan_slice", "pod_spec", "slice_name", "slice_routes", "slice_view", "sources", "summary_rows",
+    "fleet_rows", "fleet_summary", "topology_detail", "topology_summary", "validate_shape",
 ]

@@ -309,16 +309,21 @@ _EVEN_MAX_ENTRIES = 20_000_000
 """Most cached entries over all geometries before the cache starts again."""
 
 
-def _even_templates(shape, wrap, twist, classes: np.ndarray) -> tuple[_EvenCache, np.ndarray]:
-    """The cache holding each class's even split over its minimal paths (one entry per port:
-    boxes of a class may share ports), and the classes' ids in it."""
-    ext, off = _key_space(shape, wrap)
-    geo = (tuple(shape), tuple(wrap), np.asarray(twist).tobytes())
+def _cache_for(geo: tuple, ext) -> _EvenCache:
+    """The cache of one geometry (and fold), made on first use; the whole cache starts again
+    when it holds more than _EVEN_MAX_ENTRIES entries over all geometries."""
     if geo not in _EVEN:
         if sum(len(c.keys) for c in _EVEN.values()) > _EVEN_MAX_ENTRIES:
             _EVEN.clear()
         _EVEN[geo] = _EvenCache(int(np.prod(ext)))
-    cache = _EVEN[geo]
+    return _EVEN[geo]
+
+
+def _even_templates(shape, wrap, twist, classes: np.ndarray) -> tuple[_EvenCache, np.ndarray]:
+    """The cache holding each class's even split over its minimal paths (one entry per port:
+    boxes of a class may share ports), and the classes' ids in it."""
+    ext, off = _key_space(shape, wrap)
+    cache = _cache_for((tuple(shape), tuple(wrap), np.asarray(twist).tobytes()), ext)
     ids = np.ravel_multi_index(tuple((classes + off).T), ext) if len(classes) else np.empty(0, np.int64)
     missing = np.flatnonzero(cache.start[ids] < 0)
     if len(missing):
@@ -333,10 +338,7 @@ def _folded_templates(shape, wrap, twist, classes: np.ndarray, periods: tuple[in
     entries keyed by (position mod periods, axis, direction), shares summed."""
     dims = len(shape)
     ext, off = _key_space(shape, wrap)
-    geo = (tuple(shape), tuple(wrap), np.asarray(twist).tobytes(), tuple(periods))
-    if geo not in _EVEN:
-        _EVEN[geo] = _EvenCache(int(np.prod(ext)))
-    cache = _EVEN[geo]
+    cache = _cache_for((tuple(shape), tuple(wrap), np.asarray(twist).tobytes(), tuple(periods)), ext)
     ids = np.ravel_multi_index(tuple((classes + off).T), ext) if len(classes) else np.empty(0, np.int64)
     missing = np.flatnonzero(cache.start[ids] < 0)
     if len(missing) and all(p == 1 for p in periods):
