@@ -20,6 +20,7 @@ Run: .venv/bin/python benchmarks/bench_routing.py
 from __future__ import annotations
 
 import statistics
+import sys
 
 import numpy as np
 
@@ -39,7 +40,9 @@ def _clear_caches() -> None:
     multipath._box.cache_clear()
 
 
-def wall() -> None:
+def wall() -> bool:
+    """Prints the table; True when every multipath policy is within 3x dimension order (warm)."""
+    ok = True
     print("1. Engine wall time per policy (s): cold / warm (median of 2), and warm / dimension-order warm")
     print(f"{'case':34} {'policy':16} {'cold':>7} {'warm':>7} {'x dor':>6} {'simulated ms':>13} {'algorithm':>16}")
     cases = (("v4 16x16x16 all_reduce, fast off", "16x16x16", False, "all_reduce", False),
@@ -54,9 +57,12 @@ def wall() -> None:
             runs = [simulate_collective(built, kind, GiB, routing=policy, fast_path=fast) for _ in range(3)]
             warm = statistics.median(r.engine_wall_s for r in runs[1:])
             base = warm if base is None else base
+            ok &= warm <= 3 * base
             r = runs[0]
             print(f"{label:34} {policy:16} {r.engine_wall_s:>7.3f} {warm:>7.3f} {warm / base:>5.2f}x "
                   f"{r.simulated_s * 1e3:>13.4f} {r.algorithm:>16}")
+    print(f"target: multipath warm <= 3x dimension order: {'met' if ok else 'MISSED'}")
+    return ok
 
 
 def twisted() -> None:
@@ -123,7 +129,8 @@ def unfolded() -> None:
 
 
 if __name__ == "__main__":
-    wall()
+    met = wall()
     twisted()
     degraded()
     unfolded()
+    sys.exit(0 if met else 1)
