@@ -22,6 +22,11 @@ def _fmt_s(x: float) -> str:
     return f"{x * 1e3:.2f} ms" if x < 1 else f"{x:.2f} s"
 
 
+def _pct(x: float | None) -> str:
+    """A utilisation as a percentage; '-' when the row has none."""
+    return f"{x:.1%}" if x else "-"
+
+
 def _measured(r: dict) -> str:
     if r["kind"] == "range":
         return f"{_fmt_s(r['measured_s'])}-{_fmt_s(r['measured_hi_s'])}"
@@ -30,10 +35,9 @@ def _measured(r: dict) -> str:
 
 def _line(r: dict) -> str:
     tag = f" [calibration: {r['calibration']}]" if r["calibration"] else ""
-    mfu = f"{r['mfu']:.1%}" if r["mfu"] else "-"
-    hfu = f"{r['hfu']:.1%}" if r["hfu"] else "-"
     return (f"{r['id']:4} {r['system'][:36]:36} {r['model'][:11]:11} {_measured(r):>16} {_fmt_s(r['predicted_s']):>10} "
-            f"{r['ratio']:6.3f} {r['error']:+7.1%}  MFU {mfu:>6} HFU {hfu:>6}  ({r['engine_wall_s']:.1f} s){tag}")
+            f"{r['ratio']:6.3f} {r['error']:+7.1%}  MFU {_pct(r['mfu']):>6} HFU {_pct(r['hfu']):>6}  "
+            f"({r['engine_wall_s']:.1f} s){tag}")
 
 
 def _markdown(table: list[dict]) -> str:
@@ -43,10 +47,8 @@ def _markdown(table: list[dict]) -> str:
         note = f"**calibration** ({r['calibration']})" if r["calibration"] else ""
         if r["assumed"]:
             note = (note + "; " if note else "") + r["assumed"]
-        mfu = f"{r['mfu']:.1%}" if r["mfu"] else "-"
-        hfu = f"{r['hfu']:.1%}" if r["hfu"] else "-"
         out.append(f"| {r['id']} | {r['system']} | {r['model']} | {_measured(r)} | {_fmt_s(r['predicted_s'])} | "
-                   f"{r['ratio']:.3f} | {r['error']:+.1%} | {mfu} | {hfu} | {note} |")
+                   f"{r['ratio']:.3f} | {r['error']:+.1%} | {_pct(r['mfu'])} | {_pct(r['hfu'])} | {note} |")
     return "\n".join(out)
 
 

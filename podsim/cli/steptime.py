@@ -175,12 +175,11 @@ def steptime_cmd(
 ) -> None:
     """Simulate a collective on a slice (simulated and closed-form time, algorithm and bus
     bandwidth), or a whole step trace (--trace: step time and where it goes)."""
+    check_routing(routing)
     if trace_files:
-        check_routing(routing)
         _trace_mode(trace_files, generation, network, slice_shape, twisted, efficiency, not no_fast_path, as_json,
                     slices, dcn, oversubscription, (sites, wan_latency_ms, wan_gbps), routing, timeline)
         return
-    check_routing(routing)
     if timeline:
         raise PodsimError("--timeline writes a step trace's timeline: give it with --trace FILE")
     if generation is None:

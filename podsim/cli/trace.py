@@ -12,7 +12,7 @@ from podsim.bounds import opt_count, opt_finite
 from podsim.cli import app
 from podsim.cli.common import console, emit_json, table
 from podsim.errors import PodsimError
-from podsim.topology import get_generation, parse_shape
+from podsim.topology import format_shape, get_generation, parse_shape
 from podsim.trace import (
     ASTRA_CLOCK_HZ,
     PRESETS,
@@ -167,12 +167,12 @@ def export_cmd(
         total += len(data)
     if as_json:
         emit_json({"output": str(out_dir), "files": len(paths), "first": paths[0].name, "bytes": total,
-                   "nodes_per_rank": nodes, "ops": len(trace.ops), "slice": "x".join(map(str, shape))})
+                   "nodes_per_rank": nodes, "ops": len(trace.ops), "slice": format_shape(shape)})
         return
     table(f"{trace.name or file.name} -> {out_dir}", [
         ("files", f"{len(paths)} ({paths[0].name} .. {paths[-1].name})"), ("ops", str(len(trace.ops))),
         ("nodes per rank", str(nodes)), ("bytes", format_bytes(total)),
-        ("read back", f"podsim trace import {out_dir}/{name}.*.et --slice {'x'.join(map(str, shape))} -o trace.json"),
+        ("read back", f"podsim trace import {out_dir}/{name}.*.et --slice {format_shape(shape)} -o trace.json"),
     ])
 
 

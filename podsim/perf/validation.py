@@ -14,8 +14,8 @@ GPT-3 rows use a fused kernel (M11 states flash attention). `kind`:
   to that band.
 
 At most three rows set constants (`calibration`, see podsim.perf.chips); they are left out of
-the summary statistics. Multislice rows run as one job on several slices (one slice per pod,
-or `place_slices` on one OCS pod), with the DCN between them.
+the summary statistics. Multislice rows run as one job on several slices (`build_job`:
+`place_slices` packs them pod by pod), with the DCN between them.
 """
 
 from __future__ import annotations
@@ -25,16 +25,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from podsim.engine import Job, place_slices, simulate_jobs, simulate_step, step_summary
+from podsim.engine import build_job, simulate_step, step_summary
 from podsim.perf import chips as chip_constants
-from podsim.topology import (
-    PodLayout,
-    build_fabric,
-    build_slice,
-    get_generation,
-    plan_slice,
-    validate_shape,
-)
 from podsim.trace import generate_trace
 from podsim.trace.configs import PRESETS, TransformerConfig
 from podsim.trace.generate import GenerateOptions
@@ -127,27 +119,11 @@ ROWS: tuple[Row, ...] = (
 )
 
 
-def _slices(gen_id: str, shape: str, count: int):
-    """`count` slices of `shape`: place_slices on one OCS pod when they fit, else one per pod."""
-    gen = get_generation(gen_id)
-    spec = validate_shape(gen, shape)
-    if gen.has_ocs and spec.kind == "cubes" and count * spec.chips <= gen.pod_chips:
-        return place_slices(gen_id, shape, count)
-    layout = PodLayout(gen, pods=count)
-    slices = tuple(plan_slice(layout, spec, pod=i) for i in range(count))
-    circuits = tuple(c for s in slices for c in s.circuits) if layout.ocs else None
-    return build_fabric(layout, circuits=circuits), slices
-
-
 def predict(row: Row) -> dict:
-    """Generate the row's trace, run it, and return the step summary."""
+    """Generate the row's trace, run it (several slices: one job on `place_slices`, the DCN
+    between them), and return the step summary."""
     trace = generate_trace(row.model, row.shape, row.plan, generation=row.generation, overrides=row.overrides, options=row.options)
-    if row.slices == 1:
-        result = simulate_step(trace, build_slice(row.generation, row.shape))
-    else:
-        fabric, slices = _slices(row.generation, row.shape, row.slices)
-        result = simulate_jobs([Job(trace, fabric, slices, name=row.id)])[0]
-    return step_summary(result, trace)
+    return step_summary(simulate_step(None, build_job(trace, row.generation, row.shape, row.slices, name=row.id)), trace)
 
 
 def error(row: Row, predicted_s: float) -> float:

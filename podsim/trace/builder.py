@@ -96,6 +96,11 @@ class ProgramBuilder:
         form one group into reduce-scatter, all-reduce, all-gather (hierarchical)."""
         out: list[Op] = []
         renamed: dict[str, str] = {}
+
+        def groups(axes: Sequence[str]) -> list[tuple[AxisGroup, ...]]:
+            """The slice-axis groups of logical axes under `mapping` (dcn: across slices)."""
+            return [mapping.groups[a] if a != "dcn" else (AxisGroup(DCN_AXIS),) for a in axes]
+
         for op in self.ops:
             axes = self.logical.get(op.id)
             if op.deps and renamed:
@@ -103,7 +108,7 @@ class ProgramBuilder:
             if axes is None:
                 out.append(op)
                 continue
-            parts = [mapping.groups[a] if a != "dcn" else (AxisGroup(DCN_AXIS),) for a in axes]
+            parts = groups(axes)
             if isinstance(op, SendRecv):
                 (axis,) = parts[0]
                 out.append(SendRecv(op.id, op.bytes, axis, op.shift, op.deps, op.name, op.layer))
@@ -117,7 +122,7 @@ class ProgramBuilder:
             inner = min(axes, key=lambda a: mapping.order.index(a) if a in mapping.order else len(mapping.order))
             outer = [a for a in axes if a != inner]
             inner_grp = mapping.groups[inner]
-            outer_grp = merge_groups([mapping.groups[a] if a != "dcn" else (AxisGroup(DCN_AXIS),) for a in outer], shape)
+            outer_grp = merge_groups(groups(outer), shape)
             if outer_grp is None:
                 raise PodsimError(f"op {op.id!r}: cannot lay the all-reduce over {', '.join(axes)} on mesh {mapping.describe()}")
             n_inner = self.group_size([inner])
