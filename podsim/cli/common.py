@@ -104,7 +104,7 @@ def check_timeline_path(path: str | None) -> None:
 def write_timeline(path: str, result: Any, link_load: Any, title: str = "") -> None:
     """Write a simulated step as Chrome trace-event JSON (podsim.engine.timeline) to a .json file."""
     from podsim.engine.timeline import build_timeline, timeline_json
-    from podsim.trace.native import write_text_atomic
+    from podsim.files import write_text_atomic
 
     check_timeline_path(path)
     write_text_atomic(path, timeline_json(build_timeline(result, link_load=link_load, title=title)))
