@@ -116,6 +116,9 @@ CASES = [
     ("scenario-pods-1e12", ("validate", "{d}/s_pods.yaml"), "pods"),
     ("synthetic-jobs-1e9", (*CL, "--synthetic", "jobs=1e9,rate=2/h,mix=2x2:1"), "jobs"),
     ("cli-pods-1e12", (*CL, "--synthetic", SYN, "--pods", "1000000000000"), "4,194,304 chips"),
+    ("topology-pods-1e5", ("topology", "tpu-v4", "--pods", "100000"), "4,194,304 chips"),
+    ("topology-wan-gbps-nan", ("topology", "tpu-v4", "--pods", "2", "--sites", "2", "--wan-gbps", "nan"), "--wan-gbps"),
+    ("topology-oversubscription-zero", ("topology", "tpu-v4", "--pods", "2", "--oversubscription", "0"), "--oversubscription"),
     # -- hangs (each with an input that used to hang, refused before any work)
     ("network-bandwidth-nan", ("steptime", "--trace", ASTRA_WL, "--network", "{d}/net_nan.yml"), "not a finite number"),
     ("network-bandwidth-zero", ("steptime", "--trace", ASTRA_WL, "--network", "{d}/net_zero.yml"), "bandwidth 0.0 GB/s"),
