@@ -250,20 +250,6 @@ def test_a_sweep_whose_points_all_fail_exits_1_and_names_them(tmp_path, capsys):
     assert "2 point(s) failed" in err and "seed=1" in err
 
 
-def test_an_internal_error_exits_1_and_says_so_last(monkeypatch, capsys):
-    """A bug is not bad input: exit 1, the traceback for the report, and the last line says so."""
-    import podsim.cli.topology as topo
-
-    def boom(*_a, **_k):
-        raise KeyError("boom")
-
-    monkeypatch.setattr(topo, "topology_summary", boom)
-    monkeypatch.delenv("PODSIM_TRACEBACK", raising=False)
-    code, _, err = run_podsim(capsys, "topology", "tpu-v4")
-    last = err.strip().splitlines()[-1]
-    assert code == 1 and last.startswith("internal error, please report") and "KeyError" in last
-
-
 def test_cpsat_model_invalid_is_an_error_not_a_greedy_fallback(monkeypatch, d, capsys):
     import importlib
 
