@@ -9,7 +9,8 @@ import json
 import math
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from functools import cache
 from typing import Any
 
@@ -74,6 +75,27 @@ def progress_lines(label: str, every_s: float = PROGRESS_EVERY_S) -> Callable[[f
         print(f"{label}: {frac}{' (' + text + ')' if text else ''}, {now - t0:.0f} s elapsed", file=sys.stderr, flush=True)
 
     return update
+
+
+@contextmanager
+def progress_reporter(label: str) -> Iterator[Callable[..., None]]:
+    """A progress callback `update(done, total, text, line=text)` for long work: a transient rich
+    bar on stderr when it is a terminal (showing `text`), else progress_lines (saying `line`)."""
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    err = Console(stderr=True)
+    with Progress(TextColumn(label), BarColumn(), TextColumn("{task.fields[t]}"), TimeElapsedColumn(),
+                  console=err, transient=True, disable=not err.is_terminal) as bar:
+        task = bar.add_task(label, total=1.0, t="")
+        lines = None if err.is_terminal else progress_lines(label)
+
+        def update(done: float, total: float, text: str = "", line: str | None = None) -> None:
+            bar.update(task, completed=done / total if total else 1.0, t=text)
+            if lines is not None:
+                lines(done, total, text if line is None else line)
+
+        yield update
 
 
 def emit_json(obj: Any) -> None:
