@@ -1,5 +1,6 @@
 """Test helpers: the shared data folder from any worktree, and the CLI run in-process."""
 
+import math
 from pathlib import Path
 from typing import NamedTuple
 
@@ -30,3 +31,20 @@ def run_podsim(capsys, *args: str) -> CliRun:
         code = int(exc.code or 0)
     out = capsys.readouterr()
     return CliRun(code, out.out, out.err)
+
+
+def assert_close_tree(got, want, where: str, *, rel_tol: float, abs_tol: float) -> None:
+    """`got` matches the golden `want` (JSON: dicts, lists, scalars) key for key; floats within
+    the tolerances, everything else exactly. `where` names the first mismatch."""
+    if isinstance(want, dict):
+        assert set(got) == set(want), f"{where}: keys {sorted(got)} != {sorted(want)}"
+        for k in want:
+            assert_close_tree(got[k], want[k], f"{where}.{k}", rel_tol=rel_tol, abs_tol=abs_tol)
+    elif isinstance(want, list):
+        assert len(got) == len(want), where
+        for i, (g, w) in enumerate(zip(got, want, strict=True)):
+            assert_close_tree(g, w, f"{where}[{i}]", rel_tol=rel_tol, abs_tol=abs_tol)
+    elif isinstance(want, float) and not isinstance(got, bool):
+        assert got is not None and math.isclose(got, want, rel_tol=rel_tol, abs_tol=abs_tol), f"{where}: {got} != {want}"
+    else:
+        assert got == want, f"{where}: {got!r} != {want!r}"

@@ -17,6 +17,7 @@ from podsim.trace import Collective, Compute, SendRecv, load_trace
 from podsim.trace.chakra import read_et
 from podsim.trace.chakra_schema import chakra_et_pb2 as pb
 from podsim.trace.chakra_schema import chakra_legacy_pb2 as legacy
+from podsim.trace.chakra_wire import make_attr as _attr
 from tests.helpers import run_podsim, shared_data
 
 SCHEMA_DIR = Path(__file__).resolve().parents[1] / "podsim" / "trace" / "chakra_schema"
@@ -25,16 +26,6 @@ SCHEMA_DIR = Path(__file__).resolve().parents[1] / "podsim" / "trace" / "chakra_
 def write_et(path: Path, messages) -> Path:
     path.write_bytes(b"".join(_VarintBytes(len(b)) + b for b in (m.SerializeToString() for m in messages)))
     return path
-
-
-def _attr(name, **kw):
-    a = pb.AttributeProto(name=name)
-    for k, v in kw.items():
-        if k == "bool_list":
-            a.bool_list.values.extend(v)
-        else:
-            setattr(a, k, v)
-    return a
 
 
 def current_rank(rank: int, n: int) -> list:

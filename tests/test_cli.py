@@ -102,11 +102,15 @@ def test_internal_errors_are_not_user_errors(capsys, monkeypatch, exc, code, nee
         raise exc
 
     monkeypatch.setattr(cmd, "topology_summary", boom)
+    monkeypatch.delenv("PODSIM_TRACEBACK", raising=False)
     r = run_podsim(capsys, "topology", "tpu-v4")
     assert r.code == code and needle in r.err
     last = r.err.strip().splitlines()[-1]
     assert str(exc).strip("'") in last
     assert ("Traceback" in r.err) == (code == 1)
+    if code == 1:  # the last line says it is a bug, and names the exception unless it is an InternalError
+        assert last.startswith("internal error, please report")
+        assert ("KeyError" in last) == isinstance(exc, KeyError)
 
 
 def test_invariant_errors_are_internal():

@@ -7,13 +7,13 @@ import json
 
 import pytest
 
-from podsim.cli import main
 from podsim.collectives.closed_form import torus_all_reduce_s
 from podsim.engine import build_job, place_slices, simulate_step
 from podsim.errors import PodsimError
 from podsim.topology import DcnSpec, LinkKind, fleet_summary, get_generation
 from podsim.trace import StepTrace
 from podsim.trace.model import Collective, parse_group
+from tests.helpers import run_podsim
 
 V4 = get_generation("tpu-v4")
 CHIP_DCN = V4.dcn_bandwidth_per_host.si / V4.chips_per_host.value  # 6.25 GB/s: 4 chips on a 25 GB/s NIC
@@ -84,23 +84,14 @@ def test_fleet_summary_counts():
 
 
 def test_cli_topology_fleet(capsys):
-    def cli(*args):
-        try:
-            main(list(args))
-            code = 0
-        except SystemExit as exc:
-            code = exc.code or 0
-        out = capsys.readouterr()
-        return code, out.out, out.err
-
-    code, out, err = cli("topology", "tpu-v4", "--pods", "4", "--sites", "2", "--json")
+    code, out, err = run_podsim(capsys, "topology", "tpu-v4", "--pods", "4", "--sites", "2", "--json")
     assert code == 0, err
     assert json.loads(out)["wan"]["bytes_per_s_per_pair"] == 1.6e12
-    code, out, _ = cli("topology", "tpu-v5e", "--pods", "2", "--sites", "2", "--wan-latency-ms", "10")
+    code, out, _ = run_podsim(capsys, "topology", "tpu-v5e", "--pods", "2", "--sites", "2", "--wan-latency-ms", "10")
     assert code == 0 and "10 ms one way" in out
-    code, _, err = cli("topology", "tpu-v4", "--pods", "3", "--sites", "2")
+    code, _, err = run_podsim(capsys, "topology", "tpu-v4", "--pods", "3", "--sites", "2")
     assert code == 2 and "dcn.sites 2 does not divide the 3 pod(s)" in err
-    code, _, err = cli("topology", "tpu-v4", "--sites", "2")
+    code, _, err = run_podsim(capsys, "topology", "tpu-v4", "--sites", "2")
     assert code == 2 and "--sites needs --pods" in err
 
 

@@ -10,7 +10,6 @@ import sys
 import numpy as np
 import pytest
 
-from podsim.cli import main
 from podsim.engine import (
     build_job,
     declared_slices,
@@ -22,6 +21,7 @@ from podsim.errors import PodsimError
 from podsim.topology import DcnSpec, build_slice, get_generation
 from podsim.trace import Compute, StepTrace, generate_trace, save_trace
 from podsim.trace.model import Collective, parse_group
+from tests.helpers import run_podsim
 
 GRAD_BYTES = 2**27  # one chip's gradient buffer (nccl-tests convention)
 MS = 1e-3
@@ -131,17 +131,6 @@ def podsim(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "podsim", *args], capture_output=True, text=True, timeout=120)
 
 
-def cli(capsys, *args: str) -> tuple[int, str, str]:
-    """The CLI in this process (the subprocess test above covers the entry point)."""
-    try:
-        main(list(args))
-        code = 0
-    except SystemExit as exc:
-        code = exc.code or 0
-    out = capsys.readouterr()
-    return code, out.out, out.err
-
-
 def test_cli_steptime_trace_runs_the_traces_slices(tmp_path, capsys):
     f = tmp_path / "t.json"
     save_trace(step_trace(8, overlapped=False), f)
@@ -150,7 +139,7 @@ def test_cli_steptime_trace_runs_the_traces_slices(tmp_path, capsys):
     s = json.loads(r.stdout)
     assert s["slices"] == 8 and s["dcn"] == "eps" and s["dcn_busy_s"] > 0
     assert s["step_time_s"] == pytest.approx(25 * MS + s["dcn_busy_s"], rel=1e-9)
-    code, out, err = cli(capsys, "steptime", "--trace", str(f), "--generation", "tpu-v4", "--slice", "4x4x4", "--slices", "8", "--dcn", "ocs-job")
+    code, out, err = run_podsim(capsys, "steptime", "--trace", str(f), "--generation", "tpu-v4", "--slice", "4x4x4", "--slices", "8", "--dcn", "ocs-job")
     assert code == 0, err
     assert "DCN (across 8 slices)" in out and "8 x 4x4x4" in out
 
@@ -163,7 +152,7 @@ def test_cli_steptime_trace_runs_the_traces_slices(tmp_path, capsys):
 def test_cli_multislice_errors(tmp_path, capsys, extra, needle):
     f = tmp_path / "t.json"
     save_trace(step_trace(8, overlapped=True), f)
-    code, _, err = cli(capsys, "steptime", "--trace", str(f), "--generation", "tpu-v4", "--slice", "4x4x4", *extra)
+    code, _, err = run_podsim(capsys, "steptime", "--trace", str(f), "--generation", "tpu-v4", "--slice", "4x4x4", *extra)
     lines = err.strip().splitlines()
     assert code == 2 and len(lines) == 1 and needle in lines[0]
 
@@ -173,9 +162,9 @@ def test_cli_dcn_trace_without_a_slice_count(tmp_path, capsys):
     free, so it is refused until --slices says how many."""
     f = tmp_path / "bare.json"
     save_trace(StepTrace((Collective("ar", "all_reduce", 2**20, parse_group("dcn")),)), f)
-    code, _, err = cli(capsys, "steptime", "--trace", str(f), "--generation", "tpu-v4", "--slice", "4x4x4")
+    code, _, err = run_podsim(capsys, "steptime", "--trace", str(f), "--generation", "tpu-v4", "--slice", "4x4x4")
     assert code == 2 and "--slices N" in err and len(err.strip().splitlines()) == 1
-    code, out, err = cli(capsys, "steptime", "--trace", str(f), "--generation", "tpu-v4", "--slice", "4x4x4", "--slices", "4", "--json")
+    code, out, err = run_podsim(capsys, "steptime", "--trace", str(f), "--generation", "tpu-v4", "--slice", "4x4x4", "--slices", "4", "--json")
     assert code == 0, err
     assert json.loads(out)["dcn_busy_s"] > 0
 

@@ -12,13 +12,13 @@ and say why in the commit.
 from __future__ import annotations
 
 import json
-import math
 import os
 from pathlib import Path
 
 import pytest
 
 from podsim.sweep import load_sweep, open_executor, run_sweep
+from tests.helpers import assert_close_tree
 
 ROOT = Path(__file__).resolve().parent.parent / "scenarios"
 EXPECTED = ROOT / "expected"
@@ -49,21 +49,6 @@ def results(tmp_path_factory):
     return out
 
 
-def _close(got, want, where: str) -> None:
-    if isinstance(want, dict):
-        assert set(got) == set(want), f"{where}: keys {sorted(got)} != {sorted(want)}"
-        for k in want:
-            _close(got[k], want[k], f"{where}.{k}")
-    elif isinstance(want, list):
-        assert len(got) == len(want), where
-        for i, (g, w) in enumerate(zip(got, want, strict=True)):
-            _close(g, w, f"{where}[{i}]")
-    elif isinstance(want, float) and not isinstance(got, bool):
-        assert got is not None and math.isclose(got, want, rel_tol=REL, abs_tol=1e-12), f"{where}: {got} != {want}"
-    else:
-        assert got == want, f"{where}: {got!r} != {want!r}"
-
-
 @pytest.mark.parametrize("name", SWEEPS)
 def test_matches_expected(results, name):
     path = EXPECTED / f"{name}.json"
@@ -72,7 +57,7 @@ def test_matches_expected(results, name):
         path.parent.mkdir(exist_ok=True)
         path.write_text(json.dumps(got, indent=2, sort_keys=True) + "\n")
     assert path.exists(), f"no expected file {path}; run with PODSIM_UPDATE_GOLDEN=1"
-    _close(got, json.loads(path.read_text()), name)
+    assert_close_tree(got, json.loads(path.read_text()), name, rel_tol=REL, abs_tol=1e-12)
 
 
 def test_a_ocs_runs_more_useful_work_than_static(results):

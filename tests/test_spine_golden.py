@@ -11,7 +11,6 @@ Regenerate after a deliberate model change with
 from __future__ import annotations
 
 import json
-import math
 import os
 from pathlib import Path
 
@@ -19,6 +18,7 @@ import pytest
 
 from podsim.report import render_report
 from podsim.scenario import load_scenario, run_scenario
+from tests.helpers import assert_close_tree
 
 ROOT = Path(__file__).resolve().parent.parent / "scenarios"
 EXPECTED = ROOT / "expected" / "f_spine_economics.json"
@@ -39,26 +39,11 @@ def key_figures(r) -> dict:
     return {"metrics": {k: v for k, v in r.metrics.items() if k.startswith("spine_")}, "years": rows}
 
 
-def _close(got, want, where):
-    if isinstance(want, dict):
-        assert set(got) == set(want), where
-        for k in want:
-            _close(got[k], want[k], f"{where}.{k}")
-    elif isinstance(want, list):
-        assert len(got) == len(want), where
-        for i, (g, w) in enumerate(zip(got, want, strict=True)):
-            _close(g, w, f"{where}[{i}]")
-    elif isinstance(want, float) and not isinstance(got, bool):
-        assert math.isclose(got, want, rel_tol=1e-3, abs_tol=1e-9), f"{where}: {got} != {want}"
-    else:
-        assert got == want, f"{where}: {got!r} != {want!r}"
-
-
 def test_matches_expected(result):
     got = json.loads(json.dumps(key_figures(result)))
     if UPDATE:
         EXPECTED.write_text(json.dumps(got, indent=2, sort_keys=True) + "\n")
-    _close(got, json.loads(EXPECTED.read_text()), "f_spine_economics")
+    assert_close_tree(got, json.loads(EXPECTED.read_text()), "f_spine_economics", rel_tol=1e-3, abs_tol=1e-9)
 
 
 def test_answer_holds(result):

@@ -9,12 +9,10 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from podsim.bounds import MAX_JOBS, opt_count, opt_finite, opt_seed
 from podsim.cli import app
-from podsim.cli.common import emit_json, progress_lines, table
+from podsim.cli.common import emit_json, progress_reporter, table
 from podsim.cluster import failure_model, make_config, make_run, run_cluster
 from podsim.cluster.config import POLICY_NAMES, default
 from podsim.errors import PodsimError
@@ -91,16 +89,9 @@ def cluster_cmd(
     else:
         stream = {"synthetic": parse_synthetic(synthetic, generation)}
     run = make_run(config=config, failure_trace=failure_trace, efficiency=efficiency, seed=seed, **stream)
-    err = Console(stderr=True)
-    with Progress(TextColumn("simulating"), BarColumn(), TextColumn("{task.fields[t]}"), TimeElapsedColumn(),
-                  console=err, transient=True, disable=not err.is_terminal) as bar:
-        task = bar.add_task("sim", total=config.horizon_s, t="")
-        lines = None if err.is_terminal else progress_lines("simulating")
-
+    with progress_reporter("simulating") as update:
         def progress(now: float, total: float) -> None:
-            bar.update(task, completed=now, t=format_seconds(now))
-            if lines is not None:
-                lines(now, total, f"{format_seconds(now)} of {format_seconds(total)} simulated")
+            update(now, total, format_seconds(now), f"{format_seconds(now)} of {format_seconds(total)} simulated")
 
         sim = run_cluster(run, on_progress=progress)
     result = cluster_run_result(sim, wall_s=sim.metrics["engine_wall_s"])

@@ -9,7 +9,8 @@ import json
 import math
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from functools import cache
 from typing import Any
 
@@ -76,6 +77,27 @@ def progress_lines(label: str, every_s: float = PROGRESS_EVERY_S) -> Callable[[f
     return update
 
 
+@contextmanager
+def progress_reporter(label: str) -> Iterator[Callable[..., None]]:
+    """A progress callback `update(done, total, text, line=text)` for long work: a transient rich
+    bar on stderr when it is a terminal (showing `text`), else progress_lines (saying `line`)."""
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    err = Console(stderr=True)
+    with Progress(TextColumn(label), BarColumn(), TextColumn("{task.fields[t]}"), TimeElapsedColumn(),
+                  console=err, transient=True, disable=not err.is_terminal) as bar:
+        task = bar.add_task(label, total=1.0, t="")
+        lines = None if err.is_terminal else progress_lines(label)
+
+        def update(done: float, total: float, text: str = "", line: str | None = None) -> None:
+            bar.update(task, completed=done / total if total else 1.0, t=text)
+            if lines is not None:
+                lines(done, total, text if line is None else line)
+
+        yield update
+
+
 def emit_json(obj: Any) -> None:
     print(to_json(obj))
 
@@ -104,7 +126,7 @@ def check_timeline_path(path: str | None) -> None:
 def write_timeline(path: str, result: Any, link_load: Any, title: str = "") -> None:
     """Write a simulated step as Chrome trace-event JSON (podsim.engine.timeline) to a .json file."""
     from podsim.engine.timeline import build_timeline, timeline_json
-    from podsim.trace.native import write_text_atomic
+    from podsim.files import write_text_atomic
 
     check_timeline_path(path)
     write_text_atomic(path, timeline_json(build_timeline(result, link_load=link_load, title=title)))

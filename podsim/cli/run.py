@@ -11,11 +11,9 @@ import tempfile
 from pathlib import Path
 
 import typer
-from rich.console import Console
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from podsim.cli import app
-from podsim.cli.common import console, emit_json, progress_lines, table
+from podsim.cli.common import console, emit_json, progress_reporter, table
 from podsim.errors import PodsimError
 from podsim.files import output_folder, safe_component, write_text_atomic
 from podsim.report import render_report
@@ -26,18 +24,10 @@ from podsim.units import format_seconds
 
 
 def run_with_progress(scenario: Scenario) -> RunResult:
-    """run_scenario with a rich progress bar on stderr (when it is a terminal)."""
-    err = Console(stderr=True)
-    with Progress(TextColumn(f"{scenario.name}"), BarColumn(), TextColumn("{task.fields[t]}"), TimeElapsedColumn(),
-                  console=err, transient=True, disable=not err.is_terminal) as bar:
-        task = bar.add_task("run", total=1.0, t="")
-        lines = None if err.is_terminal else progress_lines(scenario.name)
-
+    """run_scenario with a progress bar on stderr (progress lines when it is not a terminal)."""
+    with progress_reporter(scenario.name) as update:
         def progress(done: float, total: float) -> None:
-            shown = format_seconds(done) + " simulated" if scenario.kind == "cluster" else ""
-            bar.update(task, completed=done / total if total else 1.0, t=shown)
-            if lines is not None:
-                lines(done, total, shown)
+            update(done, total, format_seconds(done) + " simulated" if scenario.kind == "cluster" else "")
 
         return run_scenario(scenario, on_progress=progress)
 

@@ -103,9 +103,10 @@ def sweep_cmd(
 
 def _exit_if_failed(outcome) -> None:
     """A sweep with failed points exits 1 after its output, naming them on stderr."""
-    failed = [p for p in outcome.to_dict().get("points", []) if p.get("status") == "failed"]
-    if outcome.failed:
-        names = ", ".join(repr(p.get("label")) for p in failed[:5]) + (", ..." if len(failed) > 5 else "")
-        print(f"error: {outcome.failed} point(s) failed{': ' + names if names else ''}; their errors are above "
-              "(rerun with --resume to retry only them)", file=sys.stderr)
-        raise typer.Exit(1)
+    if not outcome.failed:
+        return
+    failed = [p for p in outcome.points if p.get("status") == "failed"]
+    names = ", ".join(repr(p.get("label")) for p in failed[:5]) + (", ..." if len(failed) > 5 else "")
+    print(f"error: {outcome.failed} point(s) failed{': ' + names if names else ''}; their errors are above "
+          "(rerun with --resume to retry only them)", file=sys.stderr)
+    raise typer.Exit(1)

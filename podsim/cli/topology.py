@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import typer
 
+from podsim.bounds import check_fleet, opt_count, opt_finite
 from podsim.cli import app
 from podsim.cli.common import emit_json, table
 from podsim.errors import PodsimError
@@ -13,6 +14,7 @@ from podsim.topology import (
     DcnSpec,
     fleet_rows,
     fleet_summary,
+    get_generation,
     summary_rows,
     topology_detail,
     topology_summary,
@@ -27,22 +29,19 @@ def topology_cmd(
     no_ocs: bool = typer.Option(False, "--no-ocs", help="static wiring: cubes fixed in their home arrangement"),
     as_json: bool = typer.Option(False, "--json", help="one JSON object on stdout"),
     detail: bool = typer.Option(False, "--detail", help="with --json: ids of hosts, cubes and OCS units (for failure files)"),
-    pods: int = typer.Option(None, "--pods", help="a fleet: this many pods behind one data-centre network"),
-    sites: int = typer.Option(1, "--sites", help="with --pods: data centres the pods split over, joined by WAN links"),
+    pods: int = typer.Option(None, "--pods", help="a fleet: this many pods behind one data-centre network", callback=opt_count("--pods")),
+    sites: int = typer.Option(1, "--sites", help="with --pods: data centres the pods split over, joined by WAN links", callback=opt_count("--sites")),
     dcn: str = typer.Option("eps", "--dcn", help="with --pods: eps (leaf-spine Clos) or ocs (OCS direct connect)"),
-    oversubscription: float = typer.Option(1.0, "--oversubscription", help="with --pods: NIC bandwidth : leaf uplink bandwidth"),
-    wan_latency_ms: float = typer.Option(1.0, "--wan-latency-ms", help="with --sites: one-way WAN latency (assumption: 1 ms, ~200 km of fibre)"),
-    wan_gbps: float = typer.Option(12800.0, "--wan-gbps", help="with --sites: WAN capacity per site pair and direction in Gb/s (assumption: 16 x 800GbE)"),
+    oversubscription: float = typer.Option(1.0, "--oversubscription", help="with --pods: NIC bandwidth : leaf uplink bandwidth", callback=opt_finite("--oversubscription", low=1)),
+    wan_latency_ms: float = typer.Option(1.0, "--wan-latency-ms", help="with --sites: one-way WAN latency (assumption: 1 ms, ~200 km of fibre)", callback=opt_finite("--wan-latency-ms", low=0)),
+    wan_gbps: float = typer.Option(12800.0, "--wan-gbps", help="with --sites: WAN capacity per site pair and direction in Gb/s (assumption: 16 x 800GbE)", callback=opt_finite("--wan-gbps", low=0, low_open=True)),
 ) -> None:
     """Summarise a pod or a slice: chips, hosts, cubes, OCS, links, bisection, all-reduce, diameter;
     with --pods, a fleet of pods on a DCN (and --sites, data centres joined by WAN links)."""
     if pods is not None:
-        if pods < 1:
-            raise PodsimError(f"--pods {pods}: give a whole number >= 1")
         if dcn not in ("eps", "ocs"):
             raise PodsimError(f"--dcn {dcn!r} is not known; use eps or ocs")
-        if wan_gbps <= 0 or wan_latency_ms < 0:
-            raise PodsimError("--wan-gbps must be > 0 and --wan-latency-ms >= 0")
+        check_fleet(pods, get_generation(generation).pod_chips, "--pods")  # before any per-chip array is built
         spec = DcnSpec(kind=dcn, oversubscription=oversubscription, sites=sites, wan_latency_s=wan_latency_ms * 1e-3,
                        wan_bytes_per_s=wan_gbps * 1e9 / 8)
         f = fleet_summary(generation, pods, spec, ocs=not no_ocs)

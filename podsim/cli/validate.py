@@ -8,9 +8,7 @@ import typer
 
 from podsim.cli import app
 from podsim.cli.common import emit_json
-from podsim.errors import PodsimError
-from podsim.files import read_yaml
-from podsim.scenario import load_scenario
+from podsim.scenario.load import read_yaml_doc, scenario_from_doc
 from podsim.scenario.schema import Scenario
 from podsim.sweep import load_sweep
 
@@ -46,21 +44,14 @@ def check_input_files(s: Scenario) -> None:
         load_trace(s.workload.step.trace, shape=parse_shape(s.workload.step.slice))
 
 
-def _is_sweep(path: Path) -> bool:
-    try:
-        data = read_yaml(path, "scenario")
-    except PodsimError:
-        return False  # the loaders report it with the line
-    return isinstance(data, dict) and "sweep" in data
-
-
 @app.command("validate")
 def validate_cmd(
     file: Path = typer.Argument(..., help="scenario or sweep YAML file"),
     as_json: bool = typer.Option(False, "--json", help="one JSON object on stdout"),
 ) -> None:
     """Check a scenario or sweep file: one line naming the file, line and field if it is wrong."""
-    if _is_sweep(file):
+    doc = read_yaml_doc(file)  # parsed once: a scenario is validated from it (a sweep is read by its loader)
+    if isinstance(doc.data, dict) and "sweep" in doc.data:
         sw = load_sweep(file)
         n = len(sw.points) if sw.mode == "grid" else len(sw.cells) * sw.spec.replicates
         info = {"file": str(file), "kind": "sweep", "name": sw.spec.sweep, "sweep_id": sw.sweep_id, "mode": sw.mode,
@@ -70,7 +61,7 @@ def validate_cmd(
             c = sw.spec.capacity
             text += f", bisecting {c.field} over [{c.low}, {c.high}]"
     else:
-        s = load_scenario(file)
+        s = scenario_from_doc(doc)
         check_input_files(s)
         info = {"file": str(file), "kind": "scenario", "name": s.name, "workload": s.kind}
         text = f"ok: {file}: {describe_scenario(s)}"
