@@ -14,9 +14,7 @@ kind: 'cluster' (job streams), 'step' (step studies) or 'both'. unit: 's', 'frac
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
-from typing import Any
 
 UNITS = ("s", "fraction", "count", "chip_h", "usd", "kwh", "bytes", "flops", "ratio", "text", "bool")
 KINDS = ("cluster", "step", "both")
@@ -83,10 +81,6 @@ def unit_kind(name: str) -> str:
     if m is not None:
         return m.threshold
     return "duration" if name.endswith("_s") else "number"
-
-
-def is_missing(v: Any) -> bool:
-    return v is None or (isinstance(v, float) and math.isnan(v))
 
 
 def _m(name: str, unit: str, text: str, kind: str, target: bool = False, sql: str | None = None) -> Metric:

@@ -34,7 +34,8 @@ _PLAIN = ("chips", "links", "ports", "ocs", "cubes", "nics", "hosts", "W", "USD/
 
 UNIT_SCALE: dict[str, float] = {**_SIZE, **_RATE, **_TIME, **_FLOPS, **{u: 1.0 for u in _PLAIN}}
 
-_NUMBER = r"(?P<num>[0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)"
+_NUM = r"[0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?"  # an unsigned decimal number
+_NUMBER = rf"(?P<num>{_NUM})"
 
 
 def is_rate_unit(unit: str) -> bool:
@@ -118,7 +119,6 @@ def format_duration(v) -> str:
 
 
 # Unit-carrying user input: the one parser each for durations >= 0, arrival rates and fractions.
-_NUM = r"[0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?"
 # arrivals per <unit> -> arrivals per hour
 _PER = {"s": 3600.0, "sec": 3600.0, "min": 60.0, "h": 1.0, "hr": 1.0, "hour": 1.0, "d": 1 / 24, "day": 1 / 24,
         "w": 1 / 168, "week": 1 / 168}

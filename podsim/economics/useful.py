@@ -19,13 +19,14 @@ def add_useful_cost(rows: list[dict], fleet_chips: int, busy_fraction: float, ho
     """Each year's row (with `step_time_s`, `compute_s`, `capex_usd`, `energy_usd`) gains useful
     chip-hours and the cost per useful chip-hour that year and over the life so far: spine only,
     and with the chips at `chip_usd_per_h` (None: not published, so no all-in figure)."""
+    chip_h = fleet_chips * hours_per_year * busy_fraction  # chip-hours running the workload, each year
+    # the chips are paid for every hour of the year, busy or not
+    chips_usd = fleet_chips * hours_per_year * chip_usd_per_h if chip_usd_per_h is not None else None
     out, spent, chip_spent, useful_cum = [], 0.0, 0.0, 0.0
     for r in rows:
         frac = useful_fraction(r["step_time_s"], r["compute_s"])
-        chip_h = fleet_chips * hours_per_year * busy_fraction
         useful = chip_h * frac
         spine_usd = r["capex_usd"] + r["energy_usd"]
-        chips_usd = chip_h / busy_fraction * chip_usd_per_h if chip_usd_per_h is not None else None
         spent += spine_usd
         useful_cum += useful
         chip_spent += chips_usd or 0.0

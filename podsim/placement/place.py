@@ -89,16 +89,7 @@ def _place_gangs(state, problem: Problem, policy: Policy) -> tuple[dict[str, Sli
         if not opts:
             out[req.id] = SlicePlacement(req, None, problem.errors[i])
             continue
-        mf = fit_multislice(space, opts, req.slices, policy, problem.settings, problem.settings.sites,
-                            req.span_sites, req.name)
-        if not mf.assignments:
-            out[req.id] = SlicePlacement(req, None, f"needs {mf.reason}")
-            continue
-        slices = []
-        for a in mf.assignments:
-            space.take(space.chips_of(a))
-            slices.append(darken(state, to_slice(state.layout, opts, a)))
-        out[req.id] = SlicePlacement(req, slices[0], slices=tuple(slices))
+        out[req.id] = _place_gang(state, space, req, opts, policy, problem.settings)
     keep = [i for i in range(problem.n) if problem.requests[i].slices == 1]
     reqs = tuple(problem.requests[i] for i in keep)
     weights = tuple(problem.weights[i] for i in keep)
@@ -106,6 +97,20 @@ def _place_gangs(state, problem: Problem, policy: Policy) -> tuple[dict[str, Sli
                                errors=tuple(problem.errors[i] for i in keep), weights=weights,
                                order=tuple(processing_order(reqs, weights)))
     return out, rest
+
+
+def _place_gang(state, space: FreeSpace, request: SliceRequest, opts, policy: Policy,
+                settings: PlacementSettings) -> SlicePlacement:
+    """A multislice request's N slices, all or none, on the fewest sites then pods; the slices
+    found are taken from `space` and darkened for down OCS units."""
+    mf = fit_multislice(space, opts, request.slices, policy, settings, settings.sites, request.span_sites, request.name)
+    if not mf.assignments:
+        return SlicePlacement(request, None, f"needs {mf.reason}")
+    slices = []
+    for a in mf.assignments:
+        space.take(space.chips_of(a))
+        slices.append(darken(state, to_slice(state.layout, opts, a)))
+    return SlicePlacement(request, slices[0], slices=tuple(slices))
 
 
 def _cpsat(problem: Problem, params: SolverParams, policy: Policy) -> tuple[list, SolveStats]:
@@ -221,11 +226,7 @@ def place_one(state, request: SliceRequest, policy: Policy = "best",
         return SlicePlacement(request, None, err)
     space = FreeSpace.of(state)
     if request.slices > 1:  # a multislice request: all its slices or none
-        mf = fit_multislice(space, opts, request.slices, policy, settings, settings.sites, request.span_sites, request.name)
-        if not mf.assignments:
-            return SlicePlacement(request, None, f"needs {mf.reason}")
-        slices = tuple(darken(state, to_slice(state.layout, opts, a)) for a in mf.assignments)
-        return SlicePlacement(request, slices[0], slices=slices)
+        return _place_gang(state, space, request, opts, policy, settings)
     a = fit_request(space, opts, policy, settings)
     if a is not None:
         return SlicePlacement(request, darken(state, to_slice(state.layout, opts, a)))

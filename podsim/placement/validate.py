@@ -26,6 +26,7 @@ import numpy as np
 
 from podsim.errors import InternalError, PodsimError
 from podsim.placement.degraded import check_degraded, dark_circuits
+from podsim.placement.multislice import site_of_pod
 from podsim.topology import SliceView, build_fabric, check_slice_topology, slice_view
 
 
@@ -98,7 +99,8 @@ def _check_gang(p, lay, sites: int) -> None:
         raise InvalidPlacement(f"request {req.id!r} asked for {n} slices, all or none; got {got}")
     if sites < 1 or lay.pods % sites:
         raise InvalidPlacement(f"sites {sites} does not divide the {lay.pods} pod(s)")
-    spanned = {int(s.pod) // (lay.pods // sites) for s in p.slices}
+    site = site_of_pod(lay, sites)
+    spanned = {int(site[s.pod]) for s in p.slices}
     if len(spanned) > 1 and not req.span_sites:
         raise InvalidPlacement(f"request {req.id!r} spans sites {sorted(spanned)} without span_sites")
 

@@ -10,8 +10,7 @@ from typing import Any
 
 from podsim.errors import PodsimError
 from podsim.metrics import METRICS, target_metrics
-from podsim.quantities import Duration, Fraction, Rate  # noqa: F401  (the scenario's unit types, defined once)
-from podsim.units import duration_s, finite_number, fraction, rate_per_h  # noqa: F401
+from podsim.units import duration_s, finite_number, fraction, rate_per_h  # noqa: F401  (rate_per_h: re-exported)
 
 # Metrics a target may name, with how its threshold is written: from the metric registry.
 TARGET_UNITS: dict[str, str] = {n: METRICS[n].threshold for n in dict.fromkeys(target_metrics("cluster") + target_metrics("step"))}

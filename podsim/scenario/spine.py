@@ -69,9 +69,9 @@ def spine_study(s: Scenario, gen: Generation, step_fn: StepFn) -> tuple[dict, di
     for kind in KINDS:
         counts, steps = [], []
         for p in per:
-            s2 = at_bandwidth(s, gen, kind, p.host_gbps)
             key = (kind, p.host_gbps)
             if key not in stepped:
+                s2 = at_bandwidth(s, gen, kind, p.host_gbps)
                 gen2 = check_scenario(s2)
                 dcn = DcnSpec(kind=kind, hosts_per_leaf=s.dcn.hosts_per_leaf, spines=s.dcn.spines,
                               oversubscription=s.dcn.oversubscription, switch_latency_s=s.dcn.switch_latency)
