@@ -14,7 +14,7 @@ engine (`podsim.scenario.steptime.EngineStepTime`: collectives as flows on the s
   `meta["model_flops_per_step"]`) / (chips x peak FLOP/s x efficiency); with efficiency 1 a
   lower bound on the step time;
 - with `efficiency=None`: the model's generated trace on the slice, each compute op timed by the
-  per-op model (`podsim.perf.compute_time_s`, the engine's default) and every collective free,
+  per-op model (`podsim.perf.op_time_s`, the engine's default) and every collective free,
   so the step is the compute critical path of the op DAG - the engine's number less its
   exposed communication.
 """
@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from podsim.errors import PodsimError
-from podsim.perf import chip_compute, compute_time_s
+from podsim.perf import chip_compute, op_time_s
 from podsim.topology import Generation
 from podsim.trace import generate_trace
 from podsim.trace.configs import get_model
@@ -64,10 +64,7 @@ def compute_critical_path_s(trace: StepTrace, generation: Generation) -> float:
         if isinstance(op, Compute):
             key = (op.duration_s, op.efficiency, op.flops, op.hbm_bytes, op.matmuls, op.precision)
             if key not in durations:
-                if op.duration_s is not None or op.efficiency is not None:
-                    durations[key] = op.duration_on(generation.peak_flops_per_s, generation.hbm_bytes_per_s, 1.0)
-                else:
-                    durations[key] = compute_time_s(chip, op.flops, op.hbm_bytes, op.matmuls, op.precision)
+                durations[key] = op_time_s(op, generation, chip)
             t = durations[key]
         finish[op.id] = max((finish[d] for d in op.deps), default=0.0) + t
     return max(finish.values(), default=0.0)

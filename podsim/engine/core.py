@@ -33,7 +33,7 @@ from podsim.engine.jobs import Job
 from podsim.engine.network import CountingEnvironment, FlowNetwork
 from podsim.engine.results import CollectiveResult, OpTiming, StepResult
 from podsim.errors import PodsimError
-from podsim.perf import chip_compute, compute_time_s
+from podsim.perf import chip_compute, op_time_s
 from podsim.topology import Built
 from podsim.trace.kinds import normalise_algorithm, normalise_kind
 from podsim.trace.model import (
@@ -58,15 +58,6 @@ class _OpPlan:
     plan: Plan | None = None
     group: str = ""
     level: str = ""  # ici, dcn (the group crosses the data-centre network) or wan; "" for compute
-
-
-def _compute_time_s(op: Compute, job: Job, efficiency: float | None, chip) -> float:
-    """Fixed duration, else the op's own efficiency or the flat override (roofline), else the
-    per-op model."""
-    gen = job.fabric.generation
-    if op.duration_s is not None or op.efficiency is not None or efficiency is not None:
-        return op.duration_on(gen.peak_flops_per_s, gen.hbm_bytes_per_s, efficiency if efficiency is not None else 1.0)
-    return compute_time_s(chip, op.flops, op.hbm_bytes, op.matmuls, op.precision)
 
 
 def _level(layout) -> str:
@@ -99,7 +90,7 @@ def _prepare(job: Job, pool: RouterPool, efficiency: float | None) -> list[_OpPl
         """Layers repeat a handful of op shapes: time each shape once."""
         key = (op.duration_s, op.efficiency, op.flops, op.hbm_bytes, op.matmuls, op.precision)
         if key not in durations:
-            durations[key] = _compute_time_s(op, job, efficiency, chip)
+            durations[key] = op_time_s(op, job.fabric.generation, chip, efficiency)
         return durations[key]
 
     def plan(kind: str, group, nbytes: float, algorithm: str, shift: int = 1):

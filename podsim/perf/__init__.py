@@ -8,10 +8,11 @@ from podsim.perf.opmodel import (
     compute_time_s,
     matmul_time_s,
     memory_time_s,
+    op_time_s,
     padded_flops,
 )
 
 __all__ = [
     "CHIPS", "ChipCompute", "Matmul", "backward_matmuls", "chip_compute", "compute_time_s",
-    "matmul_time_s", "memory_time_s", "padded_flops",
+    "matmul_time_s", "memory_time_s", "op_time_s", "padded_flops",
 ]

@@ -81,3 +81,13 @@ def backward_matmuls(mm: Matmul) -> tuple[Matmul, Matmul]:
     """The two matmuls of a matmul's backward: dX = dY·Wᵀ [m, n]x[n, k] and dW = Xᵀ·dY
     [k, m]x[m, n]; each moves the same operand bytes as the forward."""
     return (Matmul(mm.m, mm.n, mm.k, mm.count, mm.hbm_bytes), Matmul(mm.k, mm.m, mm.n, mm.count, mm.hbm_bytes))
+
+
+def op_time_s(op, generation, chip: ChipCompute | None, efficiency: float | None = None) -> float:
+    """A trace's compute op as the engine charges it: its fixed duration; else its own efficiency
+    or the flat override `efficiency` (a roofline at that fraction of `generation`'s peak); else
+    the per-op model on `chip` (chip_compute(generation))."""
+    if op.duration_s is not None or op.efficiency is not None or efficiency is not None:
+        return op.duration_on(generation.peak_flops_per_s, generation.hbm_bytes_per_s,
+                              efficiency if efficiency is not None else 1.0)
+    return compute_time_s(chip, op.flops, op.hbm_bytes, op.matmuls, op.precision)
