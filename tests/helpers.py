@@ -15,6 +15,13 @@ def shared_data(*parts: str) -> Path:
     return next((c for c in candidates if c.exists()), candidates[1])
 
 
+def astra_samples() -> Path:
+    """The ASTRA-sim samples: the workplace's shared copy when present, else the project's own
+    (tests/data/astra-sim, checked equal to the shared one), so no test skips for want of it."""
+    shared = shared_data("astra-sim")
+    return shared if shared.is_dir() else Path(__file__).resolve().parent / "data" / "astra-sim"
+
+
 class CliRun(NamedTuple):
     code: int
     out: str

@@ -28,7 +28,7 @@ from podsim.trace.chakra_export import (
 )
 from podsim.trace.chakra_schema import chakra_et_pb2 as pb
 from podsim.trace.chakra_wire import split_records
-from tests.helpers import run_podsim, shared_data
+from tests.helpers import astra_samples, run_podsim
 
 SHAPE = (2, 4, 4)
 MiB = 2**20
@@ -154,9 +154,8 @@ def test_schema_only_files_read_back_up_to_the_schemas_rounding(tmp_path):
 
 
 def test_published_example_survives_import_export_import(tmp_path):
-    files = sorted(shared_data("astra-sim", "microbench-8npu-1MB", "et").glob("all_gather.*.et"))
-    if not files:
-        pytest.skip("shared astra-sim data not present")
+    files = sorted((astra_samples() / "microbench-8npu-1MB" / "et").glob("all_gather.*.et"))
+    assert len(files) == 8
     first = load_trace(files, shape=(8,))
     again = load_trace(write(tmp_path, first, shape=(8,), extras=False, prefix="all_gather"), shape=(8,))
     assert again.ops == first.ops and again.name == "all_gather"

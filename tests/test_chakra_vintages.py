@@ -18,7 +18,7 @@ from podsim.trace.chakra import read_et
 from podsim.trace.chakra_schema import chakra_et_pb2 as pb
 from podsim.trace.chakra_schema import chakra_legacy_pb2 as legacy
 from podsim.trace.chakra_wire import make_attr as _attr
-from tests.helpers import run_podsim, shared_data
+from tests.helpers import astra_samples, run_podsim
 
 SCHEMA_DIR = Path(__file__).resolve().parents[1] / "podsim" / "trace" / "chakra_schema"
 
@@ -102,9 +102,8 @@ def test_detection_reads_bytes_not_names(tmp_path):
 
 
 def test_published_current_example_still_reads():
-    files = sorted(shared_data("astra-sim", "microbench-8npu-1MB", "et").glob("all_to_all.*.et"))
-    if not files:
-        pytest.skip("shared astra-sim data not present")
+    files = sorted((astra_samples() / "microbench-8npu-1MB" / "et").glob("all_to_all.*.et"))
+    assert len(files) == 8
     t = load_trace(files)
     assert t.meta["chakra_vintage"] == "current" and t.meta["chakra_version"] == "0.0.4"
     assert [(op.kind, op.bytes) for op in t.ops] == [("all_to_all", 1048576)]

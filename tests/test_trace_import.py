@@ -20,6 +20,7 @@ from podsim.trace import (
     parse_group,
 )
 from podsim.trace.chakra_schema import chakra_et_pb2 as pb
+from tests.helpers import astra_samples
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "data" / "astra-sim"
@@ -27,9 +28,7 @@ COPY = ROOT / "tests" / "data" / "astra-sim"
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all")
 
 
-def samples() -> Path:
-    """The ASTRA-sim samples: the workplace's shared copy when present, else the project's own."""
-    return SHARED if SHARED.is_dir() else COPY
+samples = astra_samples
 
 
 def test_project_copies_match_the_shared_samples():
