@@ -167,3 +167,28 @@ def test_a_scenario_with_engine_step_times_runs_multislice_jobs():
     with pytest.raises(PodsimError, match="names dcn; leave it out"):
         run_scenario(load_scenario_text(ENGINE_SCENARIO.replace(
             "efficiency: 0.5}", "parallelism: {bert-large: 'fsdp=auto,dcn=2'}}")))
+
+
+SITES_SCENARIO = """
+name: engine-sites
+topology: {generation: tpu-v5e, pods: 2, wiring: static}
+dcn: {sites: 2}
+workload: {synthetic: {jobs: 2, rate: 4/h, mix: {16x16: 1}, slices: {2: 1}, span_sites: true, models: {bert-large: 1},
+                       steps: {kind: fixed, median: 2000}}}
+step_time: {model: engine}
+horizon: 1d
+"""
+
+
+def test_a_scenario_times_a_gang_across_two_sites_over_the_wan():
+    """Two whole v5e pods in two sites: the engine is asked for one site (nominal) and for the
+    two the placement spans; the WAN's 1 ms hops make the second slower by at least one hop."""
+    from podsim.scenario.load import load_scenario_text
+    from podsim.scenario.run import run_scenario
+
+    r = run_scenario(load_scenario_text(SITES_SCENARIO))
+    assert r.metrics["jobs_completed"] == 2
+    t = r.tables["step_times"]
+    by_sites = {int(s): float(x) for s, x in zip(t["sites"], t["step_time_s"], strict=True)}
+    assert set(int(n) for n in t["slices"]) == {2} and set(by_sites) == {1, 2}
+    assert by_sites[2] - by_sites[1] >= 1e-3
