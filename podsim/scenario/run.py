@@ -19,7 +19,6 @@ from podsim.cluster import (
     run_cluster,
 )
 from podsim.engine import build_job, simulate_jobs, step_summary
-from podsim.errors import PodsimError
 from podsim.scenario.check import check_scenario
 from podsim.scenario.fields import parse_target, target_met
 from podsim.scenario.result import TABLES, RunResult, normalise_table
