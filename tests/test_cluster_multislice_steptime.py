@@ -164,6 +164,8 @@ def test_a_scenario_with_engine_step_times_runs_multislice_jobs():
     rows = {int(n): (s, e) for n, s, e in zip(t["slices"], t["source"], t["exposed_comm_s"], strict=True)}
     assert set(rows) == {1, 2} and set(int(x) for x in t["sites"]) == {1}
     assert rows[2][0] == "engine (fsdp=64,dcn=2, 2 slices)" and rows[2][1] > rows[1][1]
+    from podsim.report import figures  # the report names the 2-slice row apart from the 1-slice one
+    assert sorted(figures.step_times(r).data[0].y) == ["bert-large 4x4x4", "bert-large 4x4x4 x2"]
     with pytest.raises(PodsimError, match="names dcn; leave it out"):
         run_scenario(load_scenario_text(ENGINE_SCENARIO.replace(
             "efficiency: 0.5}", "parallelism: {bert-large: 'fsdp=auto,dcn=2'}}")))
