@@ -40,15 +40,22 @@ def _line(r: dict) -> str:
             f"({r['engine_wall_s']:.1f} s){tag}")
 
 
+def _hbm(r: dict) -> str:
+    """HBM bytes per chip (podsim.trace.memory), marked when over the chip's capacity."""
+    if r.get("hbm_bytes_per_chip") is None:
+        return "-"
+    return f"{r['hbm_bytes_per_chip'] / 2**30:.1f} GiB" + ("" if r["hbm_fits"] else " (over)")
+
+
 def _markdown(table: list[dict]) -> str:
-    out = ["| id | system | model | measured | podsim | predicted / measured | error | MFU | HFU | note |",
-           "|---|---|---|---|---|---|---|---|---|---|"]
+    out = ["| id | system | model | measured | podsim | predicted / measured | error | MFU | HFU | recompute | HBM per chip | note |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in table:
         note = f"**calibration** ({r['calibration']})" if r["calibration"] else ""
         if r["assumed"]:
             note = (note + "; " if note else "") + r["assumed"]
         out.append(f"| {r['id']} | {r['system']} | {r['model']} | {_measured(r)} | {_fmt_s(r['predicted_s'])} | "
-                   f"{r['ratio']:.3f} | {r['error']:+.1%} | {_pct(r['mfu'])} | {_pct(r['hfu'])} | {note} |")
+                   f"{r['ratio']:.3f} | {r['error']:+.1%} | {_pct(r['mfu'])} | {_pct(r['hfu'])} | {r['recompute']} | {_hbm(r)} | {note} |")
     return "\n".join(out)
 
 
