@@ -5,7 +5,7 @@ Run (from the repository root, a few minutes on 2 cores):
 
     PYTHONPATH=$PWD .venv/bin/python benchmarks/validation.py            # the whole table
     PYTHONPATH=$PWD .venv/bin/python benchmarks/validation.py M1 M9 P1   # some rows
-    PYTHONPATH=$PWD .venv/bin/python benchmarks/validation.py --calibrate  # refit the 2 constants
+    PYTHONPATH=$PWD .venv/bin/python benchmarks/validation.py --calibrate  # refit the 3 constants
     PYTHONPATH=$PWD .venv/bin/python benchmarks/validation.py --markdown   # the table for docs/validation.md
 """
 
@@ -64,7 +64,7 @@ def main(argv: list[str]) -> None:
         t0 = time.perf_counter()
         fit = calibrate()
         print(f"calibrated in {time.perf_counter() - t0:.0f} s: " + ", ".join(f"{k} = {v:.3f}" for k, v in fit.items()))
-        print(f"in use: MATMUL_FRACTION = {chips.MATMUL_FRACTION}, HBM_FRACTION = {chips.HBM_FRACTION}")
+        print("in use: " + ", ".join(f"{k} = {getattr(chips, k)}" for k in fit))
         return
     ids = [a for a in argv if not a.startswith("--")]
     rows = tuple(r for r in ROWS if not ids or r.id in ids)

@@ -24,7 +24,7 @@ def test_rows_are_sourced_and_few_set_constants():
     assert all(r.source.startswith("measurements.md " + r.id) for r in ROWS)
     calibration = [r for r in ROWS if r.calibration]
     assert len(calibration) <= 3
-    assert {r.calibration for r in calibration} == {"MATMUL_FRACTION", "HBM_FRACTION"}
+    assert {r.calibration for r in calibration} == {"MATMUL_FRACTION", "HBM_FRACTION", "V6E_INT8_FRACTION"}
     assert set(PINNED) == set(ids)
 
 

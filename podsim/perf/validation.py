@@ -14,7 +14,8 @@ GPT-3 rows use a fused kernel (M11 states flash attention). `kind`:
   to that band.
 
 At most three rows set constants (`calibration`, see podsim.perf.chips); they are left out of
-the summary statistics. Multislice rows run as one job on several slices (`build_job`:
+the summary statistics. An upper-bound row is calibrated to the training part of its interval
+(`calibration_target_s`). Multislice rows run as one job on several slices (`build_job`:
 `place_slices` packs them pod by pod), with the DCN between them.
 """
 
@@ -107,7 +108,8 @@ ROWS: tuple[Row, ...] = (
         assumed="data parallel across slices", remat_stated=True, source="measurements.md M14 (MLPerf v4.1, R41 trillium-2048)"),
     Row("M15", "TPU v6e, 2 x 256 chips (multislice)", "gpt3-175b", "tpu-v6e", "16x16", "fsdp=256,dcn=2", 15.88, slices=2,
         overrides={"global_batch": 1536}, options=GenerateOptions(precision=INT8, recompute="full"), kind="upper_bound",
-        assumed="data parallel across slices", remat_stated=True, source="measurements.md M15 (MLPerf v4.1, R41 trillium-512)"),
+        assumed="data parallel across slices", remat_stated=True, calibration="V6E_INT8_FRACTION",
+        source="measurements.md M15 (MLPerf v4.1, R41 trillium-512)"),
     Row("M16", "TPU v4, 2048 chips", _encoder("lm-482b", 64, 16384, 131072, 256, 4096, "measurements.md M16"), "tpu-v4", "8x16x16",
         "fsdp=256,tensor=8", 22.0, options=UNFUSED, assumed="mesh [256, 8] as fsdp x tensor; bf16; remat not stated: full, the least that fits HBM; unfused attention",
         source="measurements.md M16 (MLPerf v1.1 open, R11 tpu-v4-4096-TF)"),
@@ -183,25 +185,45 @@ def summarise(table: list[dict]) -> dict:
             "max_abs_error": max(errs, default=0.0)}
 
 
+CONSTANTS = ("MATMUL_FRACTION", "HBM_FRACTION", "V6E_INT8_FRACTION")
+
+
 @contextmanager
-def fractions(matmul: float | None = None, hbm: float | None = None) -> Iterator[None]:
-    """Temporarily set the shared achievable fractions (for calibration only)."""
-    old = chip_constants.MATMUL_FRACTION, chip_constants.HBM_FRACTION
-    chip_constants.MATMUL_FRACTION = matmul if matmul is not None else old[0]
-    chip_constants.HBM_FRACTION = hbm if hbm is not None else old[1]
+def fractions(**values: float) -> Iterator[None]:
+    """Temporarily set achievable-fraction constants of podsim.perf.chips by name (calibration only)."""
+    unknown = set(values) - set(CONSTANTS)
+    if unknown:
+        raise ValueError(f"not a calibrated constant: {sorted(unknown)}")
+    old = {k: getattr(chip_constants, k) for k in values}
+    for k, v in values.items():
+        setattr(chip_constants, k, v)
     try:
         yield
     finally:
-        chip_constants.MATMUL_FRACTION, chip_constants.HBM_FRACTION = old
+        for k, v in old.items():
+            setattr(chip_constants, k, v)
 
 
-def _solve(row: Row, which: str, other: dict, start: float, tol: float = 1e-3, evals: int = 8) -> float:
-    """The fraction (at most 1) that makes `row`'s prediction equal its measurement: secant
-    steps on predicted - measured (the step time falls as the fraction grows)."""
+def calibration_target_s(row: Row) -> float:
+    """The step time a calibration row is fitted to: its measurement; for an upper-bound row the
+    training part of its interval. Each GPT-3 interval trains on 24,576 sequences and then runs
+    the forward pass of 24,567 eval sequences (measurements.md caveat 3); at the training rate,
+    with full remat a trained sequence costs 4 forward passes (3 without), so training is 4/5 (3/4)
+    of the interval."""
+    if row.kind != "upper_bound":
+        return row.measured_s
+    forwards = 4 if row.options.recompute == "full" else 3
+    return row.measured_s * forwards / (forwards + 1)
+
+
+def _solve(row: Row, which: str, others: dict[str, float], start: float, tol: float = 1e-3, evals: int = 8) -> float:
+    """The fraction (at most 1) that makes `row`'s prediction equal its calibration target: secant
+    steps on predicted / target - 1 (the step time falls as the fraction grows)."""
+    target = calibration_target_s(row)
 
     def gap(f: float) -> float:
-        with fractions(**{which: f, **other}):
-            return predict(row)["step_time_s"] / row.measured_s - 1
+        with fractions(**{**others, which: f}):
+            return predict(row)["step_time_s"] / target - 1
 
     x0, x1 = start, min(start * 1.05, 1.0) if start < 1.0 else start * 0.95
     g0, g1 = gap(x0), gap(x1)
@@ -216,11 +238,11 @@ def _solve(row: Row, which: str, other: dict, start: float, tol: float = 1e-3, e
 
 
 def calibrate(rounds: int = 2) -> dict[str, float]:
-    """Set MATMUL_FRACTION from its calibration row and HBM_FRACTION from its, alternately
-    (each row depends a little on the other constant)."""
+    """Set each constant from its calibration row, in turn (each row depends a little on the
+    others' constants), `rounds` times."""
     rows = {r.calibration: r for r in ROWS if r.calibration}
-    mm, hbm = chip_constants.MATMUL_FRACTION, chip_constants.HBM_FRACTION
+    values = {k: getattr(chip_constants, k) for k in CONSTANTS}
     for _ in range(rounds):
-        mm = _solve(rows["MATMUL_FRACTION"], "matmul", {"hbm": hbm}, mm)
-        hbm = _solve(rows["HBM_FRACTION"], "hbm", {"matmul": mm}, hbm)
-    return {"MATMUL_FRACTION": mm, "HBM_FRACTION": hbm}
+        for k in CONSTANTS:
+            values[k] = _solve(rows[k], k, {o: v for o, v in values.items() if o != k}, values[k])
+    return values
