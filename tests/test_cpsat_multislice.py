@@ -15,7 +15,14 @@ import pytest
 from test_cluster_multislice import check_accounting, gangs
 
 from podsim.cluster import ClusterConfig, simulate
-from podsim.placement import PlacementSettings, PodState, SliceRequest, SolverParams, place, validate_placement
+from podsim.placement import (
+    PlacementSettings,
+    PodState,
+    SliceRequest,
+    SolverParams,
+    place,
+    validate_placement,
+)
 from podsim.placement.cpsat import build_model, hint_model, read_solution, solve_model, solver_for
 from podsim.placement.multislice import dcn_span, gang_first
 from podsim.placement.problem import expand_gangs, make_problem

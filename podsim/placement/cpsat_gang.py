@@ -105,12 +105,15 @@ def _pod_literals(pm: PlacementModel, g: int) -> dict[int, list]:
 
 def gang_penalty(pm: PlacementModel, secondary, n_secondary: int) -> tuple[object, int]:
     """(penalty expression, its largest value): sites used above pods used above the
-    `n_secondary` existing goals (`secondary`, each 0 or 1), lexicographically."""
+    `n_secondary` existing goals (`secondary`, each 0 or 1), lexicographically. Only gangs that
+    may span sites count sites (the others have one site whenever placed), which keeps the
+    objective's scale down."""
+    gangs = pm.problem.gangs
+    sites = [v for (g, _), v in pm.gang_sites.items() if gangs[g].request.span_sites]
     w_pod = n_secondary + 1
     w_site = n_secondary + w_pod * len(pm.gang_pods) + 1
-    pods = sum(pm.gang_pods.values())
-    sites = sum(pm.gang_sites.values())
-    return secondary + w_pod * pods + w_site * sites, n_secondary + w_pod * len(pm.gang_pods) + w_site * len(pm.gang_sites)
+    penalty = secondary + w_pod * sum(pm.gang_pods.values()) + w_site * sum(sites)
+    return penalty, n_secondary + w_pod * len(pm.gang_pods) + w_site * len(sites)
 
 
 def canonical_gangs(pm: PlacementModel, out: list[Assignment | None]) -> None:

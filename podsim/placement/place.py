@@ -9,9 +9,13 @@ CP-SAT never returns less than greedy: it is warm-started with the better of the
 best-fit solutions as a complete hint, the hint is returned if the solver finds nothing better
 in its time limit, and any request that still fits afterwards is added greedily.
 
-Multislice requests (`slices` > 1) are gangs: they are placed first, largest weight first, all
-or none, on the fewest sites then pods (podsim.placement.multislice); the chosen solver then
-packs the one-slice requests around them.
+Multislice requests (`slices` > 1) are gangs: all N slices or none, in one site unless the
+request allows `span_sites`. The batch is expanded so a gang is N one-slice copies
+(`expand_gangs`). The greedy places gangs first, largest weight first, on the fewest sites then
+pods (`multislice.gang_first`), then the one-slice requests. CP-SAT places gangs jointly with
+the one-slice requests (`cpsat_gang`: copies all or none, fewest sites then pods below one unit
+of weight), so a gang never blocks a single that a joint placement fits; if it finds no
+solution in its limit, the gang-first greedy (its hint) is returned (`SolveStats.kept_hint`).
 """
 
 from __future__ import annotations
