@@ -163,8 +163,7 @@ def test_timeout_without_a_solution_falls_back_to_gang_first():
     reqs = [SliceRequest("gang", "4x4x8", slices=2), SliceRequest("big", "4x8x8")]
     res = run(state, reqs, "cpsat", params=SolverParams(time_limit_s=1e-9))
     greedy = run(state, reqs, "greedy")
-    if res.stats.status in ("OPTIMAL", "FEASIBLE"):  # pragma: no cover - the limit is below any search
-        pytest.fail(f"a 1e-9 work-unit limit still solved ({res.stats.status})")
+    assert res.stats.status not in ("OPTIMAL", "FEASIBLE")  # the limit is below any search
     assert res.stats.kept_hint and res.stats.value == greedy.stats.value
     assert res["gang"].pods == greedy["gang"].pods and not res["big"].placed
     problem = expand_gangs(make_problem(state, reqs))
