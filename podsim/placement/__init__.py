@@ -15,8 +15,9 @@ Placement (the state is never changed by these):
           params=SolverParams(...), settings=PlacementSettings(...), now_s=0.0) -> PlacementResult
     place_one(state, request)       the fast greedy path for one request (no solver)
     SliceRequest(..., slices=N, span_sites=False)   a multislice request: N slices, all or none,
-                                    fewest sites then pods (podsim.placement.multislice;
-                                    PlacementSettings(sites=M)); result.placements[i].all_slices
+                                    fewest sites then pods (greedy: multislice.py; CP-SAT:
+                                    jointly, cpsat_gang.py; PlacementSettings(sites=M));
+                                    result.placements[i].all_slices
     validate_placement(state, result) -> {id: SliceView}   run on every result; raises InvalidPlacement
     placement_report(result, views)   per-request dicts with realised topology and bisection
 

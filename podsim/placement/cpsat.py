@@ -18,6 +18,7 @@ from ortools.sat.python import cp_model
 
 from podsim.bounds import check_seed
 from podsim.errors import PodsimError
+from podsim.placement.cpsat_gang import canonical_gangs, hint_gangs
 from podsim.placement.cpsat_model import PlacementModel, build_model, rect_key
 from podsim.placement.space import Assignment
 
@@ -85,14 +86,16 @@ def canonical(pm: PlacementModel, assignments: Sequence[Assignment | None]) -> l
 
     Identical rectangles swap positions so they come in processing order; sub-cube slices move
     onto the first whole cubes of each block (whole usable cubes of one block are
-    interchangeable on an OCS pod). Neither changes what is placed or its value."""
+    interchangeable on an OCS pod); a cube-level gang's copies are sorted by position index.
+    None of this changes what is placed or its value."""
     out = list(assignments)
+    canonical_gangs(pm, out)
     if pm.rects:  # identical rectangles: positions sorted in processing order
         p = pm.problem
         groups: dict[tuple, list[int]] = defaultdict(list)
         for i in p.order:
             if i in pm.rects and out[i] is not None:
-                groups[tuple(o.shape for o in p.options[i])].append(i)
+                groups[(tuple(o.shape for o in p.options[i]), p.gang_id(i))].append(i)
         for members in groups.values():
             spots = sorted((out[i] for i in members), key=lambda a: rect_key(p.layout, a, p.options[members[0]]))
             for i, a in zip(members, spots, strict=True):
@@ -153,6 +156,7 @@ def hint_model(pm: PlacementModel, assignments: Sequence[Assignment | None]) -> 
             m.add_hint(pres, on)
             m.add_hint(x, a.origin[0] if on else 0)
             m.add_hint(y, a.origin[1] if on else 0)
+    hint_gangs(pm, hint)
 
 
 # --- solve and read --------------------------------------------------------------------------------

@@ -23,6 +23,9 @@ d. batch admission: `placed[r]` for every request, all-or-nothing, maximising
    sum(weight x placed) (priority-weighted chips with an age term); identical requests are
    admitted in processing order (symmetry). The secondary goals are scaled below one unit of
    weight so they never trade away admitted value.
+e. multislice requests (gangs): N one-slice copies placed by a-c like any request, tied all or
+   none, in one site unless `span_sites`, on few pods (`cpsat_gang`). Copies are never grouped
+   or ordered with another request's, only with their own gang's.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ import numpy as np
 from ortools.sat.python import cp_model
 
 from podsim.errors import PodsimError
+from podsim.placement.cpsat_gang import add_gangs, gang_penalty
 from podsim.placement.problem import Problem
 from podsim.placement.space import Assignment, box_candidates, cubes_needed, subcube_candidates
 
@@ -58,6 +62,9 @@ class PlacementModel:
     block_cubes: dict[int, list[int]] = field(default_factory=dict)  # usable cubes per block, id order
     fresh: dict[int, list[int]] = field(default_factory=dict)  # whole cubes per block open to sub-cube slices
     symmetric_fresh: bool = False
+    gang_present: dict[int, cp_model.IntVar] = field(default_factory=dict)  # gang -> all its copies placed
+    gang_pods: dict[tuple[int, int], cp_model.IntVar] = field(default_factory=dict)  # (gang, pod) -> a copy there
+    gang_sites: dict[tuple[int, int], cp_model.IntVar] = field(default_factory=dict)  # (gang, site) -> a copy there
     big: int = 1
 
     @property
@@ -89,6 +96,7 @@ def build_model(problem: Problem, hint: Sequence[Assignment | None] | None = Non
     else:
         _rect_part(pm)
     _symmetric_requests(pm)
+    add_gangs(pm)
     _objective(pm)
     return pm
 
@@ -106,7 +114,7 @@ def _group(pm: PlacementModel, kind: str) -> dict[tuple, list[int]]:
     p = pm.problem
     for i in p.order:
         if i in pm.placed and p.kind(i) == kind:
-            pm.groups[(kind, tuple(o.shape for o in p.options[i]))].append(i)
+            pm.groups[(kind, tuple(o.shape for o in p.options[i]), p.gang_id(i))].append(i)
     return {k: v for k, v in pm.groups.items() if k[0] == kind}
 
 
@@ -274,7 +282,7 @@ def _rect_part(pm: PlacementModel) -> None:
     last: dict[tuple, int] = {}
     for i in p.order:
         if i in keys:
-            shapes = tuple(o.shape for o in p.options[i])
+            shapes = (tuple(o.shape for o in p.options[i]), p.gang_id(i))
             if shapes in last:
                 j = last[shapes]
                 m.add(keys[j] < keys[i]).only_enforce_if([pm.placed[j], pm.placed[i]])
@@ -311,7 +319,7 @@ def _symmetric_requests(pm: PlacementModel) -> None:
     for i in p.order:
         if i not in pm.placed:
             continue
-        key = (tuple(o.shape for o in p.options[i]), p.requests[i].twisted, p.weights[i])
+        key = (tuple(o.shape for o in p.options[i]), p.requests[i].twisted, p.weights[i], p.gang_id(i))
         if key in last:
             pm.model.add(pm.placed[last[key]] >= pm.placed[i])
         last[key] = i
@@ -322,6 +330,7 @@ def _objective(pm: PlacementModel) -> None:
     secondary = list(pm.opened.values()) + list(pm.touched.values())
     if p.settings.prefer_same_block:
         secondary += list(pm.spans.values())
-    pm.big = len(secondary) + 1
+    penalty, worst = gang_penalty(pm, sum(secondary), len(secondary))
+    pm.big = worst + 1
     primary = sum(p.weights[i] * v for i, v in pm.placed.items())
-    pm.model.maximize(pm.big * primary - sum(secondary))
+    pm.model.maximize(pm.big * primary - penalty)

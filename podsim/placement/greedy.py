@@ -11,7 +11,7 @@ position in what is left, or nothing. Best fit means:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Literal
 
 import numpy as np
@@ -128,15 +128,18 @@ def fit_request(space: FreeSpace, opts: Sequence[Option], policy: Policy = "best
     return fit_box(space, opts, policy)
 
 
-def greedy_assign(problem: Problem, policy: Policy = "best", start: Sequence | None = None) -> list[Assignment | None]:
-    """Greedy placement of the whole batch; `start` keeps earlier assignments and fills the rest."""
+def greedy_assign(problem: Problem, policy: Policy = "best", start: Sequence | None = None,
+                  skip: Collection[int] = ()) -> list[Assignment | None]:
+    """Greedy placement of the whole batch; `start` keeps earlier assignments and fills the rest.
+
+    Requests in `skip` (a multislice request's copies, placed all or none elsewhere) are left as they are."""
     space = problem.space.copy()
     out: list[Assignment | None] = list(start) if start is not None else [None] * problem.n
     for a in out:
         if a is not None:
             space.take(space.chips_of(a))
     for i in problem.order:
-        if out[i] is not None:
+        if out[i] is not None or i in skip:
             continue
         a = fit_request(space, problem.options[i], policy, problem.settings)
         if a is not None:

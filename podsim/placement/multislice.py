@@ -17,6 +17,10 @@ with every other pod masked off), up to N. Then:
   pods holding the most first across them.
 A request that cannot get all N slices gets none.
 
+`gang_first` is the greedy for a whole batch (an expanded problem, `expand_gangs`): the
+multislice requests first, largest weight first, then the one-slice requests around them. It is
+the greedy solver's answer, the CP-SAT model's hint, and what CP-SAT falls back to.
+
 Sites are consecutive pods in equal numbers, as in `DcnSpec.sites`.
 """
 
@@ -28,8 +32,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from podsim.errors import PodsimError
-from podsim.placement.greedy import Policy, fit_request
-from podsim.placement.problem import PlacementSettings
+from podsim.placement.greedy import Policy, fit_request, greedy_assign
+from podsim.placement.problem import PlacementSettings, Problem
 from podsim.placement.space import Assignment, FreeSpace, Option
 
 
@@ -139,3 +143,24 @@ def dcn_span(layout, pods: Sequence[int], sites: int = 1) -> tuple[int, int]:
     """(sites spanned, pods spanned) of a placement's pods: the ranking of DCN hops."""
     site = site_of_pod(layout, sites)
     return len({int(site[p]) for p in pods}), len(set(pods))
+
+
+def gang_first(problem: Problem, policy: Policy = "best", start: Sequence | None = None) -> list[Assignment | None]:
+    """Greedy for an expanded problem: multislice requests all or none (largest weight first, by
+    `fit_multislice`), then the one-slice requests. `start` keeps earlier assignments."""
+    space = problem.space.copy()
+    out: list[Assignment | None] = list(start) if start is not None else [None] * problem.n
+    for a in out:
+        if a is not None:
+            space.take(space.chips_of(a))
+    s = problem.settings
+    for gang in sorted(problem.gangs, key=lambda g: (-g.weight, g.request.arrival_s, g.copies[0])):
+        req = gang.request
+        if any(out[c] is not None for c in gang.copies):
+            continue
+        mf = fit_multislice(space, problem.options[gang.copies[0]], req.slices, policy, s, s.sites, req.span_sites,
+                            req.name)
+        for c, a in zip(gang.copies, mf.assignments, strict=False):
+            space.take(space.chips_of(a))
+            out[c] = a
+    return greedy_assign(problem, policy, start=out, skip={c for g in problem.gangs for c in g.copies})

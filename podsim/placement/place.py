@@ -9,14 +9,17 @@ CP-SAT never returns less than greedy: it is warm-started with the better of the
 best-fit solutions as a complete hint, the hint is returned if the solver finds nothing better
 in its time limit, and any request that still fits afterwards is added greedily.
 
-Multislice requests (`slices` > 1) are gangs: they are placed first, largest weight first, all
-or none, on the fewest sites then pods (podsim.placement.multislice); the chosen solver then
-packs the one-slice requests around them.
+Multislice requests (`slices` > 1) are gangs: all N slices or none, in one site unless the
+request allows `span_sites`. The batch is expanded so a gang is N one-slice copies
+(`expand_gangs`). The greedy places gangs first, largest weight first, on the fewest sites then
+pods (`multislice.gang_first`), then the one-slice requests. CP-SAT places gangs jointly with
+the one-slice requests (`cpsat_gang`: copies all or none, fewest sites then pods below one unit
+of weight), so a gang never blocks a single that a joint placement fits; if it finds no
+solution in its limit, the gang-first greedy (its hint) is returned (`SolveStats.kept_hint`).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from collections.abc import Sequence
 from typing import Literal
@@ -32,10 +35,16 @@ from podsim.placement.cpsat import (
     solve_model,
 )
 from podsim.placement.degraded import darken
-from podsim.placement.greedy import GREEDY_POLICIES, Policy, fit_request, greedy_assign
-from podsim.placement.multislice import check_sites, fit_multislice
-from podsim.placement.problem import PlacementSettings, Problem, make_problem, options_or_reason
-from podsim.placement.requests import SliceRequest, processing_order
+from podsim.placement.greedy import GREEDY_POLICIES, Policy, fit_request
+from podsim.placement.multislice import check_sites, fit_multislice, gang_first
+from podsim.placement.problem import (
+    PlacementSettings,
+    Problem,
+    expand_gangs,
+    make_problem,
+    options_or_reason,
+)
+from podsim.placement.requests import SliceRequest
 from podsim.placement.result import PlacementResult, SlicePlacement
 from podsim.placement.space import Assignment, FreeSpace, cubes_needed, request_options
 from podsim.topology import Slice, format_shape, plan_slice
@@ -60,43 +69,15 @@ def place(state, requests: Sequence[SliceRequest], *, solver: Solver = "cpsat", 
     finite(now_s, "now (s)", low=-MAX_HORIZON_S, high=MAX_HORIZON_S)
     problem = make_problem(state, requests, settings, now_s)
     check_sites(state.layout, problem.settings.sites)
+    problem = expand_gangs(problem)  # a multislice request as N one-slice copies, all or none
     t0 = time.perf_counter()
-    gangs, problem = _place_gangs(state, problem, policy)
     if solver == "greedy":
-        final = greedy_assign(problem, policy)
+        final = gang_first(problem, policy)
         stats = SolveStats(f"greedy-{policy}", "HEURISTIC", None, None, time.perf_counter() - t0, problem.value(final))
     else:
         final, stats = _cpsat(problem, params, policy)
-    singles = iter(_materialise(state, problem, final))
-    out = tuple(gangs[r.id] if r.id in gangs else next(singles) for r in requests)
-    if gangs:
-        stats = dataclasses.replace(stats, wall_s=time.perf_counter() - t0, value=stats.value + sum(
-            r.weight(now_s, problem.settings.age_scale_s) for r in requests if gangs.get(r.id, None) and gangs[r.id].placed))
-    return PlacementResult(out, stats, state.layout.n_chips, state.n_healthy_chips, state.n_busy_chips,
-                           problem.settings.sites)
-
-
-def _place_gangs(state, problem: Problem, policy: Policy) -> tuple[dict[str, SlicePlacement], Problem]:
-    """Place the multislice requests (largest weight first, all or none) and return them with
-    the problem of the one-slice requests on the space they leave."""
-    gang_idx = [i for i in problem.order if problem.requests[i].slices > 1]
-    if not gang_idx:
-        return {}, problem
-    space = problem.space.copy()
-    out: dict[str, SlicePlacement] = {}
-    for i in gang_idx:
-        req, opts = problem.requests[i], problem.options[i]
-        if not opts:
-            out[req.id] = SlicePlacement(req, None, problem.errors[i])
-            continue
-        out[req.id] = _place_gang(state, space, req, opts, policy, problem.settings)
-    keep = [i for i in range(problem.n) if problem.requests[i].slices == 1]
-    reqs = tuple(problem.requests[i] for i in keep)
-    weights = tuple(problem.weights[i] for i in keep)
-    rest = dataclasses.replace(problem, space=space, requests=reqs, options=tuple(problem.options[i] for i in keep),
-                               errors=tuple(problem.errors[i] for i in keep), weights=weights,
-                               order=tuple(processing_order(reqs, weights)))
-    return out, rest
+    return PlacementResult(_materialise(state, problem, final, policy), stats, state.layout.n_chips,
+                           state.n_healthy_chips, state.n_busy_chips, problem.settings.sites)
 
 
 def _place_gang(state, space: FreeSpace, request: SliceRequest, opts, policy: Policy,
@@ -115,7 +96,7 @@ def _place_gang(state, space: FreeSpace, request: SliceRequest, opts, policy: Po
 
 def _cpsat(problem: Problem, params: SolverParams, policy: Policy) -> tuple[list, SolveStats]:
     t0 = time.perf_counter()
-    greedy = [greedy_assign(problem, pol) for pol in (policy, *(p for p in GREEDY_POLICIES if p != policy))]
+    greedy = [gang_first(problem, pol) for pol in (policy, *(p for p in GREEDY_POLICIES if p != policy))]
     hint = max(greedy, key=problem.value)
     pm = build_model(problem, hint)
     hint_model(pm, hint)
@@ -129,8 +110,9 @@ def _cpsat(problem: Problem, params: SolverParams, policy: Policy) -> tuple[list
             objective, bound = cp.objective_value, cp.best_objective_bound
     kept = solution is None or problem.value(solution) < problem.value(hint)
     chosen = hint if kept else solution
-    final = greedy_assign(problem, policy, start=chosen)
-    completed = sum(1 for a, b in zip(chosen, final, strict=True) if a is None and b is not None)
+    final = gang_first(problem, policy, start=chosen)
+    completed = sum(1 for i, (a, b) in enumerate(zip(chosen, final, strict=True))
+                    if a is None and b is not None and _answers(problem, i))
     stats = SolveStats("cpsat", status, objective, bound, time.perf_counter() - t0, problem.value(final),
                        hint_value=problem.value(hint), kept_hint=kept and bool(pm.placed), completed=completed,
                        solver_s=solver_s,
@@ -152,18 +134,48 @@ def to_slice(layout, problem_options, a: Assignment) -> Slice:
     return plan_slice(layout, spec, origin=a.origin, pod=a.pod)
 
 
-def _materialise(state, problem: Problem, final: Sequence[Assignment | None]) -> list[SlicePlacement]:
+def _answers(problem: Problem, i: int) -> bool:
+    """Request i stands for a request of the batch: a one-slice request or a gang's first copy."""
+    g = problem.gang_id(i)
+    return g is None or problem.gangs[g].copies[0] == i
+
+
+def _materialise(state, problem: Problem, final: Sequence[Assignment | None], policy: Policy) -> tuple[SlicePlacement, ...]:
+    """One SlicePlacement per request of the batch, in order (a gang's copies joined again)."""
     after = problem.space.copy()
     for a in final:
         if a is not None:
             after.take(after.chips_of(a))
     out = []
     for i, (req, a) in enumerate(zip(problem.requests, final, strict=True)):
-        if a is not None:
+        g = problem.gang_id(i)
+        if g is not None:
+            if _answers(problem, i):
+                out.append(_gang_placement(state, problem, g, final, after, policy))
+        elif a is not None:
             out.append(SlicePlacement(req, darken(state, to_slice(state.layout, problem.options[i], a))))
         else:
             out.append(SlicePlacement(req, None, unplaced_reason(state, problem, i, after)))
-    return out
+    return tuple(out)
+
+
+def _gang_placement(state, problem: Problem, g: int, final, after: FreeSpace, policy: Policy) -> SlicePlacement:
+    """A multislice request's N slices (darkened for down OCS units), or why it has none."""
+    gang = problem.gangs[g]
+    req, opts = gang.request, problem.options[gang.copies[0]]
+    got = [final[c] for c in gang.copies]
+    if all(a is not None for a in got):
+        slices = tuple(darken(state, to_slice(state.layout, opts, a)) for a in got)
+        return SlicePlacement(req, slices[0], slices=slices)
+    if not opts:
+        return SlicePlacement(req, None, problem.errors[gang.copies[0]])
+    s = problem.settings
+    before = fit_multislice(problem.space, opts, req.slices, policy, s, s.sites, req.span_sites, req.name)
+    if not before.assignments:
+        return SlicePlacement(req, None, f"needs {before.reason}")
+    now = fit_multislice(after, opts, req.slices, policy, s, s.sites, req.span_sites, req.name)
+    return SlicePlacement(req, None, f"needs {now.reason or f'{req.slices} slices of {req.name}'} after higher-value "
+                                     f"requests (all {req.slices} fit in the free space before)")
 
 
 def unplaced_reason(state, problem: Problem, i: int, after: FreeSpace) -> str:

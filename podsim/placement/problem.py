@@ -45,9 +45,21 @@ class PlacementSettings:
             raise PodsimError(f"age_scale_s must be > 0, got {self.age_scale_s}")
 
 
+@dataclass(frozen=True)
+class Gang:
+    """A multislice request in an expanded problem: the indices of its N one-slice copies."""
+
+    request: SliceRequest
+    copies: tuple[int, ...]
+    weight: int  # the whole request's weight (the copies' weights sum to it)
+
+
 @dataclass(frozen=True, eq=False)
 class Problem:
-    """Requests with their options (or the reason they can never fit), weights and order."""
+    """Requests with their options (or the reason they can never fit), weights and order.
+
+    An expanded problem (`expand_gangs`) holds each multislice request as N one-slice copies
+    ('job/k'); `gangs` lists them and `gang_index[i]` is request i's gang (-1: a single)."""
 
     space: FreeSpace
     requests: tuple[SliceRequest, ...]
@@ -56,6 +68,13 @@ class Problem:
     weights: tuple[int, ...]
     order: tuple[int, ...]
     settings: PlacementSettings
+    gangs: tuple[Gang, ...] = ()
+    gang_index: tuple[int, ...] = ()
+
+    def gang_id(self, i: int) -> int | None:
+        """The gang request i is a copy of, or None for a one-slice request."""
+        g = self.gang_index[i] if self.gang_index else -1
+        return None if g < 0 else g
 
     @property
     def layout(self):
@@ -121,3 +140,25 @@ def make_problem(state, requests: Sequence[SliceRequest], settings: PlacementSet
     weights = tuple(r.weight(now_s, settings.age_scale_s) for r in requests)
     return Problem(space, tuple(requests), tuple(options), tuple(errors), weights,
                    tuple(processing_order(requests, weights)), settings)
+
+
+def expand_gangs(problem: Problem) -> Problem:
+    """The same batch with every multislice request as N one-slice copies (ids 'job/k').
+
+    Each copy has the request's options; the request's weight is split over its copies (the
+    first takes the remainder), so the value of an all-or-none placement is unchanged."""
+    if all(r.slices == 1 for r in problem.requests):
+        return problem
+    rows: list[tuple[SliceRequest, tuple[Option, ...], str, int, int]] = []  # request, options, error, weight, gang
+    gangs: list[Gang] = []
+    for i, r in enumerate(problem.requests):
+        if r.slices == 1:
+            rows.append((r, problem.options[i], problem.errors[i], problem.weights[i], -1))
+            continue
+        base, extra = divmod(problem.weights[i], r.slices)
+        gangs.append(Gang(r, tuple(range(len(rows), len(rows) + r.slices)), problem.weights[i]))
+        rows.extend((r.member(k), problem.options[i], problem.errors[i], base + (extra if k == 0 else 0), len(gangs) - 1)
+                    for k in range(r.slices))
+    reqs, opts, errs, weights, index = (tuple(col) for col in zip(*rows, strict=True))
+    return Problem(problem.space, reqs, opts, errs, weights, tuple(processing_order(reqs, weights)),
+                   problem.settings, tuple(gangs), index)

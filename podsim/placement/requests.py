@@ -11,8 +11,8 @@ false), arrival_s (default 0), allow_degraded (default false), slices (default 1
 (default false)}`; a bad entry gives one line naming the request and the field.
 
 A multislice request (`slices: N`) asks for N slices of the shape at once, all or none, joined
-over the DCN (podsim.placement.multislice places them on as few pods and sites as it can); it
-may span data centres only with `span_sites: true`. Its weight counts all N slices' chips.
+over the DCN, on as few sites and pods as the placement can (podsim.placement.multislice for
+the greedy, cpsat_gang for CP-SAT); it may span data centres only with `span_sites: true`. Its weight counts all N slices' chips.
 """
 
 from __future__ import annotations
