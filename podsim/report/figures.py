@@ -278,7 +278,7 @@ def scaling_figure(study: Mapping[str, Sequence], title: str) -> go.Figure:
                   secondary_y=True)
     _layout(fig, title, "slices", "seconds per step", height=420)
     fig.update_layout(barmode="group")
-    fig.update_yaxes(title_text="parallel efficiency, MFU", tickformat=".0%", range=[0, 1.05], secondary_y=True)
+    fig.update_yaxes(title_text="parallel efficiency, MFU", tickformat=".0%", range=[0, 1.05], dtick=0.2, secondary_y=True)
     return fig
 
 
