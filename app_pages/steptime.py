@@ -38,6 +38,7 @@ from podsim.topology import (
     slice_view,
 )
 from podsim.trace import PRESETS, generate_trace, load_trace
+from podsim.trace.memory import fits_message
 from podsim.units import format_bytes
 
 # Parallelism plans for the default 128-chip slice (4x4x8); any plan whose sizes multiply to the
@@ -190,6 +191,8 @@ st.subheader(f"{out['name'] or 'uploaded trace'}: {out['ops']} ops")
 compute_note = f"compute at {efficiency:.0%} of peak" if efficiency is not None else "compute by the per-op model"
 where = f"{n_slices} {gen.name} {shape} slices on {out['pods']} pod(s), {DCN_KINDS[dcn_kind]} DCN" if n_slices > 1 else f"a {gen.name} {shape}{' twisted' if twisted else ''} slice"
 st.caption(f"on {where}, {compute_note}")
+if s.get("hbm_fits") is False:
+    st.warning(fits_message(s["hbm_bytes_per_chip"], s["hbm_capacity_bytes"]))
 m = st.columns(6)
 m[0].metric("Step time", seconds(s["step_time_s"]))
 m[1].metric("Compute", seconds(s["compute_s"]))

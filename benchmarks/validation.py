@@ -5,7 +5,7 @@ Run (from the repository root, a few minutes on 2 cores):
 
     PYTHONPATH=$PWD .venv/bin/python benchmarks/validation.py            # the whole table
     PYTHONPATH=$PWD .venv/bin/python benchmarks/validation.py M1 M9 P1   # some rows
-    PYTHONPATH=$PWD .venv/bin/python benchmarks/validation.py --calibrate  # refit the 2 constants
+    PYTHONPATH=$PWD .venv/bin/python benchmarks/validation.py --calibrate  # refit the 3 constants
     PYTHONPATH=$PWD .venv/bin/python benchmarks/validation.py --markdown   # the table for docs/validation.md
 """
 
@@ -40,15 +40,22 @@ def _line(r: dict) -> str:
             f"({r['engine_wall_s']:.1f} s){tag}")
 
 
+def _hbm(r: dict) -> str:
+    """HBM bytes per chip (podsim.trace.memory), marked when over the chip's capacity."""
+    if r.get("hbm_bytes_per_chip") is None:
+        return "-"
+    return f"{r['hbm_bytes_per_chip'] / 2**30:.1f} GiB" + ("" if r["hbm_fits"] else " (over)")
+
+
 def _markdown(table: list[dict]) -> str:
-    out = ["| id | system | model | measured | podsim | predicted / measured | error | MFU | HFU | note |",
-           "|---|---|---|---|---|---|---|---|---|---|"]
+    out = ["| id | system | model | measured | podsim | predicted / measured | error | MFU | HFU | recompute | HBM per chip | note |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in table:
         note = f"**calibration** ({r['calibration']})" if r["calibration"] else ""
         if r["assumed"]:
             note = (note + "; " if note else "") + r["assumed"]
         out.append(f"| {r['id']} | {r['system']} | {r['model']} | {_measured(r)} | {_fmt_s(r['predicted_s'])} | "
-                   f"{r['ratio']:.3f} | {r['error']:+.1%} | {_pct(r['mfu'])} | {_pct(r['hfu'])} | {note} |")
+                   f"{r['ratio']:.3f} | {r['error']:+.1%} | {_pct(r['mfu'])} | {_pct(r['hfu'])} | {r['recompute']} | {_hbm(r)} | {note} |")
     return "\n".join(out)
 
 
@@ -57,7 +64,7 @@ def main(argv: list[str]) -> None:
         t0 = time.perf_counter()
         fit = calibrate()
         print(f"calibrated in {time.perf_counter() - t0:.0f} s: " + ", ".join(f"{k} = {v:.3f}" for k, v in fit.items()))
-        print(f"in use: MATMUL_FRACTION = {chips.MATMUL_FRACTION}, HBM_FRACTION = {chips.HBM_FRACTION}")
+        print("in use: " + ", ".join(f"{k} = {getattr(chips, k)}" for k in fit))
         return
     ids = [a for a in argv if not a.startswith("--")]
     rows = tuple(r for r in ROWS if not ids or r.id in ids)

@@ -195,6 +195,9 @@ register(
     _m("wan_exposed_s", "s", "the part of wan_busy_s no compute overlaps", _S, True),
     _m("hfu", "fraction", "hardware FLOPs utilisation: FLOPs executed per step, recomputation included / (peak FLOP/s x chips x step time)", _S, True),
     _m("steps", "count", "training steps of the study", _S),
+    _m("hbm_bytes_per_chip", "bytes", "peak HBM bytes per chip of the step: training state, gathered weights, kept activations, logits (podsim.trace.memory)", _S),
+    _m("hbm_capacity_bytes", "bytes", "the chip's HBM capacity", _S),
+    _m("hbm_fits", "bool", "the step's HBM bytes per chip fit the chip's HBM", _S),
     # spine economics (podsim.scenario.spine.spine_metrics); per spine kind below
     _m("spine_years", "count", "years of the fleet's life the spine study covers", _B),
     _m("spine_capex_ratio", "ratio", "OCS spine capex / EPS spine capex over the life", _B),

@@ -60,6 +60,8 @@ def _ddl() -> list[str]:
     for name, cols in TABLES.items():
         body = ", ".join(["run_id VARCHAR"] + [f'"{c}" {_KIND_SQL[k]}' for c, k in cols.items()])
         out.append(f"CREATE TABLE IF NOT EXISTS {name} ({body})")
+        # a store made before a column was appended to TABLES gains it (NULL in its old rows)
+        out += [f'ALTER TABLE {name} ADD COLUMN IF NOT EXISTS "{c}" {_KIND_SQL[k]}' for c, k in cols.items()]
     return out
 
 
@@ -312,8 +314,10 @@ def load_run(store: str | Path, run_id: str) -> RunResult:
             if name not in present:  # a store written before this result table existed has none of it
                 continue
             t = con.execute(f"SELECT * FROM {name} WHERE run_id = ?", [run_id]).fetchnumpy()
-            if len(t["run_id"]):
-                tables[name] = normalise_table(name, {c: _column(t[c], k) for c, k in cols.items()})
+            n = len(t["run_id"])
+            if n:  # a column appended after the store was written (read-only: no ALTER) reads as NULL
+                tables[name] = normalise_table(name, {c: _column(t[c] if c in t else np.ma.masked_all(n), k)
+                                                      for c, k in cols.items()})
     return RunResult(name=row[0], kind=row[1], scenario=json.loads(row[4]), metrics=_nan(json.loads(row[5])),
                      topology=json.loads(row[6]), cost=json.loads(row[7]), targets=tuple(json.loads(row[8])),
                      references=tuple(json.loads(row[9])), tables=tables, wall_s=row[10] or 0.0, run_id=run_id)

@@ -96,7 +96,8 @@ horizon: 1d
 """
 
 
-def test_scenario_runs_multislice_jobs_across_sites_and_engine_refuses_step_gangs():
+def test_scenario_runs_multislice_jobs_across_sites():
+    """(Engine step times of multislice jobs: tests/test_cluster_multislice_steptime.py.)"""
     from podsim.errors import PodsimError
     from podsim.scenario.load import load_scenario_text
     from podsim.scenario.run import run_scenario
@@ -106,6 +107,6 @@ def test_scenario_runs_multislice_jobs_across_sites_and_engine_refuses_step_gang
     strict = run_scenario(load_scenario_text(GANG_SCENARIO.replace("span_sites: true", "span_sites: false")))
     assert strict.metrics["jobs_unplaceable"] == 6  # two whole pods cannot stay in one site of one pod
     steps = GANG_SCENARIO.replace("duration: {kind: fixed, median: 1h}", "models: {gpt3-175b: 1}, steps: {median: 10}")
-    steps = steps.replace("dcn: {sites: 2}\n", "")  # one site: the engine would run, but not for a 2-slice job
-    with pytest.raises(PodsimError, match="slices > 1 are not simulated yet"):
+    steps = steps.replace("dcn: {sites: 2}", "dcn: {sites: 2, kind: ocs}")  # the WAN is modelled on an EPS DCN only
+    with pytest.raises(PodsimError, match="several sites runs on an EPS DCN"):
         run_scenario(load_scenario_text(steps + "step_time: {model: engine}\n"))

@@ -19,8 +19,8 @@ class Counting:
         self.calls = []
         self.value = value
 
-    def estimate(self, model, generation, shape, twisted):
-        self.calls.append((model, generation.id, shape, twisted))
+    def estimate(self, model, generation, shape, twisted, *, slices=1, sites=1):
+        self.calls.append((model, generation.id, shape, twisted) + (() if slices == 1 else (slices, sites)))
         if self.value is not None:
             return StepEstimate(self.value, self.value, 0.0, "fixed")
         n = 1

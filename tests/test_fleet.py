@@ -124,8 +124,10 @@ def test_three_level_all_reduce_across_sites():
 
 @pytest.mark.parametrize("text,needle", [
     ("{generation: tpu-v4}\ndcn: {sites: 2}\nworkload: {synthetic: {jobs: 3, rate: 1/h}}\nhorizon: 1d", "2 sites must divide topology.pods 1"),
-    ("{generation: tpu-v4, pods: 2}\ndcn: {sites: 2}\nworkload: {synthetic: {jobs: 3, rate: 1/h}}\nhorizon: 1d\nstep_time: {model: engine}",
-     "needs step_time.model roofline"),
+    ("{generation: tpu-v4, pods: 2}\ndcn: {sites: 2, kind: ocs}\nworkload: {synthetic: {jobs: 3, rate: 1/h}}\nhorizon: 1d\nstep_time: {model: engine}",
+     "several sites runs on an EPS DCN"),
+    ("{generation: tpu-v4}\nworkload: {synthetic: {jobs: 3, rate: 1/h}}\nhorizon: 1d\nstep_time: {model: engine, parallelism: {bert-large: 'fsdp=auto,dcn=2'}}",
+     "names dcn; leave it out"),
     ("{generation: tpu-v4}\ndcn: {sites: 2, kind: ocs}\nworkload: {step: {model: resnet50, slice: 4x4x4, slices: 2, parallelism: 'data=64,dcn=2'}}", "modelled on an EPS DCN"),
     ("{generation: tpu-v4}\ndcn: {sites: 2}\nworkload: {step: {model: resnet50, slice: 4x4x4, slices: 3, parallelism: 'data=64,dcn=3'}}", "split evenly"),
 ])

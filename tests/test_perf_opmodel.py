@@ -48,6 +48,17 @@ def test_matmul_time_closed_form_and_precision():
         matmul_time_s(mm, chip_compute("tpu-v3"), "int8")
 
 
+def test_v6e_int8_has_its_own_calibrated_fraction():
+    """V6E_INT8_FRACTION (set from validation row M15) applies to int8 matmuls on v6e only."""
+    from podsim.perf import chips
+
+    mm = Matmul(8192, 8192, 8192)
+    v6e, v5p = chip_compute("tpu-v6e"), chip_compute("tpu-v5p")
+    assert matmul_time_s(mm, v6e, "int8") == pytest.approx(mm.flops / (1836e12 * chips.V6E_INT8_FRACTION))  # v6e.1
+    assert matmul_time_s(mm, v6e) == pytest.approx(mm.flops / (918e12 * chips.MATMUL_FRACTION))
+    assert matmul_time_s(mm, v5p, "int8") == pytest.approx(mm.flops / (918e12 * chips.MATMUL_FRACTION))  # v5p.6
+
+
 def test_memory_bound_and_sum():
     v4 = chip_compute("tpu-v4")
     assert memory_time_s(1.2e9, v4) == pytest.approx(1.0 / v4.hbm_fraction * 1e-3)  # v4.2: 1200 GB/s

@@ -67,7 +67,7 @@ def test_bad_models_and_answers_are_one_line_errors():
         RooflineStepTime(1.5)
 
     class Bare:
-        def estimate(self, model, generation, shape, twisted):
+        def estimate(self, model, generation, shape, twisted, *, slices=1, sites=1):
             return 1.0
 
     with pytest.raises(PodsimError, match="Bare.estimate returned float, not a StepEstimate"):

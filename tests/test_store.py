@@ -111,3 +111,25 @@ def test_a_store_older_than_a_result_table_still_loads(tmp_path, runs):
     back = load_run(store, rid)
     assert "scaling" not in back.tables and len(back.table("scaling")["slices"]) == 0
     _same_tables(runs[1], back)
+
+
+def test_a_store_written_before_a_table_column_was_appended(tmp_path, runs):
+    """step_times gained slices and sites: an older store reads them as 0 (read-only, no ALTER)
+    and gains the columns on its next write, keeping its old rows."""
+    import duckdb
+
+    from podsim.scenario.result import normalise_table
+
+    st = {"model": ["m"], "shape": ["2x2"], "twisted": [False], "step_time_s": [1.0], "compute_s": [1.0],
+          "exposed_comm_s": [0.0], "source": ["x"], "slices": [2], "sites": [1]}
+    r = dataclasses.replace(runs[0], tables={**runs[0].tables, "step_times": normalise_table("step_times", st)})
+    store = tmp_path / "old.duckdb"
+    old = append_run(store, r)
+    con = duckdb.connect(str(store))
+    con.execute("ALTER TABLE step_times DROP COLUMN sites")
+    con.execute("ALTER TABLE step_times DROP COLUMN slices")
+    con.close()
+    assert list(load_run(store, old).tables["step_times"]["slices"]) == [0]
+    new = append_run(store, r)
+    assert list(load_run(store, new).tables["step_times"]["slices"]) == [2]
+    assert list(load_run(store, old).tables["step_times"]["sites"]) == [0]

@@ -4,13 +4,16 @@ it by updating PINNED from `benchmarks/validation.py` (and docs/validation.md)."
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
-from podsim.perf.validation import ROWS, error, run_table, summarise
+from podsim.perf.validation import ROWS, error, row_trace, run_table, summarise
+from podsim.topology import get_generation
 
 # |error| per row as recorded in docs/validation.md
-PINNED: dict[str, float] = {"M1": 0.082, "M2": 0.366, "M3": 0.396, "M4": 0.000, "M5": 0.241, "M6": 0.111, "M7": 0.121, "M8": 0.110, "M9": 0.055, "M10": 0.000, "M11": 0.073, "M12": 0.000, "M13": 0.000, "M14": 0.482, "M15": 0.476, "M16": 0.493, "M17": 0.000, "P1": 0.081}
-PINNED_SUMMARY = {"median_abs_error": 0.111, "max_abs_error": 0.493}
+PINNED: dict[str, float] = {"M1": 0.082, "M2": 0.366, "M3": 0.396, "M4": 0.000, "M5": 0.241, "M6": 0.111, "M7": 0.121, "M8": 0.110, "M9": 0.055, "M10": 0.000, "M11": 0.073, "M12": 0.000, "M13": 0.000, "M14": 0.000, "M15": 0.000, "M16": 0.315, "M17": 0.000, "P1": 0.081}
+PINNED_SUMMARY = {"median_abs_error": 0.082, "max_abs_error": 0.396}
 SLACK = 0.02  # a row may drift by 2 points of error before the test calls it a regression
 FAST = ("M1", "M4", "M6", "M8")
 
@@ -21,7 +24,7 @@ def test_rows_are_sourced_and_few_set_constants():
     assert all(r.source.startswith("measurements.md " + r.id) for r in ROWS)
     calibration = [r for r in ROWS if r.calibration]
     assert len(calibration) <= 3
-    assert {r.calibration for r in calibration} == {"MATMUL_FRACTION", "HBM_FRACTION"}
+    assert {r.calibration for r in calibration} == {"MATMUL_FRACTION", "HBM_FRACTION", "V6E_INT8_FRACTION"}
     assert set(PINNED) == set(ids)
 
 
@@ -61,3 +64,17 @@ def test_pinned_summary_follows_from_the_pinned_rows():
     s = summarise(table)
     assert s["median_abs_error"] == pytest.approx(PINNED_SUMMARY["median_abs_error"], abs=1e-3)
     assert s["max_abs_error"] == pytest.approx(PINNED_SUMMARY["max_abs_error"], abs=1e-3)
+
+
+def test_unstated_remat_is_the_least_recompute_that_fits_hbm():
+    """Rows whose source states no remat policy take the least recompute whose HBM footprint
+    fits the chip: M16's 482B encoder cannot keep its activations (none or minimal) in 32 GiB."""
+    by_id = {r.id: r for r in ROWS}
+    cap = get_generation("tpu-v4").hbm_per_chip.si
+    m16 = by_id["M16"]
+    assert not m16.remat_stated and row_trace(m16).meta["recompute"] == "full"
+    for policy in ("none", "minimal"):
+        fp = row_trace(replace(m16, remat_stated=True, options=replace(m16.options, recompute=policy))).meta["hbm_footprint"]
+        assert fp["total_bytes"] > cap
+    assert row_trace(by_id["M1"]).meta["recompute"] == "none"
+    assert row_trace(by_id["M11"]).meta["recompute"] == "full"  # stated by the sheet: kept as stated

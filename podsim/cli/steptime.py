@@ -33,6 +33,7 @@ from podsim.topology.multipath import ROUTING_POLICIES
 from podsim.trace import load_trace
 from podsim.trace.astra_network import network_generation
 from podsim.trace.kinds import normalise_algorithm, normalise_kind
+from podsim.trace.memory import fits_message
 from podsim.units import format_bytes, format_rate, format_seconds, parse_bytes
 
 
@@ -73,6 +74,10 @@ def step_rows(s: dict) -> list[tuple[str, str]]:
         rows.append(("model FLOPs utilisation", f"{s['mfu']:.1%}"))
     if "hfu" in s:
         rows.append(("hardware FLOPs utilisation", f"{s['hfu']:.1%} (recomputation included)"))
+    if "hbm_bytes_per_chip" in s:
+        cap = s.get("hbm_capacity_bytes")
+        rows.append(("HBM per chip", f"{format_bytes(s['hbm_bytes_per_chip'])} of {format_bytes(cap) if cap else 'unknown'}"
+                                     + ("" if s.get("hbm_fits", True) else ": DOES NOT FIT")))
     rows.append(("engine", f"{s['engine_wall_s']:.3f} s wall, {s['events']:,} events, {s['flows_simulated']:,} of {s['flows']:,} flows simulated"))
     return rows
 
@@ -141,6 +146,8 @@ def _trace_mode(files: list[str], generation: str | None, network: str | None, s
     summary.update(trace=trace.name, slice=shape_name, twisted=job.slices[0].twisted, dcn=job.fabric.dcn.kind,
                    dcn_oversubscription=job.fabric.dcn.oversubscription, pods=job.fabric.layout.pods,
                    sites=job.fabric.dcn.sites)
+    if summary.get("hbm_fits") is False:
+        typer.echo("warning: " + fits_message(summary["hbm_bytes_per_chip"], summary["hbm_capacity_bytes"]), err=True)
     if as_json:
         emit_json(summary)
         return

@@ -71,8 +71,21 @@ class GangFit:
         return any(p.circuits for p in self.parts)
 
     @property
+    def pods(self) -> list[int]:
+        return sorted({int(p.assignment.pod) for p in self.parts})
+
+    @property
     def slice(self) -> GangSlice:
         return GangSlice(p.slice for p in self.parts)
+
+
+def sites_spanned(slc, pods: int, sites: int) -> int:
+    """Data centres a job's slice(s) sit in (`sites` equal runs of consecutive pods, as
+    `DcnSpec.sites` and `site_of_pod`): 1 for one slice, else the sites of the gang's pods."""
+    if not isinstance(slc, GangSlice | GangFit) or sites == 1:
+        return 1
+    per_site = pods // sites
+    return len({p // per_site for p in slc.pods})
 
 
 def slice_of(state: PodState, where):

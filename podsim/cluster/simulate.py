@@ -133,7 +133,9 @@ class ClusterSim:
         slow = self._slowdown(job, slc)
         if j.duration_s is not None:
             return float(j.duration_s) * slow
-        return slow * j.steps * self.step_time.step_time_s(j.model, self.gen, tuple(slc.shape), slc.twisted)
+        sites = gang.sites_spanned(slc, self.layout.pods, self.settings.sites)
+        return slow * j.steps * self.step_time.step_time_s(j.model, self.gen, tuple(slc.shape), slc.twisted,
+                                                           slices=j.slices, sites=sites)
 
     def _slowdown(self, job: SimJob, slc) -> float:
         return self.config.degraded_slowdown if job.request.allow_degraded and is_degraded(self.state, self.layout, slc) else 1.0
@@ -334,7 +336,8 @@ class ClusterSim:
                 job = jobs[i]
                 i += 1
                 if job.job.steps is not None:
-                    job.nominal_s = job.job.steps * self.step_time.step_time_s(job.job.model, self.gen, job.request.shape, job.request.twisted)
+                    job.nominal_s = job.job.steps * self.step_time.step_time_s(  # as asked: all slices in one site
+                        job.job.model, self.gen, job.request.shape, job.request.twisted, slices=job.job.slices)
                 job.seq = self._seq
                 self._seq += 1
                 reason = self.never_reason(job)

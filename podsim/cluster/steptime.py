@@ -1,12 +1,18 @@
-"""Step time of a job's model on the slice it was given: the bridge from steps to run time.
+"""Step time of a job's model on the slice(s) it was given: the bridge from steps to run time.
 
 A job may give its length in training steps of a model instead of in time; the cluster
-simulation then needs the step time of that model on the slice actually placed (a rotated or
-untwisted slice may be slower). One interface, `StepTimeModel.estimate(model, generation,
-shape, twisted) -> StepEstimate` (the step time with its compute and exposed-communication
-parts), has two implementations: `RooflineStepTime` here (no communication) and the flow-level
-engine (`podsim.scenario.steptime.EngineStepTime`: collectives as flows on the slice's links).
-`CachedStepTime` asks either once per (model, generation, shape, twist) and checks the answer.
+simulation then needs the step time of that model on the slices actually placed (a rotated or
+untwisted slice may be slower; slices in two sites talk over the WAN). One interface,
+`StepTimeModel.estimate(model, generation, shape, twisted, slices=1, sites=1) -> StepEstimate`
+(the step time with its compute and exposed-communication parts), has two implementations:
+`RooflineStepTime` here (no communication) and the flow-level engine
+(`podsim.scenario.steptime.EngineStepTime`: collectives as flows on the slices' ICI and DCN
+links). `CachedStepTime` asks either once per (model, generation, shape, twist, slices, sites)
+and checks the answer.
+
+A multislice job (`slices` N > 1 of `shape`, spread over `sites` data centres) trains the
+model preset's `global_batch` over all N slices, data parallel across them (the trace plan's
+`dcn=N` axis, as `podsim steptime --slices N`): each slice computes global_batch / N.
 
 `RooflineStepTime` times compute two ways:
 - with an `efficiency` (default 0.6, the v4 paper's average for LLM training, hardware.md
@@ -31,7 +37,7 @@ from podsim.topology import Generation
 from podsim.trace import generate_trace
 from podsim.trace.configs import get_model
 from podsim.trace.model import DEFAULT_COMPUTE_EFFICIENCY, Compute, StepTrace
-from podsim.trace.plans import resolve_plan
+from podsim.trace.plans import multislice_plan
 
 
 @dataclass(frozen=True)
@@ -47,9 +53,20 @@ class StepEstimate:
 
 @runtime_checkable
 class StepTimeModel(Protocol):
-    """The step of `model` on a `shape` slice (twisted or not) of `generation`."""
+    """The step of `model` on `slices` slices of `shape` (twisted or not) of `generation`,
+    spread over `sites` data centres (1: all behind one DCN)."""
 
-    def estimate(self, model: str, generation: Generation, shape: tuple[int, ...], twisted: bool) -> StepEstimate: ...
+    def estimate(self, model: str, generation: Generation, shape: tuple[int, ...], twisted: bool, *,
+                 slices: int = 1, sites: int = 1) -> StepEstimate: ...
+
+
+def check_spread(slices: int, sites: int) -> None:
+    """One-line error unless `slices` >= 1 slices can sit in `sites` (1 <= sites <= slices)."""
+    for name, v in (("slices", slices), ("sites", sites)):
+        if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+            raise PodsimError(f"step time: {name} {v!r} must be a whole number >= 1")
+    if sites > slices:
+        raise PodsimError(f"step time: {slices} slice(s) cannot span {sites} sites; sites must be <= slices")
 
 
 def compute_critical_path_s(trace: StepTrace, generation: Generation) -> float:
@@ -73,7 +90,9 @@ def compute_critical_path_s(trace: StepTrace, generation: Generation) -> float:
 class RooflineStepTime:
     """Compute-only step time: model FLOPs / (chips x peak x efficiency), or with
     `efficiency=None` the per-op compute critical path of the model's trace (plan from `plans`
-    by model, `auto` allowed; default FSDP over every chip, data parallel for ResNet)."""
+    by model, `auto` allowed; default FSDP over every chip, data parallel for ResNet).
+    N slices share the global batch (chips = N x the slice's); no ICI, DCN or WAN traffic is
+    timed by design, and a multislice answer says so in its `source`."""
 
     def __init__(self, efficiency: float | None = DEFAULT_COMPUTE_EFFICIENCY, plans: dict[str, str] | None = None):
         if efficiency is not None and not 0 < efficiency <= 1:
@@ -81,44 +100,52 @@ class RooflineStepTime:
         self.efficiency = efficiency
         self.plans = dict(plans or {})
 
-    def estimate(self, model: str, generation: Generation, shape: tuple[int, ...], twisted: bool) -> StepEstimate:
+    def estimate(self, model: str, generation: Generation, shape: tuple[int, ...], twisted: bool, *,
+                 slices: int = 1, sites: int = 1) -> StepEstimate:
+        check_spread(slices, sites)
         chips = math.prod(shape)
+        multi = "" if slices == 1 else f", {slices} slices, DCN{' and WAN' if sites > 1 else ''} traffic not modelled"
         if self.efficiency is not None:
-            t = get_model(model).training_flops_per_step() / (chips * generation.peak_flops_per_s * self.efficiency)
-            return StepEstimate(t, t, 0.0, f"roofline at {self.efficiency:g} of peak")
-        plan = resolve_plan(self.plans.get(model), model, chips)
+            t = get_model(model).training_flops_per_step() / (slices * chips * generation.peak_flops_per_s * self.efficiency)
+            return StepEstimate(t, t, 0.0, f"roofline at {self.efficiency:g} of peak{multi}")
+        plan = multislice_plan(self.plans.get(model), model, chips, slices)
         trace = generate_trace(model, tuple(shape), plan, generation=generation, twisted=twisted)
         t = compute_critical_path_s(trace, generation)
-        return StepEstimate(t, t, 0.0, f"roofline, per-op compute ({plan})")
+        return StepEstimate(t, t, 0.0, f"roofline, per-op compute ({plan}){multi}")
 
 
 class CachedStepTime:
-    """Asks the wrapped model once per (model, generation, shape, twist); checks the answer."""
+    """Asks the wrapped model once per (model, generation, shape, twist, slices, sites); checks
+    the answer."""
 
     def __init__(self, inner: StepTimeModel):
         if not isinstance(inner, StepTimeModel):
-            raise PodsimError(f"{type(inner).__name__} has no estimate(model, generation, shape, twisted)")
+            raise PodsimError(f"{type(inner).__name__} has no estimate(model, generation, shape, twisted, *, slices, sites)")
         self.inner = inner
         self._cache: dict[tuple, StepEstimate] = {}
 
-    def estimate(self, model: str, generation: Generation, shape: tuple[int, ...], twisted: bool) -> StepEstimate:
-        key = (model, generation.id, tuple(shape), bool(twisted))
+    def estimate(self, model: str, generation: Generation, shape: tuple[int, ...], twisted: bool, *,
+                 slices: int = 1, sites: int = 1) -> StepEstimate:
+        check_spread(slices, sites)
+        key = (model, generation.id, tuple(shape), bool(twisted), slices, sites)
         e = self._cache.get(key)
         if e is None:
-            e = self.inner.estimate(model, generation, tuple(shape), bool(twisted))
+            e = self.inner.estimate(model, generation, tuple(shape), bool(twisted), slices=slices, sites=sites)
             if not isinstance(e, StepEstimate):
                 raise PodsimError(f"{type(self.inner).__name__}.estimate returned {type(e).__name__}, not a StepEstimate")
             t = e.step_time_s
             if not (math.isfinite(t) and t > 0):
-                raise PodsimError(f"step time of {model} on {generation.id} {'x'.join(map(str, shape))} is {t}; it must be a positive number of seconds")
+                where = f"{slices} x " if slices > 1 else ""
+                raise PodsimError(f"step time of {model} on {generation.id} {where}{'x'.join(map(str, shape))} is {t}; it must be a positive number of seconds")
             self._cache[key] = e
         return e
 
-    def step_time_s(self, model: str, generation: Generation, shape: tuple[int, ...], twisted: bool) -> float:
+    def step_time_s(self, model: str, generation: Generation, shape: tuple[int, ...], twisted: bool, *,
+                    slices: int = 1, sites: int = 1) -> float:
         """Seconds per step (what the cluster simulation needs)."""
-        return float(self.estimate(model, generation, shape, twisted).step_time_s)
+        return float(self.estimate(model, generation, shape, twisted, slices=slices, sites=sites).step_time_s)
 
     @property
     def calls(self) -> int:
-        """How many distinct (model, generation, shape, twist) were asked (cache misses)."""
+        """How many distinct (model, generation, shape, twist, slices, sites) were asked (cache misses)."""
         return len(self._cache)

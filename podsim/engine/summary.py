@@ -48,6 +48,11 @@ def step_summary(result: StepResult, trace: StepTrace | None = None) -> dict:
     if hw_flops and chips and result.step_time_s > 0:
         out["hardware_flops_per_step"] = float(hw_flops)
         out["hfu"] = float(hw_flops) / (chips * gen.peak_flops_per_s * result.step_time_s)
+    hbm = meta.get("hbm_footprint")
+    if hbm:
+        out["hbm_bytes_per_chip"] = float(hbm["total_bytes"])
+        out["hbm_capacity_bytes"] = gen.hbm_per_chip.si  # the chip simulated, which may not be the trace's
+        out["hbm_fits"] = not out["hbm_capacity_bytes"] or out["hbm_bytes_per_chip"] <= out["hbm_capacity_bytes"]
     return out
 
 

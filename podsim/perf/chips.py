@@ -3,19 +3,22 @@
 Row ids (v4.3, v6e.1 ...) are rows of shared/reference/hardware.md; `assumption` marks a
 figure the reference sheet does not give, with the reason in the note.
 
-Two achievable-fraction constants are shared by every generation:
+Two achievable-fraction constants are shared by every generation, and one is v6e's own:
 
 - `MATMUL_FRACTION`: the fraction of the MXU's peak a tile-aligned matmul sustains (pipeline
   fill, VMEM tiling and the vector work XLA fuses into it);
 - `HBM_FRACTION`: the fraction of HBM bandwidth memory-bound ops (norms, elementwise, softmax,
-  optimiser update, embedding lookups) and a matmul's operand traffic reach.
+  optimiser update, embedding lookups) and a matmul's operand traffic reach;
+- `V6E_INT8_FRACTION`: the fraction of v6e's int8 peak an int8 matmul sustains.
 
-Neither is published for TPUs. Each is set from ONE validation row (docs/validation.md marks
+None is published for TPUs. Each is set from ONE validation row (docs/validation.md marks
 them "calibration"): MATMUL_FRACTION from M17 (a 200B dense LM on 1024 TPU v4 chips: large
 matmuls, little else), HBM_FRACTION from M4 (ResNet-50 on 8 TPU v4 chips: convolutions plus
-memory-bound batch norm, no communication to speak of). `benchmarks/validation.py
---calibrate` recomputes both; they are measured on v4 and carried to the other generations
-unchanged (an assumption: no per-generation figure exists).
+memory-bound batch norm, no communication to speak of), V6E_INT8_FRACTION from M15 (GPT-3 175B
+on two v6e slices, int8; added after the first table showed both v6e rows 2x fast, and checked by
+M14 alone). `benchmarks/validation.py --calibrate` recomputes all three; the first two are
+measured on v4 and carried to the other generations unchanged (an assumption: no
+per-generation figure exists).
 """
 
 from __future__ import annotations
@@ -29,6 +32,11 @@ MATMUL_FRACTION = 0.849
 """Calibrated on validation row M17 (`benchmarks/validation.py --calibrate`, see the module docstring)."""
 HBM_FRACTION = 0.935
 """Calibrated on validation row M4 (`benchmarks/validation.py --calibrate`, see the module docstring)."""
+V6E_INT8_FRACTION = 0.395
+"""The fraction of v6e's int8 peak (1836 TOP/s, v6e.1) an int8 matmul sustains. Calibrated on
+validation row M15 (`benchmarks/validation.py --calibrate`): the first table showed both v6e rows
+at 0.39 of their bounds with MATMUL_FRACTION, i.e. int8 on v6e does not reach twice the bf16 rate
+in the measured runs; why (quantisation overhead, VPU-bound work) the sources do not say."""
 
 
 @dataclass(frozen=True)
@@ -44,6 +52,11 @@ class ChipCompute:
     matmul_fraction: float
     hbm_fraction: float
     notes: tuple[str, ...] = field(default=())
+    precision_fractions: dict[str, float] = field(default_factory=dict)  # precision -> fraction, where not matmul_fraction
+
+    def fraction_for(self, precision: str) -> float:
+        """The fraction of `precision`'s peak a tile-aligned matmul sustains on this chip."""
+        return self.precision_fractions.get(precision, self.matmul_fraction)
 
     def peak_for(self, precision: str, what: str = "op") -> float:
         try:
@@ -78,5 +91,7 @@ def chip_compute(gen: str | Generation) -> ChipCompute:
         dim, dim_src, extra, peak_src, notes = CHIPS[g.id]
     else:
         dim, dim_src, extra, peak_src, notes = 1, "assumption", {}, "peak_bf16_tflops_per_chip", ("no MXU tile modelled",)
+    per_precision = {"int8": V6E_INT8_FRACTION} if g.id == "tpu-v6e" else {}
     return ChipCompute(g.id, dim, dim_src, {"bf16": bf16, **extra}, peak_src, g.hbm_bytes_per_s,
-                       matmul_fraction=MATMUL_FRACTION, hbm_fraction=HBM_FRACTION, notes=notes)
+                       matmul_fraction=MATMUL_FRACTION, hbm_fraction=HBM_FRACTION, notes=notes,
+                       precision_fractions=per_precision)

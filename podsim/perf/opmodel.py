@@ -4,7 +4,7 @@
   but the MXU is a weight-stationary mxu_dim x mxu_dim systolic array (128x128 on v2-v5p,
   256x256 on v6e; hardware.md v2.5, v3.3, v4.3, v6e.3): the weight block K x N is padded to
   whole tiles, so the chip spends 2·m·ceil(k/T)·T·ceil(n/T)·T FLOPs of MXU time. It runs at
-  the precision's peak x MATMUL_FRACTION, or at its operand traffic over HBM, whichever is
+  the precision's peak x its achievable fraction (podsim.perf.chips), or at its operand traffic over HBM, whichever is
   slower (a roofline per matmul).
 - Memory-bound work (norms, elementwise, softmax, optimiser update, embedding lookups) takes
   its HBM bytes at HBM bandwidth x HBM_FRACTION.
@@ -55,7 +55,7 @@ def padded_flops(mm: Matmul, tile: int) -> float:
 
 def matmul_time_s(mm: Matmul, chip: ChipCompute, precision: str = "bf16") -> float:
     """The slower of its padded FLOPs at the precision's achievable rate and its operand traffic."""
-    t_mxu = padded_flops(mm, chip.mxu_dim) / (chip.peak_for(precision, "matmul") * chip.matmul_fraction)
+    t_mxu = padded_flops(mm, chip.mxu_dim) / (chip.peak_for(precision, "matmul") * chip.fraction_for(precision))
     return max(t_mxu, memory_time_s(mm.hbm_bytes, chip))
 
 
@@ -69,7 +69,7 @@ def compute_time_s(chip: ChipCompute, flops: float, hbm_bytes: float, matmuls: S
     (the op's HBM bytes less its matmuls' operand bytes). An op without matmul shapes (an
     imported trace) is a roofline: FLOPs at the bf16 achievable rate vs bytes at HBM rate."""
     if not matmuls:
-        t_flops = flops / (chip.peak_for(precision) * chip.matmul_fraction) if flops else 0.0
+        t_flops = flops / (chip.peak_for(precision) * chip.fraction_for(precision)) if flops else 0.0
         return max(t_flops, memory_time_s(hbm_bytes, chip))
     mms = [Matmul.of(t) for t in matmuls]
     t = sum(matmul_time_s(mm, chip, precision) for mm in mms)

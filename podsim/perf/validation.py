@@ -14,7 +14,8 @@ GPT-3 rows use a fused kernel (M11 states flash attention). `kind`:
   to that band.
 
 At most three rows set constants (`calibration`, see podsim.perf.chips); they are left out of
-the summary statistics. Multislice rows run as one job on several slices (`build_job`:
+the summary statistics. An upper-bound row is calibrated to the training part of its interval
+(`calibration_target_s`). Multislice rows run as one job on several slices (`build_job`:
 `place_slices` packs them pod by pod), with the DCN between them.
 """
 
@@ -23,13 +24,14 @@ from __future__ import annotations
 import statistics
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from podsim.engine import build_job, simulate_step, step_summary
 from podsim.perf import chips as chip_constants
+from podsim.topology import get_generation
 from podsim.trace import generate_trace
 from podsim.trace.configs import PRESETS, TransformerConfig
-from podsim.trace.generate import GenerateOptions
+from podsim.trace.generate import RECOMPUTE_POLICIES, GenerateOptions
 
 UPPER_BOUND_BAND = 0.25
 
@@ -49,6 +51,7 @@ class Row:
     kind: str = "measured"  # measured | range | upper_bound
     measured_hi_s: float | None = None  # range rows: the upper end
     calibration: str = ""  # the constant this row sets, if any
+    remat_stated: bool = False  # the sheet states a remat policy; else the least recompute that fits HBM
     assumed: str = ""
     source: str = ""
 
@@ -90,40 +93,60 @@ ROWS: tuple[Row, ...] = (
         options=UNFUSED, assumed="unfused attention", source="measurements.md M9 (MLPerf v1.0, R10 Google tpu-v4-4096-TF)"),
     Row("M10", "TPU v5e, 16 x 256 chips (multislice)", "gpt3-175b", "tpu-v5e", "16x16", "fsdp=128,tensor=2,dcn=16", 9.09, slices=16,
         overrides={"global_batch": 2048}, options=GenerateOptions(precision=INT8, recompute="full"), kind="upper_bound",
-        assumed="in-slice sharding fsdp 128 x tensor 2 (not in the repo); full remat", source="measurements.md M10 (MLPerf v3.1, R31)"),
+        assumed="in-slice sharding fsdp 128 x tensor 2 (not in the repo); remat not stated: full, the least that fits HBM", source="measurements.md M10 (MLPerf v3.1, R31)"),
     Row("M11", "TPU v5p, 512 chips", "gpt3-175b", "tpu-v5p", "8x8x8", "fsdp=64,tensor=8", 23.81,
         overrides={"global_batch": 2048}, options=GenerateOptions(precision=INT8, recompute="full"), kind="upper_bound",
-        source="measurements.md M11 (MLPerf v4.0, R40 v5p-1024)"),
+        remat_stated=True, source="measurements.md M11 (MLPerf v4.0, R40 v5p-1024)"),
     Row("M12", "TPU v5p, 6144 chips", "gpt3-175b", "tpu-v5p", "8x16x48", "data=16,fsdp=48,tensor=8", 5.97,
         overrides={"global_batch": 6144}, options=GenerateOptions(precision=INT8, recompute="minimal"), kind="upper_bound",
-        assumed="save_dot_except_logits as minimal recompute", source="measurements.md M12 (MLPerf v4.0, R40 v5p-12288)"),
+        assumed="save_dot_except_logits as minimal recompute", remat_stated=True, source="measurements.md M12 (MLPerf v4.0, R40 v5p-12288)"),
     Row("M13", "TPU v5p, 2048 chips", "gpt3-175b", "tpu-v5p", "4x8x64", "data=4,fsdp=64,tensor=8", 11.25,
         overrides={"global_batch": 4096}, options=GenerateOptions(precision=INT8, recompute="minimal"), kind="upper_bound",
-        assumed="save_dot_except_mlpwi as minimal recompute", source="measurements.md M13 (MLPerf v4.1, R41 v5p-4096)"),
+        assumed="save_dot_except_mlpwi as minimal recompute", remat_stated=True, source="measurements.md M13 (MLPerf v4.1, R41 v5p-4096)"),
     Row("M14", "TPU v6e, 8 x 256 chips (multislice)", "gpt3-175b", "tpu-v6e", "16x16", "fsdp=256,dcn=8", 10.75, slices=8,
         overrides={"global_batch": 4096}, options=GenerateOptions(precision=INT8, recompute="full"), kind="upper_bound",
-        assumed="data parallel across slices", source="measurements.md M14 (MLPerf v4.1, R41 trillium-2048)"),
+        assumed="data parallel across slices", remat_stated=True, source="measurements.md M14 (MLPerf v4.1, R41 trillium-2048)"),
     Row("M15", "TPU v6e, 2 x 256 chips (multislice)", "gpt3-175b", "tpu-v6e", "16x16", "fsdp=256,dcn=2", 15.88, slices=2,
         overrides={"global_batch": 1536}, options=GenerateOptions(precision=INT8, recompute="full"), kind="upper_bound",
-        assumed="data parallel across slices", source="measurements.md M15 (MLPerf v4.1, R41 trillium-512)"),
+        assumed="data parallel across slices", remat_stated=True, calibration="V6E_INT8_FRACTION",
+        source="measurements.md M15 (MLPerf v4.1, R41 trillium-512)"),
     Row("M16", "TPU v4, 2048 chips", _encoder("lm-482b", 64, 16384, 131072, 256, 4096, "measurements.md M16"), "tpu-v4", "8x16x16",
-        "fsdp=256,tensor=8", 22.0, options=UNFUSED, assumed="mesh [256, 8] as fsdp x tensor; bf16; no remat (none stated); unfused attention",
+        "fsdp=256,tensor=8", 22.0, options=UNFUSED, assumed="mesh [256, 8] as fsdp x tensor; bf16; remat not stated: full, the least that fits HBM; unfused attention",
         source="measurements.md M16 (MLPerf v1.1 open, R11 tpu-v4-4096-TF)"),
     Row("M17", "TPU v4, 1024 chips", _encoder("lm-200b", 66, 12288, 98304, 128, 4096, "measurements.md M17"), "tpu-v4", "8x8x16",
         "fsdp=64,tensor=16", 16.8, options=GenerateOptions(recompute="minimal", attention="materialized"), calibration="MATMUL_FRACTION",
         assumed="mesh [1, 64, 16] as fsdp x tensor; SAVE_DOT as minimal recompute; unfused attention",
-        source="measurements.md M17 (MLPerf v1.1 open, R11 tpu-v4-2048-JAX)"),
+        remat_stated=True, source="measurements.md M17 (MLPerf v1.1 open, R11 tpu-v4-2048-JAX)"),
     Row("P1", "TPU v4, 2 pods x 3072 chips", "palm-540b", "tpu-v4", "12x16x16", "fsdp=256,tensor=12,dcn=2", 17.6, slices=2,
         options=GenerateOptions(recompute="full", attention="materialized"), assumed="rematerialisation as full recompute; unfused attention",
-        source="measurements.md P1 (Chowdhery et al. 2022 §4.1, Table 3)"),
+        remat_stated=True, source="measurements.md P1 (Chowdhery et al. 2022 §4.1, Table 3)"),
 )
+
+
+def row_trace(row: Row):
+    """The row's step trace. Where the sheet states no remat policy, the least recompute (none,
+    minimal, full) whose HBM footprint per chip fits the chip (podsim.trace.memory): a run must
+    fit, and nobody recomputes more than they must."""
+    def gen(recompute: str):
+        return generate_trace(row.model, row.shape, row.plan, generation=row.generation, overrides=row.overrides,
+                              options=replace(row.options, recompute=recompute))
+
+    if row.remat_stated:
+        return gen(row.options.recompute)
+    capacity = get_generation(row.generation).hbm_per_chip.si
+    for policy in RECOMPUTE_POLICIES:
+        trace = gen(policy)
+        if trace.meta["hbm_footprint"]["total_bytes"] <= capacity:
+            return trace
+    return trace  # fits under no policy: the table's hbm column says so
 
 
 def predict(row: Row) -> dict:
     """Generate the row's trace, run it (several slices: one job on `place_slices`, the DCN
-    between them), and return the step summary."""
-    trace = generate_trace(row.model, row.shape, row.plan, generation=row.generation, overrides=row.overrides, options=row.options)
-    return step_summary(simulate_step(None, build_job(trace, row.generation, row.shape, row.slices, name=row.id)), trace)
+    between them), and return the step summary with the recompute policy used."""
+    trace = row_trace(row)
+    s = step_summary(simulate_step(None, build_job(trace, row.generation, row.shape, row.slices, name=row.id)), trace)
+    return {**s, "recompute": trace.meta["recompute"]}
 
 
 def error(row: Row, predicted_s: float) -> float:
@@ -147,7 +170,8 @@ def run_table(rows: tuple[Row, ...] = ROWS, on_row: Callable[[dict], None] | Non
                "ratio": s["step_time_s"] / row.measured_s, "error": error(row, s["step_time_s"]),
                "mfu": s.get("mfu"), "hfu": s.get("hfu"), "exposed_comm_s": s["exposed_comm_s"],
                "calibration": row.calibration, "assumed": row.assumed, "source": row.source,
-               "engine_wall_s": s["engine_wall_s"]}
+               "engine_wall_s": s["engine_wall_s"], "recompute": s["recompute"],
+               "hbm_bytes_per_chip": s.get("hbm_bytes_per_chip"), "hbm_fits": s.get("hbm_fits")}
         out.append(rec)
         if on_row:
             on_row(rec)
@@ -161,25 +185,45 @@ def summarise(table: list[dict]) -> dict:
             "max_abs_error": max(errs, default=0.0)}
 
 
+CONSTANTS = ("MATMUL_FRACTION", "HBM_FRACTION", "V6E_INT8_FRACTION")
+
+
 @contextmanager
-def fractions(matmul: float | None = None, hbm: float | None = None) -> Iterator[None]:
-    """Temporarily set the shared achievable fractions (for calibration only)."""
-    old = chip_constants.MATMUL_FRACTION, chip_constants.HBM_FRACTION
-    chip_constants.MATMUL_FRACTION = matmul if matmul is not None else old[0]
-    chip_constants.HBM_FRACTION = hbm if hbm is not None else old[1]
+def fractions(**values: float) -> Iterator[None]:
+    """Temporarily set achievable-fraction constants of podsim.perf.chips by name (calibration only)."""
+    unknown = set(values) - set(CONSTANTS)
+    if unknown:
+        raise ValueError(f"not a calibrated constant: {sorted(unknown)}")
+    old = {k: getattr(chip_constants, k) for k in values}
+    for k, v in values.items():
+        setattr(chip_constants, k, v)
     try:
         yield
     finally:
-        chip_constants.MATMUL_FRACTION, chip_constants.HBM_FRACTION = old
+        for k, v in old.items():
+            setattr(chip_constants, k, v)
 
 
-def _solve(row: Row, which: str, other: dict, start: float, tol: float = 1e-3, evals: int = 8) -> float:
-    """The fraction (at most 1) that makes `row`'s prediction equal its measurement: secant
-    steps on predicted - measured (the step time falls as the fraction grows)."""
+def calibration_target_s(row: Row) -> float:
+    """The step time a calibration row is fitted to: its measurement; for an upper-bound row the
+    training part of its interval. Each GPT-3 interval trains on 24,576 sequences and then runs
+    the forward pass of 24,567 eval sequences (measurements.md caveat 3); at the training rate,
+    with full remat a trained sequence costs 4 forward passes (3 without), so training is 4/5 (3/4)
+    of the interval."""
+    if row.kind != "upper_bound":
+        return row.measured_s
+    forwards = 4 if row.options.recompute == "full" else 3
+    return row.measured_s * forwards / (forwards + 1)
+
+
+def _solve(row: Row, which: str, others: dict[str, float], start: float, tol: float = 1e-3, evals: int = 8) -> float:
+    """The fraction (at most 1) that makes `row`'s prediction equal its calibration target: secant
+    steps on predicted / target - 1 (the step time falls as the fraction grows)."""
+    target = calibration_target_s(row)
 
     def gap(f: float) -> float:
-        with fractions(**{which: f, **other}):
-            return predict(row)["step_time_s"] / row.measured_s - 1
+        with fractions(**{**others, which: f}):
+            return predict(row)["step_time_s"] / target - 1
 
     x0, x1 = start, min(start * 1.05, 1.0) if start < 1.0 else start * 0.95
     g0, g1 = gap(x0), gap(x1)
@@ -194,11 +238,11 @@ def _solve(row: Row, which: str, other: dict, start: float, tol: float = 1e-3, e
 
 
 def calibrate(rounds: int = 2) -> dict[str, float]:
-    """Set MATMUL_FRACTION from its calibration row and HBM_FRACTION from its, alternately
-    (each row depends a little on the other constant)."""
+    """Set each constant from its calibration row, in turn (each row depends a little on the
+    others' constants), `rounds` times."""
     rows = {r.calibration: r for r in ROWS if r.calibration}
-    mm, hbm = chip_constants.MATMUL_FRACTION, chip_constants.HBM_FRACTION
+    values = {k: getattr(chip_constants, k) for k in CONSTANTS}
     for _ in range(rounds):
-        mm = _solve(rows["MATMUL_FRACTION"], "matmul", {"hbm": hbm}, mm)
-        hbm = _solve(rows["HBM_FRACTION"], "hbm", {"matmul": mm}, hbm)
-    return {"MATMUL_FRACTION": mm, "HBM_FRACTION": hbm}
+        for k in CONSTANTS:
+            values[k] = _solve(rows[k], k, {o: v for o, v in values.items() if o != k}, values[k])
+    return values

@@ -233,12 +233,17 @@ def timeline(run: RunResult, max_ops: int = 2000) -> go.Figure | None:
 
 
 def step_times(run: RunResult) -> go.Figure | None:
-    """Step time per (model, shape) that a job stream's step-based jobs asked for."""
+    """Step time per (model, shape, slices, sites) that a job stream's step-based jobs asked for."""
     st = run.table("step_times")
     if not len(st["model"]):
         return None
     order = np.argsort(st["step_time_s"])
-    names = [f"{st['model'][k]} {st['shape'][k]}{' twisted' if st['twisted'][k] else ''}" for k in order]
+
+    def spread(k) -> str:  # slices and sites read 0 in stores from before they were recorded
+        n, s = int(st["slices"][k]), int(st["sites"][k])
+        return (f" x{n}" if n > 1 else "") + (f" over {s} sites" if s > 1 else "")
+
+    names = [f"{st['model'][k]} {st['shape'][k]}{' twisted' if st['twisted'][k] else ''}{spread(k)}" for k in order]
     fig = go.Figure()
     fig.add_bar(y=names, x=st["compute_s"][order], name="compute", orientation="h", marker={"color": KIND_COLOURS["compute"]})
     fig.add_bar(y=names, x=st["exposed_comm_s"][order], name="exposed communication", orientation="h", marker={"color": "#d62728"})

@@ -172,9 +172,8 @@ def _check_dcn(s: Scenario) -> None:
         if st is None:  # a job stream: the pods split over sites; multislice jobs cross them only with span_sites
             if s.topology.pods % d.sites:
                 raise FieldError(("dcn", "sites"), f"{d.sites} sites must divide topology.pods {s.topology.pods} (equal pods per site)")
-            if s.step_time.model == "engine":
-                raise FieldError(("dcn", "sites"), "a job stream over several sites needs step_time.model roofline "
-                                                   "(the engine's step time takes one slice in one site)")
+            if s.step_time.model == "engine" and d.kind != "eps":
+                raise FieldError(("dcn", "sites"), "the engine's step time over several sites runs on an EPS DCN (kind: eps)")
             return
         if d.kind != "eps":
             raise FieldError(("dcn", "sites"), "several sites are modelled on an EPS DCN (kind: eps)")
@@ -214,7 +213,8 @@ def check_scenario(s: Scenario) -> Generation:
         loc = ("step_time", "parallelism", model)
         if model not in PRESETS:
             raise FieldError(loc, f"unknown model {model!r}; presets: {', '.join(PRESETS)}")
-        _wrap(loc, plan_template, plan)
+        if _wrap(loc, plan_template, plan).dcn != 1:
+            raise FieldError(loc, f"{plan!r} names dcn; leave it out (each job's slice count sets dcn)")
     allowed = target_metrics(s.kind)
     for metric, value in s.targets.items():
         loc = ("targets", metric)

@@ -28,7 +28,7 @@ TABLES: dict[str, dict[str, str]] = {
     },
     "step_times": {
         "model": "s", "shape": "s", "twisted": "b", "step_time_s": "f", "compute_s": "f", "exposed_comm_s": "f",
-        "source": "s",
+        "source": "s", "slices": "i", "sites": "i",  # appended: older stores gain them by ALTER TABLE
     },
     "step_ops": {
         "op": "s", "kind": "s", "start_s": "f", "end_s": "f", "bytes": "f", "algorithm": "s", "closed_form_s": "f",

@@ -20,7 +20,6 @@ from podsim.cluster import (
     run_cluster,
 )
 from podsim.engine import build_job, simulate_jobs, step_summary
-from podsim.errors import PodsimError
 from podsim.scenario.check import check_scenario
 from podsim.scenario.fields import parse_target, target_met
 from podsim.scenario.result import TABLES, RunResult, normalise_table
@@ -124,9 +123,6 @@ def _run_cluster(s: Scenario, gen: Generation, on_progress: ProgressFn | None, c
     run = cluster_run(s, gen, cpsat_workers_cap)
     jobs = run.jobs()
     ocs = s.topology.wiring == "ocs"
-    if s.step_time.model == "engine" and any(j.slices > 1 and j.steps is not None for j in jobs):
-        raise PodsimError("step_time.model engine: jobs given in steps with slices > 1 are not simulated yet "
-                          "(the cluster's step-time interface takes one slice); use step_time.model roofline or durations")
     if s.step_time.model == "engine":
         inner = EngineStepTime(s.step_time.efficiency, s.step_time.parallelism, dcn_spec(s), ocs, s.topology.routing)
     else:

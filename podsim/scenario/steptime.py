@@ -11,45 +11,65 @@ from __future__ import annotations
 import math
 
 from podsim.cluster import StepEstimate, StepTimeModel
-from podsim.engine import simulate_step
+from podsim.cluster.steptime import check_spread
+from podsim.engine import build_job, simulate_step
 from podsim.topology import DcnSpec, Generation, build_slice, format_shape
 from podsim.trace import generate_trace
-from podsim.trace.plans import plan_template, resolve_plan
+from podsim.trace.plans import multislice_plan, plan_template, resolve_plan
 
-__all__ = ["EngineStepTime", "RecordingStepTime", "plan_template", "resolve_plan"]
+__all__ = ["EngineStepTime", "RecordingStepTime", "multislice_plan", "plan_template", "resolve_plan"]
 
 
 class EngineStepTime:
     """Step time from the engine: the model's generated trace on the slice, simulated
-    (`efficiency` None: compute ops timed by the per-op model, as the roofline's None)."""
+    (`efficiency` None: compute ops timed by the per-op model, as the roofline's None).
+    N > 1 slices: the trace with a dcn=N axis on `build_job`'s N slices (fewest pods) behind
+    `dcn`, split evenly over `sites` data centres joined by WAN links; the exposed
+    communication then includes the DCN (and WAN) collectives."""
 
     def __init__(self, efficiency: float | None, plans: dict[str, str] | None = None,
                  dcn: DcnSpec | None = None, ocs: bool = True, routing: str = "dimension_order"):
         self.efficiency, self.plans, self.dcn, self.ocs = efficiency, dict(plans or {}), dcn, ocs
         self.routing = routing
 
-    def estimate(self, model: str, generation: Generation, shape: tuple[int, ...], twisted: bool) -> StepEstimate:
-        plan = resolve_plan(self.plans.get(model), model, math.prod(shape))
+    def estimate(self, model: str, generation: Generation, shape: tuple[int, ...], twisted: bool, *,
+                 slices: int = 1, sites: int = 1) -> StepEstimate:
+        check_spread(slices, sites)
+        plan = multislice_plan(self.plans.get(model), model, math.prod(shape), slices)
         trace = generate_trace(model, tuple(shape), plan, generation=generation, twisted=twisted)
-        built = build_slice(generation, tuple(shape), twisted=twisted, ocs=self.ocs, dcn=self.dcn)
-        r = simulate_step(trace, built, compute_efficiency=self.efficiency, routing=self.routing)
-        return StepEstimate(r.step_time_s, r.compute_s, r.exposed_comm_s, f"engine ({plan})")
+        if slices == 1:
+            built = build_slice(generation, tuple(shape), twisted=twisted, ocs=self.ocs, dcn=self._dcn(1))
+            r = simulate_step(trace, built, compute_efficiency=self.efficiency, routing=self.routing)
+            return StepEstimate(r.step_time_s, r.compute_s, r.exposed_comm_s, f"engine ({plan})")
+        job = build_job(trace, generation, tuple(shape), slices, twisted=twisted, ocs=self.ocs, dcn=self._dcn(sites))
+        r = simulate_step(None, job, compute_efficiency=self.efficiency, routing=self.routing)
+        where = f", {sites} sites" if sites > 1 else ""
+        return StepEstimate(r.step_time_s, r.compute_s, r.exposed_comm_s, f"engine ({plan}, {slices} slices{where})")
+
+    def _dcn(self, sites: int) -> DcnSpec | None:
+        """The DCN with the job's own site count (one slice sits in one site)."""
+        if self.dcn is None:
+            return DcnSpec(sites=sites) if sites > 1 else None
+        return self.dcn if self.dcn.sites == sites else self.dcn.model_copy(update={"sites": sites})
 
 
 class RecordingStepTime:
     """Wraps a step-time model: asks with the scenario's Generation, keeps one row per question."""
 
+    COLUMNS = ("model", "shape", "twisted", "slices", "sites", "step_time_s", "compute_s", "exposed_comm_s", "source")
+
     def __init__(self, inner: StepTimeModel, generation: Generation):
         self.inner, self.gen = inner, generation
         self.rows: list[dict] = []
 
-    def estimate(self, model: str, generation: Generation, shape: tuple[int, ...], twisted: bool) -> StepEstimate:
-        e = self.inner.estimate(model, self.gen, tuple(shape), twisted)
+    def estimate(self, model: str, generation: Generation, shape: tuple[int, ...], twisted: bool, *,
+                 slices: int = 1, sites: int = 1) -> StepEstimate:
+        e = self.inner.estimate(model, self.gen, tuple(shape), twisted, slices=slices, sites=sites)
         self.rows.append({"model": model, "shape": format_shape(tuple(shape)), "twisted": bool(twisted),
+                          "slices": int(slices), "sites": int(sites),
                           "step_time_s": float(e.step_time_s), "compute_s": e.compute_s,
                           "exposed_comm_s": e.exposed_comm_s, "source": e.source})
         return e
 
     def table(self) -> dict[str, list]:
-        cols = ("model", "shape", "twisted", "step_time_s", "compute_s", "exposed_comm_s", "source")
-        return {c: [r.get(c) for r in self.rows] for c in cols}
+        return {c: [r.get(c) for r in self.rows] for c in self.COLUMNS}

@@ -53,6 +53,7 @@ from podsim.topology import get_generation, validate_shape
 from podsim.trace.builder import ProgramBuilder
 from podsim.trace.configs import ModelConfig, ResNetConfig, TransformerConfig, get_model
 from podsim.trace.costs import Cost, TransformerShard, conv_cost
+from podsim.trace.memory import resnet_footprint, transformer_footprint
 from podsim.trace.mesh import (
     DEFAULT_INTENSITY,
     LOGICAL_AXES,
@@ -395,6 +396,7 @@ def _transformer_program(cfg: TransformerConfig, plan: ParallelPlan, opts: Gener
         "microbatch_sequences": sh.b,
         "layers_per_stage": sh.layers,
         "pipeline_bubble_fraction": (p - 1) / (m + p - 1),
+        "hbm_footprint": transformer_footprint(cfg, sh, m).as_dict(),
     }
     return builder, info
 
@@ -431,5 +433,6 @@ def _resnet_program(cfg: ResNetConfig, plan: ParallelPlan, opts: GenerateOptions
         "model_flops_per_step": cfg.training_flops_per_step(),
         "microbatches": m,
         "microbatch_images": n,
+        "hbm_footprint": resnet_footprint(cfg, n, opts).as_dict(),
     }
     return b, info

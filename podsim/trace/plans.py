@@ -29,3 +29,17 @@ def plan_template(template: str) -> ParallelPlan:
     if len(re.findall(r"\bauto\b", template)) > 1:
         raise PodsimError(f"parallelism {template!r}: at most one axis may be auto")
     return parse_parallelism(re.sub(r"\bauto\b", "1", template))
+
+
+def multislice_plan(template: str | None, model: str, chips: int, slices: int) -> str:
+    """The plan of a job on `slices` slices of `chips` chips: `resolve_plan` inside a slice and
+    dcn=slices across them (data parallel over the DCN), as `podsim steptime --slices` does.
+    A template that names dcn must name this slice count."""
+    plan = resolve_plan(template, model, chips)
+    dcn = parse_parallelism(plan).dcn
+    if dcn == slices:
+        return plan
+    if dcn != 1:
+        raise PodsimError(f"parallelism {template!r} for {model}: dcn={dcn} but the job has {slices} slice(s); "
+                          "leave dcn out (the slice count sets it)")
+    return f"{plan},dcn={slices}"

@@ -13,7 +13,9 @@ class Job:
     """One training job.
 
     Its length is `duration_s` of run time on the slice it asked for, or `steps` of the
-    model `model` whose step time the engine estimates on the slice actually given.
+    model `model` whose step time the engine estimates on the slice actually given. A step
+    is one step of the model preset's `global_batch` for the whole job: N slices split it,
+    data parallel across the DCN (as a step study with `slices: N`).
     """
 
     id: str

@@ -1,0 +1,108 @@
+"""HBM footprint of one training step per chip: does the plan fit the chip at all?
+
+A step time for a plan that cannot fit in HBM is a number for a run that cannot happen, so the
+generator records the peak bytes per chip and `steptime` says when they exceed the chip's HBM.
+The count is first principles, by part:
+
+- training state (Rajbhandari et al. 2020, ZeRO §3.1, mixed-precision Adam): the weights as used
+  (`weight_bytes`), their gradients (`grad_bytes`) and an fp32 master copy with Adam's two
+  moments (12 bytes), all per parameter, sharded over `fsdp` (and split by tensor, pipeline and
+  expert as the generator splits them);
+- FSDP: two layers' weights gathered at once (the one computing and the one prefetched);
+- activations kept for backward (Korthikanti et al. 2022, arXiv:2205.05198 §4: 34·s·b·h per
+  layer with dropout; here without dropout masks and with the model's own widths): per layer
+  the two norm inputs, the QKV input, Q/K/V, the attention output, the MLP input, its hidden
+  activations and the down-projection input; a materialised attention keeps its softmax output
+  (b·heads·s² elements). `minimal` recompute drops the attention core (scores and softmax);
+  `full` keeps only each layer's input, plus one layer's activations while it is recomputed.
+  Tensor parallelism splits what is split over heads or d_ff; sequence parallelism also the rest.
+  A pipeline stage holds the activations of the micro-batches in flight (p under 1F1B);
+- workspace: one micro-batch's fp32 logits for the loss.
+
+ResNet: the state as above (no FSDP), and per image each layer's input and output (the output
+twice: batch norm and ReLU each keep one), as the TF-era implementations saved them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from podsim.trace.configs import ResNetConfig, TransformerConfig
+from podsim.trace.costs import TransformerShard
+
+STATE_BYTES_FP32 = 12  # fp32 master weight + Adam first and second moments (ZeRO §3.1)
+LOGIT_BYTES = 4  # fp32 logits for the softmax cross-entropy
+
+
+@dataclass(frozen=True)
+class HbmFootprint:
+    """Peak HBM bytes per chip of a training step, by part."""
+
+    state_bytes: float  # weights, gradients, fp32 master and optimizer moments (sharded)
+    gathered_bytes: float  # FSDP: full layer weights gathered for compute
+    activations_bytes: float  # kept for backward at the peak (first layer's backward)
+    workspace_bytes: float  # logits and one layer's recompute buffer
+
+    @property
+    def total_bytes(self) -> float:
+        return self.state_bytes + self.gathered_bytes + self.activations_bytes + self.workspace_bytes
+
+    def as_dict(self) -> dict[str, float]:
+        return {**asdict(self), "total_bytes": self.total_bytes}
+
+
+def _state_per_param(opts) -> float:
+    return opts.weight_bytes + opts.grad_bytes + STATE_BYTES_FP32
+
+
+def layer_activation_elems(sh: TransformerShard, recompute: str, attention: str) -> tuple[float, float]:
+    """(elements one layer keeps for backward, elements of its full activations) per micro-batch
+    on one chip, under the recompute policy."""
+    c, T, t = sh.cfg, float(sh.tokens), sh.t
+    rep = 1.0 / t if sh.opts.sequence_parallel else 1.0  # [b, s, d] tensors: split by SP only
+    dh = c.d_head
+    norms_in = 2 * T * c.d_model * rep
+    qkv_in = T * c.d_model * rep
+    qkv = T * (sh.heads + 2 * sh.kv_heads) * dh
+    attn_out = T * sh.heads * dh
+    mlp_in = T * c.d_model * rep
+    tokens_per_expert = sh.cfg.top_k * sh.opts.capacity_factor if c.is_moe else 1.0
+    hidden = T * sh.d_ff * tokens_per_expert * c.mlp_matrices  # up (and gate) outputs + the down input
+    scores = sh.b * sh.heads * float(c.seq_len) ** 2 if attention == "materialized" else T * sh.heads  # flash: logsumexp
+    full = norms_in + qkv_in + qkv + attn_out + mlp_in + hidden + scores
+    if recompute == "full":
+        return T * c.d_model * rep, full
+    if recompute == "minimal":
+        return full - scores, full
+    return full, full
+
+
+def transformer_footprint(cfg: TransformerConfig, sh: TransformerShard, microbatches: int) -> HbmFootprint:
+    """Peak HBM bytes per chip of `cfg` sharded as `sh` (see the module docstring)."""
+    opts, plan = sh.opts, sh.plan
+    layer_params = sh.dense_params() + sh.expert_params()
+    params = sh.layers * layer_params + sh.embed_params()
+    state = params * _state_per_param(opts) / plan.fsdp
+    gathered = 2 * layer_params * opts.weight_bytes if plan.fsdp > 1 else 0.0
+    kept, full = layer_activation_elems(sh, opts.recompute, opts.attention)
+    in_flight = min(microbatches, plan.pipeline) if plan.pipeline > 1 else 1
+    activations = sh.layers * kept * opts.act_bytes * in_flight
+    logits = sh.tokens * sh.vocab * LOGIT_BYTES if cfg.loss_positions is None else sh.b * cfg.loss_positions * sh.vocab * LOGIT_BYTES
+    recompute_buf = full * opts.act_bytes if opts.recompute == "full" else 0.0
+    return HbmFootprint(state, gathered, activations, logits + recompute_buf)
+
+
+def resnet_footprint(cfg: ResNetConfig, images: int, opts) -> HbmFootprint:
+    """Peak HBM bytes per chip of data-parallel `cfg` with `images` per micro-batch."""
+    state = cfg.params * _state_per_param(opts)
+    per_image = sum(layer.in_elems_per_image + 2 * layer.out_elems_per_image for layer in cfg.layers())
+    return HbmFootprint(state, 0.0, per_image * images * opts.act_bytes, images * cfg.classes * LOGIT_BYTES)
+
+
+def fits_message(footprint_bytes: float, capacity_bytes: float | None) -> str | None:
+    """A one-line warning when the step does not fit in the chip's HBM, else None."""
+    if not capacity_bytes or footprint_bytes <= capacity_bytes:
+        return None
+    return (f"this plan needs about {footprint_bytes / 2**30:.1f} GiB of HBM per chip (state, gathered weights, kept "
+            f"activations, logits) but the chip has {capacity_bytes / 2**30:.1f} GiB: more recompute, more sharding "
+            f"or fewer sequences per chip would be needed; its step time may be for a run that cannot happen")
