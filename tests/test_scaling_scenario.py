@@ -151,3 +151,15 @@ def test_a_job_stream_may_ask_for_a_scaling_study_too():
     doc["scaling"] = BASE["scaling"]
     s = load_scenario_text(yaml.safe_dump(doc), source="s.yaml")
     assert s.kind == "cluster" and s.scaling.slices == (1, 2, 4)
+
+
+def test_the_study_runs_on_the_scenarios_own_figures(run):
+    """A figure override of the scenario (half the DCN bandwidth per host) reaches the study: the
+    2-slice row's DCN all-reduce, bandwidth-bound here, takes about twice as long."""
+    doc = yaml.safe_load(TINY.read_text())
+    doc["topology"]["overrides"] = {"dcn_bandwidth_per_host": {"value": 12.5, "source": "test: half of x.4"}}
+    doc["scaling"]["slices"] = [1, 2]
+    half = run_scenario(load_scenario_text(yaml.safe_dump(doc), source="s.yaml")).table("scaling")
+    full = run.table("scaling")
+    assert half["step_time_s"][0] == pytest.approx(full["step_time_s"][0])  # one slice: no DCN
+    assert half["dcn_busy_s"][1] == pytest.approx(2 * full["dcn_busy_s"][1], rel=0.05)
