@@ -11,6 +11,7 @@ import streamlit as st
 from app_pages.common import inline_errors, percent, seconds, upload_bytes
 from podsim.report import render_report
 from podsim.report.render import key_rows, report_figures, threshold_text
+from podsim.report.scaling import scaling_details
 from podsim.report.spine import spine_details
 from podsim.scenario import load_scenario_text, run_scenario
 from podsim.store import append_run, list_runs, list_sweeps, load_run, load_stored_sweep
@@ -69,6 +70,10 @@ def show_runs(store: str, rows: list[dict], labels: list[str], key: str, sweep_i
         st.dataframe(pd.DataFrame(d["years"]), hide_index=True, key=f"{key}-spine-years-{d['label']}")
         with st.expander("Spine assumptions and their sources"):
             st.dataframe(pd.DataFrame(d["assumptions"]), hide_index=True, key=f"{key}-spine-assumptions-{d['label']}")
+    for d in scaling_details(runs, labels):  # weak scaling: step time, MFU, efficiency against slices
+        st.markdown(f"**Scaling** ({d['label']}): {d['title']}")
+        st.dataframe(pd.DataFrame(d["rows"], columns=d["header"]), hide_index=True, key=f"{key}-scaling-{d['label']}")
+        st.plotly_chart(d["figure"], key=f"{key}-scaling-plot-{d['label']}")
     plots = report_figures(runs, labels)
     for row in range(0, len(plots), 2):
         cols = st.columns(2)

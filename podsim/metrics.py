@@ -208,6 +208,14 @@ register(
 # busy time per collective kind of one step (podsim.engine.step_summary)
 register(*(_m(f"{k}_busy_s", "s", f"busy time of the step's {k.replace('_', '-')} ops (sum; ops may overlap)", _S)
            for k in ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "reduce", "send_recv")))
+# a scenario's scaling section (podsim.scenario.scaling.scenario_scaling): its last row, the most slices
+register(
+    _m("scaling_slices_max", "count", "the most slices of the scaling study (its last row)", _B),
+    _m("scaling_parallel_efficiency", "fraction", "weak-scaling parallel efficiency at the most slices: "
+                                                  "step time on the fewest slices / step time on the most", _B),
+    _m("scaling_mfu", "fraction", "MFU of the scaling study's step on the most slices", _B),
+    _m("scaling_step_time_s", "s", "step time of the scaling study's step on the most slices", _B),
+    _m("scaling_parallelism", "text", "the scaling study's plan inside a slice (dcn = slices added per row)", _B))
 # spine economics (podsim.scenario.spine.spine_metrics), per DCN spine kind over the fleet's life
 for _k in ("eps", "ocs"):
     register(

@@ -309,7 +309,10 @@ def load_run(store: str | Path, run_id: str) -> RunResult:
         if row[2] != "ok":
             raise PodsimError(f"run {run_id!r} failed and has no results: {row[3]}")
         tables = {}
+        present = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
         for name, cols in TABLES.items():
+            if name not in present:  # a store written before this result table existed has none of it
+                continue
             t = con.execute(f"SELECT * FROM {name} WHERE run_id = ?", [run_id]).fetchnumpy()
             n = len(t["run_id"])
             if n:  # a column appended after the store was written (read-only: no ALTER) reads as NULL

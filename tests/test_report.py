@@ -83,7 +83,9 @@ def test_report_opens_in_headless_chromium(tmp_path, runs):
     from browser import chromium_page
 
     SHOTS.mkdir(parents=True, exist_ok=True)
-    cases = {"report-cluster": render_report(runs[0]), "report-compare": render_report(runs, labels=["stream", "step"])}
+    scaling = run_scenario(load_scenario(DATA / "tiny_scaling.yaml"))  # the scaling section's figure too
+    cases = {"report-cluster": render_report(runs[0]), "report-compare": render_report(runs, labels=["stream", "step"]),
+             "report-scaling": render_report(scaling)}
     for name, html in cases.items():
         path = tmp_path / f"{name}.html"
         path.write_text(html)

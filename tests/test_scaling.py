@@ -33,7 +33,14 @@ def test_scaling_study_bad_input():
         scaling_study("llama2-70b", "tpu-v4", "4x4x4", "fsdp=16,tensor=4", [0, 2], 16)
 
 
-def test_cli_scaling_json_and_plot(tmp_path, capsys):
+def test_cli_scaling_json_and_plot(tmp_path, capsys, monkeypatch):
+    """`--plot` draws with the report's scaling_figure (the CLI keeps no figure code of its own)."""
+    import podsim.cli.scaling as cli_scaling
+    from podsim.report import figures
+
+    assert not hasattr(cli_scaling, "scaling_figure")
+    real, drawn = figures.scaling_figure, []
+    monkeypatch.setattr(figures, "scaling_figure", lambda study, title: drawn.append(study["slices"]) or real(study, title))
     plot = tmp_path / "s.html"
     try:
         main(["scaling", "llama2-70b", "--slice", "4x4x4", "-p", "fsdp=16,tensor=4", "--slices", "1,2",
@@ -41,4 +48,6 @@ def test_cli_scaling_json_and_plot(tmp_path, capsys):
     except SystemExit as exc:
         assert not exc.code
     out = json.loads(capsys.readouterr().out)
-    assert out["slices"] == [1, 2] and plot.exists() and "parallel efficiency" in plot.read_text()
+    assert out["slices"] == [1, 2] and drawn == [[1, 2]]
+    html = plot.read_text()
+    assert all(f'"name":"{t}"' in html for t in ("step time (s)", "DCN exposed (s)", "parallel efficiency", "MFU"))

@@ -98,6 +98,21 @@ def test_missing_store_and_run(tmp_path, runs):
         list_runs(tmp_path / "junk.duckdb")
 
 
+def test_a_store_older_than_a_result_table_still_loads(tmp_path, runs):
+    """A store written before a result table existed (the `scaling` table came with scenarios'
+    scaling sections) loads read-only; its runs simply have none of that table."""
+    import duckdb
+
+    store = tmp_path / "old.duckdb"
+    rid = append_run(store, runs[1])
+    con = duckdb.connect(str(store))
+    con.execute("DROP TABLE scaling")
+    con.close()
+    back = load_run(store, rid)
+    assert "scaling" not in back.tables and len(back.table("scaling")["slices"]) == 0
+    _same_tables(runs[1], back)
+
+
 def test_a_store_written_before_a_table_column_was_appended(tmp_path, runs):
     """step_times gained slices and sites: an older store reads them as 0 (read-only, no ALTER)
     and gains the columns on its next write, keeping its old rows."""

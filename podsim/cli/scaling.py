@@ -11,26 +11,10 @@ from podsim.cli import app
 from podsim.cli.common import emit_json
 from podsim.cli.steptime import dcn_spec
 from podsim.errors import PodsimError
+from podsim.files import write_text_atomic
 from podsim.scenario.scaling import scaling_study
 from podsim.trace.configs import parse_overrides
 from podsim.units import format_seconds
-
-
-def scaling_figure(study: dict, title: str):
-    """Step time (bars) and parallel efficiency (line) against the slice count."""
-    import plotly.graph_objects as go
-    from plotly.subplots import make_subplots
-
-    x = [str(n) for n in study["slices"]]
-    fig = make_subplots(specs=[[{"secondary_y": True}]])
-    fig.add_trace(go.Bar(x=x, y=study["step_time_s"], name="step time (s)"), secondary_y=False)
-    fig.add_trace(go.Bar(x=x, y=study["dcn_exposed_s"], name="DCN exposed (s)"), secondary_y=False)
-    fig.add_trace(go.Scatter(x=x, y=study["parallel_efficiency"], name="parallel efficiency", mode="lines+markers"),
-                  secondary_y=True)
-    fig.update_layout(title=title, xaxis_title="slices", barmode="group")
-    fig.update_yaxes(title_text="seconds", secondary_y=False)
-    fig.update_yaxes(title_text="parallel efficiency", range=[0, 1.05], secondary_y=True)
-    return fig
 
 
 @app.command("scaling")
@@ -64,7 +48,9 @@ def scaling_cmd(
                           overrides=parse_overrides(set_))
     title = f"{model} on {generation} {slice_shape} slices ({parallelism} + dcn), {batch_per_slice} per slice"
     if plot is not None:
-        scaling_figure(study, title).write_html(str(plot), include_plotlyjs=True)
+        from podsim.report.figures import scaling_figure  # plotly only when a plot is asked for
+
+        write_text_atomic(plot, scaling_figure(study, title).to_html(include_plotlyjs=True))
     if as_json:
         emit_json({"title": title, **study})
         return

@@ -3,7 +3,7 @@ over each other for a comparison). A function returns None when no run has what 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import plotly.graph_objects as go
@@ -260,3 +260,33 @@ def sweep_metric(runs: Sequence[RunResult], labels: Sequence[str], metric: str, 
     fig.add_bar(x=list(labels), y=[np.nan if v is None else v for v in vals],
                 marker={"color": [PALETTE[i % 10] for i in range(len(runs))]})
     return _layout(fig, title, "", metric)
+
+
+def scaling_figure(study: Mapping[str, Sequence], title: str) -> go.Figure:
+    """A weak-scaling study (podsim.scenario.scaling columns): step time and the DCN (and WAN,
+    where the slices span sites) exposed time as bars, parallel efficiency and MFU as lines
+    against the slice count. `podsim scaling --plot`, the report and the dashboard draw it."""
+    from plotly.subplots import make_subplots
+
+    x = [str(int(n)) for n in study["slices"]]
+    fig = make_subplots(specs=[[{"secondary_y": True}]])
+    fig.add_trace(go.Bar(x=x, y=list(study["step_time_s"]), name="step time (s)", marker={"color": KIND_COLOURS["compute"]}),
+                  secondary_y=False)
+    fig.add_trace(go.Bar(x=x, y=list(study["dcn_exposed_s"]), name="DCN exposed (s)", marker={"color": "#d62728"}),
+                  secondary_y=False)
+    if has_wan(study):
+        fig.add_trace(go.Bar(x=x, y=list(study["wan_exposed_s"]), name="WAN exposed (s)", marker={"color": "#8c564b"}),
+                      secondary_y=False)
+    fig.add_trace(go.Scatter(x=x, y=list(study["parallel_efficiency"]), name="parallel efficiency", mode="lines+markers",
+                             line={"color": "#2ca02c"}), secondary_y=True)
+    fig.add_trace(go.Scatter(x=x, y=list(study["mfu"]), name="MFU", mode="lines+markers", line={"color": "#ff7f0e", "dash": "dash"}),
+                  secondary_y=True)
+    _layout(fig, title, "slices", "seconds per step", height=420)
+    fig.update_layout(barmode="group")
+    fig.update_yaxes(title_text="parallel efficiency, MFU", tickformat=".0%", range=[0, 1.05], dtick=0.2, secondary_y=True)
+    return fig
+
+
+def has_wan(study: Mapping[str, Sequence]) -> bool:
+    """Whether any point of a scaling study crosses a WAN (its slices span sites)."""
+    return any(np.isfinite(v) and v > 0 for v in study.get("wan_busy_s", ()))

@@ -1,7 +1,8 @@
 """`render_report(runs) -> str`: a self-contained HTML capacity-planning report.
 
 One run gets the full plan: key figures and targets, topology, utilisation, goodput and queue
-over time, wait CDF, fragmentation, step-time breakdown, cost and power. Several runs are set
+over time, wait CDF, fragmentation, step-time breakdown, cost and power, and the spine and
+scaling studies the scenario asked for. Several runs are set
 side by side (one column each) with their plots drawn over each other. plotly.js is inlined
 once, so the file opens offline; no other file or network access is needed.
 """
@@ -23,6 +24,7 @@ from plotly.offline import get_plotlyjs
 
 from podsim.metrics import definition, unit_kind
 from podsim.report import figures
+from podsim.report.scaling import scaling_details
 from podsim.report.spine import spine_details, spine_figures
 from podsim.scenario.result import RunResult
 from podsim.sweep.run import answer_text, probe_text
@@ -121,6 +123,12 @@ def _safe(fn: Callable[[RunResult], str], r: RunResult) -> str:
         return "n/a"
 
 
+SCALING_ROWS: list[Row] = [
+    ("weak scaling at the most slices", lambda r: f"{pct(r.metrics['scaling_parallel_efficiency'])} parallel efficiency, "
+                                                  f"MFU {pct(r.metrics['scaling_mfu'])} on {r.metrics['scaling_slices_max']} slices"),
+]
+
+
 def key_rows(runs: Sequence[RunResult]) -> list[tuple[str, list[str]]]:
     """Rows of the key-figure table: label, one cell per run (n/a where a run has no such figure)."""
     rows: list[tuple[str, list[str]]] = []
@@ -130,6 +138,8 @@ def key_rows(runs: Sequence[RunResult]) -> list[tuple[str, list[str]]]:
             rows += [(name, [_safe(fn, r) if r.kind == kind else "" for r in runs]) for name, fn in spec]
     if any("spine_capex_ratio" in r.metrics for r in runs):
         rows += [(name, [_safe(fn, r) if "spine_capex_ratio" in r.metrics else "" for r in runs]) for name, fn in SPINE_ROWS]
+    if any("scaling_parallel_efficiency" in r.metrics for r in runs):
+        rows += [(name, [_safe(fn, r) if "scaling_parallel_efficiency" in r.metrics else "" for r in runs]) for name, fn in SCALING_ROWS]
     return rows
 
 
@@ -265,11 +275,12 @@ def render_report(runs: RunResult | Sequence[RunResult], title: str | None = Non
             "unplaceable": r.metrics.get("unplaceable", []),
             "scenario_json": json.dumps(r.scenario, indent=2, default=str),
         })
+    scaling = [{**d, "figure": _fig_html(d["figure"], f"scaling-{k}")} for k, d in enumerate(scaling_details(runs, labels))]
     title = title or (sweep["name"] if sweep else runs[0].name if not multi else f"{len(runs)} runs compared")
     return _template().render(
         title=title, generated=dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"), version=_version(),
         plotly_js=get_plotlyjs(), labels=labels, key_rows=key_rows(runs), plots=plot_html, details=details,
-        spine=spine_details(runs, labels),
+        spine=spine_details(runs, labels), scaling=scaling,
         multi=multi, sweep=sweep, sweep_json=json.dumps(sweep.get("result"), indent=2, default=str) if sweep else "",
         questions=list(dict.fromkeys(r.scenario.get("question", "") for r in runs if r.scenario.get("question"))),
         escape=html.escape)

@@ -8,7 +8,8 @@ step-time model, horizon, seed) and what counts as good enough (targets).
 
 Modules: schema (the pydantic models), fields (units: durations, rates, fractions, targets),
 check (rules across fields), load (YAML with line numbers), run (run_scenario), steptime
-(roofline or engine step times per shape), result (RunResult and its tables).
+(roofline or engine step times per shape), result (RunResult and its tables), spine and
+scaling (the studies a scenario's `spine` and `scaling` sections ask for).
 """
 
 from podsim.scenario.check import FieldError, check_scenario, scenario_generation

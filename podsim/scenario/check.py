@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import math
 
-from podsim.bounds import check_fleet
+from podsim.bounds import MAX_FLEET_CHIPS, check_fleet
 from podsim.cluster.failures import MAX_FAILURE_EVENTS
 from podsim.errors import PodsimError
 from podsim.metrics import target_metrics
 from podsim.scenario.fields import parse_target
+from podsim.scenario.scaling import plan_error
 from podsim.scenario.schema import Scenario
 from podsim.scenario.steptime import plan_template, resolve_plan
 from podsim.topology import Generation, get_generation, parse_shape, validate_shape
@@ -120,6 +121,50 @@ def _check_step(s: Scenario, gen: Generation) -> None:
         raise FieldError(("horizon",), "a step study (workload.step) has no horizon; its length is workload.step.steps")
 
 
+def _check_scaling(s: Scenario, gen: Generation) -> None:
+    """The scaling section: increasing slice counts, a whole-cube OCS slice, a plan without dcn
+    that fills the slice, a batch per slice its data-parallel axes split, counts the sites split."""
+    sc = s.scaling
+    loc = ("scaling",)
+    counts = list(sc.slices)
+    if len(counts) < 2:
+        raise FieldError(loc + ("slices",), f"{counts}: give two or more slice counts, increasing, e.g. [1, 2, 4, 8]")
+    for i, n in enumerate(counts):
+        if n < 1:
+            raise FieldError(loc + ("slices", i), f"slice count {n}: give whole numbers >= 1, e.g. [1, 2, 4, 8]")
+        if i and n <= counts[i - 1]:
+            raise FieldError(loc + ("slices", i), f"slice counts {counts} must increase ({n} after {counts[i - 1]})")
+    spec = _wrap(loc + ("slice",), validate_shape, gen, parse_shape(sc.slice), False, s.topology.wiring == "ocs")
+    if spec.kind != "cubes" or not (gen.has_ocs and s.topology.wiring == "ocs"):
+        raise FieldError(loc + ("slice",), f"a multislice job takes whole-cube slices of an OCS pod; {gen.id} {sc.slice} is not one")
+    if counts[-1] * spec.chips > MAX_FLEET_CHIPS:
+        raise FieldError(loc + ("slices", len(counts) - 1), f"{counts[-1]} slices of {spec.chips} chips are more than "
+                         f"{MAX_FLEET_CHIPS:,} chips (the fleet bound)")
+    if "global_batch" in sc.model_overrides:
+        raise FieldError(loc + ("model_overrides", "global_batch"), "leave global_batch out: the study sets it to "
+                         "batch_per_slice x slices")
+    _wrap(loc + ("model",), get_model, sc.model)
+    _wrap(loc + ("model_overrides",), get_model, sc.model, dict(sc.model_overrides) or None)
+    ploc = loc + ("parallelism",)
+    if sc.parallelism is not None and plan_error(sc.parallelism):
+        raise FieldError(ploc, plan_error(sc.parallelism))
+    plan = _wrap(ploc, lambda t: parse_parallelism(resolve_plan(t, sc.model, spec.chips)), sc.parallelism)
+    if plan.ici_chips != spec.chips:
+        raise FieldError(ploc, f"{sc.parallelism!r} uses {plan.ici_chips} chips per slice; slice {sc.slice} has {spec.chips} "
+                         f"(the sizes must multiply to {spec.chips})")
+    if sc.batch_per_slice % plan.batch_shards:
+        raise FieldError(loc + ("batch_per_slice",), f"{sc.batch_per_slice} does not split over data x fsdp x expert = "
+                         f"{plan.batch_shards} of {plan}; give a multiple of {plan.batch_shards}")
+    d = s.dcn
+    if d.sites > 1:
+        if d.kind != "eps":
+            raise FieldError(("dcn", "sites"), "several sites are modelled on an EPS DCN (kind: eps)")
+        for i, n in enumerate(counts):
+            if n % d.sites:
+                raise FieldError(loc + ("slices", i), f"slice count {n} does not split evenly over dcn.sites = {d.sites}; "
+                                 f"give multiples of {d.sites}")
+
+
 def _check_dcn(s: Scenario) -> None:
     d = s.dcn
     if d.sites > 1:
@@ -136,8 +181,9 @@ def _check_dcn(s: Scenario) -> None:
             raise FieldError(("dcn", "sites"), f"{d.sites} sites need the job's {st.slices} slice(s) to split evenly over them")
     if d.kind == "eps" and d.ocs_groups != "none":
         raise FieldError(("dcn", "ocs_groups"), "ocs_groups apply to an OCS DCN (kind: ocs); this one is eps")
-    if d.ocs_groups == "job" and (s.workload.step is None or s.workload.step.slices < 2):
-        raise FieldError(("dcn", "ocs_groups"), "'job' engineers circuits among a multislice step job's blocks; the workload has no such job")
+    if d.ocs_groups == "job" and (s.workload.step is None or s.workload.step.slices < 2) and s.scaling is None:
+        raise FieldError(("dcn", "ocs_groups"), "'job' engineers circuits among a multislice step job's blocks; "
+                                                "the workload has no such job and there is no scaling section")
 
 
 def check_scenario(s: Scenario) -> Generation:
@@ -161,6 +207,8 @@ def check_scenario(s: Scenario) -> Generation:
     _check_dcn(s)
     if s.spine is not None and s.workload.step is None:
         raise FieldError(("spine",), "spine economics run the step workload on both spines; give workload.step (a step study)")
+    if s.scaling is not None:
+        _check_scaling(s, gen)
     for model, plan in s.step_time.parallelism.items():
         loc = ("step_time", "parallelism", model)
         if model not in PRESETS:

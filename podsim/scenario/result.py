@@ -47,6 +47,11 @@ TABLES: dict[str, dict[str, str]] = {
         "lifetime_usd_per_useful_chip_h": "f",
     },
     "spine_assumptions": {"name": "s", "value": "f", "unit": "s", "source": "s", "note": "s", "assumed": "b"},
+    "scaling": {  # a scenario's scaling section (podsim.scenario.scaling.COLUMNS), one row per slice count
+        "slices": "i", "chips": "i", "global_batch": "i", "step_time_s": "f", "mfu": "f", "parallel_efficiency": "f",
+        "compute_s": "f", "exposed_comm_s": "f", "ici_exposed_s": "f", "dcn_busy_s": "f", "dcn_exposed_s": "f",
+        "wan_busy_s": "f", "wan_exposed_s": "f", "engine_wall_s": "f",
+    },
 }
 _DTYPE = {"f": np.float64, "i": np.int64, "b": np.bool_}
 

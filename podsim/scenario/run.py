@@ -1,6 +1,7 @@
 """`run_scenario(scenario) -> RunResult`: a validated scenario through the cluster simulation
-(job streams) or the step-time engine (step studies), with cost, energy, targets and the
-published figures it is compared with. No output files: the CLI and the dashboard own I/O.
+(job streams) or the step-time engine (step studies), with cost, energy, targets, the
+published figures it is compared with, and the spine and scaling studies a scenario asks for.
+No output files: the CLI and the dashboard own I/O.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from podsim.engine import build_job, simulate_jobs, step_summary
 from podsim.scenario.check import check_scenario
 from podsim.scenario.fields import parse_target, target_met
 from podsim.scenario.result import TABLES, RunResult, normalise_table
+from podsim.scenario.scaling import scenario_scaling
 from podsim.scenario.schema import Scenario
 from podsim.scenario.spine import spine_study
 from podsim.scenario.steptime import EngineStepTime, RecordingStepTime, resolve_plan
@@ -246,6 +248,10 @@ def run_scenario(scenario: Scenario, on_progress: ProgressFn | None = None, *,
         spine_m, spine_t = spine_study(scenario, gen, lambda s2, g2: _run_step(s2, g2, None)[0])
         metrics.update(spine_m)
         tables.update({name: normalise_table(name, cols) for name, cols in spine_t.items()})
+    if scenario.scaling is not None:  # weak scaling: the same step on 1, 2, 4, ... slices
+        scaling_m, scaling_t = scenario_scaling(scenario, gen, dcn_spec(scenario))
+        metrics.update(scaling_m)
+        tables["scaling"] = normalise_table("scaling", scaling_t)
     return RunResult(
         name=scenario.name, kind=scenario.kind, scenario=scenario.model_dump(mode="json"), metrics=metrics,
         topology=topo, cost=cost, targets=_targets(scenario, metrics), references=_references(scenario, metrics),

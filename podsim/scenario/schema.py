@@ -304,6 +304,23 @@ class Spine(_Model):
         return self
 
 
+class Scaling(_Model):
+    """A weak-scaling study (issue 13): one model on 1, 2, 4, ... slices of `slice`, the batch per
+    slice fixed, on the scenario's generation (with its overrides), wiring, routing and DCN
+    (`dcn`: kind, oversubscription, sites, ocs_groups). Results: the `scaling` table and `scaling_*` metrics."""
+
+    model: str = Field(..., description="model preset (podsim trace models)")
+    model_overrides: dict[str, Any] = Field(default_factory=dict, description="preset fields, e.g. {n_layers: 4}; "
+                                            "not global_batch (the study sets it: batch_per_slice x slices)")
+    slice: str = Field(..., description="shape of each slice, e.g. 4x4x4 (whole cubes of an OCS pod)")
+    parallelism: str | None = Field(None, description="plan inside a slice, no dcn (the study adds dcn = slices), e.g. "
+                                    "'fsdp=16,tensor=4'; default: data (ResNet) or fsdp over every chip")
+    slices: tuple[int, ...] = Field(..., description="slice counts, increasing, e.g. [1, 2, 4, 8]")
+    batch_per_slice: int = Field(..., ge=1, description="global batch per slice (weak scaling: global batch = this x slices)")
+    compute_efficiency: float | None = Field(None, gt=0, le=1, description="flat fraction of peak FLOP/s; default: "
+                                             "the per-op compute model (as `podsim scaling`)")
+
+
 class Scenario(_Model):
     """One scenario file."""
 
@@ -323,6 +340,7 @@ class Scenario(_Model):
     targets: dict[str, Any] = Field(default_factory=dict, description="metric -> '<= 1h' / '>= 95%'")
     references: dict[str, Reference] = Field(default_factory=dict, description="metric -> published figure")
     spine: Spine | None = Field(None, description="spine economics: EPS against OCS over the fleet's life (needs a step workload)")
+    scaling: Scaling | None = Field(None, description="weak-scaling study: step time, MFU and parallel efficiency against slice count")
 
     @property
     def kind(self) -> str:
