@@ -1,10 +1,14 @@
 """Test helpers: the shared data folder from any worktree, and the CLI run in-process."""
 
+import json
 import math
+import os
 from pathlib import Path
 from typing import NamedTuple
 
 from podsim.cli import main
+from podsim.placement import PodState
+from podsim.topology import PodLayout, get_generation
 
 
 def shared_data(*parts: str) -> Path:
@@ -55,3 +59,22 @@ def assert_close_tree(got, want, where: str, *, rel_tol: float, abs_tol: float) 
         assert got is not None and math.isclose(got, want, rel_tol=rel_tol, abs_tol=abs_tol), f"{where}: {got} != {want}"
     else:
         assert got == want, f"{where}: {got!r} != {want!r}"
+
+
+def v4_fleet(usable: list[int]) -> PodState:
+    """v4 pods; pod p has only its first usable[p] cubes healthy (multislice placement tests)."""
+    state = PodState(PodLayout(get_generation("tpu-v4"), pods=len(usable)))
+    per = state.layout.cubes_per_pod
+    state.fail(cubes=[p * per + c for p, n in enumerate(usable) for c in range(n, per)])
+    return state
+
+
+def check_golden(got, path: Path, name: str, *, rel_tol: float, abs_tol: float) -> None:
+    """`got` (JSON-able key figures) equals the golden file `path`; with PODSIM_UPDATE_GOLDEN=1
+    the file is rewritten first (after a deliberate model change)."""
+    got = json.loads(json.dumps(got))
+    if os.environ.get("PODSIM_UPDATE_GOLDEN") == "1":
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(json.dumps(got, indent=2, sort_keys=True) + "\n")
+    assert path.exists(), f"no expected file {path}; run with PODSIM_UPDATE_GOLDEN=1"
+    assert_close_tree(got, json.loads(path.read_text()), name, rel_tol=rel_tol, abs_tol=abs_tol)

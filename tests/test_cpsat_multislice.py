@@ -12,6 +12,7 @@ import dataclasses
 import itertools
 
 import pytest
+from helpers import v4_fleet
 from test_cluster_multislice import check_accounting, gangs
 
 from podsim.cluster import ClusterConfig, simulate
@@ -29,14 +30,6 @@ from podsim.placement.problem import expand_gangs, make_problem
 from podsim.topology import PodLayout, get_generation
 
 FAST = SolverParams(time_limit_s=0.5)
-
-
-def fleet(usable: list[int]) -> PodState:
-    """v4 pods; pod p has only its first usable[p] cubes healthy."""
-    state = PodState(PodLayout(get_generation("tpu-v4"), pods=len(usable)))
-    per = state.layout.cubes_per_pod
-    state.fail(cubes=[p * per + c for p, n in enumerate(usable) for c in range(n, per)])
-    return state
 
 
 def small_v5e(pods: int, cornered: list[int]) -> PodState:
@@ -79,7 +72,7 @@ def test_joint_placement_beats_gang_first(case):
     v4: pods with 3, 3, 4 usable cubes, a gang of 2 x 4x4x8 (2 cubes each) and one 4x8x8 (4 cubes).
     v5e: 4x4 pods, pods 0 and 2 with a failed corner, a gang of 2 x 2x4 and one 4x4."""
     if case == "v4 cubes":
-        state = fleet([3, 3, 4])
+        state = v4_fleet([3, 3, 4])
         reqs = [SliceRequest("gang", "4x4x8", slices=2), SliceRequest("big", "4x8x8")]
         split = [0, 1]
     else:
@@ -101,11 +94,11 @@ def test_model_puts_a_gang_on_the_fewest_pods(case):
     """Without a hint, the model's own optimum keeps the gang on the fewest pods that can hold
     it (checked by brute force over pod subsets), with singles packed around it."""
     if case == "v4 cubes":  # pods hold 2, 1, 1, 1 slices; a gang of 3 and two singles fill all
-        state = fleet([4, 2, 2, 2])
+        state = v4_fleet([4, 2, 2, 2])
         reqs = [SliceRequest("gang", "4x4x8", slices=3), SliceRequest("a", "4x4x8"), SliceRequest("b", "4x4x8")]
         holds = [2, 1, 1, 1]
     elif case == "v4 sub-cube":  # one-host slices; pod 1 has one usable cube (16 hosts), pod 0 two
-        state = fleet([2, 1])
+        state = v4_fleet([2, 1])
         reqs = [SliceRequest("gang", "2x2x1", slices=16), SliceRequest("a", "2x2x1")]
         holds = [32, 16]
     else:  # pod 1 holds two 2x4, pods 0 and 2 one each
@@ -126,17 +119,17 @@ def test_sites_hard_unless_span_sites():
     that costs it its place; with span_sites it crosses only when one site cannot hold it, and
     then on the fewest sites."""
     site_of = [0, 0, 1, 1]
-    state = fleet([2, 0, 2, 2])  # site 0 holds 1 slice, site 1 holds 2
+    state = v4_fleet([2, 0, 2, 2])  # site 0 holds 1 slice, site 1 holds 2
     res = run(state, [SliceRequest("j", "4x4x8", slices=2)], "cpsat", sites=2)
     assert res["j"].pods == [2, 3] and dcn_span(state.layout, res["j"].pods, sites=2) == (1, 2)
-    state = fleet([2, 2, 2, 2])  # a gang of 3 fits no site (2 each)
+    state = v4_fleet([2, 2, 2, 2])  # a gang of 3 fits no site (2 each)
     strict = run(state, [SliceRequest("j", "4x4x8", slices=3)], "cpsat", sites=2)["j"]
     assert not strict.placed and "span_sites" in strict.reason
     wide = run(state, [SliceRequest("j", "4x4x8", slices=3, span_sites=True)], "cpsat", sites=2)["j"]
     assert dcn_span(state.layout, wide.pods, sites=2) == (2, 3)
     assert fewest_pods([1, 1, 1, 1], 3, site_of, one_site=False) == 3
     # span_sites is a permission, not a preference: one site that holds it is used
-    state = fleet([4, 2, 2, 2])
+    state = v4_fleet([4, 2, 2, 2])
     problem, sol = model_only(state, [SliceRequest("j", "4x4x8", slices=3, span_sites=True)], sites=2)
     pods = sorted({sol[c].pod for c in problem.gangs[0].copies})
     assert dcn_span(state.layout, pods, sites=2) == (1, 2) and pods == [0, 1]
@@ -146,7 +139,7 @@ def test_span_sites_trades_a_wan_hop_for_placed_weight():
     """Site 0 holds the gang, but then the big single (site 0's pod 0) does not fit; the gang
     that may span sites goes over the WAN so both are placed, the one that may not stays home
     and the single waits."""
-    state = fleet([4, 2, 2, 0])  # pod 0: 4 cubes (2 slices or the 4-cube single), pods 1, 2: 1 slice
+    state = v4_fleet([4, 2, 2, 0])  # pod 0: 4 cubes (2 slices or the 4-cube single), pods 1, 2: 1 slice
     single = SliceRequest("big", "4x8x8")
     for span, placed in ((False, 1), (True, 2)):
         reqs = [SliceRequest("j", "4x4x8", slices=2, span_sites=span), single]
@@ -159,7 +152,7 @@ def test_span_sites_trades_a_wan_hop_for_placed_weight():
 def test_timeout_without_a_solution_falls_back_to_gang_first():
     """A search stopped before any solution returns the greedy gang-first placement (the hint)
     and says so (kept_hint, the solver's status)."""
-    state = fleet([3, 3, 4])
+    state = v4_fleet([3, 3, 4])
     reqs = [SliceRequest("gang", "4x4x8", slices=2), SliceRequest("big", "4x8x8")]
     res = run(state, reqs, "cpsat", params=SolverParams(time_limit_s=1e-9))
     greedy = run(state, reqs, "greedy")
@@ -224,7 +217,7 @@ def test_copies_of_a_gang_are_ordered(case):
     """Symmetry breaking: with two pods holding one slice each, the gang's copy 0 in pod 0 and
     copy 1 in pod 1 is feasible; the same placement with the copies swapped is not."""
     if case == "v4 cubes":
-        state, req = fleet([2, 2]), SliceRequest("g", "4x4x8", slices=2)
+        state, req = v4_fleet([2, 2]), SliceRequest("g", "4x4x8", slices=2)
     else:
         state, req = small_v5e(2, cornered=[0, 1]), SliceRequest("g", "2x4", slices=2)
     problem = expand_gangs(make_problem(state, [req]))

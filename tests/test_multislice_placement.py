@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from helpers import run_podsim
+from helpers import run_podsim, v4_fleet
 
 from podsim.errors import PodsimError
 from podsim.placement import (
@@ -31,14 +31,6 @@ from podsim.topology import PodLayout, get_generation
 FAST = SolverParams(time_limit_s=0.5)
 
 
-def fleet(usable: list[int]) -> PodState:
-    """v4 pods; pod p has only its first usable[p] cubes healthy."""
-    state = PodState(PodLayout(get_generation("tpu-v4"), pods=len(usable)))
-    per = state.layout.cubes_per_pod
-    state.fail(cubes=[p * per + c for p, n in enumerate(usable) for c in range(n, per)])
-    return state
-
-
 def run(state, reqs, solver="greedy", sites=1):
     result = place(state, reqs, solver=solver, params=FAST, settings=PlacementSettings(sites=sites))
     validate_placement(state, result, reqs)
@@ -48,7 +40,7 @@ def run(state, reqs, solver="greedy", sites=1):
 @pytest.mark.parametrize("solver", ["greedy", "cpsat"])
 def test_all_or_nothing(solver):
     """Two pods hold 2 slices each: 3 slices are placed over both pods, 5 get nothing at all."""
-    state = fleet([4, 4])
+    state = v4_fleet([4, 4])
     three = run(state, [SliceRequest("j3", "4x4x8", slices=3)], solver)["j3"]
     assert three.placed and len(three.all_slices) == 3 and three.pods == [0, 1]
     assert len(three.chips) == len(set(three.chips)) == 3 * 128
@@ -61,7 +53,7 @@ def test_all_or_nothing(solver):
 def test_one_pod_preferred_over_the_tightest_single_fit():
     """Pod 0 fits one slice (best fit for a single slice), pods 1 and 2 fit 4 and 2: two slices go
     together in pod 2, the tightest pod holding both, not split over the DCN."""
-    state = fleet([2, 8, 4])
+    state = v4_fleet([2, 8, 4])
     res = run(state, [SliceRequest("j", "4x4x8", slices=2), SliceRequest("s", "4x4x8")])
     assert res["j"].pods == [2]
     assert res["s"].pods == [0]
@@ -70,7 +62,7 @@ def test_one_pod_preferred_over_the_tightest_single_fit():
 def test_same_site_preferred_over_crossing_sites():
     """Pods 0..3 in two sites (0,1 | 2,3) each fit one slice except pod 1: a pod-by-pod first fit
     would take pods 0 and 2 (a WAN hop); the multislice placer keeps both in site 1."""
-    state = fleet([2, 0, 2, 2])
+    state = v4_fleet([2, 0, 2, 2])
     res = run(state, [SliceRequest("j", "4x4x8", slices=2)], sites=2)
     assert res["j"].pods == [2, 3]
     assert dcn_span(state.layout, res["j"].pods, sites=2) == (1, 2)
@@ -78,7 +70,7 @@ def test_same_site_preferred_over_crossing_sites():
 
 
 def test_span_sites_refused_unless_allowed():
-    state = fleet([2, 2])
+    state = v4_fleet([2, 2])
     no = run(state, [SliceRequest("j", "4x4x8", slices=2)], sites=2)["j"]
     assert not no.placed and "span_sites" in no.reason and "at most 1 fit in one site" in no.reason
     yes = run(state, [SliceRequest("j", "4x4x8", slices=2, span_sites=True)], sites=2)["j"]
@@ -89,7 +81,7 @@ def test_span_sites_refused_unless_allowed():
 
 
 def test_place_one_places_a_gang_like_the_batch():
-    state = fleet([2, 0, 2, 2])
+    state = v4_fleet([2, 0, 2, 2])
     req = SliceRequest("j", "4x4x8", slices=2)
     one = place_one(state, req, settings=PlacementSettings(sites=2))
     assert one.pods == [2, 3] and validate_placement(state, [one], sites=2)
@@ -97,7 +89,7 @@ def test_place_one_places_a_gang_like_the_batch():
 
 
 def test_validator_rejects_partial_and_cross_site_gangs():
-    state = fleet([2, 2])
+    state = v4_fleet([2, 2])
     req = SliceRequest("j", "4x4x8", slices=2, span_sites=True)
     good = place(state, [req], solver="greedy", settings=PlacementSettings(sites=2))["j"]
     s0, s1 = good.all_slices
@@ -111,7 +103,7 @@ def test_validator_rejects_partial_and_cross_site_gangs():
 
 
 def test_cpsat_packs_singles_around_gangs_and_reports_each_slice():
-    state = fleet([8, 8])
+    state = v4_fleet([8, 8])
     reqs = [SliceRequest("gang", "4x4x16", slices=3, priority=1)] + [SliceRequest(f"s{k}", "4x4x8") for k in range(5)]
     res = run(state, reqs, solver="cpsat")
     assert res["gang"].placed and len(res["gang"].cubes) == 12
@@ -144,7 +136,7 @@ def test_requests_file_fields():
     with pytest.raises(PodsimError, match="field 'span_sites': only a multislice"):
         parse_requests([{"id": "a", "shape": "4x4x8", "span_sites": True}], v4)
     with pytest.raises(PodsimError, match="sites 3 must be"):
-        place(fleet([2, 2]), [r], solver="greedy", settings=PlacementSettings(sites=3))
+        place(v4_fleet([2, 2]), [r], solver="greedy", settings=PlacementSettings(sites=3))
 
 
 def test_place_cli_fleet_and_sites(capsys, tmp_path):

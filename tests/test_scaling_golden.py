@@ -9,18 +9,15 @@ Regenerate after a deliberate model change with
 
 from __future__ import annotations
 
-import json
-import os
 from pathlib import Path
 
 import pytest
 
 from podsim.scenario import load_scenario, run_scenario
-from tests.helpers import assert_close_tree
+from tests.helpers import check_golden
 
 ROOT = Path(__file__).resolve().parent.parent / "scenarios"
 EXPECTED = ROOT / "expected" / "h_multislice_scaling.json"
-UPDATE = os.environ.get("PODSIM_UPDATE_GOLDEN") == "1"
 COLUMNS = ("slices", "chips", "global_batch", "step_time_s", "mfu", "parallel_efficiency", "compute_s", "exposed_comm_s",
            "dcn_busy_s", "dcn_exposed_s", "wan_busy_s")
 pytestmark = pytest.mark.golden
@@ -38,10 +35,7 @@ def key_figures(r) -> dict:
 
 
 def test_matches_expected(result):
-    got = json.loads(json.dumps(key_figures(result)))
-    if UPDATE:
-        EXPECTED.write_text(json.dumps(got, indent=2, sort_keys=True) + "\n")
-    assert_close_tree(got, json.loads(EXPECTED.read_text()), "h_multislice_scaling", rel_tol=1e-3, abs_tol=1e-12)
+    check_golden(key_figures(result), EXPECTED, "h_multislice_scaling", rel_tol=1e-3, abs_tol=1e-12)
 
 
 def test_answer_holds(result):

@@ -11,20 +11,17 @@ and say why in the commit.
 
 from __future__ import annotations
 
-import json
-import os
 from pathlib import Path
 
 import pytest
 
 from podsim.sweep import load_sweep, open_executor, run_sweep
-from tests.helpers import assert_close_tree
+from tests.helpers import check_golden
 
 ROOT = Path(__file__).resolve().parent.parent / "scenarios"
 EXPECTED = ROOT / "expected"
 SWEEPS = ("a_ocs_vs_static", "b_twisted_moe", "c_v5p_fleet", "d_multislice_dcn", "e_resnet50_mlperf")
 REL = 1e-3
-UPDATE = os.environ.get("PODSIM_UPDATE_GOLDEN") == "1"
 pytestmark = pytest.mark.golden  # the whole module: five sweeps on a process pool (see `make test`)
 
 
@@ -51,13 +48,7 @@ def results(tmp_path_factory):
 
 @pytest.mark.parametrize("name", SWEEPS)
 def test_matches_expected(results, name):
-    path = EXPECTED / f"{name}.json"
-    got = json.loads(json.dumps(results[name]))
-    if UPDATE:
-        path.parent.mkdir(exist_ok=True)
-        path.write_text(json.dumps(got, indent=2, sort_keys=True) + "\n")
-    assert path.exists(), f"no expected file {path}; run with PODSIM_UPDATE_GOLDEN=1"
-    assert_close_tree(got, json.loads(path.read_text()), name, rel_tol=REL, abs_tol=1e-12)
+    check_golden(results[name], EXPECTED / f"{name}.json", name, rel_tol=REL, abs_tol=1e-12)
 
 
 def test_a_ocs_runs_more_useful_work_than_static(results):

@@ -10,19 +10,16 @@ Regenerate after a deliberate model change with
 
 from __future__ import annotations
 
-import json
-import os
 from pathlib import Path
 
 import pytest
 
 from podsim.report import render_report
 from podsim.scenario import load_scenario, run_scenario
-from tests.helpers import assert_close_tree
+from tests.helpers import check_golden
 
 ROOT = Path(__file__).resolve().parent.parent / "scenarios"
 EXPECTED = ROOT / "expected" / "f_spine_economics.json"
-UPDATE = os.environ.get("PODSIM_UPDATE_GOLDEN") == "1"
 YEAR_COLUMNS = ("year", "spine", "link_gbps", "spine_rebought", "leaf_switches", "spine_switches", "ocs", "transceivers",
                 "capex_usd", "power_w", "energy_kwh", "cumulative_usd", "step_time_s", "exposed_comm_s", "dcn_algbw_bytes_per_s",
                 "lifetime_usd_per_useful_chip_h")
@@ -40,10 +37,7 @@ def key_figures(r) -> dict:
 
 
 def test_matches_expected(result):
-    got = json.loads(json.dumps(key_figures(result)))
-    if UPDATE:
-        EXPECTED.write_text(json.dumps(got, indent=2, sort_keys=True) + "\n")
-    assert_close_tree(got, json.loads(EXPECTED.read_text()), "f_spine_economics", rel_tol=1e-3, abs_tol=1e-9)
+    check_golden(key_figures(result), EXPECTED, "f_spine_economics", rel_tol=1e-3, abs_tol=1e-9)
 
 
 def test_answer_holds(result):
