@@ -73,6 +73,29 @@ class _Shape:
         self.link_bytes = np.repeat(nbytes, hops) * frac
 
 
+
+def _runs(slots: np.ndarray, delivery: np.ndarray):
+    """(slot, flows, latest delivery) of each batch among finished flows. Flows sit in
+    submission order, so each batch's are one run of equal slots. This runs per event on a
+    few dozen flows: a plain loop for a handful, else as few numpy calls as will do."""
+    if len(slots) <= 4:
+        out: list[list] = []
+        for slot, d in zip(slots.tolist(), delivery.tolist(), strict=True):
+            if out and out[-1][0] == slot:
+                out[-1][1] += 1
+                out[-1][2] = max(out[-1][2], d)
+            else:
+                out.append([slot, 1, d])
+        return out
+    new = np.empty(len(slots), bool)
+    new[0] = True
+    np.not_equal(slots[1:], slots[:-1], out=new[1:])
+    starts = new.nonzero()[0]
+    at = starts.tolist() + [len(slots)]
+    counts = [b - a for a, b in zip(at[:-1], at[1:], strict=True)]
+    return zip(slots[starts].tolist(), counts, np.maximum.reduceat(delivery, starts).tolist(), strict=True)
+
+
 _SOLVED_ENTRIES = 4096  # remember rates of sets of routes up to this many entries ...
 _SOLVED_SETS = 4096  # ... and this many sets
 _NO_FLOWS = np.empty((4, 0))
@@ -198,15 +221,7 @@ class FlowNetwork:
         delivery = now + fl[3][idx]
         if self.validator is not None:
             self.validator.finished(self._ids[1][idx], np.full(len(idx), now), delivery)
-        # flows sit in submission order, so each batch's finished flows are one run of slots
-        slots = self._ids[0][idx]
-        if slots[0] == slots[-1]:
-            runs = ((int(slots[0]), len(idx), float(delivery.max())),)
-        else:
-            starts = np.flatnonzero(np.concatenate(([True], slots[1:] != slots[:-1])))
-            counts = np.diff(np.append(starts, len(idx)))
-            runs = zip(slots[starts].tolist(), counts.tolist(), np.maximum.reduceat(delivery, starts).tolist())
-        for slot, c, d in runs:
+        for slot, c, d in _runs(self._ids[0][idx], delivery):
             b = self._batches[slot]
             b.left -= c
             b.delivery = max(b.delivery, d)
