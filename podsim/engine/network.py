@@ -97,7 +97,7 @@ def _runs(slots: np.ndarray, delivery: np.ndarray):
 
 
 _SOLVED_ENTRIES = 4096  # remember rates of sets of routes up to this many entries ...
-_SOLVED_SETS = 4096  # ... and this many sets
+_SOLVED_BYTES = 2**24  # ... in keys of up to 16 MiB in all (then start afresh)
 _NO_FLOWS = np.empty((4, 0))
 _NO_IDS = np.empty((2, 0), np.int64)
 _NO_WEIGHT = np.empty(0)
@@ -119,6 +119,7 @@ class FlowNetwork:
         self._flows, self._ids, self._entries, self._weight = _NO_FLOWS, _NO_IDS, _NO_IDS, _NO_WEIGHT
         self._shapes: dict[tuple, tuple] = {}
         self._solved: dict[bytes, tuple] = {}
+        self._solved_bytes = 0
         self._pending: list[tuple] = []
         self._batches: dict[int, _Batch] = {}
         self._next_slot = 0
@@ -267,9 +268,11 @@ class FlowNetwork:
             load = np.bincount(local, weights=rate[ef] * self._weight, minlength=len(used))
             hit = (rate, used, load / cap)
             if key is not None:
-                if len(self._solved) >= _SOLVED_SETS:
+                if self._solved_bytes > _SOLVED_BYTES:
                     self._solved.clear()
+                    self._solved_bytes = 0
                 self._solved[key] = hit
+                self._solved_bytes += len(key)
         rate, used, utilisation = hit
         self._flows[2] = rate
         self.link_peak_utilisation[used] = np.maximum(self.link_peak_utilisation[used], utilisation)
