@@ -422,25 +422,19 @@ class RouterPool:
         self.placement = placement
         self._routers: dict[tuple, Router] = {}
         self._dcn_folds: dict[frozenset, DcnFold | None] = {}
-        self._syms: dict[tuple, tuple] = {}  # a step's plans ask again and again for a few sets
-        self._stays: dict[int, tuple] = {}
+        self._stays: dict[int, tuple] = {}  # a step's plans ask again and again for a few patterns
 
     def router(self, patterns: Sequence[Pattern], fold: bool = True, fold_dcn: bool = False) -> Router:
         """The router for a set of patterns that run together; `fold` uses the symmetry they
         share (if any) so only representative flows are routed; `fold_dcn` also folds the
         flows that cross slices into classes (worth it for a whole step, not one collective)."""
-        memo = (tuple(map(id, patterns)), fold, fold_dcn)
-        if memo in self._syms:
-            sym = self._syms[memo][1]
-        else:
-            sym = None
-            if fold and len(self.placement.views) == 1 and not self.placement.degraded:
-                sym = translation_symmetry(self.placement.views[0], patterns, self.placement.routing)
-            elif fold and not self.placement.degraded:
-                sym = slice_symmetry(self.placement.views, patterns, self.placement.routing, self._stays)
-                if sym is not None and fold_dcn:
-                    sym = _with_dcn_fold(self.placement, sym, patterns, self._dcn_folds)
-            self._syms[memo] = (tuple(patterns), sym)  # holds the patterns, so their ids stay theirs
+        sym = None
+        if fold and len(self.placement.views) == 1 and not self.placement.degraded:
+            sym = translation_symmetry(self.placement.views[0], patterns, self.placement.routing)
+        elif fold and not self.placement.degraded:
+            sym = slice_symmetry(self.placement.views, patterns, self.placement.routing, self._stays)
+            if sym is not None and fold_dcn:
+                sym = _with_dcn_fold(self.placement, sym, patterns, self._dcn_folds)
         # a DCN fold holds only for the patterns it was built on
         dcn = frozenset(sym.dcn.patterns) if sym is not None and sym.dcn is not None else None
         key = (sym.periods, sym.first_slice is not None, dcn) if sym is not None else ()
