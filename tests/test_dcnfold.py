@@ -121,4 +121,4 @@ def test_router_pool_memo_gives_the_same_symmetry():
         assert (s.periods, s.multiplicity) == (alone.periods, alone.multiplicity)
         assert np.array_equal(s.keep, alone.keep) and np.array_equal(s.canon_link, alone.canon_link)
     router = pool.router(pats, fold_dcn=True)
-    assert pool.router(list(pats), fold_dcn=True) is router and len(pool._stays) == len(memo)
+    assert pool.router(list(pats), fold_dcn=True) is router and set(memo) <= set(pool._stays)
