@@ -73,7 +73,6 @@ class _Shape:
         self.link_bytes = np.repeat(nbytes, hops) * frac
 
 
-
 def _runs(slots: np.ndarray, delivery: np.ndarray):
     """(slot, flows, latest delivery) of each batch among finished flows. Flows sit in
     submission order, so each batch's are one run of equal slots. This runs per event on a
