@@ -7,6 +7,8 @@
    simulated, on the largest size the full simulation does quickly.
 
 Peak memory is the process's peak resident set (ru_maxrss) after each case, so it only grows.
+`cpu s` is the process CPU time of the simulation: on a shared machine the engine wall time
+also counts the time other jobs held the cores.
 With --full-fleet, also the 4-pod step with every flow simulated (minutes), against the folded one.
 Run: .venv/bin/python benchmarks/bench_fleet.py [--layers N] [--full-fleet]
 """
@@ -32,23 +34,25 @@ def step(model: str, shape: str, plan: str, slices: int, dcn: DcnSpec, layers: i
     t0 = time.perf_counter()
     trace = generate_trace(model, shape, plan, generation="tpu-v4", overrides=overrides)
     job = build_job(trace, "tpu-v4", shape, slices, dcn=dcn)
+    c0 = time.process_time()
     r = simulate_step(None, job, fast_path=fast)
-    return r, step_summary(r, trace), time.perf_counter() - t0
+    cpu = time.process_time() - c0
+    return r, step_summary(r, trace), time.perf_counter() - t0, cpu
 
 
 def fleet(layers: int | None) -> tuple[dict, list[str]]:
     """Prints the fleet steps; (results by slice count, the targets missed)."""
     print("1. GPT-3 175B, one step, fsdp=256 x tensor=16 in each 4096-chip slice, dcn across slices")
     print(f"{'case':34} {'chips':>7} {'step s':>8} {'MFU':>6} {'DCN busy s':>10} {'WAN busy s':>10} "
-          f"{'engine s':>9} {'total s':>8} {'flows sim.':>11} {'peak MB':>8} {'target':>7}")
+          f"{'engine s':>9} {'cpu s':>6} {'total s':>8} {'flows sim.':>11} {'peak MB':>8} {'target':>7}")
     out, missed = {}, []
     for name, slices, dcn, target in (
         ("4 pods, one data centre", 4, DcnSpec(), 5.0),
         ("16 pods, two sites 1 ms apart", 16, DcnSpec(sites=2, wan_latency_s=1e-3), 30.0),
     ):
-        r, s, total = step("gpt3-175b", "16x16x16", f"fsdp=256,tensor=16,dcn={slices}", slices, dcn, layers, 256 * slices)
+        r, s, total, cpu = step("gpt3-175b", "16x16x16", f"fsdp=256,tensor=16,dcn={slices}", slices, dcn, layers, 256 * slices)
         print(f"{name:34} {4096 * slices:>7,} {r.step_time_s:>8.3f} {s.get('mfu', float('nan')):>6.1%} "
-              f"{s['dcn_busy_s']:>10.4f} {s['wan_busy_s']:>10.4f} {r.engine_wall_s:>9.2f} {total:>8.2f} "
+              f"{s['dcn_busy_s']:>10.4f} {s['wan_busy_s']:>10.4f} {r.engine_wall_s:>9.2f} {cpu:>6.2f} {total:>8.2f} "
               f"{r.flows_simulated:>11,} {peak_rss_mb():>8.0f} {'<= ' + format(target, 'g'):>7}")
         out[slices] = r
         if r.engine_wall_s > target:
@@ -58,7 +62,7 @@ def fleet(layers: int | None) -> tuple[dict, list[str]]:
 
 def full_fleet(folded, layers: int | None) -> None:
     print("\n1b. The 4-pod step with every flow simulated")
-    r, _, _ = step("gpt3-175b", "16x16x16", "fsdp=256,tensor=16,dcn=4", 4, DcnSpec(), layers, 1024, fast=False)
+    r, _, _, _ = step("gpt3-175b", "16x16x16", "fsdp=256,tensor=16,dcn=4", 4, DcnSpec(), layers, 1024, fast=False)
     print(f"  full: step {r.step_time_s:.6f} s, engine {r.engine_wall_s:.2f} s, {r.flows_simulated:,} flows, "
           f"peak {peak_rss_mb():.0f} MB; folded / full - 1 = {folded.step_time_s / r.step_time_s - 1:+.2e}")
 
@@ -67,9 +71,9 @@ def folded_vs_full() -> None:
     print("\n2. Folded vs full: Llama-2-70B (4 layers), 8 slices of 8x8x8 (4,096 chips), two sites")
     out = {}
     for fast in (True, False):
-        r, s, total = step("llama2-70b", "8x8x8", "fsdp=128,tensor=4,dcn=8", 8, DcnSpec(sites=2), 4, 1024, fast)
+        r, _, _, cpu = step("llama2-70b", "8x8x8", "fsdp=128,tensor=4,dcn=8", 8, DcnSpec(sites=2), 4, 1024, fast)
         out[fast] = r
-        print(f"  {'folded' if fast else 'full  '}: step {r.step_time_s:.6f} s, engine {r.engine_wall_s:.2f} s, "
+        print(f"  {'folded' if fast else 'full  '}: step {r.step_time_s:.6f} s, engine {r.engine_wall_s:.2f} s (cpu {cpu:.2f} s), "
               f"{r.flows_simulated:,} of {r.flows:,} flows simulated")
     print(f"  step time folded / full - 1 = {out[True].step_time_s / out[False].step_time_s - 1:+.2e}")
 

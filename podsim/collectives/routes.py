@@ -149,13 +149,14 @@ def translation_symmetry(view: SliceView, patterns: Sequence[Pattern], routing: 
 
 
 def slice_symmetry(views: Sequence[SliceView], patterns: Sequence[Pattern],
-                   routing: str = "dimension_order") -> Symmetry | None:
+                   routing: str = "dimension_order", stays_memo: dict | None = None) -> Symmetry | None:
     """Identical slices of a multislice job run the same SPMD program, and ICI flows never
     leave their slice or share a link with DCN flows (those go chip -> NIC -> ...), so the
     ICI flows of the first slice stand for every slice's: its links represent the matching
     links of the others, and inside it the translation symmetry folds further. Patterns whose
     flows cross slices are routed in full. None when the slices differ, or a pattern mixes
-    intra- and inter-slice flows (its ICI load would differ between slices)."""
+    intra- and inter-slice flows (its ICI load would differ between slices). `stays_memo`
+    keeps, per pattern on these views, whether its flows stay in the first slice."""
     if len(views) < 2:
         return None
     v0 = views[0]
@@ -167,13 +168,15 @@ def slice_symmetry(views: Sequence[SliceView], patterns: Sequence[Pattern],
     first[v0.chips] = True
     inside = []
     for pat in patterns:
-        src, dst, _ = pat.flows(first)
-        if len(dst) == 0:
-            continue
-        stays = first[dst]
-        if stays.all():
+        hit = stays_memo.get(id(pat)) if stays_memo is not None else None
+        if hit is None:  # (all stay, some stay) of the flows from the first slice
+            stays = first[pat.flows(first)[1]]
+            hit = (pat, len(stays) > 0 and bool(stays.all()), bool(stays.any()))
+            if stays_memo is not None:
+                stays_memo[id(pat)] = hit  # holds the pattern, so its id stays its own
+        if hit[1]:
             inside.append(pat)
-        elif stays.any():
+        elif hit[2]:
             return None
     canon = np.arange(fab.n_links)
     live = v0.port_link >= 0
@@ -419,6 +422,7 @@ class RouterPool:
         self.placement = placement
         self._routers: dict[tuple, Router] = {}
         self._dcn_folds: dict[frozenset, DcnFold | None] = {}
+        self._stays: dict[int, tuple] = {}  # a step's plans ask again and again for a few patterns
 
     def router(self, patterns: Sequence[Pattern], fold: bool = True, fold_dcn: bool = False) -> Router:
         """The router for a set of patterns that run together; `fold` uses the symmetry they
@@ -428,7 +432,7 @@ class RouterPool:
         if fold and len(self.placement.views) == 1 and not self.placement.degraded:
             sym = translation_symmetry(self.placement.views[0], patterns, self.placement.routing)
         elif fold and not self.placement.degraded:
-            sym = slice_symmetry(self.placement.views, patterns, self.placement.routing)
+            sym = slice_symmetry(self.placement.views, patterns, self.placement.routing, self._stays)
             if sym is not None and fold_dcn:
                 sym = _with_dcn_fold(self.placement, sym, patterns, self._dcn_folds)
         # a DCN fold holds only for the patterns it was built on

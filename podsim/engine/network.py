@@ -7,6 +7,11 @@ stamped with a generation counter: when rates change before it fires, the stamp 
 matches and the timer is ignored (SimPy timeouts cannot be cancelled). A flow is delivered
 its route latency after its last byte leaves (cut-through: alpha + bytes / rate). A multipath
 flow lists each link once with the fraction of its bytes that crosses it (`frac`).
+
+A step makes ~40k such changes on ~40 active flows, so the per-event cost is numpy call
+overhead: each distinct batch's arrays are worked out once (`_Shape`), flow state lives in a
+few stacked arrays, and rates are remembered per exact set of active routes (a step's layers
+repeat a few dozen sets).
 """
 
 from __future__ import annotations
@@ -42,20 +47,78 @@ class _Batch:
         self.callback = callback
 
 
+class _Shape:
+    """What a batch of flows adds to the network, worked out once per distinct set of submitted
+    arrays: a model's layers repeat a handful of phases, so most batches reuse one."""
+
+    __slots__ = ("n", "left", "instant", "instant_lat", "max_instant_lat", "flows", "ids", "entries", "weight",
+                 "link_bytes")
+
+    def __init__(self, indptr: np.ndarray, links: np.ndarray, nbytes: np.ndarray, latency: np.ndarray,
+                 frac: np.ndarray):
+        hops = np.diff(indptr)
+        instant = (hops == 0) | (nbytes <= 0)
+        keep = ~instant
+        k = int(keep.sum())
+        on_kept = np.repeat(keep, hops)
+        self.n, self.left = len(nbytes), k
+        self.instant = np.flatnonzero(instant)
+        self.instant_lat = latency[instant]
+        self.max_instant_lat = float(self.instant_lat.max(initial=0.0))
+        # rows: bytes left, size, rate, latency (see FlowNetwork); ids relative to the batch's first
+        self.flows = np.array([nbytes[keep], nbytes[keep], np.zeros(k), latency[keep]], float)
+        self.ids = np.array([np.zeros(k, np.int64), np.flatnonzero(keep)], np.int64)
+        self.entries = np.array([np.repeat(np.arange(k), hops[keep]), links[on_kept]], np.int64)
+        self.weight = np.asarray(frac[on_kept], float)
+        self.link_bytes = np.repeat(nbytes, hops) * frac
+
+
+def _runs(slots: np.ndarray, delivery: np.ndarray):
+    """(slot, flows, latest delivery) of each batch among finished flows. Flows sit in
+    submission order, so each batch's are one run of equal slots. This runs per event on a
+    few dozen flows: a plain loop for a handful, else as few numpy calls as will do."""
+    if len(slots) <= 4:
+        out: list[list] = []
+        for slot, d in zip(slots.tolist(), delivery.tolist(), strict=True):
+            if out and out[-1][0] == slot:
+                out[-1][1] += 1
+                out[-1][2] = max(out[-1][2], d)
+            else:
+                out.append([slot, 1, d])
+        return out
+    new = np.empty(len(slots), bool)
+    new[0] = True
+    np.not_equal(slots[1:], slots[:-1], out=new[1:])
+    starts = new.nonzero()[0]
+    at = starts.tolist() + [len(slots)]
+    counts = [b - a for a, b in zip(at[:-1], at[1:], strict=True)]
+    return zip(slots[starts].tolist(), counts, np.maximum.reduceat(delivery, starts).tolist(), strict=True)
+
+
+_SOLVED_ENTRIES = 4096  # remember rates of sets of routes up to this many entries ...
+_SOLVED_BYTES = 2**24  # ... in keys of up to 16 MiB in all (then start afresh)
+_NO_FLOWS = np.empty((4, 0))
+_NO_IDS = np.empty((2, 0), np.int64)
+_NO_WEIGHT = np.empty(0)
+
+
 class FlowNetwork:
     """Active flows on the links of one fabric; per-owner (job) bytes and peak utilisation
-    per link (a flow puts all its bytes on every link of its route)."""
+    per link (a flow puts all its bytes on every link of its route).
+
+    Active flows are columns of `_flows` (rows: bytes left, size, rate, route latency) and
+    `_ids` (rows: batch slot, flow id), in submission order; route entries are columns of
+    `_entries` (rows: flow column, link) with `_weight` the fraction of the flow's bytes."""
 
     def __init__(self, env: simpy.Environment, capacity: np.ndarray, owners: int = 1,
                  validator: RateValidator | None = None):
         self.env = env
         self.capacity = np.asarray(capacity, float)
         n_links = len(self.capacity)
-        f = np.empty(0)
-        i = np.empty(0, np.int64)
-        self._rem, self._size, self._rate, self._lat = f, f, f, f
-        self._batch, self._owner, self._fid = i, i, i
-        self._ef, self._el, self._ew = i, i, f
+        self._flows, self._ids, self._entries, self._weight = _NO_FLOWS, _NO_IDS, _NO_IDS, _NO_WEIGHT
+        self._shapes: dict[tuple, tuple] = {}
+        self._solved: dict[bytes, tuple] = {}
+        self._solved_bytes = 0
         self._pending: list[tuple] = []
         self._batches: dict[int, _Batch] = {}
         self._next_slot = 0
@@ -72,14 +135,23 @@ class FlowNetwork:
     def submit(self, indptr: np.ndarray, links: np.ndarray, nbytes: np.ndarray, latency_s: np.ndarray,
                owner: int, callback: Callable[[], None], frac: np.ndarray | None = None) -> None:
         """Start flows now; `callback()` runs once every one of them is delivered. `frac[i]`
-        is the fraction of its flow's bytes on entry i (default: all of them)."""
-        cap = self.capacity[links]
-        if cap.size and not (np.isfinite(cap).all() and (cap > 0).all()):  # a flow at rate 0 never finishes
-            bad = int(np.asarray(links)[~(np.isfinite(cap) & (cap > 0))][0])
-            raise PodsimError(f"a flow crosses link {bad} of capacity {self.capacity[bad]:g} B/s; link bandwidths must be finite and > 0")
-        if frac is None:
-            frac = np.ones(len(links))
-        self._pending.append((indptr, links, np.asarray(nbytes, float), latency_s, owner, callback, np.asarray(frac, float)))
+        is the fraction of its flow's bytes on entry i (default: all of them). The arrays are
+        read once per identity and kept: submit them again unchanged, never edited in place."""
+        key = (id(indptr), id(links), id(nbytes), id(latency_s), id(frac))
+        hit = self._shapes.get(key)
+        if hit is None:
+            cap = self.capacity[links]
+            if cap.size and not (np.isfinite(cap).all() and (cap > 0).all()):  # a flow at rate 0 never finishes
+                bad = int(np.asarray(links)[~(np.isfinite(cap) & (cap > 0))][0])
+                raise PodsimError(f"a flow crosses link {bad} of capacity {self.capacity[bad]:g} B/s; link bandwidths must be finite and > 0")
+            nb = np.asarray(nbytes, float)
+            fr = np.ones(len(links)) if frac is None else np.asarray(frac, float)
+            if len(self._shapes) >= 4096:  # callers that submit fresh arrays every time
+                self._shapes.clear()
+            # the key's arrays are kept alive with it, so their ids cannot be reused meanwhile
+            hit = self._shapes[key] = ((indptr, links, nb, latency_s, fr), _Shape(indptr, links, nb, latency_s, fr),
+                                       (indptr, links, nbytes, latency_s, frac))
+        self._pending.append((hit[0], hit[1], owner, callback))
         if not self._wake.triggered:
             self._wake.succeed()
 
@@ -90,10 +162,10 @@ class FlowNetwork:
             self._wake = self.env.event()
             now = self.env.now
             dt = now - self._t
-            if dt > 0 and len(self._rem):
-                self._rem -= self._rate * dt
+            if dt > 0 and self._flows.shape[1]:
+                self._flows[0] -= self._flows[2] * dt
                 if self.validator is not None:
-                    self.validator.epoch(self._t, now, self._fid, self._rate)
+                    self.validator.epoch(self._t, now, self._ids[1], self._flows[2])
             self._t = now
             changed = self._admit(now)
             changed |= self._retire(now)
@@ -104,75 +176,68 @@ class FlowNetwork:
     def _admit(self, now: float) -> bool:
         if not self._pending:
             return False
-        rem, rate, lat, batch, owner = [self._rem], [self._rate], [self._lat], [self._batch], [self._owner]
-        fid, ef, el, ew = [self._fid], [self._ef], [self._el], [self._ew]
-        n = len(self._rem)
-        for indptr, links, nbytes, latency, own, cb, frac in self._pending:
+        flows, ids, entries, weight = [self._flows], [self._ids], [self._entries], [self._weight]
+        n = self._flows.shape[1]
+        for args, s, own, cb in self._pending:
             slot = self._next_slot
             self._next_slot += 1
-            hops = np.diff(indptr)
-            instant = (hops == 0) | (nbytes <= 0)
-            fid0 = self.validator.batch(indptr, links, nbytes, latency, now, frac) if self.validator is not None else self.flows
-            ids = fid0 + np.arange(len(nbytes))
-            self.flows += len(nbytes)
-            b = _Batch(int((~instant).sum()), now + float(latency[instant].max(initial=0.0)), cb)
-            if instant.any() and self.validator is not None:
-                self.validator.finished(ids[instant], np.full(int(instant.sum()), now), now + latency[instant])
+            fid0 = self.validator.batch(*args[:4], now, args[4]) if self.validator is not None else self.flows
+            self.flows += s.n
+            b = _Batch(s.left, now + s.max_instant_lat, cb)
+            if len(s.instant) and self.validator is not None:
+                self.validator.finished(fid0 + s.instant, np.full(len(s.instant), now), now + s.instant_lat)
             self._batches[slot] = b
             if b.left == 0:
                 self._fire(slot, now)
                 continue
-            keep = ~instant
-            k = int(keep.sum())
-            rem.append(nbytes[keep])
-            rate.append(np.zeros(k))
-            lat.append(latency[keep])
-            batch.append(np.full(k, slot, np.int64))
-            owner.append(np.full(k, own, np.int64))
-            fid.append(ids[keep])
-            kh = hops[keep]
+            flows.append(s.flows)
+            i = s.ids.copy()
+            i[0] = slot
+            i[1] += fid0
+            ids.append(i)
+            e = s.entries.copy()
+            e[0] += n
+            entries.append(e)
+            weight.append(s.weight)
             # a batch crosses a few dozen links: add in place, not a fabric-long bincount per batch
-            np.add.at(self.link_bytes[own], links, np.repeat(nbytes, hops) * frac)
-            ef.append(n + np.repeat(np.arange(k), kh))
-            el.append(links[np.repeat(keep, hops)])
-            ew.append(frac[np.repeat(keep, hops)])
-            n += k
+            np.add.at(self.link_bytes[own], args[1], s.link_bytes)
+            n += s.left
         self._pending.clear()
-        self._rem, self._rate = np.concatenate(rem), np.concatenate(rate)
-        self._size = np.concatenate([self._size, *rem[1:]])
-        self._lat, self._batch, self._owner = np.concatenate(lat), np.concatenate(batch), np.concatenate(owner)
-        self._fid, self._ef, self._el = np.concatenate(fid), np.concatenate(ef), np.concatenate(el)
-        self._ew = np.concatenate(ew)
+        if len(flows) > 1:
+            self._flows = np.concatenate(flows, axis=1)
+            self._ids = np.concatenate(ids, axis=1)
+            self._entries = np.concatenate(entries, axis=1)
+            self._weight = np.concatenate(weight)
         return True
 
     def _retire(self, now: float) -> bool:
-        if not len(self._rem):
+        fl = self._flows
+        if not fl.shape[1]:
             return False
-        done = self._rem <= 1e-9 * self._size + self._rate * 1e-12
-        if not done.any():
+        done = fl[0] <= 1e-9 * fl[1] + fl[2] * 1e-12
+        idx = done.nonzero()[0]  # (np.flatnonzero and fl[3, idx] cost µs each; this runs per event)
+        if not len(idx):
             return False
-        idx = np.flatnonzero(done)
-        delivery = now + self._lat[idx]
+        delivery = now + fl[3][idx]
         if self.validator is not None:
-            self.validator.finished(self._fid[idx], np.full(len(idx), now), delivery)
-        slots, inv, counts = np.unique(self._batch[idx], return_inverse=True, return_counts=True)
-        latest = np.full(len(slots), -np.inf)
-        np.maximum.at(latest, inv, delivery)
-        for slot, c, d in zip(slots.tolist(), counts.tolist(), latest.tolist(), strict=True):
+            self.validator.finished(self._ids[1][idx], np.full(len(idx), now), delivery)
+        for slot, c, d in _runs(self._ids[0][idx], delivery):
             b = self._batches[slot]
             b.left -= c
             b.delivery = max(b.delivery, d)
             if b.left == 0:
                 self._fire(slot, now)
+        if len(idx) == fl.shape[1]:
+            self._flows, self._ids, self._entries, self._weight = _NO_FLOWS, _NO_IDS, _NO_IDS, _NO_WEIGHT
+            return True
         keep = ~done
-        new_index = np.cumsum(keep) - 1
-        ekeep = keep[self._ef]
-        self._ef = new_index[self._ef[ekeep]]
-        self._el = self._el[ekeep]
-        self._ew = self._ew[ekeep]
-        self._rem, self._size, self._lat = self._rem[keep], self._size[keep], self._lat[keep]
-        self._batch, self._owner, self._fid = self._batch[keep], self._owner[keep], self._fid[keep]
-        self._rate = self._rate[keep]
+        new_index = np.empty(len(keep), np.int64)  # kept flows' new columns (a bool cumsum is slower)
+        new_index[keep] = np.arange(len(keep) - len(idx))
+        ekeep = keep[self._entries[0]]
+        e = self._entries.compress(ekeep, axis=1)  # not [:, mask]: that comes out column-major
+        e[0] = new_index[e[0]]
+        self._entries, self._weight = e, self._weight[ekeep]
+        self._flows, self._ids = fl.compress(keep, axis=1), self._ids.compress(keep, axis=1)
         return True
 
     def _fire(self, slot: int, now: float) -> None:
@@ -185,20 +250,39 @@ class FlowNetwork:
             ev.callbacks.append(lambda _ev, cb=b.callback: cb())
 
     def _reallocate(self) -> None:
-        # Work on the links active flows cross, not the whole fabric (35k links on a v4 pod,
-        # 150k on four).
-        used, local = active_links(self._el, len(self.capacity))
-        cap = self.capacity[used]
-        self._rate = max_min_rates(self._ef, local, len(self._rem), cap, self._ew)
-        load = np.bincount(local, weights=self._rate[self._ef] * self._ew, minlength=len(used))
-        self.link_peak_utilisation[used] = np.maximum(self.link_peak_utilisation[used], load / cap)
+        """Max-min fair rates of the active flows. The rates depend only on the routes, so a
+        step's repeated layers hit the same few sets of routes again and again (25 distinct of
+        40,767 on the 4-pod GPT-3 step): remember them, keyed by the exact route arrays."""
+        if not self._flows.shape[1]:
+            return
+        key = self._entries.tobytes() + self._weight.tobytes() if len(self._weight) <= _SOLVED_ENTRIES else None
+        hit = self._solved.get(key) if key is not None else None
+        if hit is None:
+            # work on the links active flows cross, not the whole fabric (35k links on a v4
+            # pod, 150k on four)
+            ef, el = self._entries
+            used, local = active_links(el, len(self.capacity))
+            cap = self.capacity[used]
+            rate = max_min_rates(ef, local, self._flows.shape[1], cap, self._weight)
+            load = np.bincount(local, weights=rate[ef] * self._weight, minlength=len(used))
+            hit = (rate, used, load / cap)
+            if key is not None:
+                if self._solved_bytes > _SOLVED_BYTES:
+                    self._solved.clear()
+                    self._solved_bytes = 0
+                self._solved[key] = hit
+                self._solved_bytes += len(key)
+        rate, used, utilisation = hit
+        self._flows[2] = rate
+        self.link_peak_utilisation[used] = np.maximum(self.link_peak_utilisation[used], utilisation)
 
     def _arm(self) -> None:
-        if not len(self._rem):
+        fl = self._flows
+        if not fl.shape[1]:
             return
         self._gen += 1
         gen = self._gen
-        dt = float((self._rem / self._rate).min())
+        dt = float((fl[0] / fl[2]).min())
         ev = self.env.timeout(max(dt, 0.0))
         ev.callbacks.append(lambda _ev: self._timer(gen))
 
