@@ -5,8 +5,8 @@ from podsim.perf.chips import CHIPS, ChipCompute, chip_compute
 from podsim.perf.opmodel import (
     Matmul,
     backward_matmuls,
-    compute_timing,
     compute_time_s,
+    compute_timing,
     matmul_time_s,
     memory_time_s,
     op_time_s,

@@ -23,11 +23,11 @@ import plotly.graph_objects as go
 from plotly.offline import get_plotlyjs
 
 from podsim.metrics import definition, unit_kind
+from podsim.perf import compute_timing
 from podsim.report import figures
 from podsim.report.scaling import scaling_details
 from podsim.report.spine import spine_details, spine_figures
 from podsim.scenario.result import RunResult
-from podsim.perf import compute_timing
 from podsim.sweep.run import answer_text, probe_text
 from podsim.units import format_bytes, format_rate
 from podsim.units import format_duration as sec
