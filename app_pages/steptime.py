@@ -29,6 +29,7 @@ from podsim.engine import (
 from podsim.engine.linkload import record_link_load
 from podsim.engine.timeline import build_timeline, timeline_json
 from podsim.errors import PodsimError
+from podsim.perf import compute_timing
 from podsim.topology import (
     DcnSpec,
     format_shape,
@@ -188,7 +189,7 @@ with inline_errors():
 
 s = out["summary"]
 st.subheader(f"{out['name'] or 'uploaded trace'}: {out['ops']} ops")
-compute_note = f"compute at {efficiency:.0%} of peak" if efficiency is not None else "compute by the per-op model"
+compute_note = compute_timing(efficiency)
 where = f"{n_slices} {gen.name} {shape} slices on {out['pods']} pod(s), {DCN_KINDS[dcn_kind]} DCN" if n_slices > 1 else f"a {gen.name} {shape}{' twisted' if twisted else ''} slice"
 st.caption(f"on {where}, {compute_note}")
 if s.get("hbm_fits") is False:

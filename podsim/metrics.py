@@ -181,7 +181,8 @@ register(
     _m("parallelism", "text", "the parallelism plan (axis=degree, ...)", _S),
     _m("events", "count", "engine events of the step simulation", _S),
     _m("flows", "count", "network flows of the step simulation", _S),
-    _m("compute_efficiency", "fraction", "fraction of peak FLOP/s compute ops reach (assumed)", _S),
+    _m("compute_efficiency", "fraction", "a flat fraction of peak FLOP/s every compute op was given; "
+       "none: the per-op compute model (podsim.perf)", _S),
     _m("dcn", "text", "DCN kind: eps (leaf/spine switches) or ocs", _S),
     _m("dcn_oversubscription", "ratio", "DCN leaf oversubscription (x:1)", _S),
     _m("dcn_ocs_groups", "text", "leaf blocks the DCN OCS engineers circuits for", _S),

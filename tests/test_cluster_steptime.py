@@ -80,3 +80,43 @@ def test_the_simulation_asks_for_the_slice_actually_given():
     r = simulate(ClusterConfig(generation="tpu-v4", ocs=True, horizon_s=86400), jobs, step_time=inner)
     assert set(inner.calls) == {("m", "tpu-v4", (4, 4, 8), True)}
     assert r.jobs[0].end_s == pytest.approx(10.0 + 3600 * 1000 / 128 * 0.8)
+
+
+@pytest.mark.parametrize("model,chips,slices,plan", [
+    ("llama2-70b", 512, 1, "fsdp=512"),                 # the batch (1024) splits over every chip
+    ("llama2-70b", 2048, 1, "fsdp=1024,tensor=2"),      # 1024 sequences over 2048 chips
+    ("llama2-70b", 4096, 1, "fsdp=1024,tensor=4"),
+    ("gpt3-175b", 4096, 1, "fsdp=512,tensor=8"),        # gcd(4096, 1536) = 512
+    ("gpt3-175b", 3072, 1, "fsdp=1536,tensor=2"),       # a 12x16x16 slice
+    ("llama2-70b", 1024, 2, "fsdp=512,tensor=2,dcn=2"),  # 512 sequences per slice
+])
+def test_default_plan_splits_the_batch_then_tensor(model, chips, slices, plan):
+    """With no plan a cluster job's preset batch goes over FSDP as far as it divides, the rest of
+    the chips tensor parallel: fsdp = gcd(chips, batch per slice), fsdp x tensor = chips. The
+    per-op roofline then times every slice of the v4 ladder (the flat one never needed a plan)."""
+    from podsim.trace.plans import multislice_plan
+
+    assert multislice_plan(None, model, chips, slices) == plan
+    shape = {512: (8, 8, 8), 1024: (8, 8, 16), 2048: (8, 16, 16), 3072: (12, 16, 16), 4096: (16, 16, 16)}[chips]
+    e = RooflineStepTime().estimate(model, V4, shape, False, slices=slices)
+    assert plan in e.source and e.step_time_s > 0
+
+
+def test_a_batch_too_small_for_the_slice_is_timed_on_the_chips_it_uses():
+    """llama2-70b's 1024 sequences on 3072 chips leave 3x, which cannot be tensor parallel (64
+    heads): no plan uses every chip, so the engine's plan is a one-line error naming the fixes,
+    and the per-op roofline times fsdp=1024 on a third of the slice (4x16x16) and divides by 3,
+    saying so (the flat roofline's FLOPs / chips makes the same linear assumption)."""
+    from podsim.cluster.steptime import compute_critical_path_s
+    from podsim.trace.plans import multislice_plan
+
+    with pytest.raises(PodsimError, match=r"llama2-70b on 1 x 3072 chips: .* splits over 1024 chips per slice "
+                                          r"\(fsdp=1024\) and the other 3x cannot be tensor parallel; give .*"
+                                          r"step_time.parallelism.*step_time.efficiency"):
+        multislice_plan(None, "llama2-70b", 3072, 1)
+    e = RooflineStepTime().estimate("llama2-70b", V4, (12, 16, 16), False)
+    third = compute_critical_path_s(generate_trace("llama2-70b", (4, 16, 16), "fsdp=1024", generation=V4), V4)
+    assert e.step_time_s == pytest.approx(third / 3) and "fsdp=1024 on 1024 chips, / 3 for 3072" in e.source
+    # ResNet is data parallel: its replicated work would not shrink by 1/k, so no such part
+    with pytest.raises(PodsimError, match="resnet50 on 1 x 4096 chips"):
+        RooflineStepTime().estimate("resnet50", V4, (16, 16, 16), False)

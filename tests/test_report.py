@@ -45,6 +45,17 @@ def test_step_report_has_breakdown_and_timeline(runs):
     assert {"Step-time breakdown", "Collectives", "Timeline"} <= set(names)
 
 
+def test_the_report_says_how_compute_was_timed(runs):
+    """A step study that sets no efficiency is timed by the per-op model and its report says so;
+    a flat efficiency is reported as the fraction of peak it is."""
+    from podsim.perf import compute_timing
+    from podsim.report.render import key_rows
+
+    assert runs[1].metrics["compute_efficiency"] is None
+    assert dict(key_rows([runs[1]]))["compute timing"] == ["compute by the per-op model"]
+    assert compute_timing(0.6) == "compute at 60% of peak" and compute_timing(0.555) == "compute at 55.5% of peak"
+
+
 def test_comparison_report(runs):
     html = render_report(runs, labels=["stream", "step"])
     assert "<th>stream</th><th>step</th>" in html

@@ -3,8 +3,8 @@
 A scenario file (`podsim run`), the `podsim cluster` flags and the dashboard's Cluster page each
 build a ClusterRun and hand it to `run_cluster`, so a default, a unit or a job-stream reader
 lives in one place: the fleet and how it is run (ClusterConfig), the job stream (a synthetic
-SyntheticSpec or a replayed TraceSpec), failures given as a trace, the roofline efficiency for
-step-based jobs and the seed.
+SyntheticSpec or a replayed TraceSpec), failures given as a trace, the compute timing of
+step-based jobs (the per-op model, or a flat efficiency as an override) and the seed.
 """
 
 from __future__ import annotations
@@ -20,13 +20,13 @@ from podsim.cluster.result import ClusterResult
 from podsim.cluster.simulate import ProgressFn, simulate
 from podsim.cluster.steptime import RooflineStepTime, StepTimeModel
 from podsim.errors import PodsimError, first_error
-from podsim.trace.model import DEFAULT_COMPUTE_EFFICIENCY
 from podsim.workload import Job, SyntheticSpec, TraceSpec, generate_jobs
 
 
 class ClusterRun(BaseModel):
     """A cluster simulation: `config`, one job stream (`synthetic` or `trace`), an optional
-    failure trace (instead of `config.failures`' processes), the efficiency and the seed."""
+    failure trace (instead of `config.failures`' processes), the compute efficiency (None: the
+    per-op model) and the seed."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
@@ -34,8 +34,9 @@ class ClusterRun(BaseModel):
     synthetic: SyntheticSpec | None = Field(None, description="a seeded synthetic job stream")
     trace: TraceSpec | None = Field(None, description="a job trace CSV replayed")
     failure_trace: Path | None = Field(None, description="CSV time_s, component, id, repair_s instead of drawn failures")
-    efficiency: float = Field(DEFAULT_COMPUTE_EFFICIENCY, gt=0, le=1,
-                              description="fraction of peak FLOP/s step-based jobs reach (roofline; perf.3)")
+    efficiency: float | None = Field(None, gt=0, le=1,
+                                     description="a flat fraction of peak FLOP/s for step-based jobs' compute (e.g. 0.6, "
+                                                 "perf.3); default: the per-op compute model (podsim.perf)")
     seed: Seed = Field(0, description="seed of the synthetic jobs, the failures and CP-SAT")
 
     @model_validator(mode="after")
@@ -69,7 +70,8 @@ def make_run(**fields) -> ClusterRun:
 
 def run_cluster(run: ClusterRun, on_progress: ProgressFn | None = None, step_time: StepTimeModel | None = None,
                 jobs: list[Job] | None = None) -> ClusterResult:
-    """Simulate `run`; `step_time` replaces the roofline at `run.efficiency` (e.g. the engine);
+    """Simulate `run`; `step_time` replaces the roofline at `run.efficiency` (None: per-op compute),
+    e.g. with the engine;
     `jobs`: `run.jobs()` when the caller has drawn them already."""
     jobs = run.jobs() if jobs is None else jobs
     return simulate(run.config, jobs, run.failure_events(), seed=run.seed, on_progress=on_progress,

@@ -15,14 +15,14 @@ model preset's `global_batch` over all N slices, data parallel across them (the 
 `dcn=N` axis, as `podsim steptime --slices N`): each slice computes global_batch / N.
 
 `RooflineStepTime` times compute two ways:
-- with an `efficiency` (default 0.6, the v4 paper's average for LLM training, hardware.md
-  perf.3): model FLOPs per step (what `podsim.trace.generate_trace` records as
+- by default (`efficiency=None`): the model's generated trace on the slice, each compute op
+  timed by the per-op model (`podsim.perf.op_time_s`, the engine's default) and every
+  collective free, so the step is the compute critical path of the op DAG - the engine's
+  number less its exposed communication;
+- with a flat `efficiency` override (e.g. 0.6, the v4 paper's average for LLM training,
+  hardware.md perf.3): model FLOPs per step (what `podsim.trace.generate_trace` records as
   `meta["model_flops_per_step"]`) / (chips x peak FLOP/s x efficiency); with efficiency 1 a
-  lower bound on the step time;
-- with `efficiency=None`: the model's generated trace on the slice, each compute op timed by the
-  per-op model (`podsim.perf.op_time_s`, the engine's default) and every collective free,
-  so the step is the compute critical path of the op DAG - the engine's number less its
-  exposed communication.
+  lower bound on the step time.
 """
 
 from __future__ import annotations
@@ -35,9 +35,9 @@ from podsim.errors import PodsimError
 from podsim.perf import chip_compute, op_time_s
 from podsim.topology import Generation
 from podsim.trace import generate_trace
-from podsim.trace.configs import get_model
-from podsim.trace.model import DEFAULT_COMPUTE_EFFICIENCY, Compute, StepTrace
-from podsim.trace.plans import multislice_plan
+from podsim.trace.configs import ResNetConfig, get_model
+from podsim.trace.model import Compute, StepTrace
+from podsim.trace.plans import multislice_plan, preset_plan_part
 
 
 @dataclass(frozen=True)
@@ -88,13 +88,13 @@ def compute_critical_path_s(trace: StepTrace, generation: Generation) -> float:
 
 
 class RooflineStepTime:
-    """Compute-only step time: model FLOPs / (chips x peak x efficiency), or with
-    `efficiency=None` the per-op compute critical path of the model's trace (plan from `plans`
-    by model, `auto` allowed; default FSDP over every chip, data parallel for ResNet).
+    """Compute-only step time: by default (`efficiency=None`) the per-op compute critical path of
+    the model's trace (plan from `plans` by model, `auto` allowed; default FSDP over every chip,
+    data parallel for ResNet), or model FLOPs / (chips x peak x efficiency) at a flat override.
     N slices share the global batch (chips = N x the slice's); no ICI, DCN or WAN traffic is
     timed by design, and a multislice answer says so in its `source`."""
 
-    def __init__(self, efficiency: float | None = DEFAULT_COMPUTE_EFFICIENCY, plans: dict[str, str] | None = None):
+    def __init__(self, efficiency: float | None = None, plans: dict[str, str] | None = None):
         if efficiency is not None and not 0 < efficiency <= 1:
             raise PodsimError(f"roofline efficiency {efficiency} must be in (0, 1] (fraction of peak FLOP/s), or None for the per-op model")
         self.efficiency = efficiency
@@ -108,10 +108,36 @@ class RooflineStepTime:
         if self.efficiency is not None:
             t = get_model(model).training_flops_per_step() / (slices * chips * generation.peak_flops_per_s * self.efficiency)
             return StepEstimate(t, t, 0.0, f"roofline at {self.efficiency:g} of peak{multi}")
+        part = None if model in self.plans else _part(model, tuple(shape), slices)
+        if part is not None:  # the batch cannot use every chip: time a part of the slice, scale by chips
+            plan, sub, k = part
+            trace = generate_trace(model, sub, plan, generation=generation, twisted=False)
+            t = compute_critical_path_s(trace, generation) / k
+            return StepEstimate(t, t, 0.0, f"roofline, per-op compute ({plan} on {math.prod(sub)} chips, "
+                                           f"/ {k} for {chips}){multi}")
         plan = multislice_plan(self.plans.get(model), model, chips, slices)
         trace = generate_trace(model, tuple(shape), plan, generation=generation, twisted=twisted)
         t = compute_critical_path_s(trace, generation)
         return StepEstimate(t, t, 0.0, f"roofline, per-op compute ({plan}){multi}")
+
+
+def _part(model: str, shape: tuple[int, ...], slices: int) -> tuple[str, tuple[int, ...], int] | None:
+    """When the preset's batch (with the tensor parallelism it allows) cannot use all of `shape`'s
+    chips: (its plan, a sub-shape with the chips it uses, the factor k = chips / those), the per-op
+    compute then scaled by 1/k as the flat roofline scales FLOPs; None when the plan uses every chip."""
+    plan, used = preset_plan_part(model, math.prod(shape), slices)
+    k = math.prod(shape) // used
+    if k == 1 or isinstance(get_model(model), ResNetConfig):  # data parallel replicates work 1/k would not scale
+        return None
+    dims, left = list(shape), k
+    for p in range(2, k + 1):
+        while left % p == 0:
+            i = max((j for j in range(len(dims)) if dims[j] % p == 0), key=lambda j: dims[j], default=None)
+            if i is None:
+                return None  # no sub-shape: preset_plan's error via multislice_plan
+            dims[i] //= p
+            left //= p
+    return (f"{plan},dcn={slices}" if slices > 1 else plan), tuple(dims), k
 
 
 class CachedStepTime:

@@ -37,7 +37,6 @@ from podsim.perf import chip_compute, op_time_s
 from podsim.topology import Built
 from podsim.trace.kinds import normalise_algorithm, normalise_kind
 from podsim.trace.model import (
-    DEFAULT_COMPUTE_EFFICIENCY,
     SLICE_AXES,
     Collective,
     Compute,
@@ -400,7 +399,7 @@ def simulate_collective(built: Built, kind: str, size_bytes: float | str, group:
     else:
         op = Collective("op", kind, size, parsed, algorithm)
     job = Job.on(built, StepTrace((op,), name=f"{kind} {group}"), name=kind)
-    results, plans = _simulate([job], DEFAULT_COMPUTE_EFFICIENCY, fast_path, routing, _failed(failed_links, failed_chips))
+    results, plans = _simulate([job], None, fast_path, routing, _failed(failed_links, failed_chips))
     res, p = results[0], plans[0][0]
     sched = p.plan.schedule
     if sched.layout.p == 1 and all(g.size is None for g in parsed):

@@ -6,6 +6,7 @@ from podsim.perf.opmodel import (
     Matmul,
     backward_matmuls,
     compute_time_s,
+    compute_timing,
     matmul_time_s,
     memory_time_s,
     op_time_s,
@@ -13,6 +14,6 @@ from podsim.perf.opmodel import (
 )
 
 __all__ = [
-    "CHIPS", "ChipCompute", "Matmul", "backward_matmuls", "chip_compute", "compute_time_s",
+    "CHIPS", "ChipCompute", "Matmul", "backward_matmuls", "chip_compute", "compute_time_s", "compute_timing",
     "matmul_time_s", "memory_time_s", "op_time_s", "padded_flops",
 ]

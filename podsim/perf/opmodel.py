@@ -91,3 +91,8 @@ def op_time_s(op, generation, chip: ChipCompute | None, efficiency: float | None
         return op.duration_on(generation.peak_flops_per_s, generation.hbm_bytes_per_s,
                               efficiency if efficiency is not None else 1.0)
     return compute_time_s(chip, op.flops, op.hbm_bytes, op.matmuls, op.precision)
+
+
+def compute_timing(efficiency: float | None) -> str:
+    """How compute was timed, for people: the per-op model (None) or a flat fraction of peak."""
+    return "compute by the per-op model" if efficiency is None else f"compute at {100 * efficiency:g}% of peak"

@@ -23,6 +23,7 @@ import plotly.graph_objects as go
 from plotly.offline import get_plotlyjs
 
 from podsim.metrics import definition, unit_kind
+from podsim.perf import compute_timing
 from podsim.report import figures
 from podsim.report.scaling import scaling_details
 from podsim.report.spine import spine_details, spine_figures
@@ -97,7 +98,7 @@ STEP_ROWS: list[Row] = [
     ("compute on the critical path", lambda r: sec(r.metrics["step_time_s"] - r.metrics["exposed_comm_s"])),
     ("exposed / overlapped communication", lambda r: f"{sec(r.metrics['exposed_comm_s'])} / {sec(r.metrics['overlapped_comm_s'])}"),
     ("model FLOPs utilisation", _m("mfu", pct)),
-    ("compute efficiency assumed", _m("compute_efficiency", pct)),
+    ("compute timing", lambda r: compute_timing(r.metrics.get("compute_efficiency"))),  # None: per-op model
     ("time to train", lambda r: sec(r.metrics.get("time_to_train_s")) + (f" ({r.metrics['steps']:,} steps)" if r.metrics.get("steps") else "")),
     ("chip-hours", lambda r: f"{num(r.metrics['chip_h'])} ({r.cost.get('per', '')})"),
     ("cost", _m("cost_usd", usd)),

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from podsim.perf import compute_timing
 from podsim.report.figures import has_wan, scaling_figure
 from podsim.scenario.result import RunResult
 from podsim.units import format_duration as sec
@@ -54,8 +55,7 @@ def scaling_title(r: RunResult) -> str:
     net = f"{kind.upper()} DCN" + (f" {dcn.get('oversubscription', 1):g}:1" if kind == "eps" else "") + \
         (f", {sites} sites" if sites and sites > 1 else "")
     plan = r.metrics.get("scaling_parallelism") or sc.get("parallelism") or ""
-    eff = sc.get("compute_efficiency")
-    compute = "compute by the per-op model" if eff is None else f"compute at {pct(eff)} of peak"
+    compute = compute_timing(sc.get("compute_efficiency"))
     return (f"{sc.get('model', '')} on {gen} {sc.get('slice', '')} slices ({plan} + dcn), "
             f"{sc.get('batch_per_slice', '')} per slice, {net}, {compute}")
 

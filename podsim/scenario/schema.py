@@ -23,7 +23,6 @@ from podsim.economics.assumptions import DEFAULTS as SPINE_DEFAULTS
 from podsim.errors import PodsimError
 from podsim.quantities import Duration, Fraction, Rate
 from podsim.topology import get_generation
-from podsim.trace.model import DEFAULT_COMPUTE_EFFICIENCY
 from podsim.workload.popularity import V4_SLICE_POPULARITY
 from podsim.workload.replay import TraceSpec
 from podsim.workload.synthetic import ArrivalSpec, DurationSpec, StepsSpec, SyntheticSpec
@@ -158,7 +157,8 @@ class StepWorkload(_Model):
     slices: int = Field(1, ge=1, description="slices of a multislice job (data parallel over the DCN)")
     parallelism: str | None = Field(None, description="e.g. 'fsdp=16,tensor=8'; default: data (ResNet) or fsdp over every chip")
     steps: int | None = Field(None, ge=1, description="training steps, for time to train, chip-hours and cost")
-    compute_efficiency: float = Field(DEFAULT_COMPUTE_EFFICIENCY, gt=0, le=1, description="fraction of peak FLOP/s compute reaches (perf.3)")
+    compute_efficiency: float | None = Field(None, gt=0, le=1, description="a flat fraction of peak FLOP/s for every "
+                                             "compute op (e.g. 0.6, perf.3); default: the per-op compute model (podsim.perf)")
 
     _trace = field_validator("trace", mode="before")(_existing_file)
 
@@ -241,7 +241,8 @@ class StepTime(_Model):
     """How step-based jobs of a job stream get their step time: roofline or the engine."""
 
     model: Literal["roofline", "engine"] = "roofline"
-    efficiency: float = Field(DEFAULT_COMPUTE_EFFICIENCY, gt=0, le=1, description="fraction of peak FLOP/s (perf.3)")
+    efficiency: float | None = Field(None, gt=0, le=1, description="a flat fraction of peak FLOP/s for every compute op "
+                                     "(e.g. 0.6, perf.3); default: the per-op compute model (podsim.perf)")
     parallelism: dict[str, str] = Field(default_factory=dict, description="model preset -> plan for the engine, e.g. 'tensor=4,fsdp=auto'")
 
 

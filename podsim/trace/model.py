@@ -84,8 +84,8 @@ def format_group(group: Sequence[AxisGroup]) -> str:
 
 DEFAULT_COMPUTE_EFFICIENCY = 0.6
 """The flat fraction of peak FLOP/s LLM training on TPU v4 averages ([ISCA23], hardware.md
-perf.3): the value scenarios and the cluster roofline use. The engine's default is the per-op
-model (podsim.perf); a flat efficiency is an explicit override."""
+perf.3): the value offered for a flat override (`--efficiency`, a scenario's `compute_efficiency`
+or `step_time.efficiency`). Every step time defaults to the per-op model (podsim.perf)."""
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,10 @@
 """Parallelism plans for a slice of a given size: a template's `auto` axis takes the chips the
-other axes leave; no template: data parallel for ResNet, FSDP over every chip for transformers."""
+other axes leave; no template: data parallel for ResNet, FSDP over every chip for transformers
+(for a preset's own batch, `preset_plan`: tensor parallel over the chips the batch cannot split over)."""
 
 from __future__ import annotations
 
+import math
 import re
 
 from podsim.errors import PodsimError
@@ -31,11 +33,38 @@ def plan_template(template: str) -> ParallelPlan:
     return parse_parallelism(re.sub(r"\bauto\b", "1", template))
 
 
+def preset_plan_part(model: str, chips: int, slices: int = 1) -> tuple[str, int]:
+    """The largest default plan of the preset `model` (its own global batch) inside a slice of
+    `chips` chips, and the chips it uses: FSDP (data for ResNet) over as many chips as the batch
+    per slice splits over, tensor parallel over the largest part of the rest the model allows."""
+    cfg = get_model(model)
+    per_slice, rem = divmod(cfg.global_batch, slices)
+    shards = math.gcd(chips, per_slice) if per_slice and not rem else chips  # else the generator says why
+    if shards == chips:
+        return resolve_plan(None, model, chips), chips
+    if isinstance(cfg, ResNetConfig):
+        return f"data={shards}", shards
+    rest = chips // shards
+    tensor = max(t for t in range(1, rest + 1) if rest % t == 0 and not cfg.n_heads % t and not cfg.d_ff % t
+                 and (not cfg.n_kv_heads % t or not t % cfg.n_kv_heads))
+    return (f"fsdp={shards},tensor={tensor}" if tensor > 1 else f"fsdp={shards}"), shards * tensor
+
+
+def preset_plan(model: str, chips: int, slices: int = 1) -> str:
+    """`preset_plan_part` when it uses every chip; else one line naming the fixes."""
+    plan, used = preset_plan_part(model, chips, slices)
+    if used < chips:
+        raise PodsimError(f"{model} on {slices} x {chips} chips: its global batch of {get_model(model).global_batch} "
+                          f"splits over {used} chips per slice ({plan}) and the other {chips // used}x cannot be tensor "
+                          "parallel; give the model a parallelism plan (step_time.parallelism) or a flat step_time.efficiency")
+    return plan
+
+
 def multislice_plan(template: str | None, model: str, chips: int, slices: int) -> str:
-    """The plan of a job on `slices` slices of `chips` chips: `resolve_plan` inside a slice and
-    dcn=slices across them (data parallel over the DCN), as `podsim steptime --slices` does.
-    A template that names dcn must name this slice count."""
-    plan = resolve_plan(template, model, chips)
+    """The plan of a job on `slices` slices of `chips` chips: `resolve_plan` inside a slice (no
+    template: `preset_plan`) and dcn=slices across them (data parallel over the DCN), as
+    `podsim steptime --slices` does. A template that names dcn must name this slice count."""
+    plan = resolve_plan(template, model, chips) if template else preset_plan(model, chips, slices)
     dcn = parse_parallelism(plan).dcn
     if dcn == slices:
         return plan
