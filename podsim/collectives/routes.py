@@ -34,6 +34,7 @@ from podsim.collectives.schedule import Pattern
 from podsim.errors import PodsimError
 from podsim.topology import Fabric, SliceView, dcn_routes, slice_routes
 from podsim.topology.degraded import detour_routes
+from podsim.topology.routing import dcn_split_routes
 from podsim.topology.multipath import (
     ROUTING_POLICIES,
     PathDag,
@@ -279,8 +280,11 @@ class Placement:
             parts.extend(self._around_failures(v, part, ls, ld, multipath))
         sel = np.flatnonzero((ss != sd) | (ss < 0))
         if len(sel):
-            r = dcn_routes(self.fabric, src[sel], dst[sel])
-            parts.append(RoutePart(sel, r.indptr, r.links.astype(np.int64), None))
+            if self.fabric.dcn.kind == "eps" and self.fabric.dcn.ecmp == "split":
+                parts.append(RoutePart(sel, *dcn_split_routes(self.fabric, src[sel], dst[sel])))
+            else:
+                r = dcn_routes(self.fabric, src[sel], dst[sel])
+                parts.append(RoutePart(sel, r.indptr, r.links.astype(np.int64), None))
         return parts
 
     @property

@@ -163,6 +163,40 @@ def _dcn_padded(fabric: Fabric, src_chips: np.ndarray, dst_chips: np.ndarray) ->
     return m
 
 
+def dcn_split_routes(fabric: Fabric, src_chips: np.ndarray, dst_chips: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(indptr, links, frac) of DCN routes with every cross-leaf flow split evenly over the
+    spines (`DcnSpec.ecmp == "split"`): 1/S of its bytes on each leaf -> spine [-> WAN] -> leaf
+    path; flows under one leaf take their single path (frac 1)."""
+    m = _dcn_padded(fabric, src_chips, dst_chips)
+    n_spines = fabric.leaf_spine.shape[1] if fabric.dcn.kind == "eps" else 0
+    across = m[:, 2] >= 0
+    if n_spines > 1 and across.any():
+        ns = fabric.nic_of_chip[np.asarray(src_chips, np.int64)[across]] - fabric.first_nic
+        nd = fabric.nic_of_chip[np.asarray(dst_chips, np.int64)[across]] - fabric.first_nic
+        ls, ld = fabric.leaf_of_nic[ns], fabric.leaf_of_nic[nd]
+        k = np.arange(n_spines)
+        up = fabric.leaf_spine[ls][:, k]
+        down = fabric.spine_leaf[k][:, ld].T
+        cols = [m[across, :2], up]
+        if fabric.wan.shape[0] > 1:
+            sa, sb = fabric.site_of_leaf[ls], fabric.site_of_leaf[ld]
+            cols.append(np.where((sa != sb)[:, None], fabric.wan[sa, sb][:, k], -1))
+        cols += [down, m[across, 5:]]
+        wide = np.full((len(m), sum(c.shape[1] for c in cols)), -1, np.int64)
+        wide[:, :m.shape[1]] = m
+        wide[across] = np.concatenate(cols, axis=1)
+        w = np.where(wide >= 0, 1.0, 0.0)
+        spread = np.zeros(wide.shape[1], bool)
+        spread[2:wide.shape[1] - 2] = True
+        w[np.ix_(across, spread)] /= n_spines
+        m = wide
+    else:
+        w = np.where(m >= 0, 1.0, 0.0)
+    keep = m >= 0
+    indptr = np.concatenate([[0], np.cumsum(keep.sum(1))]).astype(np.int64)
+    return indptr, m[keep], w[keep]
+
+
 def switch_routes(fabric: Fabric, src_chips: np.ndarray, dst_chips: np.ndarray) -> Routes:
     """GPU clusters: through the node's NVSwitch inside a node, over the DCN between nodes."""
     src_chips = np.asarray(src_chips, np.int64)
