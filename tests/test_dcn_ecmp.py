@@ -92,3 +92,30 @@ def test_ecmp_option_is_checked():
         dcn_spec("eps", 1.0, ecmp="spray")
     with pytest.raises(PodsimError, match="applies to an EPS spine"):
         dcn_spec("ocs", 1.0, ecmp="hash")
+
+
+def test_gpu_slices_split_their_node_to_node_traffic_too():
+    """A GPU slice's own traffic crosses the DCN between nodes: under `split` a flow between
+    nodes under different leaves spreads over the spines, a flow inside a node stays on its
+    NVSwitch (two links, all its bytes), and the ring all-reduce's time is the closed form's
+    on both models (the ring's one flow per node pair hashes without collisions here)."""
+    from podsim.engine import simulate_collective
+    from podsim.topology import build_slice
+    from podsim.topology.routing import ecmp_routes
+
+    times = {}
+    for ecmp in ("split", "hash"):
+        b = build_slice("gpu-h100", "256", dcn=DcnSpec(ecmp=ecmp))  # 32 nodes, 2 leaves of 16
+        fab, chips = b.fabric, b.view.chips
+        ip, lk, fr = ecmp_routes(fab, chips[[0, 0]], chips[[1, 255]], switched=True)
+        assert np.diff(ip)[0] == 2 and fab.link_kind[lk[:2]].tolist() == [LinkKind.NVLINK] * 2
+        spine = fab.link_kind[lk[ip[1]:]] == LinkKind.DCN
+        if ecmp == "split":
+            assert fr is not None and spine.sum() == 2 * fab.leaf_spine.shape[1]
+            assert np.allclose(fr[ip[1]:][spine], 1 / fab.leaf_spine.shape[1])
+        else:
+            assert fr is None and spine.sum() == 2
+        r = simulate_collective(b, "all_reduce", 2**26, group="all", algorithm="ring")
+        times[ecmp] = r.simulated_s
+        assert r.simulated_s == pytest.approx(r.closed_form_s, rel=0.02)
+    assert times["split"] <= times["hash"] * (1 + 1e-9)
