@@ -34,7 +34,6 @@ from podsim.collectives.schedule import Pattern
 from podsim.errors import PodsimError
 from podsim.topology import Fabric, SliceView, slice_routes
 from podsim.topology.degraded import detour_routes
-from podsim.topology.routing import ecmp_routes
 from podsim.topology.multipath import (
     ROUTING_POLICIES,
     PathDag,
@@ -42,6 +41,7 @@ from podsim.topology.multipath import (
     reduce_coords,
     split_routes,
 )
+from podsim.topology.routing import ecmp_routes
 from podsim.trace.model import SLICE_AXES
 
 
