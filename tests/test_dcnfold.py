@@ -49,7 +49,7 @@ def test_folded_loads_give_the_full_max_min_rates():
     cap[20:22] = 150.0
     full = max_min_rates(np.repeat(np.arange(8), np.diff(indptr)), links, 8, cap)
     p = _P()
-    fold = fold_flows([(p, np.arange(8), np.arange(8), None, indptr, links)], cap, np.zeros(40))
+    fold = fold_flows([(p, np.arange(8), np.arange(8), None, indptr, links, None)], cap, np.zeros(40))
     assert fold is not None and fold.classes < 8
     f = fold.patterns[id(p)]
     reps = f.src  # flow ids (src was arange)
@@ -66,14 +66,15 @@ def _dcn_step(slices: int, sites: int, algorithm: str) -> StepTrace:
     return StepTrace(ops, name="dcn", meta={"slices": slices})
 
 
-@pytest.mark.parametrize("slices,sites,algorithm", [
-    (4, 1, "direct"), (4, 2, "auto"), (8, 2, "auto"), pytest.param(8, 1, "direct", marks=pytest.mark.slow)])
-def test_folded_dcn_step_equals_the_full_one(slices, sites, algorithm):
-    """Two all-reduces across slices at once on the default DCN (8 spines, hashed ECMP, so
-    flows get many distinct rates): the folded step equals the full one (step, DCN/WAN busy
-    time, every link's bytes), with far fewer flows simulated."""
+@pytest.mark.parametrize("slices,sites,algorithm,ecmp", [
+    (4, 1, "direct", "hash"), (4, 2, "auto", "hash"), (8, 2, "auto", "hash"), (8, 2, "auto", "split"),
+    (8, 1, "direct", "split"), pytest.param(8, 1, "direct", "hash", marks=pytest.mark.slow)])
+def test_folded_dcn_step_equals_the_full_one(slices, sites, algorithm, ecmp):
+    """Two all-reduces across slices at once on 8 spines (hashed ECMP gives flows many distinct
+    rates; split spreads each over the spines): the folded step equals the full one (step,
+    DCN/WAN busy time, every link's bytes), with far fewer flows simulated."""
     tr = _dcn_step(slices, sites, algorithm)
-    dcn = DcnSpec(sites=sites, wan_latency_s=1e-3)
+    dcn = DcnSpec(sites=sites, wan_latency_s=1e-3, ecmp=ecmp)
     fast, full = (simulate_step(None, build_job(tr, "tpu-v4", "4x4x4", slices, dcn=dcn), fast_path=fp) for fp in (True, False))
     assert fast.fast_path and fast.flows == full.flows
     assert fast.flows_simulated < full.flows_simulated / 4
@@ -97,7 +98,7 @@ def test_folded_generated_step_equals_the_full_one():
 def test_dcn_flows_themselves_are_folded():
     """The flows that cross slices are simulated as classes, not whole: with the ICI op alone
     as the baseline, the DCN all-reduces add far fewer simulated flows than they carry."""
-    dcn = DcnSpec()
+    dcn = DcnSpec(ecmp="hash")
     both = _dcn_step(4, 1, "direct")
     ici = StepTrace(both.ops[:2], name="ici", meta={"slices": 4})
     a, b = (simulate_step(None, build_job(tr, "tpu-v4", "4x4x4", 4, dcn=dcn)) for tr in (ici, both))

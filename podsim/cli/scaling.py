@@ -27,6 +27,7 @@ def scaling_cmd(
     batch_per_slice: int = typer.Option(..., "--batch-per-slice", help="global batch per slice (weak scaling)"),
     dcn: str = typer.Option("eps", "--dcn", help="eps, ocs or ocs-job (see podsim steptime)"),
     oversubscription: float = typer.Option(1.0, "--oversubscription", help="with --dcn eps: NIC : spine uplink bandwidth"),
+    ecmp: str = typer.Option("split", "--ecmp", help="with --dcn eps: split (each flow evenly over the spines) or hash (one spine per NIC pair)"),
     sites: int = typer.Option(1, "--sites", help="data centres the slices split over (EPS DCN; WAN between)"),
     wan_latency_ms: float = typer.Option(1.0, "--wan-latency-ms", help="one-way WAN latency (assumption: 1 ms)"),
     wan_gbps: float = typer.Option(12800.0, "--wan-gbps", help="WAN Gb/s per site pair and direction (assumption)"),
@@ -39,7 +40,7 @@ def scaling_cmd(
         counts = [int(v) for v in slices.split(",") if v.strip()]
     except ValueError:
         raise PodsimError(f"--slices {slices!r}: give whole numbers separated by commas, e.g. 1,2,4,8") from None
-    spec, engineer = dcn_spec(dcn, oversubscription, sites, wan_latency_ms, wan_gbps)
+    spec, engineer = dcn_spec(dcn, oversubscription, sites, wan_latency_ms, wan_gbps, ecmp)
     if engineer:
         raise PodsimError("--dcn ocs-job is not offered for a scaling study; use eps or ocs")
     if plot is not None and plot.suffix != ".html":

@@ -106,7 +106,7 @@ def resolve_slices(trace, given: int | None) -> int:
 
 
 def dcn_spec(kind: str, oversubscription: float, sites: int = 1, wan_latency_ms: float = 1.0,
-             wan_gbps: float = 12800.0) -> tuple[DcnSpec, bool]:
+             wan_gbps: float = 12800.0, ecmp: str = "split") -> tuple[DcnSpec, bool]:
     """--dcn eps|ocs|ocs-job, --oversubscription and the WAN options -> (DcnSpec, engineer the
     OCS DCN for the job)."""
     if sites < 1 or wan_gbps <= 0 or wan_latency_ms < 0:
@@ -117,7 +117,11 @@ def dcn_spec(kind: str, oversubscription: float, sites: int = 1, wan_latency_ms:
         raise PodsimError(f"--oversubscription {oversubscription}: must be >= 1 (NIC bandwidth : spine uplink bandwidth)")
     if kind != "eps" and oversubscription != 1:
         raise PodsimError("--oversubscription applies to an EPS spine (--dcn eps)")
-    spec = DcnSpec(kind="eps" if kind == "eps" else "ocs", oversubscription=oversubscription, sites=sites,
+    if ecmp not in ("split", "hash"):
+        raise PodsimError(f"--ecmp {ecmp!r} is not known; use split (each flow evenly over the spines) or hash (one spine per NIC pair)")
+    if kind != "eps" and ecmp != "split":
+        raise PodsimError("--ecmp hash applies to an EPS spine (--dcn eps)")
+    spec = DcnSpec(kind="eps" if kind == "eps" else "ocs", oversubscription=oversubscription, sites=sites, ecmp=ecmp,
                    wan_latency_s=wan_latency_ms * 1e-3, wan_bytes_per_s=wan_gbps * 1e9 / 8)
     return spec, kind == "ocs-job"
 
@@ -125,7 +129,7 @@ def dcn_spec(kind: str, oversubscription: float, sites: int = 1, wan_latency_ms:
 def _trace_mode(files: list[str], generation: str | None, network: str | None, slice_shape: str | None,
                 twisted: bool, efficiency: float | None, fast_path: bool, as_json: bool,
                 slices: int | None = None, dcn: str = "eps", oversubscription: float = 1.0,
-                wan: tuple[int, float, float] = (1, 1.0, 12800.0), routing: str = "dimension_order",
+                wan: tuple[int, float, float, str] = (1, 1.0, 12800.0, "split"), routing: str = "dimension_order",
                 timeline: str | None = None) -> None:
     if (generation is None) == (network is None):
         raise PodsimError("give --generation GEN (with --slice) or --network ASTRA_NETWORK.yml for a trace")
@@ -175,6 +179,7 @@ def steptime_cmd(
     sites: int = typer.Option(1, "--sites", help="with --trace: data centres the slices split over, joined by WAN links (EPS DCN)", callback=opt_count("--sites", 1, 64, "data centres of one job")),
     wan_latency_ms: float = typer.Option(1.0, "--wan-latency-ms", help="with --sites: one-way WAN latency (assumption: 1 ms, ~200 km of fibre)", callback=opt_finite("--wan-latency-ms", low=0, high=1000)),
     wan_gbps: float = typer.Option(12800.0, "--wan-gbps", help="with --sites: WAN capacity per site pair and direction, Gb/s (assumption: 16 x 800GbE)", callback=opt_finite("--wan-gbps", low=0, low_open=True)),
+    ecmp: str = typer.Option("split", "--ecmp", help="with --dcn eps: split (each flow evenly over the spines) or hash (one spine per NIC pair, collisions included)"),
     no_fast_path: bool = typer.Option(False, "--no-fast-path", help="simulate every flow (no symmetry folding)"),
     routing: str = typer.Option("dimension_order", "--routing", help=f"ICI routing in the slice: {', '.join(ROUTING_POLICIES)}"),
     timeline: str = typer.Option(None, "--timeline", help="with --trace: write the step as Chrome trace-event JSON (open in Perfetto), e.g. step.json"),
@@ -185,7 +190,7 @@ def steptime_cmd(
     check_routing(routing)
     if trace_files:
         _trace_mode(trace_files, generation, network, slice_shape, twisted, efficiency, not no_fast_path, as_json,
-                    slices, dcn, oversubscription, (sites, wan_latency_ms, wan_gbps), routing, timeline)
+                    slices, dcn, oversubscription, (sites, wan_latency_ms, wan_gbps, ecmp), routing, timeline)
         return
     if timeline:
         raise PodsimError("--timeline writes a step trace's timeline: give it with --trace FILE")

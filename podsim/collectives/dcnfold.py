@@ -56,10 +56,12 @@ def _segment_sum(values: np.ndarray, order: np.ndarray, starts: np.ndarray, owne
 
 
 def refine(entry_flow: np.ndarray, entry_link: np.ndarray, flow_colour: np.ndarray,
-           link_colour: np.ndarray, max_rounds: int = 64) -> tuple[np.ndarray, np.ndarray]:
+           link_colour: np.ndarray, max_rounds: int = 64, entry_label: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Coarsest stable refinement of the given colours (flow class, link class per id);
-    links crossed by no flow keep their colour. Multisets are summed 64-bit hashes; a
+    links crossed by no flow keep their colour; `entry_label` (dense, e.g. the fraction of
+    the flow's bytes on the entry) tags each entry. Multisets are summed 64-bit hashes; a
     collision could only merge classes, which `is_equitable` then refuses."""
+    tag = np.zeros(len(entry_flow), np.uint64) if entry_label is None else entry_label.astype(np.uint64) << np.uint64(32)
     fc, nf = _dense(flow_colour)
     lc, nl = _dense(link_colour)
     n_flows, n_links = len(fc), len(lc)
@@ -70,9 +72,9 @@ def refine(entry_flow: np.ndarray, entry_link: np.ndarray, flow_colour: np.ndarr
         runs.append((order, starts, owner[order][starts]))
     with np.errstate(over="ignore"):
         for _ in range(max_rounds):
-            sig = _segment_sum(_mix(lc[entry_link].astype(np.uint64) * np.uint64(2) + np.uint64(1)), *runs[0], n_flows)
+            sig = _segment_sum(_mix((lc[entry_link].astype(np.uint64) * np.uint64(2) + np.uint64(1)) ^ tag), *runs[0], n_flows)
             fc = _pair(fc, _dense(sig)[0])
-            sig = _segment_sum(_mix(fc[entry_flow].astype(np.uint64) * np.uint64(2)), *runs[1], n_links)
+            sig = _segment_sum(_mix((fc[entry_flow].astype(np.uint64) * np.uint64(2)) ^ tag), *runs[1], n_links)
             lc = _pair(lc, _dense(sig)[0])
             new = (int(fc.max(initial=-1)) + 1, int(lc.max(initial=-1)) + 1)
             if new == (nf, nl):
@@ -81,16 +83,20 @@ def refine(entry_flow: np.ndarray, entry_link: np.ndarray, flow_colour: np.ndarr
     return fc, lc
 
 
-def is_equitable(entry_flow: np.ndarray, entry_link: np.ndarray, fc: np.ndarray, lc: np.ndarray) -> bool:
-    """Whether every flow of a class crosses the same number of links of each link class, and
-    every link of a class carries the same number of flows of each flow class (exact check)."""
+def is_equitable(entry_flow: np.ndarray, entry_link: np.ndarray, fc: np.ndarray, lc: np.ndarray,
+                 entry_weight: np.ndarray | None = None) -> bool:
+    """Whether every flow of a class puts the same weight (number of crossings, each weighed by
+    the fraction of the flow's bytes on it) on each link class, and every link of a class
+    carries the same weight of each flow class (exact up to float rounding of the sums)."""
+    ew = np.ones(len(entry_flow)) if entry_weight is None else np.asarray(entry_weight, float)
     n_fc = np.bincount(fc)
     n_lc = np.bincount(lc)
     for own, other, own_class, other_class, size in ((entry_flow, entry_link, fc, lc, n_fc),
                                                       (entry_link, entry_flow, lc, fc, n_lc)):
-        # (member, class of the other end) -> count; then per (member's class, other class):
+        # (member, class of the other end) -> weight; then per (member's class, other class):
         oc = other_class[other]
-        rows, n = np.unique(own * (int(oc.max(initial=0)) + 1) + oc, return_counts=True)
+        rows, inv_rows = np.unique(own * (int(oc.max(initial=0)) + 1) + oc, return_inverse=True)
+        n = np.bincount(inv_rows.ravel(), weights=ew, minlength=len(rows))
         member, ocls = np.divmod(rows, int(oc.max(initial=0)) + 1)
         mcls = own_class[member]
         group_key = mcls * (int(ocls.max(initial=0)) + 1) + ocls
@@ -98,11 +104,11 @@ def is_equitable(entry_flow: np.ndarray, entry_link: np.ndarray, fc: np.ndarray,
         inv = inv.ravel()
         if not np.array_equal(members, size[keys // (int(ocls.max(initial=0)) + 1)]):
             return False  # some member of the class has none of that other class
-        lo = np.full(len(keys), np.iinfo(np.int64).max)
-        hi = np.full(len(keys), -1)
+        lo = np.full(len(keys), np.inf)
+        hi = np.full(len(keys), -np.inf)
         np.minimum.at(lo, inv, n)
         np.maximum.at(hi, inv, n)
-        if not np.array_equal(lo, hi):
+        if not np.allclose(lo, hi, rtol=1e-12, atol=0.0):
             return False
     return True
 
@@ -136,23 +142,25 @@ class DcnFold:
 
 def fold_flows(routed: Sequence[tuple], capacity: np.ndarray, latency: np.ndarray) -> DcnFold | None:
     """Fold the flows of patterns that run on the same links: `routed` holds, per pattern,
-    (pattern, src, dst, weight, indptr, links), routed in full on single paths. None when the
-    partition is not equitable (only a hash collision could do that) or saves nothing."""
+    (pattern, src, dst, weight, indptr, links, frac), routed in full (`frac`: the fraction of
+    the flow's bytes on each entry, None on single paths). None when the partition is not
+    equitable (only a hash collision could do that) or saves nothing."""
     if not routed:
         return None
     sizes = [len(r[4]) - 1 for r in routed]
     base = np.concatenate([[0], np.cumsum(sizes)])
     n_flows = int(base[-1])
     el = np.concatenate([r[5] for r in routed]).astype(np.int64)
+    ew = np.concatenate([np.ones(len(r[5])) if r[6] is None else np.asarray(r[6], float) for r in routed])
     ef = np.concatenate([np.repeat(np.arange(n) + b, np.diff(r[4])) for n, b, r in zip(sizes, base, routed, strict=False)])
     pat = np.repeat(np.arange(len(routed)), sizes)
     weight = np.concatenate([np.ones(n) if r[3] is None else np.asarray(r[3], float) for n, r in zip(sizes, routed, strict=True)])
     used, local = np.unique(el, return_inverse=True)
     local = local.ravel()
     link_colour = _pair(_dense(capacity[used])[0], _dense(latency[used])[0])
-    fc, lc = refine(ef, local, _pair(pat, _dense(weight)[0]), link_colour)
+    fc, lc = refine(ef, local, _pair(pat, _dense(weight)[0]), link_colour, entry_label=_dense(ew)[0])
     n_classes = int(fc.max()) + 1
-    if n_classes == n_flows or not is_equitable(ef, local, fc, lc):
+    if n_classes == n_flows or not is_equitable(ef, local, fc, lc, ew):
         return None
     n_fc, n_lc = np.bincount(fc), np.bincount(lc)
     rep_link = np.full(int(lc.max()) + 1, np.iinfo(np.int64).max)
@@ -161,14 +169,15 @@ def fold_flows(routed: Sequence[tuple], capacity: np.ndarray, latency: np.ndarra
     canon[used] = rep_link[lc]
     first = np.full(n_classes, n_flows)
     np.minimum.at(first, fc, np.arange(n_flows))
-    flow_latency = np.bincount(ef, weights=latency[el], minlength=n_flows)
+    flow_latency = np.bincount(ef, weights=latency[el] * ew, minlength=n_flows)
     out = {}
-    for i, (p, src, dst, w, ip, lk) in enumerate(routed):
+    for i, (p, src, dst, w, ip, lk, fr) in enumerate(routed):
         reps = np.sort(first[np.unique(fc[base[i]:base[i + 1]])]) - base[i]
         hops = np.diff(ip)[reps]
         idx = np.repeat(ip[reps], hops) + (np.arange(hops.sum()) - np.repeat(np.cumsum(hops) - hops, hops))
         links = np.asarray(lk, np.int64)[idx]
-        frac = n_fc[fc[base[i] + np.repeat(reps, hops)]] / n_lc[lc[np.searchsorted(used, links)]]
+        share = 1.0 if fr is None else np.asarray(fr, float)[idx]
+        frac = share * n_fc[fc[base[i] + np.repeat(reps, hops)]] / n_lc[lc[np.searchsorted(used, links)]]
         out[id(p)] = FoldedFlows(src[reps], dst[reps], None if w is None else np.asarray(w)[reps], flow_latency[base[i] + reps],
                                  np.concatenate([[0], np.cumsum(hops)]).astype(np.int64), canon[links], frac, sizes[i])
     return DcnFold(out, canon, n_flows, n_classes)
@@ -197,8 +206,8 @@ def fold_crossing(placement, patterns: Sequence[Pattern], cache: dict[frozenset,
     if key not in cache:
         routed = []
         for pat, src, dst, w in crossing:
-            indptr, links, _ = placement.route(src, dst)
-            routed.append((pat, src, dst, w, indptr, links))
+            indptr, links, frac = placement.route(src, dst)
+            routed.append((pat, src, dst, w, indptr, links, None if np.all(frac == 1.0) else frac))
         fab = placement.fabric
         cache[key] = fold_flows(routed, fab.link_capacity_bytes_per_s, fab.link_latency_s)
     return cache[key]

@@ -2,7 +2,7 @@
 
 `Placement` is a fabric with a job's slices and a routing policy (`ROUTING_POLICIES`).
 `Router.routes(pattern)` gives each flow its links (ICI routes inside a slice by the policy,
-`dcn_routes` between slices), the fraction of its bytes on each link (1 on a single path) and
+`ecmp_routes` between slices), the fraction of its bytes on each link (1 on a single path) and
 its latency (the fraction-weighted sum of its links' latencies: every minimal path has the
 same hop count), cached per pattern.
 
@@ -32,7 +32,7 @@ from podsim.collectives.adaptive import adaptive_split
 from podsim.collectives.dcnfold import DcnFold, fold_crossing
 from podsim.collectives.schedule import Pattern
 from podsim.errors import PodsimError
-from podsim.topology import Fabric, SliceView, dcn_routes, slice_routes
+from podsim.topology import Fabric, SliceView, slice_routes
 from podsim.topology.degraded import detour_routes
 from podsim.topology.multipath import (
     ROUTING_POLICIES,
@@ -41,6 +41,7 @@ from podsim.topology.multipath import (
     reduce_coords,
     split_routes,
 )
+from podsim.topology.routing import ecmp_routes
 from podsim.trace.model import SLICE_AXES
 
 
@@ -276,14 +277,15 @@ class Placement:
             multipath = self.routing != "dimension_order" and v.slice.spec.kind != "gpu"
             if multipath:
                 part = RoutePart(sel, *split_routes(v, ls, ld, periods), partial(path_dag, v, ls, ld))
+            elif v.slice.spec.kind == "gpu":  # across nodes over the DCN, spread as dcn.ecmp says
+                part = RoutePart(sel, *ecmp_routes(self.fabric, v.chips[ls], v.chips[ld], switched=True))
             else:
                 r = slice_routes(v, ls, ld)
                 part = RoutePart(sel, r.indptr, r.links.astype(np.int64), None)
             parts.extend(self._around_failures(v, part, ls, ld, multipath))
         sel = np.flatnonzero((ss != sd) | (ss < 0))
         if len(sel):
-            r = dcn_routes(self.fabric, src[sel], dst[sel])
-            parts.append(RoutePart(sel, r.indptr, r.links.astype(np.int64), None))
+            parts.append(RoutePart(sel, *ecmp_routes(self.fabric, src[sel], dst[sel])))
         return parts
 
     @property

@@ -46,7 +46,7 @@ def dcn_spec(s: Scenario, groups: tuple[tuple[int, ...], ...] = ()) -> DcnSpec:
     d = s.dcn
     if isinstance(d.ocs_groups, tuple):
         groups = d.ocs_groups
-    return DcnSpec(kind=d.kind, hosts_per_leaf=d.hosts_per_leaf, spines=d.spines, oversubscription=d.oversubscription,
+    return DcnSpec(kind=d.kind, hosts_per_leaf=d.hosts_per_leaf, spines=d.spines, ecmp=d.ecmp, oversubscription=d.oversubscription,
                    switch_latency_s=d.switch_latency, ocs_groups=groups, sites=d.sites, wan_latency_s=d.wan_latency,
                    wan_bytes_per_s=d.wan_gbps * 1e9 / 8)
 

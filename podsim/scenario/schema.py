@@ -78,6 +78,8 @@ class Dcn(_Model):
     kind: Literal["eps", "ocs"] = "eps"
     hosts_per_leaf: int = Field(16, ge=1, description="hosts under one leaf switch / aggregation block")
     spines: int = Field(8, ge=1, description="spine switches (eps)")
+    ecmp: Literal["split", "hash"] = Field("split", description="eps: split spreads each flow evenly over the spines; "
+                                           "hash puts each NIC pair's flows on one spine (collisions included)")
     oversubscription: float = Field(1.0, ge=1.0, description="host NIC bandwidth : leaf uplink bandwidth (eps)")
     switch_latency: Duration = Field(500e-9, description="per switch traversal (eps.11: 300-600 ns)")
     ocs_groups: Literal["job", "none"] | tuple[tuple[int, ...], ...] = Field(

@@ -73,7 +73,7 @@ def spine_study(s: Scenario, gen: Generation, step_fn: StepFn) -> tuple[dict, di
             if key not in stepped:
                 s2 = at_bandwidth(s, gen, kind, p.host_gbps)
                 gen2 = check_scenario(s2)
-                dcn = DcnSpec(kind=kind, hosts_per_leaf=s.dcn.hosts_per_leaf, spines=s.dcn.spines,
+                dcn = DcnSpec(kind=kind, hosts_per_leaf=s.dcn.hosts_per_leaf, spines=s.dcn.spines, ecmp=s.dcn.ecmp,
                               oversubscription=s.dcn.oversubscription, switch_latency_s=s.dcn.switch_latency)
                 counted[key] = build_fabric(PodLayout(gen2, pods=pods, ocs=ocs_wiring), circuits=None, dcn=dcn)
                 stepped[key] = step_fn(s2, gen2)

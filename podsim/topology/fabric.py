@@ -84,6 +84,12 @@ class DcnSpec(BaseModel):
     `wan_latency_s`. Both WAN defaults are assumptions, not sourced figures: 1 ms is ~200 km of
     fibre at 5 us/km (first principles), 1.6 TB/s is 16 x 800GbE per site pair (port speed from
     eps.3). Sites are modelled on an EPS DCN.
+
+    `ecmp` picks a cross-leaf flow's spine(s) on an EPS DCN: `hash` one spine per NIC pair by a
+    deterministic hash (one sample of ECMP collisions: with few flows per leaf some uplinks carry
+    twice their share), `split` an even split over the spines (the expected load of per-flow
+    hashing over many flows, or of packet spraying; identical slices stay identical, so the DCN
+    fold collapses their flows into a few classes).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -91,6 +97,8 @@ class DcnSpec(BaseModel):
     kind: Literal["eps", "ocs"] = Field("eps", description="eps: leaf-spine Clos; ocs: direct-connect blocks through OCS")
     hosts_per_leaf: int = Field(16, ge=1, description="hosts under one leaf / aggregation block")
     spines: int = Field(8, ge=1, description="spine switches (eps only)")
+    ecmp: Literal["hash", "split"] = Field("split", description="eps only: hash puts each NIC pair's flows on one spine "
+                                           "(a deterministic hash, collisions included); split spreads every flow evenly over the spines")
     oversubscription: float = Field(1.0, ge=1.0, description="host NIC bandwidth : leaf uplink bandwidth")
     switch_latency_s: float = Field(500e-9, ge=0, description="per switch traversal; eps.11 suggests 300-600 ns")
     ocs_groups: tuple[tuple[int, ...], ...] = Field((), description="ocs only: leaf groups whose uplinks are engineered into circuits among themselves")

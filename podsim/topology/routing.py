@@ -6,8 +6,9 @@
   tries each way round each twisted axis (and once round in full) and keeps the shortest:
   still dimension-ordered, and minimal in hops (the lattice-graph view of Camarero et al.).
 - DCN: chip -> NIC -> leaf -> spine [-> WAN -> spine k of the other site] -> leaf -> NIC ->
-  chip on the EPS Clos, the spine picked by a deterministic ECMP hash of the NIC pair; leaf ->
-  leaf directly on the OCS DCN.
+  chip on the EPS Clos, each flow split evenly over the spines (`dcn.ecmp: split`) or on the
+  one spine a deterministic hash of the NIC pair picks (`hash`); leaf -> leaf directly on the
+  OCS DCN.
 - GPU nodes: GPU -> NVSwitch -> GPU inside a node, the DCN between nodes.
 """
 
@@ -161,6 +162,63 @@ def _dcn_padded(fabric: Fabric, src_chips: np.ndarray, dst_chips: np.ndarray) ->
             k = int(np.flatnonzero(across)[np.argmax(m[across, 2] < 0)])
             raise PodsimError(f"no OCS-DCN circuit joins leaf {ls[k]} and leaf {ld[k]}; add both to one of dcn.ocs_groups")
     return m
+
+
+def dcn_split_routes(fabric: Fabric, src_chips: np.ndarray, dst_chips: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(indptr, links, frac) of DCN routes with every cross-leaf flow split evenly over the
+    spines (`DcnSpec.ecmp == "split"`): 1/S of its bytes on each leaf -> spine [-> WAN] -> leaf
+    path; flows under one leaf take their single path (frac 1)."""
+    m = _dcn_padded(fabric, src_chips, dst_chips)
+    n_spines = fabric.leaf_spine.shape[1] if fabric.dcn.kind == "eps" else 0
+    across = m[:, 2] >= 0
+    if n_spines > 1 and across.any():
+        ns = fabric.nic_of_chip[np.asarray(src_chips, np.int64)[across]] - fabric.first_nic
+        nd = fabric.nic_of_chip[np.asarray(dst_chips, np.int64)[across]] - fabric.first_nic
+        ls, ld = fabric.leaf_of_nic[ns], fabric.leaf_of_nic[nd]
+        k = np.arange(n_spines)
+        up = fabric.leaf_spine[ls][:, k]
+        down = fabric.spine_leaf[k][:, ld].T
+        cols = [m[across, :2], up]
+        if fabric.wan.shape[0] > 1:
+            sa, sb = fabric.site_of_leaf[ls], fabric.site_of_leaf[ld]
+            cols.append(np.where((sa != sb)[:, None], fabric.wan[sa, sb][:, k], -1))
+        cols += [down, m[across, 5:]]
+        wide = np.full((len(m), sum(c.shape[1] for c in cols)), -1, np.int64)
+        wide[:, :m.shape[1]] = m
+        wide[across] = np.concatenate(cols, axis=1)
+        w = np.where(wide >= 0, 1.0, 0.0)
+        spread = np.zeros(wide.shape[1], bool)
+        spread[2:wide.shape[1] - 2] = True
+        w[np.ix_(across, spread)] /= n_spines
+        m = wide
+    else:
+        w = np.where(m >= 0, 1.0, 0.0)
+    keep = m >= 0
+    indptr = np.concatenate([[0], np.cumsum(keep.sum(1))]).astype(np.int64)
+    return indptr, m[keep], w[keep]
+
+
+def ecmp_routes(fabric: Fabric, src_chips: np.ndarray, dst_chips: np.ndarray,
+                switched: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """(indptr, links, frac or None) over the DCN as `fabric.dcn.ecmp` says (`switched`: inside a
+    GPU slice, through the NVSwitch within a node): one hashed spine, or split over them."""
+    if not (fabric.dcn.kind == "eps" and fabric.dcn.ecmp == "split"):
+        r = (switch_routes if switched else dcn_routes)(fabric, src_chips, dst_chips)
+        return r.indptr, r.links.astype(np.int64), None
+    src_chips = np.asarray(src_chips, np.int64)
+    dst_chips = np.asarray(dst_chips, np.int64)
+    same = fabric.layout.host_of_chip[src_chips] == fabric.layout.host_of_chip[dst_chips] if switched else np.zeros(len(src_chips), bool)
+    ip, lk, fr = dcn_split_routes(fabric, src_chips[~same], dst_chips[~same])
+    hops = np.full(len(src_chips), 2, np.int64)
+    hops[~same] = np.diff(ip)
+    indptr = np.concatenate([[0], np.cumsum(hops)]).astype(np.int64)
+    links = np.empty(indptr[-1], np.int64)
+    frac = np.ones(indptr[-1])
+    start = indptr[:-1][same]
+    links[start], links[start + 1] = fabric.nvlink_up[src_chips[same]], fabric.nvlink_down[dst_chips[same]]
+    at = np.repeat(indptr[:-1][~same], np.diff(ip)) + np.arange(len(lk)) - np.repeat(ip[:-1], np.diff(ip))
+    links[at], frac[at] = lk, fr
+    return indptr, links, frac
 
 
 def switch_routes(fabric: Fabric, src_chips: np.ndarray, dst_chips: np.ndarray) -> Routes:
