@@ -44,9 +44,12 @@ def _union(intervals):
 
 
 def _exposed(result, pick) -> float:
-    """Wall time during which some picked op runs and no compute op does (step 0)."""
+    """Wall time during which some picked op runs and no other op does, compute or
+    communication (step 0): the picked ops' own share of the critical path. A picked op that
+    runs beside a blocking collective is not on the path by itself: serialising it adds its
+    whole time."""
     ops = [op for op in result.timeline if op.step == 0]
-    comp = _union((op.start_s, op.end_s) for op in ops if op.kind == "compute")
+    comp = _union((op.start_s, op.end_s) for op in ops if op.kind == "compute" or not pick(op))
     total = 0.0
     for s, e in _union((op.start_s, op.end_s) for op in ops if op.kind != "compute" and pick(op)):
         total += (e - s) - sum(max(0.0, min(e, ce) - max(s, cs)) for cs, ce in comp)
@@ -70,9 +73,9 @@ def test_dcn_overlap_off_grows_the_step_by_the_dcn_busy_time():
     off = _run("fsdp=64,dcn=2", slices=2, overlap_grad_reduce=False, overlap_dcn=False)
     dcn = lambda op: "dcn" in op.group.split(",")  # noqa: E731
     growth, busy = _check_growth(on, off, dcn)
-    # the busy time less the part already exposed (the last layers' reductions); not exact,
-    # because overlapped reductions that run together share the DCN links
-    assert growth == pytest.approx(busy - _exposed(on[0], dcn), rel=0.08)
+    # the busy time less the part already alone on the critical path (the last layers'
+    # reductions); 2% for overlapped reductions that ran together and shared the DCN links
+    assert growth == pytest.approx(busy - _exposed(on[0], dcn), rel=0.02)
 
 
 def test_fsdp_prefetch_off_exposes_the_gathers():
