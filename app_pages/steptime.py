@@ -3,6 +3,8 @@ N slices behind the data-centre network, simulated."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
@@ -39,13 +41,20 @@ from podsim.topology import (
     slice_view,
 )
 from podsim.trace import PRESETS, generate_trace, load_trace
+from podsim.trace.configs import ResNetConfig
+from podsim.trace.generate import GenerateOptions
 from podsim.trace.memory import fits_message
+from podsim.trace.plans import resolve_plan
 from podsim.units import format_bytes
 
-# Parallelism plans for the default 128-chip slice (4x4x8); any plan whose sizes multiply to the
-# slice's chips will do. (No bare strings in page scripts: Streamlit's magic would print them.)
+# Parallelism plans and global batches for the default 128-chip slice (4x4x8) that fit its
+# 32 GiB of HBM per chip with full recompute (podsim.trace.memory); any plan whose sizes multiply
+# to the slice's chips will do; a model not listed starts at FSDP over every chip and its preset
+# batch. (No bare strings in page scripts: Streamlit's magic would print them.)
 DEFAULT_PLANS = {"gpt3-175b": "fsdp=32,tensor=4", "llama2-70b": "fsdp=32,tensor=4",
-                 "mixtral-8x7b": "data=4,expert=8,tensor=4", "resnet50": "data=128"}
+                 "mixtral-8x7b": "fsdp=32,expert=4", "resnet50": "data=128"}
+DEFAULT_BATCH = {"gpt3-175b": 32, "llama2-70b": 64, "mixtral-8x7b": 128}
+RECOMPUTE = ["none", "minimal", "full"]
 TRACE_TYPES = ["json", "yaml", "yml", "et", "eg", "txt"]
 
 
@@ -71,8 +80,11 @@ def _simulate(trace, gen: str, shape: str, twisted: bool, efficiency: float | No
 
 @st.cache_data(max_entries=16, show_spinner="Generating the trace and simulating one step...")
 def preset_step(model: str, gen: str, shape: str, twisted: bool, plan: str, efficiency: float | None,
-                slices: int = 1, dcn: str = "eps", oversubscription: float = 1.0) -> dict:
-    trace = generate_trace(model, shape, plan, generation=gen, twisted=twisted)
+                slices: int = 1, dcn: str = "eps", oversubscription: float = 1.0, global_batch: int | None = None,
+                recompute: str = "none") -> dict:
+    overrides = {"global_batch": global_batch} if global_batch else None
+    trace = generate_trace(model, shape, plan, generation=gen, twisted=twisted, overrides=overrides,
+                           options=GenerateOptions(recompute=recompute))
     return _simulate(trace, gen, shape, twisted, efficiency, slices, dcn, oversubscription)
 
 
@@ -169,14 +181,22 @@ source = st.radio("Trace", ["Preset model", "Upload a trace"], horizontal=True, 
 
 with inline_errors():
     if source == "Preset model":
-        m1, m2 = st.columns([1, 2])
+        m1, m2, m3, m4 = st.columns([1, 1.6, 0.8, 0.8])
         models = list(PRESETS)
         model = m1.selectbox("Model", models, index=models.index("llama2-70b"), key="model")
-        plan = m2.text_input("Parallelism", value=DEFAULT_PLANS[model], key=f"plan_{model}",
+        default_plan = DEFAULT_PLANS.get(model) or resolve_plan(None, model, math.prod(parse_shape(shape, gen.dims)))
+        plan = m2.text_input("Parallelism", value=default_plan, key=f"plan_{model}",
                              help="data, fsdp, tensor, pipeline, expert (and dcn); sizes multiply to the slice's chips")
+        batch = int(m3.number_input("Global batch", min_value=1, max_value=1_000_000, step=1,
+                                    value=DEFAULT_BATCH.get(model, PRESETS[model].global_batch), key=f"batch_{model}",
+                                    help="sequences (images) per step over every slice"))
+        cnn = isinstance(PRESETS[model], ResNetConfig)
+        recompute = m4.selectbox("Recompute", RECOMPUTE, index=0 if cnn else 2, key=f"recompute_{model}", disabled=cnn,
+                                 help="activation recomputation: none, minimal (the attention core) or full (each layer)")
         if n_slices > 1 and "dcn" not in plan:
             plan += f",dcn={n_slices}"
-        out = preset_step(model, gen_id, shape, twisted, plan, efficiency, n_slices, dcn_kind, float(oversub))
+        out = preset_step(model, gen_id, shape, twisted, plan, efficiency, n_slices, dcn_kind, float(oversub), batch,
+                          "none" if cnn else recompute)
     else:
         uploads = st.file_uploader(f"Trace file(s): podsim JSON/YAML, ASTRA-sim text, Chakra .et/.json (one per rank); "
                                    f"at most {MAX_UPLOAD_BYTES // 2**20} MB each", type=TRACE_TYPES,

@@ -221,6 +221,18 @@ def test_steptime_page_preset_model():
     assert faster < compute_s * 0.99
 
 
+def test_steptime_page_default_fits_and_every_preset_opens():
+    """The page's default step is a run that can happen (it fits the chip's HBM); a batch that
+    cannot fit gets the warning; every preset opens (two had no default plan and raised)."""
+    at = ok(open_page("steptime"))
+    assert not at.warning and at.subheader[0].value.startswith("llama2-70b")
+    at.number_input(key="batch_llama2-70b").set_value(1024).run()
+    assert "GiB of HBM per chip" in ok(at).warning[0].value
+    for model in ("bert-large", "palm-540b"):
+        at = ok(open_page("steptime", model=model, **{f"batch_{model}": 128}))
+        assert at.subheader[0].value.startswith(model)
+
+
 MULTISLICE_TRACE = b"""podsim_trace: 1
 name: two layers on four slices
 meta: {slices: 4}
