@@ -185,7 +185,10 @@ def fold_flows(routed: Sequence[tuple], capacity: np.ndarray, latency: np.ndarra
     np.minimum.at(rep_link, lc, one)
     canon = np.arange(n_links)
     link_class = np.full(n_links, -1, np.int64)
-    for ids, cls in ((used[~group], lc[~group]), (members[used[group] - n_links], lc[group][:, None])):
+    vertices = [(used[~group], lc[~group])]
+    if group.any():
+        vertices.append((members[used[group] - n_links], lc[group][:, None]))
+    for ids, cls in vertices:
         canon[ids] = rep_link[cls]
         link_class[ids] = cls
     first = np.full(n_classes, n_flows)

@@ -51,3 +51,21 @@ def join_parts(n_flows: int, parts: Sequence[RoutePart]):
         if p.frac is not None:
             frac[start + offset] = p.frac
     return indptr, links, frac
+
+
+def route_sums(indptr: np.ndarray, links: np.ndarray, frac: np.ndarray, per_link: np.ndarray,
+               chunk: int = 1 << 22) -> np.ndarray:
+    """Per flow, the sum of per_link[link] x frac over its route's entries in route order (as
+    one bincount over all entries would add them), a few million entries at a time so large
+    patterns need no entry-sized temporaries beyond that."""
+    n = len(indptr) - 1
+    out = np.zeros(n)
+    a = 0
+    while a < n:
+        b = max(a + 1, min(n, int(np.searchsorted(indptr, indptr[a] + chunk, side="right")) - 1))
+        lo, hi = indptr[a], indptr[b]
+        w = per_link[links[lo:hi]]
+        w *= frac[lo:hi]
+        out[a:b] = np.bincount(np.repeat(np.arange(b - a), np.diff(indptr[a:b + 1])), weights=w, minlength=b - a)
+        a = b
+    return out

@@ -30,7 +30,7 @@ import numpy as np
 
 from podsim.collectives.adaptive import adaptive_split
 from podsim.collectives.dcnfold import DcnFold, fold_crossing
-from podsim.collectives.routeparts import RoutePart, _subset, join_parts
+from podsim.collectives.routeparts import RoutePart, _subset, join_parts, route_sums
 from podsim.collectives.schedule import Pattern
 from podsim.errors import PodsimError
 from podsim.topology import Fabric, SliceView, slice_routes
@@ -361,8 +361,7 @@ class Router:
                 None if weight is None else weight[p.sel])) for p in parts]
         indptr, links, frac = join_parts(len(src), parts)
         lat_link = self.placement.fabric.link_latency_s
-        flow_of = np.repeat(np.arange(len(src)), np.diff(indptr))
-        latency = np.bincount(flow_of, weights=lat_link[links] * frac, minlength=len(src))
+        latency = route_sums(indptr, links, frac, lat_link)
         if sym is not None:
             links = sym.canon_link[links]
         multipath = any(p.frac is not None for p in parts)

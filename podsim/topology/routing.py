@@ -172,7 +172,7 @@ def dcn_split_routes(fabric: Fabric, src_chips: np.ndarray, dst_chips: np.ndarra
     n_spines = fabric.leaf_spine.shape[1] if fabric.dcn.kind == "eps" else 0
     across = m[:, 2] >= 0
     if not (n_spines > 1 and across.any()):
-        return _csr_columns([(m[:, c], 1.0) for c in range(m.shape[1])], len(m))
+        return _csr_columns([(m[:, c], 1.0) for c in range(m.shape[1])])
     ns = fabric.nic_of_chip[np.asarray(src_chips, np.int64)[across]] - fabric.first_nic
     nd = fabric.nic_of_chip[np.asarray(dst_chips, np.int64)[across]] - fabric.first_nic
     ls, ld = fabric.leaf_of_nic[ns], fabric.leaf_of_nic[nd]
@@ -183,35 +183,41 @@ def dcn_split_routes(fabric: Fabric, src_chips: np.ndarray, dst_chips: np.ndarra
         spread.append(lambda k: np.where(sa != sb, fabric.wan[sa, sb, k], -1))
     spread.append(lambda k: fabric.spine_leaf[k, ld])
 
-    def column(part, k):  # spine k's link of one kind, -1 on flows that stay under a leaf
-        c = np.full(len(m), -1, np.int64)
-        c[across] = part(k)
-        return c
+    ends = [(m[:, c], 1.0) for c in (0, 1, 5, 6)]
+    hops = sum((c >= 0).astype(np.int64) for c, _ in ends)
+    spread_hops = (fabric.leaf_spine >= 0).sum(1)[ls] + (fabric.spine_leaf >= 0).sum(0)[ld]
+    if fabric.wan.shape[0] > 1:
+        spread_hops += np.where(sa != sb, (fabric.wan >= 0).sum(2)[sa, sb], 0)
+    hops[across] += spread_hops
+    rows = np.flatnonzero(across)  # spine k's link of each kind, on the flows across leaves only
+    cols = ends[:2] + [(lambda part=part, k=k: part(k), share, rows) for part in spread for k in range(n_spines)]
+    return _csr_columns(cols + ends[2:], hops)
 
-    cols = [(m[:, 0], 1.0), (m[:, 1], 1.0)]
-    cols += [(lambda part=part, k=k: column(part, k), share) for part in spread for k in range(n_spines)]
-    return _csr_columns(cols + [(m[:, 5], 1.0), (m[:, 6], 1.0)], len(m))
 
-
-def _csr_columns(cols: list, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(indptr, links, frac) of n flows whose routes are their valid (>= 0) entries of the
-    columns in order; each column is (link ids or a function giving them, fraction): built
-    column by column, so no (flows x columns) matrix is ever held."""
-    get = [c if isinstance(c, np.ndarray) else None for c, _ in cols]
-    hops = np.zeros(n, np.int64)
-    for (c, _), g in zip(cols, get, strict=True):
-        hops += (c() if g is None else g) >= 0
+def _csr_columns(cols: list, hops: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(indptr, links, frac) of flows whose routes are their valid (>= 0) entries of the
+    columns in order; each column is (link ids, or a function giving them, a fraction[, the
+    flows they are for: all when not given]); `hops` (valid entries per flow) is counted from
+    the columns when not given. Built column by column: no (flows x columns) matrix is held."""
+    if hops is None:
+        hops = sum((c[0] >= 0).astype(np.int64) for c in cols)
     indptr = np.concatenate([[0], np.cumsum(hops)]).astype(np.int64)
     links = np.empty(indptr[-1], np.int64)
     frac = np.empty(indptr[-1])
     pos = indptr[:-1].copy()
-    for (c, f), g in zip(cols, get, strict=True):
-        ids = c() if g is None else g
+    for c, f, *rows in cols:
+        ids = c if isinstance(c, np.ndarray) else c()
         ok = ids >= 0
+        if rows:
+            ok = rows[0][ok]  # the flows with a link in this column
+            ids = ids[ids >= 0]
         at = pos[ok]
-        links[at] = ids[ok]
+        links[at] = ids if rows else ids[ok]
         frac[at] = f
-        pos += ok
+        if rows:
+            pos[ok] += 1
+        else:
+            pos += ok
     return indptr, links, frac
 
 
@@ -288,4 +294,4 @@ def dcn_split_groups(fabric: Fabric, src_chips: np.ndarray, dst_chips: np.ndarra
         sa, sb = fabric.site_of_leaf[ls].astype(np.int64), fabric.site_of_leaf[ld].astype(np.int64)
         cols.append((column(np.where(sa != sb, base + 2 * n_leaves + sa * sites + sb, -1)), 1.0 / n_spines))
     cols += [(column(base + n_leaves + ld), 1.0 / n_spines), (m[:, 5], 1.0), (m[:, 6], 1.0)]
-    return (*_csr_columns(cols, len(m)), members)
+    return (*_csr_columns(cols), members)
