@@ -177,47 +177,44 @@ def dcn_split_routes(fabric: Fabric, src_chips: np.ndarray, dst_chips: np.ndarra
     nd = fabric.nic_of_chip[np.asarray(dst_chips, np.int64)[across]] - fabric.first_nic
     ls, ld = fabric.leaf_of_nic[ns], fabric.leaf_of_nic[nd]
     share = 1.0 / n_spines
-    spread = [lambda k: fabric.leaf_spine[ls, k]]
+    rows = np.flatnonzero(across)  # the spine links of each kind, (flows across leaves x S)
+    spread = [(fabric.leaf_spine[ls], share, rows)]
     if fabric.wan.shape[0] > 1:
         sa, sb = fabric.site_of_leaf[ls], fabric.site_of_leaf[ld]
-        spread.append(lambda k: np.where(sa != sb, fabric.wan[sa, sb, k], -1))
-    spread.append(lambda k: fabric.spine_leaf[k, ld])
-
+        other = sa != sb
+        spread.append((fabric.wan[sa[other], sb[other]], share, rows[other]))
+    spread.append((fabric.spine_leaf[:, ld].T, share, rows))
     ends = [(m[:, c], 1.0) for c in (0, 1, 5, 6)]
     hops = sum((c >= 0).astype(np.int64) for c, _ in ends)
-    spread_hops = (fabric.leaf_spine >= 0).sum(1)[ls] + (fabric.spine_leaf >= 0).sum(0)[ld]
-    if fabric.wan.shape[0] > 1:
-        spread_hops += np.where(sa != sb, (fabric.wan >= 0).sum(2)[sa, sb], 0)
-    hops[across] += spread_hops
-    rows = np.flatnonzero(across)  # spine k's link of each kind, on the flows across leaves only
-    cols = ends[:2] + [(lambda part=part, k=k: part(k), share, rows) for part in spread for k in range(n_spines)]
+    for ids, _, r in spread:
+        hops[r] += (ids >= 0).sum(1)
+    cols = ends[:2] + spread
     return _csr_columns(cols + ends[2:], hops)
 
 
 def _csr_columns(cols: list, hops: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(indptr, links, frac) of flows whose routes are their valid (>= 0) entries of the
-    columns in order; each column is (link ids, or a function giving them, a fraction[, the
-    flows they are for: all when not given]); `hops` (valid entries per flow) is counted from
-    the columns when not given. Built column by column: no (flows x columns) matrix is held."""
+    columns in order; each column is (link ids, fraction) over all flows, or (link ids
+    (rows x width), fraction, rows) over some, `width` entries in a row; `hops` (valid
+    entries per flow) is counted from the columns when not given. Filled column by column:
+    no (flows x columns) matrix is held."""
     if hops is None:
         hops = sum((c[0] >= 0).astype(np.int64) for c in cols)
     indptr = np.concatenate([[0], np.cumsum(hops)]).astype(np.int64)
     links = np.empty(indptr[-1], np.int64)
     frac = np.empty(indptr[-1])
     pos = indptr[:-1].copy()
-    for c, f, *rows in cols:
-        ids = c if isinstance(c, np.ndarray) else c()
-        ok = ids >= 0
-        if rows:
-            ok = rows[0][ok]  # the flows with a link in this column
-            ids = ids[ids >= 0]
-        at = pos[ok]
-        links[at] = ids if rows else ids[ok]
-        frac[at] = f
-        if rows:
-            pos[ok] += 1
-        else:
+    for ids, f, *rows in cols:
+        if not rows:
+            ok = ids >= 0
+            at = pos[ok]
+            links[at], frac[at] = ids[ok], f
             pos += ok
+            continue
+        ok = ids >= 0
+        at = pos[rows[0]][:, None] + (np.cumsum(ok, axis=1) - 1)  # valid entries packed in order
+        links[at[ok]], frac[at[ok]] = ids[ok], f
+        pos[rows[0]] += ok.sum(1)
     return indptr, links, frac
 
 
