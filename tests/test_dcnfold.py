@@ -7,11 +7,19 @@ import numpy as np
 import pytest
 
 from podsim.collectives import Placement, RouterPool, group_layout, plan_collective
-from podsim.collectives.dcnfold import fold_flows, is_equitable, refine
+from podsim.collectives.dcnfold import (
+    _expand,
+    _route_grouped,
+    fold_crossing,
+    fold_flows,
+    is_equitable,
+    refine,
+)
 from podsim.collectives.routes import slice_symmetry
 from podsim.engine import build_job, simulate_step
 from podsim.engine.maxmin import max_min_rates
 from podsim.topology import DcnSpec
+from podsim.topology.routing import dcn_split_groups, dcn_split_routes
 from podsim.trace import Compute, StepTrace, generate_trace
 from podsim.trace.model import Collective, parse_group
 
@@ -123,3 +131,45 @@ def test_router_pool_memo_gives_the_same_symmetry():
         assert np.array_equal(s.keep, alone.keep) and np.array_equal(s.canon_link, alone.canon_link)
     router = pool.router(pats, fold_dcn=True)
     assert pool.router(list(pats), fold_dcn=True) is router and set(memo) <= set(pool._stays)
+
+
+@pytest.mark.parametrize("sites", [1, 2])
+def test_grouped_split_routes_expand_to_the_full_ones(sites):
+    """Split routes with each flow's S spine links of one kind as one group entry (what the
+    fold refines on) are the full split routes once every group entry is replaced by its links."""
+    job = build_job(_dcn_step(4, sites, "direct"), "tpu-v4", "4x4x4", 4, dcn=DcnSpec(sites=sites))
+    fab = job.fabric
+    src = np.concatenate([v.chips for v in job.views])
+    dst = np.roll(src, 64 + 5)  # every chip to a chip of the next slice (other leaves, other site)
+    dst[:4] = src[1:5]  # and a few under their own leaf
+    ip, ent, fr, members = dcn_split_groups(fab, src, dst)
+    assert (ent >= fab.n_links).any() and members.shape[1] == fab.leaf_spine.shape[1] == 8
+    full = dcn_split_routes(fab, src, dst)
+    for got, want in zip(_expand(ip, ent, fr, np.arange(len(src)), members, fab.n_links), full, strict=True):
+        assert np.array_equal(got, want) and got.dtype == want.dtype
+
+
+@pytest.mark.parametrize("sites", [1, 2])
+def test_grouped_fold_equals_the_fold_of_full_routes(sites):
+    """The fold built on grouped spine links has exactly the classes, representatives, links,
+    fractions and latencies of the fold of the routes in full (twin links never split)."""
+    job = build_job(_dcn_step(8, sites, "direct"), "tpu-v4", "4x4x4", 8, dcn=DcnSpec(sites=sites, wan_latency_s=1e-3))
+    placement = Placement(job.fabric, job.views)
+    pool = RouterPool(placement)
+    pats = [p for size in (2**24, 2**22) for p in plan_collective(
+        "all_reduce", group_layout(job.views, parse_group("dcn")), size, "direct", pool).schedule.patterns()]
+    grouped = fold_crossing(placement, pats, {}, 10**7)
+    fab = job.fabric
+    assert _route_grouped(fab, [(p, *p.flows(None)) for p in pats])[0] is not None  # the grouped path ran
+    routed = []
+    for p in {id(p): p for p in pats}.values():
+        src, dst, w = p.flows(None)
+        routed.append((p, src, dst, w, *placement.route(src, dst)))
+    full = fold_flows(routed, fab.link_capacity_bytes_per_s, fab.link_latency_s)
+    assert grouped is not None and full is not None and grouped.classes == full.classes < grouped.flows / 50
+    assert np.array_equal(grouped.canon_link, full.canon_link) and grouped.patterns.keys() == full.patterns.keys()
+    for k, f in full.patterns.items():
+        g = grouped.patterns[k]
+        assert g.represented == f.represented and (g.weight is None) == (f.weight is None)
+        for name in ("src", "dst", "latency_s", "indptr", "links", "frac"):
+            assert np.array_equal(getattr(g, name), getattr(f, name)), name

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from podsim.collectives.schedule import Pattern
+from podsim.topology.routing import dcn_split_groups
 
 
 def _mix(x: np.ndarray) -> np.ndarray:
@@ -140,13 +141,23 @@ class DcnFold:
     classes: int
 
 
-def fold_flows(routed: Sequence[tuple], capacity: np.ndarray, latency: np.ndarray) -> DcnFold | None:
+def fold_flows(routed: Sequence[tuple], capacity: np.ndarray, latency: np.ndarray,
+               members: np.ndarray | None = None) -> DcnFold | None:
     """Fold the flows of patterns that run on the same links: `routed` holds, per pattern,
     (pattern, src, dst, weight, indptr, links, frac), routed in full (`frac`: the fraction of
     the flow's bytes on each entry, None on single paths). None when the partition is not
-    equitable (only a hash collision could do that) or saves nothing."""
+    equitable (only a hash collision could do that) or saves nothing.
+
+    With `members` (S links per group, `routing.dcn_split_groups`), an entry id n_links + g
+    stands for the S links of group g, each with the entry's fraction. Those links are twins
+    (the same flows cross each with the same fraction, and they have one capacity and
+    latency, which the caller checks), so refinement never separates them: refining with one
+    vertex per group gives the same classes, on S times fewer entries (and `is_equitable`
+    weighs a flow's S entries on a group as one, the same test up to that constant factor).
+    Only the representatives' routes are expanded to their links."""
     if not routed:
         return None
+    n_links = len(capacity)
     sizes = [len(r[4]) - 1 for r in routed]
     base = np.concatenate([[0], np.cumsum(sizes)])
     n_flows = int(base[-1])
@@ -157,30 +168,60 @@ def fold_flows(routed: Sequence[tuple], capacity: np.ndarray, latency: np.ndarra
     weight = np.concatenate([np.ones(n) if r[3] is None else np.asarray(r[3], float) for n, r in zip(sizes, routed, strict=True)])
     used, local = np.unique(el, return_inverse=True)
     local = local.ravel()
-    link_colour = _pair(_dense(capacity[used])[0], _dense(latency[used])[0])
+    group = used >= n_links
+    one = used.copy()  # a link of each vertex (the lowest), and how many links it stands for
+    size = np.ones(len(used), np.int64)
+    if group.any():
+        one[group] = members[used[group] - n_links].min(axis=1)
+        size[group] = members.shape[1]
+    link_colour = _pair(_dense(capacity[one])[0], _dense(latency[one])[0])
     fc, lc = refine(ef, local, _pair(pat, _dense(weight)[0]), link_colour, entry_label=_dense(ew)[0])
     n_classes = int(fc.max()) + 1
     if n_classes == n_flows or not is_equitable(ef, local, fc, lc, ew):
         return None
-    n_fc, n_lc = np.bincount(fc), np.bincount(lc)
+    del ef, local, el, ew
+    n_fc, n_lc = np.bincount(fc), np.bincount(lc, weights=size).astype(np.int64)
     rep_link = np.full(int(lc.max()) + 1, np.iinfo(np.int64).max)
-    np.minimum.at(rep_link, lc, used)
-    canon = np.arange(len(capacity))
-    canon[used] = rep_link[lc]
+    np.minimum.at(rep_link, lc, one)
+    canon = np.arange(n_links)
+    link_class = np.full(n_links, -1, np.int64)
+    vertices = [(used[~group], lc[~group])]
+    if group.any():
+        vertices.append((members[used[group] - n_links], lc[group][:, None]))
+    for ids, cls in vertices:
+        canon[ids] = rep_link[cls]
+        link_class[ids] = cls
     first = np.full(n_classes, n_flows)
     np.minimum.at(first, fc, np.arange(n_flows))
-    flow_latency = np.bincount(ef, weights=latency[el] * ew, minlength=n_flows)
     out = {}
     for i, (p, src, dst, w, ip, lk, fr) in enumerate(routed):
         reps = np.sort(first[np.unique(fc[base[i]:base[i + 1]])]) - base[i]
-        hops = np.diff(ip)[reps]
-        idx = np.repeat(ip[reps], hops) + (np.arange(hops.sum()) - np.repeat(np.cumsum(hops) - hops, hops))
-        links = np.asarray(lk, np.int64)[idx]
-        share = 1.0 if fr is None else np.asarray(fr, float)[idx]
-        frac = share * n_fc[fc[base[i] + np.repeat(reps, hops)]] / n_lc[lc[np.searchsorted(used, links)]]
-        out[id(p)] = FoldedFlows(src[reps], dst[reps], None if w is None else np.asarray(w)[reps], flow_latency[base[i] + reps],
-                                 np.concatenate([[0], np.cumsum(hops)]).astype(np.int64), canon[links], frac, sizes[i])
+        indptr, links, share = _expand(ip, np.asarray(lk, np.int64), fr, reps, members, n_links)
+        hops = np.diff(indptr)
+        # each flow's latency sums its entries in route order, as bincount over all flows would
+        flow_latency = np.bincount(np.repeat(np.arange(len(reps)), hops), weights=latency[links] * share, minlength=len(reps))
+        frac = share * n_fc[fc[base[i] + np.repeat(reps, hops)]] / n_lc[link_class[links]]
+        out[id(p)] = FoldedFlows(src[reps], dst[reps], None if w is None else np.asarray(w)[reps], flow_latency,
+                                 indptr, canon[links], frac, sizes[i])
     return DcnFold(out, canon, n_flows, n_classes)
+
+
+def _expand(ip: np.ndarray, entries: np.ndarray, frac: np.ndarray | None, flows: np.ndarray,
+            members: np.ndarray | None, n_links: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(indptr, links, frac) of `flows` with every group entry replaced by its links in order."""
+    hops = np.diff(ip)[flows]
+    idx = np.repeat(ip[flows], hops) + (np.arange(hops.sum()) - np.repeat(np.cumsum(hops) - hops, hops))
+    ent = entries[idx]
+    fr = np.ones(len(idx)) if frac is None else np.asarray(frac, float)[idx]
+    if members is None or not (ent >= n_links).any():
+        return np.concatenate([[0], np.cumsum(hops)]).astype(np.int64), ent, fr
+    grp = ent >= n_links
+    count = np.where(grp, members.shape[1], 1)
+    ent, fr, grp = np.repeat(ent, count), np.repeat(fr, count), np.repeat(grp, count)
+    k = np.arange(len(ent)) - np.repeat(np.cumsum(count) - count, count)
+    ent[grp] = members[ent[grp] - n_links, k[grp]]
+    hops = np.bincount(np.repeat(np.arange(len(hops)), hops), weights=count, minlength=len(hops)).astype(np.int64)
+    return np.concatenate([[0], np.cumsum(hops)]).astype(np.int64), ent, fr
 
 
 def fold_crossing(placement, patterns: Sequence[Pattern], cache: dict[frozenset, DcnFold | None],
@@ -204,10 +245,29 @@ def fold_crossing(placement, patterns: Sequence[Pattern], cache: dict[frozenset,
         return None
     key = frozenset(id(c[0]) for c in crossing)
     if key not in cache:
-        routed = []
-        for pat, src, dst, w in crossing:
-            indptr, links, frac = placement.route(src, dst)
-            routed.append((pat, src, dst, w, indptr, links, None if np.all(frac == 1.0) else frac))
         fab = placement.fabric
-        cache[key] = fold_flows(routed, fab.link_capacity_bytes_per_s, fab.link_latency_s)
+        routed, members = _route_grouped(fab, crossing)
+        if routed is None:
+            routed = [(pat, src, dst, w, *placement.route(src, dst)) for pat, src, dst, w in crossing]
+        routed = [(*r[:6], None if np.all(r[6] == 1.0) else r[6]) for r in routed]
+        cache[key] = fold_flows(routed, fab.link_capacity_bytes_per_s, fab.link_latency_s, members)
     return cache[key]
+
+
+def _route_grouped(fabric, crossing: Sequence[tuple]) -> tuple[list | None, np.ndarray | None]:
+    """The crossing flows routed with their spine links in groups (`dcn_split_groups`: every
+    flow here crosses slices, so its route is the DCN's), with the group members; (None,
+    None) unless the DCN splits over spines and each used group's links are alike."""
+    routed = []
+    for pat, src, dst, w in crossing:
+        g = dcn_split_groups(fabric, src, dst)
+        if g is None:
+            return None, None
+        routed.append((pat, src, dst, w, *g[:3]))
+        members = g[3]
+    n = fabric.n_links
+    mem = members[np.unique(np.concatenate([r[5][r[5] >= n] for r in routed])) - n]
+    cap, lat = fabric.link_capacity_bytes_per_s, fabric.link_latency_s
+    if (mem < 0).any() or not ((cap[mem] == cap[mem[:, :1]]).all() and (lat[mem] == lat[mem[:, :1]]).all()):
+        return None, None
+    return routed, members

@@ -22,7 +22,7 @@ all-to-all over the whole slice).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import partial
 
@@ -30,13 +30,13 @@ import numpy as np
 
 from podsim.collectives.adaptive import adaptive_split
 from podsim.collectives.dcnfold import DcnFold, fold_crossing
+from podsim.collectives.routeparts import RoutePart, _subset, join_parts, route_sums
 from podsim.collectives.schedule import Pattern
 from podsim.errors import PodsimError
 from podsim.topology import Fabric, SliceView, slice_routes
 from podsim.topology.degraded import detour_routes
 from podsim.topology.multipath import (
     ROUTING_POLICIES,
-    PathDag,
     path_dag,
     reduce_coords,
     split_routes,
@@ -324,44 +324,6 @@ def check_routing(routing: str) -> None:
         raise PodsimError(f"routing {routing!r} is not known; use one of: {', '.join(ROUTING_POLICIES)}")
 
 
-@dataclass(frozen=True, eq=False)
-class RoutePart:
-    """Routes of the flows `sel` of a pattern; `frac` None on single paths; `dag()` builds the
-    minimal-path DAGs of multipath routes (for re-splitting by load)."""
-
-    sel: np.ndarray
-    indptr: np.ndarray
-    links: np.ndarray
-    frac: np.ndarray | None = None
-    dag: Callable[[], PathDag] | None = None
-
-
-def _subset(indptr: np.ndarray, links: np.ndarray, frac: np.ndarray | None, flows: np.ndarray):
-    """The CSR routes of `flows` only."""
-    hops = np.diff(indptr)[flows]
-    idx = np.repeat(indptr[flows], hops) + (np.arange(hops.sum()) - np.repeat(np.cumsum(hops) - hops, hops))
-    ip = np.concatenate([[0], np.cumsum(hops)]).astype(np.int64)
-    return ip, links[idx], None if frac is None else frac[idx]
-
-
-def join_parts(n_flows: int, parts: Sequence[RoutePart]):
-    """(indptr, links, frac) of all flows from their parts."""
-    hops = np.zeros(n_flows, np.int64)
-    for p in parts:
-        hops[p.sel] = np.diff(p.indptr)
-    indptr = np.concatenate([[0], np.cumsum(hops)]).astype(np.int64)
-    links = np.empty(indptr[-1], np.int64)
-    frac = np.ones(indptr[-1])
-    for p in parts:
-        h = np.diff(p.indptr)
-        start = np.repeat(indptr[p.sel], h)
-        offset = np.arange(len(p.links)) - np.repeat(p.indptr[:-1], h)
-        links[start + offset] = p.links
-        if p.frac is not None:
-            frac[start + offset] = p.frac
-    return indptr, links, frac
-
-
 MAX_FLOWS = 2_000_000
 """Most flows one pattern may route at once (memory: every flow keeps its route's links)."""
 
@@ -399,8 +361,7 @@ class Router:
                 None if weight is None else weight[p.sel])) for p in parts]
         indptr, links, frac = join_parts(len(src), parts)
         lat_link = self.placement.fabric.link_latency_s
-        flow_of = np.repeat(np.arange(len(src)), np.diff(indptr))
-        latency = np.bincount(flow_of, weights=lat_link[links] * frac, minlength=len(src))
+        latency = route_sums(indptr, links, frac, lat_link)
         if sym is not None:
             links = sym.canon_link[links]
         multipath = any(p.frac is not None for p in parts)

@@ -171,31 +171,51 @@ def dcn_split_routes(fabric: Fabric, src_chips: np.ndarray, dst_chips: np.ndarra
     m = _dcn_padded(fabric, src_chips, dst_chips)
     n_spines = fabric.leaf_spine.shape[1] if fabric.dcn.kind == "eps" else 0
     across = m[:, 2] >= 0
-    if n_spines > 1 and across.any():
-        ns = fabric.nic_of_chip[np.asarray(src_chips, np.int64)[across]] - fabric.first_nic
-        nd = fabric.nic_of_chip[np.asarray(dst_chips, np.int64)[across]] - fabric.first_nic
-        ls, ld = fabric.leaf_of_nic[ns], fabric.leaf_of_nic[nd]
-        k = np.arange(n_spines)
-        up = fabric.leaf_spine[ls][:, k]
-        down = fabric.spine_leaf[k][:, ld].T
-        cols = [m[across, :2], up]
-        if fabric.wan.shape[0] > 1:
-            sa, sb = fabric.site_of_leaf[ls], fabric.site_of_leaf[ld]
-            cols.append(np.where((sa != sb)[:, None], fabric.wan[sa, sb][:, k], -1))
-        cols += [down, m[across, 5:]]
-        wide = np.full((len(m), sum(c.shape[1] for c in cols)), -1, np.int64)
-        wide[:, :m.shape[1]] = m
-        wide[across] = np.concatenate(cols, axis=1)
-        w = np.where(wide >= 0, 1.0, 0.0)
-        spread = np.zeros(wide.shape[1], bool)
-        spread[2:wide.shape[1] - 2] = True
-        w[np.ix_(across, spread)] /= n_spines
-        m = wide
-    else:
-        w = np.where(m >= 0, 1.0, 0.0)
-    keep = m >= 0
-    indptr = np.concatenate([[0], np.cumsum(keep.sum(1))]).astype(np.int64)
-    return indptr, m[keep], w[keep]
+    if not (n_spines > 1 and across.any()):
+        return _csr_columns([(m[:, c], 1.0) for c in range(m.shape[1])])
+    ns = fabric.nic_of_chip[np.asarray(src_chips, np.int64)[across]] - fabric.first_nic
+    nd = fabric.nic_of_chip[np.asarray(dst_chips, np.int64)[across]] - fabric.first_nic
+    ls, ld = fabric.leaf_of_nic[ns], fabric.leaf_of_nic[nd]
+    share = 1.0 / n_spines
+    rows = np.flatnonzero(across)  # the spine links of each kind, (flows across leaves x S)
+    spread = [(fabric.leaf_spine[ls], share, rows)]
+    if fabric.wan.shape[0] > 1:
+        sa, sb = fabric.site_of_leaf[ls], fabric.site_of_leaf[ld]
+        other = sa != sb
+        spread.append((fabric.wan[sa[other], sb[other]], share, rows[other]))
+    spread.append((fabric.spine_leaf[:, ld].T, share, rows))
+    ends = [(m[:, c], 1.0) for c in (0, 1, 5, 6)]
+    hops = sum((c >= 0).astype(np.int64) for c, _ in ends)
+    for ids, _, r in spread:
+        hops[r] += (ids >= 0).sum(1)
+    cols = ends[:2] + spread
+    return _csr_columns(cols + ends[2:], hops)
+
+
+def _csr_columns(cols: list, hops: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(indptr, links, frac) of flows whose routes are their valid (>= 0) entries of the
+    columns in order; each column is (link ids, fraction) over all flows, or (link ids
+    (rows x width), fraction, rows) over some, `width` entries in a row; `hops` (valid
+    entries per flow) is counted from the columns when not given. Filled column by column:
+    no (flows x columns) matrix is held."""
+    if hops is None:
+        hops = sum((c[0] >= 0).astype(np.int64) for c in cols)
+    indptr = np.concatenate([[0], np.cumsum(hops)]).astype(np.int64)
+    links = np.empty(indptr[-1], np.int64)
+    frac = np.empty(indptr[-1])
+    pos = indptr[:-1].copy()
+    for ids, f, *rows in cols:
+        if not rows:
+            ok = ids >= 0
+            at = pos[ok]
+            links[at], frac[at] = ids[ok], f
+            pos += ok
+            continue
+        ok = ids >= 0
+        at = pos[rows[0]][:, None] + (np.cumsum(ok, axis=1) - 1)  # valid entries packed in order
+        links[at[ok]], frac[at[ok]] = ids[ok], f
+        pos[rows[0]] += ok.sum(1)
+    return indptr, links, frac
 
 
 def ecmp_routes(fabric: Fabric, src_chips: np.ndarray, dst_chips: np.ndarray,
@@ -205,9 +225,11 @@ def ecmp_routes(fabric: Fabric, src_chips: np.ndarray, dst_chips: np.ndarray,
     if not (fabric.dcn.kind == "eps" and fabric.dcn.ecmp == "split"):
         r = (switch_routes if switched else dcn_routes)(fabric, src_chips, dst_chips)
         return r.indptr, r.links.astype(np.int64), None
+    if not switched:
+        return dcn_split_routes(fabric, src_chips, dst_chips)
     src_chips = np.asarray(src_chips, np.int64)
     dst_chips = np.asarray(dst_chips, np.int64)
-    same = fabric.layout.host_of_chip[src_chips] == fabric.layout.host_of_chip[dst_chips] if switched else np.zeros(len(src_chips), bool)
+    same = fabric.layout.host_of_chip[src_chips] == fabric.layout.host_of_chip[dst_chips]
     ip, lk, fr = dcn_split_routes(fabric, src_chips[~same], dst_chips[~same])
     hops = np.full(len(src_chips), 2, np.int64)
     hops[~same] = np.diff(ip)
@@ -239,3 +261,34 @@ def slice_routes(view: SliceView, src: np.ndarray, dst: np.ndarray) -> Routes:
     if view.slice.spec.kind == "gpu":
         return switch_routes(view.fabric, view.chips[np.asarray(src)], view.chips[np.asarray(dst)])
     return torus_routes(view, src, dst)
+
+
+def dcn_split_groups(fabric: Fabric, src_chips: np.ndarray, dst_chips: np.ndarray):
+    """`dcn_split_routes` with each cross-leaf flow's S spine links of one kind as one entry:
+    id n_links + g for group g, whose links are `members[g]` in spine order (a leaf's uplinks,
+    a leaf's downlinks, one site pair's WAN links), each carrying the entry's fraction 1/S.
+    Replacing every group entry by its members gives `dcn_split_routes` exactly. Returns
+    (indptr, entries, frac, members); None unless the DCN is an EPS Clos split over S > 1 spines."""
+    n_spines = fabric.leaf_spine.shape[1] if fabric.dcn.kind == "eps" else 0
+    if fabric.dcn.ecmp != "split" or n_spines < 2:
+        return None
+    m = _dcn_padded(fabric, src_chips, dst_chips)
+    across = m[:, 2] >= 0
+    ns = fabric.nic_of_chip[np.asarray(src_chips, np.int64)[across]] - fabric.first_nic
+    nd = fabric.nic_of_chip[np.asarray(dst_chips, np.int64)[across]] - fabric.first_nic
+    ls, ld = fabric.leaf_of_nic[ns].astype(np.int64), fabric.leaf_of_nic[nd].astype(np.int64)
+    n_leaves, base = fabric.leaf_spine.shape[0], fabric.n_links
+    sites = fabric.wan.shape[0]
+    members = np.concatenate([fabric.leaf_spine, fabric.spine_leaf.T, fabric.wan.reshape(-1, n_spines)]).astype(np.int64)
+
+    def column(ids):
+        c = np.full(len(m), -1, np.int64)
+        c[across] = ids
+        return c
+
+    cols = [(m[:, 0], 1.0), (m[:, 1], 1.0), (column(base + ls), 1.0 / n_spines)]
+    if sites > 1:
+        sa, sb = fabric.site_of_leaf[ls].astype(np.int64), fabric.site_of_leaf[ld].astype(np.int64)
+        cols.append((column(np.where(sa != sb, base + 2 * n_leaves + sa * sites + sb, -1)), 1.0 / n_spines))
+    cols += [(column(base + n_leaves + ld), 1.0 / n_spines), (m[:, 5], 1.0), (m[:, 6], 1.0)]
+    return (*_csr_columns(cols), members)
