@@ -63,12 +63,19 @@ def _phase_costs(router: Router, phases: list[Phase]) -> list[float]:
     """Cost of each of several phases that run at the same time (one per stream)."""
     cap = router.placement.fabric.link_capacity_bytes_per_s
     routed = [router.routes(ph.pattern) for ph in phases]
-    links = np.concatenate([r.links for r in routed]) if routed else np.empty(0, np.int64)
     per_entry = []
     for ph, r in zip(phases, routed, strict=True):
         b = np.full(r.n_flows, ph.bytes) if r.weight is None else ph.bytes * r.weight
-        per_entry.append(np.repeat(b, np.diff(r.indptr)) * (1.0 if r.frac is None else r.frac))
-    load = np.bincount(links, weights=np.concatenate(per_entry) if per_entry else None, minlength=len(cap))
+        w = np.repeat(b, np.diff(r.indptr))
+        if r.frac is not None:
+            w *= r.frac  # in place: an all-pairs DCN pattern has tens of millions of entries
+        per_entry.append(w)
+    if len(routed) == 1:  # no concatenated copies of the one phase's links and weights
+        load = np.bincount(routed[0].links, weights=per_entry[0], minlength=len(cap))
+    else:
+        links = np.concatenate([r.links for r in routed]) if routed else np.empty(0, np.int64)
+        load = np.bincount(links, weights=np.concatenate(per_entry) if per_entry else None, minlength=len(cap))
+    del per_entry
     link_time = np.divide(load, cap, out=np.zeros_like(load), where=cap > 0)
     out = []
     for r in routed:
