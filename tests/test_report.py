@@ -56,6 +56,21 @@ def test_the_report_says_how_compute_was_timed(runs):
     assert compute_timing(0.6) == "compute at 60% of peak" and compute_timing(0.555) == "compute at 55.5% of peak"
 
 
+def test_the_report_says_whether_the_step_fits_hbm(runs):
+    """A step study of a generated trace reports its HBM bytes per chip against the chip's, and a
+    plan that cannot fit says so in its key figures (podsim.trace.memory)."""
+    from podsim.report.render import key_rows
+
+    m = runs[1].metrics
+    assert m["hbm_fits"] and 0 < m["hbm_bytes_per_chip"] <= m["hbm_capacity_bytes"] == 32 * 2**30
+    assert dict(key_rows([runs[1]]))["HBM per chip"][0].endswith("of 32 GiB")
+    over = load_scenario(DATA / "tiny_step.yaml")
+    step = over.workload.step.model_copy(update={"model_overrides": {"n_layers": 80, "global_batch": 1024}})
+    r = run_scenario(over.model_copy(update={"workload": over.workload.model_copy(update={"step": step})}))
+    assert not r.metrics["hbm_fits"]
+    assert "DOES NOT FIT" in dict(key_rows([r]))["HBM per chip"][0]
+
+
 def test_comparison_report(runs):
     html = render_report(runs, labels=["stream", "step"])
     assert "<th>stream</th><th>step</th>" in html

@@ -88,6 +88,15 @@ CLUSTER_ROWS: list[Row] = [
     ("energy (busy chips)", lambda r: "not published" if _missing(r.metrics.get("energy_kwh")) else f"{num(r.metrics['energy_kwh'])} kWh"),
     ("simulated / wall time", lambda r: f"{sec(r.metrics['horizon_s'])} / {r.wall_s:.2f} s"),
 ]
+def _hbm(m: dict) -> str:
+    """The step's HBM bytes per chip against the chip's (podsim.trace.memory), or why not known."""
+    if m.get("hbm_bytes_per_chip") is None:
+        return "not known (an imported trace)"
+    cap = m.get("hbm_capacity_bytes")
+    fits = "" if m.get("hbm_fits", True) else ": DOES NOT FIT, a run that cannot happen"
+    return f"{format_bytes(m['hbm_bytes_per_chip'])} of {format_bytes(cap) if cap else 'unknown'}{fits}"
+
+
 STEP_ROWS: list[Row] = [
     ("model", lambda r: f"{r.metrics['model']} ({r.metrics['parallelism'] or 'trace'})"),
     ("slices", lambda r: f"{r.metrics['slices']} x {r.metrics['generation']} {r.metrics['slice']}{' twisted' if r.metrics['twisted'] else ''} "
@@ -99,6 +108,7 @@ STEP_ROWS: list[Row] = [
     ("exposed / overlapped communication", lambda r: f"{sec(r.metrics['exposed_comm_s'])} / {sec(r.metrics['overlapped_comm_s'])}"),
     ("model FLOPs utilisation", _m("mfu", pct)),
     ("compute timing", lambda r: compute_timing(r.metrics.get("compute_efficiency"))),  # None: per-op model
+    ("HBM per chip", lambda r: _hbm(r.metrics)),
     ("time to train", lambda r: sec(r.metrics.get("time_to_train_s")) + (f" ({r.metrics['steps']:,} steps)" if r.metrics.get("steps") else "")),
     ("chip-hours", lambda r: f"{num(r.metrics['chip_h'])} ({r.cost.get('per', '')})"),
     ("cost", _m("cost_usd", usd)),

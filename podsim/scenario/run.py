@@ -197,6 +197,8 @@ def _run_step(s: Scenario, gen: Generation, on_progress: ProgressFn | None):
         "sites": dcn.sites, "wan_latency_s": dcn.wan_latency_s, "pods": job.fabric.layout.pods,
         "chip_s_per_step": total_chips * r.step_time_s,
     }
+    if "hbm_bytes_per_chip" in summ:  # a generated trace: does the plan fit the chip at all?
+        m.update({k: summ[k] for k in ("hbm_bytes_per_chip", "hbm_capacity_bytes", "hbm_fits")})
     for kind, k in summ["collectives"].items():
         m[f"{kind}_busy_s"] = k["busy_s"]
     for level, d in r.levels.items():
