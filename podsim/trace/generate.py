@@ -52,7 +52,7 @@ from podsim.errors import PodsimError
 from podsim.topology import get_generation, validate_shape
 from podsim.trace.builder import ProgramBuilder
 from podsim.trace.configs import ModelConfig, ResNetConfig, TransformerConfig, get_model
-from podsim.trace.costs import Cost, TransformerShard, conv_cost
+from podsim.trace.costs import TransformerShard, adam_update, conv_cost
 from podsim.trace.memory import resnet_footprint, transformer_footprint
 from podsim.trace.mesh import (
     DEFAULT_INTENSITY,
@@ -325,8 +325,7 @@ class _TransformerProgram:
     def optimizer(self) -> None:
         sh = self.sh
         params = (sh.layers * (sh.dense_params() + sh.expert_params()) + sh.embed_params() * self.edge) / sh.plan.fsdp
-        hbm = params * (24 + sh.opts.grad_bytes + sh.opts.weight_bytes)
-        self.b.compute("optimizer", Cost(12.0 * params, hbm), deps=self.reductions, name="Adam update of this chip's shard", layer="optimizer")
+        self.b.compute("optimizer", adam_update(params, sh.opts), deps=self.reductions, name="Adam update of this chip's shard", layer="optimizer")
 
     # The step ------------------------------------------------------------------------------
     def step(self) -> None:
@@ -426,7 +425,7 @@ def _resnet_program(cfg: ResNetConfig, plan: ParallelPlan, opts: GenerateOptions
                 ar = b.collective(f"{layer.name}.grad.ar", "all_reduce", layer.params * opts.grad_bytes, ("data", "dcn"), deps=[done], blocking=ar_blocking, name="data-parallel gradient all-reduce", layer=layer.name)
                 reductions += [ar] if ar else []
     params = cfg.params
-    b.compute("optimizer", Cost(12.0 * params, params * (24 + opts.grad_bytes + opts.weight_bytes)), deps=reductions, name="optimizer update", layer="optimizer")
+    b.compute("optimizer", adam_update(params, opts), deps=reductions, name="optimizer update", layer="optimizer")
     info = {
         "params": params,
         "images_per_step": cfg.global_batch,
