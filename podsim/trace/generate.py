@@ -366,12 +366,8 @@ class _TransformerProgram:
 
 def _transformer_program(cfg: TransformerConfig, plan: ParallelPlan, opts: GenerateOptions, sizes: Mapping[str, int]) -> tuple[ProgramBuilder, dict]:
     t, e, p = plan.tensor, plan.expert, plan.pipeline
-    if cfg.n_heads % t:
-        raise PodsimError(f"tensor={t} does not divide {cfg.name}'s {cfg.n_heads} attention heads")
-    if cfg.n_kv_heads % t and t % cfg.n_kv_heads:
-        raise PodsimError(f"tensor={t} neither divides nor is a multiple of {cfg.name}'s {cfg.n_kv_heads} KV heads")
-    if cfg.d_ff % t:
-        raise PodsimError(f"tensor={t} does not divide {cfg.name}'s d_ff {cfg.d_ff}")
+    if why := cfg.tensor_problem(t):
+        raise PodsimError(why)
     if e > 1 and not cfg.is_moe:
         raise PodsimError(f"expert={e} needs a mixture-of-experts model; {cfg.name} is dense")
     if cfg.n_experts % e:
