@@ -176,6 +176,12 @@ def _local_batch(global_batch: int, plan: ParallelPlan, unit: str) -> int:
     return global_batch // shards
 
 
+def _grad_allreduce_blocking(opts: GenerateOptions, plan: ParallelPlan) -> bool:
+    """Whether the data-parallel gradient all-reduces block the next compute: the DCN overlap
+    switch governs them when they cross slices, the in-slice one otherwise."""
+    return not (opts.overlap_dcn if plan.dcn > 1 else opts.overlap_grad_reduce)
+
+
 def _microbatches(local: int, plan: ParallelPlan, opts: GenerateOptions) -> int:
     if opts.microbatches is not None:
         m = opts.microbatches
@@ -206,7 +212,7 @@ class _TransformerProgram:
         opts = sh.opts
         self.tp_blocking: bool | str = "overlap" if opts.collective_matmul else True
         self.rs_blocking = not opts.overlap_grad_reduce
-        self.ar_blocking = not (opts.overlap_dcn if sh.plan.dcn > 1 else opts.overlap_grad_reduce)
+        self.ar_blocking = _grad_allreduce_blocking(opts, sh.plan)
 
     # Tensor-parallel boundaries (Megatron f and g operators, or their sequence-parallel forms)
     # With collective matmul (Wang et al. 2023, XLA's decomposition) each runs beside the
@@ -379,8 +385,7 @@ def _transformer_program(cfg: TransformerConfig, plan: ParallelPlan, opts: Gener
     local = _local_batch(cfg.global_batch, plan, "sequences")
     m = _microbatches(local, plan, opts)
     sh = TransformerShard(cfg, plan, opts, b=local // m, layers=cfg.n_layers // p)
-    builder = ProgramBuilder(sizes)
-    builder.precision = opts.precision
+    builder = ProgramBuilder(sizes, opts.precision)
     _TransformerProgram(sh, builder, m).step()
     info = {
         "params": cfg.params,
@@ -408,10 +413,9 @@ def _resnet_program(cfg: ResNetConfig, plan: ParallelPlan, opts: GenerateOptions
     m = _microbatches(local, plan, opts)
     n = local // m
     layers = cfg.layers()
-    b = ProgramBuilder(sizes)
+    b = ProgramBuilder(sizes, opts.precision)
     reductions: list[str] = []
-    b.precision = opts.precision
-    ar_blocking = not (opts.overlap_dcn if plan.dcn > 1 else opts.overlap_grad_reduce)
+    ar_blocking = _grad_allreduce_blocking(opts, plan)
     for j in range(m):
         for layer in layers:
             b.compute(f"mb{j}.fwd.{layer.name}", conv_cost(layer, n, opts), name="fully connected forward" if layer.bias else "convolution forward", layer=layer.name)
