@@ -5,9 +5,14 @@
 - native.py    podsim's JSON/YAML trace format (versioned, validated), atomic writes;
 - configs.py   model presets (gpt3-175b, llama2-70b, mixtral-8x7b, resnet50) with sources;
 - mesh.py      parallelism plans and their mapping onto slice axes (as jax's mesh_utils);
-- generate.py  the generator (data, FSDP, tensor, pipeline 1F1B, expert parallelism);
-- chakra.py    Chakra execution traces (.et protobuf and JSON), one file per rank;
-- astra.py     ASTRA-sim 1.0 text workloads;
+- generate.py  the generator (data, FSDP, tensor, pipeline 1F1B, expert parallelism), with
+               costs.py (per-chip FLOPs, bytes, matmuls), builder.py (program order, logical
+               -> slice groups) and memory.py (HBM footprint per chip);
+- plans.py     default and templated parallelism plans for a slice;
+- kinds.py     the accepted spellings of collective kinds and algorithms;
+- chakra.py    Chakra execution traces (.et protobuf, any vintage via chakra_wire.py, and
+               JSON), one file per rank; chakra_export.py writes them;
+- astra.py     ASTRA-sim 1.0 text workloads (astra_network.py: their network configs);
 - load.py      `load_trace`: any supported file -> validated StepTrace; `summarize_trace`.
 
 Typical use::

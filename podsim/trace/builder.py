@@ -27,7 +27,7 @@ class ProgramBuilder:
     """Collects ops in program order. Compute ops chain on one stream; collectives name
     logical axes until `finish` maps them to physical groups."""
 
-    def __init__(self, sizes: Mapping[str, int]):
+    def __init__(self, sizes: Mapping[str, int], precision: str = "bf16"):
         self.sizes = dict(sizes)
         self.ops: list[Op] = []
         self.logical: dict[str, tuple[str, ...]] = {}
@@ -35,7 +35,7 @@ class ProgramBuilder:
         self.pending: list[str] = []  # blocking collectives the next compute waits for
         self.overlapping: list[str] = []  # collectives running beside the next compute (collective matmul)
         self.after_next: list[str] = []  # ... which the compute after that waits for
-        self.precision = "bf16"
+        self.precision = precision  # of the matmuls in compute ops
 
     def group_size(self, axes: Sequence[str]) -> int:
         return math.prod(self.sizes[a] for a in axes)

@@ -47,7 +47,7 @@ from google.protobuf.message import DecodeError
 
 from podsim.errors import PodsimError
 from podsim.trace.astra import ASTRA_CLOCK_HZ
-from podsim.trace.chakra_export import rank_coords
+from podsim.trace.chakra_export import KIND_COMM, rank_coords
 from podsim.trace.chakra_schema import chakra_et_pb2 as pb
 from podsim.trace.chakra_wire import (
     CURRENT,
@@ -80,8 +80,6 @@ COMM_KINDS = {
     pb.REDUCE_SCATTER_BLOCK: "reduce_scatter",
     pb.BARRIER: "all_reduce",
 }
-KIND_COMM = {"all_reduce": pb.ALL_REDUCE, "reduce": pb.REDUCE, "all_gather": pb.ALL_GATHER, "broadcast": pb.BROADCAST,
-             "all_to_all": pb.ALL_TO_ALL, "reduce_scatter": pb.REDUCE_SCATTER}
 SKIPPED_TYPES = (pb.METADATA_NODE, pb.STORAGE_NODE, pb.BATCH_NODE, pb.CHECKPOINT_NODE)
 
 

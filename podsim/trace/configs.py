@@ -84,6 +84,17 @@ class TransformerConfig(BaseModel):
     def tokens_per_step(self) -> int:
         return self.global_batch * self.seq_len
 
+    def tensor_problem(self, t: int) -> str | None:
+        """Why tensor parallelism over `t` chips cannot split this model (attention heads, KV
+        heads, d_ff), or None when it can; the generator and the default plans share the rule."""
+        if self.n_heads % t:
+            return f"tensor={t} does not divide {self.name}'s {self.n_heads} attention heads"
+        if self.n_kv_heads % t and t % self.n_kv_heads:
+            return f"tensor={t} neither divides nor is a multiple of {self.name}'s {self.n_kv_heads} KV heads"
+        if self.d_ff % t:
+            return f"tensor={t} does not divide {self.name}'s d_ff {self.d_ff}"
+        return None
+
     @property
     def mlp_matrices(self) -> int:
         return 3 if self.mlp == "swiglu" else 2

@@ -197,6 +197,12 @@ class TransformerShard:
 
 
 
+def adam_update(params: float, opts: GenerateOptions) -> Cost:
+    """One Adam-style update of `params` parameters: 12 FLOPs each; the fp32 master weight and two
+    moments read and written (24 bytes), the gradient read and the weight as used written."""
+    return Cost(12.0 * params, params * (24 + opts.grad_bytes + opts.weight_bytes))
+
+
 def conv_cost(layer: ConvLayer, images: int, opts: GenerateOptions) -> Cost:
     """A convolution as the implicit GEMM the MXU runs: [images x h_out^2, k^2 c_in] x
     [k^2 c_in, c_out]; operands are the weights, the input and the output (not an im2col

@@ -52,7 +52,7 @@ from podsim.errors import PodsimError
 from podsim.topology import get_generation, validate_shape
 from podsim.trace.builder import ProgramBuilder
 from podsim.trace.configs import ModelConfig, ResNetConfig, TransformerConfig, get_model
-from podsim.trace.costs import Cost, TransformerShard, conv_cost
+from podsim.trace.costs import TransformerShard, adam_update, conv_cost
 from podsim.trace.memory import resnet_footprint, transformer_footprint
 from podsim.trace.mesh import (
     DEFAULT_INTENSITY,
@@ -176,6 +176,12 @@ def _local_batch(global_batch: int, plan: ParallelPlan, unit: str) -> int:
     return global_batch // shards
 
 
+def _grad_allreduce_blocking(opts: GenerateOptions, plan: ParallelPlan) -> bool:
+    """Whether the data-parallel gradient all-reduces block the next compute: the DCN overlap
+    switch governs them when they cross slices, the in-slice one otherwise."""
+    return not (opts.overlap_dcn if plan.dcn > 1 else opts.overlap_grad_reduce)
+
+
 def _microbatches(local: int, plan: ParallelPlan, opts: GenerateOptions) -> int:
     if opts.microbatches is not None:
         m = opts.microbatches
@@ -206,7 +212,7 @@ class _TransformerProgram:
         opts = sh.opts
         self.tp_blocking: bool | str = "overlap" if opts.collective_matmul else True
         self.rs_blocking = not opts.overlap_grad_reduce
-        self.ar_blocking = not (opts.overlap_dcn if sh.plan.dcn > 1 else opts.overlap_grad_reduce)
+        self.ar_blocking = _grad_allreduce_blocking(opts, sh.plan)
 
     # Tensor-parallel boundaries (Megatron f and g operators, or their sequence-parallel forms)
     # With collective matmul (Wang et al. 2023, XLA's decomposition) each runs beside the
@@ -325,8 +331,7 @@ class _TransformerProgram:
     def optimizer(self) -> None:
         sh = self.sh
         params = (sh.layers * (sh.dense_params() + sh.expert_params()) + sh.embed_params() * self.edge) / sh.plan.fsdp
-        hbm = params * (24 + sh.opts.grad_bytes + sh.opts.weight_bytes)
-        self.b.compute("optimizer", Cost(12.0 * params, hbm), deps=self.reductions, name="Adam update of this chip's shard", layer="optimizer")
+        self.b.compute("optimizer", adam_update(params, sh.opts), deps=self.reductions, name="Adam update of this chip's shard", layer="optimizer")
 
     # The step ------------------------------------------------------------------------------
     def step(self) -> None:
@@ -367,12 +372,8 @@ class _TransformerProgram:
 
 def _transformer_program(cfg: TransformerConfig, plan: ParallelPlan, opts: GenerateOptions, sizes: Mapping[str, int]) -> tuple[ProgramBuilder, dict]:
     t, e, p = plan.tensor, plan.expert, plan.pipeline
-    if cfg.n_heads % t:
-        raise PodsimError(f"tensor={t} does not divide {cfg.name}'s {cfg.n_heads} attention heads")
-    if cfg.n_kv_heads % t and t % cfg.n_kv_heads:
-        raise PodsimError(f"tensor={t} neither divides nor is a multiple of {cfg.name}'s {cfg.n_kv_heads} KV heads")
-    if cfg.d_ff % t:
-        raise PodsimError(f"tensor={t} does not divide {cfg.name}'s d_ff {cfg.d_ff}")
+    if why := cfg.tensor_problem(t):
+        raise PodsimError(why)
     if e > 1 and not cfg.is_moe:
         raise PodsimError(f"expert={e} needs a mixture-of-experts model; {cfg.name} is dense")
     if cfg.n_experts % e:
@@ -384,8 +385,7 @@ def _transformer_program(cfg: TransformerConfig, plan: ParallelPlan, opts: Gener
     local = _local_batch(cfg.global_batch, plan, "sequences")
     m = _microbatches(local, plan, opts)
     sh = TransformerShard(cfg, plan, opts, b=local // m, layers=cfg.n_layers // p)
-    builder = ProgramBuilder(sizes)
-    builder.precision = opts.precision
+    builder = ProgramBuilder(sizes, opts.precision)
     _TransformerProgram(sh, builder, m).step()
     info = {
         "params": cfg.params,
@@ -413,10 +413,9 @@ def _resnet_program(cfg: ResNetConfig, plan: ParallelPlan, opts: GenerateOptions
     m = _microbatches(local, plan, opts)
     n = local // m
     layers = cfg.layers()
-    b = ProgramBuilder(sizes)
+    b = ProgramBuilder(sizes, opts.precision)
     reductions: list[str] = []
-    b.precision = opts.precision
-    ar_blocking = not (opts.overlap_dcn if plan.dcn > 1 else opts.overlap_grad_reduce)
+    ar_blocking = _grad_allreduce_blocking(opts, plan)
     for j in range(m):
         for layer in layers:
             b.compute(f"mb{j}.fwd.{layer.name}", conv_cost(layer, n, opts), name="fully connected forward" if layer.bias else "convolution forward", layer=layer.name)
@@ -426,7 +425,7 @@ def _resnet_program(cfg: ResNetConfig, plan: ParallelPlan, opts: GenerateOptions
                 ar = b.collective(f"{layer.name}.grad.ar", "all_reduce", layer.params * opts.grad_bytes, ("data", "dcn"), deps=[done], blocking=ar_blocking, name="data-parallel gradient all-reduce", layer=layer.name)
                 reductions += [ar] if ar else []
     params = cfg.params
-    b.compute("optimizer", Cost(12.0 * params, params * (24 + opts.grad_bytes + opts.weight_bytes)), deps=reductions, name="optimizer update", layer="optimizer")
+    b.compute("optimizer", adam_update(params, opts), deps=reductions, name="optimizer update", layer="optimizer")
     info = {
         "params": params,
         "images_per_step": cfg.global_batch,

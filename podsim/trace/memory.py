@@ -87,7 +87,7 @@ def transformer_footprint(cfg: TransformerConfig, sh: TransformerShard, microbat
     kept, full = layer_activation_elems(sh, opts.recompute, opts.attention)
     in_flight = min(microbatches, plan.pipeline) if plan.pipeline > 1 else 1
     activations = sh.layers * kept * opts.act_bytes * in_flight
-    logits = sh.tokens * sh.vocab * LOGIT_BYTES if cfg.loss_positions is None else sh.b * cfg.loss_positions * sh.vocab * LOGIT_BYTES
+    logits = sh.b * cfg.head_positions * sh.vocab * LOGIT_BYTES  # the positions through the LM head
     recompute_buf = full * opts.act_bytes if opts.recompute == "full" else 0.0
     return HbmFootprint(state, gathered, activations, logits + recompute_buf)
 

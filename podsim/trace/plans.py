@@ -45,8 +45,7 @@ def preset_plan_part(model: str, chips: int, slices: int = 1) -> tuple[str, int]
     if isinstance(cfg, ResNetConfig):
         return f"data={shards}", shards
     rest = chips // shards
-    tensor = max(t for t in range(1, rest + 1) if rest % t == 0 and not cfg.n_heads % t and not cfg.d_ff % t
-                 and (not cfg.n_kv_heads % t or not t % cfg.n_kv_heads))
+    tensor = max(t for t in range(1, rest + 1) if rest % t == 0 and cfg.tensor_problem(t) is None)
     return (f"fsdp={shards},tensor={tensor}" if tensor > 1 else f"fsdp={shards}"), shards * tensor
 
 
