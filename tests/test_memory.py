@@ -25,7 +25,7 @@ S, H, A = GPT.seq_len, GPT.d_model, GPT.n_heads
 def kept_bytes(plan: str, b: int, **opts) -> float:
     o = GenerateOptions(**{"attention": "materialized", **opts})
     sh = TransformerShard(GPT, parse_parallelism(plan), o, b=b, layers=GPT.n_layers)
-    return layer_activation_elems(sh, o.recompute if isinstance(o.recompute, str) else "none", o.attention)[0] * o.act_bytes
+    return layer_activation_elems(sh)[0] * o.act_bytes
 
 
 @pytest.mark.parametrize("t", [1, 2, 4, 8])

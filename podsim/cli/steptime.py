@@ -33,7 +33,7 @@ from podsim.topology.multipath import ROUTING_POLICIES
 from podsim.trace import load_trace
 from podsim.trace.astra_network import network_generation
 from podsim.trace.kinds import normalise_algorithm, normalise_kind
-from podsim.trace.memory import fits_message
+from podsim.trace.memory import fits_message, hbm_text
 from podsim.units import format_bytes, format_rate, format_seconds, parse_bytes
 
 
@@ -75,9 +75,7 @@ def step_rows(s: dict) -> list[tuple[str, str]]:
     if "hfu" in s:
         rows.append(("hardware FLOPs utilisation", f"{s['hfu']:.1%} (recomputation included)"))
     if "hbm_bytes_per_chip" in s:
-        cap = s.get("hbm_capacity_bytes")
-        rows.append(("HBM per chip", f"{format_bytes(s['hbm_bytes_per_chip'])} of {format_bytes(cap) if cap else 'unknown'}"
-                                     + ("" if s.get("hbm_fits", True) else ": DOES NOT FIT")))
+        rows.append(("HBM per chip", hbm_text(s["hbm_bytes_per_chip"], s.get("hbm_capacity_bytes"))))
     rows.append(("engine", f"{s['engine_wall_s']:.3f} s wall, {s['events']:,} events, {s['flows_simulated']:,} of {s['flows']:,} flows simulated"))
     return rows
 

@@ -6,6 +6,7 @@ import numpy as np
 
 from podsim.engine.results import StepResult
 from podsim.topology import SliceView
+from podsim.trace.memory import fits_hbm
 from podsim.trace.model import Compute, StepTrace
 
 
@@ -52,7 +53,7 @@ def step_summary(result: StepResult, trace: StepTrace | None = None) -> dict:
     if hbm:
         out["hbm_bytes_per_chip"] = float(hbm["total_bytes"])
         out["hbm_capacity_bytes"] = gen.hbm_per_chip.si  # the chip simulated, which may not be the trace's
-        out["hbm_fits"] = not out["hbm_capacity_bytes"] or out["hbm_bytes_per_chip"] <= out["hbm_capacity_bytes"]
+        out["hbm_fits"] = fits_hbm(out["hbm_bytes_per_chip"], out["hbm_capacity_bytes"])
     return out
 
 

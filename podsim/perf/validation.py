@@ -32,6 +32,7 @@ from podsim.topology import get_generation
 from podsim.trace import generate_trace
 from podsim.trace.configs import PRESETS, TransformerConfig
 from podsim.trace.generate import RECOMPUTE_POLICIES, GenerateOptions
+from podsim.trace.memory import fits_hbm
 
 UPPER_BOUND_BAND = 0.25
 
@@ -136,7 +137,7 @@ def row_trace(row: Row):
     capacity = get_generation(row.generation).hbm_per_chip.si
     for policy in RECOMPUTE_POLICIES:
         trace = gen(policy)
-        if trace.meta["hbm_footprint"]["total_bytes"] <= capacity:
+        if fits_hbm(trace.meta["hbm_footprint"]["total_bytes"], capacity):
             return trace
     return trace  # fits under no policy: the table's hbm column says so
 

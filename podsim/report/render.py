@@ -29,6 +29,7 @@ from podsim.report.scaling import scaling_details
 from podsim.report.spine import spine_details, spine_figures
 from podsim.scenario.result import RunResult
 from podsim.sweep.run import answer_text, probe_text
+from podsim.trace.memory import hbm_text
 from podsim.units import format_bytes, format_rate
 from podsim.units import format_duration as sec
 from podsim.units import format_percent as pct
@@ -92,9 +93,7 @@ def _hbm(m: dict) -> str:
     """The step's HBM bytes per chip against the chip's (podsim.trace.memory), or why not known."""
     if m.get("hbm_bytes_per_chip") is None:
         return "not known (an imported trace)"
-    cap = m.get("hbm_capacity_bytes")
-    fits = "" if m.get("hbm_fits", True) else ": DOES NOT FIT, a run that cannot happen"
-    return f"{format_bytes(m['hbm_bytes_per_chip'])} of {format_bytes(cap) if cap else 'unknown'}{fits}"
+    return hbm_text(m["hbm_bytes_per_chip"], m.get("hbm_capacity_bytes"))
 
 
 STEP_ROWS: list[Row] = [

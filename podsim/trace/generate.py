@@ -396,7 +396,7 @@ def _transformer_program(cfg: TransformerConfig, plan: ParallelPlan, opts: Gener
         "microbatch_sequences": sh.b,
         "layers_per_stage": sh.layers,
         "pipeline_bubble_fraction": (p - 1) / (m + p - 1),
-        "hbm_footprint": transformer_footprint(cfg, sh, m).as_dict(),
+        "hbm_footprint": transformer_footprint(sh, m).as_dict(),
     }
     return builder, info
 

@@ -27,8 +27,9 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from podsim.trace.configs import ResNetConfig, TransformerConfig
+from podsim.trace.configs import ResNetConfig
 from podsim.trace.costs import TransformerShard
+from podsim.units import format_bytes
 
 STATE_BYTES_FP32 = 12  # fp32 master weight + Adam first and second moments (ZeRO §3.1)
 LOGIT_BYTES = 4  # fp32 logits for the softmax cross-entropy
@@ -55,10 +56,11 @@ def _state_per_param(opts) -> float:
     return opts.weight_bytes + opts.grad_bytes + STATE_BYTES_FP32
 
 
-def layer_activation_elems(sh: TransformerShard, recompute: str, attention: str) -> tuple[float, float]:
+def layer_activation_elems(sh: TransformerShard) -> tuple[float, float]:
     """(elements one layer keeps for backward, elements of its full activations) per micro-batch
-    on one chip, under the recompute policy."""
+    on one chip, under the shard's recompute policy and attention kernel."""
     c, T, t = sh.cfg, float(sh.tokens), sh.t
+    recompute, attention = sh.opts.recompute, sh.opts.attention
     rep = 1.0 / t if sh.opts.sequence_parallel else 1.0  # [b, s, d] tensors: split by SP only
     dh = c.d_head
     norms_in = 2 * T * c.d_model * rep
@@ -77,14 +79,14 @@ def layer_activation_elems(sh: TransformerShard, recompute: str, attention: str)
     return full, full
 
 
-def transformer_footprint(cfg: TransformerConfig, sh: TransformerShard, microbatches: int) -> HbmFootprint:
-    """Peak HBM bytes per chip of `cfg` sharded as `sh` (see the module docstring)."""
-    opts, plan = sh.opts, sh.plan
+def transformer_footprint(sh: TransformerShard, microbatches: int) -> HbmFootprint:
+    """Peak HBM bytes per chip of a transformer sharded as `sh` (see the module docstring)."""
+    cfg, opts, plan = sh.cfg, sh.opts, sh.plan
     layer_params = sh.dense_params() + sh.expert_params()
     params = sh.layers * layer_params + sh.embed_params()
     state = params * _state_per_param(opts) / plan.fsdp
     gathered = 2 * layer_params * opts.weight_bytes if plan.fsdp > 1 else 0.0
-    kept, full = layer_activation_elems(sh, opts.recompute, opts.attention)
+    kept, full = layer_activation_elems(sh)
     in_flight = min(microbatches, plan.pipeline) if plan.pipeline > 1 else 1
     activations = sh.layers * kept * opts.act_bytes * in_flight
     logits = sh.b * cfg.head_positions * sh.vocab * LOGIT_BYTES  # the positions through the LM head
@@ -99,9 +101,20 @@ def resnet_footprint(cfg: ResNetConfig, images: int, opts) -> HbmFootprint:
     return HbmFootprint(state, 0.0, per_image * images * opts.act_bytes, images * cfg.classes * LOGIT_BYTES)
 
 
+def fits_hbm(footprint_bytes: float, capacity_bytes: float | None) -> bool:
+    """The step fits the chip's HBM (a chip without a published capacity is taken to fit)."""
+    return not capacity_bytes or footprint_bytes <= capacity_bytes
+
+
+def hbm_text(footprint_bytes: float, capacity_bytes: float | None) -> str:
+    """'20 GiB of 32 GiB', marked when it does not fit: the CLI's and the report's row."""
+    cap = format_bytes(capacity_bytes) if capacity_bytes else "unknown"
+    return f"{format_bytes(footprint_bytes)} of {cap}" + ("" if fits_hbm(footprint_bytes, capacity_bytes) else ": DOES NOT FIT")
+
+
 def fits_message(footprint_bytes: float, capacity_bytes: float | None) -> str | None:
     """A one-line warning when the step does not fit in the chip's HBM, else None."""
-    if not capacity_bytes or footprint_bytes <= capacity_bytes:
+    if fits_hbm(footprint_bytes, capacity_bytes):
         return None
     return (f"this plan needs about {footprint_bytes / 2**30:.1f} GiB of HBM per chip (state, gathered weights, kept "
             f"activations, logits) but the chip has {capacity_bytes / 2**30:.1f} GiB: more recompute, more sharding "
