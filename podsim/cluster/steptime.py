@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from podsim.errors import PodsimError
-from podsim.perf import chip_compute, op_time_s
+from podsim.perf import chip_compute, op_timer
 from podsim.topology import Generation
 from podsim.trace import generate_trace
 from podsim.trace.configs import ResNetConfig, get_model
@@ -73,16 +73,10 @@ def compute_critical_path_s(trace: StepTrace, generation: Generation) -> float:
     """The longest path through the trace's op DAG with compute ops timed as the engine times
     them when no flat efficiency is set (a fixed duration or the op's own efficiency, else the
     per-op model) and every collective or send taking no time."""
-    chip = chip_compute(generation)
-    durations: dict[tuple, float] = {}
+    duration = op_timer(generation, chip_compute(generation))
     finish: dict[str, float] = {}
     for op in trace.topological_order():
-        t = 0.0
-        if isinstance(op, Compute):
-            key = (op.duration_s, op.efficiency, op.flops, op.hbm_bytes, op.matmuls, op.precision)
-            if key not in durations:
-                durations[key] = op_time_s(op, generation, chip)
-            t = durations[key]
+        t = duration(op) if isinstance(op, Compute) else 0.0
         finish[op.id] = max((finish[d] for d in op.deps), default=0.0) + t
     return max(finish.values(), default=0.0)
 

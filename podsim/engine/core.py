@@ -33,7 +33,7 @@ from podsim.engine.jobs import Job
 from podsim.engine.network import CountingEnvironment, FlowNetwork
 from podsim.engine.results import CollectiveResult, OpTiming, StepResult
 from podsim.errors import PodsimError
-from podsim.perf import chip_compute, op_time_s
+from podsim.perf import chip_compute, op_timer
 from podsim.topology import Built
 from podsim.trace.kinds import normalise_algorithm, normalise_kind
 from podsim.trace.model import (
@@ -82,15 +82,7 @@ def _prepare(job: Job, pool: RouterPool, efficiency: float | None) -> list[_OpPl
         return layouts[key]
 
     plans: dict[tuple, object] = {}
-    chip = chip_compute(job.fabric.generation) if efficiency is None else None
-    durations: dict[tuple, float] = {}
-
-    def duration(op: Compute) -> float:
-        """Layers repeat a handful of op shapes: time each shape once."""
-        key = (op.duration_s, op.efficiency, op.flops, op.hbm_bytes, op.matmuls, op.precision)
-        if key not in durations:
-            durations[key] = op_time_s(op, job.fabric.generation, chip, efficiency)
-        return durations[key]
+    duration = op_timer(job.fabric.generation, chip_compute(job.fabric.generation) if efficiency is None else None, efficiency)
 
     def plan(kind: str, group, nbytes: float, algorithm: str, shift: int = 1):
         """Plans are read-only: a model's layers repeat a handful of collectives, plan each once."""

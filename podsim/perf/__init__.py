@@ -10,10 +10,11 @@ from podsim.perf.opmodel import (
     matmul_time_s,
     memory_time_s,
     op_time_s,
+    op_timer,
     padded_flops,
 )
 
 __all__ = [
     "CHIPS", "ChipCompute", "Matmul", "backward_matmuls", "chip_compute", "compute_time_s", "compute_timing",
-    "matmul_time_s", "memory_time_s", "op_time_s", "padded_flops",
+    "matmul_time_s", "memory_time_s", "op_time_s", "op_timer", "padded_flops",
 ]

@@ -14,7 +14,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from podsim.errors import PodsimError
@@ -96,3 +96,17 @@ def op_time_s(op, generation, chip: ChipCompute | None, efficiency: float | None
 def compute_timing(efficiency: float | None) -> str:
     """How compute was timed, for people: the per-op model (None) or a flat fraction of peak."""
     return "compute by the per-op model" if efficiency is None else f"compute at {100 * efficiency:g}% of peak"
+
+
+def op_timer(generation, chip: ChipCompute | None, efficiency: float | None = None) -> Callable[[object], float]:
+    """`op_time_s` for every compute op of a step, each distinct op shape timed once (a model's
+    layers repeat a handful of them)."""
+    durations: dict[tuple, float] = {}
+
+    def duration(op) -> float:
+        key = (op.duration_s, op.efficiency, op.flops, op.hbm_bytes, op.matmuls, op.precision)
+        if key not in durations:
+            durations[key] = op_time_s(op, generation, chip, efficiency)
+        return durations[key]
+
+    return duration
