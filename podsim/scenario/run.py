@@ -42,10 +42,11 @@ ProgressFn = Callable[[float, float], None]
 _TOPOLOGY_CACHE: dict[str, dict] = {}
 
 
-def dcn_spec(s: Scenario, groups: tuple[tuple[int, ...], ...] = ()) -> DcnSpec:
+def dcn_spec(s: Scenario) -> DcnSpec:
+    """The scenario's `dcn` section as the topology's DcnSpec (explicit OCS groups only; 'job'
+    groups are engineered by build_job)."""
     d = s.dcn
-    if isinstance(d.ocs_groups, tuple):
-        groups = d.ocs_groups
+    groups = d.ocs_groups if isinstance(d.ocs_groups, tuple) else ()
     return DcnSpec(kind=d.kind, hosts_per_leaf=d.hosts_per_leaf, spines=d.spines, ecmp=d.ecmp, oversubscription=d.oversubscription,
                    switch_latency_s=d.switch_latency, ocs_groups=groups, sites=d.sites, wan_latency_s=d.wan_latency,
                    wan_bytes_per_s=d.wan_gbps * 1e9 / 8)
