@@ -204,8 +204,10 @@ def _run_step(s: Scenario, gen: Generation, on_progress: ProgressFn | None):
         m[f"{kind}_busy_s"] = k["busy_s"]
     for level, d in r.levels.items():
         m[f"{level}_busy_s"], m[f"{level}_exposed_s"] = d["busy_s"], d["exposed_s"]
-    m["dcn_collective_busy_s"] = sum(t.duration_s for t in r.timeline if t.step == 0 and "dcn" in t.group.split(","))
-    m["dcn_collective_bytes"] = sum(t.bytes for t in r.timeline if t.step == 0 and "dcn" in t.group.split(","))
+    ops = [t for t in r.timeline if t.step == 0]
+    dcn_ops = [t for t in ops if "dcn" in t.group.split(",")]
+    m["dcn_collective_busy_s"] = sum(t.duration_s for t in dcn_ops)
+    m["dcn_collective_bytes"] = sum(t.bytes for t in dcn_ops)
     if st.steps:
         m["steps"] = st.steps
         m["time_to_train_s"] = st.steps * r.step_time_s
@@ -213,7 +215,6 @@ def _run_step(s: Scenario, gen: Generation, on_progress: ProgressFn | None):
     cost = cost_figures(gen, chip_h, chip_h)
     cost["per"] = f"{st.steps} steps" if st.steps else "one step"
     m.update(chip_h=chip_h, cost_usd=cost["cost_usd"], energy_kwh=cost["energy_kwh"])
-    ops = [t for t in r.timeline if t.step == 0]
     tables = {
         "step_ops": normalise_table("step_ops", {
             "op": [t.id for t in ops], "kind": [t.kind for t in ops], "start_s": [t.start_s for t in ops],
