@@ -11,9 +11,10 @@ from helpers import run_podsim
 
 from podsim.errors import PodsimError
 from podsim.scenario import load_scenario, load_scenario_text, run_scenario
-from podsim.scenario.fields import duration_s, fraction, parse_target, rate_per_h
+from podsim.scenario.fields import parse_target
 from podsim.scenario.run import cluster_run
 from podsim.sweep import apply_overrides
+from podsim.units import duration_s, fraction, rate_per_h
 
 DATA = Path(__file__).parent / "data" / "scenarios"
 BROKEN = sorted((DATA / "broken").glob("*.yaml"))
