@@ -15,7 +15,6 @@ from pathlib import Path
 import streamlit as st
 
 from podsim.errors import InternalError, PodsimError
-from podsim.files import parse_yaml
 from podsim.topology import Generation, generations, get_generation
 from podsim.units import format_duration, format_percent
 
@@ -89,11 +88,6 @@ def saved_files(files: Sequence[tuple[str, bytes]]) -> Iterator[list[Path]]:
             yield paths
         except PodsimError as exc:
             raise PodsimError(str(exc).replace(tmp + "/", "")) from None
-
-
-def parse_yaml_text(text: str, what: str):
-    """YAML typed or uploaded by a user, parsed safely (plain data only, no object tags)."""
-    return parse_yaml(text, what)
 
 
 def digest(data: bytes) -> str:

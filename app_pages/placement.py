@@ -13,12 +13,12 @@ from app_pages.common import (
     colour,
     digest,
     inline_errors,
-    parse_yaml_text,
     percent,
     pick_generation,
     upload_bytes,
 )
 from podsim.errors import PodsimError
+from podsim.files import parse_yaml
 from podsim.placement import (
     PlacementSettings,
     PodState,
@@ -58,7 +58,7 @@ def run_placement(gen: str, ocs: bool, requests: list[dict], failures_text: str,
     """The library's placement path, as `podsim place` runs it: validate, place, prove, report."""
     state = PodState.empty(gen, ocs=ocs)
     reqs = parse_requests(requests, state.layout.generation, source="requests table")
-    state.apply_failures(parse_failures(parse_yaml_text(failures_text, "failures"), state.layout))
+    state.apply_failures(parse_failures(parse_yaml(failures_text, "failures"), state.layout))
     params = SolverParams(time_limit_s=time_limit_s, num_workers=workers, random_seed=seed, deterministic=not wall_clock)
     settings = PlacementSettings(block_cubes=block_cubes)
     result = place(state, reqs, solver=solver, policy=policy, params=params, settings=settings)
@@ -194,7 +194,7 @@ with left:
     if upload is not None:
         with inline_errors():
             data = upload_bytes(upload)
-            raw = parse_yaml_text(data.decode("utf-8", errors="replace"), upload.name)
+            raw = parse_yaml(data.decode("utf-8", errors="replace"), upload.name)
             if not isinstance(raw, list) or not all(isinstance(r, dict) for r in raw):
                 raise PodsimError(f"{upload.name}: expected a YAML list of requests ({{id, shape, priority, twisted}})")
             initial, source = raw, f"upload-{digest(data)}"

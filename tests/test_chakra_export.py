@@ -181,6 +181,8 @@ def test_cli_export_and_errors(tmp_path, capsys):
     assert code == 2 and "--format 'perfetto' is not supported; use chakra" in err
     code, _, err = run_podsim(capsys, "trace", "export", str(src), "--slice", "2x6x4", "-o", str(out))
     assert code == 2 and "op 'rs': group y:2:2 spans 4 chips along y but the slice has 6" in err
+    code, _, err = run_podsim(capsys, "trace", "export", str(src), "--slice", "2x4x4", "-o", str(src))
+    assert code == 2 and "is a file, not a folder" in err and len(err.strip().splitlines()) == 1
 
 
 def test_peer_off_axis_is_refused(tmp_path):

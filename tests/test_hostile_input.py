@@ -29,6 +29,15 @@ def _scenario(**changes) -> str:
     return json.dumps(out)
 
 
+def _scenario_with_a_short_csv_row(tmp_path: Path) -> dict:
+    """The test scenario reading a job trace whose line 2 has 3 fields of the header's 4."""
+    bad_csv = tmp_path / "jobs.csv"
+    bad_csv.write_text("job_id,submission_time,duration,num_gpu\nj1,0,100\n")
+    base = json.loads(_scenario())
+    base["workload"] = {"trace": {"path": str(bad_csv)}}
+    return base
+
+
 @pytest.fixture(scope="module")
 def d(tmp_path_factory) -> Path:
     """The hostile files, written once."""
@@ -239,10 +248,7 @@ def test_a_run_that_fails_while_saving_leaves_no_files_and_no_stored_run(tmp_pat
 
 
 def test_a_sweep_whose_points_all_fail_exits_1_and_names_them(tmp_path, capsys):
-    bad_csv = tmp_path / "jobs.csv"
-    bad_csv.write_text("job_id,submission_time,duration,num_gpu\nj1,0,100\n")
-    base = json.loads(_scenario())
-    base["workload"] = {"trace": {"path": str(bad_csv)}}
+    base = _scenario_with_a_short_csv_row(tmp_path)
     (tmp_path / "base.yaml").write_text(json.dumps(base))
     (tmp_path / "sw.yaml").write_text("sweep: all-fail\nbase: base.yaml\ngrid: {seed: [1, 2]}\n")
     code, out, err = run_podsim(capsys, "sweep", str(tmp_path / "sw.yaml"), "-o", str(tmp_path / "o"))
@@ -275,10 +281,7 @@ def test_long_work_without_a_terminal_prints_progress_lines(capsys):
 
 
 def test_validate_reads_the_files_a_run_would_read(tmp_path, capsys):
-    bad_csv = tmp_path / "jobs.csv"
-    bad_csv.write_text("job_id,submission_time,duration,num_gpu\nj1,0,100\n")
-    base = json.loads(_scenario())
-    base["workload"] = {"trace": {"path": str(bad_csv)}}
+    base = _scenario_with_a_short_csv_row(tmp_path)
     (tmp_path / "s.yaml").write_text(json.dumps(base))
     code, _, err = run_podsim(capsys, "validate", str(tmp_path / "s.yaml"))
     assert code == 2 and "jobs.csv line 2: 3 fields" in err

@@ -11,9 +11,10 @@ from helpers import run_podsim
 
 from podsim.errors import PodsimError
 from podsim.scenario import load_scenario, load_scenario_text, run_scenario
-from podsim.scenario.fields import duration_s, fraction, parse_target, rate_per_h
+from podsim.scenario.fields import parse_target
 from podsim.scenario.run import cluster_run
 from podsim.sweep import apply_overrides
+from podsim.units import duration_s, fraction, rate_per_h
 
 DATA = Path(__file__).parent / "data" / "scenarios"
 BROKEN = sorted((DATA / "broken").glob("*.yaml"))
@@ -168,6 +169,8 @@ def test_engineered_ocs_dcn_beats_a_uniform_mesh(step):
     ("{generation: tpu-v4}\nworkload: {step: {model: resnet50, slice: 4x4x4, parallelism: data=32}}", "uses 32 chips per slice"),
     ("{generation: tpu-v4}\nworkload: {synthetic: {jobs: 3, rate: 1/h}}\nhorizon: 1d\ntargets: {step_time_s: '<= 1s'}", "no target on 'step_time_s'"),
     ("{generation: tpu-v4}\ndcn: {kind: ocs, ocs_groups: job}\nworkload: {synthetic: {jobs: 3, rate: 1/h}}\nhorizon: 1d", "multislice step job"),
+    ("{generation: tpu-v5e, wiring: static}\nworkload: {step: {model: llama2-70b, slice: 4x4, slices: 2}}",
+     "workload.step.slices: a multislice job takes whole-cube slices of an OCS pod; tpu-v5e 4x4 is not one"),
 ])
 def test_cross_field_errors(text, needle):
     with pytest.raises(PodsimError) as e:

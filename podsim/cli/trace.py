@@ -12,6 +12,7 @@ from podsim.bounds import opt_count, opt_finite
 from podsim.cli import app
 from podsim.cli.common import console, emit_json, table
 from podsim.errors import PodsimError
+from podsim.files import output_folder
 from podsim.topology import format_shape, get_generation, parse_shape
 from podsim.trace import (
     ASTRA_CLOCK_HZ,
@@ -158,7 +159,7 @@ def export_cmd(
     shape = parse_shape(str(shape_text))
     check_fits(trace, shape)
     name = prefix or file.name.split(".")[0]
-    out_dir.mkdir(parents=True, exist_ok=True)
+    out_dir = output_folder(out_dir)  # a file in the way or no permission: one line naming the path
     paths = [out_dir / n for n in et_file_names(name, math.prod(shape))]
     nodes = len(trace.ops) + sum(isinstance(op, SendRecv) for op in trace.ops)
     total = 0

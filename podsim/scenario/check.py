@@ -14,7 +14,7 @@ from podsim.scenario.fields import parse_target
 from podsim.scenario.scaling import plan_error
 from podsim.scenario.schema import Scenario
 from podsim.scenario.steptime import plan_template, resolve_plan
-from podsim.topology import Generation, get_generation, parse_shape, validate_shape
+from podsim.topology import Generation, SliceSpec, get_generation, parse_shape, validate_shape
 from podsim.trace.configs import PRESETS, get_model
 from podsim.trace.mesh import parse_parallelism
 from podsim.units import is_rate_unit
@@ -95,17 +95,21 @@ def _check_failure_events(s: Scenario, gen: Generation) -> None:
                          f"({hosts:.0f} hosts, MTBF {host.mtbf_s:g} s); podsim draws at most {MAX_FAILURE_EVENTS:,}")
 
 
+def _check_multislice(loc: tuple, spec: SliceSpec, gen: Generation, ocs: bool, shape: str) -> None:
+    """A multislice job's slices are whole cubes of an OCS pod (place_slices joins them over the DCN)."""
+    if spec.kind != "cubes" or not (gen.has_ocs and ocs):
+        raise FieldError(loc, f"a multislice job takes whole-cube slices of an OCS pod; {gen.id} {shape} is not one")
+
+
 def _check_step(s: Scenario, gen: Generation) -> None:
     st = s.workload.step
     loc = ("workload", "step")
     ocs = s.topology.wiring == "ocs"
     spec = _wrap(loc + ("slice",), validate_shape, gen, parse_shape(st.slice), st.twisted, ocs)
     if st.model is not None:
-        cfg = _wrap(loc + ("model",), get_model, st.model, dict(st.model_overrides) or None)
-        del cfg
+        _wrap(loc + ("model",), get_model, st.model, dict(st.model_overrides) or None)
     if st.slices > 1:
-        if spec.kind != "cubes" or not (gen.has_ocs and ocs):
-            raise FieldError(loc + ("slices",), f"a multislice job takes whole-cube slices of an OCS pod; {gen.id} {st.slice} is not one")
+        _check_multislice(loc + ("slices",), spec, gen, ocs, st.slice)
         if st.twisted:
             raise FieldError(loc + ("twisted",), "multislice jobs run on plain tori here; set twisted: false")
         # Slices beyond one pod go to the next pods behind the same DCN (place_slices).
@@ -135,8 +139,7 @@ def _check_scaling(s: Scenario, gen: Generation) -> None:
         if i and n <= counts[i - 1]:
             raise FieldError(loc + ("slices", i), f"slice counts {counts} must increase ({n} after {counts[i - 1]})")
     spec = _wrap(loc + ("slice",), validate_shape, gen, parse_shape(sc.slice), False, s.topology.wiring == "ocs")
-    if spec.kind != "cubes" or not (gen.has_ocs and s.topology.wiring == "ocs"):
-        raise FieldError(loc + ("slice",), f"a multislice job takes whole-cube slices of an OCS pod; {gen.id} {sc.slice} is not one")
+    _check_multislice(loc + ("slice",), spec, gen, s.topology.wiring == "ocs", sc.slice)
     if counts[-1] * spec.chips > MAX_FLEET_CHIPS:
         raise FieldError(loc + ("slices", len(counts) - 1), f"{counts[-1]} slices of {spec.chips} chips are more than "
                          f"{MAX_FLEET_CHIPS:,} chips (the fleet bound)")

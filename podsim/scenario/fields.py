@@ -10,7 +10,7 @@ from typing import Any
 
 from podsim.errors import PodsimError
 from podsim.metrics import METRICS, target_metrics
-from podsim.units import duration_s, finite_number, fraction, rate_per_h  # noqa: F401  (rate_per_h: re-exported)
+from podsim.units import duration_s, finite_number, fraction
 
 # Metrics a target may name, with how its threshold is written: from the metric registry.
 TARGET_UNITS: dict[str, str] = {n: METRICS[n].threshold for n in dict.fromkeys(target_metrics("cluster") + target_metrics("step"))}

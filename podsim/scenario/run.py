@@ -42,10 +42,11 @@ ProgressFn = Callable[[float, float], None]
 _TOPOLOGY_CACHE: dict[str, dict] = {}
 
 
-def dcn_spec(s: Scenario, groups: tuple[tuple[int, ...], ...] = ()) -> DcnSpec:
+def dcn_spec(s: Scenario) -> DcnSpec:
+    """The scenario's `dcn` section as the topology's DcnSpec (explicit OCS groups only; 'job'
+    groups are engineered by build_job)."""
     d = s.dcn
-    if isinstance(d.ocs_groups, tuple):
-        groups = d.ocs_groups
+    groups = d.ocs_groups if isinstance(d.ocs_groups, tuple) else ()
     return DcnSpec(kind=d.kind, hosts_per_leaf=d.hosts_per_leaf, spines=d.spines, ecmp=d.ecmp, oversubscription=d.oversubscription,
                    switch_latency_s=d.switch_latency, ocs_groups=groups, sites=d.sites, wan_latency_s=d.wan_latency,
                    wan_bytes_per_s=d.wan_gbps * 1e9 / 8)
@@ -203,8 +204,10 @@ def _run_step(s: Scenario, gen: Generation, on_progress: ProgressFn | None):
         m[f"{kind}_busy_s"] = k["busy_s"]
     for level, d in r.levels.items():
         m[f"{level}_busy_s"], m[f"{level}_exposed_s"] = d["busy_s"], d["exposed_s"]
-    m["dcn_collective_busy_s"] = sum(t.duration_s for t in r.timeline if t.step == 0 and "dcn" in t.group.split(","))
-    m["dcn_collective_bytes"] = sum(t.bytes for t in r.timeline if t.step == 0 and "dcn" in t.group.split(","))
+    ops = [t for t in r.timeline if t.step == 0]
+    dcn_ops = [t for t in ops if "dcn" in t.group.split(",")]
+    m["dcn_collective_busy_s"] = sum(t.duration_s for t in dcn_ops)
+    m["dcn_collective_bytes"] = sum(t.bytes for t in dcn_ops)
     if st.steps:
         m["steps"] = st.steps
         m["time_to_train_s"] = st.steps * r.step_time_s
@@ -212,7 +215,6 @@ def _run_step(s: Scenario, gen: Generation, on_progress: ProgressFn | None):
     cost = cost_figures(gen, chip_h, chip_h)
     cost["per"] = f"{st.steps} steps" if st.steps else "one step"
     m.update(chip_h=chip_h, cost_usd=cost["cost_usd"], energy_kwh=cost["energy_kwh"])
-    ops = [t for t in r.timeline if t.step == 0]
     tables = {
         "step_ops": normalise_table("step_ops", {
             "op": [t.id for t in ops], "kind": [t.kind for t in ops], "start_s": [t.start_s for t in ops],
