@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from podsim.placement import PodState, SlicePlacement, darken
+from podsim.placement.multislice import dcn_span
 
 
 class GangSlice:
@@ -79,13 +80,12 @@ class GangFit:
         return GangSlice(p.slice for p in self.parts)
 
 
-def sites_spanned(slc, pods: int, sites: int) -> int:
-    """Data centres a job's slice(s) sit in (`sites` equal runs of consecutive pods, as
-    `DcnSpec.sites` and `site_of_pod`): 1 for one slice, else the sites of the gang's pods."""
+def sites_spanned(slc, layout, sites: int) -> int:
+    """Data centres a job's slice(s) sit in (placement's `dcn_span` over `site_of_pod`): 1 for
+    one slice, else the sites of the gang's pods."""
     if not isinstance(slc, GangSlice | GangFit) or sites == 1:
         return 1
-    per_site = pods // sites
-    return len({p // per_site for p in slc.pods})
+    return dcn_span(layout, slc.pods, sites)[0]
 
 
 def slice_of(state: PodState, where):

@@ -134,7 +134,7 @@ class ClusterSim:
             slow = self._slowdown(job, slc)
         if j.duration_s is not None:
             return float(j.duration_s) * slow
-        sites = gang.sites_spanned(slc, self.layout.pods, self.settings.sites)
+        sites = gang.sites_spanned(slc, self.layout, self.settings.sites)
         return slow * j.steps * self.step_time.step_time_s(j.model, self.gen, tuple(slc.shape), slc.twisted,
                                                            slices=j.slices, sites=sites)
 
