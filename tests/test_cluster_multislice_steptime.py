@@ -12,7 +12,7 @@ from podsim.cluster.gang import GangSlice, sites_spanned
 from podsim.engine import build_job, simulate_step
 from podsim.errors import PodsimError
 from podsim.scenario.steptime import EngineStepTime, RecordingStepTime
-from podsim.topology import DcnSpec, build_slice, get_generation
+from podsim.topology import DcnSpec, PodLayout, build_slice, get_generation
 from podsim.trace import generate_trace
 from podsim.trace.configs import get_model
 from podsim.trace.plans import multislice_plan
@@ -133,14 +133,16 @@ def test_a_gang_split_over_two_sites_is_timed_over_the_wan():
 
 
 def test_sites_spanned_counts_the_sites_of_the_gangs_pods():
+    layout = PodLayout(V4, pods=4)
+
     class P:  # a slice on a pod
         def __init__(self, pod):
             self.pod = pod
 
-    assert sites_spanned(P(3), pods=4, sites=2) == 1
-    assert sites_spanned(GangSlice([P(0), P(1)]), pods=4, sites=2) == 1
-    assert sites_spanned(GangSlice([P(1), P(2)]), pods=4, sites=2) == 2
-    assert sites_spanned(GangSlice([P(0), P(3)]), pods=4, sites=1) == 1
+    assert sites_spanned(P(3), layout, sites=2) == 1
+    assert sites_spanned(GangSlice([P(0), P(1)]), layout, sites=2) == 1
+    assert sites_spanned(GangSlice([P(1), P(2)]), layout, sites=2) == 2
+    assert sites_spanned(GangSlice([P(0), P(3)]), layout, sites=1) == 1
 
 
 ENGINE_SCENARIO = """

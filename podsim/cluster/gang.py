@@ -11,9 +11,32 @@ from __future__ import annotations
 import numpy as np
 
 from podsim.placement import PodState, SlicePlacement, darken
+from podsim.placement.multislice import dcn_span
 
 
-class GangSlice:
+class _Gang:
+    """What a gang of slices (`members`: Slices or Fits, one per slice) shows as one holder."""
+
+    __slots__ = ()
+
+    @property
+    def chips(self) -> np.ndarray:
+        return np.concatenate([np.asarray(m.chips) for m in self.members])
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.members[0].shape
+
+    @property
+    def twisted(self) -> bool:
+        return self.members[0].twisted
+
+    @property
+    def pods(self) -> list[int]:
+        return sorted({int(m.pod) for m in self.members})
+
+
+class GangSlice(_Gang):
     """The slices of a running multislice job, as one holder of chips, cubes and circuits."""
 
     __slots__ = ("slices",)
@@ -22,8 +45,8 @@ class GangSlice:
         self.slices = tuple(slices)
 
     @property
-    def chips(self) -> np.ndarray:
-        return np.concatenate([np.asarray(s.chips) for s in self.slices])
+    def members(self) -> tuple:
+        return self.slices
 
     @property
     def cubes(self) -> tuple[int, ...]:
@@ -33,20 +56,8 @@ class GangSlice:
     def circuits(self) -> tuple:
         return tuple(c for s in self.slices for c in s.circuits)
 
-    @property
-    def shape(self) -> tuple[int, ...]:
-        return self.slices[0].shape
 
-    @property
-    def twisted(self) -> bool:
-        return self.slices[0].twisted
-
-    @property
-    def pods(self) -> list[int]:
-        return sorted({int(s.pod) for s in self.slices})
-
-
-class GangFit:
+class GangFit(_Gang):
     """Where a multislice job would go now: one placement-search `Fit` per slice."""
 
     __slots__ = ("parts",)
@@ -55,37 +66,24 @@ class GangFit:
         self.parts = tuple(parts)
 
     @property
-    def chips(self) -> np.ndarray:
-        return np.concatenate([p.chips for p in self.parts])
-
-    @property
-    def shape(self) -> tuple[int, ...]:
-        return self.parts[0].shape
-
-    @property
-    def twisted(self) -> bool:
-        return self.parts[0].twisted
+    def members(self) -> tuple:
+        return self.parts
 
     @property
     def circuits(self) -> bool:
         return any(p.circuits for p in self.parts)
 
     @property
-    def pods(self) -> list[int]:
-        return sorted({int(p.assignment.pod) for p in self.parts})
-
-    @property
     def slice(self) -> GangSlice:
         return GangSlice(p.slice for p in self.parts)
 
 
-def sites_spanned(slc, pods: int, sites: int) -> int:
-    """Data centres a job's slice(s) sit in (`sites` equal runs of consecutive pods, as
-    `DcnSpec.sites` and `site_of_pod`): 1 for one slice, else the sites of the gang's pods."""
+def sites_spanned(slc, layout, sites: int) -> int:
+    """Data centres a job's slice(s) sit in (placement's `dcn_span` over `site_of_pod`): 1 for
+    one slice, else the sites of the gang's pods."""
     if not isinstance(slc, GangSlice | GangFit) or sites == 1:
         return 1
-    per_site = pods // sites
-    return len({p // per_site for p in slc.pods})
+    return dcn_span(layout, slc.pods, sites)[0]
 
 
 def slice_of(state: PodState, where):

@@ -64,6 +64,10 @@ class Fit:
         return self.options[0].spec.twisted
 
     @property
+    def pod(self) -> int:
+        return self.assignment.pod
+
+    @property
     def circuits(self) -> bool:
         """Whether the slice needs OCS circuits (a cube-level slice of an OCS pod)."""
         return self.assignment.kind == "cubes" and self.layout.ocs

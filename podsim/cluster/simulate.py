@@ -126,19 +126,24 @@ class ClusterSim:
     def free_chips(self) -> int:
         return self.healthy - self.busy
 
-    def work_s(self, job: SimJob, slc) -> float:
+    def work_s(self, job: SimJob, slc, slow: float | None = None) -> float:
         """Run time of the whole job on slice `slc` (a Slice or a Fit): its duration, or steps x
-        step time there."""
+        step time there (`slow`: the slice's `_slowdown`, if the caller has it already)."""
         j = job.job
-        slow = self._slowdown(job, slc)
+        if slow is None:
+            slow = self._slowdown(job, slc)
         if j.duration_s is not None:
             return float(j.duration_s) * slow
-        sites = gang.sites_spanned(slc, self.layout.pods, self.settings.sites)
+        sites = gang.sites_spanned(slc, self.layout, self.settings.sites)
         return slow * j.steps * self.step_time.step_time_s(j.model, self.gen, tuple(slc.shape), slc.twisted,
                                                            slices=j.slices, sites=sites)
 
-    def _slowdown(self, job: SimJob, slc) -> float:
-        return self.config.degraded_slowdown if job.request.allow_degraded and is_degraded(self.state, self.layout, slc) else 1.0
+    def _slowdown(self, job: SimJob, slc, degraded: bool | None = None) -> float:
+        if not job.request.allow_degraded:
+            return 1.0
+        if degraded is None:
+            degraded = is_degraded(self.state, self.layout, slc)
+        return self.config.degraded_slowdown if degraded else 1.0
 
     def overhead_of(self, job: SimJob, slc) -> float:
         return (self.config.restart_overhead_s if job.restart else 0.0) + (self.reconfigure_s if slc.circuits else 0.0)
@@ -256,14 +261,15 @@ class ClusterSim:
         if math.isnan(job.first_start_s):
             job.first_start_s = now
         job.alloc_s = now
+        degraded = is_degraded(self.state, self.layout, slc)  # once per start: the slowdown and the counter
         job.overhead_s = self.overhead_of(job, slc)
-        job.work_s = self.work_s(job, slc)
-        job.slow = self._slowdown(job, slc)
+        job.slow = self._slowdown(job, slc, degraded)
+        job.work_s = self.work_s(job, slc, job.slow)
         length = job.overhead_s + (1.0 - job.progress) * job.work_s
         job.expected_end_s = now + length
         if slc.circuits:
             self.counters["ocs_reconfigurations"] += 1
-            self.counters["degraded_starts"] += is_degraded(self.state, self.layout, slc)
+            self.counters["degraded_starts"] += degraded
         self.busy += job.chips
         self.running[job.idx] = job
         job.proc = self.env.process(self._run(job, length))

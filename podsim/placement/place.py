@@ -82,16 +82,17 @@ def place(state, requests: Sequence[SliceRequest], *, solver: Solver = "cpsat", 
 
 def _place_gang(state, space: FreeSpace, request: SliceRequest, opts, policy: Policy,
                 settings: PlacementSettings) -> SlicePlacement:
-    """A multislice request's N slices, all or none, on the fewest sites then pods; the slices
-    found are taken from `space` and darkened for down OCS units."""
+    """A multislice request's N slices, all or none, on the fewest sites then pods."""
     mf = fit_multislice(space, opts, request.slices, policy, settings, settings.sites, request.span_sites, request.name)
     if not mf.assignments:
         return SlicePlacement(request, None, f"needs {mf.reason}")
-    slices = []
-    for a in mf.assignments:
-        space.take(space.chips_of(a))
-        slices.append(darken(state, to_slice(state.layout, opts, a)))
-    return SlicePlacement(request, slices[0], slices=tuple(slices))
+    return _gang_slices(state, request, opts, mf.assignments)
+
+
+def _gang_slices(state, request: SliceRequest, opts, assignments: Sequence[Assignment]) -> SlicePlacement:
+    """The placement of a gang's N assignments: their slices, darkened for down OCS units."""
+    slices = tuple(darken(state, to_slice(state.layout, opts, a)) for a in assignments)
+    return SlicePlacement(request, slices[0], slices=slices)
 
 
 def _cpsat(problem: Problem, params: SolverParams, policy: Policy) -> tuple[list, SolveStats]:
@@ -165,8 +166,7 @@ def _gang_placement(state, problem: Problem, g: int, final, after: FreeSpace, po
     req, opts = gang.request, problem.options[gang.copies[0]]
     got = [final[c] for c in gang.copies]
     if all(a is not None for a in got):
-        slices = tuple(darken(state, to_slice(state.layout, opts, a)) for a in got)
-        return SlicePlacement(req, slices[0], slices=slices)
+        return _gang_slices(state, req, opts, got)
     if not opts:
         return SlicePlacement(req, None, problem.errors[gang.copies[0]])
     s = problem.settings

@@ -72,12 +72,15 @@ class PodState:
         return out
 
     # Derived masks (read-only, cached until the next update; update through the methods) -------
-    def _cached(self, name: str, compute) -> np.ndarray:
-        arr = self._cache.get(name)
+    def _cached(self, name: str, compute, cache: dict | None = None) -> np.ndarray:
+        """`compute()` once, read-only, in `cache` (default `_cache`, cleared by every update;
+        `_health_cache` for masks of failures only)."""
+        cache = self._cache if cache is None else cache
+        arr = cache.get(name)
         if arr is None:
             arr = compute()
             arr.setflags(write=False)
-            self._cache[name] = arr
+            cache[name] = arr
         return arr
 
     @property
@@ -105,17 +108,13 @@ class PodState:
         uses them. Depends on failures only, so it survives allocate and release.
 
         All True on a layout without OCS (the static baseline has fixed fibers instead)."""
-        arr = self._health_cache.get("cube_ports_healthy")
-        if arr is None:
+        def compute():
             lay = self.layout
             if not lay.ocs:
-                arr = np.ones(lay.n_cubes, bool)
-            else:
-                ocs_down = self.ocs_failed.reshape(lay.pods, lay.ocs_per_pod).any(axis=1)
-                arr = ~self._per_cube(self.face_port_failed) & np.repeat(~ocs_down, lay.cubes_per_pod)
-            arr.setflags(write=False)
-            self._health_cache["cube_ports_healthy"] = arr
-        return arr
+                return np.ones(lay.n_cubes, bool)
+            ocs_down = self.ocs_failed.reshape(lay.pods, lay.ocs_per_pod).any(axis=1)
+            return ~self._per_cube(self.face_port_failed) & np.repeat(~ocs_down, lay.cubes_per_pod)
+        return self._cached("cube_ports_healthy", compute, self._health_cache)
 
     @property
     def cube_ocs_ok(self) -> np.ndarray:
@@ -131,17 +130,13 @@ class PodState:
         """(n_cubes,) as `cube_ports_healthy`, but ports on down OCS units do not count: a slice
         that allows a degraded torus leaves those circuits dark. A pod qualifies only while each
         dimension keeps an OCS up (else its cubes would be cut apart along that dimension)."""
-        arr = self._health_cache.get("cube_ports_degraded_healthy")
-        if arr is None:
+        def compute():
             lay = self.layout
             if not lay.ocs:
-                arr = np.ones(lay.n_cubes, bool)
-            else:
-                per_dim_up = (~self.ocs_failed).reshape(lay.pods, lay.dims, lay.links_per_face).any(axis=2).all(axis=1)
-                arr = ~self._per_cube(self.face_port_failed & ~self.ocs_failed[:, None]) & np.repeat(per_dim_up, lay.cubes_per_pod)
-            arr.setflags(write=False)
-            self._health_cache["cube_ports_degraded_healthy"] = arr
-        return arr
+                return np.ones(lay.n_cubes, bool)
+            per_dim_up = (~self.ocs_failed).reshape(lay.pods, lay.dims, lay.links_per_face).any(axis=2).all(axis=1)
+            return ~self._per_cube(self.face_port_failed & ~self.ocs_failed[:, None]) & np.repeat(per_dim_up, lay.cubes_per_pod)
+        return self._cached("cube_ports_degraded_healthy", compute, self._health_cache)
 
     @property
     def cube_ocs_degraded_ok(self) -> np.ndarray:
@@ -233,15 +228,13 @@ class PodState:
     def face_port_failed(self) -> np.ndarray:
         """(n_ocs, ports) a cube face port's fiber sits on a failed port: its own, or the spare
         it was remapped to (`remap_spares`). Circuits keep the face port's number."""
-        arr = self._health_cache.get("face_port_failed")
-        if arr is None:
+        def compute():
             remapped = self.port_remap >= 0
             arr = self.port_failed.copy()
             rows = np.nonzero(remapped)[0]
             arr[remapped] = self.port_failed[rows, self.port_remap[remapped]]
-            arr.setflags(write=False)
-            self._health_cache["face_port_failed"] = arr
-        return arr
+            return arr
+        return self._cached("face_port_failed", compute, self._health_cache)
 
     def physical_port(self, ocs: int, port: int) -> int:
         """The OCS port a cube face port's fiber is on now (itself unless remapped)."""
