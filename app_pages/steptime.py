@@ -33,7 +33,7 @@ from podsim.engine.timeline import build_timeline, timeline_json
 from podsim.errors import PodsimError
 from podsim.perf import compute_timing
 from podsim.topology import (
-    DcnSpec,
+    dcn_choice,
     format_shape,
     get_generation,
     is_twistable,
@@ -66,8 +66,8 @@ def _simulate(trace, gen: str, shape: str, twisted: bool, efficiency: float | No
     declared = declared_slices(trace)
     if declared is not None and declared != slices:
         raise PodsimError(f"the trace is for {declared} slice(s) (dcn={declared}); set Slices to {declared}")
-    spec = DcnSpec(kind="eps" if dcn == "eps" else "ocs", oversubscription=oversubscription if dcn == "eps" else 1.0)
-    job = build_job(trace, gen, shape, slices, twisted=twisted, dcn=spec, engineer_dcn=dcn == "ocs-job")
+    spec, engineer = dcn_choice(dcn, oversubscription if dcn == "eps" else 1.0)
+    job = build_job(trace, gen, shape, slices, twisted=twisted, dcn=spec, engineer_dcn=engineer)
     with record_link_load() as load:
         result = simulate_step(None, job, compute_efficiency=efficiency)
     perfetto = timeline_json(build_timeline(result, link_load=load.last, title=trace.name))  # as `steptime --timeline`

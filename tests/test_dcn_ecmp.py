@@ -9,11 +9,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from podsim.cli.steptime import dcn_spec
 from podsim.engine import build_job, simulate_step
 from podsim.errors import PodsimError
 from podsim.scenario.scaling import scaling_study
-from podsim.topology import DcnSpec
+from podsim.topology import DcnSpec, dcn_choice
 from podsim.topology.fabric import LinkKind
 from podsim.topology.routing import dcn_routes, dcn_split_routes
 from podsim.trace import Compute, StepTrace
@@ -87,11 +86,11 @@ def test_split_weak_scaling_follows_the_all_reduce_closed_form():
 
 
 def test_ecmp_option_is_checked():
-    assert dcn_spec("eps", 1.0, ecmp="hash")[0].ecmp == "hash"
+    assert dcn_choice("eps", 1.0, ecmp="hash")[0].ecmp == "hash"
     with pytest.raises(PodsimError, match="--ecmp 'spray' is not known"):
-        dcn_spec("eps", 1.0, ecmp="spray")
+        dcn_choice("eps", 1.0, ecmp="spray")
     with pytest.raises(PodsimError, match="applies to an EPS spine"):
-        dcn_spec("ocs", 1.0, ecmp="hash")
+        dcn_choice("ocs", 1.0, ecmp="hash")
 
 
 def test_gpu_slices_split_their_node_to_node_traffic_too():

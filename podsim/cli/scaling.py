@@ -9,10 +9,10 @@ import typer
 
 from podsim.cli import app
 from podsim.cli.common import emit_json
-from podsim.cli.steptime import dcn_spec
 from podsim.errors import PodsimError
 from podsim.files import write_text_atomic
 from podsim.scenario.scaling import scaling_study
+from podsim.topology import dcn_choice
 from podsim.trace.configs import parse_overrides
 from podsim.units import format_seconds
 
@@ -40,7 +40,7 @@ def scaling_cmd(
         counts = [int(v) for v in slices.split(",") if v.strip()]
     except ValueError:
         raise PodsimError(f"--slices {slices!r}: give whole numbers separated by commas, e.g. 1,2,4,8") from None
-    spec, engineer = dcn_spec(dcn, oversubscription, sites, wan_latency_ms, wan_gbps, ecmp)
+    spec, engineer = dcn_choice(dcn, oversubscription, sites, wan_latency_ms, wan_gbps, ecmp)
     if engineer:
         raise PodsimError("--dcn ocs-job is not offered for a scaling study; use eps or ocs")
     if plot is not None and plot.suffix != ".html":

@@ -28,7 +28,7 @@ from podsim.engine import (
 )
 from podsim.engine.linkload import record_link_load
 from podsim.errors import PodsimError
-from podsim.topology import DcnSpec, build_slice, format_shape, get_generation, parse_shape
+from podsim.topology import build_slice, dcn_choice, format_shape, get_generation, parse_shape
 from podsim.topology.multipath import ROUTING_POLICIES
 from podsim.trace import load_trace
 from podsim.trace.astra_network import network_generation
@@ -103,25 +103,6 @@ def resolve_slices(trace, given: int | None) -> int:
     return declared or 1
 
 
-def dcn_spec(kind: str, oversubscription: float, sites: int = 1, wan_latency_ms: float = 1.0,
-             wan_gbps: float = 12800.0, ecmp: str = "split") -> tuple[DcnSpec, bool]:
-    """--dcn eps|ocs|ocs-job, --oversubscription and the WAN options -> (DcnSpec, engineer the
-    OCS DCN for the job)."""
-    if sites < 1 or wan_gbps <= 0 or wan_latency_ms < 0:
-        raise PodsimError(f"--sites {sites}, --wan-gbps {wan_gbps:g}, --wan-latency-ms {wan_latency_ms:g}: give sites >= 1, Gb/s > 0, ms >= 0")
-    if kind not in ("eps", "ocs", "ocs-job"):
-        raise PodsimError(f"--dcn {kind!r} is not known; use eps (leaf-spine Clos), ocs (uniform OCS mesh) or ocs-job (OCS circuits engineered for the job)")
-    if oversubscription < 1:
-        raise PodsimError(f"--oversubscription {oversubscription}: must be >= 1 (NIC bandwidth : spine uplink bandwidth)")
-    if kind != "eps" and oversubscription != 1:
-        raise PodsimError("--oversubscription applies to an EPS spine (--dcn eps)")
-    if ecmp not in ("split", "hash"):
-        raise PodsimError(f"--ecmp {ecmp!r} is not known; use split (each flow evenly over the spines) or hash (one spine per NIC pair)")
-    if kind != "eps" and ecmp != "split":
-        raise PodsimError("--ecmp hash applies to an EPS spine (--dcn eps)")
-    spec = DcnSpec(kind="eps" if kind == "eps" else "ocs", oversubscription=oversubscription, sites=sites, ecmp=ecmp,
-                   wan_latency_s=wan_latency_ms * 1e-3, wan_bytes_per_s=wan_gbps * 1e9 / 8)
-    return spec, kind == "ocs-job"
 
 
 def _trace_mode(files: list[str], generation: str | None, network: str | None, slice_shape: str | None,
@@ -134,7 +115,7 @@ def _trace_mode(files: list[str], generation: str | None, network: str | None, s
     check_timeline_path(timeline)
     gen = network_generation(network) if network else get_generation(generation)
     shape = parse_shape(slice_shape, gen.dims) if slice_shape else gen.pod_shape
-    spec, engineer = dcn_spec(dcn, oversubscription, *wan)
+    spec, engineer = dcn_choice(dcn, oversubscription, *wan)
     trace = load_trace(expand_paths(files), shape=shape)
     n = resolve_slices(trace, slices)
     job = build_job(trace, gen, shape if slice_shape else None, n, twisted=twisted, dcn=spec, engineer_dcn=engineer,

@@ -8,7 +8,7 @@ Typical use::
 """
 
 from podsim.topology.cables import chip_cubes, circuit_rows, slice_cables
-from podsim.topology.fabric import Circuit, DcnSpec, Fabric, LinkKind, build_fabric
+from podsim.topology.fabric import Circuit, DcnSpec, Fabric, LinkKind, build_fabric, dcn_choice
 from podsim.topology.generations import (
     Figure,
     Generation,
@@ -48,7 +48,7 @@ from podsim.topology.summary import (
 # The public API; a fabric's node kinds, torus routes, cube circuits and per-slice figures
 # (slice_figures) are internals of their modules.
 __all__ = [
-    "Built", "Circuit", "DcnSpec", "Fabric", "Figure", "Generation", "LinkKind", "PodLayout",
+    "Built", "Circuit", "DcnSpec", "dcn_choice", "Fabric", "Figure", "Generation", "LinkKind", "PodLayout",
     "Slice", "chip_cubes", "circuit_rows", "slice_cables", "SliceSpec", "SliceView", "build_fabric", "build_slice", "check_slice_topology",
     "custom_generation",
     "dcn_routes", "format_shape", "generations", "get_generation", "is_twistable",

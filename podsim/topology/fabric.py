@@ -422,3 +422,24 @@ def build_fabric(layout: PodLayout, circuits: tuple[Circuit, ...] | str | None =
         nvlink_up=nvlink_up, nvlink_down=nvlink_down, first_nic=first_nic, site_of_leaf=site_of_leaf, wan=wan,
         meta={"n_nics": n_nics, "n_leaves": n_leaves, "n_spines": n_spines, "n_nvswitch": n_nvswitch, "n_sites": n_sites},
     )
+
+
+def dcn_choice(kind: str, oversubscription: float, sites: int = 1, wan_latency_ms: float = 1.0,
+             wan_gbps: float = 12800.0, ecmp: str = "split") -> tuple[DcnSpec, bool]:
+    """The DCN a user picks (`--dcn eps|ocs|ocs-job`, `--oversubscription`, the WAN and ECMP
+    options; the dashboard's same choices) -> (DcnSpec, engineer the OCS DCN for the job)."""
+    if sites < 1 or wan_gbps <= 0 or wan_latency_ms < 0:
+        raise PodsimError(f"--sites {sites}, --wan-gbps {wan_gbps:g}, --wan-latency-ms {wan_latency_ms:g}: give sites >= 1, Gb/s > 0, ms >= 0")
+    if kind not in ("eps", "ocs", "ocs-job"):
+        raise PodsimError(f"--dcn {kind!r} is not known; use eps (leaf-spine Clos), ocs (uniform OCS mesh) or ocs-job (OCS circuits engineered for the job)")
+    if oversubscription < 1:
+        raise PodsimError(f"--oversubscription {oversubscription}: must be >= 1 (NIC bandwidth : spine uplink bandwidth)")
+    if kind != "eps" and oversubscription != 1:
+        raise PodsimError("--oversubscription applies to an EPS spine (--dcn eps)")
+    if ecmp not in ("split", "hash"):
+        raise PodsimError(f"--ecmp {ecmp!r} is not known; use split (each flow evenly over the spines) or hash (one spine per NIC pair)")
+    if kind != "eps" and ecmp != "split":
+        raise PodsimError("--ecmp hash applies to an EPS spine (--dcn eps)")
+    spec = DcnSpec(kind="eps" if kind == "eps" else "ocs", oversubscription=oversubscription, sites=sites, ecmp=ecmp,
+                   wan_latency_s=wan_latency_ms * 1e-3, wan_bytes_per_s=wan_gbps * 1e9 / 8)
+    return spec, kind == "ocs-job"
