@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from podsim.collectives.routeparts import _subset
 from podsim.collectives.schedule import Pattern
 from podsim.topology.routing import dcn_split_groups
 
@@ -209,12 +210,12 @@ def fold_flows(routed: Sequence[tuple], capacity: np.ndarray, latency: np.ndarra
 def _expand(ip: np.ndarray, entries: np.ndarray, frac: np.ndarray | None, flows: np.ndarray,
             members: np.ndarray | None, n_links: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(indptr, links, frac) of `flows` with every group entry replaced by its links in order."""
-    hops = np.diff(ip)[flows]
-    idx = np.repeat(ip[flows], hops) + (np.arange(hops.sum()) - np.repeat(np.cumsum(hops) - hops, hops))
-    ent = entries[idx]
-    fr = np.ones(len(idx)) if frac is None else np.asarray(frac, float)[idx]
+    indptr, ent, fr = _subset(ip, entries, None if frac is None else np.asarray(frac, float), flows)
+    if fr is None:
+        fr = np.ones(len(ent))
     if members is None or not (ent >= n_links).any():
-        return np.concatenate([[0], np.cumsum(hops)]).astype(np.int64), ent, fr
+        return indptr, ent, fr
+    hops = np.diff(indptr)
     grp = ent >= n_links
     count = np.where(grp, members.shape[1], 1)
     ent, fr, grp = np.repeat(ent, count), np.repeat(fr, count), np.repeat(grp, count)
