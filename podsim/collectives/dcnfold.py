@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from podsim.collectives.routeparts import _subset
+from podsim.collectives.routeparts import _subset, route_sums
 from podsim.collectives.schedule import Pattern
 from podsim.topology.routing import dcn_split_groups
 
@@ -199,8 +199,7 @@ def fold_flows(routed: Sequence[tuple], capacity: np.ndarray, latency: np.ndarra
         reps = np.sort(first[np.unique(fc[base[i]:base[i + 1]])]) - base[i]
         indptr, links, share = _expand(ip, np.asarray(lk, np.int64), fr, reps, members, n_links)
         hops = np.diff(indptr)
-        # each flow's latency sums its entries in route order, as bincount over all flows would
-        flow_latency = np.bincount(np.repeat(np.arange(len(reps)), hops), weights=latency[links] * share, minlength=len(reps))
+        flow_latency = route_sums(indptr, links, share, latency)  # as Router.routes sums a full route's
         frac = share * n_fc[fc[base[i] + np.repeat(reps, hops)]] / n_lc[link_class[links]]
         out[id(p)] = FoldedFlows(src[reps], dst[reps], None if w is None else np.asarray(w)[reps], flow_latency,
                                  indptr, canon[links], frac, sizes[i])
