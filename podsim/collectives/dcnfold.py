@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from podsim.collectives.routeparts import _subset, route_sums
 from podsim.collectives.schedule import Pattern
 from podsim.topology.routing import dcn_split_groups
 
@@ -198,8 +199,7 @@ def fold_flows(routed: Sequence[tuple], capacity: np.ndarray, latency: np.ndarra
         reps = np.sort(first[np.unique(fc[base[i]:base[i + 1]])]) - base[i]
         indptr, links, share = _expand(ip, np.asarray(lk, np.int64), fr, reps, members, n_links)
         hops = np.diff(indptr)
-        # each flow's latency sums its entries in route order, as bincount over all flows would
-        flow_latency = np.bincount(np.repeat(np.arange(len(reps)), hops), weights=latency[links] * share, minlength=len(reps))
+        flow_latency = route_sums(indptr, links, share, latency)  # as Router.routes sums a full route's
         frac = share * n_fc[fc[base[i] + np.repeat(reps, hops)]] / n_lc[link_class[links]]
         out[id(p)] = FoldedFlows(src[reps], dst[reps], None if w is None else np.asarray(w)[reps], flow_latency,
                                  indptr, canon[links], frac, sizes[i])
@@ -209,12 +209,12 @@ def fold_flows(routed: Sequence[tuple], capacity: np.ndarray, latency: np.ndarra
 def _expand(ip: np.ndarray, entries: np.ndarray, frac: np.ndarray | None, flows: np.ndarray,
             members: np.ndarray | None, n_links: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(indptr, links, frac) of `flows` with every group entry replaced by its links in order."""
-    hops = np.diff(ip)[flows]
-    idx = np.repeat(ip[flows], hops) + (np.arange(hops.sum()) - np.repeat(np.cumsum(hops) - hops, hops))
-    ent = entries[idx]
-    fr = np.ones(len(idx)) if frac is None else np.asarray(frac, float)[idx]
+    indptr, ent, fr = _subset(ip, entries, None if frac is None else np.asarray(frac, float), flows)
+    if fr is None:
+        fr = np.ones(len(ent))
     if members is None or not (ent >= n_links).any():
-        return np.concatenate([[0], np.cumsum(hops)]).astype(np.int64), ent, fr
+        return indptr, ent, fr
+    hops = np.diff(indptr)
     grp = ent >= n_links
     count = np.where(grp, members.shape[1], 1)
     ent, fr, grp = np.repeat(ent, count), np.repeat(fr, count), np.repeat(grp, count)

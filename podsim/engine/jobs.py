@@ -125,11 +125,13 @@ def check_groups_exist(trace: StepTrace, n_slices: int, dims: int, job: str = "j
                               f"and the job has one slice; give the slice count (--slices N, or meta.slices in the trace)")
 
 
-def slices_per_pod(gen: Generation, shape: tuple[int, ...], kind: str, ocs: bool) -> int:
-    """How many slices of `shape` `place_slices` packs into one pod."""
+def slices_per_pod(gen: Generation, shape: tuple[int, ...], kind: str, ocs: bool, twisted: bool = False) -> int:
+    """How many slices of `shape` `place_slices` packs into one pod: whole cubes on an OCS pod,
+    else tiles of the pod (one when the shape does not tile it, or for a twisted slice on a
+    static pod)."""
     if kind == "cubes" and ocs and gen.has_ocs:
         return (gen.pod_chips // gen.chips_per_cube) // (math.prod(shape) // gen.chips_per_cube)
-    if any(p % s for p, s in zip(gen.pod_shape, shape, strict=True)):
+    if (twisted and not (gen.has_ocs and ocs)) or any(p % s for p, s in zip(gen.pod_shape, shape, strict=True)):
         return 1
     return math.prod(p // s for p, s in zip(gen.pod_shape, shape, strict=True))
 
@@ -148,9 +150,7 @@ def place_slices(gen_id: str | Generation, shape: str | tuple[int, ...], count: 
         raise PodsimError(f"a job needs at least one slice, got {count}")
     if spec.kind not in ("cubes", "rectangle"):
         raise PodsimError(f"a multislice job takes whole-cube or rectangular slices; {gen.id} {spec} is a {spec.kind} slice")
-    per_pod = slices_per_pod(gen, spec.shape, spec.kind, ocs)
-    if twisted and per_pod > 1 and not (gen.has_ocs and ocs):
-        per_pod = 1
+    per_pod = slices_per_pod(gen, spec.shape, spec.kind, ocs, twisted)
     sites = dcn.sites if dcn is not None else 1
     if count < sites:
         raise PodsimError(f"{count} slice(s) cannot span {sites} sites; give at least one slice per site")

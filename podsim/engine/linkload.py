@@ -32,15 +32,15 @@ class LinkLoadRecorder(RateValidator):
         if not len(fids):
             return
         pos = self._find(fids)
-        if t1 > t0:
+        if t1 > t0 or self.check:  # the route entries, looked up once for both uses
             which, lk, w = self._entries(pos)
-            used, local = np.unique(lk, return_inverse=True)
-            load = np.bincount(local, weights=rates[which] * w, minlength=len(used))
-            self.intervals.append((t0, t1, used, load))
-        if self.check:
-            super().epoch(t0, t1, fids, rates)
-        else:
-            self._sent[pos] += rates * (t1 - t0)
+            if t1 > t0:
+                used, local = np.unique(lk, return_inverse=True)
+                load = np.bincount(local, weights=rates[which] * w, minlength=len(used))
+                self.intervals.append((t0, t1, used, load))
+            if self.check:
+                self._check_rates(t0, fids, rates, which, lk, w)
+        self._sent[pos] += rates * (t1 - t0)
 
     def finished(self, fids: np.ndarray, t_finish: np.ndarray, t_delivery: np.ndarray) -> None:
         if self.check:

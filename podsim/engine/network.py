@@ -251,8 +251,9 @@ class FlowNetwork:
 
     def _reallocate(self) -> None:
         """Max-min fair rates of the active flows. The rates depend only on the routes, so a
-        step's repeated layers hit the same few sets of routes again and again (25 distinct of
-        40,767 on the 4-pod GPT-3 step): remember them, keyed by the exact route arrays."""
+        step's repeated layers hit the same few sets of routes again and again (the 4-pod GPT-3
+        step of bench_fleet.py solves 33,764 times over 21 distinct sets; 33,966 over 24 under
+        dcn.ecmp hash): remember them, keyed by the exact route arrays."""
         if not self._flows.shape[1]:
             return
         key = self._entries.tobytes() + self._weight.tobytes() if len(self._weight) <= _SOLVED_ENTRIES else None

@@ -70,11 +70,16 @@ class RateValidator:
         """Flows `fids` held `rates` from t0 to t1."""
         if len(fids) == 0:
             return
-        cap = self.capacity
         pos = self._find(fids)
+        self._check_rates(t0, fids, rates, *self._entries(pos))
+        self._sent[pos] += rates * (t1 - t0)
+
+    def _check_rates(self, t0: float, fids: np.ndarray, rates: np.ndarray, which: np.ndarray, lk: np.ndarray,
+                     w: np.ndarray) -> None:
+        """Capacity and max-min fairness of `rates` on the flows' route entries (`_entries`)."""
+        cap = self.capacity
         if not np.isfinite(rates).all() or (rates <= 0).any():
             raise EngineInvariantError(f"at t={t0:.9g} s a flow on a link has rate {rates.min()} (not finite and positive)")
-        which, lk, w = self._entries(pos)
         r = rates[which]
         load = np.bincount(lk, weights=r * w, minlength=len(cap))
         over = load > cap * (1 + _TOL)
@@ -93,7 +98,6 @@ class RateValidator:
         if not has.all():
             k = int(np.flatnonzero(~has)[0])
             raise EngineInvariantError(f"flow {int(fids[k])} at {rates[k]:.6g} B/s has no bottleneck link at t={t0:.9g} s (rates are not max-min fair)")
-        self._sent[pos] += rates * (t1 - t0)
 
     def finished(self, fids: np.ndarray, t_finish: np.ndarray, t_delivery: np.ndarray) -> None:
         """Flows `fids` sent their last byte at t_finish and were delivered at t_delivery."""

@@ -136,7 +136,10 @@ def dcn_routes(fabric: Fabric, src_chips: np.ndarray, dst_chips: np.ndarray) -> 
     return _from_padded(_dcn_padded(fabric, src_chips, dst_chips))
 
 
-def _dcn_padded(fabric: Fabric, src_chips: np.ndarray, dst_chips: np.ndarray) -> np.ndarray:
+def _dcn_ends(fabric: Fabric, src_chips: np.ndarray, dst_chips: np.ndarray) -> tuple[np.ndarray, ...]:
+    """(m, ns, nd, ls, ld, across): padded (flows x 7) DCN routes with only the chip and NIC
+    hops filled (columns 0, 1, 5, 6; -1 elsewhere), each flow's NICs and leaves, and which
+    flows cross leaves (their columns 2-4 are the spine or circuit hops, filled by the caller)."""
     src_chips = np.asarray(src_chips, np.int64)
     dst_chips = np.asarray(dst_chips, np.int64)
     ns = fabric.nic_of_chip[src_chips] - fabric.first_nic
@@ -148,7 +151,13 @@ def _dcn_padded(fabric: Fabric, src_chips: np.ndarray, dst_chips: np.ndarray) ->
     via_leaf = ns != nd
     m[via_leaf, 1] = fabric.nic_up[ns[via_leaf]]
     m[via_leaf, 5] = fabric.nic_down[nd[via_leaf]]
-    across = via_leaf & (ls != ld)
+    return m, ns, nd, ls, ld, via_leaf & (ls != ld)
+
+
+def _dcn_padded(fabric: Fabric, src_chips: np.ndarray, dst_chips: np.ndarray, ends: tuple | None = None) -> np.ndarray:
+    """Padded single-path DCN routes: `_dcn_ends` (or the given `ends`, filled in place) with
+    each cross-leaf flow on its hashed spine (EPS) or its leaf-to-leaf circuit (OCS)."""
+    m, ns, nd, ls, ld, across = _dcn_ends(fabric, src_chips, dst_chips) if ends is None else ends
     if fabric.dcn.kind == "eps":
         spine = ecmp_spine(ns[across], nd[across], fabric.leaf_spine.shape[1])
         m[across, 2] = fabric.leaf_spine[ls[across], spine]
@@ -168,14 +177,13 @@ def dcn_split_routes(fabric: Fabric, src_chips: np.ndarray, dst_chips: np.ndarra
     """(indptr, links, frac) of DCN routes with every cross-leaf flow split evenly over the
     spines (`DcnSpec.ecmp == "split"`): 1/S of its bytes on each leaf -> spine [-> WAN] -> leaf
     path; flows under one leaf take their single path (frac 1)."""
-    m = _dcn_padded(fabric, src_chips, dst_chips)
+    ends = _dcn_ends(fabric, src_chips, dst_chips)  # no hashed spine: every spine is taken
+    m, across = ends[0], ends[5]
     n_spines = fabric.leaf_spine.shape[1] if fabric.dcn.kind == "eps" else 0
-    across = m[:, 2] >= 0
     if not (n_spines > 1 and across.any()):
+        m = _dcn_padded(fabric, src_chips, dst_chips, ends)
         return _csr_columns([(m[:, c], 1.0) for c in range(m.shape[1])])
-    ns = fabric.nic_of_chip[np.asarray(src_chips, np.int64)[across]] - fabric.first_nic
-    nd = fabric.nic_of_chip[np.asarray(dst_chips, np.int64)[across]] - fabric.first_nic
-    ls, ld = fabric.leaf_of_nic[ns], fabric.leaf_of_nic[nd]
+    ls, ld = ends[3][across], ends[4][across]
     share = 1.0 / n_spines
     rows = np.flatnonzero(across)  # the spine links of each kind, (flows across leaves x S)
     spread = [(fabric.leaf_spine[ls], share, rows)]
@@ -272,11 +280,8 @@ def dcn_split_groups(fabric: Fabric, src_chips: np.ndarray, dst_chips: np.ndarra
     n_spines = fabric.leaf_spine.shape[1] if fabric.dcn.kind == "eps" else 0
     if fabric.dcn.ecmp != "split" or n_spines < 2:
         return None
-    m = _dcn_padded(fabric, src_chips, dst_chips)
-    across = m[:, 2] >= 0
-    ns = fabric.nic_of_chip[np.asarray(src_chips, np.int64)[across]] - fabric.first_nic
-    nd = fabric.nic_of_chip[np.asarray(dst_chips, np.int64)[across]] - fabric.first_nic
-    ls, ld = fabric.leaf_of_nic[ns].astype(np.int64), fabric.leaf_of_nic[nd].astype(np.int64)
+    m, _, _, ls, ld, across = _dcn_ends(fabric, src_chips, dst_chips)  # no hashed spine: every spine is taken
+    ls, ld = ls[across].astype(np.int64), ld[across].astype(np.int64)
     n_leaves, base = fabric.leaf_spine.shape[0], fabric.n_links
     sites = fabric.wan.shape[0]
     members = np.concatenate([fabric.leaf_spine, fabric.spine_leaf.T, fabric.wan.reshape(-1, n_spines)]).astype(np.int64)
