@@ -147,6 +147,8 @@ CASES = [
     ("trace-duration-inf", ("trace", "show", "{d}/trace_inf.yaml"), "ops.0.duration_s"),
     ("clock-ghz-nan", ("trace", "import", ASTRA_WL, "--slice", "8", "--clock-ghz", "nan", "-o", "{d}/x.json"), "--clock-ghz"),
     ("grad-bytes-zero", (*GEN, "--grad-bytes", "0", "-o", "{d}/g.json"), "--grad-bytes"),
+    ("replicas-per-chip-three", (*GEN, "--replicas-per-chip", "3", "-o", "{d}/g.json"), "--replicas-per-chip"),
+    ("replicas-per-chip-transformer", (*GEN, "--replicas-per-chip", "2", "-o", "{d}/g.json"), "replicas_per_chip 2 is not allowed for gpt3-175b"),
     ("limit-zero", (*CL, "--trace", str(DATA / "elasticflow_sample.csv"), "--limit", "0"), "--limit"),
     ("limit-negative", (*CL, "--trace", str(DATA / "elasticflow_sample.csv"), "--limit", "-1"), "--limit"),
     ("weibull-zero", (*CL, "--synthetic", SYN, "--mtbf", "100h", "--weibull-shape", "0"), "--weibull-shape"),

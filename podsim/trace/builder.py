@@ -27,8 +27,10 @@ class ProgramBuilder:
     """Collects ops in program order. Compute ops chain on one stream; collectives name
     logical axes until `finish` maps them to physical groups."""
 
-    def __init__(self, sizes: Mapping[str, int], precision: str = "bf16"):
+    def __init__(self, sizes: Mapping[str, int], precision: str = "bf16", combine_grads: bool = False):
         self.sizes = dict(sizes)
+        self.combine_grads = combine_grads  # hold data-parallel gradient all-reduces for one combined one
+        self.held: dict[tuple[str, ...], tuple[float, list[str], str]] = {}
         self.ops: list[Op] = []
         self.logical: dict[str, tuple[str, ...]] = {}
         self.last_compute: str | None = None
@@ -68,6 +70,26 @@ class ProgramBuilder:
         elif blocking:
             self.pending.append(op_id)
         return op_id
+
+    def grad_all_reduce(self, op_id: str, nbytes: float, axes: Sequence[str], *, ready: str, blocking: bool, name: str, layer: str) -> str | None:
+        """A data-parallel gradient all-reduce of one layer: issued now, or (`combine_grads`) held
+        and merged per axis group into one all-reduce after the backward pass (`flush_grads`)."""
+        if not self.combine_grads:
+            return self.collective(op_id, "all_reduce", nbytes, axes, deps=[ready], blocking=blocking, name=name, layer=layer)
+        key = tuple(a for a in axes if self.sizes[a] > 1)
+        if key and nbytes > 0:
+            held, deps, _ = self.held.get(key, (0.0, [], name))
+            self.held[key] = (held + nbytes, [*deps, ready], name)
+        return None
+
+    def flush_grads(self) -> list[str]:
+        """The held gradient all-reduces, one per axis group, each after every layer it carries:
+        XLA's all-reduce combiner on a TF1 program (CrossShardOptimizer's cross_replica_sum per
+        variable), so none of it runs under the backward pass."""
+        ids = [self.collective(f"grad.ar.combined.{'.'.join(axes)}", "all_reduce", nbytes, axes, deps=deps, name=f"{name} (combined)", layer="optimizer")
+               for axes, (nbytes, deps, name) in self.held.items()]
+        self.held = {}
+        return [i for i in ids if i]
 
     def send(self, op_id: str, nbytes: float, shift: int, *, deps: Sequence[str], name: str = "") -> str | None:
         if self.sizes["pipeline"] == 1:

@@ -89,6 +89,10 @@ class GenerateOptions:
     act_bytes: int = 2  # bf16 activations
     weight_bytes: int = 2  # bf16 weights as used and gathered
     grad_bytes: int = 2  # bf16 gradients as reduced
+    # XLA's all-reduce combiner on a TF1 program: the data-parallel gradient all-reduces merged
+    # into one after the backward pass (then none overlaps backward, whatever overlap_grad_reduce says)
+    combine_grad_reduce: bool = False
+    replicas_per_chip: int = 1  # CNN data parallelism: one replica per TensorCore (TF's num_cores = 2 x chips on v2-v4)
     mesh_order: tuple[str, ...] | None = None  # logical axes, heaviest first; None: by measured volume
     mesh: Mapping[str, str] | None = field(default=None, hash=False)  # explicit mapping {'tensor': 'z', ...}
 
@@ -130,6 +134,8 @@ def generate_trace(
     if opts.capacity_factor < 1.0:
         raise PodsimError(f"capacity_factor {opts.capacity_factor} is below 1; MoE dispatch buffers must hold every routed token")
     opts = replace(opts, recompute=_recompute_policy(opts.recompute))
+    if opts.replicas_per_chip not in (1, 2) or (opts.replicas_per_chip > 1 and not isinstance(cfg, ResNetConfig)):
+        raise PodsimError(f"replicas_per_chip {opts.replicas_per_chip} is not allowed for {cfg.name}; use 1, or 2 (one replica per TensorCore) for a data-parallel CNN")
     if opts.attention not in ("flash", "materialized"):
         raise PodsimError(f"attention {opts.attention!r} is not known; use flash or materialized")
     if opts.precision not in PRECISIONS:
@@ -161,6 +167,8 @@ def generate_trace(
         "precision": opts.precision,
         "attention": opts.attention,
         "overlap": {k: getattr(opts, k) for k in OVERLAP_SWITCHES},
+        "combine_grad_reduce": opts.combine_grad_reduce,
+        "replicas_per_chip": opts.replicas_per_chip,
         **info,
         "hardware_flops_per_step": sum(op.flops for op in ops if isinstance(op, Compute) and not op.bubble) * spec.chips * plan.dcn,
     }
@@ -324,14 +332,14 @@ class _TransformerProgram:
             ready = rs or after
             self.reductions.append(ready)
         if last:
-            ar = b.collective(f"{block}.grad.ar", "all_reduce", dense * g / f, ("data", "expert", "dcn"), deps=[ready], blocking=self.ar_blocking, name="data-parallel gradient all-reduce", layer=block)
-            ar_e = b.collective(f"{block}.grad.expert.ar", "all_reduce", expert * g / f, ("data", "dcn"), deps=[ready], blocking=self.ar_blocking, name="data-parallel expert gradient all-reduce", layer=block)
+            ar = b.grad_all_reduce(f"{block}.grad.ar", dense * g / f, ("data", "expert", "dcn"), ready=ready, blocking=self.ar_blocking, name="data-parallel gradient all-reduce", layer=block)
+            ar_e = b.grad_all_reduce(f"{block}.grad.expert.ar", expert * g / f, ("data", "dcn"), ready=ready, blocking=self.ar_blocking, name="data-parallel expert gradient all-reduce", layer=block)
             self.reductions += [x for x in (ar, ar_e) if x]
 
     def optimizer(self) -> None:
         sh = self.sh
         params = (sh.layers * (sh.dense_params() + sh.expert_params()) + sh.embed_params() * self.edge) / sh.plan.fsdp
-        self.b.compute("optimizer", adam_update(params, sh.opts), deps=self.reductions, name="Adam update of this chip's shard", layer="optimizer")
+        self.b.compute("optimizer", adam_update(params, sh.opts), deps=[*self.reductions, *self.b.flush_grads()], name="Adam update of this chip's shard", layer="optimizer")
 
     # The step ------------------------------------------------------------------------------
     def step(self) -> None:
@@ -385,7 +393,7 @@ def _transformer_program(cfg: TransformerConfig, plan: ParallelPlan, opts: Gener
     local = _local_batch(cfg.global_batch, plan, "sequences")
     m = _microbatches(local, plan, opts)
     sh = TransformerShard(cfg, plan, opts, b=local // m, layers=cfg.n_layers // p)
-    builder = ProgramBuilder(sizes, opts.precision)
+    builder = ProgramBuilder(sizes, opts.precision, opts.combine_grad_reduce)
     _TransformerProgram(sh, builder, m).step()
     info = {
         "params": cfg.params,
@@ -413,7 +421,7 @@ def _resnet_program(cfg: ResNetConfig, plan: ParallelPlan, opts: GenerateOptions
     m = _microbatches(local, plan, opts)
     n = local // m
     layers = cfg.layers()
-    b = ProgramBuilder(sizes, opts.precision)
+    b = ProgramBuilder(sizes, opts.precision, opts.combine_grad_reduce)
     reductions: list[str] = []
     ar_blocking = _grad_allreduce_blocking(opts, plan)
     for j in range(m):
@@ -422,10 +430,12 @@ def _resnet_program(cfg: ResNetConfig, plan: ParallelPlan, opts: GenerateOptions
         for layer in reversed(layers):
             done = b.compute(f"mb{j}.bwd.{layer.name}", conv_cost(layer, n, opts).backward(), name="layer backward", layer=layer.name)
             if j == m - 1:
-                ar = b.collective(f"{layer.name}.grad.ar", "all_reduce", layer.params * opts.grad_bytes, ("data", "dcn"), deps=[done], blocking=ar_blocking, name="data-parallel gradient all-reduce", layer=layer.name)
+                ar = b.grad_all_reduce(f"{layer.name}.grad.ar", layer.params * opts.grad_bytes, ("data", "dcn"), ready=done, blocking=ar_blocking, name="data-parallel gradient all-reduce", layer=layer.name)
                 reductions += [ar] if ar else []
     params = cfg.params
-    b.compute("optimizer", adam_update(params, opts), deps=reductions, name="optimizer update", layer="optimizer")
+    # each replica (one per TensorCore when replicas_per_chip is 2) updates its own copy of the weights
+    b.compute("optimizer", adam_update(params, opts).times(opts.replicas_per_chip), deps=[*reductions, *b.flush_grads()],
+              name="optimizer update", layer="optimizer")
     info = {
         "params": params,
         "images_per_step": cfg.global_batch,

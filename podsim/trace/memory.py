@@ -96,7 +96,7 @@ def transformer_footprint(sh: TransformerShard, microbatches: int) -> HbmFootpri
 
 def resnet_footprint(cfg: ResNetConfig, images: int, opts) -> HbmFootprint:
     """Peak HBM bytes per chip of data-parallel `cfg` with `images` per micro-batch."""
-    state = cfg.params * _state_per_param(opts)
+    state = cfg.params * _state_per_param(opts) * opts.replicas_per_chip  # each replica keeps its own copy
     per_image = sum(layer.in_elems_per_image + 2 * layer.out_elems_per_image for layer in cfg.layers())
     return HbmFootprint(state, 0.0, per_image * images * opts.act_bytes, images * cfg.classes * LOGIT_BYTES)
 
