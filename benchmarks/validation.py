@@ -7,15 +7,28 @@ Run (from the repository root, a few minutes on 2 cores):
     PYTHONPATH=$PWD .venv/bin/python benchmarks/validation.py M1 M9 P1   # some rows
     PYTHONPATH=$PWD .venv/bin/python benchmarks/validation.py --calibrate  # refit the 3 constants
     PYTHONPATH=$PWD .venv/bin/python benchmarks/validation.py --markdown   # the table for docs/validation.md
+    PYTHONPATH=$PWD .venv/bin/python benchmarks/validation.py --tf1        # the TF1 rows, each setting switched back
 """
 
 from __future__ import annotations
 
 import sys
 import time
+from dataclasses import replace
 
 from podsim.perf import chips
-from podsim.perf.validation import ROWS, UPPER_BOUND_BAND, calibrate, run_table, summarise
+from podsim.perf.validation import (
+    ROWS,
+    UPPER_BOUND_BAND,
+    calibrate,
+    error,
+    predict,
+    run_table,
+    summarise,
+)
+
+TF1_SETTINGS = {"combined all-reduce": {"combine_grad_reduce": False}, "replica per TensorCore": {"replicas_per_chip": 1},
+                "fp32 gradients": {"grad_bytes": 2}}
 
 
 def _fmt_s(x: float) -> str:
@@ -59,7 +72,22 @@ def _markdown(table: list[dict]) -> str:
     return "\n".join(out)
 
 
+def tf1_effects() -> None:
+    """Each TF1 row's error as built and with each of its code-stated settings switched back."""
+    print("id   as built  " + "  ".join(f"without {k}" for k in TF1_SETTINGS))
+    for r in (r for r in ROWS if r.options.combine_grad_reduce):
+        cells = [f"{error(r, predict(r)['step_time_s']):+8.1%}"]
+        for change in TF1_SETTINGS.values():
+            off = replace(r, options=replace(r.options, **change))
+            same = all(getattr(r.options, k) == v for k, v in change.items())
+            cells.append(f"{'(same)' if same else format(error(off, predict(off)['step_time_s']), '+.1%'):>20}")
+        print(f"{r.id:4} " + "  ".join(cells), flush=True)
+
+
 def main(argv: list[str]) -> None:
+    if "--tf1" in argv:
+        tf1_effects()
+        return
     if "--calibrate" in argv:
         t0 = time.perf_counter()
         fit = calibrate()

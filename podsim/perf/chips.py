@@ -28,9 +28,9 @@ from dataclasses import dataclass, field
 from podsim.errors import PodsimError
 from podsim.topology import Generation, get_generation
 
-MATMUL_FRACTION = 0.849
+MATMUL_FRACTION = 0.845
 """Calibrated on validation row M17 (`benchmarks/validation.py --calibrate`, see the module docstring)."""
-HBM_FRACTION = 0.935
+HBM_FRACTION = 0.960
 """Calibrated on validation row M4 (`benchmarks/validation.py --calibrate`, see the module docstring)."""
 V6E_INT8_FRACTION = 0.395
 """The fraction of v6e's int8 peak (1836 TOP/s, v6e.1) an int8 matmul sustains. Calibrated on

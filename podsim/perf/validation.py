@@ -70,21 +70,33 @@ def _encoder(name: str, layers: int, d: int, ffn: int, heads: int, batch: int, s
 
 
 INT8 = "int8"
-UNFUSED = GenerateOptions(attention="materialized")
+# TF1 programs (the MLPerf ResNet-50 and BERT submissions): tf.gradients, then a cross_replica_sum
+# per variable, which XLA's all-reduce combiner merges into one after the backward pass.
+TF1 = GenerateOptions(combine_grad_reduce=True)
+UNFUSED = replace(TF1, attention="materialized")
+
+
+def _resnet_tf1(replicas: int, chips: int, bf16_threshold: int | None) -> GenerateOptions:
+    """The ResNet-50 submission's own settings (its run_and_time.sh and resnet_main.py):
+    `num_cores`/`num_replicas` per chip (2: a replica per TensorCore), and the gradient all-reduce
+    in bf16 when num_replicas <= bfloat16_replica_threshold (v0.7 on; default 128), else fp32
+    (CrossShardOptimizer on the fp32 variables; v0.6 always)."""
+    bf16 = bf16_threshold is not None and replicas <= bf16_threshold
+    return replace(TF1, replicas_per_chip=replicas // chips, grad_bytes=2 if bf16 else 4)
 ROWS: tuple[Row, ...] = (
-    Row("M1", "TPU v3, 16 chips", "resnet50", "tpu-v3", "4x4", "data=16", 0.1311, overrides={"global_batch": 4096},
+    Row("M1", "TPU v3, 16 chips", "resnet50", "tpu-v3", "4x4", "data=16", 0.1311, overrides={"global_batch": 4096}, options=_resnet_tf1(32, 16, None),
         source="measurements.md M1 (MLPerf v0.6, R06 Google tpu-v3-32)"),
-    Row("M2", "TPU v3, 1024 chips (pod)", "resnet50", "tpu-v3", "32x32", "data=1024", 0.0251, overrides={"global_batch": 32768},
+    Row("M2", "TPU v3, 1024 chips (pod)", "resnet50", "tpu-v3", "32x32", "data=1024", 0.0251, overrides={"global_batch": 32768}, options=_resnet_tf1(2048, 1024, None),
         source="measurements.md M2 (MLPerf v0.6, R06 Google tpu-v3-2048)"),
     Row("M3", "TPU v3, 4096 chips (4 pods)", "resnet50", "tpu-v3", "32x32", "data=1024,dcn=4", 0.0141, slices=4,
-        overrides={"global_batch": 65536}, assumed="the 4 pods joined by the DCN (podsim has no inter-pod ICI)",
+        overrides={"global_batch": 65536}, options=_resnet_tf1(8192, 4096, 128), assumed="the 4 pods joined by the DCN (podsim has no inter-pod ICI)",
         source="measurements.md M3 (MLPerf v0.7, R07 Google tpu-v3-8192-TF)"),
-    Row("M4", "TPU v4, 8 chips", "resnet50", "tpu-v4", "2x2x2", "data=8", 0.0736, overrides={"global_batch": 2048},
+    Row("M4", "TPU v4, 8 chips", "resnet50", "tpu-v4", "2x2x2", "data=8", 0.0736, overrides={"global_batch": 2048}, options=_resnet_tf1(16, 8, 128),
         calibration="HBM_FRACTION", source="measurements.md M4 (MLPerf v0.7, R07 Google tpu-v4-16-TF)"),
-    Row("M5", "TPU v4, 3456 chips", "resnet50", "tpu-v4", "12x12x24", "data=3456", 0.00698, overrides={"global_batch": 55296},
+    Row("M5", "TPU v4, 3456 chips", "resnet50", "tpu-v4", "12x12x24", "data=3456", 0.00698, overrides={"global_batch": 55296}, options=_resnet_tf1(3456, 3456, 8192),
         assumed="slice 12x12x24 (3456 chips)", source="measurements.md M5 (MLPerf v1.0, R10 Google tpu-v4-6912-TF)"),
     Row("M6", "TPU v4, 4096 chips (pod)", "resnet50", "tpu-v4", "16x16x16", "data=4096", 0.0034, kind="range", measured_hi_s=0.0042,
-        overrides={"global_batch": 32768}, source="measurements.md M6 (MLPerf v2.0, R20; low confidence: 3.4-4.2 ms)"),
+        overrides={"global_batch": 32768}, options=_resnet_tf1(4096, 4096, 8192), source="measurements.md M6 (MLPerf v2.0, R20; low confidence: 3.4-4.2 ms)"),
     Row("M7", "TPU v3, 4096 chips (4 pods)", "bert-large", "tpu-v3", "32x32", "data=1024,dcn=4", 0.0466, slices=4,
         overrides={"global_batch": 8192}, options=UNFUSED, assumed="the 4 pods joined by the DCN; unfused attention",
         source="measurements.md M7 (MLPerf v0.7, R07 Google tpu-v3-8192-TF)"),
@@ -122,6 +134,15 @@ ROWS: tuple[Row, ...] = (
         options=GenerateOptions(recompute="full", attention="materialized"), assumed="rematerialisation as full recompute; unfused attention",
         remat_stated=True, source="measurements.md P1 (Chowdhery et al. 2022 §4.1, Table 3)"),
 )
+
+
+def setup_note(row: Row) -> str:
+    """The row's note: what the sheet leaves open and podsim takes, then the TF1 gradient path."""
+    o, parts = row.options, [row.assumed] if row.assumed else []
+    if o.combine_grad_reduce:
+        dtype = "fp32" if o.grad_bytes == 4 else "bf16"
+        parts.append(f"TF1: one {dtype} gradient all-reduce after backward" + (", a replica per TensorCore" if o.replicas_per_chip == 2 else ""))
+    return "; ".join(parts)
 
 
 def row_trace(row: Row):
@@ -170,7 +191,7 @@ def run_table(rows: tuple[Row, ...] = ROWS, on_row: Callable[[dict], None] | Non
                "measured_s": row.measured_s, "measured_hi_s": row.measured_hi_s, "predicted_s": s["step_time_s"],
                "ratio": s["step_time_s"] / row.measured_s, "error": error(row, s["step_time_s"]),
                "mfu": s.get("mfu"), "hfu": s.get("hfu"), "exposed_comm_s": s["exposed_comm_s"],
-               "calibration": row.calibration, "assumed": row.assumed, "source": row.source,
+               "calibration": row.calibration, "assumed": setup_note(row), "source": row.source,
                "engine_wall_s": s["engine_wall_s"], "recompute": s["recompute"],
                "hbm_bytes_per_chip": s.get("hbm_bytes_per_chip"), "hbm_fits": s.get("hbm_fits")}
         out.append(rec)
