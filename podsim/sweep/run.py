@@ -137,9 +137,8 @@ class SweepRunner:
                 while queue and len(inflight) < self.handle.slots:
                     p = queue.pop()
                     t0 = time.perf_counter()
-                    fut = self.handle.executor.submit(run_point, self.sweep.base, self.sweep.base_dir, p.overrides, p.seed)
-                    inflight[fut] = (p, t0)
-                done, _ = wait(list(inflight), return_when=FIRST_COMPLETED)
+                    inflight[self._submit(p)] = (p, t0)
+                done = self._wait(inflight)
                 for fut in done:
                     p, t0 = inflight.pop(fut)
                     out[p.key] = self._finish(p, fut, time.perf_counter() - t0)
@@ -149,6 +148,25 @@ class SweepRunner:
             self.handle.abort()
             raise
         return out
+
+    def _submit(self, p: Point) -> Future:
+        """Hand a point to the executor. A pool's submit takes its locks: an interrupt raised while
+        one is held would leave it held and hang the pool's shutdown, so SIGINT waits until it is
+        out (the serial executor runs the point here, where an interrupt must stop it at once)."""
+        args = (run_point, self.sweep.base, self.sweep.base_dir, p.overrides, p.seed)
+        if self.handle.kind == "serial":
+            return self.handle.executor.submit(*args)
+        with self.guard.held():
+            return self.handle.executor.submit(*args)
+
+    def _wait(self, inflight: dict[Future, tuple[Point, float]]) -> set[Future]:
+        """The finished futures, waited for with SIGINT held (for the same reason as `_submit`),
+        in slices of 0.1 s so an interrupt is acted on within one."""
+        while True:
+            with self.guard.held():
+                done, _ = wait(list(inflight), timeout=0.1, return_when=FIRST_COMPLETED)
+            if done:
+                return done
 
     def _finish(self, p: Point, fut: Future, wall_s: float) -> dict:
         try:
