@@ -12,7 +12,8 @@ from helpers import run_podsim
 from podsim.engine import simulate_step, step_summary
 from podsim.errors import PodsimError
 from podsim.topology import build_slice
-from podsim.trace import PRESETS, Collective, Compute, GenerateOptions, generate_trace
+from podsim.trace import PRESETS, Collective, Compute, GenerateOptions, format_group, generate_trace
+from podsim.trace.resnet import bn_tile
 
 COMBINED = GenerateOptions(combine_grad_reduce=True)
 
@@ -96,7 +97,66 @@ def test_replicas_per_chip_is_refused_where_it_means_nothing(model, value, needl
 def test_cli_flags_reach_the_trace(capsys, tmp_path):
     path = tmp_path / "r.json"
     code, _, err = run_podsim(capsys, "trace", "generate", "resnet50", "-g", "tpu-v3", "--slice", "4x4", "-p", "data=16",
-                              "--set", "global_batch=4096", "--combine-grad-reduce", "--replicas-per-chip", "2", "--grad-bytes", "4", "-o", str(path))
+                              "--set", "global_batch=4096", "--combine-grad-reduce", "--replicas-per-chip", "2", "--grad-bytes", "4", "--bn-group", "8", "-o", str(path))
     assert code == 0, err
     meta = json.loads(path.read_text())["meta"]
     assert meta["combine_grad_reduce"] is True and meta["replicas_per_chip"] == 2
+    assert meta["bn_group"] == 8 and meta["bn_tile"] == "x:2,y:2"
+
+
+# --- distributed batch norm (bn_group) -------------------------------------------------------
+
+
+@pytest.mark.parametrize("chips,shape,tile", [
+    (4, (32, 32), "x:2,y:2"), (8, (16, 16, 16), "x:2,y:2,z:2"), (4, (12, 12, 24), "x:2,y:2"),
+    (16, (4, 4, 8), "x:4,y:2,z:2"), (2, (2, 2, 1), "x:2"),
+])
+def test_bn_tile_is_a_compact_block(chips, shape, tile):
+    assert format_group(bn_tile(chips, shape)) == tile
+
+
+@pytest.mark.parametrize("chips,shape,needle", [(3, (4, 4), "not a power of two"), (8, (2, 2), "does not tile slice 2x2")])
+def test_bn_tile_refuses_what_cannot_be_laid(chips, shape, needle):
+    with pytest.raises(PodsimError, match=needle):
+        bn_tile(chips, shape)
+
+
+def _v3(**opts):
+    return generate_trace("resnet50", "8x8", "data=64", generation="tpu-v3", overrides={"global_batch": 1024},
+                          options=GenerateOptions(combine_grad_reduce=True, **opts))
+
+
+def test_distributed_batch_norm_sums_statistics_twice_per_layer_on_the_critical_path():
+    t = _v3(bn_group=8, replicas_per_chip=2)
+    bn = [op for op in t.ops if isinstance(op, Collective) and op.id.endswith(".bn")]
+    cfg = PRESETS["resnet50"]
+    with_bn = [layer for layer in cfg.layers() if layer.batchnorm]
+    assert len(bn) == 2 * len(with_bn) == 2 * t.meta["bn_layers"] == 106
+    assert {format_group(op.group) for op in bn} == {"x:2,y:2"}  # 8 replicas = 4 chips of two TensorCores
+    assert sum(op.bytes for op in bn) == 2 * sum(8 * layer.c_out for layer in with_bn)
+    users = {d for op in t.ops for d in op.deps}
+    assert all(op.id in users for op in bn)  # each is waited for
+    s = build_slice("tpu-v3", "8x8")
+    plain, dbn = (step_summary(simulate_step(x, s), x) for x in (_v3(replicas_per_chip=2), t))
+    r = simulate_step(t, s)
+    bn_busy = sum(op.duration_s for op in r.timeline if op.step == 0 and op.id.endswith(".bn"))
+    assert bn_busy > 0 and dbn["step_time_s"] - plain["step_time_s"] == pytest.approx(bn_busy, rel=1e-9)
+
+
+@pytest.mark.parametrize("opts,needle", [
+    ({"bn_group": 3, "replicas_per_chip": 2}, "bn_group 3 must be a multiple of replicas_per_chip (2)"),
+    ({"bn_group": 128}, "bn_group 128 (128 chips) must divide the 64 data-parallel chips"),
+])
+def test_bad_bn_groups_are_one_line_errors(opts, needle):
+    with pytest.raises(PodsimError) as exc:
+        _v3(**opts)
+    assert needle in str(exc.value) and "\n" not in str(exc.value)
+
+
+def test_bn_group_is_refused_for_a_model_without_batch_norm():
+    with pytest.raises(PodsimError, match="bn_group 8 is not allowed for gpt3-175b: it has no batch norm"):
+        generate_trace("gpt3-175b", "4x4x4", "data=64", options=GenerateOptions(bn_group=8))
+
+
+def test_bn_group_of_one_chips_replicas_moves_nothing_between_chips():
+    assert not [op for op in _v3(bn_group=2, replicas_per_chip=2).ops if op.id.endswith(".bn")]

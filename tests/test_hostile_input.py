@@ -148,6 +148,8 @@ CASES = [
     ("clock-ghz-nan", ("trace", "import", ASTRA_WL, "--slice", "8", "--clock-ghz", "nan", "-o", "{d}/x.json"), "--clock-ghz"),
     ("grad-bytes-zero", (*GEN, "--grad-bytes", "0", "-o", "{d}/g.json"), "--grad-bytes"),
     ("replicas-per-chip-three", (*GEN, "--replicas-per-chip", "3", "-o", "{d}/g.json"), "--replicas-per-chip"),
+    ("bn-group-zero", (*GEN, "--bn-group", "0", "-o", "{d}/g.json"), "--bn-group"),
+    ("bn-group-transformer", (*GEN, "--bn-group", "8", "-o", "{d}/g.json"), "bn_group 8 is not allowed for gpt3-175b"),
     ("replicas-per-chip-transformer", (*GEN, "--replicas-per-chip", "2", "-o", "{d}/g.json"), "replicas_per_chip 2 is not allowed for gpt3-175b"),
     ("limit-zero", (*CL, "--trace", str(DATA / "elasticflow_sample.csv"), "--limit", "0"), "--limit"),
     ("limit-negative", (*CL, "--trace", str(DATA / "elasticflow_sample.csv"), "--limit", "-1"), "--limit"),

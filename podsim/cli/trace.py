@@ -107,6 +107,7 @@ def generate_cmd(
     grad_bytes: Annotated[int, typer.Option("--grad-bytes", help="bytes per gradient element as reduced (2 bf16, 4 fp32)", callback=opt_count("--grad-bytes", 1, 8, "fp64 is the widest gradient element"))] = 2,
     combine_grad_reduce: Annotated[bool, typer.Option("--combine-grad-reduce", help="one data-parallel gradient all-reduce after the backward pass (XLA's combiner on a TF1 program) instead of one per layer under it")] = False,
     replicas_per_chip: Annotated[int, typer.Option("--replicas-per-chip", help="CNN data parallelism: replicas per chip (2: one per TensorCore, TF's num_cores on v2-v4); each updates its own weights", callback=opt_count("--replicas-per-chip", 1, 2, "a chip has at most two TensorCores"))] = 1,
+    bn_group: Annotated[int, typer.Option("--bn-group", help="CNN distributed batch norm: replicas whose batch statistics are all-reduced together (TF's distributed_group_size), forward and backward, over a compact block of chips", callback=opt_count("--bn-group", 1, 4096, "a group larger than a pod's chips"))] = 1,
     set_: Annotated[list[str] | None, typer.Option("--set", help="override a model field, e.g. --set global_batch=2048 (repeatable)")] = None,
     mesh_order: Annotated[str | None, typer.Option("--mesh-order", help="logical axes heaviest first, e.g. tensor,fsdp,data (default: measured)")] = None,
     mesh_map: Annotated[list[str] | None, typer.Option("--map", help="explicit mapping LOGICAL=GROUP, e.g. --map tensor=z --map data=x,y (repeatable)")] = None,
@@ -115,7 +116,7 @@ def generate_cmd(
     """Generate a model's training-step trace for a parallelism plan on a slice."""
     opts = GenerateOptions(
         microbatches=microbatches, recompute=recompute, sequence_parallel=sequence_parallel,
-        capacity_factor=capacity_factor, grad_bytes=grad_bytes, combine_grad_reduce=combine_grad_reduce, replicas_per_chip=replicas_per_chip,
+        capacity_factor=capacity_factor, grad_bytes=grad_bytes, combine_grad_reduce=combine_grad_reduce, replicas_per_chip=replicas_per_chip, bn_group=bn_group,
         mesh_order=tuple(a.strip() for a in mesh_order.split(",") if a.strip()) if mesh_order else None,
         mesh=_mapping(mesh_map), precision=precision, attention=attention, collective_matmul=collective_matmul, **_overlaps_off(no_overlap),
     )

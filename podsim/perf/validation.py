@@ -61,12 +61,20 @@ class Row:
         return self.model if isinstance(self.model, str) else self.model.name
 
 
-def _encoder(name: str, layers: int, d: int, ffn: int, heads: int, batch: int, source: str) -> TransformerConfig:
+def _encoder(name: str, layers: int, d: int, ffn: int, heads: int, batch: int, source: str, **shape) -> TransformerConfig:
     """The MLPerf v1.1 open-division BERT-style LMs (measurements.md M16, M17): vocabulary and
-    masked positions as BERT-large's (not stated for these models)."""
+    masked positions as BERT-large's (not stated for these models); `shape`: what the row's model
+    class sets beyond the sheet's sizes (head_dim, n_kv_heads, mlp)."""
     bert = PRESETS["bert-large"]
     return bert.model_copy(update={"name": name, "source": source, "n_layers": layers, "d_model": d, "d_ff": ffn,
-                                   "n_heads": heads, "n_kv_heads": heads, "global_batch": batch})
+                                   "n_heads": heads, "n_kv_heads": heads, "global_batch": batch, **shape})
+
+
+# M16's class (Lingvo wiki_bert.py MLPerfBertDense500B2K, on BertTemplate and gshard_builder's
+# DenseBuilder): gated_ffn_activation 'silu' (3 FFN matrices), attention_num_memory_heads=1
+# (multi-query), attention_key_value_dim 128 per head: 481.8B parameters, as the sheet states
+# (with BERT-large's plain MLP and full heads of d_model / 256 the sizes give only 344B).
+LINGVO_DENSE_BUILDER = {"mlp": "swiglu", "n_kv_heads": 1, "head_dim": 128}
 
 
 INT8 = "int8"
@@ -76,27 +84,28 @@ TF1 = GenerateOptions(combine_grad_reduce=True)
 UNFUSED = replace(TF1, attention="materialized")
 
 
-def _resnet_tf1(replicas: int, chips: int, bf16_threshold: int | None) -> GenerateOptions:
+def _resnet_tf1(replicas: int, chips: int, bf16_threshold: int | None, bn_group: int = 1) -> GenerateOptions:
     """The ResNet-50 submission's own settings (its run_and_time.sh and resnet_main.py):
     `num_cores`/`num_replicas` per chip (2: a replica per TensorCore), and the gradient all-reduce
     in bf16 when num_replicas <= bfloat16_replica_threshold (v0.7 on; default 128), else fp32
-    (CrossShardOptimizer on the fp32 variables; v0.6 always)."""
+    (CrossShardOptimizer on the fp32 variables; v0.6 always); `distributed_group_size` as
+    `bn_group` (batch-norm statistics summed over that many replicas; default 1)."""
     bf16 = bf16_threshold is not None and replicas <= bf16_threshold
-    return replace(TF1, replicas_per_chip=replicas // chips, grad_bytes=2 if bf16 else 4)
+    return replace(TF1, replicas_per_chip=replicas // chips, grad_bytes=2 if bf16 else 4, bn_group=bn_group)
 ROWS: tuple[Row, ...] = (
     Row("M1", "TPU v3, 16 chips", "resnet50", "tpu-v3", "4x4", "data=16", 0.1311, overrides={"global_batch": 4096}, options=_resnet_tf1(32, 16, None),
         source="measurements.md M1 (MLPerf v0.6, R06 Google tpu-v3-32)"),
-    Row("M2", "TPU v3, 1024 chips (pod)", "resnet50", "tpu-v3", "32x32", "data=1024", 0.0251, overrides={"global_batch": 32768}, options=_resnet_tf1(2048, 1024, None),
+    Row("M2", "TPU v3, 1024 chips (pod)", "resnet50", "tpu-v3", "32x32", "data=1024", 0.0251, overrides={"global_batch": 32768}, options=_resnet_tf1(2048, 1024, None, 8),
         source="measurements.md M2 (MLPerf v0.6, R06 Google tpu-v3-2048)"),
     Row("M3", "TPU v3, 4096 chips (4 pods)", "resnet50", "tpu-v3", "32x32", "data=1024,dcn=4", 0.0141, slices=4,
-        overrides={"global_batch": 65536}, options=_resnet_tf1(8192, 4096, 128), assumed="the 4 pods joined by the DCN (podsim has no inter-pod ICI)",
+        overrides={"global_batch": 65536}, options=_resnet_tf1(8192, 4096, 128, 8), assumed="the 4 pods joined by the DCN (podsim has no inter-pod ICI)",
         source="measurements.md M3 (MLPerf v0.7, R07 Google tpu-v3-8192-TF)"),
     Row("M4", "TPU v4, 8 chips", "resnet50", "tpu-v4", "2x2x2", "data=8", 0.0736, overrides={"global_batch": 2048}, options=_resnet_tf1(16, 8, 128),
         calibration="HBM_FRACTION", source="measurements.md M4 (MLPerf v0.7, R07 Google tpu-v4-16-TF)"),
-    Row("M5", "TPU v4, 3456 chips", "resnet50", "tpu-v4", "12x12x24", "data=3456", 0.00698, overrides={"global_batch": 55296}, options=_resnet_tf1(3456, 3456, 8192),
+    Row("M5", "TPU v4, 3456 chips", "resnet50", "tpu-v4", "12x12x24", "data=3456", 0.00698, overrides={"global_batch": 55296}, options=_resnet_tf1(3456, 3456, 8192, 4),
         assumed="slice 12x12x24 (3456 chips)", source="measurements.md M5 (MLPerf v1.0, R10 Google tpu-v4-6912-TF)"),
     Row("M6", "TPU v4, 4096 chips (pod)", "resnet50", "tpu-v4", "16x16x16", "data=4096", 0.0034, kind="range", measured_hi_s=0.0042,
-        overrides={"global_batch": 32768}, options=_resnet_tf1(4096, 4096, 8192), source="measurements.md M6 (MLPerf v2.0, R20; low confidence: 3.4-4.2 ms)"),
+        overrides={"global_batch": 32768}, options=_resnet_tf1(4096, 4096, 8192, 8), source="measurements.md M6 (MLPerf v2.0, R20; low confidence: 3.4-4.2 ms)"),
     Row("M7", "TPU v3, 4096 chips (4 pods)", "bert-large", "tpu-v3", "32x32", "data=1024,dcn=4", 0.0466, slices=4,
         overrides={"global_batch": 8192}, options=UNFUSED, assumed="the 4 pods joined by the DCN; unfused attention",
         source="measurements.md M7 (MLPerf v0.7, R07 Google tpu-v3-8192-TF)"),
@@ -123,7 +132,7 @@ ROWS: tuple[Row, ...] = (
         overrides={"global_batch": 1536}, options=GenerateOptions(precision=INT8, recompute="full"), kind="upper_bound",
         assumed="data parallel across slices", remat_stated=True, calibration="V6E_INT8_FRACTION",
         source="measurements.md M15 (MLPerf v4.1, R41 trillium-512)"),
-    Row("M16", "TPU v4, 2048 chips", _encoder("lm-482b", 64, 16384, 131072, 256, 4096, "measurements.md M16"), "tpu-v4", "8x16x16",
+    Row("M16", "TPU v4, 2048 chips", _encoder("lm-482b", 64, 16384, 131072, 256, 4096, "measurements.md M16", **LINGVO_DENSE_BUILDER), "tpu-v4", "8x16x16",
         "fsdp=256,tensor=8", 22.0, options=UNFUSED, assumed="mesh [256, 8] as fsdp x tensor; bf16; remat not stated: full, the least that fits HBM; unfused attention",
         source="measurements.md M16 (MLPerf v1.1 open, R11 tpu-v4-4096-TF)"),
     Row("M17", "TPU v4, 1024 chips", _encoder("lm-200b", 66, 12288, 98304, 128, 4096, "measurements.md M17"), "tpu-v4", "8x8x16",
@@ -141,7 +150,8 @@ def setup_note(row: Row) -> str:
     o, parts = row.options, [row.assumed] if row.assumed else []
     if o.combine_grad_reduce:
         dtype = "fp32" if o.grad_bytes == 4 else "bf16"
-        parts.append(f"TF1: one {dtype} gradient all-reduce after backward" + (", a replica per TensorCore" if o.replicas_per_chip == 2 else ""))
+        parts.append(f"TF1: one {dtype} gradient all-reduce after backward" + (", a replica per TensorCore" if o.replicas_per_chip == 2 else "")
+                     + (f", batch norm over {o.bn_group} replicas" if o.bn_group > 1 else ""))
     return "; ".join(parts)
 
 

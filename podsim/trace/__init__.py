@@ -6,9 +6,10 @@
 - configs.py   model presets (gpt3-175b, llama2-70b, mixtral-8x7b, resnet50) with sources;
 - mesh.py      parallelism plans and their mapping onto slice axes (as jax's mesh_utils);
 - generate.py  the generator (data, FSDP, tensor, pipeline 1F1B, expert parallelism), with
-               costs.py (per-chip FLOPs, bytes, matmuls), builder.py (program order, logical
-               -> slice groups) and memory.py (HBM footprint per chip);
-- plans.py     default and templated parallelism plans for a slice;
+               resnet.py (the data-parallel CNN program, distributed batch norm), costs.py
+               (per-chip FLOPs, bytes, matmuls), builder.py (program order, logical -> slice
+               groups) and memory.py (HBM footprint per chip);
+- plans.py     default and templated parallelism plans for a slice; how a plan splits the batch;
 - kinds.py     the accepted spellings of collective kinds and algorithms;
 - chakra.py    Chakra execution traces (.et protobuf, any vintage via chakra_wire.py, and
                JSON), one file per rank; chakra_export.py writes them;

@@ -71,6 +71,13 @@ class ProgramBuilder:
             self.pending.append(op_id)
         return op_id
 
+    def tile_all_reduce(self, op_id: str, nbytes: float, tile: tuple[AxisGroup, ...], *, name: str, layer: str) -> str:
+        """An all-reduce over a fixed block of the slice (e.g. 2x2 chips; every block at once), on
+        the critical path: not a logical axis, so `finish` keeps the group as given."""
+        self.ops.append(Collective(op_id, "all_reduce", float(nbytes), tile, deps=tuple(dict.fromkeys(self.frontier())), name=name, layer=layer))
+        self.pending.append(op_id)
+        return op_id
+
     def grad_all_reduce(self, op_id: str, nbytes: float, axes: Sequence[str], *, ready: str, blocking: bool, name: str, layer: str) -> str | None:
         """A data-parallel gradient all-reduce of one layer: issued now, or (`combine_grads`) held
         and merged per axis group into one all-reduce after the backward pass (`flush_grads`)."""

@@ -52,8 +52,8 @@ from podsim.errors import PodsimError
 from podsim.topology import get_generation, validate_shape
 from podsim.trace.builder import ProgramBuilder
 from podsim.trace.configs import ModelConfig, ResNetConfig, TransformerConfig, get_model
-from podsim.trace.costs import TransformerShard, adam_update, conv_cost
-from podsim.trace.memory import resnet_footprint, transformer_footprint
+from podsim.trace.costs import TransformerShard, adam_update
+from podsim.trace.memory import transformer_footprint
 from podsim.trace.mesh import (
     DEFAULT_INTENSITY,
     LOGICAL_AXES,
@@ -66,6 +66,8 @@ from podsim.trace.model import (
     Compute,
     StepTrace,
 )
+from podsim.trace.plans import grad_allreduce_blocking, local_batch, microbatches
+from podsim.trace.resnet import resnet_program
 
 
 @dataclass(frozen=True)
@@ -93,6 +95,7 @@ class GenerateOptions:
     # into one after the backward pass (then none overlaps backward, whatever overlap_grad_reduce says)
     combine_grad_reduce: bool = False
     replicas_per_chip: int = 1  # CNN data parallelism: one replica per TensorCore (TF's num_cores = 2 x chips on v2-v4)
+    bn_group: int = 1  # CNN distributed batch norm: replicas whose batch statistics are summed (TF's distributed_group_size)
     mesh_order: tuple[str, ...] | None = None  # logical axes, heaviest first; None: by measured volume
     mesh: Mapping[str, str] | None = field(default=None, hash=False)  # explicit mapping {'tensor': 'z', ...}
 
@@ -136,6 +139,8 @@ def generate_trace(
     opts = replace(opts, recompute=_recompute_policy(opts.recompute))
     if opts.replicas_per_chip not in (1, 2) or (opts.replicas_per_chip > 1 and not isinstance(cfg, ResNetConfig)):
         raise PodsimError(f"replicas_per_chip {opts.replicas_per_chip} is not allowed for {cfg.name}; use 1, or 2 (one replica per TensorCore) for a data-parallel CNN")
+    if opts.bn_group != 1 and not isinstance(cfg, ResNetConfig):
+        raise PodsimError(f"bn_group {opts.bn_group} is not allowed for {cfg.name}: it has no batch norm; use 1")
     if opts.attention not in ("flash", "materialized"):
         raise PodsimError(f"attention {opts.attention!r} is not known; use flash or materialized")
     if opts.precision not in PRECISIONS:
@@ -144,7 +149,7 @@ def generate_trace(
     if isinstance(cfg, TransformerConfig):
         builder, info = _transformer_program(cfg, plan, opts, sizes)
     else:
-        builder, info = _resnet_program(cfg, plan, opts, sizes)
+        builder, info = resnet_program(cfg, plan, opts, sizes, spec.shape)
     volume = builder.volume_per_axis()
     order = opts.mesh_order or tuple(sorted(LOGICAL_AXES, key=lambda a: (-volume.get(a, 0.0), DEFAULT_INTENSITY.index(a))))
     mapping = map_mesh(spec.shape, plan, order, explicit=opts.mesh)
@@ -169,36 +174,13 @@ def generate_trace(
         "overlap": {k: getattr(opts, k) for k in OVERLAP_SWITCHES},
         "combine_grad_reduce": opts.combine_grad_reduce,
         "replicas_per_chip": opts.replicas_per_chip,
+        "bn_group": opts.bn_group,
         **info,
         "hardware_flops_per_step": sum(op.flops for op in ops if isinstance(op, Compute) and not op.bubble) * spec.chips * plan.dcn,
     }
     trace = StepTrace(tuple(ops), name=f"{cfg.name} {plan} on {gen.id} {spec}", meta=meta)
     trace.validate(axes=("x", "y", "z")[: len(spec.shape)])
     return trace
-
-
-def _local_batch(global_batch: int, plan: ParallelPlan, unit: str) -> int:
-    shards = plan.batch_shards
-    if global_batch % shards:
-        raise PodsimError(f"global batch of {global_batch} {unit} does not split over data x fsdp x expert x dcn = {shards}; use a multiple of {shards} (--set global_batch=N)")
-    return global_batch // shards
-
-
-def _grad_allreduce_blocking(opts: GenerateOptions, plan: ParallelPlan) -> bool:
-    """Whether the data-parallel gradient all-reduces block the next compute: the DCN overlap
-    switch governs them when they cross slices, the in-slice one otherwise."""
-    return not (opts.overlap_dcn if plan.dcn > 1 else opts.overlap_grad_reduce)
-
-
-def _microbatches(local: int, plan: ParallelPlan, opts: GenerateOptions) -> int:
-    if opts.microbatches is not None:
-        m = opts.microbatches
-        if m < 1 or local % m:
-            raise PodsimError(f"microbatches {m} does not divide the {local} sequences each chip holds per step")
-        return m
-    if plan.pipeline == 1:
-        return 1
-    return max(d for d in range(1, min(local, 4 * plan.pipeline) + 1) if local % d == 0)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -220,7 +202,7 @@ class _TransformerProgram:
         opts = sh.opts
         self.tp_blocking: bool | str = "overlap" if opts.collective_matmul else True
         self.rs_blocking = not opts.overlap_grad_reduce
-        self.ar_blocking = _grad_allreduce_blocking(opts, sh.plan)
+        self.ar_blocking = grad_allreduce_blocking(opts, sh.plan)
 
     # Tensor-parallel boundaries (Megatron f and g operators, or their sequence-parallel forms)
     # With collective matmul (Wang et al. 2023, XLA's decomposition) each runs beside the
@@ -390,8 +372,8 @@ def _transformer_program(cfg: TransformerConfig, plan: ParallelPlan, opts: Gener
         raise PodsimError(f"pipeline={p} does not divide {cfg.name}'s {cfg.n_layers} layers")
     if opts.sequence_parallel and cfg.seq_len % t:
         raise PodsimError(f"sequence parallelism needs tensor={t} to divide the sequence length {cfg.seq_len}")
-    local = _local_batch(cfg.global_batch, plan, "sequences")
-    m = _microbatches(local, plan, opts)
+    local = local_batch(cfg.global_batch, plan, "sequences")
+    m = microbatches(local, plan, opts)
     sh = TransformerShard(cfg, plan, opts, b=local // m, layers=cfg.n_layers // p)
     builder = ProgramBuilder(sizes, opts.precision, opts.combine_grad_reduce)
     _TransformerProgram(sh, builder, m).step()
@@ -407,41 +389,3 @@ def _transformer_program(cfg: TransformerConfig, plan: ParallelPlan, opts: Gener
         "hbm_footprint": transformer_footprint(sh, m).as_dict(),
     }
     return builder, info
-
-
-# ---------------------------------------------------------------------------------------------
-# ResNet-50 (data parallel)
-
-
-def _resnet_program(cfg: ResNetConfig, plan: ParallelPlan, opts: GenerateOptions, sizes: Mapping[str, int]) -> tuple[ProgramBuilder, dict]:
-    other = [a for a in ("fsdp", "pipeline", "tensor", "expert") if getattr(plan, a) > 1]
-    if other:
-        raise PodsimError(f"{cfg.name} is generated data-parallel only; drop {other[0]}={getattr(plan, other[0])} (use data and dcn)")
-    local = _local_batch(cfg.global_batch, plan, "images")
-    m = _microbatches(local, plan, opts)
-    n = local // m
-    layers = cfg.layers()
-    b = ProgramBuilder(sizes, opts.precision, opts.combine_grad_reduce)
-    reductions: list[str] = []
-    ar_blocking = _grad_allreduce_blocking(opts, plan)
-    for j in range(m):
-        for layer in layers:
-            b.compute(f"mb{j}.fwd.{layer.name}", conv_cost(layer, n, opts), name="fully connected forward" if layer.bias else "convolution forward", layer=layer.name)
-        for layer in reversed(layers):
-            done = b.compute(f"mb{j}.bwd.{layer.name}", conv_cost(layer, n, opts).backward(), name="layer backward", layer=layer.name)
-            if j == m - 1:
-                ar = b.grad_all_reduce(f"{layer.name}.grad.ar", layer.params * opts.grad_bytes, ("data", "dcn"), ready=done, blocking=ar_blocking, name="data-parallel gradient all-reduce", layer=layer.name)
-                reductions += [ar] if ar else []
-    params = cfg.params
-    # each replica (one per TensorCore when replicas_per_chip is 2) updates its own copy of the weights
-    b.compute("optimizer", adam_update(params, opts).times(opts.replicas_per_chip), deps=[*reductions, *b.flush_grads()],
-              name="optimizer update", layer="optimizer")
-    info = {
-        "params": params,
-        "images_per_step": cfg.global_batch,
-        "model_flops_per_step": cfg.training_flops_per_step(),
-        "microbatches": m,
-        "microbatch_images": n,
-        "hbm_footprint": resnet_footprint(cfg, n, opts).as_dict(),
-    }
-    return b, info

@@ -6,10 +6,14 @@ from __future__ import annotations
 
 import math
 import re
+from typing import TYPE_CHECKING
 
 from podsim.errors import PodsimError
 from podsim.trace.configs import ResNetConfig, get_model
 from podsim.trace.mesh import ParallelPlan, parse_parallelism
+
+if TYPE_CHECKING:
+    from podsim.trace.generate import GenerateOptions
 
 
 def resolve_plan(template: str | None, model: str, chips: int) -> str:
@@ -71,3 +75,30 @@ def multislice_plan(template: str | None, model: str, chips: int, slices: int) -
         raise PodsimError(f"parallelism {template!r} for {model}: dcn={dcn} but the job has {slices} slice(s); "
                           "leave dcn out (the slice count sets it)")
     return f"{plan},dcn={slices}"
+
+
+def local_batch(global_batch: int, plan: ParallelPlan, unit: str) -> int:
+    """Sequences or images each chip holds per step: the global batch over data x fsdp x expert x dcn."""
+    shards = plan.batch_shards
+    if global_batch % shards:
+        raise PodsimError(f"global batch of {global_batch} {unit} does not split over data x fsdp x expert x dcn = {shards}; use a multiple of {shards} (--set global_batch=N)")
+    return global_batch // shards
+
+
+def grad_allreduce_blocking(opts: GenerateOptions, plan: ParallelPlan) -> bool:
+    """Whether the data-parallel gradient all-reduces block the next compute: the DCN overlap
+    switch governs them when they cross slices, the in-slice one otherwise."""
+    return not (opts.overlap_dcn if plan.dcn > 1 else opts.overlap_grad_reduce)
+
+
+def microbatches(local: int, plan: ParallelPlan, opts: GenerateOptions) -> int:
+    """Micro-batches per step: as set, else 1 without a pipeline, else the largest divisor of the
+    local batch up to 4 x stages."""
+    if opts.microbatches is not None:
+        m = opts.microbatches
+        if m < 1 or local % m:
+            raise PodsimError(f"microbatches {m} does not divide the {local} sequences each chip holds per step")
+        return m
+    if plan.pipeline == 1:
+        return 1
+    return max(d for d in range(1, min(local, 4 * plan.pipeline) + 1) if local % d == 0)
