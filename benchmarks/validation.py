@@ -28,7 +28,7 @@ from podsim.perf.validation import (
 )
 
 TF1_SETTINGS = {"combined all-reduce": {"combine_grad_reduce": False}, "replica per TensorCore": {"replicas_per_chip": 1},
-                "fp32 gradients": {"grad_bytes": 2}}
+                "fp32 gradients": {"grad_bytes": 2}, "distributed batch norm": {"bn_group": 1}}
 
 
 def _fmt_s(x: float) -> str:
