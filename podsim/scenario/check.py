@@ -12,9 +12,10 @@ from podsim.errors import PodsimError
 from podsim.metrics import target_metrics
 from podsim.scenario.fields import parse_target
 from podsim.scenario.scaling import plan_error
-from podsim.scenario.schema import Scenario
+from podsim.scenario.schema import Scenario, StepOptions
 from podsim.scenario.steptime import plan_template, resolve_plan
 from podsim.topology import Generation, SliceSpec, get_generation, parse_shape, validate_shape
+from podsim.trace import generate_trace
 from podsim.trace.configs import PRESETS, get_model
 from podsim.trace.mesh import parse_parallelism
 from podsim.units import is_rate_unit
@@ -119,10 +120,23 @@ def _check_step(s: Scenario, gen: Generation) -> None:
             raise FieldError(loc + ("parallelism",), f"{st.parallelism!r} uses {plan.ici_chips} chips per slice; slice {st.slice} has {spec.chips} (the sizes other than dcn must multiply to {spec.chips})")
         if plan.dcn != st.slices:
             raise FieldError(loc + ("parallelism",), f"{st.parallelism!r} has dcn={plan.dcn} but the job has {st.slices} slice(s); set dcn={st.slices}")
+    if st.model is not None:
+        plan = resolve_plan(st.parallelism, st.model, spec.chips)
+        _check_options(loc + ("options",), st.options, st.model, gen, st.slice, plan if "dcn" in plan or st.slices == 1 else f"{plan},dcn={st.slices}",
+                       dict(st.model_overrides), st.twisted)
     if s.failures.given:
         raise FieldError(("failures",), "a step study (workload.step) has no failures; failures apply to a job stream (workload.synthetic or workload.trace)")
     if s.horizon is not None:
         raise FieldError(("horizon",), "a step study (workload.step) has no horizon; its length is workload.step.steps")
+
+
+def _check_options(loc: tuple, options: StepOptions, model: str, gen: Generation, shape: str, plan: str,
+                   overrides: dict, twisted: bool = False) -> None:
+    """Options the generator refuses for this model and plan (a batch-norm group on a transformer,
+    micro-batches that do not divide the batch, ...) fail here, under `options`, not at run time."""
+    if options != StepOptions():
+        _wrap(loc, generate_trace, model, shape, plan, generation=gen, twisted=twisted, overrides=overrides or None,
+              options=options.generate_options())
 
 
 def _check_scaling(s: Scenario, gen: Generation) -> None:
@@ -158,6 +172,8 @@ def _check_scaling(s: Scenario, gen: Generation) -> None:
     if sc.batch_per_slice % plan.batch_shards:
         raise FieldError(loc + ("batch_per_slice",), f"{sc.batch_per_slice} does not split over data x fsdp x expert = "
                          f"{plan.batch_shards} of {plan}; give a multiple of {plan.batch_shards}")
+    _check_options(loc + ("options",), sc.options, sc.model, gen, sc.slice, f"{resolve_plan(sc.parallelism, sc.model, spec.chips)},dcn={counts[0]}",
+                   {**sc.model_overrides, "global_batch": sc.batch_per_slice * counts[0]})
     d = s.dcn
     if d.sites > 1:
         if d.kind != "eps":

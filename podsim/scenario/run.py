@@ -176,7 +176,7 @@ def _run_step(s: Scenario, gen: Generation, on_progress: ProgressFn | None):
         if st.slices > 1 and "dcn" not in plan:
             plan += f",dcn={st.slices}"
         trace = generate_trace(st.model, shape, plan, generation=gen, twisted=st.twisted,
-                               overrides=dict(st.model_overrides) or None)
+                               overrides=dict(st.model_overrides) or None, options=st.options.generate_options())
     else:
         plan = ""
         trace = load_trace(st.trace, shape=shape)

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from podsim.engine import build_job, simulate_step, step_summary
 from podsim.errors import PodsimError
 from podsim.topology import DcnSpec, Generation, get_generation, parse_shape
-from podsim.trace import generate_trace
+from podsim.trace import GenerateOptions, generate_trace
 from podsim.trace.plans import resolve_plan
 
 if TYPE_CHECKING:
@@ -35,7 +35,7 @@ def plan_error(plan: str) -> str | None:
 def scaling_study(model: str, generation: str | Generation, shape: str, plan: str, slices: Sequence[int],
                   batch_per_slice: int, *, dcn: DcnSpec | None = None, overrides: Mapping[str, object] | None = None,
                   compute_efficiency: float | None = None, routing: str = "dimension_order", ocs: bool = True,
-                  engineer_dcn: bool = False) -> dict[str, list]:
+                  engineer_dcn: bool = False, options: GenerateOptions | None = None) -> dict[str, list]:
     """One row per slice count, fewest first (a column table, COLUMNS). `plan` is the parallelism
     inside a slice (no dcn: the study adds dcn=N). With `dcn.sites` > 1 every count must split
     evenly over the sites. `engineer_dcn`: an OCS DCN's circuits set for each job's blocks."""
@@ -56,7 +56,7 @@ def scaling_study(model: str, generation: str | Generation, shape: str, plan: st
     rows: list[dict] = []
     for n in counts:
         over = {**dict(overrides or {}), "global_batch": batch_per_slice * n}
-        trace = generate_trace(model, shape, f"{plan},dcn={n}", generation=gen, overrides=over)
+        trace = generate_trace(model, shape, f"{plan},dcn={n}", generation=gen, overrides=over, options=options)
         job = build_job(trace, gen, shape, n, ocs=ocs, dcn=dcn, engineer_dcn=engineer_dcn and n > 1)
         r = simulate_step(None, job, routing=routing, **kw)
         s = step_summary(r, trace)
@@ -77,7 +77,7 @@ def scenario_scaling(s: Scenario, gen: Generation, dcn: DcnSpec) -> tuple[dict, 
     study = scaling_study(sc.model, gen, sc.slice, plan, sc.slices, sc.batch_per_slice, dcn=dcn,
                           overrides=dict(sc.model_overrides), compute_efficiency=sc.compute_efficiency,
                           routing=s.topology.routing, ocs=s.topology.wiring == "ocs",
-                          engineer_dcn=s.dcn.ocs_groups == "job")
+                          engineer_dcn=s.dcn.ocs_groups == "job", options=sc.options.generate_options())
     metrics = {"scaling_slices_max": study["slices"][-1], "scaling_parallel_efficiency": study["parallel_efficiency"][-1],
                "scaling_mfu": study["mfu"][-1], "scaling_step_time_s": study["step_time_s"][-1],
                "scaling_parallelism": plan}

@@ -23,6 +23,7 @@ from podsim.economics.assumptions import DEFAULTS as SPINE_DEFAULTS
 from podsim.errors import PodsimError
 from podsim.quantities import Duration, Fraction, Rate
 from podsim.topology import get_generation
+from podsim.trace.generate import GenerateOptions
 from podsim.workload.popularity import V4_SLICE_POPULARITY
 from podsim.workload.replay import TraceSpec
 from podsim.workload.synthetic import ArrivalSpec, DurationSpec, StepsSpec, SyntheticSpec
@@ -148,6 +149,30 @@ class TraceWorkload(TraceSpec):
     _path = field_validator("path", mode="before")(_existing_file)
 
 
+class StepOptions(_Model):
+    """How a generated step runs: podsim.trace.GenerateOptions, the `podsim trace generate` flags
+    (recompute, precision, overlap switches, TF1's combined gradient all-reduce, CNN replicas per
+    chip and batch-norm groups); each defaults to the generator's own default."""
+
+    recompute: Literal["none", "minimal", "full"] = "none"
+    precision: Literal["bf16", "int8", "fp8"] = Field("bf16", description="matmul precision (int8/fp8 where the generation publishes the rate)")
+    attention: Literal["flash", "materialized"] = "flash"
+    sequence_parallel: bool = False
+    collective_matmul: bool = False
+    overlap_fsdp_prefetch: bool = True
+    overlap_grad_reduce: bool = True
+    overlap_dcn: bool = True
+    combine_grad_reduce: bool = False
+    microbatches: int | None = Field(None, ge=1, description="micro-batches per step; default: 1, or 1F1B's with a pipeline")
+    grad_bytes: int = Field(2, ge=1, le=8, description="bytes per gradient element as reduced (2 bf16, 4 fp32)")
+    replicas_per_chip: int = Field(1, ge=1, le=2, description="CNN data parallelism: 2 for a replica per TensorCore")
+    bn_group: int = Field(1, ge=1, le=MAX_FLEET_CHIPS, description="CNN distributed batch norm: replicas per group")
+    capacity_factor: float = Field(1.0, ge=1.0, le=64.0, description="MoE expert capacity factor")
+
+    def generate_options(self) -> GenerateOptions:
+        return GenerateOptions(**self.model_dump())
+
+
 class StepWorkload(_Model):
     """One training job's step on `slices` slices of `slice`, simulated on the flow-level engine."""
 
@@ -161,6 +186,7 @@ class StepWorkload(_Model):
     steps: int | None = Field(None, ge=1, description="training steps, for time to train, chip-hours and cost")
     compute_efficiency: float | None = Field(None, gt=0, le=1, description="a flat fraction of peak FLOP/s for every "
                                              "compute op (e.g. 0.6, perf.3); default: the per-op compute model (podsim.perf)")
+    options: StepOptions = Field(default_factory=StepOptions, description="how the generated step runs (a preset model only)")
 
     _trace = field_validator("trace", mode="before")(_existing_file)
 
@@ -168,6 +194,8 @@ class StepWorkload(_Model):
     def _one_source(self) -> StepWorkload:
         if (self.model is None) == (self.trace is None):
             raise ValueError("give model (a preset) or trace (a file), one of the two")
+        if self.trace is not None and self.options != StepOptions():
+            raise ValueError("options shape a generated step; a trace file already holds its ops (drop options or give model)")
         return self
 
 
@@ -322,6 +350,7 @@ class Scaling(_Model):
     batch_per_slice: int = Field(..., ge=1, description="global batch per slice (weak scaling: global batch = this x slices)")
     compute_efficiency: float | None = Field(None, gt=0, le=1, description="flat fraction of peak FLOP/s; default: "
                                              "the per-op compute model (as `podsim scaling`)")
+    options: StepOptions = Field(default_factory=StepOptions, description="how each generated step runs")
 
 
 class Scenario(_Model):
