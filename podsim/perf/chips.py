@@ -82,6 +82,11 @@ CHIPS: dict[str, tuple[int, str, dict[str, float], str, tuple[str, ...]]] = {
 }
 
 
+# generation id -> {precision: name of its own achievable-fraction constant}; looked up when a
+# chip is built, so `podsim.perf.validation.fractions` (calibration) reaches it
+PRECISION_FRACTIONS: dict[str, dict[str, str]] = {"tpu-v6e": {"int8": "V6E_INT8_FRACTION"}}
+
+
 def chip_compute(gen: str | Generation) -> ChipCompute:
     """The compute constants of a generation; one without an entry (a GPU, a custom chip) gets
     no tile padding and its bf16 peak only."""
@@ -91,7 +96,7 @@ def chip_compute(gen: str | Generation) -> ChipCompute:
         dim, dim_src, extra, peak_src, notes = CHIPS[g.id]
     else:
         dim, dim_src, extra, peak_src, notes = 1, "assumption", {}, "peak_bf16_tflops_per_chip", ("no MXU tile modelled",)
-    per_precision = {"int8": V6E_INT8_FRACTION} if g.id == "tpu-v6e" else {}
+    per_precision = {p: globals()[name] for p, name in PRECISION_FRACTIONS.get(g.id, {}).items()}
     return ChipCompute(g.id, dim, dim_src, {"bf16": bf16, **extra}, peak_src, g.hbm_bytes_per_s,
                        matmul_fraction=MATMUL_FRACTION, hbm_fraction=HBM_FRACTION, notes=notes,
                        precision_fractions=per_precision)
