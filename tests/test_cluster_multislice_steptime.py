@@ -165,7 +165,7 @@ def test_a_scenario_with_engine_step_times_runs_multislice_jobs():
     t = r.tables["step_times"]
     rows = {int(n): (s, e) for n, s, e in zip(t["slices"], t["source"], t["exposed_comm_s"], strict=True)}
     assert set(rows) == {1, 2} and set(int(x) for x in t["sites"]) == {1}
-    assert rows[2][0] == "engine (fsdp=64,dcn=2, 2 slices)" and rows[2][1] > rows[1][1]
+    assert rows[2][0] == "engine (fsdp=64,dcn=2, 2 slices; compute at 50% of peak)" and rows[2][1] > rows[1][1]
     from podsim.report import figures  # the report names the 2-slice row apart from the 1-slice one
     assert sorted(figures.step_times(r).data[0].y) == ["bert-large 4x4x4", "bert-large 4x4x4 x2"]
     with pytest.raises(PodsimError, match="names dcn; leave it out"):

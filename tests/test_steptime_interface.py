@@ -28,7 +28,7 @@ def test_per_op_roofline_is_the_engine_less_its_exposed_communication():
     roofline's step is the engine's compute, and the engine adds only exposed communication."""
     roof = RooflineStepTime(None).estimate("llama2-70b", V4, (4, 4, 4), False)
     eng = EngineStepTime(None).estimate("llama2-70b", V4, (4, 4, 4), False)
-    assert roof.source == "roofline, per-op compute (fsdp=64)" and eng.source == "engine (fsdp=64)"
+    assert roof.source == "roofline, per-op compute (fsdp=64)" and eng.source == "engine (fsdp=64; compute by the per-op model)"
     assert roof.step_time_s == pytest.approx(eng.compute_s, rel=1e-9)
     assert eng.step_time_s == pytest.approx(eng.compute_s + eng.exposed_comm_s, rel=1e-9)
     assert eng.exposed_comm_s > 0 and eng.step_time_s > roof.step_time_s

@@ -13,6 +13,7 @@ import math
 from podsim.cluster import StepEstimate, StepTimeModel
 from podsim.cluster.steptime import check_spread
 from podsim.engine import build_job, simulate_step
+from podsim.perf.opmodel import compute_timing
 from podsim.topology import DcnSpec, Generation, build_slice, format_shape
 from podsim.trace import generate_trace
 from podsim.trace.plans import multislice_plan, plan_template, resolve_plan
@@ -40,11 +41,11 @@ class EngineStepTime:
         if slices == 1:
             built = build_slice(generation, tuple(shape), twisted=twisted, ocs=self.ocs, dcn=self._dcn(1))
             r = simulate_step(trace, built, compute_efficiency=self.efficiency, routing=self.routing)
-            return StepEstimate(r.step_time_s, r.compute_s, r.exposed_comm_s, f"engine ({plan})")
+            return StepEstimate(r.step_time_s, r.compute_s, r.exposed_comm_s, f"engine ({plan}; {compute_timing(self.efficiency)})")
         job = build_job(trace, generation, tuple(shape), slices, twisted=twisted, ocs=self.ocs, dcn=self._dcn(sites))
         r = simulate_step(None, job, compute_efficiency=self.efficiency, routing=self.routing)
         where = f", {sites} sites" if sites > 1 else ""
-        return StepEstimate(r.step_time_s, r.compute_s, r.exposed_comm_s, f"engine ({plan}, {slices} slices{where})")
+        return StepEstimate(r.step_time_s, r.compute_s, r.exposed_comm_s, f"engine ({plan}, {slices} slices{where}; {compute_timing(self.efficiency)})")
 
     def _dcn(self, sites: int) -> DcnSpec | None:
         """The DCN with the job's own site count (one slice sits in one site)."""
