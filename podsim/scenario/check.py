@@ -13,7 +13,7 @@ from podsim.metrics import target_metrics
 from podsim.scenario.fields import parse_target
 from podsim.scenario.scaling import plan_error
 from podsim.scenario.schema import Scenario, StepOptions
-from podsim.scenario.steptime import plan_template, resolve_plan
+from podsim.scenario.steptime import plan_template, resolve_plan, step_plan
 from podsim.topology import Generation, SliceSpec, get_generation, parse_shape, validate_shape
 from podsim.trace import generate_trace
 from podsim.trace.configs import PRESETS, get_model
@@ -121,8 +121,7 @@ def _check_step(s: Scenario, gen: Generation) -> None:
         if plan.dcn != st.slices:
             raise FieldError(loc + ("parallelism",), f"{st.parallelism!r} has dcn={plan.dcn} but the job has {st.slices} slice(s); set dcn={st.slices}")
     if st.model is not None:
-        plan = resolve_plan(st.parallelism, st.model, spec.chips)
-        _check_options(loc + ("options",), st.options, st.model, gen, st.slice, plan if "dcn" in plan or st.slices == 1 else f"{plan},dcn={st.slices}",
+        _check_options(loc + ("options",), st.options, st.model, gen, st.slice, step_plan(st.parallelism, st.model, spec.chips, st.slices),
                        dict(st.model_overrides), st.twisted)
     if s.failures.given:
         raise FieldError(("failures",), "a step study (workload.step) has no failures; failures apply to a job stream (workload.synthetic or workload.trace)")
@@ -172,7 +171,7 @@ def _check_scaling(s: Scenario, gen: Generation) -> None:
     if sc.batch_per_slice % plan.batch_shards:
         raise FieldError(loc + ("batch_per_slice",), f"{sc.batch_per_slice} does not split over data x fsdp x expert = "
                          f"{plan.batch_shards} of {plan}; give a multiple of {plan.batch_shards}")
-    _check_options(loc + ("options",), sc.options, sc.model, gen, sc.slice, f"{resolve_plan(sc.parallelism, sc.model, spec.chips)},dcn={counts[0]}",
+    _check_options(loc + ("options",), sc.options, sc.model, gen, sc.slice, f"{plan},dcn={counts[0]}",
                    {**sc.model_overrides, "global_batch": sc.batch_per_slice * counts[0]})
     d = s.dcn
     if d.sites > 1:

@@ -26,7 +26,7 @@ from podsim.scenario.result import TABLES, RunResult, normalise_table
 from podsim.scenario.scaling import scenario_scaling
 from podsim.scenario.schema import Scenario
 from podsim.scenario.spine import spine_study
-from podsim.scenario.steptime import EngineStepTime, RecordingStepTime, resolve_plan
+from podsim.scenario.steptime import EngineStepTime, RecordingStepTime, step_plan
 from podsim.topology import (
     DcnSpec,
     Generation,
@@ -172,9 +172,7 @@ def _run_step(s: Scenario, gen: Generation, on_progress: ProgressFn | None):
     if on_progress is not None:
         on_progress(0.0, 1.0)
     if st.model is not None:
-        plan = resolve_plan(st.parallelism, st.model, chips)
-        if st.slices > 1 and "dcn" not in plan:
-            plan += f",dcn={st.slices}"
+        plan = step_plan(st.parallelism, st.model, chips, st.slices)
         trace = generate_trace(st.model, shape, plan, generation=gen, twisted=st.twisted,
                                overrides=dict(st.model_overrides) or None, options=st.options.generate_options())
     else:

@@ -18,7 +18,14 @@ from podsim.topology import DcnSpec, Generation, build_slice, format_shape
 from podsim.trace import generate_trace
 from podsim.trace.plans import multislice_plan, plan_template, resolve_plan
 
-__all__ = ["EngineStepTime", "RecordingStepTime", "multislice_plan", "plan_template", "resolve_plan"]
+__all__ = ["EngineStepTime", "RecordingStepTime", "multislice_plan", "plan_template", "resolve_plan", "step_plan"]
+
+
+def step_plan(template: str | None, model: str, chips: int, slices: int) -> str:
+    """A step study's plan: `resolve_plan` inside a slice, with dcn=slices added when the
+    template leaves dcn out."""
+    plan = resolve_plan(template, model, chips)
+    return f"{plan},dcn={slices}" if slices > 1 and "dcn" not in plan else plan
 
 
 class EngineStepTime:
