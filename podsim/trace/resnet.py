@@ -20,7 +20,7 @@ from podsim.trace.configs import ResNetConfig
 from podsim.trace.costs import adam_update, conv_cost
 from podsim.trace.memory import resnet_footprint
 from podsim.trace.mesh import ParallelPlan, physical_axes
-from podsim.trace.model import AxisGroup
+from podsim.trace.model import AxisGroup, format_group
 from podsim.trace.plans import grad_allreduce_blocking, local_batch, microbatches
 
 if TYPE_CHECKING:
@@ -99,8 +99,7 @@ def resnet_program(cfg: ResNetConfig, plan: ParallelPlan, opts: GenerateOptions,
         "model_flops_per_step": cfg.training_flops_per_step(),
         "microbatches": m,
         "microbatch_images": n,
-        "bn_tile": ",".join(str(g) for g in tile) if tile else None,
-        "bn_layers": sum(1 for layer in layers if layer.batchnorm),
+        "bn_tile": format_group(tile) if tile else None,
         "hbm_footprint": resnet_footprint(cfg, n, opts).as_dict(),
     }
     return b, info
