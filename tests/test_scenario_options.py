@@ -66,3 +66,17 @@ def test_options_with_a_trace_file_are_refused(tmp_path):
     text = f"name: x\ntopology: {{generation: tpu-v4}}\nworkload: {{step: {{trace: {f}, slice: 2x2x2, options: {{recompute: full}}}}}}"
     with pytest.raises(PodsimError, match="options shape a generated step"):
         load_scenario_text(text, source="s.yaml")
+
+
+def test_step_options_are_the_generators_own_fields_and_defaults():
+    """StepOptions spells out GenerateOptions' user-facing fields for the schema; a field renamed or
+    re-defaulted on one side must fail here rather than drift."""
+    from dataclasses import fields
+
+    from podsim.scenario.schema import StepOptions
+    from podsim.trace import GenerateOptions
+
+    generator = {f.name: f.default for f in fields(GenerateOptions)}
+    mine = {name: f.default for name, f in StepOptions.model_fields.items()}
+    assert mine and all(generator[name] == default for name, default in mine.items())
+    assert StepOptions().generate_options() == GenerateOptions()
