@@ -214,14 +214,13 @@ def _expand(ip: np.ndarray, entries: np.ndarray, frac: np.ndarray | None, flows:
         fr = np.ones(len(ent))
     if members is None or not (ent >= n_links).any():
         return indptr, ent, fr
-    hops = np.diff(indptr)
     grp = ent >= n_links
     count = np.where(grp, members.shape[1], 1)
+    at = np.concatenate([[0], np.cumsum(count)])  # where each entry's links start once expanded
     ent, fr, grp = np.repeat(ent, count), np.repeat(fr, count), np.repeat(grp, count)
-    k = np.arange(len(ent)) - np.repeat(np.cumsum(count) - count, count)
+    k = np.arange(len(ent)) - np.repeat(at[:-1], count)
     ent[grp] = members[ent[grp] - n_links, k[grp]]
-    hops = np.bincount(np.repeat(np.arange(len(hops)), hops), weights=count, minlength=len(hops)).astype(np.int64)
-    return np.concatenate([[0], np.cumsum(hops)]).astype(np.int64), ent, fr
+    return at[indptr], ent, fr
 
 
 def fold_crossing(placement, patterns: Sequence[Pattern], cache: dict[frozenset, DcnFold | None],
