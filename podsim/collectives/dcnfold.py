@@ -248,7 +248,6 @@ def fold_crossing(placement, patterns: Sequence[Pattern], cache: dict[frozenset,
         routed, members = _route_grouped(fab, crossing)
         if routed is None:
             routed = [(pat, src, dst, w, *placement.route(src, dst)) for pat, src, dst, w in crossing]
-        routed = [(*r[:6], None if np.all(r[6] == 1.0) else r[6]) for r in routed]
         cache[key] = fold_flows(routed, fab.link_capacity_bytes_per_s, fab.link_latency_s, members)
     return cache[key]
 
