@@ -1,20 +1,23 @@
 """Folding the DCN flows of a multislice job: one representative flow per equivalence class.
 
 The flows that cross slices (chip -> NIC -> leaf -> spine [-> WAN] -> leaf -> NIC -> chip) are
-routed in full, then split into classes by colour refinement of the flow-link incidence graph
-(flows coloured by pattern and byte weight, links by capacity and latency; repeat: a flow's
-colour gains the multiset of its links' colours, a link's the multiset of its flows' colours,
-until no class splits). The result is an equitable partition: every flow of class A crosses
-d(A, L) links of class L, every link of L carries c(L, A) flows of A; it is checked exactly
-before use. Max-min progressive filling keeps it: flows of a class rise and freeze together,
-links of a class fill together, and a phase starts or ends whole classes (a pattern's flows
-start together with equal bytes), so the same holds through the whole simulation.
+routed in full (under a split ECMP, each flow's S links of one spine kind as one group
+vertex: `fold_flows`), then split into classes by colour refinement of the flow-link incidence
+graph (flows coloured by pattern and byte weight, links by capacity and latency, entries by the
+fraction of the flow's bytes on them; repeat: a flow's colour gains the multiset of its links'
+colours, a link's the multiset of its flows' colours, until no class splits). The result is an
+equitable partition: every flow of class A puts weight d(A, L) (crossings times fraction) on
+links of class L, every link of L carries c(L, A) of A; it is checked before use. Max-min
+progressive filling keeps it: flows of a class rise and freeze together, links of a class fill
+together, and a phase starts or ends whole classes (a pattern's flows start together with equal
+bytes), so the same holds through the whole simulation.
 
 Folded, class A keeps one flow; each of its entries on a link of L moves onto L's
-representative link with the fraction n_A / n_L of the flow's bytes, so the representative
-link carries d(A, L) n_A / n_L = c(L, A) flows' worth of A: exactly the load every link of L
-carries in the full simulation. Nothing is assumed about ECMP: the classes are whatever
-symmetry the hash leaves (flows of one NIC pair, NIC pairs hashed alike).
+representative link with its fraction times n_A / n_L, so the representative link carries
+d(A, L) n_A / n_L = c(L, A) flows' worth of A: exactly the load every link of L carries in
+the full simulation. Nothing is assumed about ECMP: the classes are whatever symmetry the
+routes leave (under `hash`, flows of one NIC pair and NIC pairs hashed alike; under `split`,
+identical slices stay alike, so a few classes at any slice count).
 """
 
 from __future__ import annotations
@@ -214,14 +217,13 @@ def _expand(ip: np.ndarray, entries: np.ndarray, frac: np.ndarray | None, flows:
         fr = np.ones(len(ent))
     if members is None or not (ent >= n_links).any():
         return indptr, ent, fr
-    hops = np.diff(indptr)
     grp = ent >= n_links
     count = np.where(grp, members.shape[1], 1)
+    at = np.concatenate([[0], np.cumsum(count)])  # where each entry's links start once expanded
     ent, fr, grp = np.repeat(ent, count), np.repeat(fr, count), np.repeat(grp, count)
-    k = np.arange(len(ent)) - np.repeat(np.cumsum(count) - count, count)
+    k = np.arange(len(ent)) - np.repeat(at[:-1], count)
     ent[grp] = members[ent[grp] - n_links, k[grp]]
-    hops = np.bincount(np.repeat(np.arange(len(hops)), hops), weights=count, minlength=len(hops)).astype(np.int64)
-    return np.concatenate([[0], np.cumsum(hops)]).astype(np.int64), ent, fr
+    return at[indptr], ent, fr
 
 
 def fold_crossing(placement, patterns: Sequence[Pattern], cache: dict[frozenset, DcnFold | None],
@@ -249,7 +251,6 @@ def fold_crossing(placement, patterns: Sequence[Pattern], cache: dict[frozenset,
         routed, members = _route_grouped(fab, crossing)
         if routed is None:
             routed = [(pat, src, dst, w, *placement.route(src, dst)) for pat, src, dst, w in crossing]
-        routed = [(*r[:6], None if np.all(r[6] == 1.0) else r[6]) for r in routed]
         cache[key] = fold_flows(routed, fab.link_capacity_bytes_per_s, fab.link_latency_s, members)
     return cache[key]
 

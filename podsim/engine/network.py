@@ -117,7 +117,7 @@ class FlowNetwork:
         n_links = len(self.capacity)
         self._flows, self._ids, self._entries, self._weight = _NO_FLOWS, _NO_IDS, _NO_IDS, _NO_WEIGHT
         self._shapes: dict[tuple, tuple] = {}
-        self._solved: dict[bytes, tuple] = {}
+        self._solved: dict[bytes, np.ndarray] = {}
         self._solved_bytes = 0
         self._pending: list[tuple] = []
         self._batches: dict[int, _Batch] = {}
@@ -266,16 +266,17 @@ class FlowNetwork:
             cap = self.capacity[used]
             rate = max_min_rates(ef, local, self._flows.shape[1], cap, self._weight)
             load = np.bincount(local, weights=rate[ef] * self._weight, minlength=len(used))
-            hit = (rate, used, load / cap)
+            # peaks only grow, so a remembered set's utilisation is in them already: raise
+            # them on a solve, not on every hit
+            self.link_peak_utilisation[used] = np.maximum(self.link_peak_utilisation[used], load / cap)
+            hit = rate
             if key is not None:
                 if self._solved_bytes > _SOLVED_BYTES:
                     self._solved.clear()
                     self._solved_bytes = 0
                 self._solved[key] = hit
                 self._solved_bytes += len(key)
-        rate, used, utilisation = hit
-        self._flows[2] = rate
-        self.link_peak_utilisation[used] = np.maximum(self.link_peak_utilisation[used], utilisation)
+        self._flows[2] = hit
 
     def _arm(self) -> None:
         fl = self._flows

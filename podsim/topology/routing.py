@@ -136,10 +136,12 @@ def dcn_routes(fabric: Fabric, src_chips: np.ndarray, dst_chips: np.ndarray) -> 
     return _from_padded(_dcn_padded(fabric, src_chips, dst_chips))
 
 
-def _dcn_ends(fabric: Fabric, src_chips: np.ndarray, dst_chips: np.ndarray) -> tuple[np.ndarray, ...]:
+def _dcn_ends(fabric: Fabric, src_chips: np.ndarray, dst_chips: np.ndarray,
+              switched: bool = False) -> tuple[np.ndarray, ...]:
     """(m, ns, nd, ls, ld, across): padded (flows x 7) DCN routes with only the chip and NIC
     hops filled (columns 0, 1, 5, 6; -1 elsewhere), each flow's NICs and leaves, and which
-    flows cross leaves (their columns 2-4 are the spine or circuit hops, filled by the caller)."""
+    flows cross leaves (their columns 2-4 are the spine or circuit hops, filled by the caller).
+    `switched` (a GPU slice): flows inside a node go GPU -> NVSwitch -> GPU (columns 0, 1)."""
     src_chips = np.asarray(src_chips, np.int64)
     dst_chips = np.asarray(dst_chips, np.int64)
     ns = fabric.nic_of_chip[src_chips] - fabric.first_nic
@@ -151,7 +153,14 @@ def _dcn_ends(fabric: Fabric, src_chips: np.ndarray, dst_chips: np.ndarray) -> t
     via_leaf = ns != nd
     m[via_leaf, 1] = fabric.nic_up[ns[via_leaf]]
     m[via_leaf, 5] = fabric.nic_down[nd[via_leaf]]
-    return m, ns, nd, ls, ld, via_leaf & (ls != ld)
+    across = via_leaf & (ls != ld)
+    if switched:
+        same = fabric.layout.host_of_chip[src_chips] == fabric.layout.host_of_chip[dst_chips]
+        m[same] = -1
+        m[same, 0] = fabric.nvlink_up[src_chips[same]]
+        m[same, 1] = fabric.nvlink_down[dst_chips[same]]
+        across &= ~same
+    return m, ns, nd, ls, ld, across
 
 
 def _dcn_padded(fabric: Fabric, src_chips: np.ndarray, dst_chips: np.ndarray, ends: tuple | None = None) -> np.ndarray:
@@ -173,11 +182,13 @@ def _dcn_padded(fabric: Fabric, src_chips: np.ndarray, dst_chips: np.ndarray, en
     return m
 
 
-def dcn_split_routes(fabric: Fabric, src_chips: np.ndarray, dst_chips: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def dcn_split_routes(fabric: Fabric, src_chips: np.ndarray, dst_chips: np.ndarray,
+                     switched: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(indptr, links, frac) of DCN routes with every cross-leaf flow split evenly over the
     spines (`DcnSpec.ecmp == "split"`): 1/S of its bytes on each leaf -> spine [-> WAN] -> leaf
-    path; flows under one leaf take their single path (frac 1)."""
-    ends = _dcn_ends(fabric, src_chips, dst_chips)  # no hashed spine: every spine is taken
+    path; flows under one leaf (or, `switched`, inside one GPU node) take their single path
+    (frac 1)."""
+    ends = _dcn_ends(fabric, src_chips, dst_chips, switched)  # no hashed spine: every spine is taken
     m, across = ends[0], ends[5]
     n_spines = fabric.leaf_spine.shape[1] if fabric.dcn.kind == "eps" else 0
     if not (n_spines > 1 and across.any()):
@@ -233,35 +244,12 @@ def ecmp_routes(fabric: Fabric, src_chips: np.ndarray, dst_chips: np.ndarray,
     if not (fabric.dcn.kind == "eps" and fabric.dcn.ecmp == "split"):
         r = (switch_routes if switched else dcn_routes)(fabric, src_chips, dst_chips)
         return r.indptr, r.links.astype(np.int64), None
-    if not switched:
-        return dcn_split_routes(fabric, src_chips, dst_chips)
-    src_chips = np.asarray(src_chips, np.int64)
-    dst_chips = np.asarray(dst_chips, np.int64)
-    same = fabric.layout.host_of_chip[src_chips] == fabric.layout.host_of_chip[dst_chips]
-    ip, lk, fr = dcn_split_routes(fabric, src_chips[~same], dst_chips[~same])
-    hops = np.full(len(src_chips), 2, np.int64)
-    hops[~same] = np.diff(ip)
-    indptr = np.concatenate([[0], np.cumsum(hops)]).astype(np.int64)
-    links = np.empty(indptr[-1], np.int64)
-    frac = np.ones(indptr[-1])
-    start = indptr[:-1][same]
-    links[start], links[start + 1] = fabric.nvlink_up[src_chips[same]], fabric.nvlink_down[dst_chips[same]]
-    at = np.repeat(indptr[:-1][~same], np.diff(ip)) + np.arange(len(lk)) - np.repeat(ip[:-1], np.diff(ip))
-    links[at], frac[at] = lk, fr
-    return indptr, links, frac
+    return dcn_split_routes(fabric, src_chips, dst_chips, switched)
 
 
 def switch_routes(fabric: Fabric, src_chips: np.ndarray, dst_chips: np.ndarray) -> Routes:
     """GPU clusters: through the node's NVSwitch inside a node, over the DCN between nodes."""
-    src_chips = np.asarray(src_chips, np.int64)
-    dst_chips = np.asarray(dst_chips, np.int64)
-    host = fabric.layout.host_of_chip
-    same = host[src_chips] == host[dst_chips]
-    m = _dcn_padded(fabric, src_chips, dst_chips)
-    m[same] = -1
-    m[same, 0] = fabric.nvlink_up[src_chips[same]]
-    m[same, 1] = fabric.nvlink_down[dst_chips[same]]
-    return _from_padded(m)
+    return _from_padded(_dcn_padded(fabric, src_chips, dst_chips, _dcn_ends(fabric, src_chips, dst_chips, switched=True)))
 
 
 def slice_routes(view: SliceView, src: np.ndarray, dst: np.ndarray) -> Routes:
