@@ -149,6 +149,17 @@ def test_span_sites_trades_a_wan_hop_for_placed_weight():
             assert res["j"].pods == [1, 2] and res["big"].pods == [0]
 
 
+def test_a_gang_that_can_never_fit_gets_its_reason_and_no_model_part():
+    """A gang whose shape no layout realises has no placed variables (its copies share the empty
+    options): the model adds nothing for it, the single beside it is placed, the gang says why."""
+    state = v4_fleet([2, 2])
+    reqs = [SliceRequest("g", "16x16x32", slices=2), SliceRequest("a", "4x4x8")]
+    res = run(state, reqs, "cpsat")
+    assert not res["g"].placed and "needs 128 cubes" in res["g"].reason and res["a"].placed
+    pm = build_model(expand_gangs(make_problem(state, reqs)))
+    assert not pm.gang_present and not pm.gang_pods and set(pm.placed) == {2}
+
+
 def test_timeout_without_a_solution_falls_back_to_gang_first():
     """A search stopped before any solution returns the greedy gang-first placement (the hint)
     and says so (kept_hint, the solver's status)."""
