@@ -34,7 +34,7 @@ import numpy as np
 from podsim.errors import PodsimError
 from podsim.placement.greedy import Policy, fit_request, greedy_assign
 from podsim.placement.problem import PlacementSettings, Problem
-from podsim.placement.requests import SliceRequest
+from podsim.placement.requests import SliceRequest, processing_order
 from podsim.placement.space import Assignment, FreeSpace, Option
 
 
@@ -148,14 +148,16 @@ def dcn_span(layout, pods: Sequence[int], sites: int = 1) -> tuple[int, int]:
 
 
 def gang_first(problem: Problem, policy: Policy = "best", start: Sequence | None = None) -> list[Assignment | None]:
-    """Greedy for an expanded problem: multislice requests all or none (largest weight first, by
-    `fit_multislice`), then the one-slice requests. `start` keeps earlier assignments."""
+    """Greedy for an expanded problem: multislice requests all or none (in `processing_order`:
+    largest weight first; by `fit_multislice`), then the one-slice requests. `start` keeps
+    earlier assignments."""
     space = problem.space.copy()
     out: list[Assignment | None] = list(start) if start is not None else [None] * problem.n
     for a in out:
         if a is not None:
             space.take(space.chips_of(a))
-    for gang in sorted(problem.gangs, key=lambda g: (-g.weight, g.request.arrival_s, g.copies[0])):
+    gangs = problem.gangs
+    for gang in (gangs[k] for k in processing_order([g.request for g in gangs], [g.weight for g in gangs])):
         if any(out[c] is not None for c in gang.copies):
             continue
         mf = fit_multislice(space, gang.request, problem.options[gang.copies[0]], policy, problem.settings)
