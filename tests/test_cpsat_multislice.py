@@ -126,8 +126,7 @@ def test_sites_hard_unless_span_sites():
     strict = run(state, [SliceRequest("j", "4x4x8", slices=3)], "cpsat", sites=2)["j"]
     assert not strict.placed and "span_sites" in strict.reason
     wide = run(state, [SliceRequest("j", "4x4x8", slices=3, span_sites=True)], "cpsat", sites=2)["j"]
-    assert dcn_span(state.layout, wide.pods, sites=2) == (2, 3)
-    assert fewest_pods([1, 1, 1, 1], 3, site_of, one_site=False) == 3
+    assert dcn_span(state.layout, wide.pods, sites=2) == (2, fewest_pods([1, 1, 1, 1], 3, site_of, one_site=False))
     # span_sites is a permission, not a preference: one site that holds it is used
     state = v4_fleet([4, 2, 2, 2])
     problem, sol = model_only(state, [SliceRequest("j", "4x4x8", slices=3, span_sites=True)], sites=2)
@@ -147,6 +146,17 @@ def test_span_sites_trades_a_wan_hop_for_placed_weight():
         assert len(res.placed) == placed
         if span:
             assert res["j"].pods == [1, 2] and res["big"].pods == [0]
+
+
+def test_a_gang_that_can_never_fit_gets_its_reason_and_no_model_part():
+    """A gang whose shape no layout realises has no placed variables (its copies share the empty
+    options): the model adds nothing for it, the single beside it is placed, the gang says why."""
+    state = v4_fleet([2, 2])
+    reqs = [SliceRequest("g", "16x16x32", slices=2), SliceRequest("a", "4x4x8")]
+    res = run(state, reqs, "cpsat")
+    assert not res["g"].placed and "needs 128 cubes" in res["g"].reason and res["a"].placed
+    pm = build_model(expand_gangs(make_problem(state, reqs)))
+    assert not pm.gang_present and not pm.gang_pods and set(pm.placed) == {2}
 
 
 def test_timeout_without_a_solution_falls_back_to_gang_first():

@@ -80,6 +80,17 @@ def test_span_sites_refused_unless_allowed():
     assert run(state, [SliceRequest("j", "4x4x8", slices=2)], sites=1)["j"].pods == [0, 1]
 
 
+def test_greedy_takes_gangs_in_processing_order():
+    """One pod holds one gang of 2 x 4x4x8: the greedy gives it to the larger weight, then on a
+    tie to the earlier arrival, whatever the order of the batch."""
+    state = v4_fleet([4])
+    for a, b, winner in ((dict(priority=0), dict(priority=1), "b"), (dict(arrival_s=5.0), dict(arrival_s=0.0), "b"),
+                         (dict(), dict(), "a")):
+        reqs = [SliceRequest("a", "4x4x8", slices=2, **a), SliceRequest("b", "4x4x8", slices=2, **b)]
+        res = run(state, reqs)
+        assert [p.request.id for p in res.placed] == [winner], (a, b)
+
+
 def test_place_one_places_a_gang_like_the_batch():
     state = v4_fleet([2, 0, 2, 2])
     req = SliceRequest("j", "4x4x8", slices=2)

@@ -156,7 +156,7 @@ class SliceSearch:
     def _fit(self, job: SimJob, opts, space: FreeSpace, policy) -> Fit | GangFit | None:
         req = job.request
         if req.slices > 1:  # a multislice job: all N slices on the fewest sites, then pods, or none
-            mf = fit_multislice(space, opts, req.slices, policy, self.settings, self.settings.sites, req.span_sites)
+            mf = fit_multislice(space, req, opts, policy, self.settings)
             return GangFit(Fit(a, opts, self._empty_space) for a in mf.assignments) if mf.assignments else None
         a = fit_request(space, opts, policy, self.settings)
         return Fit(a, opts, self._empty_space) if a is not None else None

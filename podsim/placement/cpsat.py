@@ -95,7 +95,7 @@ def canonical(pm: PlacementModel, assignments: Sequence[Assignment | None]) -> l
         groups: dict[tuple, list[int]] = defaultdict(list)
         for i in p.order:
             if i in pm.rects and out[i] is not None:
-                groups[(tuple(o.shape for o in p.options[i]), p.gang_id(i))].append(i)
+                groups[p.symmetry_key(i)].append(i)
         for members in groups.values():
             spots = sorted((out[i] for i in members), key=lambda a: rect_key(p.layout, a, p.options[members[0]]))
             for i, a in zip(members, spots, strict=True):

@@ -38,11 +38,9 @@ def add_gangs(pm: PlacementModel) -> None:
     site = site_of_pod(lay, p.settings.sites)
     counts_of = _counts_by_request(pm)
     for g, gang in enumerate(p.gangs):
-        placed = [pm.placed[c] for c in gang.copies if c in pm.placed]
-        if len(placed) < len(gang.copies):  # the shape can never be realised here: no copy is placed
-            for v in placed:
-                m.add(v == 0)
+        if gang.copies[0] not in pm.placed:  # no options (copies share them): no copy has a variable
             continue
+        placed = [pm.placed[c] for c in gang.copies]
         present = m.new_bool_var(f"gang[{gang.request.id}]")
         pm.gang_present[g] = present
         m.add(sum(placed) == len(placed) * present)

@@ -114,7 +114,7 @@ def _group(pm: PlacementModel, kind: str) -> dict[tuple, list[int]]:
     p = pm.problem
     for i in p.order:
         if i in pm.placed and p.kind(i) == kind:
-            pm.groups[(kind, tuple(o.shape for o in p.options[i]), p.gang_id(i))].append(i)
+            pm.groups[(kind, *p.symmetry_key(i))].append(i)
     return {k: v for k, v in pm.groups.items() if k[0] == kind}
 
 
@@ -282,11 +282,11 @@ def _rect_part(pm: PlacementModel) -> None:
     last: dict[tuple, int] = {}
     for i in p.order:
         if i in keys:
-            shapes = (tuple(o.shape for o in p.options[i]), p.gang_id(i))
-            if shapes in last:
-                j = last[shapes]
+            alike = p.symmetry_key(i)
+            if alike in last:
+                j = last[alike]
                 m.add(keys[j] < keys[i]).only_enforce_if([pm.placed[j], pm.placed[i]])
-            last[shapes] = i
+            last[alike] = i
     for pod in range(lay.pods):
         occ = ~p.space.grid[pod]
         if area[pod]:
@@ -319,7 +319,7 @@ def _symmetric_requests(pm: PlacementModel) -> None:
     for i in p.order:
         if i not in pm.placed:
             continue
-        key = (tuple(o.shape for o in p.options[i]), p.requests[i].twisted, p.weights[i], p.gang_id(i))
+        key = (p.symmetry_key(i), p.requests[i].twisted, p.weights[i])
         if key in last:
             pm.model.add(pm.placed[last[key]] >= pm.placed[i])
         last[key] = i

@@ -34,6 +34,7 @@ import numpy as np
 from podsim.errors import PodsimError
 from podsim.placement.greedy import Policy, fit_request, greedy_assign
 from podsim.placement.problem import PlacementSettings, Problem
+from podsim.placement.requests import SliceRequest, processing_order
 from podsim.placement.space import Assignment, FreeSpace, Option
 
 
@@ -95,14 +96,15 @@ def _take_pods(fits: list[list[Assignment]], pods: Sequence[int], n: int) -> tup
     return tuple(chosen)
 
 
-def fit_multislice(space: FreeSpace, opts: Sequence[Option], n: int, policy: Policy = "best",
-                   settings: PlacementSettings | None = None, sites: int = 1,
-                   span_sites: bool = False, name: str = "") -> MultiFit:
-    """Where n slices of `opts` would go in `space` now, fewest sites then fewest pods; all or none."""
+def fit_multislice(space: FreeSpace, request: SliceRequest, opts: Sequence[Option], policy: Policy = "best",
+                   settings: PlacementSettings | None = None) -> MultiFit:
+    """Where `request`'s N slices (`opts`, its options) would go in `space` now, fewest sites
+    (of `settings.sites`; more than one only with its `span_sites`) then fewest pods; all or none."""
     settings = settings or PlacementSettings()
+    n, sites, span_sites = request.slices, settings.sites, request.span_sites
     lay = space.layout
     site = site_of_pod(lay, sites)
-    what = f"{n} slices of {name}" if name else f"{n} slices"
+    what = f"{n} slices of {request.name}"
     if not opts:
         return MultiFit((), f"{what}: the shape can never be placed here")
     fits = per_pod_fits(space, opts, n, policy, settings)
@@ -146,20 +148,19 @@ def dcn_span(layout, pods: Sequence[int], sites: int = 1) -> tuple[int, int]:
 
 
 def gang_first(problem: Problem, policy: Policy = "best", start: Sequence | None = None) -> list[Assignment | None]:
-    """Greedy for an expanded problem: multislice requests all or none (largest weight first, by
-    `fit_multislice`), then the one-slice requests. `start` keeps earlier assignments."""
+    """Greedy for an expanded problem: multislice requests all or none (in `processing_order`:
+    largest weight first; by `fit_multislice`), then the one-slice requests. `start` keeps
+    earlier assignments."""
     space = problem.space.copy()
     out: list[Assignment | None] = list(start) if start is not None else [None] * problem.n
     for a in out:
         if a is not None:
             space.take(space.chips_of(a))
-    s = problem.settings
-    for gang in sorted(problem.gangs, key=lambda g: (-g.weight, g.request.arrival_s, g.copies[0])):
-        req = gang.request
+    gangs = problem.gangs
+    for gang in (gangs[k] for k in processing_order([g.request for g in gangs], [g.weight for g in gangs])):
         if any(out[c] is not None for c in gang.copies):
             continue
-        mf = fit_multislice(space, problem.options[gang.copies[0]], req.slices, policy, s, s.sites, req.span_sites,
-                            req.name)
+        mf = fit_multislice(space, gang.request, problem.options[gang.copies[0]], policy, problem.settings)
         for c, a in zip(gang.copies, mf.assignments, strict=False):
             space.take(space.chips_of(a))
             out[c] = a

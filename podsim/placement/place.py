@@ -83,7 +83,7 @@ def place(state, requests: Sequence[SliceRequest], *, solver: Solver = "cpsat", 
 def _place_gang(state, space: FreeSpace, request: SliceRequest, opts, policy: Policy,
                 settings: PlacementSettings) -> SlicePlacement:
     """A multislice request's N slices, all or none, on the fewest sites then pods."""
-    mf = fit_multislice(space, opts, request.slices, policy, settings, settings.sites, request.span_sites, request.name)
+    mf = fit_multislice(space, request, opts, policy, settings)
     if not mf.assignments:
         return SlicePlacement(request, None, f"needs {mf.reason}")
     return _gang_slices(state, request, opts, mf.assignments)
@@ -169,11 +169,10 @@ def _gang_placement(state, problem: Problem, g: int, final, after: FreeSpace, po
         return _gang_slices(state, req, opts, got)
     if not opts:
         return SlicePlacement(req, None, problem.errors[gang.copies[0]])
-    s = problem.settings
-    before = fit_multislice(problem.space, opts, req.slices, policy, s, s.sites, req.span_sites, req.name)
+    before = fit_multislice(problem.space, req, opts, policy, problem.settings)
     if not before.assignments:
         return SlicePlacement(req, None, f"needs {before.reason}")
-    now = fit_multislice(after, opts, req.slices, policy, s, s.sites, req.span_sites, req.name)
+    now = fit_multislice(after, req, opts, policy, problem.settings)
     return SlicePlacement(req, None, f"needs {now.reason or f'{req.slices} slices of {req.name}'} after higher-value "
                                      f"requests (all {req.slices} fit in the free space before)")
 

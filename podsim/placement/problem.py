@@ -87,6 +87,11 @@ class Problem:
     def kind(self, i: int) -> str | None:
         return self.options[i][0].kind if self.options[i] else None
 
+    def symmetry_key(self, i: int) -> tuple:
+        """(option shapes, gang): requests with one key are interchangeable in the CP-SAT model
+        (shared positions, ordered slots); a gang's copies only with each other."""
+        return tuple(o.shape for o in self.options[i]), self.gang_id(i)
+
     # DCN aggregation blocks ----------------------------------------------------------------------
     @property
     def blocks_per_pod(self) -> int:
