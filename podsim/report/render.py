@@ -146,10 +146,9 @@ def key_rows(runs: Sequence[RunResult]) -> list[tuple[str, list[str]]]:
     for kind, spec in (("cluster", CLUSTER_ROWS), ("step", STEP_ROWS)):
         if kind in kinds:
             rows += [(name, [_safe(fn, r) if r.kind == kind else "" for r in runs]) for name, fn in spec]
-    if any("spine_capex_ratio" in r.metrics for r in runs):
-        rows += [(name, [_safe(fn, r) if "spine_capex_ratio" in r.metrics else "" for r in runs]) for name, fn in SPINE_ROWS]
-    if any("scaling_parallel_efficiency" in r.metrics for r in runs):
-        rows += [(name, [_safe(fn, r) if "scaling_parallel_efficiency" in r.metrics else "" for r in runs]) for name, fn in SCALING_ROWS]
+    for key, spec in (("spine_capex_ratio", SPINE_ROWS), ("scaling_parallel_efficiency", SCALING_ROWS)):  # a study's rows
+        if any(key in r.metrics for r in runs):
+            rows += [(name, [_safe(fn, r) if key in r.metrics else "" for r in runs]) for name, fn in spec]
     return rows
 
 

@@ -14,6 +14,7 @@ from podsim.cluster import StepEstimate, StepTimeModel
 from podsim.cluster.steptime import check_spread
 from podsim.engine import build_job, simulate_step
 from podsim.perf.opmodel import compute_timing
+from podsim.scenario.result import TABLES
 from podsim.topology import DcnSpec, Generation, build_slice, format_shape
 from podsim.trace import generate_trace
 from podsim.trace.plans import multislice_plan, plan_template, resolve_plan
@@ -62,9 +63,8 @@ class EngineStepTime:
 
 
 class RecordingStepTime:
-    """Wraps a step-time model: asks with the scenario's Generation, keeps one row per question."""
-
-    COLUMNS = ("model", "shape", "twisted", "slices", "sites", "step_time_s", "compute_s", "exposed_comm_s", "source")
+    """Wraps a step-time model: asks with the scenario's Generation, keeps one row per question
+    (a row of the `step_times` result table)."""
 
     def __init__(self, inner: StepTimeModel, generation: Generation):
         self.inner, self.gen = inner, generation
@@ -80,4 +80,4 @@ class RecordingStepTime:
         return e
 
     def table(self) -> dict[str, list]:
-        return {c: [r.get(c) for r in self.rows] for c in self.COLUMNS}
+        return {c: [r[c] for r in self.rows] for c in TABLES["step_times"]}

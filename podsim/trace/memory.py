@@ -9,8 +9,9 @@ The count is first principles, by part:
   moments (12 bytes), all per parameter, sharded over `fsdp` (and split by tensor, pipeline and
   expert as the generator splits them);
 - FSDP: two layers' weights gathered at once (the one computing and the one prefetched);
-- activations kept for backward (Korthikanti et al. 2022, arXiv:2205.05198 §4: 34·s·b·h per
-  layer with dropout; here without dropout masks and with the model's own widths): per layer
+- activations kept for backward (Korthikanti et al. 2022, arXiv:2205.05198 §4: s·b·h·(34 +
+  5·a·s/h) bytes per layer with dropout; here without its masks, 32·s·b·h + 2·a·s²·b for
+  their GPT layer as tests/test_memory.py checks, and with the model's own widths): per layer
   the two norm inputs, the QKV input, Q/K/V, the attention output, the MLP input, its hidden
   activations and the down-projection input; a materialised attention keeps its softmax output
   (b·heads·s² elements). `minimal` recompute drops the attention core (scores and softmax);
