@@ -48,6 +48,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
+from podsim.bounds import check_budget
 from podsim.errors import PodsimError
 from podsim.topology import get_generation, validate_shape
 from podsim.trace.builder import ProgramBuilder
@@ -136,6 +137,8 @@ def generate_trace(
         raise PodsimError(f"parallelism {plan} uses {plan.ici_chips} chips per slice but slice {spec} has {spec.chips}; the sizes other than dcn must multiply to {spec.chips}")
     if opts.capacity_factor < 1.0:
         raise PodsimError(f"capacity_factor {opts.capacity_factor} is below 1; MoE dispatch buffers must hold every routed token")
+    if opts.capacity_factor != 1.0 and not (isinstance(cfg, TransformerConfig) and cfg.is_moe):
+        raise PodsimError(f"capacity_factor {opts.capacity_factor} does not apply to {cfg.name}: it has no experts; leave it at 1")
     opts = replace(opts, recompute=_recompute_policy(opts.recompute))
     if opts.replicas_per_chip not in (1, 2) or (opts.replicas_per_chip > 1 and not isinstance(cfg, ResNetConfig)):
         raise PodsimError(f"replicas_per_chip {opts.replicas_per_chip} is not allowed for {cfg.name}; use 1, or 2 (one replica per TensorCore) for a data-parallel CNN")
@@ -375,6 +378,10 @@ def _transformer_program(cfg: TransformerConfig, plan: ParallelPlan, opts: Gener
     local = local_batch(cfg.global_batch, plan, "sequences")
     m = microbatches(local, plan, opts)
     sh = TransformerShard(cfg, plan, opts, b=local // m, layers=cfg.n_layers // p)
+    # At least a forward and a backward compute op per layer of the stage per stage-iteration
+    # (m + p - 1 of each): refused before the program is built if that passes the ops budget.
+    check_budget("ops", 2 * sh.layers * (m + p - 1), f"{cfg.name} with {m} micro-batch(es) over {p} stage(s)",
+                 f"at least 2 x {sh.layers} layers x {m + p - 1} stage-iterations")
     builder = ProgramBuilder(sizes, opts.precision, opts.combine_grad_reduce)
     _TransformerProgram(sh, builder, m).step()
     info = {
