@@ -13,15 +13,24 @@ import math
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
-from podsim.bounds import MAX_FLEET_CHIPS, MAX_HORIZON_S, JobCount, Priority, Seed
+from podsim import quantities as q
+from podsim.bounds import JobCount, Priority, Seed
 from podsim.cluster.config import PlacementFit, SolverKind, default
 from podsim.cluster.config import Policy as QueuePolicy
 from podsim.cluster.failures import FailureSpec
 from podsim.economics.assumptions import DEFAULTS as SPINE_DEFAULTS
 from podsim.errors import PodsimError
-from podsim.quantities import Duration, Fraction, Rate
+from podsim.files import check_input_file
+from podsim.quantities import Duration, Fraction, Rate, Weight
 from podsim.topology import get_generation
 from podsim.trace.generate import GenerateOptions
 from podsim.workload.popularity import V4_SLICE_POPULARITY
@@ -29,7 +38,7 @@ from podsim.workload.replay import TraceSpec
 from podsim.workload.synthetic import ArrivalSpec, DurationSpec, StepsSpec, SyntheticSpec
 
 
-class _Model(BaseModel):
+class _Model(q.NoBoolNumbers):
     model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
 
@@ -41,9 +50,9 @@ def _existing_file(value: Any, info: ValidationInfo) -> Path | None:
     base = (info.context or {}).get("base_dir")
     if not path.is_absolute() and base is not None:
         path = Path(base) / path
-    if not path.is_file():
+    if not path.exists():
         raise PodsimError(f"file {str(value)!r} does not exist (looked for {path})")
-    return path
+    return check_input_file(path, "input")  # a folder, a FIFO or a device: one line, nothing opened
 
 
 class FigureOverride(_Model):
@@ -59,7 +68,7 @@ class Topology(_Model):
     """The fleet: `pods` pods of one generation, wired through OCS or statically."""
 
     generation: str = Field(..., description="generation id, e.g. tpu-v4, tpu-v5p")
-    pods: int = Field(1, ge=1, le=MAX_FLEET_CHIPS, description="pods in the fleet")
+    pods: q.PODS.type = Field(1, description="pods in the fleet")
     wiring: Literal["ocs", "static"] = Field("ocs", description="ocs: cubes joined by OCS; static: cubes fixed in the home arrangement")
     routing: Literal["dimension_order", "shortest_paths", "adaptive"] = Field(
         "dimension_order", description="ICI routing inside a slice: one dimension-order path, an even split over all "
@@ -77,17 +86,17 @@ class Dcn(_Model):
     """The data-centre network between hosts: an EPS leaf-spine Clos or OCS-joined blocks."""
 
     kind: Literal["eps", "ocs"] = "eps"
-    hosts_per_leaf: int = Field(16, ge=1, description="hosts under one leaf switch / aggregation block")
-    spines: int = Field(8, ge=1, description="spine switches (eps)")
+    hosts_per_leaf: q.HOSTS_PER_LEAF.type = Field(16, description="hosts under one leaf switch / aggregation block")
+    spines: q.SPINES.type = Field(8, description="spine switches (eps)")
     ecmp: Literal["split", "hash"] = Field("split", description="eps: split spreads each flow evenly over the spines; "
                                            "hash puts each NIC pair's flows on one spine (collisions included)")
-    oversubscription: float = Field(1.0, ge=1.0, description="host NIC bandwidth : leaf uplink bandwidth (eps)")
-    switch_latency: Duration = Field(500e-9, description="per switch traversal (eps.11: 300-600 ns)")
+    oversubscription: q.OVERSUBSCRIPTION.type = Field(1.0, description="host NIC bandwidth : leaf uplink bandwidth (eps)")
+    switch_latency: q.SWITCH_LATENCY.duration = Field(500e-9, description="per switch traversal (eps.11: 300-600 ns)")
     ocs_groups: Literal["job", "none"] | tuple[tuple[int, ...], ...] = Field(
         "none", description="ocs: 'job' engineers circuits among the blocks the step job spans; or lists of leaf ids")
-    sites: int = Field(1, ge=1, description="data centres a step job's slices split over, joined by WAN links (eps)")
-    wan_latency: Duration = Field(1e-3, description="one-way WAN latency between sites (assumption: ~200 km of fibre)")
-    wan_gbps: float = Field(12800.0, gt=0, description="WAN capacity per site pair and direction, Gb/s (assumption: 16 x 800GbE)")
+    sites: q.SITES.type = Field(1, description="data centres a step job's slices split over, joined by WAN links (eps)")
+    wan_latency: q.WAN_LATENCY.duration = Field(1e-3, description="one-way WAN latency between sites (assumption: ~200 km of fibre)")
+    wan_gbps: q.WAN_GBPS.type = Field(12800.0, description="WAN capacity per site pair and direction, Gb/s (assumption: 16 x 800GbE)")
 
     @field_validator("ocs_groups", mode="before")
     @classmethod
@@ -102,14 +111,14 @@ class Synthetic(_Model):
     (`rate` or `gaps` for its `arrival`, `mix` for its `slice_mix`; `spec()` gives the SyntheticSpec)."""
 
     jobs: JobCount = SyntheticSpec.model_fields["jobs"].default
-    rate: Rate | None = Field(None, description="Poisson arrivals, e.g. 2/h, 48/d or 5/w")
-    gaps: tuple[Duration, ...] | None = Field(None, description="given inter-arrival gaps, cycled")
+    rate: Annotated[Rate, AfterValidator(q.ARRIVAL_RATE.check)] | None = Field(None, description="Poisson arrivals, e.g. 2/h, 48/d or 5/w")
+    gaps: tuple[q.JOB_GAP.duration, ...] | None = Field(None, min_length=1, description="given inter-arrival gaps, cycled (at least one)")
     duration: DurationSpec = DurationSpec()
     mix: Any = Field("v4", description="'v4' (the v4 paper's popularity table) or SHAPE[_T|_NT] -> weight")
-    priorities: dict[Priority, float] = Field(default_factory=SyntheticSpec.model_fields["priorities"].default_factory)
-    models: dict[str, float] = Field(default_factory=dict, description="model preset -> weight: jobs given in steps")
+    priorities: dict[Priority, Weight] = Field(default_factory=SyntheticSpec.model_fields["priorities"].default_factory)
+    models: dict[str, Weight] = Field(default_factory=dict, description="model preset -> weight: jobs given in steps")
     steps: StepsSpec = StepsSpec()
-    slices: dict[int, float] = Field(default_factory=lambda: {1: 1.0},
+    slices: dict[q.JOB_SLICES.type, Weight] = Field(default_factory=lambda: {1: 1.0},
                                      description="slices per job -> weight: multislice jobs (all or none, fewest pods)")
     span_sites: bool = Field(False, description="multislice jobs may be split over the DCN's sites")
 
@@ -126,7 +135,7 @@ class Synthetic(_Model):
         for k, w in v.items():
             if isinstance(w, bool) or not isinstance(w, (int, float)) or not math.isfinite(w) or w < 0:
                 raise PodsimError(f"mix weight of {k!r} is {w!r}; weights are numbers >= 0")
-            out[str(k)] = float(w)
+            out[str(k)] = float(q.WEIGHT.check(w, f"mix weight of {k!r}"))
         return out
 
     @model_validator(mode="after")
@@ -163,11 +172,11 @@ class StepOptions(_Model):
     overlap_grad_reduce: bool = True
     overlap_dcn: bool = True
     combine_grad_reduce: bool = False
-    microbatches: int | None = Field(None, ge=1, description="micro-batches per step; default: 1, or 1F1B's with a pipeline")
-    grad_bytes: int = Field(2, ge=1, le=8, description="bytes per gradient element as reduced (2 bf16, 4 fp32)")
-    replicas_per_chip: int = Field(1, ge=1, le=2, description="CNN data parallelism: 2 for a replica per TensorCore")
-    bn_group: int = Field(1, ge=1, le=MAX_FLEET_CHIPS, description="CNN distributed batch norm: replicas per group")
-    capacity_factor: float = Field(1.0, ge=1.0, le=64.0, description="MoE expert capacity factor")
+    microbatches: q.MICROBATCHES.type | None = Field(None, description="micro-batches per step; default: 1, or 1F1B's with a pipeline")
+    grad_bytes: q.GRAD_BYTES.type = Field(2, description="bytes per gradient element as reduced (2 bf16, 4 fp32)")
+    replicas_per_chip: q.REPLICAS_PER_CHIP.type = Field(1, description="CNN data parallelism: 2 for a replica per TensorCore")
+    bn_group: q.BN_GROUP.type = Field(1, description="CNN distributed batch norm: replicas per group")
+    capacity_factor: q.CAPACITY_FACTOR.type = Field(1.0, description="MoE expert capacity factor")
 
     def generate_options(self) -> GenerateOptions:
         return GenerateOptions(**self.model_dump())
@@ -181,10 +190,10 @@ class StepWorkload(_Model):
     model_overrides: dict[str, Any] = Field(default_factory=dict, description="preset fields, e.g. {global_batch: 2048}")
     slice: str = Field(..., description="slice shape, e.g. 4x4x8")
     twisted: bool = False
-    slices: int = Field(1, ge=1, description="slices of a multislice job (data parallel over the DCN)")
+    slices: q.JOB_SLICES.type = Field(1, description="slices of a multislice job (data parallel over the DCN)")
     parallelism: str | None = Field(None, description="e.g. 'fsdp=16,tensor=8'; default: data (ResNet) or fsdp over every chip")
-    steps: int | None = Field(None, ge=1, description="training steps, for time to train, chip-hours and cost")
-    compute_efficiency: float | None = Field(None, gt=0, le=1, description="a flat fraction of peak FLOP/s for every "
+    steps: q.TRAINING_STEPS_INT.type | None = Field(None, description="training steps, for time to train, chip-hours and cost")
+    compute_efficiency: q.EFFICIENCY.type | None = Field(None, description="a flat fraction of peak FLOP/s for every "
                                              "compute op (e.g. 0.6, perf.3); default: the per-op compute model (podsim.perf)")
     options: StepOptions = Field(default_factory=StepOptions, description="how the generated step runs (a preset model only)")
 
@@ -247,9 +256,9 @@ class Policy(_Model):
     """The queue policy and restarts (defaults: podsim.cluster.ClusterConfig's)."""
 
     name: QueuePolicy = default("policy")
-    checkpoint_interval: Duration = default("checkpoint_interval_s")
-    restart_overhead: Duration = default("restart_overhead_s")
-    schedule_depth: int = Field(default("schedule_depth"), ge=1)
+    checkpoint_interval: q.CHECKPOINT_INTERVAL.duration = default("checkpoint_interval_s")
+    restart_overhead: q.RESTART_OVERHEAD.duration = default("restart_overhead_s")
+    schedule_depth: q.SCHEDULE_DEPTH.type = default("schedule_depth")
     untwist_on_static: bool = default("untwist_on_static")
 
 
@@ -260,18 +269,18 @@ class Solver(_Model):
     placement: PlacementFit = default("placement")
     degraded_placement: Literal["off", "requested", "all"] = default("degraded_placement")
     spare_ports: bool = default("spare_ports")
-    degraded_slowdown: float = Field(default("degraded_slowdown"), ge=1, le=100,
-                                     description="run time factor on a degraded slice (1: compute-bound)")
-    decision_time_limit: float = Field(default("decision_time_limit_s"), gt=0, description="CP-SAT limit per decision (deterministic units)")
-    batch_window: int = Field(default("batch_window"), ge=1)
-    workers: int = Field(default("cpsat_workers"), ge=1, description="CP-SAT workers (a sweep caps this at 1 per sweep worker)")
+    degraded_slowdown: q.DEGRADED_SLOWDOWN.type = Field(default("degraded_slowdown"),
+                                                        description="run time factor on a degraded slice (1: compute-bound)")
+    decision_time_limit: q.DECISION_TIME_LIMIT.type = Field(default("decision_time_limit_s"), description="CP-SAT limit per decision (deterministic units)")
+    batch_window: q.BATCH_WINDOW.type = default("batch_window")
+    workers: q.WORKERS.type = Field(default("cpsat_workers"), description="CP-SAT workers (a sweep caps this at 1 per sweep worker)")
 
 
 class StepTime(_Model):
     """How step-based jobs of a job stream get their step time: roofline or the engine."""
 
     model: Literal["roofline", "engine"] = "roofline"
-    efficiency: float | None = Field(None, gt=0, le=1, description="a flat fraction of peak FLOP/s for every compute op "
+    efficiency: q.EFFICIENCY.type | None = Field(None, description="a flat fraction of peak FLOP/s for every compute op "
                                      "(e.g. 0.6, perf.3); default: the per-op compute model (podsim.perf)")
     parallelism: dict[str, str] = Field(default_factory=dict, description="model preset -> plan for the engine, e.g. 'tensor=4,fsdp=auto'")
 
@@ -288,19 +297,19 @@ class SpineGeneration(_Model):
     """Hosts and optics arriving in `year`: the DCN link (port) speed from then on."""
 
     year: int = Field(..., ge=0, le=50, description="year of the fleet's life it arrives (0 = first)")
-    link_gbps: float = Field(..., gt=0, description="DCN link speed of its optics and switch ports, Gbps")
-    host_gbps: float | None = Field(None, gt=0, description="DCN bandwidth per host; default: the generation's, scaled with link_gbps")
-    transceiver_usd: float | None = Field(None, gt=0, description="price of one transceiver; default: link_gbps x assumption")
-    transceiver_w: float | None = Field(None, gt=0, description="power of one transceiver; default: link_gbps x assumption")
-    eps_usd_per_gbps: float | None = Field(None, gt=0, description="electrical switch ports bought from this year; default: the assumption (eps.17)")
-    eps_w_per_gbps: float | None = Field(None, gt=0, description="their power per Gbps; default: eps_switch_w / eps_switch_gbps (apo.7, eps.2)")
+    link_gbps: q.PORT_GBPS.type = Field(..., description="DCN link speed of its optics and switch ports, Gbps")
+    host_gbps: q.PORT_GBPS.type | None = Field(None, description="DCN bandwidth per host; default: the generation's, scaled with link_gbps")
+    transceiver_usd: q.USD.type | None = Field(None, description="price of one transceiver; default: link_gbps x assumption")
+    transceiver_w: q.WATTS.type | None = Field(None, description="power of one transceiver; default: link_gbps x assumption")
+    eps_usd_per_gbps: q.USD_PER_GBPS.type | None = Field(None, description="electrical switch ports bought from this year; default: the assumption (eps.17)")
+    eps_w_per_gbps: q.W_PER_GBPS.type | None = Field(None, description="their power per Gbps; default: eps_switch_w / eps_switch_gbps (apo.7, eps.2)")
     source: str = Field("", description="where this generation's figures come from")
 
 
 class SpineFigure(_Model):
     """A spine-model figure replaced for this scenario (podsim.economics.assumptions names)."""
 
-    value: float = Field(..., gt=0)
+    value: q.SPINE_FIGURE.type
     source: str = Field(..., min_length=1, description="a row id, a quote or 'assumption'")
     note: str = ""
 
@@ -314,7 +323,7 @@ class Spine(_Model):
 
     years: int = Field(6, ge=1, le=30, description="years of the fleet's life")
     generations: tuple[SpineGeneration, ...] = Field(..., min_length=1, description="hosts and optics by year, the first in year 0")
-    pods: int | None = Field(None, ge=1, description="pods the DCN spans (default topology.pods)")
+    pods: q.PODS.type | None = Field(None, description="pods the DCN spans (default topology.pods)")
     busy_fraction: Fraction = Field(1.0, description="share of the fleet's chip-hours running the step workload (an assumption)")
     assumptions: dict[str, SpineFigure] = Field(default_factory=dict, description="figure name -> {value, source}")
 
@@ -346,9 +355,9 @@ class Scaling(_Model):
     slice: str = Field(..., description="shape of each slice, e.g. 4x4x4 (whole cubes of an OCS pod)")
     parallelism: str | None = Field(None, description="plan inside a slice, no dcn (the study adds dcn = slices), e.g. "
                                     "'fsdp=16,tensor=4'; default: data (ResNet) or fsdp over every chip")
-    slices: tuple[int, ...] = Field(..., description="slice counts, increasing, e.g. [1, 2, 4, 8]")
-    batch_per_slice: int = Field(..., ge=1, description="global batch per slice (weak scaling: global batch = this x slices)")
-    compute_efficiency: float | None = Field(None, gt=0, le=1, description="flat fraction of peak FLOP/s; default: "
+    slices: tuple[q.JOB_SLICES.type, ...] = Field(..., description="slice counts, increasing, e.g. [1, 2, 4, 8]")
+    batch_per_slice: q.BATCH.type = Field(..., description="global batch per slice (weak scaling: global batch = this x slices)")
+    compute_efficiency: q.EFFICIENCY.type | None = Field(None, description="flat fraction of peak FLOP/s; default: "
                                              "the per-op compute model (as `podsim scaling`)")
     options: StepOptions = Field(default_factory=StepOptions, description="how each generated step runs")
 
@@ -366,9 +375,9 @@ class Scenario(_Model):
     policy: Policy = Policy()
     solver: Solver = Solver()
     step_time: StepTime = StepTime()
-    horizon: Annotated[Duration, Field(gt=0, le=MAX_HORIZON_S)] | None = Field(None, description="simulated time of a job stream, e.g. 14d (at most a century)")
+    horizon: q.HORIZON.duration | None = Field(None, description="simulated time of a job stream, e.g. 14d (a second to a century)")
     seed: Seed = 0
-    samples: int = Field(500, ge=2, le=20000, description="time-series samples over the horizon")
+    samples: q.SAMPLES.type = Field(500, description="time-series samples over the horizon")
     targets: dict[str, Any] = Field(default_factory=dict, description="metric -> '<= 1h' / '>= 95%'")
     references: dict[str, Reference] = Field(default_factory=dict, description="metric -> published figure")
     spine: Spine | None = Field(None, description="spine economics: EPS against OCS over the fleet's life (needs a step workload)")

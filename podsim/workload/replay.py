@@ -11,14 +11,17 @@ import functools
 import math
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import ConfigDict, Field, ValidationError
 
+from podsim import quantities as q
 from podsim.bounds import MAX_JOBS
 from podsim.errors import PodsimError, first_error
 from podsim.files import read_csv
 from podsim.topology.generations import Generation, get_generation
 from podsim.topology.shapes import parse_shape, validate_shape
 from podsim.workload.jobs import Job
+
+ACCELERATORS = q.count("accelerators of one job", 1, q.MAX_FLEET_CHIPS, "the fleet bound")
 
 # Shape ladders: each generation's shapes in increasing chip count (xpk / Cloud TPU docs).
 LADDERS: dict[str, tuple[str, ...]] = {
@@ -28,7 +31,7 @@ LADDERS: dict[str, tuple[str, ...]] = {
 }
 
 
-class TraceColumns(BaseModel):
+class TraceColumns(q.NoBoolNumbers):
     """Which CSV column holds each field; times and durations in seconds times `time_scale`."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -37,7 +40,7 @@ class TraceColumns(BaseModel):
     submit: str = "submission_time"
     duration: str = "duration"
     accelerators: str = "num_gpu"
-    time_scale: float = Field(1.0, gt=0)
+    time_scale: q.ARRIVAL_SCALE.type = 1.0
 
     @classmethod
     def parse(cls, text: str | None) -> TraceColumns:
@@ -57,15 +60,15 @@ class TraceColumns(BaseModel):
             raise PodsimError(f"--columns {where}={fields.get(where)!r}: {msg}") from None
 
 
-class TraceSpec(BaseModel):
+class TraceSpec(q.NoBoolNumbers):
     """A job trace to replay: the CSV, its columns, how many jobs and how fast they arrive."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
     path: Path
     columns: TraceColumns = TraceColumns()
-    arrival_scale: float = Field(1.0, gt=0, description="multiply submission times (0.9: 11% more load)")
-    limit: int | None = Field(None, ge=1, le=MAX_JOBS, description="read at most this many jobs")
+    arrival_scale: q.ARRIVAL_SCALE.type = Field(1.0, description="multiply submission times (0.9: 11% more load)")
+    limit: q.TRACE_JOBS.type | None = Field(None, description="read at most this many jobs")
 
     def jobs(self, generation: str | Generation) -> list[Job]:
         return load_trace_csv(self.path, generation, self.columns, limit=self.limit, arrival_scale=self.arrival_scale)
@@ -117,8 +120,6 @@ def load_trace_csv(path: str | Path, generation: str, columns: TraceColumns | No
     gen = get_generation(generation)
     cols = columns or TraceColumns()
     path = Path(path)
-    if not path.is_file():
-        raise PodsimError(f"trace file {str(path)!r} does not exist")
     header, rows = read_csv(path, "job trace")
     missing = [c for c in (cols.id, cols.submit, cols.duration, cols.accelerators) if c not in header]
     if missing:
@@ -128,13 +129,21 @@ def load_trace_csv(path: str | Path, generation: str, columns: TraceColumns | No
         try:
             submit = float(row[cols.submit]) * cols.time_scale
             duration = float(row[cols.duration]) * cols.time_scale
-            n = int(float(row[cols.accelerators]))
+            count = float(row[cols.accelerators])
         except (ValueError, OverflowError):
             raise PodsimError(f"{path.name} line {line}: a finite number is expected in {cols.submit}, {cols.duration} and {cols.accelerators}") from None
         if not (math.isfinite(submit) and math.isfinite(duration)):
             raise PodsimError(f"{path.name} line {line}: {cols.submit} and {cols.duration} must be finite numbers")
-        if duration < 0 or n < 1 or submit < 0:
+        if duration < 0 or count < 1 or submit < 0:
             raise PodsimError(f"{path.name} line {line}: negative time or fewer than 1 accelerator")
+        try:
+            q.EVENT_TIME.check(submit, cols.submit)
+            q.EVENT_TIME.check(duration, cols.duration)
+            n = int(ACCELERATORS.check(count, cols.accelerators))
+        except PodsimError as exc:
+            raise PodsimError(f"{path.name} line {line}: {exc}") from None
+        if len(jobs) >= MAX_JOBS:
+            raise PodsimError(f"{path.name}: more than {MAX_JOBS:,} jobs (the simulation's job bound); read fewer with --limit (a trace's limit)")
         jobs.append(Job(id=str(row[cols.id]), submit_s=submit, shape=shape_for_count(gen, n),
                         duration_s=duration, accelerators=n))
         if limit is not None and len(jobs) >= limit:
