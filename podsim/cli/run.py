@@ -5,9 +5,6 @@ capacity-planning report."""
 from __future__ import annotations
 
 import dataclasses
-import os
-import shutil
-import tempfile
 from pathlib import Path
 
 import typer
@@ -15,7 +12,7 @@ import typer
 from podsim.cli import app
 from podsim.cli.common import console, emit_json, progress_reporter, table
 from podsim.errors import PodsimError
-from podsim.files import output_folder, safe_component, write_text_atomic
+from podsim.files import output_folder, safe_component, staged, write_text_atomic
 from podsim.report import render_report
 from podsim.report.render import key_rows, threshold_text
 from podsim.scenario import RunResult, Scenario, load_scenario, run_scenario
@@ -51,18 +48,13 @@ def save_run(result: RunResult, out: Path, store: Path | None, report: bool = Tr
                           "give another --out or --overwrite to replace them")
     store = store or out / "results.duckdb"
     result = dataclasses.replace(result, run_id=new_run_id(result.name))
-    staging = Path(tempfile.mkdtemp(prefix=".staging-", dir=out))
-    try:
-        staged = write_tables(result, staging)
+    with staged(out) as stage:
+        for p in write_tables(result, stage.folder):
+            stage.add(p)
         if report:
-            staged.append(write_text_atomic(staging / "report.html", render_report(result)))
+            stage.add(write_text_atomic(stage.path("report.html"), render_report(result)))
         append_run(store, result, run_id=result.run_id)
-        for p in old:
-            p.unlink(missing_ok=True)
-        for p in staged:
-            os.replace(p, out / p.name)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+        stage.replaces(old)
     paths = {"store": store, "tables": out}
     if report:
         paths["report"] = out / "report.html"

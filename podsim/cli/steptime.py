@@ -12,9 +12,9 @@ import glob
 
 import typer
 
-from podsim.bounds import opt_count, opt_finite
+from podsim import quantities as q
 from podsim.cli import app
-from podsim.cli.common import check_timeline_path, emit_json, table, write_timeline
+from podsim.cli.common import check_timeline_path, emit_json, table, with_budgets, write_timeline
 from podsim.collectives import ALGORITHMS, KINDS
 from podsim.collectives.routes import check_routing
 from podsim.engine import (
@@ -141,23 +141,24 @@ def _trace_mode(files: list[str], generation: str | None, network: str | None, s
 
 
 @app.command("steptime")
+@with_budgets("ops", "flows", "input_bytes")
 def steptime_cmd(
     generation: str = typer.Option(None, "--generation", help="generation id, e.g. tpu-v4"),
     trace_files: list[str] = typer.Option(None, "--trace", help="a step trace (podsim JSON/YAML, ASTRA-sim text, Chakra .et/.json); for Chakra, one file per rank: repeat --trace or quote a pattern like 'all_reduce.*.et'"),
     network: str = typer.Option(None, "--network", help="with --trace: an ASTRA-sim network .yml instead of --generation"),
-    efficiency: float = typer.Option(None, "--efficiency", help=f"with --trace: a flat fraction of peak FLOP/s for every compute op (e.g. {DEFAULT_COMPUTE_EFFICIENCY}, hardware.md perf.3) instead of the per-op model", callback=opt_finite("--efficiency", low=0, high=1, low_open=True)),
+    efficiency: float = typer.Option(None, "--efficiency", help=f"with --trace: a flat fraction of peak FLOP/s for every compute op (e.g. {DEFAULT_COMPUTE_EFFICIENCY}, hardware.md perf.3) instead of the per-op model", callback=q.EFFICIENCY.option("--efficiency")),
     slice_shape: str = typer.Option(None, "--slice", help="slice shape, e.g. 4x4x8; default: the whole pod"),
     twisted: bool = typer.Option(False, "--twisted", help="twisted torus (k x k x 2k or k x 2k x 2k)"),
     collective: str = typer.Option(None, "--collective", help=f"one of: {', '.join(KINDS)}"),
     size: str = typer.Option(None, "--bytes", help="size in the nccl-tests convention, e.g. 1GiB, 256MB, 4096"),
     group: str = typer.Option("all", "--group", help="slice axes of the group: x, x,y, all, x:4 ..."),
     algorithm: str = typer.Option("auto", "--algorithm", help=f"auto (fastest by closed form) or one of: {', '.join(ALGORITHMS)}"),
-    slices: int = typer.Option(None, "--slices", help="with --trace: slices of a multislice job (default: the trace's dcn=N, else 1)", callback=opt_count("--slices", 1, 4096, "slices of one job")),
+    slices: int = typer.Option(None, "--slices", help="with --trace: slices of a multislice job (default: the trace's dcn=N, else 1)", callback=q.JOB_SLICES.option("--slices")),
     dcn: str = typer.Option("eps", "--dcn", help="with --trace: data-centre network between slices: eps (leaf-spine Clos), ocs (uniform OCS mesh), ocs-job (OCS circuits engineered for the job)"),
-    oversubscription: float = typer.Option(1.0, "--oversubscription", help="with --dcn eps: NIC bandwidth : spine uplink bandwidth", callback=opt_finite("--oversubscription", low=1, high=1000)),
-    sites: int = typer.Option(1, "--sites", help="with --trace: data centres the slices split over, joined by WAN links (EPS DCN)", callback=opt_count("--sites", 1, 64, "data centres of one job")),
-    wan_latency_ms: float = typer.Option(1.0, "--wan-latency-ms", help="with --sites: one-way WAN latency (assumption: 1 ms, ~200 km of fibre)", callback=opt_finite("--wan-latency-ms", low=0, high=1000)),
-    wan_gbps: float = typer.Option(12800.0, "--wan-gbps", help="with --sites: WAN capacity per site pair and direction, Gb/s (assumption: 16 x 800GbE)", callback=opt_finite("--wan-gbps", low=0, low_open=True)),
+    oversubscription: float = typer.Option(1.0, "--oversubscription", help="with --dcn eps: NIC bandwidth : spine uplink bandwidth", callback=q.OVERSUBSCRIPTION.option("--oversubscription")),
+    sites: int = typer.Option(1, "--sites", help="with --trace: data centres the slices split over, joined by WAN links (EPS DCN)", callback=q.SITES.option("--sites")),
+    wan_latency_ms: float = typer.Option(1.0, "--wan-latency-ms", help="with --sites: one-way WAN latency (assumption: 1 ms, ~200 km of fibre)", callback=q.WAN_LATENCY.option("--wan-latency-ms", scale=1e-3, unit="ms")),
+    wan_gbps: float = typer.Option(12800.0, "--wan-gbps", help="with --sites: WAN capacity per site pair and direction, Gb/s (assumption: 16 x 800GbE)", callback=q.WAN_GBPS.option("--wan-gbps")),
     ecmp: str = typer.Option("split", "--ecmp", help="with --dcn eps: split (each flow evenly over the spines) or hash (one spine per NIC pair, collisions included)"),
     no_fast_path: bool = typer.Option(False, "--no-fast-path", help="simulate every flow (no symmetry folding)"),
     routing: str = typer.Option("dimension_order", "--routing", help=f"ICI routing in the slice: {', '.join(ROUTING_POLICIES)}"),
@@ -178,7 +179,7 @@ def steptime_cmd(
     if collective is None or size is None:
         raise PodsimError("give --collective KIND and --bytes SIZE (e.g. --collective all_reduce --bytes 1GiB)")
     collective, algorithm = normalise_kind(collective, field="--collective"), normalise_algorithm(algorithm, field="--algorithm")
-    nbytes = parse_bytes(size)
+    nbytes = q.OP_BYTES.check(parse_bytes(size), "--bytes")
     built = build_slice(generation, slice_shape, twisted=twisted)
     r = simulate_collective(built, collective, nbytes, group=group, algorithm=algorithm, fast_path=not no_fast_path,
                             routing=routing)
