@@ -120,6 +120,11 @@ register(
     _m("jobs_not_arrived", "count", "jobs submitted after the horizon", _C),
     _m("jobs_started", "count", "jobs that started at least once", _C),
     _m("jobs_untwisted", "count", "twisted requests run as a plain torus (fleet without OCS)", _C),
+    _m("jobs_shape_inferred", "count", "replayed trace jobs without a shape: their accelerator count was mapped to "
+                                       "the generation's shape ladder", _C),
+    _m("jobs_rounded", "count", "replayed trace jobs whose accelerator count was rounded up to a shape with more chips", _C),
+    _m("rounded_extra_chip_h", "chip_h", "chip-hours the rounded-up jobs hold beyond their accelerator counts "
+                                         "(extra chips x duration)", _C),
     _m("fragmentation_mean", "fraction", "1 - largest placeable slice / free chips, mean over samples with free chips",
        _C, True),
     _m("largest_placeable_mean_chips", "count", "largest slice that still fits, mean over the samples", _C),

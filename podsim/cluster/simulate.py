@@ -59,6 +59,7 @@ from podsim.placement import (
     validate_placement,
 )
 from podsim.workload import Job
+from podsim.workload.replay import count_inferred
 
 ProgressFn = Callable[[float, float], None]
 
@@ -431,6 +432,8 @@ class ClusterSim:
         series = {k: np.asarray(v, float) for k, v in self.series.items() if v}
         counters = dict(self.counters)
         counters["step_time_evaluations"] = self.step_time.calls
+        inferred, rounded, extra = count_inferred(j.job for j in self.jobs)
+        counters.update(jobs_shape_inferred=inferred, jobs_rounded=rounded, rounded_extra_chip_h=extra / 3600.0)
         return summarise(self.config, self.layout, outcomes, series, counters, self.busy_chip_s,
                          self.healthy_chip_s, wall_s, self.seed)
 
