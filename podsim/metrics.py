@@ -166,6 +166,9 @@ register(
     _m("energy_kwh", "kwh", "busy chip-hours x the measured mean power per chip", _B, sql="DOUBLE"),
     _m("cost_per_useful_chip_h_usd", "usd", "cost of the fleet / useful chip-hours", _C, True),
     _m("engine_wall_s", "s", "wall time of the simulation (not a result; varies by machine)", _B),
+    _m("replicates", "count", "independent repeats behind the figures (seeds spawned from seed); with more than one, "
+                              "each figure is the mean and RunResult.intervals holds its 95% Student-t interval", _B,
+       sql="INTEGER"),
     # the run's setting and the simulator's own counters (not results: reproducibility and cost of a run)
     _m("ocs", "bool", "OCS wiring (false: cubes fixed in their home arrangement)", _C),
     _m("policy", "text", "queue policy: fifo, backfill (EASY) or priority (with preemption)", _C),
