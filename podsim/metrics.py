@@ -107,6 +107,14 @@ register(
     _m("wait_p95_with_queued_s", "s", "95th percentile wait counting jobs still queued at the horizon with their "
                                       "wait so far (a lower bound)", _C, True),
     _m("wait_p99_with_queued_s", "s", "99th percentile wait, jobs still queued counted with their wait so far", _C, True),
+    _m("wait_shape_mean_s", "s", "mean time a started job waited for shape: enough healthy chips free, but not in "
+                                 "a form its slice can take (fragmentation, a reservation), first wait", _C, True),
+    _m("wait_resource_mean_s", "s", "mean time a started job waited for resource: fewer healthy chips free than it "
+                                    "needs, first wait", _C, True),
+    _m("wait_shape_share", "fraction", "waiting-for-shape seconds / all waiting seconds, jobs that started", _C, True),
+    _m("jct_mean_s", "s", "mean job completion time (end - submission), completed jobs", _C, True),
+    _m("jct_p50_s", "s", "median job completion time, completed jobs", _C),
+    _m("jct_p95_s", "s", "95th percentile job completion time (end - submission), completed jobs", _C, True, "DOUBLE"),
     _m("slowdown_mean", "ratio", "mean bounded slowdown (end - submission) / max(nominal run time, 10 s), "
                                  "completed jobs (Feitelson's tau = 10 s)", _C, True),
     _m("slowdown_p50", "ratio", "median bounded slowdown, completed jobs", _C),
