@@ -111,7 +111,7 @@ def translation_symmetry(view: SliceView, patterns: Sequence[Pattern], routing: 
     handled), when it is twisted and routed dimension-order or the patterns are not invariant
     under every translation, or when nothing would be saved."""
     slc = view.slice
-    if slc.spec.kind not in ("cubes", "rectangle"):
+    if slc.spec.kind not in ("cubes", "rectangle") or slc.form != "native":  # a fold or scatter: links are not translates
         return None
     if slc.twisted and (routing == "dimension_order" or not all(_invariant(view, p) for p in patterns)):
         return None
