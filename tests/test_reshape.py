@@ -18,7 +18,8 @@ from hypothesis import strategies as st
 
 from podsim.errors import PodsimError
 from podsim.placement import PlacementSettings, PodState, SliceRequest, SolverParams, place, validate_placement
-from podsim.topology import build_fabric, get_generation, validate_shape
+from podsim.placement.space import request_options
+from podsim.topology import PodLayout, build_fabric, get_generation, validate_shape
 from podsim.topology.fold import check_fold, find_fold, grid_cycle, snake
 from podsim.topology.torus import torus_id
 
@@ -110,8 +111,9 @@ def test_generic_torus_rules_and_id():
     assert g.id == "torus-8x8x8-b4-p6-400gbps" and g.link_bytes_per_s == pytest.approx(50e9)
     assert validate_shape(g, "2x4x8").kind == "blocks" and validate_shape(g, "2x4x8").wrap == (False, True, True)
     assert validate_shape(g, "3x3x3").kind == "subcube" and validate_shape(g, "8x4x8").kind == "cubes"
+    assert validate_shape(g, "6x4x4").wrap == (False, True, True)  # any shape is a request; placement splits it
     with pytest.raises(PodsimError, match="side 6 is neither inside one 4\\^3 block nor whole blocks"):
-        validate_shape(g, "6x4x4")
+        request_options(PodLayout(g), SliceRequest("x", "6x4x4"))
     with pytest.raises(PodsimError, match="multiple of the block side"):
         get_generation("torus-10x8x8-b4-p6-400gbps")
     with pytest.raises(PodsimError, match="e.g. torus-16x16x16-b4-p6-400gbps"):

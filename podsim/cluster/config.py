@@ -56,6 +56,11 @@ class ClusterConfig(BaseModel):
                            "none, those with allow_degraded, or every job")
     spare_ports: bool = Field(False, description="move a cube's fiber off a failed OCS port onto a spare port of that OCS (ocs.4), at once")
     degraded_slowdown: float = Field(1.0, ge=1, le=100, description="run time factor on a degraded slice (1: compute-bound, see README)")
+    fold: Literal["none", "allowed"] = Field("none", description="allowed: a request may be folded onto another box or "
+                                             "split into whole blocks plus pieces (podsim.placement.reshape), at the "
+                                             "slowdown the step-time model charges")
+    slowdown_model: str | None = Field(None, description="model preset whose step prices a non-native placement of a "
+                                       "job given in time (a job given in steps uses its own model)")
 
     @field_validator("generation")
     @classmethod
@@ -63,6 +68,15 @@ class ClusterConfig(BaseModel):
         gen = get_generation(v)
         if gen.slice_rule == "gpu_nodes":
             raise PodsimError(f"generation {v!r}: the cluster simulation places TPU slices; {v} is a switched GPU cluster")
+        return v
+
+    @field_validator("slowdown_model")
+    @classmethod
+    def _preset(cls, v: str | None) -> str | None:
+        if v is not None:
+            from podsim.trace.configs import get_model
+
+            get_model(v)
         return v
 
     @model_validator(mode="after")

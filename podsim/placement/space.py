@@ -24,6 +24,7 @@ import numpy as np
 from podsim.errors import PodsimError
 from podsim.placement.requests import SliceRequest
 from podsim.topology import Generation, PodLayout, SliceSpec, validate_shape
+from podsim.topology.shapes import split_sides
 from podsim.topology.blocks import BlockGeometry
 
 
@@ -65,6 +66,10 @@ def request_options(layout: PodLayout, req: SliceRequest, rotate: bool = True) -
     """The shapes `req` may take on this layout; raises PodsimError if it can never fit."""
     gen = layout.generation
     spec = validate_shape(gen, req.shape, req.twisted, layout.ocs)
+    if spec.kind == "blocks" and split_sides(gen, spec.shape):
+        b = gen.cube_shape[0]
+        raise PodsimError(f"slice {spec} on {gen.id}: side {split_sides(gen, spec.shape)[0]} is neither inside one {b}^3 "
+                          f"block nor whole blocks (a multiple of {b}); with fold: allowed it is split into whole blocks plus pieces")
     if spec.kind == "subcube":
         return [Option("subcube", spec.shape, spec, spec.shape)]
     if spec.kind == "cubes" and layout.ocs:
@@ -77,7 +82,8 @@ def request_options(layout: PodLayout, req: SliceRequest, rotate: bool = True) -
         except PodsimError:
             continue
         if s.kind == "blocks":
-            out.append(Option("blocks", shp, s, shp))
+            if not split_sides(gen, shp):
+                out.append(Option("blocks", shp, s, shp))
             continue
         unit = tuple(v // c for v, c in zip(shp, gen.cube_shape, strict=True)) if s.kind == "cubes" else shp
         out.append(Option("chipbox" if s.kind == "rectangle" and layout.has_cubes else "box", shp, s, unit))

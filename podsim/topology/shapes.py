@@ -140,8 +140,9 @@ def validate_shape(gen: Generation, shape: str | tuple[int, ...], twisted: bool 
 
 def _validate_torus(gen: Generation, shp: tuple[int, ...], name: str, twisted: bool, ocs: bool) -> SliceSpec:
     """A generic torus pod (podsim.topology.torus): any shape that fits. With OCS a side that is
-    a multiple of the block wraps, a shorter one is a mesh line inside a block; without OCS a
-    box anywhere in the home torus, wrapping only on a full pod axis."""
+    a multiple of the block wraps, any other is a mesh line (inside a block, or, longer than a
+    block, split into blocks plus a piece: placement does that only with `fold: allowed`); without
+    OCS a box anywhere in the home torus, wrapping only on a full pod axis."""
     if twisted:
         raise PodsimError(f"{gen.id} has no twisted tori; drop twisted")
     if any(s > p for s, p in zip(shp, gen.pod_shape, strict=True)):
@@ -153,11 +154,14 @@ def _validate_torus(gen: Generation, shp: tuple[int, ...], name: str, twisted: b
         return SliceSpec(gen.id, shp, False, "cubes", (True,) * 3)
     if all(s < b for s in shp):
         return SliceSpec(gen.id, shp, False, "subcube", (False,) * 3)
-    split = [s for s in shp if s > b and s % b]
-    if split:
-        raise PodsimError(f"slice {name} on {gen.id}: side {split[0]} is neither inside one {b}^3 block nor whole "
-                          f"blocks (a multiple of {b}); with fold: allowed it is split into whole blocks plus pieces")
     return SliceSpec(gen.id, shp, False, "blocks", tuple(s % b == 0 for s in shp))
+
+
+def split_sides(gen: Generation, shape: tuple[int, ...]) -> list[int]:
+    """Sides of `shape` longer than a block but not whole blocks: a generic torus places such a
+    shape only split into blocks plus pieces (`fold: allowed`)."""
+    b = gen.cube_shape[0]
+    return [s for s in shape if s > b and s % b]
 
 
 def _validate_cubes(gen: Generation, shp: tuple[int, ...], name: str, twisted: bool, ocs: bool) -> SliceSpec:
