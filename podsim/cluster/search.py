@@ -141,7 +141,9 @@ class SliceSearch:
             probe = SliceRequest("probe", shape, twisted, allow_degraded=degraded)
             opts, reason = options_or_reason(self.layout, probe, self.settings.rotate)
             self._options[key] = opts
-            self._reshapes[key] = () if key[3] > 1 else reshape_options(self.layout, probe, self.settings.fold, self.settings.rotate)
+            probe = SliceRequest("probe", shape, twisted, allow_degraded=degraded, slices=key[3])
+            self._reshapes[key] = () if key[3] > 1 else reshape_options(self.layout, probe, self.settings.fold,
+                                                                        self.settings.rotate, self.placement)
             if not opts and not self._reshapes[key]:
                 self._never[key] = reason
         return opts
@@ -151,7 +153,8 @@ class SliceSearch:
         key = job.key
         if key not in self._never:
             opts = self.options(key)
-            if (opts or self._reshapes.get(key)) and self._fit(job, opts, self._empty_space, "first") is None:
+            first = "hilbert" if self.placement == "hilbert" else "first"
+            if (opts or self._reshapes.get(key)) and self._fit(job, opts, self._empty_space, first) is None:
                 what = f"{job.request.slices} slices of {job.request.name} do" if job.request.slices > 1 else f"slice {job.request.name} does"
                 self._never[key] = f"{what} not fit an empty {self.layout.generation.id} fleet of {self.layout.pods} pod(s)"
             self._never.setdefault(key, "")

@@ -119,10 +119,13 @@ class ClusterSim:
                          "degraded_starts": 0, "runs_fold": 0, "runs_split": 0, "runs_scatter": 0,
                          "slowdown_charged_sum": 0.0}
         self.search = SliceSearch(self.layout, self.state, self.settings, config.placement, self.counters)
-        if (config.fold == "allowed" and getattr(self.step_time.inner, "prices_placement", False)
+        reshaping = config.fold == "allowed" or config.placement == "hilbert"
+        if (reshaping and getattr(self.step_time.inner, "prices_placement", False)
                 and config.slowdown_model is None and any(j.job.model is None for j in self.jobs)):
-            raise PodsimError("fold: allowed with the engine's step time prices each folded or split slice with a model's "
-                              "step; jobs given in time need slowdown_model (a preset, e.g. gpt3-175b)")
+            raise PodsimError("fold: allowed or hilbert placement with the engine's step time prices each non-native slice "
+                              "with a model's step; jobs given in time need slowdown_model (a preset, e.g. gpt3-175b)")
+        if config.placement == "hilbert" and any(j.job.slices > 1 for j in self.jobs):
+            raise PodsimError("placement hilbert allocates single-slice jobs; the stream has multislice jobs")
         self.series: dict[str, list] = {k: [] for k in observe.SERIES_KEYS}
 
     # Small helpers -------------------------------------------------------------------------

@@ -275,6 +275,9 @@ class Placement:
                 continue
             ls, ld = self.local_of_chip[src[sel]], self.local_of_chip[dst[sel]]
             multipath = self.routing != "dimension_order" and v.slice.spec.kind != "gpu"
+            if multipath and v.slice.form == "scatter":
+                raise PodsimError("a scattered slice (hilbert allocation) is routed dimension-order over its pod; "
+                                  f"routing {self.routing!r} is not modelled for it")
             if multipath:
                 part = RoutePart(sel, *split_routes(v, ls, ld, periods), partial(path_dag, v, ls, ld))
             elif v.slice.spec.kind == "gpu":  # across nodes over the DCN, spread as dcn.ecmp says

@@ -18,7 +18,8 @@ import numpy as np
 
 from podsim.errors import PodsimError
 from podsim.placement.problem import PlacementSettings, Problem
-from podsim.placement.reshape import fit_blocks, fit_reshaped
+from podsim.placement.hilbert import fit_hilbert
+from podsim.placement.reshape import HilbertRequest, fit_blocks, fit_reshaped
 from podsim.placement.space import (
     Assignment,
     FreeSpace,
@@ -29,7 +30,7 @@ from podsim.placement.space import (
     window_sums,
 )
 
-Policy = Literal["first", "best"]
+Policy = Literal["first", "best", "hilbert"]
 GREEDY_POLICIES: tuple[str, ...] = ("first", "best")
 
 
@@ -135,6 +136,8 @@ def fit_request(space: FreeSpace, opts: Sequence[Option], policy: Policy = "best
 def fit_any(space: FreeSpace, opts: Sequence[Option], reshapes: Sequence = (), policy: Policy = "best",
             settings: PlacementSettings | None = None) -> Assignment | None:
     """The native fit of a request, else its first reshaped realisation that fits (`fold: allowed`)."""
+    if policy == "hilbert":  # the non-contiguous baseline: any free chips along the curve
+        return fit_hilbert(space, reshapes[0].request) if reshapes and isinstance(reshapes[0], HilbertRequest) else None
     a = fit_request(space, opts, policy, settings) if opts else None
     if a is None and reshapes:
         a = fit_reshaped(space, reshapes, policy, settings)

@@ -68,11 +68,15 @@ def place(state, requests: Sequence[SliceRequest], *, solver: Solver = "cpsat", 
     """
     if solver not in SOLVERS:
         raise PodsimError(f"solver {solver!r} is not known; use one of {', '.join(SOLVERS)}")
-    if policy not in GREEDY_POLICIES:
-        raise PodsimError(f"greedy policy {policy!r} is not known; use one of {', '.join(GREEDY_POLICIES)}")
+    if policy not in GREEDY_POLICIES and not (policy == "hilbert" and solver == "greedy"):
+        raise PodsimError(f"greedy policy {policy!r} is not known; use one of {', '.join(GREEDY_POLICIES)}"
+                          + (" (hilbert: with the greedy solver)" if policy == "hilbert" else ""))
     params = params or SolverParams()
     finite(now_s, "now (s)", low=-MAX_HORIZON_S, high=MAX_HORIZON_S)
     problem = make_problem(state, requests, settings, now_s)
+    if policy == "hilbert":  # the non-contiguous baseline: every request takes any free chips
+        problem = dataclasses.replace(problem, reshapes=tuple(
+            reshape_options(state.layout, r, policy="hilbert") for r in problem.requests))
     check_sites(state.layout, problem.settings.sites)
     problem = expand_gangs(problem)  # a multislice request as N one-slice copies, all or none
     t0 = time.perf_counter()

@@ -51,6 +51,14 @@ class Reshape:
     fold: Fold | None = None
 
 
+@dataclass(frozen=True)
+class HilbertRequest:
+    """The one 'reshape' of a request under Hilbert allocation: any free chips (podsim.placement.hilbert)."""
+
+    request: object
+    form: str = "scatter"
+
+
 # --- block slices -------------------------------------------------------------------------------
 
 def _port_keys(geom: BlockGeometry, cell) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -164,11 +172,20 @@ def _factor_shapes(n: int, dims: int) -> list[tuple[int, ...]]:
     return out
 
 
-def reshape_options(layout, req, fold: str = "none", rotate: bool = True) -> tuple[Reshape, ...]:
+def reshape_options(layout, req, fold: str = "none", rotate: bool = True, policy: str = "best") -> tuple:
     """The reshaped realisations of `req` on this layout, in the order the greedy tries them;
-    none unless `fold` is `allowed` (and the request is a single untwisted slice)."""
+    none unless `fold` is `allowed` (and the request is a single untwisted slice). Under
+    Hilbert allocation (`policy` hilbert, static pods) the one realisation is any free chips."""
     if fold not in FOLD_MODES:
         raise PodsimError(f"fold {fold!r} is not known; use one of {', '.join(FOLD_MODES)}")
+    if policy == "hilbert":
+        if layout.ocs:
+            raise PodsimError("hilbert allocation is the baseline of statically wired pods; use --no-ocs (wiring: static)")
+        if req.slices > 1:
+            return ()
+        if math.prod(req.shape) > layout.generation.pod_chips:
+            return ()
+        return (HilbertRequest(req),)
     if fold == "none" or req.twisted or req.slices > 1:
         return ()
     gen = layout.generation

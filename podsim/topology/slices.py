@@ -193,6 +193,9 @@ def slice_view(fabric: Fabric, slc: Slice) -> SliceView:
     local[slc.chips] = np.arange(slc.n_chips, dtype=np.int32)
     if slc.form == "fold":
         return _logical_ports(fabric, slc, local)
+    if slc.form == "scatter":  # no links of its own; routed over the pod (routing.slice_routes)
+        none = np.full((slc.n_chips, len(slc.shape), 2), -1, np.int32)
+        return SliceView(fabric, slc, _row_major(slc.shape), none, none.copy())
     peer_global = fabric.port_peer[slc.chips]
     peer = np.where(peer_global >= 0, local[np.maximum(peer_global, 0)], -1)
     link = np.where(peer >= 0, fabric.port_link[slc.chips], -1)
@@ -251,8 +254,9 @@ def expected_peers(slc: Slice) -> np.ndarray:
 
 
 def check_slice_topology(view: SliceView) -> None:
-    """Raise unless the slice's live ICI links form exactly the topology it asked for."""
-    if view.slice.spec.kind == "gpu":
+    """Raise unless the slice's live ICI links form exactly the topology it asked for (a
+    scattered slice asks for none of its own: its flows go over the pod's torus)."""
+    if view.slice.spec.kind == "gpu" or view.slice.form == "scatter":
         return
     want = expected_peers(view.slice)
     got = view.port_peer
