@@ -17,7 +17,14 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from podsim.errors import PodsimError
-from podsim.placement import PlacementSettings, PodState, SliceRequest, SolverParams, place, validate_placement
+from podsim.placement import (
+    PlacementSettings,
+    PodState,
+    SliceRequest,
+    SolverParams,
+    place,
+    validate_placement,
+)
 from podsim.placement.space import request_options
 from podsim.topology import PodLayout, build_fabric, get_generation, validate_shape
 from podsim.topology.fold import check_fold, find_fold, grid_cycle, snake

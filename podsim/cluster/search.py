@@ -28,7 +28,6 @@ from podsim.placement import (
     PlacementSettings,
     PodState,
     SliceRequest,
-    fit_request,
     options_or_reason,
     to_slice,
 )

@@ -17,8 +17,8 @@ from typing import Literal
 import numpy as np
 
 from podsim.errors import PodsimError
-from podsim.placement.problem import PlacementSettings, Problem
 from podsim.placement.hilbert import fit_hilbert
+from podsim.placement.problem import PlacementSettings, Problem
 from podsim.placement.reshape import HilbertRequest, fit_blocks, fit_reshaped
 from podsim.placement.space import (
     Assignment,

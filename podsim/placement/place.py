@@ -25,6 +25,8 @@ import time
 from collections.abc import Sequence
 from typing import Literal
 
+import numpy as np
+
 from podsim.bounds import MAX_HORIZON_S, finite
 from podsim.errors import PodsimError
 from podsim.placement.cpsat import (
@@ -37,7 +39,6 @@ from podsim.placement.cpsat import (
 )
 from podsim.placement.degraded import darken
 from podsim.placement.greedy import GREEDY_POLICIES, Policy, fit_any, fit_request
-from podsim.placement.reshape import reshape_options
 from podsim.placement.multislice import check_sites, fit_multislice, gang_first
 from podsim.placement.problem import (
     PlacementSettings,
@@ -47,10 +48,9 @@ from podsim.placement.problem import (
     options_or_reason,
 )
 from podsim.placement.requests import SliceRequest
+from podsim.placement.reshape import reshape_options
 from podsim.placement.result import PlacementResult, SlicePlacement
 from podsim.placement.space import Assignment, FreeSpace, cubes_needed, request_options
-import numpy as np
-
 from podsim.topology import Slice, format_shape, plan_slice
 from podsim.topology.shapes import asked_spec
 

@@ -205,7 +205,7 @@ def reshape_options(layout, req, fold: str = "none", rotate: bool = True, policy
         f = find_fold(spec.shape, spec.wrap, target, opts[0].spec.wrap)
         if f is not None:
             folds.append((not f.identity, sum(1 for p in f.plan if p and isinstance(p[0], tuple)), target, f, opts))
-    for *_, target, f, opts in sorted(folds, key=lambda t: (t[0], t[1], t[2]))[:MAX_FOLD_TARGETS]:
+    for *_, _target, f, opts in sorted(folds, key=lambda t: (t[0], t[1], t[2]))[:MAX_FOLD_TARGETS]:
         out.append(Reshape("fold", spec.shape, spec, tuple(opts), f))
     if layout.ocs and gen.cube_shape is not None:
         b = gen.cube_shape[0]

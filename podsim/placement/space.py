@@ -24,8 +24,8 @@ import numpy as np
 from podsim.errors import PodsimError
 from podsim.placement.requests import SliceRequest
 from podsim.topology import Generation, PodLayout, SliceSpec, validate_shape
-from podsim.topology.shapes import split_sides
 from podsim.topology.blocks import BlockGeometry
+from podsim.topology.shapes import split_sides
 
 
 @dataclass(frozen=True)

@@ -12,15 +12,22 @@ import math
 
 from podsim.cluster import StepEstimate, StepTimeModel
 from podsim.cluster.steptime import check_spread
-from podsim.errors import PodsimError
-from podsim.trace.configs import get_model
 from podsim.engine import build_job, simulate_step
+from podsim.errors import PodsimError
 from podsim.perf.opmodel import compute_timing
 from podsim.scenario.result import TABLES
-from podsim.topology import DcnSpec, Generation, build_slice, format_shape, get_generation, validate_shape
-from podsim.topology.torus import torus_id
+from podsim.topology import (
+    DcnSpec,
+    Generation,
+    build_slice,
+    format_shape,
+    get_generation,
+    validate_shape,
+)
 from podsim.topology.placed import built_asked, built_placed
+from podsim.topology.torus import torus_id
 from podsim.trace import generate_trace
+from podsim.trace.configs import get_model
 from podsim.trace.plans import multislice_plan, plan_template, resolve_plan
 
 __all__ = ["EngineStepTime", "RecordingStepTime", "multislice_plan", "plan_template", "resolve_plan", "step_plan"]
