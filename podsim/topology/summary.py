@@ -127,8 +127,11 @@ def fleet_summary(gen_id: str | Generation, pods: int, dcn: DcnSpec | None = Non
     return {
         "generation": gen.id, "name": gen.name, "pods": pods, "sites": sites, "pods_per_site": pods // sites,
         "chips": lay.n_chips, "chips_per_site": lay.n_chips // sites, "hosts": lay.n_hosts,
-        "dcn": {"kind": dcn.kind, "hosts_per_leaf": dcn.hosts_per_leaf, "leaves": meta["n_leaves"],
-                "spines_per_site": meta["n_spines"], "oversubscription": dcn.oversubscription,
+        "dcn": {"kind": dcn.kind, "hosts_per_leaf": meta["hosts_per_leaf"], "leaves": meta["n_leaves"],
+                "spines_per_site": meta["n_spines"], "tors": meta["n_tors"], "hosts_per_tor": meta["hosts_per_tor"],
+                "tiers": dcn.tiers.describe() if dcn.tiers else "",
+                "oversubscription": dcn.oversubscription if meta["tier_plan"] is None else meta["tier_plan"].block_oversubscription,
+                "tor_oversubscription": meta["tier_plan"].tor_oversubscription if meta["tier_plan"] else None,
                 "bytes_per_s_per_host": host_bw, "nic_bytes_per_s_per_site": host_bw * lay.n_hosts / sites,
                 "leaf_uplink_bytes_per_s_per_site": float(cap[up].sum()) / sites,
                 "switch_latency_s": dcn.switch_latency_s},
@@ -146,7 +149,9 @@ def fleet_rows(s: dict) -> list[tuple[str, str]]:
         ("pods / sites", f"{s['pods']} / {s['sites']} ({s['pods_per_site']} pod(s) per site)"),
         ("chips / hosts", f"{s['chips']:,} / {s['hosts']:,} ({s['chips_per_site']:,} chips per site)"),
         ("DCN", f"{d['kind']}: {d['leaves']} leaves of {d['hosts_per_leaf']} hosts"
-                + (f", {d['spines_per_site']} spines per site, {d['oversubscription']:g}:1 oversubscribed" if d["kind"] == "eps" else "")),
+                + (f", {d['spines_per_site']} spines per site, {d['oversubscription']:g}:1 oversubscribed" if d["kind"] == "eps" else "")
+                + (f"; tiered ({d['tiers']}): {d['tors']} ToRs of {d['hosts_per_tor']} hosts, {d['tor_oversubscription']:.3g}:1"
+                   if d["tiers"] else "")),
         ("DCN per site", f"{format_rate(d['nic_bytes_per_s_per_site'])} of host NICs, "
                          f"{format_rate(d['leaf_uplink_bytes_per_s_per_site'])} of leaf uplinks"),
     ]
