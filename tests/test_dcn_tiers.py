@@ -195,3 +195,18 @@ def test_tier_accounting_in_the_step_summary():
     s = step_summary(r, tr)
     assert s["tier_spine_exposed_s"] == r.tiers["spine"]["exposed_s"] and s["tiers"] is r.tiers
     assert s["dcn_exposed_s"] == pytest.approx(r.tiers["spine"]["exposed_s"])
+
+
+def test_the_step_ends_when_the_slowest_slice_ends():
+    """32-host v5e slices on 33-host ToRs (fat-tree-k40-4.7to1): the ToRs carry different loads
+    of a ring all-reduce over the slices, so the slices' chips finish their share at different
+    times; the collective, and the step, end when the slowest does: at the busiest ToR uplink's
+    bytes / capacity (plus a few us of latency), not at the mean ToR's."""
+    for n in (2, 3, 5):
+        tr = StepTrace((Collective("ar", "all_reduce", 2**26, parse_group("dcn"), "ring"),), meta={"slices": n})
+        job = build_job(tr, "tpu-v5e", "16x16", n, dcn=DcnSpec(tiers="fat-tree-k40-4.7to1"))
+        r = simulate_step(None, job)
+        up = job.fabric.tor_up
+        load = r.link_bytes[up] / job.fabric.link_capacity_bytes_per_s[up]
+        assert load.max() > load.mean() * 1.02
+        assert r.step_time_s == pytest.approx(load.max(), rel=2e-4) and r.tiers["aggregation"]["link_busy_s"] == load.max()

@@ -533,9 +533,10 @@ def build_fabric(layout: PodLayout, circuits: tuple[Circuit, ...] | str | None =
 
 
 def dcn_choice(kind: str, oversubscription: float, sites: int = 1, wan_latency_ms: float = 1.0,
-             wan_gbps: float = 12800.0, ecmp: str = "split") -> tuple[DcnSpec, bool]:
+               wan_gbps: float = 12800.0, ecmp: str = "split", tiers: str | None = None) -> tuple[DcnSpec, bool]:
     """The DCN a user picks (`--dcn eps|ocs|ocs-job`, `--oversubscription`, the WAN and ECMP
-    options; the dashboard's same choices) -> (DcnSpec, engineer the OCS DCN for the job)."""
+    options, `--dcn-tiers` a preset, spec or YAML file; the dashboard's same choices) ->
+    (DcnSpec, engineer the OCS DCN for the job)."""
     if sites < 1 or wan_gbps <= 0 or wan_latency_ms < 0:
         raise PodsimError(f"--sites {sites}, --wan-gbps {wan_gbps:g}, --wan-latency-ms {wan_latency_ms:g}: give sites >= 1, Gb/s > 0, ms >= 0")
     if kind not in ("eps", "ocs", "ocs-job"):
@@ -544,10 +545,13 @@ def dcn_choice(kind: str, oversubscription: float, sites: int = 1, wan_latency_m
         raise PodsimError(f"--oversubscription {oversubscription}: must be >= 1 (NIC bandwidth : spine uplink bandwidth)")
     if kind != "eps" and oversubscription != 1:
         raise PodsimError("--oversubscription applies to an EPS spine (--dcn eps)")
+    if tiers and oversubscription != 1:
+        raise PodsimError("--oversubscription and --dcn-tiers: a tiered DCN takes each tier's oversubscription from its tiers; give one of them")
     if ecmp not in ("split", "hash"):
         raise PodsimError(f"--ecmp {ecmp!r} is not known; use split (each flow evenly over the spines) or hash (one spine per NIC pair)")
     if kind != "eps" and ecmp != "split":
         raise PodsimError("--ecmp hash applies to an EPS spine (--dcn eps)")
-    spec = DcnSpec(kind="eps" if kind == "eps" else "ocs", oversubscription=oversubscription, sites=sites, ecmp=ecmp,
-                   wan_latency_s=wan_latency_ms * 1e-3, wan_bytes_per_s=wan_gbps * 1e9 / 8)
+    fields = {"tiers": parse_tiers(tiers)} if tiers else {"oversubscription": oversubscription}
+    spec = DcnSpec(kind="eps" if kind == "eps" else "ocs", sites=sites, ecmp=ecmp,
+                   wan_latency_s=wan_latency_ms * 1e-3, wan_bytes_per_s=wan_gbps * 1e9 / 8, **fields)
     return spec, kind == "ocs-job"
