@@ -13,7 +13,7 @@ from pathlib import Path
 import typer
 
 from podsim.cli import app
-from podsim.cli.common import console, emit_json, progress_reporter, table
+from podsim.cli.common import console, emit_json, progress_reporter, table, warn_inferred_shapes
 from podsim.errors import PodsimError
 from podsim.files import output_folder, safe_component, write_text_atomic
 from podsim.report import render_report
@@ -98,6 +98,7 @@ def run_cmd(
     """Run a scenario: results tables, the results store, and an HTML capacity-planning report."""
     s = load_scenario(scenario)
     result = run_with_progress(s)
+    warn_inferred_shapes(result.metrics)
     out = out or Path("out") / safe_component(s.name)
     output_folder(out)  # a bad --out is refused before the run, not after it
     result, paths = save_run(result, out, store, report, overwrite)

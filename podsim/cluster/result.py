@@ -14,7 +14,11 @@ default; reported in chip-hours):
   placed; a job still queued at the end counts with its wait so far (a lower bound), so a fleet
   too small to drain its queue does not look better (`wait_*_started_s`: started jobs only);
   slowdown = (end - submission) / max(nominal run time, 10 s) over completed jobs of the window
-  (bounded slowdown, Feitelson's tau = 10 s);
+  (bounded slowdown, Feitelson's tau = 10 s); job completion time (JCT) = end - submission,
+  completed jobs of the window;
+- wait split (per job, its first wait): waiting for resource while fewer healthy chips are free
+  than the job needs, for shape while enough are free but not in a form its slice can take;
+  wait_shape_share = shape seconds / all waiting seconds of the window's jobs that started;
 - every job is in exactly one state at the end (STATUSES): completed, running, queued, never
   placeable or not arrived (submitted after the horizon);
 - fragmentation = 1 - largest placeable slice / free chips, averaged over the samples with
@@ -71,10 +75,17 @@ class JobOutcome:
     overhead_chip_s: float
     progress: float
     reason: str
+    wait_shape_s: float = math.nan  # of the first wait: enough chips free, not in a form the slice takes
+    wait_resource_s: float = math.nan  # of the first wait: fewer chips free than the job needs
 
     @property
     def wait_s(self) -> float:
         return self.first_start_s - self.submit_s
+
+    @property
+    def jct_s(self) -> float:
+        """Job completion time: end - submission (NaN unless completed)."""
+        return self.end_s - self.submit_s if self.status == "completed" else math.nan
 
 
 @dataclass(frozen=True, eq=False)
@@ -128,6 +139,9 @@ def summarise(config, layout, outcomes: list[JobOutcome], series: dict[str, np.n
     waits = np.array([end_s - o.submit_s if math.isnan(o.first_start_s) else o.wait_s for o in arrived])
     done = [o for o in measured if o.status == "completed"]
     slowdown = np.array([(o.end_s - o.submit_s) / max(o.nominal_s, SLOWDOWN_TAU_S) for o in done])
+    jct = np.array([o.jct_s for o in done])
+    split = np.array([(o.wait_shape_s, o.wait_resource_s) for o in arrived
+                      if not math.isnan(o.first_start_s) and not math.isnan(o.wait_shape_s)]).reshape(-1, 2)
     h = 3600.0
     fleet_chip_s = layout.n_chips * (t1 - t0)
     busy, healthy = acct["busy"], acct["healthy"]
@@ -153,6 +167,11 @@ def summarise(config, layout, outcomes: list[JobOutcome], series: dict[str, np.n
         "wait_p50_started_s": _pct(started, 50), "wait_p95_started_s": _pct(started, 95),
         "wait_p99_started_s": _pct(started, 99),
         "wait_p95_with_queued_s": _pct(waits, 95), "wait_p99_with_queued_s": _pct(waits, 99),
+        "jct_mean_s": float(jct.mean()) if len(jct) else math.nan, "jct_p50_s": _pct(jct, 50),
+        "jct_p95_s": _pct(jct, 95),
+        "wait_shape_mean_s": float(split[:, 0].mean()) if len(split) else math.nan,
+        "wait_resource_mean_s": float(split[:, 1].mean()) if len(split) else math.nan,
+        "wait_shape_share": float(split[:, 0].sum() / split.sum()) if split.sum() > 0 else math.nan,
         "slowdown_mean": float(slowdown.mean()) if len(slowdown) else math.nan,
         "slowdown_p50": _pct(slowdown, 50), "slowdown_p95": _pct(slowdown, 95), "slowdown_p99": _pct(slowdown, 99),
         "fleet_chip_h": fleet_chip_s / h, "healthy_chip_h": healthy / h, "busy_chip_h": busy / h,

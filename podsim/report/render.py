@@ -78,6 +78,9 @@ CLUSTER_ROWS: list[Row] = [
     ("fleet goodput (useful / all chip-hours)", _m("fleet_goodput", pct)),
     ("queue wait p50 / p95 / p99 (still-queued jobs counted)", lambda r: " / ".join(sec(r.metrics.get(k)) for k in ("wait_p50_s", "wait_p95_s", "wait_p99_s"))),
     ("queue wait p50 / p95 / p99, started jobs only", lambda r: " / ".join(sec(r.metrics.get(k)) for k in ("wait_p50_started_s", "wait_p95_started_s", "wait_p99_started_s"))),
+    ("queue wait, mean: for shape / for resource", lambda r: f"{sec(r.metrics.get('wait_shape_mean_s'))} / "
+                                                             f"{sec(r.metrics.get('wait_resource_mean_s'))}"),
+    ("job completion time p50 / p95", lambda r: " / ".join(sec(r.metrics.get(k)) for k in ("jct_p50_s", "jct_p95_s"))),
     ("bounded slowdown p95", _m("slowdown_p95")),
     ("fragmentation (mean)", _m("fragmentation_mean", pct)),
     ("largest placeable slice (mean)", lambda r: f"{num(r.metrics.get('largest_placeable_mean_chips'))} chips"),
