@@ -140,3 +140,29 @@ def test_fold_none_refuses_and_allowed_places_odd_shapes():
     validate_placement(state, allowed)
     assert allowed["odd"].slice.form == "split" and len(allowed["odd"].cubes) == 8
     assert allowed["line"].slice.form == "fold" and allowed["cube"].slice.form == "native"
+
+
+def test_odd_shape_generator_is_seeded_and_factorises():
+    from podsim.workload.odd import OddShapeSpec, factorisations, odd_shape_jobs
+
+    spec = OddShapeSpec(jobs=50, max_chips=256)
+    a, b = odd_shape_jobs(spec, 1), odd_shape_jobs(spec, 1)
+    assert [(j.shape, j.submit_s) for j in a] == [(j.shape, j.submit_s) for j in b]
+    assert [j.shape for j in a] != [j.shape for j in odd_shape_jobs(spec, 2)]
+    assert all(all(s == 1 or s % 2 == 0 for s in j.shape) and j.chips <= 256 for j in a)
+    assert (2, 2, 6) in factorisations(24, 2, 16) and (3, 2, 4) not in factorisations(24, 2, 16)
+    small = sum(j.chips <= 64 for j in a)
+    assert small > len(a) / 2  # the truncated exponential favours small sizes
+
+
+def test_hilbert_and_static_generic_boxes_place_validly():
+    for gen in ("tpu-v4", TORUS):
+        state = PodState(PodLayout(get_generation(gen), ocs=False))
+        reqs = [SliceRequest("a", "4x4x4"), SliceRequest("b", "2x2x6"), SliceRequest("c", "2x2x2")]
+        h = place(state, reqs, solver="greedy", policy="hilbert")
+        validate_placement(state, h)
+        assert all(p.placed and p.slice.form == "scatter" for p in h.placements)
+    state = PodState(PodLayout(get_generation(TORUS), ocs=False))
+    boxes = place(state, [SliceRequest("a", "4x4x4"), SliceRequest("b", "2x2x6"), SliceRequest("c", "3x3x3")], solver="greedy")
+    validate_placement(state, boxes)
+    assert all(p.placed and p.slice.form == "native" for p in boxes.placements)

@@ -260,7 +260,7 @@ def place_one(state, request: SliceRequest, policy: Policy = "best",
     The state is not changed; call `state.allocate(request.id, result)` to take it."""
     settings = settings or PlacementSettings()
     opts, err = options_or_reason(state.layout, request, settings.rotate)
-    reshapes = reshape_options(state.layout, request, settings.fold, settings.rotate)
+    reshapes = reshape_options(state.layout, request, settings.fold, settings.rotate, policy)
     if not opts and not reshapes:
         return SlicePlacement(request, None, err)
     space = FreeSpace.of(state)

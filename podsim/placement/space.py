@@ -180,7 +180,10 @@ class FreeSpace:
 
     @property
     def grid(self) -> np.ndarray:
-        """(pods, *pod_shape) free flags of a static pod; a view."""
+        """(pods, *pod_shape) free flags of a static pod (a view; a copy on a cube layout, whose
+        chip ids are cube-major)."""
+        if self.layout.has_cubes:
+            return self.chip_free[self.layout.chip_at]
         return self.chip_free.reshape(self.layout.pods, *self.layout.generation.pod_shape)
 
     @property
