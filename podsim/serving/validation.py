@@ -1,9 +1,9 @@
 """Serving rows of the validation table: MLPerf Inference datacenter submissions on TPUs next to
 podsim's serving simulation of the same setup.
 
-The only TPU LLM submissions in MLPerf Inference v3.1, v4.0, v4.1 and v5.0 are Google's GPT-J 6B
-(CNN/DailyMail summarisation) on one 4-chip TPU v5e host (v3.1 preview, v4.0 available); the
-v4.1 and v5.0 TPU submissions (v5e, Trillium) are Stable Diffusion XL only, and Llama 2 70B
+The only TPU LLM submissions in MLPerf Inference rounds 3.1, 4.0, 4.1 and 5.0 are Google's GPT-J 6B
+(CNN/DailyMail summarisation) on one 4-chip TPU v5e host (round 3.1 preview, round 4.0 available); the
+round 4.1 and 5.0 TPU submissions (v5e, Trillium) are Stable Diffusion XL only, and Llama 2 70B
 was submitted on GPUs only (checked: the `closed/Google/systems` folders of those rounds). Each
 row is one submission's scenario:
 
@@ -73,7 +73,7 @@ ROWS: tuple[ServingRow, ...] = (
                "10.1502 samples/s", source=f"{V40} closed/Google/results/tpu_v5e_x4/gptj-99/offline/performance/run_1/"
                "mlperf_log_summary.txt; systems/tpu_v5e_x4.json; model class GPTJ4TokenizedINT8BS32XLAWait40MB6Offline "
                "(code/gptj/gptj_using_saxml_loadgen/README.md)",
-               assumed=ASSUMED + "; the v4.0 class (defined in Saxml, not in the results repository) as v3.1's: its name "
+               assumed=ASSUMED + "; the round 4.0 class (defined in Saxml, not in the results repository) as round 3.1's: its name "
                "gives 4 chips, int8, batch 32"),
     ServingRow("I3", "TPU v5e, 4 chips (TPU-v5e-4_SAX, preview); MLPerf Inference v3.1 closed", "server", 17.802509927,
                "p99 17.80 s at 7.13 scheduled samples/s (bound 20 s)", rate_per_s=7.13, max_wait_s=4.0,
