@@ -100,13 +100,19 @@ register(
        _C, True, "DOUBLE"),
     _m("fleet_goodput", "fraction", "useful chip-hours / all chip-hours of the fleet over the horizon", _C, True),
     _m("availability", "fraction", "healthy chip-hours / all chip-hours of the fleet", _C, True),
-    _m("wait_p50_s", "s", "median of first start - submission, jobs that started", _C, True),
-    _m("wait_p95_s", "s", "95th percentile of first start - submission, jobs that started", _C, True, "DOUBLE"),
-    _m("wait_p99_s", "s", "99th percentile of first start - submission, jobs that started", _C, True),
-    _m("wait_mean_s", "s", "mean of first start - submission, jobs that started", _C, True),
-    _m("wait_p95_with_queued_s", "s", "95th percentile wait counting jobs still queued at the horizon with their "
-                                      "wait so far (a lower bound)", _C, True),
-    _m("wait_p99_with_queued_s", "s", "99th percentile wait, jobs still queued counted with their wait so far", _C, True),
+    _m("wait_p50_s", "s", "median wait (first start - submission) of the jobs that arrived in the measured window "
+                          "and could be placed; a job still queued at the end counts with its wait so far", _C, True),
+    _m("wait_p95_s", "s", "95th percentile wait of the jobs that arrived in the measured window and could be placed; "
+                          "a job still queued at the end counts with its wait so far (a lower bound of its wait)",
+       _C, True, "DOUBLE"),
+    _m("wait_p99_s", "s", "99th percentile wait, jobs still queued at the end counted with their wait so far", _C, True),
+    _m("wait_mean_s", "s", "mean wait, jobs still queued at the end counted with their wait so far", _C, True),
+    _m("wait_p50_started_s", "s", "median wait over the jobs that started only (leaves the still-queued out: "
+                                  "reads better than the fleet is)", _C),
+    _m("wait_p95_started_s", "s", "95th percentile wait over the jobs that started only", _C),
+    _m("wait_p99_started_s", "s", "99th percentile wait over the jobs that started only", _C),
+    _m("wait_p95_with_queued_s", "s", "the same as wait_p95_s (its older name, kept for scenario files)", _C, True),
+    _m("wait_p99_with_queued_s", "s", "the same as wait_p99_s (its older name)", _C, True),
     _m("wait_shape_mean_s", "s", "mean time a started job waited for shape: enough healthy chips free, but not in "
                                  "a form its slice can take (fragmentation, a reservation), first wait", _C, True),
     _m("wait_resource_mean_s", "s", "mean time a started job waited for resource: fewer healthy chips free than it "
@@ -120,7 +126,12 @@ register(
     _m("slowdown_p50", "ratio", "median bounded slowdown, completed jobs", _C),
     _m("slowdown_p95", "ratio", "95th percentile bounded slowdown, completed jobs", _C, True),
     _m("slowdown_p99", "ratio", "99th percentile bounded slowdown, completed jobs", _C),
-    _m("jobs_total", "count", "jobs in the stream", _C),
+    _m("jobs_total", "count", "jobs in the stream = completed + running + queued + unplaceable + not_arrived", _C),
+    _m("jobs_measured", "count", "jobs submitted in the measured window [warm-up, horizon): the ones waits and "
+                                 "slowdowns are over", _C),
+    _m("warmup_s", "s", "start of the measured window: time before it (the fleet filling up) and its jobs are left "
+                        "out of the steady-state metrics", _C),
+    _m("drain_s", "s", "how long the simulation ran past the horizon to let the window's jobs finish (drain)", _C),
     _m("jobs_completed", "count", "jobs that finished by the horizon", _C),
     _m("jobs_running", "count", "jobs running at the horizon", _C),
     _m("jobs_queued", "count", "jobs waiting at the horizon", _C, True),
@@ -137,13 +148,23 @@ register(
        _C, True),
     _m("largest_placeable_mean_chips", "count", "largest slice that still fits, mean over the samples", _C),
     _m("largest_placeable_min_chips", "count", "largest slice that still fits, least over the samples", _C),
-    _m("fleet_chip_h", "chip_h", "chips x horizon", _C),
+    _m("fleet_chip_h", "chip_h", "chips x the measured window (the horizon without a warm-up); the breakdown "
+                                 "(useful_chip_h ... down_chip_h) adds up to it", _C),
+    _m("lost_failure_chip_h", "chip_h", "work since the last checkpoint thrown away when a failure stopped a job", _C),
+    _m("lost_preemption_chip_h", "chip_h", "work since the last checkpoint thrown away when a job was preempted", _C),
+    _m("restart_chip_h", "chip_h", "chip-hours restarting jobs from their checkpoints (restart overhead)", _C),
+    _m("reconfiguration_chip_h", "chip_h", "chip-hours held waiting for OCS circuits to be set", _C),
+    _m("degraded_chip_h", "chip_h", "extra run time of jobs on degraded slices (degraded_slowdown)", _C),
+    _m("idle_queued_chip_h", "chip_h", "healthy chips free while jobs waited: fragmentation (no slice of the right "
+                                       "shape free), queue order and reservations", _C),
+    _m("idle_empty_chip_h", "chip_h", "healthy chips free while no job waited (no demand)", _C),
+    _m("down_chip_h", "chip_h", "chip-hours of failed parts (hosts, OCS units, cables taking chips out)", _C),
     _m("healthy_chip_h", "chip_h", "chip-hours no failure covered", _C),
     _m("busy_chip_h", "chip_h", "chip-hours a job held", _C),
     _m("allocated_chip_h", "chip_h", "useful + lost + overhead chip-hours", _C),
     _m("useful_chip_h", "chip_h", "chip-hours of work that was kept (checkpointed or finished)", _C),
     _m("lost_chip_h", "chip_h", "work since the last checkpoint thrown away by a failure or a preemption", _C),
-    _m("overhead_chip_h", "chip_h", "restart and OCS reconfiguration chip-hours", _C),
+    _m("overhead_chip_h", "chip_h", "restart, OCS reconfiguration and degraded-slice chip-hours", _C),
     _m("restarts", "count", "runs after a job's first", _C),
     _m("failures_host", "count", "host failures in the horizon", _C),
     _m("failures_ocs", "count", "OCS unit failures in the horizon", _C),

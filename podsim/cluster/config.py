@@ -44,6 +44,11 @@ class ClusterConfig(BaseModel):
     cpsat_workers: int = Field(1, ge=1, description="CP-SAT search workers per decision (keep 1 inside sweep workers)")
     schedule_depth: int = Field(500, ge=1, description="queued jobs behind the head a full pass looks at (backfill, priority; cf. Slurm's bf_max_job_test)")
     horizon_s: Duration = Field(..., gt=0, le=MAX_HORIZON_S, description="simulated time (at most a century)")
+    warmup_s: Duration = Field(0.0, ge=0, description="steady-state metrics leave out the time before this (the fleet "
+                                                       "starts empty) and the jobs submitted in it")
+    drain: bool = Field(False, description="after the horizon, let the jobs submitted in the window run on (no arrivals, "
+                                           "failures go on) so their waits and slowdowns are whole; fleet figures stay over the window")
+    drain_limit_s: Duration | None = Field(None, gt=0, description="how long a drain may run past the horizon (default: one horizon)")
     checkpoint_interval_s: Duration = Field(3600.0, gt=0, description="run time between checkpoints")
     restart_overhead_s: Duration = Field(300.0, ge=0, description="time to restart from a checkpoint")
     reconfigure_s: Duration | None = Field(None, ge=0, description="OCS reconfiguration delay (default: the generation's)")
@@ -71,7 +76,16 @@ class ClusterConfig(BaseModel):
         if self.pods % self.sites:
             raise PodsimError(f"sites {self.sites} must divide pods {self.pods} (each site holds the same number of pods)")
         check_samples(self.horizon_s, self.sample_step_s)
+        if self.warmup_s >= self.horizon_s:
+            raise PodsimError(f"warm-up {self.warmup_s:g} s must be shorter than the horizon {self.horizon_s:g} s "
+                              "(the metrics are measured after it)")
+        if self.drain_limit_s is not None and not self.drain:
+            raise PodsimError("drain_limit_s is how long a drain may run; set drain too")
         return self
+
+    @property
+    def drain_limit(self) -> float:
+        return self.drain_limit_s if self.drain_limit_s is not None else self.horizon_s
 
     def layout(self) -> PodLayout:
         return PodLayout(get_generation(self.generation), pods=self.pods, ocs=self.ocs)
