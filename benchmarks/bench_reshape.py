@@ -20,7 +20,14 @@ import argparse
 import collections
 import time
 
-from podsim.placement import PlacementSettings, PodState, SliceRequest, SolverParams, place, place_one
+from podsim.placement import (
+    PlacementSettings,
+    PodState,
+    SliceRequest,
+    SolverParams,
+    place,
+    place_one,
+)
 from podsim.topology import PodLayout, get_generation
 from podsim.topology.torus import torus_id
 from podsim.workload.odd import OddShapeSpec, odd_shape_jobs
