@@ -102,7 +102,7 @@ BUDGET_HELP = {
     "requests": "slice requests of one placement batch",
     "events": "failure events drawn over the horizon",
     "files": "files one export writes",
-    "input_bytes": "bytes of one input file (e.g. 512MiB)",
+    "input_bytes": "bytes of one input file (a size, e.g. 512MiB)",
 }
 BUDGET_UNITS = {"ops": "ops", "flows": "flows", "requests": "requests", "events": "events", "files": "files",
                 "input_bytes": "bytes"}

@@ -166,6 +166,7 @@ BLOCK_CUBES = count("cubes per DCN aggregation block", 1, MAX_FLEET_CHIPS // 64,
 WORKERS = count("a worker count", 1, 256, "threads or processes on one machine")
 BATCH_WINDOW = count("queued jobs offered to CP-SAT per decision", 1, 10_000, "the requests budget of one decision")
 SCHEDULE_DEPTH = count("queued jobs a scheduling pass looks at", 1, 1_000_000, "at most the job bound")
+REPLICATES = count("replicates of a job stream", 1, 1000, "each is a whole simulation")
 SAMPLES = count("time-series samples", 2, 20_000, "points drawn over the horizon")
 TRACE_JOBS = count("a job limit", 1, MAX_JOBS, "the simulation's job bound")
 RANK = count("a rank", 0, MAX_FLEET_CHIPS - 1, "one per chip of the largest fleet")

@@ -368,6 +368,11 @@ def g_metrics(rng, inp):
     return _sprinkle(rng, ["metrics"], [_opt(rng, "--kind", ["cluster", "step"], TEXT), ["--json"]], 1)
 
 
+def g_sources(rng, inp):
+    ident = _pick(rng, ["", "v4.10", "ocs.17", "perf.3", "CACM20", "bogus", "../x", "x" * 300])
+    return _sprinkle(rng, ["sources", *([ident] if ident else [])], [["--json"]], 1)
+
+
 def g_validate(rng, inp):
     if rng.random() < 0.25:
         f = inp.file(rng, _pick(rng, sorted(inp.static)))
@@ -394,7 +399,7 @@ VERBS = {  # verb -> (generator, share of the cases)
     "topology": (g_topology, 8), "place": (g_place, 6), "steptime": (g_steptime, 8), "trace generate": (g_generate, 6),
     "trace import": (g_import, 6), "trace export": (g_export, 6), "trace show": (g_show, 8), "trace models": (g_models, 2),
     "scaling": (g_scaling, 3), "cluster": (g_cluster, 7), "run": (g_run, 4), "sweep": (g_sweep, 3), "report": (g_report, 5),
-    "metrics": (g_metrics, 2), "validate": (g_validate, 12), "demo": (g_demo, 2), "dashboard": (g_dashboard, 3),
+    "metrics": (g_metrics, 2), "sources": (g_sources, 2), "validate": (g_validate, 12), "demo": (g_demo, 2), "dashboard": (g_dashboard, 3),
 }
 SHARE = sum(w for _, w in VERBS.values())
 

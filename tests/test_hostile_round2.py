@@ -196,7 +196,7 @@ CASES = [
     ("astra-bytes-past-range", ("trace", "show", "{d}/astra_huge.txt"), "bytes of one op is"),
     ("parallelism-trailing-comma", (*GEN[:5], "-p", "fsdp=16,tensor=4,", *GEN[7:], "-o", "{d}/g.json"), "has an empty entry (a stray comma?)"),
     ("csv-duplicate-column", ("cluster", "-g", "tpu-v4", "--horizon", "6h", "--trace", "{d}/dupcol.csv"), "column 'num_gpu' appears twice"),
-    ("csv-fractional-accelerators", ("cluster", "-g", "tpu-v4", "--horizon", "6h", "--trace", "{d}/jobs_frac.csv"), "2.5 is not a whole number"),
+    ("csv-fractional-accelerators", ("cluster", "-g", "tpu-v4", "--horizon", "6h", "--trace", "{d}/jobs_frac.csv"), "num_gpu '2.5' must be a whole number"),
     ("synthetic-jobs-2.5", ("cluster", "-g", "tpu-v5e", "--horizon", "6h", "--synthetic", "jobs=2.5,rate=2/h,mix=2x2:1"), "jobs='2.5': a whole number is expected"),
     # -- usage errors: one line with the closest suggestion
     ("unknown-command", ("topolgy", "tpu-v4"), "No such command 'topolgy'. Did you mean 'topology'?"),

@@ -141,6 +141,21 @@ def write_timeline(path: str, result: Any, link_load: Any, title: str = "") -> N
     write_text_atomic(path, timeline_json(build_timeline(result, link_load=link_load, title=title)))
 
 
+def warn_inferred_shapes(metrics: dict) -> None:
+    """One warning line on stderr when a replayed trace's slices were inferred from accelerator
+    counts (and how many were rounded up to more chips): the run is not of the shapes asked for."""
+    n = metrics.get("jobs_shape_inferred") or 0
+    if not n:
+        return
+    up = metrics.get("jobs_rounded") or 0
+    extra = metrics.get("rounded_extra_chip_h") or 0.0
+    rounded = (f", {up} rounded up to a shape with more chips (+{extra:,.0f} chip-hours held beyond their counts)"
+               if up else ", none rounded up")
+    print(f"warning: {n} of {metrics.get('jobs_total', n)} trace jobs have no shape, so their accelerator counts were "
+          f"mapped to {metrics.get('generation', 'the generation')}'s shapes{rounded}; a shape column replays exact shapes",
+          file=sys.stderr)
+
+
 def _budget_value(kind: str):
     def check(value: str | None):
         if value is None:
@@ -158,6 +173,11 @@ def _budget_value(kind: str):
     return check
 
 
+def _budget_default(kind: str) -> str:
+    value = getattr(Budget(), kind)
+    return "the format's cap: 16 MiB YAML, 64 MiB JSON and text, 1 GiB CSV and Chakra" if value is None else f"{value:,}"
+
+
 def with_budgets(*kinds: str) -> Callable:
     """Give a command the work-budget options of `kinds` (podsim.bounds.Budget fields: --max-ops,
     --max-flows, --max-requests, --max-events, --max-files, --max-input) and run it inside
@@ -170,7 +190,7 @@ def with_budgets(*kinds: str) -> Callable:
         extra = [inspect.Parameter(f"budget_{k}", inspect.Parameter.KEYWORD_ONLY, default=None,
                                    annotation=Annotated[str | None, typer.Option(
                                        BUDGET_FLAGS[k], metavar="N" if k != "input_bytes" else "SIZE",
-                                       help=f"budget: most {BUDGET_HELP[k]} (default {getattr(Budget(), k) or 'per format'})",
+                                       help=f"budget: at most this many {BUDGET_HELP[k]} (default {_budget_default(k)})",
                                        callback=_budget_value(k))])
                  for k in kinds]
 

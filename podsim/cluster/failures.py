@@ -97,7 +97,6 @@ class FailureSpec(q.NoBoolNumbers):
         return FailureProcess(mtbf_s=self.mtbf_s, mttr_s=self.mttr_s, **kw)
 
 
-MAX_FAILURE_EVENTS = 5_000_000  # the default events budget (podsim.bounds.Budget.events): ~200 B and a scheduler pass each
 
 
 def expected_failures(process: FailureProcess, count: int, horizon_s: float) -> float:
