@@ -88,7 +88,12 @@ def read_bytes(path: str | Path, what: str = "input", max_bytes: int = MAX_TEXT_
                               f"{format_bytes(cap)} (they are parsed in memory); raise it with --max-input SIZE")
         with os.fdopen(fd, "rb") as fh:
             fd = -1
-            data = fh.read(cap + 1)
+            data = fh.read(min(cap, info.st_size) + 1)  # no buffer of the cap's size (--max-input 1PB)
+            while len(data) <= cap and len(data) > info.st_size:  # it grew (or /proc says 0): read on
+                chunk = fh.read(min(cap + 1 - len(data), 16 * 2**20))
+                if not chunk:
+                    break
+                data += chunk
     except OSError as exc:
         raise PodsimError(f"cannot read {what} file {str(path)!r}: {exc.strerror or exc}") from None
     finally:

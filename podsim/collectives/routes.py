@@ -28,6 +28,7 @@ from functools import partial
 
 import numpy as np
 
+from podsim.bounds import budget, check_budget
 from podsim.collectives.adaptive import adaptive_split
 from podsim.collectives.dcnfold import DcnFold, fold_crossing
 from podsim.collectives.routeparts import RoutePart, _subset, join_parts, route_sums
@@ -328,7 +329,8 @@ def check_routing(routing: str) -> None:
 
 
 MAX_FLOWS = 2_000_000
-"""Most flows one pattern may route at once (memory: every flow keeps its route's links)."""
+"""The default flows budget (podsim.bounds.Budget.flows, --max-flows): most flows one pattern may
+route at once (memory: every flow keeps its route's links)."""
 
 
 class Router:
@@ -351,9 +353,8 @@ class Router:
                     return self._folded_dcn(pattern, sym.dcn)
                 sym = None  # crosses slices: every flow, on the DCN's own links
         n = pattern.n_flows // (1 if sym is None else sym.multiplicity)
-        if n > MAX_FLOWS:
-            raise PodsimError(f"{pattern.name} on group {pattern.layout.name} has {n:,} flows to route, more than the "
-                              f"{MAX_FLOWS:,} podsim simulates at once; use a smaller group, another algorithm or the fast path")
+        check_budget("flows", n, f"{pattern.name} on group {pattern.layout.name}",
+                     "every flow keeps its route's links in memory; or use a smaller group, another algorithm or the fast path")
         src, dst, weight = pattern.flows(None if sym is None else sym.keep)
         parts = self.placement.route_parts(src, dst, None if sym is None else sym.periods)
         if self.placement.routing == "adaptive":
@@ -413,7 +414,7 @@ def _with_dcn_fold(placement: Placement, sym: Symmetry, patterns: Sequence[Patte
                    cache: dict[frozenset, DcnFold | None]) -> Symmetry:
     """The slice symmetry with the cross-slice flows folded into classes (dcnfold)."""
     gpu = sym.view.slice.spec.kind == "gpu"  # GPU slices use the DCN inside a slice too
-    if gpu or (fold := fold_crossing(placement, patterns, cache, MAX_FLOWS)) is None:
+    if gpu or (fold := fold_crossing(placement, patterns, cache, budget().flows)) is None:
         return sym
     moved = fold.canon_link != np.arange(len(sym.canon_link))
     canon = np.where(moved, fold.canon_link, sym.canon_link)
