@@ -70,7 +70,8 @@ def save_run(result: RunResult, out: Path, store: Path | None, report: bool = Tr
 
 
 def print_run(result: RunResult, paths: dict[str, Path]) -> None:
-    table(f"{result.name} ({'job stream' if result.kind == 'cluster' else 'step study'}), run {result.run_id}",
+    kind = {"cluster": "job stream", "step": "step study", "serving": "serving fleet"}.get(result.kind, result.kind)
+    table(f"{result.name} ({kind}), run {result.run_id}",
           [(name, cells[0]) for name, cells in key_rows([result])])
     rows = interval_rows(result)
     if rows:
