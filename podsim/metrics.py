@@ -8,16 +8,17 @@ metric from the step-time engine:
 
     register(Metric("hfu", "fraction", "hardware FLOPs / (peak FLOP/s x step time)", "step"))
 
-kind: 'cluster' (job streams), 'step' (step studies) or 'both'. unit: 's', 'fraction',
-'count', 'chip_h', 'usd', 'kwh', 'bytes', 'flops', 'ratio', 'text' or 'bool'.
+kind: 'cluster' (job streams), 'step' (step studies), 'serving' (serving fleets) or 'both'
+(any run). unit: 's', 'fraction', 'count', 'chip_h', 'usd', 'kwh', 'bytes', 'flops',
+'ratio', 'rate' (per second), 'text' or 'bool'.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-UNITS = ("s", "fraction", "count", "chip_h", "usd", "kwh", "bytes", "flops", "ratio", "text", "bool")
-KINDS = ("cluster", "step", "both")
+UNITS = ("s", "fraction", "count", "chip_h", "usd", "kwh", "bytes", "flops", "ratio", "rate", "text", "bool")
+KINDS = ("cluster", "step", "serving", "both")
 
 
 @dataclass(frozen=True)
@@ -66,7 +67,7 @@ def definition(name: str) -> str:
 
 
 def target_metrics(kind: str) -> tuple[str, ...]:
-    """The metrics a scenario of this kind ('cluster' or 'step') may set a target on."""
+    """The metrics a scenario of this kind ('cluster', 'step' or 'serving') may set a target on."""
     return tuple(m.name for m in METRICS.values() if m.target and m.kind in (kind, "both"))
 
 
@@ -264,3 +265,47 @@ for _k in ("eps", "ocs"):
         _m(f"spine_{_k}_usd_per_useful_chip_h", "usd", f"fleet lifetime cost / useful chip-hours, {_k.upper()} spine", _B),
         _m(f"spine_{_k}_spine_usd_per_useful_chip_h", "usd", f"{_k.upper()} spine lifetime cost / useful chip-hours", _B),
         _m(f"spine_{_k}_useful_chip_h", "chip_h", f"useful chip-hours over the fleet's life, {_k.upper()} spine", _B))
+# serving fleets (podsim.serving.result.serving_metrics; definitions in its module docstring)
+_V = "serving"
+register(
+    _m("replicas", "count", "replicas of the model, each on its own slice (prefill + decode when disaggregated)", _V),
+    _m("batch_policy", "text", "continuous/chunked, continuous/separate (prefill-only steps) or static batches", _V),
+    _m("serving_mode", "text", "colocated (prefill and decode on every replica) or disaggregated", _V),
+    _m("requests", "count", "requests counted: arrived in [warmup, duration) (offline: all)", _V),
+    _m("requests_completed", "count", "counted requests whose last token was generated", _V),
+    _m("requests_unfinished", "count", "counted requests still queued or running when the simulation ended", _V, True),
+    _m("requests_rejected", "count", "counted requests whose KV cache exceeds a whole replica's", _V, True),
+    _m("offered_rps", "rate", "counted requests per second of the window", _V),
+    _m("slo_ttft_s", "s", "the time-to-first-token target", _V),
+    _m("slo_tpot_s", "s", "the time-per-output-token target", _V),
+    _m("slo_attainment", "fraction", "counted requests that finished within both targets / counted requests", _V, True, "DOUBLE"),
+    _m("goodput_rps", "rate", "requests that finished within both targets per second of the window", _V, True, "DOUBLE"),
+    _m("throughput_rps", "rate", "counted requests finished per second of the window", _V, True),
+    _m("output_tokens", "count", "output tokens of the counted requests that finished (every beam)", _V),
+    _m("prompt_tokens", "count", "prompt tokens of the counted requests that finished", _V),
+    _m("tokens_per_s", "rate", "output tokens per second of the window", _V, True),
+    _m("tokens_per_s_per_chip", "rate", "output tokens per second per chip of the fleet", _V, True, "DOUBLE"),
+    _m("serving_chip_h", "chip_h", "the fleet's chips x the window", _V),
+    _m("cost_per_million_tokens_usd", "usd", "cost of the fleet over the window / million output tokens", _V, True, "DOUBLE"),
+    _m("energy_per_million_tokens_kwh", "kwh", "energy of the fleet over the window (mean power per chip) / million output tokens", _V, True),
+    _m("kv_cache_tokens", "count", "tokens one replica's KV cache holds (HBM less weights and workspace, whole pages)", _V),
+    _m("kv_cache_pages", "count", "KV-cache pages of one replica", _V),
+    _m("kv_peak_fraction", "fraction", "the most pages any replica held / its pages", _V),
+    _m("kv_tokens_max", "count", "the most tokens any replica's KV cache held during a step", _V),
+    _m("concurrent_seqs_max", "count", "the most sequences any replica ran in one step", _V),
+    _m("kv_preemptions", "count", "sequences preempted for KV pages (recomputed later), counted requests", _V, True),
+    _m("serving_steps", "count", "steps the fleet's replicas ran (a static batch counts as one)", _V),
+    _m("tokens_per_step_mean", "count", "tokens per step (prefill and decode), mean over the fleet's steps", _V),
+    _m("replica_busy_fraction", "fraction", "time replicas spent running steps / their time", _V),
+    _m("weight_bytes_per_chip", "bytes", "weights one chip of a replica holds", _V),
+    _m("hbm_bound_decode_s", "s", "weight bytes per chip / HBM bandwidth: no decode step is faster", _V),
+    _m("decode_step_b1_s", "s", "one decode step of one sequence with a 1,024-token context", _V),
+    _m("simulated_s", "s", "simulated time, the drain included", _V),
+)
+for _name, _what in (("ttft", "time to first token (first token - arrival)"),
+                     ("tpot", "time per output token after the first ((last - first token) / (output - 1))"),
+                     ("e2e", "end-to-end latency (last token - arrival)")):
+    register(_m(f"{_name}_mean_s", "s", f"mean {_what}, counted requests", _V, True))
+    for _q in (50, 95, 99):
+        register(_m(f"{_name}_p{_q}_s", "s", f"{_q}th percentile {_what}, counted requests", _V, True,
+                    "DOUBLE" if _q == 99 else None))

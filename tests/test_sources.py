@@ -17,7 +17,7 @@ ROOT = Path(__file__).parent.parent
 SHARED = next((p / "shared" / "reference" for p in ROOT.parents if (p / "shared" / "reference").is_dir()),
               ROOT.parent / "shared" / "reference")  # beside the checkout (CI) or above a worktree
 PACKAGED = ROOT / "podsim" / "data" / "reference"
-# a row id of the hardware sheet: prefix.number (v4.10, ocs.17, perf.3); MLPerf versions (v2.0) are not ids
+# a row id of the hardware sheet: prefix.number (v4.10, ocs.17, perf.3); MLPerf versions (v2.0, MLPerf Inference v4.0) are not ids
 ROW_ID = re.compile(r"(?<![\w.])((?:v2|v3|v4|v5e|v5p|v6e|v7|ocs|eps|apo|av|col|ib|jup|ml|nccl|nsdi|perf|pr|slc|tw|x)\.\d+)(?![\w.]*\w)")
 
 
@@ -41,7 +41,7 @@ def test_every_id_the_project_text_cites_resolves():
     for f in project_texts():
         text = f.read_text(errors="ignore")
         for m in ROW_ID.finditer(text):
-            if text[max(0, m.start() - 7):m.start()] == "MLPerf ":
+            if text[max(0, m.start() - 7):m.start()] == "MLPerf " or text[max(0, m.start() - 17):m.start()] == "MLPerf Inference ":
                 continue
             if not resolves(m.group(1)):
                 bad.setdefault(m.group(1), []).append(str(f.relative_to(ROOT)))
