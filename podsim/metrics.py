@@ -173,6 +173,11 @@ register(
     _m("job_interruptions", "count", "running jobs stopped by a failure", _C),
     _m("preemptions", "count", "running jobs stopped for a higher-priority job", _C),
     _m("ocs_reconfigurations", "count", "slices whose OCS circuits were set up", _C),
+    _m("runs_fold", "count", "runs started on a folded slice (the asked torus laid onto another box)", _C),
+    _m("runs_split", "count", "runs started on a split slice (whole blocks plus pieces joined by OCS circuits)", _C),
+    _m("runs_scatter", "count", "runs started on a scattered slice (any free chips, Hilbert-curve allocation)", _C),
+    _m("slowdown_charged_mean", "ratio", "mean run time factor charged to runs on a non-native slice (the step on "
+                                         "the placed slice / the step as asked, by the step-time model)", _C, True),
     _m("degraded_starts", "count", "runs started on a torus with a down OCS unit's circuits dark (degraded placement)", _C),
     _m("spare_remaps", "count", "cube fibers moved off a failed OCS port onto a spare port of that OCS", _C),
     _m("horizon_s", "s", "simulated time", _C),

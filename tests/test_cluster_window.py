@@ -8,7 +8,13 @@ import math
 import numpy as np
 import pytest
 
-from podsim.cluster import ClusterConfig, FailureModel, FailureProcess, chip_hour_breakdown, simulate
+from podsim.cluster import (
+    ClusterConfig,
+    FailureModel,
+    FailureProcess,
+    chip_hour_breakdown,
+    simulate,
+)
 from podsim.cluster.result import BREAKDOWN
 from podsim.report.render import jobs_text, key_rows
 from podsim.scenario.run import cluster_run_result

@@ -58,7 +58,7 @@ def test_targets_and_store_columns_come_from_the_registry():
         "hfu": "fraction", "ici_exposed_s": "duration", "dcn_exposed_s": "duration", "wan_exposed_s": "duration",
         # added with the wait split and job completion time (issue 27)
         "wait_shape_mean_s": "duration", "wait_resource_mean_s": "duration", "wait_shape_share": "fraction",
-        "jct_mean_s": "duration", "jct_p95_s": "duration"}
+        "jct_mean_s": "duration", "jct_p95_s": "duration", "slowdown_charged_mean": "number"}
     assert serving["ttft_p99_s"] == "duration" and serving["slo_attainment"] == "fraction" and serving["capacity_chips"] == "number"
     assert set(STEP_TARGETS) == {"step_time_s", "exposed_comm_s", "time_to_train_s", "mfu", "cost_usd",
                                  "hfu", "ici_exposed_s", "dcn_exposed_s", "wan_exposed_s"}

@@ -92,6 +92,18 @@ app = typer.Typer(
 )
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        print(f"podsim {_version()}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True,
+                                       help="Print podsim's version and exit.")) -> None:
+    """Simulate TPU-style accelerator pods: topology, placement, step time, cluster, capacity."""
+
+
 def main(argv: list[str] | None = None) -> None:
     """Console entry point. Typer reports usage errors itself (exit 2); a PodsimError from the
     library becomes one line on stderr and exit code 2; an InternalError or any other exception

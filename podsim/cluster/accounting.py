@@ -34,7 +34,8 @@ class SimJob:
     __slots__ = ("idx", "job", "request", "key", "chips", "seq", "status", "progress", "first_start_s",
                  "end_s", "alloc_s", "overhead_s", "work_s", "expected_end_s", "proc", "restart", "runs",
                  "interruptions", "preemptions", "alloc_chip_s", "useful_chip_s", "lost_chip_s",
-                 "overhead_chip_s", "reason", "untwisted", "nominal_s", "slice", "qentry", "slow", "reconfigure_s")
+                 "overhead_chip_s", "reason", "untwisted", "nominal_s", "slice", "qentry", "slow", "reconfigure_s",
+                 "form")
 
     def __init__(self, idx: int, job: Job, request: SliceRequest, untwisted: bool):
         self.idx, self.job, self.request, self.untwisted = idx, job, request, untwisted
@@ -52,8 +53,9 @@ class SimJob:
         self.nominal_s = math.nan
         self.slice = None
         self.qentry = None
-        self.slow = 1.0  # run time factor of the current run (a degraded slice: config.degraded_slowdown)
+        self.slow = 1.0  # run time factor of the current run (degraded slice, non-native placement)
         self.reconfigure_s = 0.0  # the part of the current run's overhead spent waiting for OCS circuits
+        self.form = "native"  # how the current (last) run's slice realises the asked topology
 
     @property
     def rid(self) -> str:
@@ -174,4 +176,5 @@ def job_outcome(j: SimJob, wait_shape_s: float = math.nan, wait_resource_s: floa
         first_start_s=j.first_start_s, end_s=j.end_s, nominal_s=j.nominal_s, runs=j.runs,
         interruptions=j.interruptions, preemptions=j.preemptions, allocated_chip_s=j.alloc_chip_s,
         useful_chip_s=j.useful_chip_s, lost_chip_s=j.lost_chip_s, overhead_chip_s=j.overhead_chip_s,
-        progress=j.progress, reason=j.reason, wait_shape_s=wait_shape_s, wait_resource_s=wait_resource_s)
+        progress=j.progress, reason=j.reason, wait_shape_s=wait_shape_s, wait_resource_s=wait_resource_s,
+        placement=j.form if j.runs else "", slowdown=j.slow if j.runs else math.nan)

@@ -77,6 +77,8 @@ class JobOutcome:
     reason: str
     wait_shape_s: float = math.nan  # of the first wait: enough chips free, not in a form the slice takes
     wait_resource_s: float = math.nan  # of the first wait: fewer chips free than the job needs
+    placement: str = ""  # the last run's slice: native, fold, split or scatter ('' never ran)
+    slowdown: float = math.nan  # the last run's run time factor (non-native placement x degraded torus)
 
     @property
     def wait_s(self) -> float:

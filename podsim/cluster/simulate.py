@@ -76,7 +76,7 @@ class ClusterSim:
         self.layout = config.layout()
         self.gen = self.layout.generation
         self.state = PodState(self.layout)
-        self.settings = PlacementSettings(sites=config.sites)
+        self.settings = PlacementSettings(sites=config.sites, fold=config.fold)
         self.policy = get_policy(config.policy)
         self.step_time = CachedStepTime(step_time or RooflineStepTime())
         self.on_progress = on_progress
@@ -123,8 +123,16 @@ class ClusterSim:
         self.counters = {"ocs_reconfigurations": 0, "failures_host": 0, "failures_ocs": 0, "failures_link": 0,
                          "job_interruptions": 0, "preemptions": 0, "passes": 0, "placement_calls": 0,
                          "placement_s": 0.0, "cpsat_calls": 0, "cpsat_wall_capped": 0, "audits": 0, "spare_remaps": 0,
-                         "degraded_starts": 0}
+                         "degraded_starts": 0, "runs_fold": 0, "runs_split": 0, "runs_scatter": 0,
+                         "slowdown_charged_sum": 0.0}
         self.search = SliceSearch(self.layout, self.state, self.settings, config.placement, self.counters)
+        reshaping = config.fold == "allowed" or config.placement == "hilbert"
+        if (reshaping and getattr(self.step_time.inner, "prices_placement", False)
+                and config.slowdown_model is None and any(j.job.model is None for j in self.jobs)):
+            raise PodsimError("fold: allowed or hilbert placement with the engine's step time prices each non-native slice "
+                              "with a model's step; jobs given in time need slowdown_model (a preset, e.g. gpt3-175b)")
+        if config.placement == "hilbert" and any(j.job.slices > 1 for j in self.jobs):
+            raise PodsimError("placement hilbert allocates single-slice jobs; the stream has multislice jobs")
         self.series: dict[str, list] = {k: [] for k in observe.SERIES_KEYS}
 
     # Small helpers -------------------------------------------------------------------------
@@ -149,11 +157,22 @@ class ClusterSim:
                                                            slices=j.slices, sites=sites)
 
     def _slowdown(self, job: SimJob, slc, degraded: bool | None = None) -> float:
+        """Run time factor on `slc`: a degraded torus's (config.degraded_slowdown) times a
+        non-native placement's, as the step-time model prices it (`reshape_slowdown`)."""
+        slow = self.reshape_slowdown(job, slc)
         if not job.request.allow_degraded:
-            return 1.0
+            return slow
         if degraded is None:
             degraded = is_degraded(self.state, self.layout, slc)
-        return self.config.degraded_slowdown if degraded else 1.0
+        return slow * (self.config.degraded_slowdown if degraded else 1.0)
+
+    def reshape_slowdown(self, job: SimJob, slc) -> float:
+        """A folded, split or scattered slice's run time factor: the job's model (or, for a job
+        given in time, `config.slowdown_model`) stepped on that slice over its step as asked."""
+        if getattr(slc, "form", "native") == "native":
+            return 1.0
+        model = job.job.model or self.config.slowdown_model
+        return self.step_time.slowdown(model, self.gen, slc.slice if hasattr(slc, "assignment") else slc, self.layout)[0]
 
     def overhead_of(self, job: SimJob, slc) -> float:
         return (self.config.restart_overhead_s if job.restart else 0.0) + (self.reconfigure_s if slc.circuits else 0.0)
@@ -284,6 +303,10 @@ class ClusterSim:
         job.overhead_s = self.overhead_of(job, slc)
         job.reconfigure_s = self.reconfigure_s if slc.circuits else 0.0
         job.slow = self._slowdown(job, slc, degraded)
+        job.form = getattr(slc, "form", "native")
+        if job.form != "native":
+            self.counters[f"runs_{job.form}"] += 1
+            self.counters["slowdown_charged_sum"] += job.slow
         job.work_s = self.work_s(job, slc, job.slow)
         length = job.overhead_s + (1.0 - job.progress) * job.work_s
         job.expected_end_s = now + length
@@ -462,6 +485,9 @@ class ClusterSim:
         series = {k: np.asarray(v, float) for k, v in self.series.items() if v}
         counters = dict(self.counters)
         counters["step_time_evaluations"] = self.step_time.calls
+        n_reshaped = sum(counters[f"runs_{f}"] for f in ("fold", "split", "scatter"))
+        total = counters.pop("slowdown_charged_sum")
+        counters["slowdown_charged_mean"] = total / n_reshaped if n_reshaped else math.nan
         inferred, rounded, extra = count_inferred(j.job for j in self.jobs)
         counters.update(jobs_shape_inferred=inferred, jobs_rounded=rounded, rounded_extra_chip_h=extra / 3600.0)
         return summarise(self.config, self.layout, outcomes, series, counters, self.acct, wall_s, self.seed,

@@ -156,6 +156,7 @@ def cluster_run(s: Scenario, gen: Generation, cpsat_workers_cap: int | None = No
         untwist_on_static=s.policy.untwist_on_static, failures=failures,
         degraded_placement=s.solver.degraded_placement, spare_ports=s.solver.spare_ports,
         degraded_slowdown=s.solver.degraded_slowdown,
+        fold=s.solver.fold, slowdown_model=s.solver.slowdown_model,
         sample_interval_s=s.horizon / s.samples)
     w = s.workload
     return ClusterRun(config=config, synthetic=w.synthetic.spec(gen.id) if w.synthetic is not None else None,

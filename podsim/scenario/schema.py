@@ -269,6 +269,9 @@ class Solver(_Model):
     decision_time_limit: float = Field(default("decision_time_limit_s"), gt=0, description="CP-SAT limit per decision (deterministic units)")
     batch_window: int = Field(default("batch_window"), ge=1)
     workers: int = Field(default("cpsat_workers"), ge=1, description="CP-SAT workers (a sweep caps this at 1 per sweep worker)")
+    fold: Literal["none", "allowed"] = Field(default("fold"), description="allowed: fold a request onto another box or split "
+                                             "it into whole blocks plus pieces, at the slowdown the step-time model charges")
+    slowdown_model: str | None = Field(None, description="model preset whose step prices a non-native placement of a job given in time")
 
 
 class StepTime(_Model):
