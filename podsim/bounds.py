@@ -64,6 +64,26 @@ def check_seed(value: int, name: str = "seed") -> int:
     return SEED.check(value, name)
 
 
+# CLI option callbacks with bounds given in place (older commands; podsim.quantities' Q.option
+# states a range once, with its reason, and is what new options use).
+def opt_finite(flag: str, **bounds: Any):
+    def check(value: float | None) -> float | None:
+        return None if value is None else finite(value, flag, **bounds)
+    return check
+
+
+def opt_count(flag: str, low: int = 1, high: int | None = None, why: str = ""):
+    def check(value: int | None) -> int | None:
+        return None if value is None else count(value, flag, low, high, why)
+    return check
+
+
+def opt_seed(flag: str = "--seed"):
+    def check(value: int | None) -> int | None:
+        return None if value is None else check_seed(value, flag)
+    return check
+
+
 def check_fleet(pods: int, chips_per_pod: int, name: str = "pods") -> None:
     """Refuse a fleet too large to hold in memory, with its chip count."""
     chips = pods * chips_per_pod

@@ -531,6 +531,41 @@ def staged(out: str | Path, what: str = "output folder") -> Iterator[Staging]:
         shutil.rmtree(folder, ignore_errors=True)
 
 
+def replace_folder(new: Path, out: Path) -> None:
+    """Put the folder `new` (beside `out`) in place of `out`: renames on one file system, so
+    `out` holds the old contents or the new, never a mix."""
+    if not out.exists():
+        os.replace(new, out)
+        return
+    old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))
+    os.replace(out, old / out.name)
+    try:
+        os.replace(new, out)
+    except OSError:
+        os.replace(old / out.name, out)  # put the old contents back
+        raise
+    finally:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+@contextmanager
+def staged_folder(out: str | Path, what: str = "output folder") -> Iterator[Path]:
+    """A whole output folder staged beside `out` (a hidden sibling) and renamed into its place
+    when the block ends without an error; on an error or an interrupt it is removed and `out`
+    keeps what it had."""
+    out = Path(out)
+    parent = output_folder(out.parent, f"{what}'s parent")
+    try:
+        staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.staging-", dir=parent))
+    except OSError as exc:
+        raise PodsimError(f"cannot write beside {what} {str(out)!r}: {exc.strerror or exc}") from None
+    try:
+        yield staging
+        replace_folder(staging, out)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
 def safe_component(name: str, default: str = "run") -> str:
     """A name from a file (a scenario's, a sweep's) as one path component: separators, '..',
     and characters outside letters, digits, '.', '_', '-' become '_'; never empty or hidden."""

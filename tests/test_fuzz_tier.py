@@ -372,6 +372,20 @@ def g_metrics(rng, inp):
     return _sprinkle(rng, ["metrics"], [_opt(rng, "--kind", ["cluster", "step"], TEXT), ["--json"]], 1)
 
 
+def g_serve(rng, inp):
+    base = ["serve", "-g", _mostly(rng, ["tpu-v5e"], ["tpu-v4", "gpu-h100", "bogus"]), "--slice", _mostly(rng, ["2x4"], SHAPES),
+            "--model", _mostly(rng, ["llama2-70b"], ["resnet50", "bogus"]), "--override", "n_layers=2", "--weights", "int8",
+            "--rate", _mostly(rng, ["3/s"], ["0/s", "-1/s", "1e308/s", "nan/s", "abc", ""]), "--duration", _mostly(rng, ["20s"], ["1ns", "0", "-1h", "1e300s", "nan", "abc", "", "1e9h", "100d", "1s"]),
+            "--prompt", _mostly(rng, ["fixed:256"], ["fixed:0", "fixed:1e12", "lognormal:mean=nan,cv=1", "bogus", ""]),
+            "--output", _mostly(rng, ["fixed:32"], ["fixed:-1", "fixed:99999999999", "uniform:5", ""])]
+    opts = [_opt(rng, "--replicas", ["2"], NUMBERS), _opt(rng, "--requests", ["20"], NUMBERS), _opt(rng, "--beams", ["1"], NUMBERS),
+            _opt(rng, "--token-budget", ["512"], NUMBERS), _opt(rng, "--max-seqs", ["32"], NUMBERS), _opt(rng, "--page-tokens", ["16"], NUMBERS),
+            _opt(rng, "--cv", ["2"], NUMBERS), _opt(rng, "--hbm-reserve", ["0.1"], NUMBERS), _opt(rng, "--seed", ["3"], NUMBERS),
+            _opt(rng, "--slo-ttft", ["1s"], DURATIONS), _opt(rng, "--warmup", ["5s"], DURATIONS), _opt(rng, "--batch", ["static"], TEXT),
+            _opt(rng, "--disaggregated", ["1:1"], ["0:1", "1:0", "x", "1e9:1"]), ["--json"]]
+    return _sprinkle(rng, base, opts, 2)
+
+
 def g_sources(rng, inp):
     ident = _pick(rng, ["", "v4.10", "ocs.17", "perf.3", "CACM20", "bogus", "../x", "x" * 300])
     return _sprinkle(rng, ["sources", *([ident] if ident else [])], [["--json"]], 1)
@@ -404,7 +418,7 @@ VERBS = {  # verb -> (generator, share of the cases)
     "trace import": (g_import, 6), "trace export": (g_export, 6), "trace show": (g_show, 8), "trace models": (g_models, 2),
     # "scaling": (g_scaling, 3) joins once study's StepStudy (issue 24) has rebuilt `podsim scaling`
     "cluster": (g_cluster, 7), "run": (g_run, 4), "sweep": (g_sweep, 3), "report": (g_report, 5),
-    "metrics": (g_metrics, 2), "sources": (g_sources, 2), "validate": (g_validate, 12), "demo": (g_demo, 2), "dashboard": (g_dashboard, 3),
+    "metrics": (g_metrics, 2), "sources": (g_sources, 2), "serve": (g_serve, 4), "validate": (g_validate, 12), "demo": (g_demo, 2), "dashboard": (g_dashboard, 3),
 }
 SHARE = sum(w for _, w in VERBS.values())
 

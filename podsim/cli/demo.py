@@ -27,6 +27,6 @@ def demo_cmd(out: Path = typer.Option(Path("out/demo"), "--out", "-o", help="fol
     output_folder(out)  # a file in the way or no permission: refused before the run, not after it
     print(f"demo scenario: {scenario.question}")
     result = run_with_progress(scenario)
-    result, paths = save_run(result, out, None, overwrite=True)  # the demo's own folder
+    result, paths = save_run(result, out, None, force=True)  # the demo's own folder, replaced on each run
     print_run(result, paths)
     print(f"demo report: {paths['report'].resolve()}")
