@@ -168,7 +168,7 @@ class Inputs:
             from podsim.trace import load_trace
             from podsim.trace.chakra_export import chakra_files
 
-            for r, data in enumerate(chakra_files(load_trace(self.static["ok.json"]), (2, 2, 2))):
+            for r, data in enumerate(chakra_files(load_trace(self.static["ok.json"]), (2, 2, 2), generation="tpu-v4")):
                 (self.dir / f"ok.{r}.et").write_bytes(data)
             et = sorted(self.dir.glob("ok.*.et"))
         return et
@@ -280,7 +280,8 @@ def g_import(rng, inp):
 def g_export(rng, inp):
     base = ["trace", "export", inp.file(rng, "ok.json", OK_TRACE), "-o", _pick(rng, ["ex", "ex", "ex/sub", ""]),
             "--slice", _pick(rng, ["2x2x2", "2x2x2", "2x2x1", *SHAPES])]
-    opts = [_opt(rng, "--prefix", ["t", "run.a"], TEXT, 0.6), _opt(rng, "--format", ["chakra"], TEXT), ["--no-extras"], ["--json"],
+    base += ["--generation", _mostly(rng, ["tpu-v4"], ["tpu-v5e", "bogus", ""])] if rng.random() < 0.8 else []
+    opts = [_opt(rng, "--efficiency", ["0.5"], NUMBERS), _opt(rng, "--prefix", ["t", "run.a"], TEXT, 0.6), _opt(rng, "--format", ["chakra"], TEXT), ["--no-extras"], ["--json"],
             _opt(rng, "--max-files", ["4", "100"], NUMBERS)]
     return _sprinkle(rng, base, opts, 2)
 
