@@ -141,7 +141,7 @@ register(
     _m("degraded_starts", "count", "runs started on a torus with a down OCS unit's circuits dark (degraded placement)", _C),
     _m("spare_remaps", "count", "cube fibers moved off a failed OCS port onto a spare port of that OCS", _C),
     _m("horizon_s", "s", "simulated time", _C),
-    # step studies: podsim.engine
+    # step studies: podsim.study (run_study on the engine; podsim.scenario.run.step_metrics)
     _m("step_time_s", "s", "one training step's wall time (critical path of the step's op DAG)", _S, True, "DOUBLE"),
     _m("compute_s", "s", "compute time of one step (sum over compute ops)", _S),
     _m("comm_s", "s", "communication busy time of one step", _S),
@@ -181,6 +181,9 @@ register(
     _m("parallelism", "text", "the parallelism plan (axis=degree, ...)", _S),
     _m("events", "count", "engine events of the step simulation", _S),
     _m("flows", "count", "network flows of the step simulation", _S),
+    _m("flows_simulated", "count", "flows the engine simulated (the rest stand in symmetric classes: the fast path)", _S),
+    _m("routing", "text", "ICI routing inside a slice: dimension_order, shortest_paths or adaptive", _S),
+    _m("hardware_flops_per_step", "flops", "FLOPs every compute op executes per step, recomputation included (all chips)", _S),
     _m("compute_efficiency", "fraction", "a flat fraction of peak FLOP/s every compute op was given; "
        "none: the per-op compute model (podsim.perf)", _S),
     _m("dcn", "text", "DCN kind: eps (leaf/spine switches) or ocs", _S),

@@ -43,7 +43,7 @@ def topology_cmd(
             raise PodsimError(f"--dcn {dcn!r} is not known; use eps or ocs")
         check_fleet(pods, get_generation(generation).pod_chips, "--pods")  # before any per-chip array is built
         spec = DcnSpec(kind=dcn, oversubscription=oversubscription, sites=sites, wan_latency_s=wan_latency_ms * 1e-3,
-                       wan_bytes_per_s=wan_gbps * 1e9 / 8)
+                       wan_gbps=wan_gbps)
         f = fleet_summary(generation, pods, spec, ocs=not no_ocs)
         if as_json:
             emit_json(f)
