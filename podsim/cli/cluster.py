@@ -66,6 +66,8 @@ def cluster_cmd(
     restart_overhead: str = typer.Option(format_seconds(default("restart_overhead_s")), "--restart-overhead", help="time to restart from a checkpoint"),
     efficiency: float = typer.Option(None, "--compute-efficiency", help=f"a flat fraction of peak FLOP/s for step-based jobs (e.g. {DEFAULT_COMPUTE_EFFICIENCY}, hardware.md perf.3) instead of the per-op compute model", callback=opt_finite("--compute-efficiency", low=0, high=1, low_open=True)),
     sample: str | None = typer.Option(None, "--sample", help="time-series step (default horizon/500)"),
+    warmup: str | None = typer.Option(None, "--warmup", help="leave the first stretch (the fleet filling up) and its jobs out of the metrics, e.g. 2d"),
+    drain: bool = typer.Option(False, "--drain/--no-drain", help="after the horizon, let the measured jobs run on (no arrivals) so their waits are whole"),
     seed: int = typer.Option(0, "--seed", help="seed for synthetic jobs, failures and CP-SAT, 0 .. 2^63-1", callback=opt_seed()),
     as_json: bool = typer.Option(False, "--json", help="one JSON object on stdout, the schema of `podsim run --json` (metrics, cost, tables.timeseries, scenario)"),
 ) -> None:
@@ -82,6 +84,7 @@ def cluster_cmd(
         decision_time_limit_s=decision_time_limit, horizon_s=parse_duration(horizon),
         checkpoint_interval_s=parse_duration(checkpoint_interval), restart_overhead_s=parse_duration(restart_overhead),
         failures=failures, sample_interval_s=parse_duration(sample) if sample else None,
+        warmup_s=parse_duration(warmup) if warmup else 0.0, drain=drain,
         degraded_placement=degraded_placement, degraded_slowdown=degraded_slowdown, spare_ports=spare_ports)
     if trace is not None:
         cols = TraceColumns.parse(columns)

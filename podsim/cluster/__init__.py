@@ -11,7 +11,7 @@ priority), failures (MTBF/MTTR processes, traces), links (ICI link ids and what 
 disables), steptime (steps -> run time), result (metrics), breakdown (per shape), goodput (the v4 paper's Fig. 4).
 """
 
-from podsim.cluster.breakdown import by_shape
+from podsim.cluster.breakdown import by_shape, chip_hour_breakdown
 from podsim.cluster.config import ClusterConfig, make_config
 from podsim.cluster.failures import (
     FailureEvent,
@@ -31,7 +31,7 @@ from podsim.cluster.run import ClusterRun, make_run, run_cluster
 from podsim.cluster.simulate import simulate
 
 __all__ = [
-    "QUEUE_POLICIES", "Scheduler", "by_shape", "ClusterConfig", "ClusterResult", "FailureEvent", "FailureModel", "FailureProcess", "FailureSpec", "ClusterRun", "make_run", "run_cluster",
+    "QUEUE_POLICIES", "Scheduler", "by_shape", "chip_hour_breakdown", "ClusterConfig", "ClusterResult", "FailureEvent", "FailureModel", "FailureProcess", "FailureSpec", "ClusterRun", "make_run", "run_cluster",
     "GoodputPoint", "IciLinks", "JobOutcome", "draw_failures",
     "draw_fleet_failures", "failure_model", "make_config", "fig4_goodput", "fitting_slices", "load_failure_trace", "simulate",
 ]

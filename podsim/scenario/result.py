@@ -26,6 +26,7 @@ TABLES: dict[str, dict[str, str]] = {
         "end_s": "f", "wait_s": "f", "nominal_s": "f", "runs": "i", "interruptions": "i", "preemptions": "i",
         "allocated_chip_s": "f", "useful_chip_s": "f", "lost_chip_s": "f", "overhead_chip_s": "f", "model": "s",
         "wait_shape_s": "f", "wait_resource_s": "f",  # appended: older stores gain them by ALTER TABLE
+        "placement": "s", "slowdown": "f",
     },
     "step_times": {
         "model": "s", "shape": "s", "twisted": "b", "step_time_s": "f", "compute_s": "f", "exposed_comm_s": "f",

@@ -368,6 +368,12 @@ class Scenario(_Model):
     solver: Solver = Solver()
     step_time: StepTime = StepTime()
     horizon: Annotated[Duration, Field(gt=0, le=MAX_HORIZON_S)] | None = Field(None, description="simulated time of a job stream, e.g. 14d (at most a century)")
+    warmup: Duration = Field(0.0, ge=0, description="job streams: leave the time before this (the fleet filling up) and "
+                                                     "the jobs submitted in it out of the steady-state metrics, e.g. 2d")
+    drain: bool = Field(False, description="job streams: after the horizon, let the jobs of the measured window run on "
+                                           "(no arrivals) so their waits and slowdowns are whole")
+    drain_limit: Annotated[Duration, Field(gt=0, le=MAX_HORIZON_S)] | None = Field(
+        None, description="how long a drain may run past the horizon (default: one horizon)")
     seed: Seed = 0
     replicates: int = Field(1, ge=1, le=1000, description="independent repeats of a job stream, seeds from "
                             "numpy SeedSequence(seed).spawn(n); key figures are the mean with a 95% interval")

@@ -1,5 +1,5 @@
 """The recorder that keeps every answer of a job stream's step-time model for the report (the
-`step_times` table): each row one study the cluster simulation asked about."""
+`step_times` table): each row one job step the cluster simulation asked about."""
 
 from __future__ import annotations
 
@@ -9,18 +9,24 @@ from podsim.topology import format_shape
 
 
 class RecordingStepTime:
-    """Wraps a step-time model; keeps one row per study asked (a row of the `step_times` result table)."""
+    """Wraps a step-time model; keeps one row per job step asked (a row of the `step_times` result
+    table). The steps a placement is priced with (studies `on` a built slice) are not job steps."""
 
     def __init__(self, inner: StepTimeModel):
         self.inner = inner
         self.rows: list[dict] = []
 
+    @property
+    def prices_placement(self) -> bool:
+        return bool(getattr(self.inner, "prices_placement", False))
+
     def estimate(self, study: StepStudy) -> StepEstimate:
         e = self.inner.estimate(study)
-        self.rows.append({"model": study.model_name, "shape": format_shape(study.shape), "twisted": bool(study.twisted),
-                          "slices": int(study.slices), "sites": int(study.sites),
-                          "step_time_s": float(e.step_time_s), "compute_s": e.compute_s,
-                          "exposed_comm_s": e.exposed_comm_s, "source": e.source})
+        if study.on is None:
+            self.rows.append({"model": study.model_name, "shape": format_shape(study.shape), "twisted": bool(study.twisted),
+                              "slices": int(study.slices), "sites": int(study.sites),
+                              "step_time_s": float(e.step_time_s), "compute_s": e.compute_s,
+                              "exposed_comm_s": e.exposed_comm_s, "source": e.source})
         return e
 
     def table(self) -> dict[str, list]:

@@ -37,6 +37,7 @@ from podsim.errors import PodsimError
 from podsim.perf import chip_compute, compute_timing, op_timer
 from podsim.study.study import StepStudy, run_study, study_plan, study_trace
 from podsim.topology import DcnSpec, Generation
+from podsim.topology.placed import built_asked, built_placed
 from podsim.trace.configs import ResNetConfig
 from podsim.trace.generate import generate_trace
 from podsim.trace.model import Compute, StepTrace
@@ -78,6 +79,8 @@ class EngineStepTime:
     (fewest pods) behind the study's DCN, split over its sites; the exposed communication then
     includes the DCN (and WAN) collectives."""
 
+    prices_placement = True  # a study `on` a placed slice times the step there (CachedStepTime.slowdown)
+
     def estimate(self, study: StepStudy) -> StepEstimate:
         r = run_study(study)
         plan = study_plan(study)  # as resolved from the template (its axis order), not re-formatted
@@ -95,6 +98,8 @@ class RooflineStepTime:
     efficiency) at a flat `compute_efficiency`. N slices share the global batch (chips = N x the
     slice's); no ICI, DCN or WAN traffic is timed by design, and a multislice answer says so in
     its `source`."""
+
+    prices_placement = False  # no communication: a fold or a scattered slice computes as fast
 
     def estimate(self, study: StepStudy) -> StepEstimate:
         gen, slices, chips = study.generation, study.slices, study.chips
@@ -160,6 +165,7 @@ class CachedStepTime:
             raise PodsimError(f"{type(inner).__name__} has no estimate(study)")
         self.inner, self.study_of = inner, study_of or default_study
         self._cache: dict[StepStudy, StepEstimate] = {}
+        self._slowdowns: dict[tuple, tuple[float, str]] = {}
 
     def study(self, model: str, generation: Generation, shape: tuple[int, ...], twisted: bool, *,
               slices: int = 1, sites: int = 1) -> StepStudy:
@@ -186,6 +192,35 @@ class CachedStepTime:
             self._cache[study] = e
         return e
 
+    def slowdown(self, model: str | None, generation: Generation, slc, layout) -> tuple[float, str]:
+        """(run time factor, source) of a job of `model` on the placed slice `slc` against the slice
+        it asked for: 1 for a native placement, or when the model cannot price placements (the
+        roofline: no communication) or no model is given; else the step of the job's study `on`
+        the placed slice (`built_placed`) over its step `on` the slice as asked (`built_asked`),
+        cached per (model, shape, placement class and plan), never below 1."""
+        form = getattr(slc, "form", "native")
+        if form == "native":
+            return 1.0, "native"
+        if not getattr(self.inner, "prices_placement", False):
+            return 1.0, "not charged: the step-time model has no communication to price a placement"
+        if model is None:
+            return 1.0, "not charged: no model to price the placement"
+        key = (model, generation.id, tuple(slc.shape), bool(slc.twisted), form, _signature(slc))
+        hit = self._slowdowns.get(key)
+        if hit is None:
+            study = _plan_for_any_size(self.study(model, generation, tuple(slc.shape), bool(slc.twisted)))
+            dcn = study.dcn if study.sites == 1 else study.dcn.model_copy(update={"sites": 1})
+            placed = self.inner.estimate(study.replace(twisted=False, dcn=dcn, on=built_placed(layout, slc, dcn)))
+            asked = self.inner.estimate(study.replace(dcn=dcn, on=built_asked(study.generation, tuple(slc.shape), slc.twisted,
+                                                                             study.ocs, dcn)))
+            factor = placed.step_time_s / asked.step_time_s
+            if not (math.isfinite(factor) and factor > 0):
+                raise PodsimError(f"slowdown of {model} on a {form} {'x'.join(map(str, slc.shape))} slice is {factor}")
+            plan, timing = study_plan(study), compute_timing(study.compute_efficiency)
+            source = f"engine ({plan}, {form} placement; {timing}) / engine ({plan}, as asked; {timing})"
+            hit = self._slowdowns[key] = (max(1.0, factor), source)  # never faster than asked: no credit
+        return hit
+
     def step_time_s(self, model: str, generation: Generation, shape: tuple[int, ...], twisted: bool, *,
                     slices: int = 1, sites: int = 1) -> float:
         """Seconds per step (what the cluster simulation needs)."""
@@ -193,5 +228,28 @@ class CachedStepTime:
 
     @property
     def calls(self) -> int:
-        """How many distinct studies were asked (cache misses)."""
-        return len(self._cache)
+        """How many distinct studies (and placements priced) were asked (cache misses)."""
+        return len(self._cache) + len(self._slowdowns)
+
+
+def _signature(slc) -> tuple:
+    """What makes two placed slices of one shape and class time alike: a fold's plan (which box
+    axes hold which logical factors) and a split's geometry; a scattered slice's first placement
+    stands for the rest (its routes differ from one allocation to the next)."""
+    if slc.form == "split":
+        return tuple(slc.origin or ())
+    if slc.form == "fold":
+        return (len(slc.cubes), len(slc.circuits))
+    return ()
+
+
+def _plan_for_any_size(study: StepStudy) -> StepStudy:
+    """The study, or for an odd size its model's batch does not split over (a reshaped request):
+    FSDP over every chip with the batch rounded up to a multiple of the chips."""
+    try:
+        study_plan(study)
+        return study
+    except PodsimError:
+        batch = model_config(study.model, study.model_overrides).global_batch
+        return study.replace(plan=f"fsdp={study.chips}", model_overrides={**study.model_overrides,
+                                                                         "global_batch": -(-batch // study.chips) * study.chips})

@@ -21,7 +21,8 @@ from typing import Any
 from podsim.collectives.routes import check_routing
 from podsim.engine import Job, StepResult, build_job, simulate_step
 from podsim.errors import PodsimError
-from podsim.topology import DcnSpec, Generation, get_generation, parse_shape
+from podsim.topology import Built, DcnSpec, Generation, get_generation, parse_shape, validate_shape
+from podsim.topology.torus import torus_id
 from podsim.trace.configs import ModelConfig
 from podsim.trace.generate import GenerateOptions, generate_trace
 from podsim.trace.model import StepTrace
@@ -54,6 +55,9 @@ class StepStudy:
     routing : ICI routing inside a slice (`podsim.topology.multipath.ROUTING_POLICIES`).
     fast_path : fold symmetric flows (False: simulate every flow; same answer, slower).
     name : the job's name in the result.
+    on : a slice already built on a fabric of its own (`podsim.topology.placed`: a placement
+        as the cluster made it - a fold, a split, a scattered allocation - or the asked topology
+        built of blocks) to run the one slice on; None: `build_job` places the slices.
 
     Examples
     --------
@@ -83,6 +87,7 @@ class StepStudy:
     routing: str = "dimension_order"
     fast_path: bool = True
     name: str = "job"
+    on: Built | None = field(default=None, hash=False, repr=False)
 
     def __post_init__(self) -> None:
         gen = get_generation(self.generation)
@@ -115,6 +120,8 @@ class StepStudy:
         check_routing(self.routing)
         if self.engineer_dcn and self.dcn.kind != "ocs":
             raise PodsimError("engineering DCN circuits for the job needs an OCS DCN (dcn kind ocs)")
+        if self.on is not None and self.slices != 1:
+            raise PodsimError(f"a study on a built slice runs one slice, not {self.slices}")
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -159,14 +166,31 @@ def study_trace(study: StepStudy, plan: str | None = None) -> StepTrace:
     when the caller has resolved it already)."""
     if study.trace is not None:
         return study.trace
-    return generate_trace(study.model, study.shape, plan or study_plan(study), generation=study.generation,
+    gen = study.generation if study.on is None else trace_generation(study.generation, study.shape)
+    return generate_trace(study.model, study.shape, plan or study_plan(study), generation=gen,
                           twisted=study.twisted, overrides=study.model_overrides or None, options=study.options)
+
+
+def trace_generation(gen: Generation, shape: tuple[int, ...]) -> Generation:
+    """`gen`, or for a shape its rules lack (a reshaped request run `on` a built slice) the generic
+    torus twin of its pod (same chip figures, `base` = gen), whose rules take any shape: the
+    trace is the same program."""
+    try:
+        validate_shape(gen, shape)
+        return gen
+    except PodsimError:
+        if gen.cube_shape is None or gen.dims != 3 or gen.slice_rule == "torus":
+            raise
+    gbps = gen.link_bytes_per_s * 8 / 1e9
+    return get_generation(torus_id("x".join(map(str, gen.pod_shape)), gen.cube_shape[0], 6, round(gbps, 6), base=gen.id))
 
 
 def study_job(study: StepStudy, trace: StepTrace | None = None) -> Job:
     """The study's trace as a job on its slices: `build_job` (one slice, or `slices` slices packed
     pod by pod behind the DCN)."""
     trace = study_trace(study) if trace is None else trace
+    if study.on is not None:
+        return Job.on(study.on, trace, name=study.name)
     return build_job(trace, study.generation, study.slice, study.slices, twisted=study.twisted, ocs=study.ocs,
                      dcn=study.dcn, engineer_dcn=study.engineer_dcn, name=study.name)
 
