@@ -255,6 +255,12 @@ register(
 # busy time per collective kind of one step (podsim.engine.step_summary)
 register(*(_m(f"{k}_busy_s", "s", f"busy time of the step's {k.replace('_', '-')} ops (sum; ops may overlap)", _S)
            for k in ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "reduce", "send_recv")))
+# per DCN tier of a step (StepResult.tiers; Fabric.dcn_tiers names them from the hosts up)
+for _t in ("leaf", "tor", "aggregation", "spine", "ocs", "wan"):
+    register(
+        _m(f"tier_{_t}_busy_s", "s", f"time ops whose flows climb no higher than the DCN's {_t} tier are in flight, one step", _S),
+        _m(f"tier_{_t}_exposed_s", "s", f"the part of tier_{_t}_busy_s no compute overlaps", _S),
+        _m(f"tier_{_t}_link_busy_s", "s", f"the {_t} tier's busiest link: this job's bytes on it per step / its capacity", _S))
 # a scenario's scaling section (podsim.scenario.scaling.scenario_scaling): its last row, the most slices
 register(
     _m("scaling_slices_max", "count", "the most slices of the scaling study (its last row)", _B),

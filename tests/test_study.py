@@ -187,6 +187,7 @@ def test_steptime_and_run_json_share_one_shape(tmp_path, capsys):
     assert set(a) - {"outputs"} == set(b) and set(a["metrics"]) == set(b["metrics"])
     assert set(a["tables"]) == set(b["tables"]) == {"step_kinds"} and a["tables"] == b["tables"]
     assert not [k for k in b["metrics"] if k not in METRICS]
+    assert b["metrics"]["tier_spine_busy_s"] > 0 and "tier_leaf_link_busy_s" in b["metrics"]  # the DCN's tiers too
     same = {k for k in a["metrics"] if k != "engine_wall_s"}
     assert {k: a["metrics"][k] for k in same} == {k: b["metrics"][k] for k in same}
 

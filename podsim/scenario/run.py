@@ -227,6 +227,8 @@ def step_metrics(study: StepStudy, r: StepResult, steps: int | None = None, mode
         m[f"{kind}_busy_s"] = k["busy_s"]
     for level, d in r.levels.items():
         m[f"{level}_busy_s"], m[f"{level}_exposed_s"] = d["busy_s"], d["exposed_s"]
+    for tier, d in r.tiers.items():  # the DCN's tiers (podsim.topology.dcntiers), those the step's traffic has links on
+        m.update({f"tier_{tier}_{k}": d[k] for k in ("busy_s", "exposed_s", "link_busy_s")})
     dcn_ops = [t for t in r.timeline if t.step == 0 and "dcn" in t.group.split(",")]
     m["dcn_collective_busy_s"] = sum(t.duration_s for t in dcn_ops)
     m["dcn_collective_bytes"] = sum(t.bytes for t in dcn_ops)
