@@ -61,6 +61,9 @@ def cluster_cmd(
     degraded_slowdown: float = typer.Option(1.0, "--degraded-slowdown", help="run time factor on a degraded slice (1: compute-bound)", callback=opt_finite("--degraded-slowdown", low=1, high=100)),
     spare_ports: bool = typer.Option(False, "--spare-ports/--no-spare-ports", help="move a cube's fiber off a failed OCS port onto a spare port of that OCS"),
     solver: str = typer.Option(default("solver"), "--solver", help="greedy (fast path per job) or cpsat (batch admission)"),
+    fold: str = typer.Option(default("fold"), "--fold", help="none, or allowed: fold a request onto another box or split it into whole blocks plus pieces"),
+    placement: str = typer.Option(default("placement"), "--placement", help="greedy fit: best, first, or hilbert (any free chips along a Hilbert curve; static pods)"),
+    slowdown_model: str | None = typer.Option(None, "--slowdown-model", help="model preset whose step prices a non-native placement of a job given in time"),
     decision_time_limit: float = typer.Option(default("decision_time_limit_s"), "--decision-time-limit", help="CP-SAT limit per scheduling decision", callback=opt_finite("--decision-time-limit", low=0, low_open=True)),
     checkpoint_interval: str = typer.Option(format_seconds(default("checkpoint_interval_s")), "--checkpoint-interval", help="run time between checkpoints"),
     restart_overhead: str = typer.Option(format_seconds(default("restart_overhead_s")), "--restart-overhead", help="time to restart from a checkpoint"),
@@ -85,7 +88,8 @@ def cluster_cmd(
         checkpoint_interval_s=parse_duration(checkpoint_interval), restart_overhead_s=parse_duration(restart_overhead),
         failures=failures, sample_interval_s=parse_duration(sample) if sample else None,
         warmup_s=parse_duration(warmup) if warmup else 0.0, drain=drain,
-        degraded_placement=degraded_placement, degraded_slowdown=degraded_slowdown, spare_ports=spare_ports)
+        degraded_placement=degraded_placement, degraded_slowdown=degraded_slowdown, spare_ports=spare_ports,
+        fold=fold, placement=placement, slowdown_model=slowdown_model)
     if trace is not None:
         cols = TraceColumns.parse(columns)
         stream = {"trace": TraceSpec(path=trace, columns=cols, limit=limit, arrival_scale=arrival_scale)}
