@@ -222,7 +222,7 @@ DECISION_TIME_LIMIT = seconds("a CP-SAT limit per decision", 0, 3600.0, "an hour
 
 # Model and step options (trace generate, scenario step/scaling)
 MICROBATCHES = count("micro-batches per step", 1, 65536, "one op set each")
-GRAD_BYTES = count("bytes per gradient element", 1, 8, "fp64 is the widest gradient element")
+GRAD_BYTES = count("bytes per element", 1, 8, "fp64 is the widest element a step moves")
 REPLICAS_PER_CHIP = count("replicas per chip", 1, 2, "a chip has at most two TensorCores")
 BN_GROUP = count("a batch-norm group", 1, MAX_FLEET_CHIPS, "at most the largest fleet's chips")
 CAPACITY_FACTOR = Quantity("an MoE capacity factor", 1, 64, why="below 1 tokens are dropped; 64 holds every token of 64 experts")

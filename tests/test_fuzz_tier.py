@@ -232,7 +232,7 @@ def g_steptime(rng, inp):
                 "--bytes", _pick(rng, ["1MiB", "64KiB", *SIZES])]
         opts = [_opt(rng, "--group", ["x", "x,y", "all"], ["z:3", "q", "", "x:0", "dcn"]),
                 _opt(rng, "--algorithm", ["auto", "ring"], TEXT), ["--json"], ["--no-fast-path"],
-                _opt(rng, "--routing", ["shortest_paths"], TEXT), _opt(rng, "--efficiency", ["0.5"], NUMBERS),
+                _opt(rng, "--routing", ["shortest_paths"], TEXT), _opt(rng, "--compute-efficiency", ["0.5"], NUMBERS),
                 _opt(rng, "--slices", ["2"], NUMBERS)]
     else:
         src = _pick(rng, ["ok.json", "ok.yaml", "astra.txt", "chakra", "mut"])
@@ -241,7 +241,7 @@ def g_steptime(rng, inp):
         base = ["steptime", *(t for f in files for t in ("--trace", f))]
         base += ["--network", inp.file(rng, "network.yml")] if src == "astra.txt" and rng.random() < 0.5 else \
             ["--generation", "tpu-v4", "--slice", _pick(rng, ["2x2x2", "2x2x2", *SHAPES])]
-        opts = [_opt(rng, "--efficiency", ["0.5"], NUMBERS), _opt(rng, "--slices", ["2"], NUMBERS),
+        opts = [_opt(rng, "--compute-efficiency", ["0.5"], NUMBERS), _opt(rng, "--slices", ["2"], NUMBERS),
                 _opt(rng, "--dcn", ["eps", "ocs"], TEXT), _opt(rng, "--oversubscription", ["2"], NUMBERS),
                 _opt(rng, "--sites", ["2"], NUMBERS), _opt(rng, "--wan-gbps", ["100"], NUMBERS), ["--json"],
                 _opt(rng, "--timeline", ["tl.json"], ["tl.txt", "../tl.json", "/proc/tl.json"]), _opt(rng, "--max-ops", ["2", "1000"], NUMBERS)]
@@ -281,7 +281,7 @@ def g_export(rng, inp):
     base = ["trace", "export", inp.file(rng, "ok.json", OK_TRACE), "-o", _pick(rng, ["ex", "ex", "ex/sub", ""]),
             "--slice", _pick(rng, ["2x2x2", "2x2x2", "2x2x1", *SHAPES])]
     base += ["--generation", _mostly(rng, ["tpu-v4"], ["tpu-v5e", "bogus", ""])] if rng.random() < 0.8 else []
-    opts = [_opt(rng, "--efficiency", ["0.5"], NUMBERS), _opt(rng, "--prefix", ["t", "run.a"], TEXT, 0.6), _opt(rng, "--format", ["chakra"], TEXT), ["--no-extras"], ["--json"],
+    opts = [_opt(rng, "--compute-efficiency", ["0.5"], NUMBERS), _opt(rng, "--prefix", ["t", "run.a"], TEXT, 0.6), _opt(rng, "--format", ["chakra"], TEXT), ["--no-extras"], ["--json"],
             _opt(rng, "--max-files", ["4", "100"], NUMBERS)]
     return _sprinkle(rng, base, opts, 2)
 
@@ -326,7 +326,7 @@ def g_cluster(rng, inp):
             _opt(rng, "--policy", ["backfill", "priority"], TEXT), _opt(rng, "--seed", ["2"], NUMBERS), _opt(rng, "--pods", ["2"], NUMBERS),
             _opt(rng, "--checkpoint-interval", ["1h"], DURATIONS), _opt(rng, "--restart-overhead", ["5min"], DURATIONS),
             _opt(rng, "--sample", ["10min"], DURATIONS), _opt(rng, "--failure-trace", [inp.file(rng, "failures.csv")], [inp.file(rng, "jobs.csv")]),
-            _opt(rng, "--limit", ["2"], NUMBERS), _opt(rng, "--efficiency", ["0.5"], NUMBERS), ["--json"],
+            _opt(rng, "--limit", ["2"], NUMBERS), _opt(rng, "--compute-efficiency", ["0.5"], NUMBERS), ["--json"],
             _opt(rng, "--max-events", ["10", "1000"], NUMBERS)]
     return _sprinkle(rng, base, opts, 2)
 
@@ -417,7 +417,7 @@ def g_dashboard(rng, inp):
 VERBS = {  # verb -> (generator, share of the cases)
     "topology": (g_topology, 8), "place": (g_place, 6), "steptime": (g_steptime, 8), "trace generate": (g_generate, 6),
     "trace import": (g_import, 6), "trace export": (g_export, 6), "trace show": (g_show, 8), "trace models": (g_models, 2),
-    # "scaling": (g_scaling, 3) joins once study's StepStudy (issue 24) has rebuilt `podsim scaling`
+    "scaling": (g_scaling, 3),
     "cluster": (g_cluster, 7), "run": (g_run, 4), "sweep": (g_sweep, 3), "report": (g_report, 5),
     "metrics": (g_metrics, 2), "sources": (g_sources, 2), "serve": (g_serve, 4), "validate": (g_validate, 12), "demo": (g_demo, 2), "dashboard": (g_dashboard, 3),
 }

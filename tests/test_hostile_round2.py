@@ -28,6 +28,8 @@ SYN = "jobs=5,rate=2/h,mix=2x2:1"
 CL = ("cluster", "-g", "tpu-v5e", "--horizon", "6h", "--synthetic", SYN)
 STEP = ("--generation", "tpu-v4", "--slice", "2x2x2")
 TOPO2 = ("topology", "tpu-v4", "--pods", "2")
+SCALE = ("scaling", "llama2-70b", "--slice", "4x4x4", "-p", "fsdp=64", "--batch-per-slice", "64", "--set", "n_layers=1",
+         "--slices", "1,2")
 
 
 def _trace(ops, **top) -> str:
@@ -135,7 +137,7 @@ CASES = [
     ("bytes-1e300", ("steptime", "--trace", "{d}/bytes300.json", *STEP), "bytes of one op is [0 B, 1e+15 B]"),
     ("matmul-absurd", ("steptime", "--trace", "{d}/matmul.json", *STEP), "FLOPs of one op per chip"),
     ("ops-past-budget", ("steptime", "--trace", "{d}/ops250.json", *STEP, "--max-ops", "100"), "250 ops, over the budget of 100 ops"),
-    ("efficiency-1e-300", ("steptime", "--trace", "{d}/flops_tiny_eff.json", *STEP, "--efficiency", "1e-300"), "--efficiency 1e-300 is out of range"),
+    ("efficiency-1e-300", ("steptime", "--trace", "{d}/flops_tiny_eff.json", *STEP, "--compute-efficiency", "1e-300"), "--compute-efficiency 1e-300 is out of range"),
     ("et-random-bytes", ("trace", "show", "{d}/random.et"), "random.et: byte offset"),
     ("et-records-past-budget", ("trace", "show", "{d}/zeros.et", "--max-ops", "100"), "more than 1,000 records"),
     ("et-past-size-cap", ("trace", "import", "{d}/random.et", "-o", "{d}/imp.json", "--max-input", "1KiB"), "raise it with --max-input"),
@@ -198,6 +200,15 @@ CASES = [
     ("csv-duplicate-column", ("cluster", "-g", "tpu-v4", "--horizon", "6h", "--trace", "{d}/dupcol.csv"), "column 'num_gpu' appears twice"),
     ("csv-fractional-accelerators", ("cluster", "-g", "tpu-v4", "--horizon", "6h", "--trace", "{d}/jobs_frac.csv"), "num_gpu '2.5' must be a whole number"),
     ("synthetic-jobs-2.5", ("cluster", "-g", "tpu-v5e", "--horizon", "6h", "--synthetic", "jobs=2.5,rate=2/h,mix=2x2:1"), "jobs='2.5': a whole number is expected"),
+    ("steptime-collective-compute-efficiency", ("steptime", *STEP, "--collective", "all_reduce", "--bytes", "1MiB", "--compute-efficiency", "0.5"), "--compute-efficiency applies to a step"),
+    ("steptime-collective-slices", ("steptime", *STEP, "--collective", "all_reduce", "--bytes", "1MiB", "--slices", "2"), "--slices applies to a step"),
+    ("steptime-collective-dcn", ("steptime", *STEP, "--collective", "all_reduce", "--bytes", "1MiB", "--dcn", "ocs"), "--dcn applies to a step"),
+    ("steptime-collective-sites", ("steptime", *STEP, "--collective", "all_reduce", "--bytes", "1MiB", "--sites", "2"), "--sites applies to a step"),
+    ("scaling-oversubscription-nan", (*SCALE, "--oversubscription", "nan"), "--oversubscription nan is not a finite number"),
+    ("scaling-wan-gbps-inf", (*SCALE, "--slices", "2,4", "--sites", "2", "--wan-gbps", "inf"), "--wan-gbps inf is not a finite number"),
+    ("scaling-set-global-batch", (*SCALE, "--set", "global_batch=5"), "--set global_batch: leave it out"),
+    ("scaling-slices-past-range", (*SCALE[:-2], "--slices", "1,100000"), "--slices 100,000 is out of range"),
+    ("scaling-oversubscription-on-ocs", (*SCALE, "--dcn", "ocs", "--oversubscription", "2"), "--oversubscription does not apply with --dcn ocs"),
     # -- usage errors: one line with the closest suggestion
     ("unknown-command", ("topolgy", "tpu-v4"), "No such command 'topolgy'. Did you mean 'topology'?"),
     ("unknown-subcommand", ("trace", "genrate", "x"), "Did you mean 'generate'?"),
@@ -214,7 +225,7 @@ CASES = [
     ("place-seed-with-greedy", ("place", "-g", "tpu-v4", "-r", "{d}/req.yaml", "--solver", "greedy", "--seed", "3"), "--seed does not apply with --solver greedy"),
     ("cluster-limit-without-trace", (*CL, "--limit", "3"), "--limit does not apply without --trace"),
     ("cluster-weibull-without-failures", (*CL, "--weibull-shape", "2"), "--weibull-shape does not apply without a failure process"),
-    ("cluster-efficiency-on-timed-jobs", (*CL, "--efficiency", "0.5"), "--efficiency does not apply to jobs given in time"),
+    ("cluster-efficiency-on-timed-jobs", (*CL, "--compute-efficiency", "0.5"), "--compute-efficiency does not apply to jobs given in time"),
     ("cluster-decision-limit-greedy", (*CL, "--decision-time-limit", "2"), "--decision-time-limit does not apply with --solver greedy"),
     ("import-rank-on-astra", ("trace", "import", ASTRA_WL, "--slice", "8", "--rank", "1", "-o", "{d}/r.json"), "rank (--rank) does not apply"),
     ("show-clock-on-native", ("trace", "show", "{d}/ok.json", "--clock-ghz", "2"), "clock_hz (--clock-ghz) does not apply"),
