@@ -18,7 +18,14 @@ from pydantic import TypeAdapter, ValidationError
 
 from podsim import quantities as q
 from podsim.cli import app
-from podsim.cli.common import check_timeline_path, emit_json, refuse_options, table, with_budgets, write_timeline
+from podsim.cli.common import (
+    check_timeline_path,
+    emit_json,
+    refuse_options,
+    table,
+    with_budgets,
+    write_timeline,
+)
 from podsim.collectives import ALGORITHMS, KINDS
 from podsim.collectives.routes import check_routing
 from podsim.engine import (
