@@ -53,8 +53,6 @@ def scaling_cmd(
         if isinstance(exc, PodsimError):
             raise
         raise PodsimError(f"--slices {slices!r}: give whole numbers separated by commas, e.g. 1,2,4,8") from None
-    if dcn != "eps":
-        refuse_options(ctx, ("oversubscription", "ecmp"), f"with --dcn {dcn} (they shape an EPS leaf-spine DCN)")
     if sites == 1:
         refuse_options(ctx, ("wan_latency_ms", "wan_gbps"), "without --sites > 1 (no WAN links)")
     spec, engineer = dcn_choice(dcn, oversubscription, sites, wan_latency_ms, wan_gbps, ecmp)

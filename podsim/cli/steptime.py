@@ -217,8 +217,6 @@ def steptime_cmd(
                             ("--group", group != "all"), ("--algorithm", algorithm != "auto")):
             if given:
                 raise PodsimError(f"{flag} applies to one collective (--collective KIND --bytes SIZE), not to a step")
-        if dcn != "eps":
-            refuse_options(ctx, ("oversubscription", "ecmp"), f"with --dcn {dcn} (they shape an EPS leaf-spine DCN)")
         if sites == 1:
             refuse_options(ctx, ("wan_latency_ms", "wan_gbps"), "without --sites > 1 (no WAN links)")
         study = cli_study(trace_files, model, generation, network, slice_shape, twisted, efficiency, not no_fast_path, slices,
