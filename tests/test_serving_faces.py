@@ -106,15 +106,22 @@ def test_capacity_search_is_the_fewest_replicas():
 
 
 def test_sweep_over_serving_fields(tmp_path):
-    """Sweeps reach the serving workload's fields like any other: slice shape and batch policy."""
+    """Sweeps reach the serving workload's fields like any other: slice shape, generation, batch
+    policy and replicas."""
     (tmp_path / "base.yaml").write_text(SCENARIO)
-    (tmp_path / "sweep.yaml").write_text("sweep: serving-grid\nbase: base.yaml\ngrid:\n  workload.serving.slice: [2x4, 4x4]\n"
-                                         "  workload.serving.batch.prefill: [chunked, separate]\nshow: [ttft_p99_s, tokens_per_s_per_chip]\n")
+    (tmp_path / "sweep.yaml").write_text(
+        "sweep: serving-points\nbase: base.yaml\npoints:\n"
+        "  - {label: 4x4, workload.serving.slice: 4x4}\n"
+        "  - {label: v6e, topology.generation: tpu-v6e}\n"
+        "  - {label: separate, workload.serving.batch.prefill: separate}\n"
+        "  - {label: two, workload.serving.replicas: 2}\n"
+        "show: [ttft_p99_s, tokens_per_s_per_chip]\n")
     with open_executor("serial") as h:
         out = run_sweep(load_sweep(tmp_path / "sweep.yaml"), h, tmp_path / "r.duckdb")
     assert out.ran == 4 and out.failed == 0
-    chips = {r["label"]: r["metrics"]["chips"] for r in out.points}
-    assert sorted(chips.values()) == [8, 8, 16, 16]
+    m = {r["label"]: r["metrics"] for r in out.points}
+    assert (m["4x4"]["chips"], m["v6e"]["generation"], m["separate"]["batch_policy"], m["two"]["chips"]) == (
+        16, "tpu-v6e", "continuous/separate", 16)
 
 
 def test_report_of_a_serving_run_and_of_a_comparison():
