@@ -65,6 +65,7 @@ def test_podsim_serve_bad_flags_are_one_line(capsys, args, message):
     (("wiring: static", "wiring: ocs"), "has no OCS"),
     (("seed: 5", "seed: 5\nhorizon: 1h"), "horizon shapes a job stream"),
     (("seed: 5", "seed: 5\ntargets: {goodput: '>= 90%'}"), "no target on 'goodput' for a serving fleet"),
+    (("seed: 5", "seed: 5\nfailures: {host: {availability: 99%}}"), "runs no failures"),
 ])
 def test_bad_serving_scenarios_name_the_field(yaml_edit, message):
     text = SCENARIO.replace("precision: {weights: int8}}", "precision: {weights: int8}, tensor: null}").replace(
@@ -154,3 +155,8 @@ def test_every_serving_metric_is_registered():
     r = run_scenario(load_scenario_text(SCENARIO.replace("duration: 20s", "duration: 20s\n    capacity: {rate: 3/s, ttft_p99: 5s, "
                                                          "tpot_p99: 1s, replicas: [1, 1], replicates: 1}")))
     assert sorted(set(r.metrics) - set(METRICS)) == []
+
+
+def test_podsim_validate_a_serving_scenario(capsys):
+    code, out, err = run_podsim(capsys, "validate", str(Path(__file__).resolve().parent.parent / "scenarios" / "i_serving_capacity.yaml"))
+    assert code == 0 and "serving fleet: llama2-70b on 3 x 2x4, poisson arrivals for 180 s, capacity search" in out, err
