@@ -39,6 +39,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "run": ("podsim.cli.run", "Run a scenario: results tables, the results store, and an HTML capacity-planning report."),
     "sweep": ("podsim.cli.sweep", "Run a sweep on one machine or a Dask cluster, storing each point as it finishes."),
     "report": ("podsim.cli.report", "Compare stored runs side by side in one self-contained HTML report."),
+    "sources": ("podsim.cli.sources", "Show what a source id says: the figure, its value and unit, where it comes from, links; without ID, list the ids."),
     "metrics": ("podsim.cli.metrics", "List the metrics runs report: name, unit, definition, and whether a target may name it."),
     "validate": ("podsim.cli.validate", "Check a scenario or sweep file: one line naming the file, line and field if it is wrong."),
     "demo": ("podsim.cli.demo", "Run the demo scenario end to end and say where its report is."),

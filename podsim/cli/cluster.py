@@ -12,7 +12,7 @@ import typer
 
 from podsim.bounds import MAX_JOBS, opt_count, opt_finite, opt_seed
 from podsim.cli import app
-from podsim.cli.common import emit_json, progress_reporter, table
+from podsim.cli.common import emit_json, progress_reporter, table, warn_inferred_shapes
 from podsim.cluster import failure_model, make_config, make_run, run_cluster
 from podsim.cluster.config import POLICY_NAMES, default
 from podsim.errors import PodsimError
@@ -42,8 +42,8 @@ def cluster_cmd(
     pods: int = typer.Option(1, "--pods", help="pods in the fleet", callback=opt_count("--pods")),
     sites: int = typer.Option(1, "--sites", help="data centres the pods are split over; multislice jobs cross them only with span_sites", callback=opt_count("--sites")),
     synthetic: str | None = typer.Option(None, "--synthetic", help="job stream: KEY=VALUE pairs (jobs=500,rate=6/h,...) or a YAML file"),
-    trace: Path | None = typer.Option(None, "--trace", help="job trace CSV (job_id, submission_time, duration, num_gpu)"),
-    columns: str | None = typer.Option(None, "--columns", help="CSV column mapping: id=...,submit=...,duration=...,accelerators=...,time_scale=..."),
+    trace: Path | None = typer.Option(None, "--trace", help="job trace CSV (job_id, submission_time, duration, and num_gpu or an exact shape, e.g. 4x4x8_T)"),
+    columns: str | None = typer.Option(None, "--columns", help="CSV column mapping: id=...,submit=...,duration=...,accelerators=...,shape=...,twisted=...,time_scale=..."),
     arrival_scale: float = typer.Option(1.0, "--arrival-scale", help="multiply trace submission times (0.9: 11% more load)", callback=opt_finite("--arrival-scale", low=0, low_open=True)),
     limit: int | None = typer.Option(None, "--limit", help="read at most this many trace jobs", callback=opt_count("--limit", 1, MAX_JOBS, "the simulation's job limit")),
     policy: str = typer.Option(default("policy"), "--policy", help=f"queue policy: {', '.join(POLICY_NAMES)} (backfill: EASY; priority: with preemption)"),
@@ -61,11 +61,16 @@ def cluster_cmd(
     degraded_slowdown: float = typer.Option(1.0, "--degraded-slowdown", help="run time factor on a degraded slice (1: compute-bound)", callback=opt_finite("--degraded-slowdown", low=1, high=100)),
     spare_ports: bool = typer.Option(False, "--spare-ports/--no-spare-ports", help="move a cube's fiber off a failed OCS port onto a spare port of that OCS"),
     solver: str = typer.Option(default("solver"), "--solver", help="greedy (fast path per job) or cpsat (batch admission)"),
+    fold: str = typer.Option(default("fold"), "--fold", help="none, or allowed: fold a request onto another box or split it into whole blocks plus pieces"),
+    placement: str = typer.Option(default("placement"), "--placement", help="greedy fit: best, first, or hilbert (any free chips along a Hilbert curve; static pods)"),
+    slowdown_model: str | None = typer.Option(None, "--slowdown-model", help="model preset whose step prices a non-native placement of a job given in time"),
     decision_time_limit: float = typer.Option(default("decision_time_limit_s"), "--decision-time-limit", help="CP-SAT limit per scheduling decision", callback=opt_finite("--decision-time-limit", low=0, low_open=True)),
     checkpoint_interval: str = typer.Option(format_seconds(default("checkpoint_interval_s")), "--checkpoint-interval", help="run time between checkpoints"),
     restart_overhead: str = typer.Option(format_seconds(default("restart_overhead_s")), "--restart-overhead", help="time to restart from a checkpoint"),
     efficiency: float = typer.Option(None, "--efficiency", help=f"a flat fraction of peak FLOP/s for step-based jobs (e.g. {DEFAULT_COMPUTE_EFFICIENCY}, hardware.md perf.3) instead of the per-op compute model", callback=opt_finite("--efficiency", low=0, high=1, low_open=True)),
     sample: str | None = typer.Option(None, "--sample", help="time-series step (default horizon/500)"),
+    warmup: str | None = typer.Option(None, "--warmup", help="leave the first stretch (the fleet filling up) and its jobs out of the metrics, e.g. 2d"),
+    drain: bool = typer.Option(False, "--drain/--no-drain", help="after the horizon, let the measured jobs run on (no arrivals) so their waits are whole"),
     seed: int = typer.Option(0, "--seed", help="seed for synthetic jobs, failures and CP-SAT, 0 .. 2^63-1", callback=opt_seed()),
     as_json: bool = typer.Option(False, "--json", help="one JSON object on stdout, the schema of `podsim run --json` (metrics, cost, tables.timeseries, scenario)"),
 ) -> None:
@@ -82,7 +87,9 @@ def cluster_cmd(
         decision_time_limit_s=decision_time_limit, horizon_s=parse_duration(horizon),
         checkpoint_interval_s=parse_duration(checkpoint_interval), restart_overhead_s=parse_duration(restart_overhead),
         failures=failures, sample_interval_s=parse_duration(sample) if sample else None,
-        degraded_placement=degraded_placement, degraded_slowdown=degraded_slowdown, spare_ports=spare_ports)
+        warmup_s=parse_duration(warmup) if warmup else 0.0, drain=drain,
+        degraded_placement=degraded_placement, degraded_slowdown=degraded_slowdown, spare_ports=spare_ports,
+        fold=fold, placement=placement, slowdown_model=slowdown_model)
     if trace is not None:
         cols = TraceColumns.parse(columns)
         stream = {"trace": TraceSpec(path=trace, columns=cols, limit=limit, arrival_scale=arrival_scale)}
@@ -95,6 +102,7 @@ def cluster_cmd(
 
         sim = run_cluster(run, on_progress=progress)
     result = cluster_run_result(sim, wall_s=sim.metrics["engine_wall_s"])
+    warn_inferred_shapes(result.metrics)
     if as_json:  # the schema of `podsim run --json`, with the time series and the cluster config
         emit_json({**result.summary(tables=("timeseries",)), "scenario": result.scenario})
         return

@@ -134,7 +134,7 @@ def _translation(views: Sequence[SliceView], patterns: Sequence[Pattern], routin
     one shape and twist) share, or None (see translation_symmetry)."""
     view = views[0]
     slc = view.slice
-    if slc.spec.kind not in ("cubes", "rectangle"):
+    if slc.spec.kind not in ("cubes", "rectangle") or slc.form != "native":  # a fold or scatter: links are not translates
         return None
     if slc.twisted and (routing == "dimension_order" or not all(_invariant(v, p) for v in views for p in patterns)):
         return None
@@ -318,6 +318,9 @@ class Placement:
                 continue
             ls, ld = self.local_of_chip[src[sel]], self.local_of_chip[dst[sel]]
             multipath = self.routing != "dimension_order" and v.slice.spec.kind != "gpu"
+            if multipath and v.slice.form == "scatter":
+                raise PodsimError("a scattered slice (hilbert allocation) is routed dimension-order over its pod; "
+                                  f"routing {self.routing!r} is not modelled for it")
             if multipath:
                 part = RoutePart(sel, *split_routes(v, ls, ld, periods), partial(path_dag, v, ls, ld))
             elif v.slice.spec.kind == "gpu":  # across nodes over the DCN, spread as dcn.ecmp says

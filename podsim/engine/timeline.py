@@ -164,7 +164,7 @@ def build_timeline(result: StepResult, *, link_load: LinkLoadRecorder | None = N
             dcn = []
             alike = result.links_alike
             for t0, t1, links, load in link_load.intervals:
-                on = kinds[links] == int(LinkKind.DCN)
+                on = np.isin(kinds[links], (int(LinkKind.DCN), int(LinkKind.TOR)))  # above the hosts' switch
                 if on.any():
                     dcn.append((t0, t1, float((load[on] * (1 if alike is None else alike[links[on]])).sum())))
             counters.extend(_counter("DCN load", PID_DCN, dcn, "GB_per_s", 1e-9))

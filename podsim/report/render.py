@@ -22,12 +22,14 @@ import jinja2
 import plotly.graph_objects as go
 from plotly.offline import get_plotlyjs
 
+from podsim.cluster.breakdown import chip_hour_breakdown
 from podsim.metrics import definition, unit_kind
 from podsim.perf import compute_timing
 from podsim.report import figures
 from podsim.report.scaling import scaling_details
 from podsim.report.spine import spine_details, spine_figures
 from podsim.scenario.result import RunResult
+from podsim.stats import interval_text
 from podsim.sweep.run import answer_text, probe_text
 from podsim.trace.memory import hbm_text
 from podsim.units import format_bytes, format_rate
@@ -70,25 +72,44 @@ CLUSTER_ROWS: list[Row] = [
     ("fleet", lambda r: f"{r.metrics['pods']} x {r.metrics['generation']} ({r.metrics['chips']:,} chips, "
                         f"{'OCS' if r.metrics['ocs'] else 'static wiring'})"),
     ("policy / solver", lambda r: f"{r.metrics['policy']} / {r.metrics['solver']}"),
-    ("jobs", lambda r: f"{r.metrics['jobs_completed']:,} of {r.metrics['jobs_total']:,} completed; {r.metrics['jobs_running']} running, "
-                       f"{r.metrics['jobs_queued']} queued, {r.metrics['jobs_unplaceable']} never placeable"),
+    ("jobs", lambda r: jobs_text(r.metrics)),
     ("utilisation", _m("utilisation", pct)),
     ("goodput (useful / allocated)", _m("goodput", pct)),
     ("fleet goodput (useful / all chip-hours)", _m("fleet_goodput", pct)),
-    ("queue wait p50 / p95 / p99", lambda r: " / ".join(sec(r.metrics.get(k)) for k in ("wait_p50_s", "wait_p95_s", "wait_p99_s"))),
-    ("queue wait p95 / p99, queued jobs counted", lambda r: " / ".join(sec(r.metrics.get(k)) for k in ("wait_p95_with_queued_s", "wait_p99_with_queued_s"))),
+    ("queue wait p50 / p95 / p99 (still-queued jobs counted)", lambda r: " / ".join(sec(r.metrics.get(k)) for k in ("wait_p50_s", "wait_p95_s", "wait_p99_s"))),
+    ("queue wait p50 / p95 / p99, started jobs only", lambda r: " / ".join(sec(r.metrics.get(k)) for k in ("wait_p50_started_s", "wait_p95_started_s", "wait_p99_started_s"))),
+    ("queue wait, mean: for shape / for resource", lambda r: f"{sec(r.metrics.get('wait_shape_mean_s'))} / "
+                                                             f"{sec(r.metrics.get('wait_resource_mean_s'))}"),
+    ("job completion time p50 / p95", lambda r: " / ".join(sec(r.metrics.get(k)) for k in ("jct_p50_s", "jct_p95_s"))),
     ("bounded slowdown p95", _m("slowdown_p95")),
     ("fragmentation (mean)", _m("fragmentation_mean", pct)),
     ("largest placeable slice (mean)", lambda r: f"{num(r.metrics.get('largest_placeable_mean_chips'))} chips"),
     ("failures (host / OCS / link)", lambda r: f"{r.metrics['failures_host']} / {r.metrics['failures_ocs']} / {r.metrics['failures_link']}; "
                                                f"{r.metrics['job_interruptions']} job interruptions"),
-    ("chip-hours: useful / lost / overhead", lambda r: f"{num(r.metrics['useful_chip_h'])} / {num(r.metrics['lost_chip_h'])} / "
-                                                       f"{num(r.metrics['overhead_chip_h'])}"),
+    ("where the chip-hours went", lambda r: "; ".join(f"{p['label']} {num(p['chip_h'])} ({pct(p['share'])})"
+                                                     for p in chip_hour_breakdown(r.metrics) if p["chip_h"] > 0)),
+    ("measured window", lambda r: window_text(r.metrics)),
     ("cost of the fleet", _m("cost_usd", usd)),
     ("cost per useful chip-hour", _m("cost_per_useful_chip_h_usd", usd)),
     ("energy (busy chips)", lambda r: "not published" if _missing(r.metrics.get("energy_kwh")) else f"{num(r.metrics['energy_kwh'])} kWh"),
     ("simulated / wall time", lambda r: f"{sec(r.metrics['horizon_s'])} / {r.wall_s:.2f} s"),
 ]
+def jobs_text(m: dict) -> str:
+    """Every job in exactly one state: completed, running, queued, never placeable, not arrived."""
+    parts = [f"{m['jobs_completed']:,} completed", f"{m['jobs_running']:,} running", f"{m['jobs_queued']:,} queued",
+             f"{m['jobs_unplaceable']:,} never placeable", f"{m.get('jobs_not_arrived', 0):,} not yet arrived"]
+    return f"{m['jobs_total']:,} = " + " + ".join(parts)
+
+
+def window_text(m: dict) -> str:
+    """The window the steady-state figures are over: warm-up left out, drain after the horizon."""
+    warm, drain = m.get("warmup_s") or 0.0, m.get("drain_s") or 0.0
+    if not warm and not drain:
+        return f"the whole horizon ({sec(m['horizon_s'])}), from an empty fleet"
+    text = f"{sec(warm)} to {sec(m['horizon_s'])} (warm-up left out; waits over the {m.get('jobs_measured', 0):,} jobs submitted in it)"
+    return text + (f"; drained {sec(drain)} past the horizon" if drain else "")
+
+
 def _hbm(m: dict) -> str:
     """The step's HBM bytes per chip against the chip's (podsim.trace.memory), or why not known."""
     if m.get("hbm_bytes_per_chip") is None:
@@ -139,9 +160,28 @@ SCALING_ROWS: list[Row] = [
 ]
 
 
+# A replicated run's figures shown with their interval (CLI, report), then its targets' metrics.
+INTERVAL_METRICS = ("utilisation", "goodput", "fleet_goodput", "wait_p50_s", "wait_p95_s", "wait_p99_s", "slowdown_p95",
+                    "jobs_completed", "jobs_queued", "useful_chip_h", "lost_chip_h", "overhead_chip_h",
+                    "fragmentation_mean", "cost_per_useful_chip_h_usd")
+
+
+def interval_rows(run: RunResult) -> list[tuple[str, str]]:
+    """(metric, 'mean [low, high] (95% CI, n=N)') in the metric's unit, for a replicated run's
+    headline metrics and the metrics its targets name; [] for a one-seed run."""
+    if not run.intervals:
+        return []
+    names = [*INTERVAL_METRICS, *(t["metric"] for t in run.targets)]
+    return [(m, interval_text(run.intervals[m], lambda v, m=m: threshold_text(m, v)))
+            for m in dict.fromkeys(names) if m in run.intervals]
+
+
 def key_rows(runs: Sequence[RunResult]) -> list[tuple[str, list[str]]]:
     """Rows of the key-figure table: label, one cell per run (n/a where a run has no such figure)."""
     rows: list[tuple[str, list[str]]] = []
+    if any(r.intervals for r in runs):
+        rows.append(("replicates", [f"{r.replicates} (figures: means; 95% intervals below)" if r.intervals else "1"
+                                    for r in runs]))
     kinds = {r.kind for r in runs}
     for kind, spec in (("cluster", CLUSTER_ROWS), ("step", STEP_ROWS)):
         if kind in kinds:
@@ -224,7 +264,7 @@ def default_labels(runs: Sequence[RunResult]) -> list[str]:
 
 
 COMPARED = (("goodput", "Goodput by run"), ("utilisation", "Utilisation by run"),
-            ("wait_p95_with_queued_s", "p95 wait by run, queued jobs counted (s)"), ("wait_p95_s", "p95 wait by run (s)"),
+            ("wait_p95_s", "p95 wait by run, still-queued jobs counted (s)"),
             ("step_time_s", "Step time by run (s)"), ("cost_usd", "Cost by run (USD)"))
 
 
@@ -277,11 +317,13 @@ def render_report(runs: RunResult | Sequence[RunResult], title: str | None = Non
         details.append({
             "label": labels[i], "run": r, "topology": topology_rows(r.topology), "cost": cost_rows(r),
             "targets": [{**t, "definition": definition(t["metric"]), "threshold_text": threshold_text(t["metric"], t["threshold"]),
-                         "value_text": threshold_text(t["metric"], t["value"]) if not _missing(t["value"]) else "n/a"} for t in r.targets],
+                         "value_text": (threshold_text(t["metric"], t["value"]) if not _missing(t["value"]) else "n/a")
+                         + (f" (mean of {r.replicates})" if t.get("interval") else "")} for t in r.targets],
             "references": [{**x, "definition": definition(x["metric"]), "published_text": threshold_text(x["metric"], x["published"]),
                             "podsim_text": threshold_text(x["metric"], x["podsim"]) if not _missing(x["podsim"]) else "n/a",
                             "ratio_text": "n/a" if _missing(x["ratio"]) else f"{x['ratio']:.3g}x"} for x in r.references],
             "unplaceable": r.metrics.get("unplaceable", []),
+            "intervals": interval_rows(r),
             "scenario_json": json.dumps(r.scenario, indent=2, default=str),
         })
     scaling = [{**d, "figure": _fig_html(d["figure"], f"scaling-{k}")} for k, d in enumerate(scaling_details(runs, labels))]

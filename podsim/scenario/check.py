@@ -217,11 +217,22 @@ def check_scenario(s: Scenario) -> Generation:
             raise FieldError(("horizon",), "a job stream needs a horizon (simulated time, e.g. 14d)")
         if s.horizon <= 0:
             raise FieldError(("horizon",), "horizon must be > 0")
+        if s.warmup >= s.horizon:
+            raise FieldError(("warmup",), f"warm-up {s.warmup:g} s must be shorter than the horizon {s.horizon:g} s "
+                                          "(the steady-state metrics are measured after it)")
+        if s.drain_limit is not None and not s.drain:
+            raise FieldError(("drain_limit",), "drain_limit is how long a drain may run past the horizon; set drain: true too")
         if s.workload.synthetic is not None:
             _check_mix(s, gen)
         _check_failure_events(s, gen)
     else:
+        if s.warmup or s.drain:
+            raise FieldError(("warmup" if s.warmup else "drain",), "warm-up and drain shape a job stream's measured "
+                                                                    "window; a step study has none")
         _check_step(s, gen)
+        if s.replicates > 1:
+            raise FieldError(("replicates",), f"replicates {s.replicates}: a step study draws nothing at random, so every "
+                                              "replicate would give the same figures; replicates repeat job streams")
     _check_dcn(s)
     if s.spine is not None and s.workload.step is None:
         raise FieldError(("spine",), "spine economics run the step workload on both spines; give workload.step (a step study)")

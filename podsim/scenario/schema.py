@@ -265,6 +265,9 @@ class Solver(_Model):
     decision_time_limit: float = Field(default("decision_time_limit_s"), gt=0, description="CP-SAT limit per decision (deterministic units)")
     batch_window: int = Field(default("batch_window"), ge=1)
     workers: int = Field(default("cpsat_workers"), ge=1, description="CP-SAT workers (a sweep caps this at 1 per sweep worker)")
+    fold: Literal["none", "allowed"] = Field(default("fold"), description="allowed: fold a request onto another box or split "
+                                             "it into whole blocks plus pieces, at the slowdown the step-time model charges")
+    slowdown_model: str | None = Field(None, description="model preset whose step prices a non-native placement of a job given in time")
 
 
 class StepTime(_Model):
@@ -367,7 +370,15 @@ class Scenario(_Model):
     solver: Solver = Solver()
     step_time: StepTime = StepTime()
     horizon: Annotated[Duration, Field(gt=0, le=MAX_HORIZON_S)] | None = Field(None, description="simulated time of a job stream, e.g. 14d (at most a century)")
+    warmup: Duration = Field(0.0, ge=0, description="job streams: leave the time before this (the fleet filling up) and "
+                                                     "the jobs submitted in it out of the steady-state metrics, e.g. 2d")
+    drain: bool = Field(False, description="job streams: after the horizon, let the jobs of the measured window run on "
+                                           "(no arrivals) so their waits and slowdowns are whole")
+    drain_limit: Annotated[Duration, Field(gt=0, le=MAX_HORIZON_S)] | None = Field(
+        None, description="how long a drain may run past the horizon (default: one horizon)")
     seed: Seed = 0
+    replicates: int = Field(1, ge=1, le=1000, description="independent repeats of a job stream, seeds from "
+                            "numpy SeedSequence(seed).spawn(n); key figures are the mean with a 95% interval")
     samples: int = Field(500, ge=2, le=20000, description="time-series samples over the horizon")
     targets: dict[str, Any] = Field(default_factory=dict, description="metric -> '<= 1h' / '>= 95%'")
     references: dict[str, Reference] = Field(default_factory=dict, description="metric -> published figure")
