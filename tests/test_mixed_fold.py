@@ -104,12 +104,14 @@ def _assert_same(job, rtol: float = 1e-12):
 
 
 @pytest.mark.parametrize("algorithm,ecmp", [("auto", "split"), ("auto", "hash"), ("ring", "split"), ("ring", "hash"),
-                                            ("direct", "split"), ("halving_doubling", "hash"), ("bidir_ring", "split")])
+                                            ("direct", "split"), ("halving_doubling", "hash"), ("bidir_ring", "split"),
+                                            ("auto", "tiered"), ("ring", "tiered")])
 def test_mixed_groups_fold_to_the_full_step(algorithm, ecmp):
     """Groups over in-slice axes and dcn at once, under algorithms whose steps mix flows inside
     and across slices (the snake ring turns from slice to slice, all pairs, trees): folded ==
-    unfolded on 4 slices of 64 chips."""
-    _assert_same(build_job(_mixed_step(algorithm, 4), "tpu-v4", "4x4x4", 4, dcn=DcnSpec(ecmp=ecmp)))
+    unfolded on 4 slices of 64 chips (leaf-spine split or hashed; tiered, 4.7:1 at the ToR)."""
+    dcn = DcnSpec(tiers="fat-tree-k40-4.7to1") if ecmp == "tiered" else DcnSpec(ecmp=ecmp)
+    _assert_same(build_job(_mixed_step(algorithm, 4), "tpu-v4", "4x4x4", 4, dcn=dcn))
 
 
 def test_mixed_groups_fold_across_sites():
@@ -117,29 +119,56 @@ def test_mixed_groups_fold_across_sites():
     _assert_same(build_job(_mixed_step("ring", 4), "tpu-v4", "4x4x4", 4, dcn=DcnSpec(sites=2, wan_latency_s=1e-3)))
 
 
-@pytest.mark.parametrize("ecmp", ["split", "hash"])
-def test_generated_mixed_plan_folds_to_the_full_step_1024_chips(ecmp):
+def _flat(trace: StepTrace) -> StepTrace:
+    """The generated step with each cross-slice gradient all-reduce as one collective over its
+    in-slice group and dcn together (`z:4:4,dcn`), as an importer gives a framework's process
+    group over data x slices: the generator splits it (reduce-scatter inside, all-reduce of
+    the shard across, all-gather inside; msdcn), a Chakra or native trace need not."""
+    ops = {op.id: op for op in trace.ops}
+    out, gone = [], {}
+    for op in trace.ops:
+        base = op.id[:-3]
+        if isinstance(op, Collective) and op.id.endswith(".ar") and [g.axis for g in op.group] == ["dcn"] \
+                and base + ".rs" in ops and base + ".ag" in ops:
+            rs = ops[base + ".rs"]
+            out.append(Collective(base + ".ag", "all_reduce", rs.bytes, (*rs.group, *op.group), "auto", rs.deps,
+                                  rs.name, rs.layer))
+            gone.update({base + ".rs": base + ".ag", op.id: base + ".ag"})
+        elif op.id not in gone and not (op.id.endswith(".ag") and op.id[:-3] + ".ar" in gone):
+            out.append(op)
+    # the flat all-reduce takes the all-gather's place (same id), so dependants keep their deps
+    by_id = {o.id: o for o in out}
+    return StepTrace(tuple(by_id.values()), name=trace.name, meta=trace.meta)
+
+
+def _mixed_plan(model: str, shape: str, plan: str, batch: int) -> StepTrace:
+    tr = _flat(generate_trace(model, shape, plan, generation="tpu-v4", overrides={"n_layers": 2, "global_batch": batch}))
+    tr.validate()
+    assert any(isinstance(op, Collective) and len(op.group) > 1 and op.group[-1].axis == "dcn" for op in tr.ops)
+    return tr
+
+
+@pytest.mark.parametrize("dcn", [DcnSpec(ecmp="split"), pytest.param(DcnSpec(ecmp="hash"), marks=pytest.mark.slow),
+                                 pytest.param(DcnSpec(tiers="fat-tree-k40-4.7to1"), marks=pytest.mark.slow)],
+                         ids=["split", "hash", "tiered"])
+def test_generated_mixed_plan_folds_to_the_full_step_1024_chips(dcn):
     """A generated plan whose gradient all-reduce runs over `z:4:4,dcn` (data parallel inside
-    the slice and across 4 slices of 256 chips, 1,024 chips): folded == unfolded."""
-    tr = generate_trace("llama2-70b", "4x4x16", "dcn=4,data=4,fsdp=16,tensor=4", generation="tpu-v4",
-                        overrides={"n_layers": 2, "global_batch": 256})
-    assert any(op.kind == "all_reduce" and [g.axis for g in op.group] == ["z", "dcn"] for op in tr.ops
-               if isinstance(op, Collective))
-    fast, _ = _assert_same(build_job(tr, "tpu-v4", "4x4x16", 4, dcn=DcnSpec(ecmp=ecmp)))
+    the slice and across 4 slices of 256 chips, 1,024 chips): folded == unfolded, on a leaf-spine
+    DCN split or hashed over the spines and on a tiered one (NIC -> ToR 4.7:1 -> block -> spine)."""
+    tr = _mixed_plan("llama2-70b", "4x4x16", "dcn=4,data=4,fsdp=16,tensor=4", 256)
+    fast, _ = _assert_same(build_job(tr, "tpu-v4", "4x4x16", 4, dcn=dcn))
     assert fast.flows_simulated < fast.flows / 50
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("ecmp", ["split", "hash"])
-def test_generated_mixed_plan_folds_to_the_full_step_4096_chips(ecmp):
-    """The same at 4,096 chips (4 slices of 8x8x16, data over `z:8:2,dcn`) and a MoE plan whose
-    expert all-reduce runs over `y:2:2,z,dcn`."""
-    tr = generate_trace("llama2-70b", "8x8x16", "dcn=4,data=8,fsdp=64,tensor=2", generation="tpu-v4",
-                        overrides={"n_layers": 2, "global_batch": 2048})
-    _assert_same(build_job(tr, "tpu-v4", "8x8x16", 4, dcn=DcnSpec(ecmp=ecmp)))
-    moe = generate_trace("mixtral-8x7b", "4x4x16", "dcn=4,data=4,expert=8,fsdp=8", generation="tpu-v4",
-                         overrides={"n_layers": 2, "global_batch": 1024})
-    _assert_same(build_job(moe, "tpu-v4", "4x4x16", 4, dcn=DcnSpec(ecmp=ecmp)))
+@pytest.mark.parametrize("dcn", [DcnSpec(ecmp="split"), DcnSpec(ecmp="hash"), DcnSpec(tiers="fat-tree-k40-4.7to1")],
+                         ids=["split", "hash", "tiered"])
+def test_generated_mixed_plan_folds_to_the_full_step_4096_chips(dcn):
+    """The same at 4,096 chips (4 slices of 8x8x16, data over `z:8:2,dcn`) and a MoE plan."""
+    tr = _mixed_plan("llama2-70b", "8x8x16", "dcn=4,data=8,fsdp=64,tensor=2", 2048)
+    _assert_same(build_job(tr, "tpu-v4", "8x8x16", 4, dcn=dcn))
+    moe = _mixed_plan("mixtral-8x7b", "4x4x16", "dcn=4,data=4,expert=8,fsdp=8", 1024)
+    _assert_same(build_job(moe, "tpu-v4", "4x4x16", 4, dcn=dcn))
 
 
 # --- algorithm choice ------------------------------------------------------------------------
