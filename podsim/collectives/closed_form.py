@@ -60,13 +60,33 @@ def halving_doubling_all_reduce_s(p: int, n: float, alpha: float, beta: float) -
 # --- the model on a schedule ------------------------------------------------------------
 
 def _phase_costs(router: Router, phases: list[Phase]) -> list[float]:
-    """Cost of each of several phases that run at the same time (one per stream)."""
+    """Cost of each of several phases that run at the same time (one per stream), all moving
+    the same bytes per flow (streams in lockstep): per flow, its route latency plus bytes times
+    its busiest link's load per byte over capacity. The per-byte part depends only on the
+    routes, so it is worked out once per set of patterns (a step prices one pattern at many
+    sizes) and kept in the router's `prices`."""
+    nbytes = {ph.bytes for ph in phases}
+    if len(nbytes) > 1:
+        raise ValueError("phases priced together move the same bytes per flow")
+    key = tuple(id(ph.pattern) for ph in phases)
+    memo = getattr(router, "prices", None)
+    hit = memo.get(key) if memo is not None else None
+    if hit is None:
+        hit = (tuple(ph.pattern for ph in phases), _per_byte(router, [ph.pattern for ph in phases]))
+        if memo is not None:
+            memo[key] = hit
+    b = nbytes.pop()
+    return [float((lat + b * k).max()) if len(lat) else 0.0 for lat, k in hit[1]]
+
+
+def _per_byte(router: Router, patterns: list) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Per pattern, (each flow's route latency, its busiest link's load per byte over capacity)
+    when every pattern's flows move one byte each (times their weight) at once."""
     cap = router.capacity
-    routed = [router.routes(ph.pattern) for ph in phases]
+    routed = [router.routes(p) for p in patterns]
     per_entry = []
-    for ph, r in zip(phases, routed, strict=True):
-        b = np.full(r.n_flows, ph.bytes) if r.weight is None else ph.bytes * r.weight
-        w = np.repeat(b, np.diff(r.indptr))
+    for r in routed:
+        w = np.repeat(np.ones(r.n_flows) if r.weight is None else np.asarray(r.weight, float), np.diff(r.indptr))
         if r.frac is not None:
             w *= r.frac  # in place: an all-pairs DCN pattern has tens of millions of entries
         per_entry.append(w)
@@ -84,15 +104,12 @@ def _phase_costs(router: Router, phases: list[Phase]) -> list[float]:
     out, at = [], 0
     for r in routed:
         n_entries = len(r.links)
-        if r.n_flows == 0:
-            out.append(0.0)
-            continue
         hops = np.diff(r.indptr)
         t = np.zeros(r.n_flows)
         has = hops > 0
         if has.any():
             t[has] = np.maximum.reduceat(link_time[local[at:at + n_entries]], r.indptr[:-1][has])
-        out.append(float((r.latency_s + t).max()))
+        out.append((np.asarray(r.latency_s, float), t))
         at += n_entries
     return out
 
@@ -140,6 +157,7 @@ class _Sampled:
     def __init__(self, router: Router, max_flows: int):
         self.placement, self._router, self._max = router.placement, router, max_flows
         self.capacity = router.capacity
+        self.prices: dict = {}
         self._cache: dict[int, tuple] = {}
 
     def routes(self, pattern):

@@ -389,6 +389,7 @@ class Router:
         # entries (routing.dcn_split_groups), which `capacity` and `latency` cover
         self.grouped = grouped
         self._groups = dcn_groups(placement.fabric) if grouped else None
+        self.prices: dict = {}  # closed_form's per-byte phase costs, by pattern ids (held with them)
 
     @property
     def capacity(self) -> np.ndarray:
