@@ -4,13 +4,13 @@ the Streamlit dashboard (`app.py` beside the podsim package in a source checkout
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
 
 import typer
 
-import podsim
 from podsim.cli import app
 from podsim.errors import PodsimError
 
@@ -19,7 +19,7 @@ MAX_UPLOAD_MB = 20  # the pages refuse larger files too (app_pages/common.py)
 
 def app_path() -> Path:
     """The dashboard's entry script: app.py in the checkout that holds the podsim package."""
-    path = Path(podsim.__file__).resolve().parents[1] / "app.py"
+    path = Path(__file__).resolve().parents[2] / "app.py"  # podsim/cli/dashboard.py -> the checkout
     if not path.is_file():
         raise PodsimError(f"the dashboard's app.py is not at {path}; it ships with podsim's source checkout "
                           "(install with `pip install -e .` from the checkout)")
@@ -52,8 +52,44 @@ def dashboard_cmd(
         print(("PODSIM_STORE=" + env["PODSIM_STORE"] + " " if store is not None else "") + " ".join(cmd))
         return
     print(f"podsim dashboard on http://{address}:{port} (Ctrl+C stops it)", file=sys.stderr)
+    raise typer.Exit(serve(cmd, app_path().parent, env))
+
+
+class _Stop(Exception):
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+def serve(cmd: list[str], cwd: Path, env: dict, grace_s: float = 10.0) -> int:
+    """Run the server until it exits, or until this process gets SIGINT or SIGTERM: then stop
+    the server (SIGTERM to its process group, SIGKILL after `grace_s`) and return 0, so no
+    Streamlit process outlives the command. The server runs in its own session, so the signal
+    reaches it only through here, once."""
+    def stop(signum, _frame):
+        raise _Stop(signum)
+
+    proc = subprocess.Popen(cmd, cwd=cwd, env=env, start_new_session=True)
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
-        code = subprocess.call(cmd, cwd=app_path().parent, env=env)
-    except KeyboardInterrupt:
-        code = 0
-    raise typer.Exit(code)
+        return proc.wait()
+    except _Stop:
+        return 0
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        if proc.poll() is None:
+            _terminate(proc, grace_s)
+
+
+def _terminate(proc: subprocess.Popen, grace_s: float) -> None:
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=grace_s)
+            return
+        except subprocess.TimeoutExpired:
+            continue

@@ -6,7 +6,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from podsim.topology import Fabric, LinkKind
+from podsim.topology import Fabric, LinkKind, SliceView
+from podsim.trace.model import StepTrace
 
 
 @dataclass(frozen=True)
@@ -75,6 +76,8 @@ class StepResult:
     # per distinct collective ("all_reduce z,dcn 1.5 GiB"), its algorithm and why (one line)
     algorithm_choices: dict[str, str] = field(default_factory=dict)
     fold: str = ""  # flows simulated and why not fewer, one line
+    trace: StepTrace | None = field(default=None, repr=False)  # the job's step trace (its meta: plan, FLOPs, HBM)
+    views: tuple[SliceView, ...] = field(default=(), repr=False)  # the job's slices on the fabric
 
     def hot_links(self, n: int = 5) -> list[dict]:
         """The n links that carried the most of this job's bytes."""
