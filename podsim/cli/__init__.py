@@ -23,6 +23,7 @@ import signal
 import sys
 import threading
 import traceback
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from difflib import get_close_matches
@@ -30,7 +31,7 @@ from difflib import get_close_matches
 import typer
 from typer.core import TyperCommand, TyperGroup
 
-from podsim.errors import InternalError, PodsimError
+from podsim.errors import InternalError, PodsimError, PodsimWarning
 
 # name -> (module that registers it on `app`, its one-line summary as `podsim --help` shows it).
 # tests/test_cli.py checks each summary against the command's own docstring.
@@ -161,7 +162,9 @@ def main(argv: list[str] | None = None) -> None:
     PodsimError from the library are one line on stderr and exit code 2; Ctrl-C is exit 130
     and SIGTERM exit 143 (each after stopping workers and removing partial outputs); an
     InternalError or any other exception is a bug: its traceback, one line asking for a
-    report, and exit code 1."""
+    report, and exit code 1. A PodsimWarning (a step podsim cannot fold, said before it runs)
+    is one `warning:` line on stderr."""
+    warnings.showwarning = _show_warning
     with _sigterm_as_interrupt() as seen:
         _run(argv, seen)
 
@@ -201,6 +204,16 @@ def _run(argv: list[str] | None, seen: dict) -> None:
             print("terminated" if terminated else "interrupted", file=sys.stderr)
             sys.exit(143 if terminated else 130)
         sys.exit(code)
+
+
+_SHOW_WARNING = warnings.showwarning
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    if issubclass(category, PodsimWarning):
+        print(f"warning: {message}", file=sys.stderr, flush=True)
+    else:
+        _SHOW_WARNING(message, category, filename, lineno, file, line)
 
 
 def _version() -> str:
