@@ -61,18 +61,20 @@ def pod_and_requests(draw):
     state = PodState.empty(TORUS) if gen == "torus" else PodState(__import__("podsim").topology.PodLayout(V4_SMALL))
     lay = state.layout
     # a random busy pod: some chips held by running sub-block jobs
-    held = draw(st.lists(st.integers(0, lay.n_chips - 1), max_size=lay.n_chips // 3, unique=True))
+    # a busy pod drawn as (share held, seed): cheap to generate, unlike a list of hundreds of chip ids
+    share, seed = draw(st.sampled_from([0.0, 0.05, 0.15, 0.33])), draw(st.integers(0, 2**16))
+    held = np.random.default_rng(seed).choice(lay.n_chips, int(share * lay.n_chips), replace=False).tolist()
     if held:
         from podsim.topology import Slice, SliceSpec
 
         spec = SliceSpec(lay.generation.id, (len(held),) + (1,) * (lay.dims - 1), False, "subcube", (False,) * lay.dims)
         state.allocate("busy", Slice(spec, np.array(sorted(held), np.int32), 0, tuple(sorted({h // 64 for h in held}))))
     sides = st.sampled_from([1, 2, 3, 4, 5, 6, 8])
-    reqs = draw(st.lists(st.tuples(sides, sides, sides), min_size=1, max_size=5))
+    reqs = draw(st.lists(st.tuples(sides, sides, sides), min_size=1, max_size=4))
     return state, [SliceRequest(f"r{k}", s) for k, s in enumerate(reqs) if math.prod(s) <= lay.n_chips]
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(pod_and_requests(), st.sampled_from(["greedy", "cpsat"]))
 def test_every_fold_and_split_passes_the_ring_proof(case, solver):
     state, reqs = case
