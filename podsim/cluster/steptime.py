@@ -171,11 +171,13 @@ class CachedStepTime:
             self._cache[key] = e
         return e
 
-    def slowdown(self, model: str | None, generation: Generation, slc, layout) -> tuple[float, str]:
-        """(run time factor, source) of a job of `model` on the placed slice `slc` against the slice
-        it asked for: 1 for a native placement, or when the model cannot price placements (the
-        roofline: no communication) or no model is given; else the engine's step on the placed
-        slice over its step as asked, cached per (model, shape, placement class and plan)."""
+    def slowdown(self, model: str | None, generation: Generation, slc, layout,
+                 overrides: dict | None = None) -> tuple[float, str]:
+        """(run time factor, source) of a job of `model` (preset fields `overrides`) on the placed
+        slice `slc` against the slice it asked for: 1 for a native placement, or when the model
+        cannot price placements (the roofline: no communication) or no model is given; else the
+        engine's step on the placed slice over its step as asked, cached per (model, overrides,
+        shape, placement class and plan)."""
         form = getattr(slc, "form", "native")
         if form == "native":
             return 1.0, "native"
@@ -183,11 +185,13 @@ class CachedStepTime:
             return 1.0, "not charged: the step-time model has no communication to price a placement"
         if model is None:
             return 1.0, "not charged: no model to price the placement"
-        key = ("slowdown", model, generation.id, tuple(slc.shape), bool(slc.twisted), form, _signature(slc))
+        ov = tuple(sorted((overrides or {}).items()))
+        key = ("slowdown", model, ov, generation.id, tuple(slc.shape), bool(slc.twisted), form, _signature(slc))
         hit = self._cache.get(key)
         if hit is None:
-            placed = self.inner.estimate_on(model, generation, slc, layout)
-            asked = self.inner.estimate_on(model, generation, slc, layout, asked=True)
+            kw = {"overrides": dict(ov)} if ov else {}
+            placed = self.inner.estimate_on(model, generation, slc, layout, **kw)
+            asked = self.inner.estimate_on(model, generation, slc, layout, asked=True, **kw)
             factor = placed.step_time_s / asked.step_time_s
             if not (math.isfinite(factor) and factor > 0):
                 raise PodsimError(f"slowdown of {model} on a {form} {'x'.join(map(str, slc.shape))} slice is {factor}")

@@ -26,6 +26,7 @@ from podsim.cluster.breakdown import chip_hour_breakdown
 from podsim.metrics import definition, unit_kind
 from podsim.perf import compute_timing
 from podsim.report import figures
+from podsim.report.reshape import reshape_details
 from podsim.report.scaling import scaling_details
 from podsim.report.spine import spine_details, spine_figures
 from podsim.scenario.result import RunResult
@@ -331,7 +332,7 @@ def render_report(runs: RunResult | Sequence[RunResult], title: str | None = Non
     return _template().render(
         title=title, generated=dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"), version=_version(),
         plotly_js=get_plotlyjs(), labels=labels, key_rows=key_rows(runs), plots=plot_html, details=details,
-        spine=spine_details(runs, labels), scaling=scaling,
+        spine=spine_details(runs, labels), scaling=scaling, reshape=reshape_details(runs, labels),
         multi=multi, sweep=sweep, sweep_json=json.dumps(sweep.get("result"), indent=2, default=str) if sweep else "",
         questions=list(dict.fromkeys(r.scenario.get("question", "") for r in runs if r.scenario.get("question"))),
         escape=html.escape)

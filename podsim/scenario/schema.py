@@ -24,6 +24,7 @@ from podsim.errors import PodsimError
 from podsim.quantities import Duration, Fraction, Rate
 from podsim.topology import get_generation
 from podsim.trace.generate import GenerateOptions
+from podsim.workload.odd import OddShapeSpec
 from podsim.workload.popularity import V4_SLICE_POPULARITY
 from podsim.workload.replay import TraceSpec
 from podsim.workload.synthetic import ArrivalSpec, DurationSpec, StepsSpec, SyntheticSpec
@@ -200,17 +201,19 @@ class StepWorkload(_Model):
 
 
 class Workload(_Model):
-    """Exactly one of: a synthetic job stream, a job trace, or a step study."""
+    """Exactly one of: a synthetic job stream, a job trace, an odd-shape job stream (podsim.workload.odd:
+    sizes from a truncated exponential, shapes their factorisations, jobs given in time), or a step study."""
 
     synthetic: Synthetic | None = None
     trace: TraceWorkload | None = None
+    odd: OddShapeSpec | None = None
     step: StepWorkload | None = None
 
     @model_validator(mode="after")
     def _exactly_one(self) -> Workload:
-        given = [k for k in ("synthetic", "trace", "step") if getattr(self, k) is not None]
+        given = [k for k in ("synthetic", "trace", "odd", "step") if getattr(self, k) is not None]
         if len(given) != 1:
-            raise ValueError(f"give exactly one of synthetic, trace or step (got {', '.join(given) or 'none'})")
+            raise ValueError(f"give exactly one of synthetic, trace, odd or step (got {', '.join(given) or 'none'})")
         return self
 
     @property
@@ -268,6 +271,8 @@ class Solver(_Model):
     fold: Literal["none", "allowed"] = Field(default("fold"), description="allowed: fold a request onto another box or split "
                                              "it into whole blocks plus pieces, at the slowdown the step-time model charges")
     slowdown_model: str | None = Field(None, description="model preset whose step prices a non-native placement of a job given in time")
+    slowdown_overrides: dict[str, int | float | str | bool] = Field(default_factory=dict, description="preset fields of "
+                                                                    "slowdown_model, e.g. {n_layers: 2}")
 
 
 class StepTime(_Model):

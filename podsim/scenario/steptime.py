@@ -28,6 +28,7 @@ from podsim.topology.placed import built_asked, built_placed
 from podsim.topology.torus import torus_id
 from podsim.trace import generate_trace
 from podsim.trace.configs import get_model
+from podsim.trace.mesh import parse_parallelism
 from podsim.trace.plans import multislice_plan, plan_template, resolve_plan
 
 __all__ = ["EngineStepTime", "RecordingStepTime", "multislice_plan", "plan_template", "resolve_plan", "step_plan"]
@@ -68,32 +69,49 @@ class EngineStepTime:
 
     prices_placement = True  # estimate_on times the step on the slice actually placed
 
-    def estimate_on(self, model: str, generation: Generation, slc, layout, *, asked: bool = False) -> StepEstimate:
-        """The step of `model` (its plan for the slice's chips) on a placed slice alone on a fabric
-        of its own (`built_placed`: a fold's logical links, a split's circuits, a scattered slice's
-        routes over the pod), or, `asked`, on the slice of that shape as the job asked for it
-        (`built_asked`)."""
+    def estimate_on(self, model: str, generation: Generation, slc, layout, *, asked: bool = False,
+                    overrides: dict | None = None) -> StepEstimate:
+        """The step of `model` (its plan for the slice's chips; preset fields `overrides`) on a placed
+        slice alone on a fabric of its own (`built_placed`: a fold's logical links, a split's
+        circuits, a scattered slice's routes over the pod), or, `asked`, on the slice of that shape
+        as the job asked for it (`built_asked`)."""
         shape = tuple(slc.shape)
-        chips = math.prod(shape)
-        overrides = None
-        try:
-            plan = multislice_plan(self.plans.get(model), model, chips, 1)
-        except PodsimError:  # an odd size the preset's batch does not split: FSDP over every chip, batch rounded up
-            batch = get_model(model).global_batch
-            plan, overrides = f"fsdp={chips}", {"global_batch": -(-batch // chips) * chips}
+        plan, rounded, note = priced_plan(self.plans.get(model), model, math.prod(shape), overrides)
+        overrides = {**(overrides or {}), **(rounded or {})} or None
         trace = generate_trace(model, shape, plan, generation=trace_generation(generation, shape), twisted=bool(slc.twisted) and asked,
                                overrides=overrides)
         built = (built_asked(generation, shape, slc.twisted, self.ocs, self._dcn(1)) if asked
                  else built_placed(layout, slc, self._dcn(1)))
         r = simulate_step(trace, built, compute_efficiency=self.efficiency, routing=self.routing)
         where = "as asked" if asked else f"{slc.form} placement"
-        return StepEstimate(r.step_time_s, r.compute_s, r.exposed_comm_s, f"engine ({plan}, {where}; {compute_timing(self.efficiency)})")
+        return StepEstimate(r.step_time_s, r.compute_s, r.exposed_comm_s, f"engine ({plan}{note}, {where}; {compute_timing(self.efficiency)})")
 
     def _dcn(self, sites: int) -> DcnSpec | None:
         """The DCN with the job's own site count (one slice sits in one site)."""
         if self.dcn is None:
             return DcnSpec(sites=sites) if sites > 1 else None
         return self.dcn if self.dcn.sites == sites else self.dcn.model_copy(update={"sites": sites})
+
+
+def priced_plan(template: str | None, model: str, chips: int, overrides: dict | None = None) -> tuple[str, dict | None, str]:
+    """The plan a non-native placement of a `chips`-chip slice is priced with, the preset fields
+    it changes and a note saying so: the model's plan (`template`, `auto` allowed; default the
+    preset's), or, when the preset's global batch does not split over an odd slice's chips, that
+    plan (default: FSDP over every chip) with the batch rounded up to the next multiple of its
+    batch shards. The slowdown is the ratio of two steps of the same program, so the rounding
+    moves both alike."""
+    try:
+        plan = multislice_plan(template, model, chips, 1)
+    except PodsimError:
+        if template:
+            raise
+        plan = f"fsdp={chips}"  # the preset's batch does not reach every chip
+    shards = parse_parallelism(plan).batch_shards
+    batch = int((overrides or {}).get("global_batch", get_model(model).global_batch))
+    if batch % shards == 0:
+        return plan, None, ""
+    rounded = -(-batch // shards) * shards
+    return plan, {"global_batch": rounded}, f", batch {batch} rounded up to {rounded}"
 
 
 def trace_generation(gen: Generation, shape: tuple[int, ...]) -> Generation:
@@ -130,8 +148,9 @@ class RecordingStepTime:
     def prices_placement(self) -> bool:
         return bool(getattr(self.inner, "prices_placement", False))
 
-    def estimate_on(self, model: str, generation: Generation, slc, layout, *, asked: bool = False) -> StepEstimate:
-        return self.inner.estimate_on(model, self.gen, slc, layout, asked=asked)
+    def estimate_on(self, model: str, generation: Generation, slc, layout, *, asked: bool = False,
+                    overrides: dict | None = None) -> StepEstimate:
+        return self.inner.estimate_on(model, self.gen, slc, layout, asked=asked, overrides=overrides)
 
     def table(self) -> dict[str, list]:
         return {c: [r[c] for r in self.rows] for c in TABLES["step_times"]}
