@@ -319,3 +319,18 @@ for _name, _what in (("ttft", "time to first token (first token - arrival)"),
     for _q in (50, 95, 99):
         register(_m(f"{_name}_p{_q}_s", "s", f"{_q}th percentile {_what}, counted requests", _V, True,
                     "DOUBLE" if _q == 99 else None))
+# a serving scenario's capacity search (podsim.serving.capacity.CapacityAnswer.metrics)
+register(
+    _m("capacity_rate_rps", "rate", "the request rate the capacity search serves", _V),
+    _m("capacity_met", "bool", "some slice shape meets the p99 targets within the replica range", _V, True),
+    _m("capacity_chips", "count", "fewest chips that meet the p99 TTFT and TPOT targets at the rate", _V, True, "BIGINT"),
+    _m("capacity_replicas", "count", "replicas of the answer's slice", _V),
+    _m("capacity_slice", "text", "the answer's slice shape", _V),
+    _m("capacity_replicates", "count", "runs per probed size (independent seeds)", _V),
+    _m("capacity_judge", "text", "mean (of the replicates) or interval (its 95% upper end) decides a size", _V),
+    _m("capacity_ttft_p99_s", "s", "p99 TTFT at the answer (replicates' mean)", _V),
+    _m("capacity_tpot_p99_s", "s", "p99 TPOT at the answer (replicates' mean)", _V),
+    _m("capacity_cost_per_million_tokens_usd", "usd", "cost per million output tokens at the answer", _V, True),
+    _m("capacity_tokens_per_s_per_chip", "rate", "output tokens per second per chip at the answer", _V),
+    _m("capacity_answer", "text", "the capacity answer in words", _V),
+)

@@ -290,6 +290,11 @@ def run_scenario(scenario: Scenario, on_progress: ProgressFn | None = None, *,
         metrics, topo, cost, tables, intervals = _run_replicates(scenario, gen, on_progress, cpsat_workers_cap)
     elif scenario.kind == "cluster":
         metrics, topo, cost, tables = _run_cluster(scenario, gen, on_progress, cpsat_workers_cap)
+    elif scenario.kind == "serving":  # a serving fleet (podsim.scenario.serving)
+        from podsim.scenario.serving import run_serving
+
+        metrics, topo, cost, tables, intervals = run_serving(scenario.workload.serving, gen, scenario.seed,
+                                                             scenario.replicates, on_progress)
     else:
         metrics, topo, cost, tables = _run_step(scenario, gen, on_progress)
     if scenario.spine is not None:  # spine economics: EPS against OCS over the fleet's life

@@ -1,8 +1,9 @@
 """The scenario file as one pydantic schema: what to simulate, on what fleet, judged by what.
 
 A scenario is either a *job stream* on a fleet (workload `synthetic` or `trace`: the cluster
-simulation, with failures, a queue policy and a horizon) or a *step study* (workload `step`: one
-training job's step on a slice or several slices, on the flow-level engine). Field-by-field
+simulation, with failures, a queue policy and a horizon), a *step study* (workload `step`: one
+training job's step on a slice or several slices, on the flow-level engine) or a *serving fleet*
+(workload `serving`: requests served by replicas of a slice, podsim.serving). Field-by-field
 rules that need the generation (shapes, figure names, presets) live in `podsim.scenario.check`.
 Durations, rates and fractions may carry units ('3h', '2/h', '99.5%').
 """
@@ -22,6 +23,7 @@ from podsim.cluster.failures import FailureSpec
 from podsim.economics.assumptions import DEFAULTS as SPINE_DEFAULTS
 from podsim.errors import PodsimError
 from podsim.quantities import Duration, Fraction, Rate
+from podsim.serving.spec import ServingWorkload
 from podsim.topology import get_generation
 from podsim.trace.generate import GenerateOptions
 from podsim.workload.odd import OddShapeSpec
@@ -202,23 +204,26 @@ class StepWorkload(_Model):
 
 class Workload(_Model):
     """Exactly one of: a synthetic job stream, a job trace, an odd-shape job stream (podsim.workload.odd:
-    sizes from a truncated exponential, shapes their factorisations, jobs given in time), or a step study."""
+    sizes from a truncated exponential, shapes their factorisations, jobs given in time), a step study,
+    or a serving fleet."""
 
     synthetic: Synthetic | None = None
     trace: TraceWorkload | None = None
     odd: OddShapeSpec | None = None
     step: StepWorkload | None = None
+    serving: ServingWorkload | None = Field(None, description="a serving fleet: a model on replicas of a slice, its "
+                                            "request stream, batch policy and latency targets (podsim.serving)")
 
     @model_validator(mode="after")
     def _exactly_one(self) -> Workload:
-        given = [k for k in ("synthetic", "trace", "odd", "step") if getattr(self, k) is not None]
+        given = [k for k in ("synthetic", "trace", "odd", "step", "serving") if getattr(self, k) is not None]
         if len(given) != 1:
-            raise ValueError(f"give exactly one of synthetic, trace, odd or step (got {', '.join(given) or 'none'})")
+            raise ValueError(f"give exactly one of synthetic, trace, odd, step or serving (got {', '.join(given) or 'none'})")
         return self
 
     @property
     def kind(self) -> str:
-        return "step" if self.step is not None else "cluster"
+        return "step" if self.step is not None else "serving" if self.serving is not None else "cluster"
 
 
 class Failures(_Model):
