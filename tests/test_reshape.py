@@ -168,3 +168,15 @@ def test_hilbert_and_static_generic_boxes_place_validly():
     boxes = place(state, [SliceRequest("a", "4x4x4"), SliceRequest("b", "2x2x6"), SliceRequest("c", "3x3x3")], solver="greedy")
     validate_placement(state, boxes)
     assert all(p.placed and p.slice.form == "native" for p in boxes.placements)
+
+
+def test_cpsat_chooses_reshaped_candidates_on_a_2d_pod():
+    """On a static 2-D pod (v5e 16x16) a ring of 64 has no native rectangle; CP-SAT's own model
+    holds its folds as candidates (chips as fixed intervals in the no-overlap), so the solve
+    places it without the greedy completion and fills the pod."""
+    state = PodState.empty("tpu-v5e")
+    reqs = [SliceRequest("ring", "1x64"), SliceRequest("a", "8x16"), SliceRequest("b", "8x8")]
+    r = place(state, reqs, solver="cpsat", settings=PlacementSettings(fold="allowed"))
+    validate_placement(state, r)
+    assert r["ring"].placed and r["ring"].slice.form == "fold" and r.stats.completed == 0
+    assert sum(p.request.chips for p in r.placements if p.placed) == 256
