@@ -1,6 +1,6 @@
 """Validation table: published measured TPU step times next to podsim's prediction.
 
-Rows, sources and error rules: podsim/perf/validation.py and docs/validation.md.
+Rows, sources and error rules: podsim/validation/table.py and docs/validation.md.
 Run (from the repository root, a few minutes on 2 cores):
 
     PYTHONPATH=$PWD .venv/bin/python benchmarks/validation.py            # the whole table
@@ -21,7 +21,7 @@ import time
 from dataclasses import replace
 
 from podsim.perf import chips
-from podsim.perf.validation import (
+from podsim.validation import (
     ROWS,
     UPPER_BOUND_BAND,
     calibrate,

@@ -186,7 +186,7 @@ register(
     _m("degraded_starts", "count", "runs started on a torus with a down OCS unit's circuits dark (degraded placement)", _C),
     _m("spare_remaps", "count", "cube fibers moved off a failed OCS port onto a spare port of that OCS", _C),
     _m("horizon_s", "s", "simulated time", _C),
-    # step studies: podsim.engine
+    # step studies: podsim.study (run_study on the engine; podsim.scenario.run.step_metrics)
     _m("step_time_s", "s", "one training step's wall time (critical path of the step's op DAG)", _S, True, "DOUBLE"),
     _m("compute_s", "s", "compute time of one step (sum over compute ops)", _S),
     _m("comm_s", "s", "communication busy time of one step", _S),
@@ -229,6 +229,11 @@ register(
     _m("parallelism", "text", "the parallelism plan (axis=degree, ...)", _S),
     _m("events", "count", "engine events of the step simulation", _S),
     _m("flows", "count", "network flows of the step simulation", _S),
+    _m("flows_simulated", "count", "flows the engine simulated (the rest stand in symmetric classes: the fast path)", _S),
+    _m("fold", "text", "flows the step simulates and why not fewer (what the symmetry folds leave)", _S),
+    _m("algorithm_choices", "text", "each distinct collective's algorithm and why (closed forms; auto's ranking), one line", _S),
+    _m("routing", "text", "ICI routing inside a slice: dimension_order, shortest_paths or adaptive", _S),
+    _m("hardware_flops_per_step", "flops", "FLOPs every compute op executes per step, recomputation included (all chips)", _S),
     _m("compute_efficiency", "fraction", "a flat fraction of peak FLOP/s every compute op was given; "
        "none: the per-op compute model (podsim.perf)", _S),
     _m("dcn", "text", "DCN kind: eps (leaf/spine switches) or ocs", _S),
@@ -257,6 +262,12 @@ register(
 # busy time per collective kind of one step (podsim.engine.step_summary)
 register(*(_m(f"{k}_busy_s", "s", f"busy time of the step's {k.replace('_', '-')} ops (sum; ops may overlap)", _S)
            for k in ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "reduce", "send_recv")))
+# per DCN tier of a step (StepResult.tiers; Fabric.dcn_tiers names them from the hosts up)
+for _t in ("leaf", "tor", "aggregation", "spine", "ocs", "wan"):
+    register(
+        _m(f"tier_{_t}_busy_s", "s", f"time ops whose flows climb no higher than the DCN's {_t} tier are in flight, one step", _S),
+        _m(f"tier_{_t}_exposed_s", "s", f"the part of tier_{_t}_busy_s no compute overlaps", _S),
+        _m(f"tier_{_t}_link_busy_s", "s", f"the {_t} tier's busiest link: this job's bytes on it per step / its capacity", _S))
 # a scenario's scaling section (podsim.scenario.scaling.scenario_scaling): its last row, the most slices
 register(
     _m("scaling_slices_max", "count", "the most slices of the scaling study (its last row)", _B),

@@ -14,21 +14,31 @@ from podsim.errors import PodsimError
 from podsim.report import render_report
 from podsim.report.reshape import reshape_details
 from podsim.scenario import load_scenario_text, run_scenario
-from podsim.scenario.steptime import EngineStepTime, priced_plan
+from podsim.study import CachedStepTime, EngineStepTime, StepStudy
+from podsim.study.steptime import plan_for_any_size
+from podsim.topology import DcnSpec
 from podsim.workload.odd import OddShapeSpec, odd_shape_jobs
 
 TORUS = "torus-8x8x8-b4-p6-400gbps"
 PRICED = {"slowdown_model": "llama2-70b", "slowdown_overrides": {"n_layers": 1}}
 
 
-def test_priced_plan_rounds_only_a_batch_that_does_not_split():
-    assert priced_plan(None, "llama2-70b", 64) == ("fsdp=64", None, "")
-    plan, over, note = priced_plan("tensor=2,fsdp=auto", "llama2-70b", 24)
-    assert plan == "tensor=2,fsdp=12" and over == {"global_batch": 1032} and "1024 rounded up to 1032" in note
-    plan, over, _ = priced_plan(None, "llama2-70b", 24, {"global_batch": 48})
-    assert over is None  # 48 splits over fsdp=24 (the preset's tensor plan cannot use 3 of the chips)
+PLAN = "tensor=2,fsdp=auto"
+
+
+def _study(model, gen, shape, twisted, slices, sites, plan=PLAN):
+    return StepStudy(gen, shape, model=model, plan=plan, twisted=twisted, slices=slices, dcn=DcnSpec(sites=sites))
+
+
+def test_the_priced_plan_rounds_only_a_batch_that_does_not_split():
+    s, note = plan_for_any_size(_study("llama2-70b", TORUS, (4, 4, 4), False, 1, 1, None))
+    assert s.model_overrides == {} and note == ""
+    s, note = plan_for_any_size(_study("llama2-70b", TORUS, (2, 2, 6), False, 1, 1))
+    assert s.model_overrides == {"global_batch": 1032} and "1024 rounded up to 1032" in note  # tensor=2, fsdp=12
+    s, note = plan_for_any_size(_study("llama2-70b", TORUS, (2, 2, 6), False, 1, 1, None))
+    assert s.plan == "fsdp=24" and s.model_overrides == {"global_batch": 1032}  # the preset's tensor plan cannot use 24
     with pytest.raises(PodsimError, match="does not divide"):
-        priced_plan("tensor=4,fsdp=auto", "llama2-70b", 6)
+        plan_for_any_size(_study("llama2-70b", TORUS, (1, 2, 3), False, 1, 1, "tensor=4,fsdp=auto"))
 
 
 def test_slowdown_charged_per_class_is_the_mean_of_its_runs():
@@ -36,7 +46,7 @@ def test_slowdown_charged_per_class_is_the_mean_of_its_runs():
     factors of its jobs (all single runs here), NaN for a class with no run; the largest bounds them."""
     jobs = odd_shape_jobs(OddShapeSpec(jobs=40, max_chips=256, max_side=8, rate_per_h=20, median_s=3600), 3)
     cfg = ClusterConfig(generation=TORUS, horizon_s=2 * 86400, fold="allowed", **PRICED)
-    r = simulate(cfg, jobs, step_time=EngineStepTime(None, plans={"llama2-70b": "tensor=2,fsdp=auto"}))
+    r = simulate(cfg, jobs, step_time=CachedStepTime(EngineStepTime(), _study))
     m = r.metrics
     assert m["runs_fold"] > 0 and m["runs_split"] > 0 and m["runs_scatter"] == 0
     assert math.isnan(m["slowdown_scatter_mean"])

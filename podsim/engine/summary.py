@@ -16,7 +16,8 @@ def step_summary(result: StepResult, trace: StepTrace | None = None) -> dict:
     DCN tier (`tiers`; `tier_spine_busy_s`, `tier_tor_link_busy_s`, ...: StepResult.tiers) and,
     when the trace knows its chips, the FLOPs utilisations against the bf16 peak: `mfu` (model
     FLOPs, when the trace knows them) and `hfu` (hardware FLOPs: every compute op's FLOPs,
-    recomputation included, bubbles left out)."""
+    recomputation included, bubbles left out). `trace` defaults to the result's own."""
+    trace = result.trace if trace is None else trace
     gen = result.fabric.generation
     per_kind = {kind: {"ops": t["count"], "bytes": t["bytes"], "busy_s": t["time_s"], "closed_form_s": t["closed_form_s"],
                        "algorithms": t["algorithms"]}
@@ -37,6 +38,8 @@ def step_summary(result: StepResult, trace: StepTrace | None = None) -> dict:
         "events": result.events,
         "flows": result.flows,
         "flows_simulated": result.flows_simulated,
+        "fold": result.fold,
+        "algorithm_choices": result.algorithm_choices,
         "link_peak_utilisation_max": float(result.link_peak_utilisation.max(initial=0.0)),
         "generation": gen.id,
     }
