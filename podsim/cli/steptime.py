@@ -31,7 +31,7 @@ from podsim.errors import PodsimError
 from podsim.topology import build_slice, dcn_choice, format_shape, get_generation, parse_shape
 from podsim.topology.multipath import ROUTING_POLICIES
 from podsim.trace import load_trace
-from podsim.trace.astra_network import network_generation
+from podsim.trace.astra_network import apply_system, network_generation, read_system
 from podsim.trace.kinds import normalise_algorithm, normalise_kind
 from podsim.trace.memory import fits_message, hbm_text
 from podsim.units import format_bytes, format_rate, format_seconds, parse_bytes
@@ -109,14 +109,22 @@ def _trace_mode(files: list[str], generation: str | None, network: str | None, s
                 twisted: bool, efficiency: float | None, fast_path: bool, as_json: bool,
                 slices: int | None = None, dcn: str = "eps", oversubscription: float = 1.0,
                 wan: tuple[int, float, float, str] = (1, 1.0, 12800.0, "split"), routing: str = "dimension_order",
-                timeline: str | None = None) -> None:
+                timeline: str | None = None, system: str | None = None) -> None:
     if (generation is None) == (network is None):
         raise PodsimError("give --generation GEN (with --slice) or --network ASTRA_NETWORK.yml for a trace")
+    if system is not None and network is None:
+        raise PodsimError("--system ASTRA_SYSTEM.json goes with --network ASTRA_NETWORK.yml (an ASTRA-sim case)")
     check_timeline_path(timeline)
-    gen = network_generation(network) if network else get_generation(generation)
+    astra = read_system(system) if system else None
+    gen = network_generation(network, astra) if network else get_generation(generation)
     shape = parse_shape(slice_shape, gen.dims) if slice_shape else gen.pod_shape
     spec, engineer = dcn_choice(dcn, oversubscription, *wan)
     trace = load_trace(expand_paths(files), shape=shape)
+    if astra is not None:
+        trace = apply_system(trace, astra, tuple(shape))
+        if astra.unmodelled:
+            typer.echo(f"note: {astra.path}: podsim's flow-level engine has no counterpart for "
+                       + ", ".join(f"{k} {v}" for k, v in astra.unmodelled.items()) + "; they are not modelled", err=True)
     n = resolve_slices(trace, slices)
     job = build_job(trace, gen, shape if slice_shape else None, n, twisted=twisted, dcn=spec, engineer_dcn=engineer,
                     name=trace.name or "trace")
@@ -145,6 +153,7 @@ def steptime_cmd(
     generation: str = typer.Option(None, "--generation", help="generation id, e.g. tpu-v4"),
     trace_files: list[str] = typer.Option(None, "--trace", help="a step trace (podsim JSON/YAML, ASTRA-sim text, Chakra .et/.json); for Chakra, one file per rank: repeat --trace or quote a pattern like 'all_reduce.*.et'"),
     network: str = typer.Option(None, "--network", help="with --trace: an ASTRA-sim network .yml instead of --generation"),
+    system: str = typer.Option(None, "--system", help="with --network: an ASTRA-sim system .json (collective implementations per dimension, roofline)"),
     efficiency: float = typer.Option(None, "--efficiency", help=f"with --trace: a flat fraction of peak FLOP/s for every compute op (e.g. {DEFAULT_COMPUTE_EFFICIENCY}, hardware.md perf.3) instead of the per-op model", callback=opt_finite("--efficiency", low=0, high=1, low_open=True)),
     slice_shape: str = typer.Option(None, "--slice", help="slice shape, e.g. 4x4x8; default: the whole pod"),
     twisted: bool = typer.Option(False, "--twisted", help="twisted torus (k x k x 2k or k x 2k x 2k)"),
@@ -169,8 +178,10 @@ def steptime_cmd(
     check_routing(routing)
     if trace_files:
         _trace_mode(trace_files, generation, network, slice_shape, twisted, efficiency, not no_fast_path, as_json,
-                    slices, dcn, oversubscription, (sites, wan_latency_ms, wan_gbps, ecmp), routing, timeline)
+                    slices, dcn, oversubscription, (sites, wan_latency_ms, wan_gbps, ecmp), routing, timeline, system)
         return
+    if system is not None:
+        raise PodsimError("--system ASTRA_SYSTEM.json sets a trace's collective implementations: give it with --trace and --network")
     if timeline:
         raise PodsimError("--timeline writes a step trace's timeline: give it with --trace FILE")
     if generation is None:
