@@ -68,8 +68,8 @@ def step_rows(s: dict) -> list[tuple[str, str]]:
         if lv and (lv["busy_s"] > 0 or level == "dcn" and s.get("slices", 1) > 1):
             rows.append((label, f"{format_seconds(lv['busy_s'])} busy, {format_seconds(lv['exposed_s'])} exposed"))
     for kind, k in sorted(s["collectives"].items()):
-        rows.append((kind, f"{int(k['ops'])} ops, {format_bytes(k['bytes'])}, {format_seconds(k['busy_s'])} busy "
-                           f"(closed form {format_seconds(k['closed_form_s'])})"))
+        rows.append((kind, f"{int(k['ops'])} ops, {format_bytes(k['bytes'])}, {format_seconds(k['busy_s'])} busy; "
+                           f"op time {format_seconds(k.get('op_s', k['busy_s']))} (closed form {format_seconds(k['closed_form_s'])})"))
     if "mfu" in s:
         rows.append(("model FLOPs utilisation", f"{s['mfu']:.1%}"))
     if "hfu" in s:

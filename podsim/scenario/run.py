@@ -20,6 +20,7 @@ from podsim.cluster import (
     run_cluster,
 )
 from podsim.engine import build_job, simulate_jobs, step_summary
+from podsim.engine.core import busy_time_s
 from podsim.scenario.check import check_scenario
 from podsim.scenario.fields import parse_target, target_met
 from podsim.scenario.result import TABLES, RunResult, normalise_table
@@ -247,7 +248,7 @@ def _run_step(s: Scenario, gen: Generation, on_progress: ProgressFn | None):
         m[f"{level}_busy_s"], m[f"{level}_exposed_s"] = d["busy_s"], d["exposed_s"]
     ops = [t for t in r.timeline if t.step == 0]
     dcn_ops = [t for t in ops if "dcn" in t.group.split(",")]
-    m["dcn_collective_busy_s"] = sum(t.duration_s for t in dcn_ops)
+    m["dcn_collective_busy_s"] = busy_time_s((t.start_s, t.end_s) for t in dcn_ops)
     m["dcn_collective_bytes"] = sum(t.bytes for t in dcn_ops)
     if st.steps:
         m["steps"] = st.steps
@@ -265,6 +266,7 @@ def _run_step(s: Scenario, gen: Generation, on_progress: ProgressFn | None):
             "kind": list(summ["collectives"]), "ops": [k["ops"] for k in summ["collectives"].values()],
             "bytes": [k["bytes"] for k in summ["collectives"].values()],
             "busy_s": [k["busy_s"] for k in summ["collectives"].values()],
+            "op_s": [k["op_s"] for k in summ["collectives"].values()],
             "closed_form_s": [k["closed_form_s"] for k in summ["collectives"].values()],
             "algorithms": [",".join(k["algorithms"]) for k in summ["collectives"].values()]}),
     }
