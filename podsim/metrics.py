@@ -191,6 +191,7 @@ register(
     _m("model_flops_per_step", "flops", "the model's FLOPs per training step (6 x parameters x tokens for dense)", _S),
     _m("link_peak_utilisation_max", "fraction", "the busiest ICI link's peak utilisation", _S),
     _m("dcn_collective_busy_s", "s", "time at least one collective that crosses the DCN is in flight, one step", _S),
+    _m("dcn_collective_op_s", "s", "summed durations of the collectives that cross the DCN, one step (their algbw's time)", _S),
     _m("dcn_collective_bytes", "bytes", "bytes of the collectives that cross the DCN, one step", _S),
     _m("chip_s_per_step", "s", "chips x step time", _S),
     _m("time_to_train_s", "s", "steps x step time", _S, True),

@@ -249,6 +249,7 @@ def _run_step(s: Scenario, gen: Generation, on_progress: ProgressFn | None):
     ops = [t for t in r.timeline if t.step == 0]
     dcn_ops = [t for t in ops if "dcn" in t.group.split(",")]
     m["dcn_collective_busy_s"] = busy_time_s((t.start_s, t.end_s) for t in dcn_ops)
+    m["dcn_collective_op_s"] = sum(t.duration_s for t in dcn_ops)
     m["dcn_collective_bytes"] = sum(t.bytes for t in dcn_ops)
     if st.steps:
         m["steps"] = st.steps
