@@ -181,7 +181,7 @@ register(
     _m("degraded_starts", "count", "runs started on a torus with a down OCS unit's circuits dark (degraded placement)", _C),
     _m("spare_remaps", "count", "cube fibers moved off a failed OCS port onto a spare port of that OCS", _C),
     _m("horizon_s", "s", "simulated time", _C),
-    # step studies: podsim.engine
+    # step studies: podsim.study (run_study on the engine; podsim.scenario.run.step_metrics)
     _m("step_time_s", "s", "one training step's wall time (critical path of the step's op DAG)", _S, True, "DOUBLE"),
     _m("compute_s", "s", "compute time of one step (sum over compute ops)", _S),
     _m("comm_s", "s", "communication busy time of one step: the time at least one collective is in flight", _S),
@@ -225,6 +225,9 @@ register(
     _m("parallelism", "text", "the parallelism plan (axis=degree, ...)", _S),
     _m("events", "count", "engine events of the step simulation", _S),
     _m("flows", "count", "network flows of the step simulation", _S),
+    _m("flows_simulated", "count", "flows the engine simulated (the rest stand in symmetric classes: the fast path)", _S),
+    _m("routing", "text", "ICI routing inside a slice: dimension_order, shortest_paths or adaptive", _S),
+    _m("hardware_flops_per_step", "flops", "FLOPs every compute op executes per step, recomputation included (all chips)", _S),
     _m("compute_efficiency", "fraction", "a flat fraction of peak FLOP/s every compute op was given; "
        "none: the per-op compute model (podsim.perf)", _S),
     _m("dcn", "text", "DCN kind: eps (leaf/spine switches) or ocs", _S),
@@ -254,6 +257,12 @@ register(
 register(*(_m(f"{k}_busy_s", "s", f"time at least one of the step's {k.replace('_', '-')} ops is in flight "
                                    "(overlapping ops count once, as comm_s: a kind's busy time is at most comm_s)", _S)
            for k in ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "reduce", "send_recv")))
+# per DCN tier of a step (StepResult.tiers; Fabric.dcn_tiers names them from the hosts up)
+for _t in ("leaf", "tor", "aggregation", "spine", "ocs", "wan"):
+    register(
+        _m(f"tier_{_t}_busy_s", "s", f"time ops whose flows climb no higher than the DCN's {_t} tier are in flight, one step", _S),
+        _m(f"tier_{_t}_exposed_s", "s", f"the part of tier_{_t}_busy_s no compute overlaps", _S),
+        _m(f"tier_{_t}_link_busy_s", "s", f"the {_t} tier's busiest link: this job's bytes on it per step / its capacity", _S))
 # a scenario's scaling section (podsim.scenario.scaling.scenario_scaling): its last row, the most slices
 register(
     _m("scaling_slices_max", "count", "the most slices of the scaling study (its last row)", _B),
@@ -316,3 +325,18 @@ for _name, _what in (("ttft", "time to first token (first token - arrival)"),
     for _q in (50, 95, 99):
         register(_m(f"{_name}_p{_q}_s", "s", f"{_q}th percentile {_what}, counted requests", _V, True,
                     "DOUBLE" if _q == 99 else None))
+# a serving scenario's capacity search (podsim.serving.capacity.CapacityAnswer.metrics)
+register(
+    _m("capacity_rate_rps", "rate", "the request rate the capacity search serves", _V),
+    _m("capacity_met", "bool", "some slice shape meets the p99 targets within the replica range", _V, True),
+    _m("capacity_chips", "count", "fewest chips that meet the p99 TTFT and TPOT targets at the rate", _V, True, "BIGINT"),
+    _m("capacity_replicas", "count", "replicas of the answer's slice", _V),
+    _m("capacity_slice", "text", "the answer's slice shape", _V),
+    _m("capacity_replicates", "count", "runs per probed size (independent seeds)", _V),
+    _m("capacity_judge", "text", "mean (of the replicates) or interval (its 95% upper end) decides a size", _V),
+    _m("capacity_ttft_p99_s", "s", "p99 TTFT at the answer (replicates' mean)", _V),
+    _m("capacity_tpot_p99_s", "s", "p99 TPOT at the answer (replicates' mean)", _V),
+    _m("capacity_cost_per_million_tokens_usd", "usd", "cost per million output tokens at the answer", _V, True),
+    _m("capacity_tokens_per_s_per_chip", "rate", "output tokens per second per chip at the answer", _V),
+    _m("capacity_answer", "text", "the capacity answer in words", _V),
+)

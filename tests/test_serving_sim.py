@@ -171,3 +171,20 @@ def test_requests_bigger_than_the_cache_are_rejected():
     r = simulate_serving(config(hbm_reserve=0.93, requests={"prompt": {"kind": "fixed", "mean": 9_000}}))
     assert r.metrics["requests_rejected"] == r.metrics["requests"] > 0
     assert r.metrics["slo_attainment"] == 0.0
+
+
+def test_kv_transfer_over_dcn_and_ici():
+    """The KV move of disaggregated serving, timed by the engine: over the DCN at the hosts'
+    NICs shared by the slice's chips (v5e: 200 Gbit/s per host, v5e.10), over ICI (the halves of
+    one 4x4 torus) faster; affine in the bytes."""
+    from podsim.serving.transfer import KvTransfer
+    from podsim.topology import build_slice
+
+    dcn, ici = KvTransfer("tpu-v5e", (2, 4), "dcn"), KvTransfer("tpu-v5e", (2, 4), "ici")
+    built = build_slice("tpu-v5e", (2, 4))
+    hosts = len(set(built.fabric.layout.host_of_chip[built.slice.chips].tolist()))  # a 2x4 slice on 4x2 hosts: 2
+    nic = 200e9 / 8 * hosts / 8  # bytes/s per chip: the hosts' NICs shared by the slice's 8 chips
+    assert 1 / dcn.per_byte_s == pytest.approx(nic)  # 6.25 GB/s per chip
+    assert ici.time_s(2**26) < dcn.time_s(2**26)
+    assert dcn.time_s(2 * 2**26) - dcn.time_s(2**26) == pytest.approx(dcn.time_s(3 * 2**26) - dcn.time_s(2 * 2**26))
+    assert "DCN" in dcn.path and "ICI" in ici.path

@@ -1,4 +1,4 @@
-"""The validation table (podsim/perf/validation.py, docs/validation.md) is pinned: a change that
+"""The validation table (podsim/validation/table.py, docs/validation.md) is pinned: a change that
 makes any row, or the summary, worse than recorded here fails. An improvement passes; record
 it by updating PINNED from `benchmarks/validation.py` (and docs/validation.md)."""
 
@@ -8,8 +8,8 @@ from dataclasses import replace
 
 import pytest
 
-from podsim.perf.validation import ROWS, error, row_trace, run_table, summarise
 from podsim.topology import get_generation
+from podsim.validation import ROWS, error, row_trace, run_table, summarise
 
 # |error| per row as recorded in docs/validation.md
 PINNED: dict[str, float] = {"M1": 0.077, "M2": 0.297, "M3": 0.267, "M4": 0.000, "M5": 0.126, "M6": 0.000, "M7": 0.062, "M8": 0.134, "M9": 0.065, "M10": 0.000, "M11": 0.073, "M12": 0.000, "M13": 0.000, "M14": 0.000, "M15": 0.000, "M16": 0.086, "M17": 0.000, "P1": 0.082}

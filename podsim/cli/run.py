@@ -20,6 +20,7 @@ from podsim.files import output_folder, safe_component, write_text_atomic
 from podsim.report import render_report
 from podsim.report.render import interval_rows, key_rows, threshold_text
 from podsim.scenario import RunResult, Scenario, load_scenario, run_scenario
+from podsim.scenario.run import STEP_JSON_TABLES
 from podsim.store import append_run, new_run_id, write_tables
 from podsim.units import format_seconds
 
@@ -97,7 +98,8 @@ def save_run(result: RunResult, out: Path, store: Path | None, report: bool = Tr
 
 
 def print_run(result: RunResult, paths: dict[str, Path]) -> None:
-    table(f"{result.name} ({'job stream' if result.kind == 'cluster' else 'step study'}), run {result.run_id}",
+    kind = {"cluster": "job stream", "step": "step study", "serving": "serving fleet"}.get(result.kind, result.kind)
+    table(f"{result.name} ({kind}), run {result.run_id}",
           [(name, cells[0]) for name, cells in key_rows([result])])
     rows = interval_rows(result)
     if rows:
@@ -132,7 +134,8 @@ def run_cmd(
     warn_inferred_shapes(result.metrics)
     result, paths = save_run(result, out, store, report, force or overwrite)
     if as_json:
-        emit_json({**result.summary(), "outputs": {k: str(v) for k, v in paths.items()}})
+        tables = STEP_JSON_TABLES if result.kind == "step" else ()
+        emit_json({**result.summary(tables=tables), "outputs": {k: str(v) for k, v in paths.items()}})
         return
     print_run(result, paths)
     if "report" in paths:

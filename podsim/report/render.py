@@ -28,6 +28,7 @@ from podsim.perf import compute_timing
 from podsim.report import figures
 from podsim.report.pivot import sweep_pivot
 from podsim.report.scaling import scaling_details
+from podsim.report.serving import SERVING_ROWS, serving_details, serving_figures
 from podsim.report.spine import spine_details, spine_figures
 from podsim.scenario.result import RunResult
 from podsim.stats import interval_text
@@ -184,7 +185,7 @@ def key_rows(runs: Sequence[RunResult]) -> list[tuple[str, list[str]]]:
         rows.append(("replicates", [f"{r.replicates} (figures: means; 95% intervals below)" if r.intervals else "1"
                                     for r in runs]))
     kinds = {r.kind for r in runs}
-    for kind, spec in (("cluster", CLUSTER_ROWS), ("step", STEP_ROWS)):
+    for kind, spec in (("cluster", CLUSTER_ROWS), ("step", STEP_ROWS), ("serving", SERVING_ROWS)):
         if kind in kinds:
             rows += [(name, [_safe(fn, r) if r.kind == kind else "" for r in runs]) for name, fn in spec]
     for key, spec in (("spine_capex_ratio", SPINE_ROWS), ("scaling_parallel_efficiency", SCALING_ROWS)):  # a study's rows
@@ -227,6 +228,9 @@ def cost_rows(r: RunResult) -> list[tuple[str, str]]:
     ]
     if r.kind == "cluster":
         rows.append(("cost per useful chip-hour", usd(c.get("cost_per_useful_chip_h_usd"))))
+    if r.kind == "serving":
+        rows.append(("cost per million output tokens", "not published" if _missing(c.get("cost_per_million_tokens_usd"))
+                     else f"${c['cost_per_million_tokens_usd']:,.4g}"))
     watt = c.get("power_per_chip_w")
     rows += [
         ("power per chip", f"{watt:g} W (source {c.get('power_source')}: {c.get('power_note')})" if watt is not None
@@ -297,6 +301,7 @@ def report_figures(runs: Sequence[RunResult], labels: Sequence[str]) -> list[tup
     if len(runs) == 1:
         plots += [("Step times", figures.step_times(runs[0])), ("Timeline", figures.timeline(runs[0]))]
     plots += spine_figures(runs, labels)
+    plots += serving_figures(runs, labels)
     return [(name, fig) for name, fig in plots if fig is not None]
 
 
@@ -373,7 +378,7 @@ def render_report(runs: RunResult | Sequence[RunResult], title: str | None = Non
     return _template().render(
         title=title, generated=dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"), version=_version(),
         plotly_js=get_plotlyjs(), labels=labels, key_rows=key_rows(runs), plots=plot_html, details=details,
-        spine=spine_details(runs, labels), scaling=scaling, pivot=pivot,
+        spine=spine_details(runs, labels), scaling=scaling, serving=serving_details(runs, labels), pivot=pivot,
         shared_topology=shared(details, labels, "topology"), shared_cost=shared(details, labels, "cost"),
         multi=multi, sweep=sweep, sweep_json=json.dumps(sweep.get("result"), indent=2, default=str) if sweep else "",
         questions=list(dict.fromkeys(r.scenario.get("question", "") for r in runs if r.scenario.get("question"))),

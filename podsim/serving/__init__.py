@@ -3,8 +3,9 @@
 The inference step model (`InferenceShard`: per-chip costs of prefill chunks and decode tokens
 under tensor and expert parallelism, precision per op; `StepTimer`: their time on a slice, the
 per-op compute model for compute and the engine for every collective), the paged KV cache
-(`kv_budget`), request streams (Poisson, bursty, replayed Azure traces), and the SimPy serving
-simulation with continuous or static batching, colocated or disaggregated prefill and decode::
+(`kv_budget`), request streams (Poisson, bursty, replayed Azure traces), the SimPy serving
+simulation with continuous or static batching, colocated or disaggregated prefill and decode,
+and the capacity search (`serving_capacity`)::
 
     from podsim.serving import ServingConfig, simulate_serving
     cfg = ServingConfig.model_validate({"generation": "tpu-v5e", "slice": "2x4",
@@ -12,27 +13,36 @@ simulation with continuous or static batching, colocated or disaggregated prefil
         "requests": {"arrivals": {"kind": "poisson", "rate": "2/s"}}, "duration": "10min"})
     r = simulate_serving(cfg)
     r.metrics["ttft_p99_s"], r.metrics["cost_per_million_tokens_usd"]
+
+Names are imported from their modules on first use, so reading the configuration models (a
+scenario file's schema) does not load the simulator and the engine.
 """
 
-from podsim.serving.costs import AttentionLoad, InferencePrecision, InferenceShard, Seq
-from podsim.serving.kvcache import KvBudget, kv_budget
-from podsim.serving.result import ServingResult, latencies, simulate_serving
-from podsim.serving.spec import (
-    Arrivals,
-    BatchPolicy,
-    Disaggregated,
-    Lengths,
-    RequestStream,
-    ServedModel,
-    ServingConfig,
-    Slo,
-)
-from podsim.serving.steptime import StepTimer
-from podsim.serving.trace import serving_step_trace
-from podsim.serving.workload import Requests, draw_requests, load_request_trace
+from __future__ import annotations
 
-__all__ = [
-    "Arrivals", "AttentionLoad", "BatchPolicy", "Disaggregated", "InferencePrecision", "InferenceShard", "KvBudget",
-    "Lengths", "RequestStream", "Requests", "Seq", "ServedModel", "ServingConfig", "ServingResult", "Slo", "StepTimer",
-    "draw_requests", "kv_budget", "latencies", "load_request_trace", "serving_step_trace", "simulate_serving",
-]
+import importlib
+
+_WHERE = {
+    "AttentionLoad": "costs", "InferencePrecision": "costs", "InferenceShard": "costs", "Seq": "costs",
+    "KvBudget": "kvcache", "kv_budget": "kvcache",
+    "ServingResult": "result", "latencies": "result", "simulate_serving": "result",
+    "Arrivals": "spec", "BatchPolicy": "spec", "CapacitySearch": "spec", "Disaggregated": "spec", "Lengths": "spec",
+    "RequestStream": "spec", "ServedModel": "spec", "ServingConfig": "spec", "ServingSetup": "spec",
+    "ServingWorkload": "spec", "Slo": "spec",
+    "StepTimer": "steptime", "serving_step_trace": "trace",
+    "Requests": "workload", "draw_requests": "workload", "load_request_trace": "workload",
+    "CapacityAnswer": "capacity", "serving_capacity": "capacity",
+}
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name: str):
+    if name not in _WHERE:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"podsim.serving.{_WHERE[name]}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return __all__

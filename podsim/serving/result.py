@@ -25,7 +25,6 @@ from podsim.serving.kvcache import KvBudget
 from podsim.serving.simulate import RequestLog, ServingSim
 from podsim.serving.spec import ServingConfig
 from podsim.serving.workload import Requests
-from podsim.topology import get_generation
 
 PERCENTILES = (50, 95, 99)
 
@@ -61,7 +60,7 @@ def latencies(req: Requests, log: RequestLog) -> dict[str, np.ndarray]:
 def serving_metrics(sim: ServingSim, wall_s: float) -> tuple[dict, dict[str, dict[str, np.ndarray]]]:
     """The flat metrics and the tables of a finished simulation (definitions above)."""
     cfg, req, log = sim.config, sim.req, sim.log
-    gen = get_generation(cfg.generation)
+    gen = sim.generation
     offline = cfg.requests.arrivals.kind == "offline"
     lat = latencies(req, log)
     counted = np.ones(len(req), dtype=bool) if offline else (req.arrival_s >= cfg.warmup) & (req.arrival_s < cfg.duration)
@@ -160,9 +159,10 @@ def _timeseries(sim: ServingSim, span: float, bins: int = 120) -> dict[str, np.n
 
 
 def simulate_serving(config: ServingConfig, *, requests: Requests | None = None, on_progress=None, audit: bool = False,
-                     timer=None, dcn=None) -> ServingResult:
-    """Run one serving simulation (see podsim.serving.simulate); no I/O."""
-    sim = ServingSim(config, requests, timer=timer, on_progress=on_progress, audit=audit, dcn=dcn)
+                     timer=None, dcn=None, generation=None) -> ServingResult:
+    """Run one serving simulation (see podsim.serving.simulate); no I/O. `generation`: the
+    config's generation with figures overridden (a scenario's), else its published one."""
+    sim = ServingSim(config, requests, timer=timer, on_progress=on_progress, audit=audit, dcn=dcn, generation=generation)
     wall = sim.run()
     metrics, tables = serving_metrics(sim, wall)
     notes = [f"on-chip prefetch: {sim.timer.onchip_source}"]

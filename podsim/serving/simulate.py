@@ -37,14 +37,14 @@ from dataclasses import dataclass
 import numpy as np
 import simpy
 
-from podsim.errors import InternalError
+from podsim.errors import InternalError, PodsimError
 from podsim.serving.costs import InferenceShard
 from podsim.serving.kvcache import KvBudget, PageLedger, kv_budget, pages_for, seq_pages
 from podsim.serving.spec import ServingConfig
 from podsim.serving.steptime import StepTimer
 from podsim.serving.transfer import KvTransfer
 from podsim.serving.workload import Requests, draw_requests
-from podsim.topology import DcnSpec, parse_shape
+from podsim.topology import DcnSpec, Generation, get_generation, parse_shape
 
 ProgressFn = Callable[[float, float], None]
 
@@ -438,19 +438,23 @@ class ServingSim:
     """One serving simulation; `run()` once. Use `simulate_serving`."""
 
     def __init__(self, config: ServingConfig, requests: Requests | None = None, *, timer: StepTimer | None = None,
-                 on_progress: ProgressFn | None = None, audit: bool = False, dcn: DcnSpec | None = None):
+                 on_progress: ProgressFn | None = None, audit: bool = False, dcn: DcnSpec | None = None,
+                 generation: Generation | None = None):
         self.config = config
+        self.generation = generation if generation is not None else get_generation(config.generation)
+        if self.generation.id != config.generation:
+            raise PodsimError(f"generation {self.generation.id!r} given for a config of {config.generation!r}")
         self.shape = parse_shape(config.slice)
         chips = math.prod(self.shape)
         m = config.model
         tensor = m.tensor if m.tensor is not None else max(chips // m.expert, 1)
         self.shard = InferenceShard(m.config(), tensor, m.expert, m.precision, m.parallel_block, m.capacity_factor)
-        self.timer = timer or StepTimer(self.shard, config.generation, self.shape, routing=config.routing)
+        self.timer = timer or StepTimer(self.shard, self.generation, self.shape, routing=config.routing)
         pol = config.batch
         longest = max(pol.buckets) if pol.buckets else self.shard.cfg.seq_len
         max_tokens = pol.token_budget if pol.kind == "continuous" else pol.max_batch * longest
         max_seqs = pol.max_seqs if pol.kind == "continuous" else pol.max_batch
-        self.budget: KvBudget = kv_budget(self.shard, config.generation, pol.page_tokens, max_tokens, max_seqs, config.hbm_reserve)
+        self.budget: KvBudget = kv_budget(self.shard, self.generation, pol.page_tokens, max_tokens, max_seqs, config.hbm_reserve)
         self.req = requests if requests is not None else draw_requests(config.requests, config.duration, config.seed)
         self.log = RequestLog.empty(len(self.req))
         self.env = simpy.Environment()
@@ -466,7 +470,7 @@ class ServingSim:
             self.pool = [Replica(self, i, "prefill") for i in range(d.prefill)]
             self.decoders = [Replica(self, d.prefill + i, "decode") for i in range(d.decode)]
             self.replicas = self.pool + self.decoders
-        self.kv_transfer = KvTransfer(config.generation, self.shape, d.transfer, dcn, config.routing) if d is not None else None
+        self.kv_transfer = KvTransfer(self.generation, self.shape, d.transfer, dcn, config.routing) if d is not None else None
         self._rr = 0
         self._source: dict[int, tuple[Replica, int]] = {}  # request handed over -> (prefill replica, its pages)
 

@@ -16,6 +16,7 @@ from podsim.bounds import MAX_HORIZON_S, Seed
 from podsim.errors import PodsimError, first_error
 from podsim.quantities import Duration, Fraction, Rate
 from podsim.serving.costs import InferencePrecision
+from podsim.topology import parse_shape
 from podsim.trace.configs import PRESETS, TransformerConfig, get_model
 
 MAX_REQUESTS = 5_000_000  # per run: per-request records are ~100 bytes each (~0.5 GB)
@@ -183,12 +184,10 @@ class Slo(_Model):
     tpot: Duration = Field(0.1, gt=0, description="time per output token after the first")
 
 
-class ServingConfig(_Model):
-    """One serving simulation: a fleet of replicas of `model` on `slice` slices of
-    `generation`, a request stream, a batch policy, targets; `duration` of arrivals, then up to
-    `drain` more for the requests in flight."""
+class ServingSetup(_Model):
+    """A serving fleet and its traffic, without the generation and the seed (a scenario gives
+    those at its top level; `ServingConfig` adds them)."""
 
-    generation: str = Field(..., description="generation id, e.g. tpu-v5e")
     slice: str = Field(..., description="slice shape of one replica, e.g. 2x4")
     model: ServedModel
     replicas: int = Field(1, ge=1, le=100_000, description="replicas, each on its own slice")
@@ -203,10 +202,9 @@ class ServingConfig(_Model):
     warmup: Duration = Field(0.0, ge=0, description="requests arriving before this are run but not counted")
     routing: Literal["dimension_order", "shortest_paths", "adaptive"] = "dimension_order"
     hbm_reserve: Fraction = Field(0.0, description="share of HBM the runtime keeps (not for weights or KV cache)")
-    seed: Seed = 0
 
     @model_validator(mode="after")
-    def _fleet(self) -> ServingConfig:
+    def _fleet(self) -> ServingSetup:
         if self.disaggregated is not None and self.replicas != 1:
             raise PodsimError("disaggregated serving sets its replicas as prefill and decode; leave replicas at 1")
         if self.disaggregated is not None and self.batch.kind == "static":
@@ -225,3 +223,46 @@ class ServingConfig(_Model):
     @property
     def drain_s(self) -> float:
         return self.duration if self.drain is None else self.drain
+
+
+class ServingConfig(ServingSetup):
+    """One serving simulation: a fleet of replicas of `model` on `slice` slices of
+    `generation`, a request stream, a batch policy, targets; `duration` of arrivals, then up to
+    `drain` more for the requests in flight."""
+
+    generation: str = Field(..., description="generation id, e.g. tpu-v5e")
+    seed: Seed = 0
+
+    @classmethod
+    def of(cls, setup: ServingSetup, generation: str, seed: int) -> ServingConfig:
+        """The config of a setup on `generation` with `seed` (a scenario's serving workload)."""
+        return cls.model_validate({**setup.model_dump(include=set(ServingSetup.model_fields)), "generation": generation, "seed": seed})
+
+
+class CapacitySearch(_Model):
+    """Fewest chips to serve `rate` within the p99 targets (podsim.serving.capacity)."""
+
+    rate: Rate = Field(..., description="the request rate to serve, e.g. 20/s (Poisson, or the stream's own kind)")
+    ttft_p99: Duration = Field(..., gt=0, description="p99 time-to-first-token target")
+    tpot_p99: Duration = Field(..., gt=0, description="p99 time-per-output-token target")
+    replicas: tuple[int, int] = Field((1, 64), description="[low, high]: the replica counts searched")
+    slices: tuple[str, ...] = Field((), description="candidate slice shapes of one replica; default: the workload's")
+    replicates: int = Field(3, ge=1, le=100, description="runs per size with independent seeds")
+    judge: Literal["mean", "interval"] = Field("mean", description="judge a size on the replicates' mean, or on the "
+                                               "upper end of its 95% interval")
+
+    @model_validator(mode="after")
+    def _range(self) -> CapacitySearch:
+        lo, hi = self.replicas
+        if not 1 <= lo <= hi <= 100_000:
+            raise PodsimError(f"capacity replicas [{lo}, {hi}] must satisfy 1 <= low <= high <= 100000")
+        for s in self.slices:
+            parse_shape(s)
+        return self
+
+
+class ServingWorkload(ServingSetup):
+    """A scenario's serving workload: a fleet and its traffic (the generation and the seed are
+    the scenario's), and optionally the capacity search to run on it."""
+
+    capacity: CapacitySearch | None = None
