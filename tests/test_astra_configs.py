@@ -31,11 +31,11 @@ def test_system_file_sets_each_collectives_implementation(capsys):
     code, out, err = run_podsim(capsys, "steptime", "--trace", files, "--network", str(net), "--system", str(sysf), "--json")
     assert code == 0, err
     d = json.loads(out)
-    assert d["collectives"]["all_reduce"]["algorithms"] == ["ring"]
-    assert d["step_time_s"] == pytest.approx(14e-6 + 2 * 7 / 8 * MiB / 80e9, rel=1e-9)
+    assert d["tables"]["step_kinds"]["algorithms"] == ["ring"]
+    assert d["metrics"]["step_time_s"] == pytest.approx(14e-6 + 2 * 7 / 8 * MiB / 80e9, rel=1e-9)
     assert "scheduling-policy LIFO" in err and "endpoint-delay 1" in err and "not modelled" in err
     code, out, _ = run_podsim(capsys, "steptime", "--trace", files, "--network", str(net), "--json")
-    assert json.loads(out)["collectives"]["all_reduce"]["algorithms"] == ["bidir_ring"]  # auto, without the file
+    assert json.loads(out)["tables"]["step_kinds"]["algorithms"] == ["bidir_ring"]  # auto, without the file
     code, _, err = run_podsim(capsys, "steptime", "--trace", files, "--generation", "tpu-v4", "--slice", "2x2x2",
                               "--system", str(sysf))
     assert code == 2 and "--system ASTRA_SYSTEM.json goes with --network" in err
