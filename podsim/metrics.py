@@ -76,6 +76,11 @@ def store_columns() -> dict[str, str]:
     return {m.name: m.sql for m in METRICS.values() if m.sql is not None}
 
 
+def units() -> dict[str, str]:
+    """Metric -> unit, every registered metric (podsim.stats cuts intervals to a unit's range)."""
+    return {m.name: m.unit for m in METRICS.values()}
+
+
 def unit_kind(name: str) -> str:
     """'duration', 'fraction' or 'number' (unregistered names ending in _s are durations)."""
     m = METRICS.get(name)

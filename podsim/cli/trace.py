@@ -71,6 +71,7 @@ def _summary_rows(s: dict) -> list[tuple[str, str]]:
 
 def _write(trace, out: Path, as_json: bool) -> None:
     output_format(out)  # refuse a bad suffix before any work is written
+    output_folder(out.parent)  # -o out/tour/x.json makes out/tour, as `podsim run -o` does
     path = save_trace(trace, out)
     s = summarize_trace(trace)
     if as_json:

@@ -16,8 +16,9 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+from podsim.metrics import units
 from podsim.scenario.result import RunResult
-from podsim.stats import mean_interval
+from podsim.stats import clip_to_range, mean_interval
 
 DEFAULT_METRICS = {"cluster": ("goodput", "utilisation", "useful_chip_h", "wait_p95_s"),
                    "step": ("step_time_s", "exposed_comm_s", "mfu")}
@@ -55,6 +56,7 @@ def sweep_pivot(sweep: dict, runs: Sequence[RunResult], rows_meta: Sequence[dict
         groups.setdefault(key, {}).setdefault(_key(over.get(compare)), []).append(run)
     order = [tuple(_key(v) for v in combo) for combo in _product([grid[f] for f in fields])]
     tables = []
+    unit_of = units()
     for metric in metrics:
         rows = []
         for key in order:
@@ -63,7 +65,7 @@ def sweep_pivot(sweep: dict, runs: Sequence[RunResult], rows_meta: Sequence[dict
             for v in variants:
                 vals = [r.metrics.get(metric) for r in by.get(v, [])]
                 nums = [x for x in vals if isinstance(x, (int, float)) and not isinstance(x, bool)]
-                cells.append(mean_interval(nums).to_dict() if nums else None)
+                cells.append(clip_to_range(mean_interval(nums), unit_of.get(metric)).to_dict() if nums else None)
             base = cells[0]["mean"] if cells and cells[0] else math.nan
             ratios = [None if c is None or not base or math.isnan(base) else c["mean"] / base for c in cells]
             rows.append((key, cells, ratios))

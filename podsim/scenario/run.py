@@ -21,6 +21,7 @@ from podsim.cluster import (
 )
 from podsim.engine import StepResult, step_summary
 from podsim.engine.core import busy_time_s
+from podsim.metrics import units as metric_units
 from podsim.scenario.check import check_scenario
 from podsim.scenario.fields import parse_target, target_met
 from podsim.scenario.result import TABLES, RunResult, normalise_table
@@ -116,7 +117,7 @@ def _run_replicates(s: Scenario, gen: Generation, on_progress: ProgressFn | None
                                   cpsat_workers_cap))
     each = [p[0] for p in parts]
     names = [k for k, v in each[0].items() if k not in _NOT_AVERAGED and isinstance(v, (int, float)) and not isinstance(v, bool)]
-    ivs = metric_intervals(each, names)
+    ivs = metric_intervals(each, names, units=metric_units())
     metrics, topo, cost, tables = parts[0]
     metrics = {**metrics, **{k: iv.mean for k, iv in ivs.items()}, "seed": s.seed, "replicates": n,
                "engine_wall_s": sum(m["engine_wall_s"] for m in each)}
