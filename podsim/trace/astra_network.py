@@ -41,15 +41,21 @@ UNMODELLED = ("scheduling-policy", "endpoint-delay", "active-chunks-per-dimensio
               "track-local-mem", "local-mem-trace-filename")
 
 
+def _config(path: Path, reader, what: str, shape: str) -> dict:
+    """An ASTRA-sim config file as a mapping (podsim.files reads it); one line if it is missing or not one."""
+    if not path.is_file():
+        raise PodsimError(f"{what} {str(path)!r} does not exist")
+    cfg = reader(path, what)
+    if not isinstance(cfg, dict):
+        raise PodsimError(f"{path.name}: {shape}")
+    return cfg
+
+
 def network_generation(path: str | Path, system: AstraSystem | None = None) -> Generation:
     """A generation whose pod is the network of an ASTRA-sim analytical config file (and, with a
     system file's roofline, its chip's peak and memory bandwidth)."""
     path = Path(path)
-    if not path.is_file():
-        raise PodsimError(f"network config {str(path)!r} does not exist")
-    cfg = read_yaml(path, "network config")
-    if not isinstance(cfg, dict):
-        raise PodsimError(f"{path.name}: expected topology, npus_count, bandwidth and latency")
+    cfg = _config(path, read_yaml, "network config", "expected topology, npus_count, bandwidth and latency")
     try:
         topo = [str(t) for t in cfg["topology"]]
         npus = [int(n) for n in cfg["npus_count"]]
@@ -124,11 +130,7 @@ class AstraSystem:
 def read_system(path: str | Path) -> AstraSystem:
     """An ASTRA-sim system `.json`; one-line errors name the key and what is allowed."""
     path = Path(path)
-    if not path.is_file():
-        raise PodsimError(f"system config {str(path)!r} does not exist")
-    cfg = read_json(path, "system config")
-    if not isinstance(cfg, dict):
-        raise PodsimError(f"{path.name}: an ASTRA-sim system file is a JSON object")
+    cfg = _config(path, read_json, "system config", "an ASTRA-sim system file is a JSON object")
     impls: dict[str, tuple[str, ...]] = {}
     for key, kind in SYSTEM_KINDS.items():
         if key not in cfg:
