@@ -342,7 +342,8 @@ def run_scenario(scenario: Scenario, on_progress: ProgressFn | None = None, *,
     if scenario.scaling is not None:  # weak scaling: the same step on 1, 2, 4, ... slices
         scaling_m, scaling_t = scenario_scaling(scenario, gen)
         metrics.update(scaling_m)
-        tables["scaling"] = normalise_table("scaling", scaling_t)
+        tables["scaling"] = normalise_table("scaling", {k: v for k, v in scaling_t.items() if k != "tiers"})
+        tables["scaling_tiers"] = normalise_table("scaling_tiers", scaling_t["tiers"])
     return RunResult(
         name=scenario.name, kind=scenario.kind, scenario=scenario.model_dump(mode="json"), metrics=metrics,
         topology=topo, cost=cost, targets=_targets(scenario, metrics, intervals),
