@@ -2,21 +2,28 @@
 a step study (podsim.study) run on the engine. It sits above the engine: nothing below imports it.
 Rows, sources and error rules: table.py and docs/validation.md."""
 
-from podsim.validation.table import (
-    CONSTANTS,
-    ROWS,
-    UPPER_BOUND_BAND,
-    Row,
-    calibrate,
-    error,
-    fitting_study,
-    fractions,
-    predict,
-    row_study,
-    row_trace,
-    run_table,
-    summarise,
-)
+from typing import TYPE_CHECKING
+
+from podsim._lazy import lazy_face
+
+if TYPE_CHECKING:  # the face's names, each imported on first use (podsim._lazy: start-up)
+    from podsim.validation.table import (
+        CONSTANTS,
+        ROWS,
+        UPPER_BOUND_BAND,
+        Row,
+        calibrate,
+        error,
+        fitting_study,
+        fractions,
+        predict,
+        row_study,
+        row_trace,
+        run_table,
+        summarise,
+    )
 
 __all__ = ["CONSTANTS", "ROWS", "UPPER_BOUND_BAND", "Row", "calibrate", "error", "fitting_study", "fractions", "predict",
            "row_study", "row_trace", "run_table", "summarise"]
+
+lazy_face(__name__)
