@@ -10,7 +10,7 @@ Run (from the repository root, a few minutes on 2 cores):
     PYTHONPATH=$PWD .venv/bin/python benchmarks/validation.py --tf1        # the TF1 rows, each setting switched back
     PYTHONPATH=$PWD .venv/bin/python benchmarks/validation.py --serving    # the serving rows only (MLPerf Inference, I1-I4)
 
-The serving rows (podsim/serving/validation.py) follow the training table: MLPerf Inference
+The serving rows (podsim/validation/serving.py) follow the training table: MLPerf Inference
 submissions on TPUs against podsim's serving simulation.
 """
 
@@ -99,7 +99,7 @@ def _serving_markdown(table: list[dict]) -> str:
 
 def serving_table(ids: list[str], markdown: bool) -> None:
     """The MLPerf Inference rows: GPT-J on TPU v5e, offline (seconds per 32-sample batch) and server (p99 latency)."""
-    from podsim.serving import validation as serving
+    from podsim.validation import serving
 
     rows = tuple(r for r in serving.ROWS if not ids or r.id in ids)
     if not rows:

@@ -329,7 +329,7 @@ def run_scenario(scenario: Scenario, on_progress: ProgressFn | None = None, *,
         from podsim.scenario.serving import run_serving
 
         metrics, topo, cost, tables, intervals = run_serving(scenario.workload.serving, gen, scenario.seed,
-                                                             scenario.replicates, on_progress)
+                                                             scenario.replicates, on_progress, dcn=scenario.dcn.spec())
     else:
         metrics, topo, cost, tables = _run_step(scenario, gen, on_progress)
     if scenario.spine is not None:  # spine economics: EPS against OCS over the fleet's life
