@@ -10,8 +10,11 @@ if TYPE_CHECKING:  # the face's names, each imported on first use (podsim._lazy:
     from podsim.validation.table import (
         CONSTANTS,
         ROWS,
+        SERIES,
+        SERIES_TOLERANCE,
         UPPER_BOUND_BAND,
         Row,
+        Series,
         calibrate,
         error,
         fitting_study,
@@ -20,10 +23,11 @@ if TYPE_CHECKING:  # the face's names, each imported on first use (podsim._lazy:
         row_study,
         row_trace,
         run_table,
+        series_table,
         summarise,
     )
 
-__all__ = ["CONSTANTS", "ROWS", "UPPER_BOUND_BAND", "Row", "calibrate", "error", "fitting_study", "fractions", "predict",
-           "row_study", "row_trace", "run_table", "summarise"]
+__all__ = ["CONSTANTS", "ROWS", "SERIES", "SERIES_TOLERANCE", "UPPER_BOUND_BAND", "Row", "Series", "calibrate", "error",
+           "fitting_study", "fractions", "predict", "row_study", "row_trace", "run_table", "series_table", "summarise"]
 
 lazy_face(__name__)
