@@ -61,7 +61,7 @@ class ClusterConfig(BaseModel):
         "off", description="which jobs may run on a cube-level torus whose circuits on down OCS units are dark: "
                            "none, those with allow_degraded, or every job")
     spare_ports: bool = Field(False, description="move a cube's fiber off a failed OCS port onto a spare port of that OCS (ocs.4), at once")
-    degraded_slowdown: float = Field(1.0, ge=1, le=100, description="run time factor on a degraded slice (1: compute-bound, see README)")
+    degraded_slowdown: float = Field(1.0, ge=1, le=100, description="run time factor on a degraded slice (1: compute-bound, see docs/cluster.md)")
     fold: Literal["none", "allowed"] = Field("none", description="allowed: a request may be folded onto another box or "
                                              "split into whole blocks plus pieces (podsim.placement.reshape), at the "
                                              "slowdown the step-time model charges")

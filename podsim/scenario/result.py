@@ -37,6 +37,7 @@ TABLES: dict[str, dict[str, str]] = {
     },
     "step_kinds": {
         "kind": "s", "ops": "i", "bytes": "f", "busy_s": "f", "closed_form_s": "f", "algorithms": "s",
+        "op_s": "f",  # appended: the ops' summed durations (busy_s: in flight at all, overlaps once)
     },
     "spine_years": {
         "year": "i", "spine": "s", "link_gbps": "f", "host_gbps": "f", "spine_rebought": "b", "leaf_switches": "i",
@@ -56,6 +57,9 @@ TABLES: dict[str, dict[str, str]] = {
         "slices": "i", "chips": "i", "global_batch": "i", "step_time_s": "f", "mfu": "f", "parallel_efficiency": "f",
         "compute_s": "f", "exposed_comm_s": "f", "ici_exposed_s": "f", "dcn_busy_s": "f", "dcn_exposed_s": "f",
         "wan_busy_s": "f", "wan_exposed_s": "f", "engine_wall_s": "f",
+    },
+    "scaling_tiers": {  # the same study per DCN tier (podsim.study.scaling.TIER_COLUMNS), a row per slice count and tier
+        "slices": "i", "tier": "s", "busy_s": "f", "exposed_s": "f", "link_busy_s": "f",
     },
 }
 # serving fleets (podsim.serving): per request, per time bin, per capacity probe
