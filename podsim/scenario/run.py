@@ -155,11 +155,11 @@ def cluster_run(s: Scenario, gen: Generation, cpsat_workers_cap: int | None = No
         untwist_on_static=s.policy.untwist_on_static, failures=failures,
         degraded_placement=s.solver.degraded_placement, spare_ports=s.solver.spare_ports,
         degraded_slowdown=s.solver.degraded_slowdown,
-        fold=s.solver.fold, slowdown_model=s.solver.slowdown_model,
+        fold=s.solver.fold, slowdown_model=s.solver.slowdown_model, slowdown_overrides=s.solver.slowdown_overrides,
         sample_interval_s=s.horizon / s.samples)
     w = s.workload
     return ClusterRun(config=config, synthetic=w.synthetic.spec(gen.id) if w.synthetic is not None else None,
-                      trace=w.trace, failure_trace=s.failures.trace, compute_efficiency=s.step_time.compute_efficiency, seed=s.seed)
+                      trace=w.trace, odd=w.odd, failure_trace=s.failures.trace, compute_efficiency=s.step_time.compute_efficiency, seed=s.seed)
 
 
 def _run_cluster(s: Scenario, gen: Generation, on_progress: ProgressFn | None, cpsat_workers_cap: int | None):
