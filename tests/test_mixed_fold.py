@@ -214,6 +214,25 @@ def test_a_candidate_that_cannot_win_is_never_built():
     assert built and all(k is not True and k <= 64 for k in built)  # only the flows of a few chips
 
 
+def test_no_simulable_candidate_names_its_largest_pattern(monkeypatch):
+    """When every candidate has a pattern over MAX_FLOWS, the one-line error names the largest
+    pattern of one of them, its group and its flow count (not its first pattern)."""
+    monkeypatch.setattr(choice_mod, "RANK_FLOWS", 0)
+    monkeypatch.setattr(choice_mod, "MAX_FLOWS", 0)
+    job = _job(4)
+    pool = RouterPool(Placement(job.fabric, job.views))
+    lay = group_layout(job.views, parse_group("x,y,z,dcn"))
+    with pytest.raises(PodsimError) as err:
+        plan_collective("all_reduce", lay, 2**20, "auto", pool)
+    msg = str(err.value)
+    alg = msg.split(" of ", 1)[1].split(" on group", 1)[0]
+    sched = build_schedule("all_reduce", lay, 2**20, alg)
+    router = pool.router(sched.patterns())
+    n, name = max((router.flows_to_route(p), p.name) for p in sched.patterns())
+    assert msg.startswith(f"{name} of {alg} on group {lay.name}: {n:,} flows, more than the 0 ")
+    assert "\n" not in msg
+
+
 # --- saying what cannot be folded, and why this algorithm -------------------------------------
 
 def test_a_step_that_cannot_fold_is_said_before_it_runs(monkeypatch, tmp_path, capsys):
