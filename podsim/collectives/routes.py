@@ -567,9 +567,7 @@ def crossing_routes(placement: Placement, pattern: Pattern, cache: dict, groups)
     hit = cache.get(id(pattern))
     if hit is not None:
         return hit[1]
-    n = pattern.split.crossing
-    if n > budget().flows:
-        Router._check_size(pattern, n)
+    Router._check_size(pattern, pattern.split.crossing)
     src, dst, w = crossing_flows(placement, pattern)
     fab = placement.fabric
     g = dcn_split_groups(fab, src, dst) if groups is not None else None
