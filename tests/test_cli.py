@@ -168,3 +168,22 @@ def test_version(capsys):
 
     code, out, _ = run_podsim(capsys, "--version")
     assert code == 0 and out.strip() == f"podsim {version('podsim')}"
+
+
+def _leaf_commands() -> list[tuple[str, ...]]:
+    group = typer.main.get_group(podsim.cli.app)
+    out = []
+    for name in podsim.cli.COMMANDS:
+        cmd = group.get_command(None, name)
+        subs = getattr(cmd, "commands", None)
+        out += [(name, s) for s in subs] if subs else [(name,)]
+    return out
+
+
+def test_every_command_help_renders(capsys):
+    """Every command's --help draws (typer renders help as Rich markup: a `[/X]` in a help text
+    was an internal error) and shows its options as written."""
+    for cmd in _leaf_commands():
+        r = run_podsim(capsys, *cmd, "--help")
+        assert r.code == 0 and "Usage:" in r.out, (cmd, r.err[-300:])
+    assert "RADIXxGBPS[/OVERSUB][*COUNT]" in run_podsim(capsys, "topology", "--help").out

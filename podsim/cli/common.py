@@ -37,6 +37,12 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
+def literal(text: str) -> str:
+    """Help text shown as written: typer renders help as Rich markup, where `[/X]` is a closing
+    tag (an error) and `[x]` a style (dropped)."""
+    return text.replace("[", "\\[")
+
+
 def _default(o: Any):
     if isinstance(o, np.integer):
         return int(o)
