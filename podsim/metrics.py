@@ -160,7 +160,8 @@ register(
     _m("lost_preemption_chip_h", "chip_h", "work since the last checkpoint thrown away when a job was preempted", _C),
     _m("restart_chip_h", "chip_h", "chip-hours restarting jobs from their checkpoints (restart overhead)", _C),
     _m("reconfiguration_chip_h", "chip_h", "chip-hours held waiting for OCS circuits to be set", _C),
-    _m("degraded_chip_h", "chip_h", "extra run time of jobs on degraded slices (degraded_slowdown)", _C),
+    _m("degraded_chip_h", "chip_h", "extra run time of jobs on degraded slices (degraded_slowdown) and on non-native "
+                                     "(folded, split, scattered) slices (the slowdown charged)", _C),
     _m("idle_queued_chip_h", "chip_h", "healthy chips free while jobs waited: fragmentation (no slice of the right "
                                        "shape free), queue order and reservations", _C),
     _m("idle_empty_chip_h", "chip_h", "healthy chips free while no job waited (no demand)", _C),
@@ -183,6 +184,10 @@ register(
     _m("runs_scatter", "count", "runs started on a scattered slice (any free chips, Hilbert-curve allocation)", _C),
     _m("slowdown_charged_mean", "ratio", "mean run time factor charged to runs on a non-native slice (the step on "
                                          "the placed slice / the step as asked, by the step-time model)", _C, True),
+    _m("slowdown_fold_mean", "ratio", "mean run time factor charged to runs on a folded slice", _C),
+    _m("slowdown_split_mean", "ratio", "mean run time factor charged to runs on a split slice", _C),
+    _m("slowdown_scatter_mean", "ratio", "mean run time factor charged to runs on a scattered (Hilbert) slice", _C),
+    _m("slowdown_charged_max", "ratio", "largest run time factor charged to a run on a non-native slice", _C),
     _m("degraded_starts", "count", "runs started on a torus with a down OCS unit's circuits dark (degraded placement)", _C),
     _m("spare_remaps", "count", "cube fibers moved off a failed OCS port onto a spare port of that OCS", _C),
     _m("horizon_s", "s", "simulated time", _C),

@@ -67,6 +67,9 @@ class ClusterConfig(BaseModel):
                                              "slowdown the step-time model charges")
     slowdown_model: str | None = Field(None, description="model preset whose step prices a non-native placement of a "
                                        "job given in time (a job given in steps uses its own model)")
+    slowdown_overrides: dict[str, int | float | str | bool] = Field(
+        default_factory=dict, description="preset fields of slowdown_model, e.g. {n_layers: 2}: a slowdown is the ratio "
+                                          "of two steps of one program, whose layers are alike")
 
     @field_validator("generation")
     @classmethod
@@ -87,6 +90,12 @@ class ClusterConfig(BaseModel):
 
     @model_validator(mode="after")
     def _bounded(self) -> ClusterConfig:
+        if self.slowdown_overrides:
+            if self.slowdown_model is None:
+                raise PodsimError("slowdown_overrides change slowdown_model's preset; give slowdown_model too")
+            from podsim.trace.configs import get_model
+
+            get_model(self.slowdown_model, dict(self.slowdown_overrides))  # an unknown field: one line naming it
         check_fleet(self.pods, get_generation(self.generation).pod_chips)
         if self.placement == "hilbert" and (self.ocs and get_generation(self.generation).has_ocs or self.solver != "greedy"):
             raise PodsimError("placement hilbert allocates any free chips of a statically wired pod with the greedy "

@@ -27,6 +27,7 @@ from podsim.metrics import definition, unit_kind
 from podsim.perf import compute_timing
 from podsim.report import figures
 from podsim.report.pivot import sweep_pivot
+from podsim.report.reshape import reshape_details
 from podsim.report.scaling import scaling_details
 from podsim.report.serving import SERVING_ROWS, serving_details, serving_figures
 from podsim.report.spine import spine_details, spine_figures
@@ -380,6 +381,7 @@ def render_report(runs: RunResult | Sequence[RunResult], title: str | None = Non
         plotly_js=get_plotlyjs(), labels=labels, key_rows=key_rows(runs), plots=plot_html, details=details,
         spine=spine_details(runs, labels), scaling=scaling, serving=serving_details(runs, labels), pivot=pivot,
         shared_topology=shared(details, labels, "topology"), shared_cost=shared(details, labels, "cost"),
+        reshape=reshape_details(runs, labels),
         multi=multi, sweep=sweep, sweep_json=json.dumps(sweep.get("result"), indent=2, default=str) if sweep else "",
         questions=list(dict.fromkeys(r.scenario.get("question", "") for r in runs if r.scenario.get("question"))),
         escape=html.escape)
