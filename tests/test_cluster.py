@@ -97,7 +97,7 @@ def test_same_seed_same_metrics_other_seed_other_failures():
 
 def test_cpsat_batch_admission_conserves_and_is_reproducible():
     jobs = busy_v4_jobs(30)
-    cfg = ClusterConfig(generation="tpu-v4", solver="cpsat", decision_time_limit_s=0.2, batch_window=8,
+    cfg = ClusterConfig(generation="tpu-v4", solver="cpsat", decision_time_limit=0.2, batch_window=8,
                         horizon_s=86400, failures=failing(0.995))
     a, b = simulate(cfg, jobs, seed=2, audit=True), simulate(cfg, jobs, seed=2)
     check_conservation(a, len(jobs))

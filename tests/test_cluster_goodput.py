@@ -29,7 +29,7 @@ def test_exact_counts_match_the_placement_solvers(ocs):
         state = failed_state(ocs, np.flatnonzero(rng.random(1024) < p))
         for shape in FIG4_SHAPES:
             sub = math.prod(int(v) for v in shape.split("x")) < 64
-            ref = count_fitting(state, shape, solver="greedy" if sub else "cpsat", params=SolverParams(time_limit_s=20))
+            ref = count_fitting(state, shape, solver="greedy" if sub else "cpsat", params=SolverParams(time_limit=20))
             assert fitting_slices(state, shape) == ref, (ocs, p, shape)
 
 

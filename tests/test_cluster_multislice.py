@@ -38,7 +38,7 @@ def test_accounting_and_audit_with_gangs_and_failures(policy, solver):
     assert sum(j.slices > 1 for j in jobs) >= 8
     fm = FailureModel(host=FailureProcess.from_availability(0.99, mttr_s=4 * H),
                       ocs=FailureProcess(mtbf_s=2000 * H, mttr_s=H))
-    cfg = ClusterConfig(generation="tpu-v4", pods=2, policy=policy, solver=solver, decision_time_limit_s=0.2,
+    cfg = ClusterConfig(generation="tpu-v4", pods=2, policy=policy, solver=solver, decision_time_limit=0.2,
                         batch_window=8, horizon_s=2 * 86400, failures=fm)
     result = simulate(cfg, jobs, seed=5, audit=True)  # audit: no chip in two jobs, every gang validated
     check_accounting(result)

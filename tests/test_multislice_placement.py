@@ -28,7 +28,7 @@ from podsim.placement import (
 from podsim.placement.multislice import dcn_span
 from podsim.topology import PodLayout, get_generation
 
-FAST = SolverParams(time_limit_s=0.5)
+FAST = SolverParams(time_limit=0.5)
 
 
 def run(state, reqs, solver="greedy", sites=1):

@@ -79,7 +79,7 @@ def test_every_fold_and_split_passes_the_ring_proof(case, solver):
     if not reqs:
         return
     result = place(state, reqs, solver=solver, settings=PlacementSettings(fold="allowed"),
-                   params=SolverParams(time_limit_s=0.2))
+                   params=SolverParams(time_limit=0.2))
     views = validate_placement(state, result)
     fabric = build_fabric(state.layout, circuits=tuple(c for s in state.jobs.values() for c in s.circuits)
                           + tuple(c for p in result.placed for c in p.slice.circuits))

@@ -40,7 +40,7 @@ class ClusterConfig(BaseModel):
     solver: SolverKind = Field("greedy", description="greedy: fast path per job; cpsat: batch admission")
     placement: PlacementFit = Field("best", description="greedy fit policy: best, first, or hilbert (any free chips "
                                     "along a Hilbert curve: the non-contiguous baseline of a statically wired pod)")
-    decision_time_limit_s: float = Field(1.0, gt=0, description="CP-SAT limit per scheduling decision (deterministic units)")
+    decision_time_limit: float = Field(1.0, gt=0, description="CP-SAT limit per scheduling decision, in CP-SAT's deterministic time units (work, not wall-clock seconds: reproducible)")
     batch_window: int = Field(32, ge=1, description="queued jobs offered to CP-SAT per decision, in policy order")
     cpsat_workers: int = Field(1, ge=1, description="CP-SAT search workers per decision (keep 1 inside sweep workers)")
     schedule_depth: int = Field(500, ge=1, description="queued jobs behind the head a full pass looks at (backfill, priority; cf. Slurm's bf_max_job_test)")

@@ -134,7 +134,7 @@ def _static_box_count(state: PodState, shape: tuple[int, ...], opts) -> int:
         else:
             n = _branch_and_bound(free, units)
             if n is None:
-                return count_fitting(state, shape, solver="cpsat", params=SolverParams(time_limit_s=10.0))
+                return count_fitting(state, shape, solver="cpsat", params=SolverParams(time_limit=10.0))
         total += n
     return total
 

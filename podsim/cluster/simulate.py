@@ -267,7 +267,7 @@ class ClusterSim:
     def batch_admit(self, window: list[SimJob]) -> None:
         """CP-SAT batch admission over `window`; start every job it places."""
         reqs = [j.request for j in window]
-        params = SolverParams(time_limit_s=self.config.decision_time_limit_s, num_workers=self.config.cpsat_workers,
+        params = SolverParams(time_limit=self.config.decision_time_limit, num_workers=self.config.cpsat_workers,
                               random_seed=self.seed, deterministic=True)
         t0 = time.perf_counter()
         result = place(self.state, reqs, solver="cpsat", policy=self.config.placement, params=params,

@@ -1,6 +1,6 @@
 """Place a batch of slice requests on a pod state: greedy or CP-SAT, with reasons for misses.
 
-    result = place(state, requests, solver="cpsat", params=SolverParams(time_limit_s=1))
+    result = place(state, requests, solver="cpsat", params=SolverParams(time_limit=1))
     validate_placement(state, result)         # no part used twice, none broken, right topology
     for p in result.placed:
         state.allocate(p.request.id, p)
@@ -129,7 +129,7 @@ def _cpsat(problem: Problem, params: SolverParams, policy: Policy) -> tuple[list
                        wall_capped=bool(params.deterministic and status != "OPTIMAL" and solver_s is not None
                                         and solver_s >= 0.99 * params.wall_cap_s),
                        n_vars=pm.n_vars, n_constraints=pm.n_constraints,
-                       params={"time_limit_s": params.time_limit_s, "num_workers": params.num_workers,
+                       params={"time_limit": params.time_limit, "num_workers": params.num_workers,
                                "random_seed": params.random_seed, "deterministic": params.deterministic})
     return final, stats
 

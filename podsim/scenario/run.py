@@ -146,7 +146,7 @@ def cluster_run(s: Scenario, gen: Generation, cpsat_workers_cap: int | None = No
     failures = FailureModel.of(s.failures.host, s.failures.ocs, s.failures.link)
     config = ClusterConfig(
         generation=gen.id, pods=s.topology.pods, sites=s.dcn.sites, ocs=s.topology.wiring == "ocs", policy=s.policy.name,
-        solver=s.solver.kind, placement=s.solver.placement, decision_time_limit_s=s.solver.decision_time_limit,
+        solver=s.solver.kind, placement=s.solver.placement, decision_time_limit=s.solver.decision_time_limit,
         batch_window=s.solver.batch_window, cpsat_workers=workers, schedule_depth=s.policy.schedule_depth,
         horizon_s=s.horizon, warmup_s=s.warmup, drain=s.drain, drain_limit_s=s.drain_limit,
         checkpoint_interval_s=s.policy.checkpoint_interval,

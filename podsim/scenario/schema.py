@@ -263,7 +263,7 @@ class Solver(_Model):
     spare_ports: bool = default("spare_ports")
     degraded_slowdown: float = Field(default("degraded_slowdown"), ge=1, le=100,
                                      description="run time factor on a degraded slice (1: compute-bound)")
-    decision_time_limit: float = Field(default("decision_time_limit_s"), gt=0, description="CP-SAT limit per decision (deterministic units)")
+    decision_time_limit: float = Field(default("decision_time_limit"), gt=0, description="CP-SAT limit per decision (deterministic units)")
     batch_window: int = Field(default("batch_window"), ge=1)
     workers: int = Field(default("cpsat_workers"), ge=1, description="CP-SAT workers (a sweep caps this at 1 per sweep worker)")
     fold: Literal["none", "allowed"] = Field(default("fold"), description="allowed: fold a request onto another box or split "
