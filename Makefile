@@ -2,7 +2,7 @@
 #   make demo   set up .venv with podsim's runtime dependencies only, run the demo end to end
 #   make test   add the test tools (pytest, Hypothesis, Dask, MLCommons' Chakra reader, Chromium for the
 #               browser tests) and run every test tier (what CI runs)
-#   make check  the quick tier for the inner loop: no slow, browser, Dask or golden tests
+#   make check  the quick tier for the inner loop, on two cores: no slow, browser, Dask or golden tests
 # All are safe to run again: the venv is reused and reinstalled only when pyproject.toml changes.
 
 PYTHON ?= python3
@@ -60,7 +60,7 @@ test: $(VENV)/.installed browser
 	$(BIN)/python -m pytest -q --durations=5 -n 2 tests/test_engine_matrix.py tests/test_validation.py::test_every_row_holds_its_fidelity
 
 check: $(VENV)/.installed
-	$(BIN)/python -m pytest -q -m "$(QUICK)"
+	$(BIN)/python -m pytest -q -n 2 -m "$(QUICK)"
 
 lint: $(VENV)/.installed
 	$(BIN)/ruff check podsim tests benchmarks

@@ -63,8 +63,10 @@ def check_conservation(result, total):
     assert m["healthy_chip_h"] <= m["fleet_chip_h"] + 1e-6
 
 
-@pytest.mark.parametrize("policy", ["fifo", "backfill", "priority"])
-@pytest.mark.parametrize("ocs", [True, False])
+@pytest.mark.parametrize("policy,ocs", [("fifo", True), ("backfill", False), pytest.param("priority", True, marks=pytest.mark.slow),
+                                        pytest.param("fifo", False, marks=pytest.mark.slow),
+                                        pytest.param("backfill", True, marks=pytest.mark.slow),
+                                        pytest.param("priority", False, marks=pytest.mark.slow)])  # slow: make test only
 def test_conservation_and_no_chip_in_two_jobs(policy, ocs):
     """Host, OCS and link failures on; the audit checks the state at every scheduling pass and
     validates every placement (topology included) before it is taken."""

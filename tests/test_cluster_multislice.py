@@ -31,8 +31,9 @@ def check_accounting(result):
     assert m["allocated_chip_h"] == pytest.approx(m["useful_chip_h"] + m["lost_chip_h"] + m["overhead_chip_h"], rel=1e-9)
 
 
-@pytest.mark.parametrize("policy,solver", [("fifo", "greedy"), ("backfill", "greedy"), ("priority", "greedy"),
-                                           ("fifo", "cpsat")])
+@pytest.mark.parametrize("policy,solver", [("fifo", "greedy"), pytest.param("backfill", "greedy", marks=pytest.mark.slow),
+                                           pytest.param("priority", "greedy", marks=pytest.mark.slow),
+                                           pytest.param("fifo", "cpsat", marks=pytest.mark.slow)])  # slow: make test only
 def test_accounting_and_audit_with_gangs_and_failures(policy, solver):
     jobs = gangs()
     assert sum(j.slices > 1 for j in jobs) >= 8

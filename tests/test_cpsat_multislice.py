@@ -187,7 +187,8 @@ def test_cluster_batch_admission_with_gangs_audited():
     assert any(out[j.id].status == "completed" for j in jobs if j.slices > 1)
 
 
-@pytest.mark.parametrize("gen,ocs", [("tpu-v4", True), ("tpu-v4", False), ("tpu-v5e", False)])
+@pytest.mark.parametrize("gen,ocs", [pytest.param("tpu-v4", True, marks=pytest.mark.slow),
+                                     pytest.param("tpu-v4", False, marks=pytest.mark.slow), ("tpu-v5e", False)])
 def test_gang_first_hint_is_feasible_and_copies_are_ordered(gen, ocs):
     """The greedy gang-first hint satisfies every constraint of the joint model, the copies'
     symmetry breaking included (solved with every variable fixed to its hint); the model's own

@@ -63,8 +63,35 @@ def place(state, requests: Sequence[SliceRequest], *, solver: Solver = "cpsat", 
           now_s: float = 0.0) -> PlacementResult:
     """Decide which requests to place now and where; the state is not changed.
 
-    solver: "cpsat" (the optimisation models) or "greedy" (`policy` "first" or "best" fit).
-    now_s: the current time, for the age term of the admission weight.
+    Parameters
+    ----------
+    state : PodState
+        The pods, their jobs and failures.
+    requests : sequence of SliceRequest
+        The batch to place.
+    solver : {'cpsat', 'greedy'}
+        CP-SAT's optimisation models (batch admission; never worse than greedy), or the greedy
+        baseline (`policy` 'first' or 'best' fit; 'hilbert' on static pods).
+    params : SolverParams, optional
+        CP-SAT's limits (deterministic time units), workers and seed.
+    settings : PlacementSettings, optional
+        Sites, degraded placement, folds and splits.
+    now_s : float
+        The current time, for the age term of the admission weight.
+
+    Returns
+    -------
+    PlacementResult
+        One SlicePlacement per request (in order; `result[id]`), the solver's statistics and the
+        pods' chip totals; every placement has passed `validate_placement`.
+
+    Examples
+    --------
+    >>> from podsim import PodState, SliceRequest, place
+    >>> state = PodState.empty("tpu-v4")
+    >>> result = place(state, [SliceRequest("a", "4x4x8"), SliceRequest("b", "8x8x8")], solver="greedy")
+    >>> [p.placed for p in result.placements], result["a"].slice.chips.size
+    ([True, True], 128)
     """
     if solver not in SOLVERS:
         raise PodsimError(f"solver {solver!r} is not known; use one of {', '.join(SOLVERS)}")

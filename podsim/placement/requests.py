@@ -36,7 +36,34 @@ MAX_SLICES = 1024  # slices of one multislice request (bounds the weight; the la
 
 @dataclass(frozen=True)
 class SliceRequest:
-    """One job's slice request. `shape` accepts '4x4x8' or (4, 4, 8)."""
+    """One job's slice request.
+
+    Parameters
+    ----------
+    id : str
+        The job's name.
+    shape : str or tuple of int
+        '4x4x8' or (4, 4, 8).
+    twisted : bool
+        Ask for a twisted torus.
+    priority : int
+        Higher is placed first (and may preempt under the priority policy).
+    arrival_s : float
+        When the job arrived (the age term of the admission weight).
+    allow_degraded : bool
+        A cube-level torus missing the circuits of down OCS units will do.
+    slices : int
+        A multislice request: this many slices of `shape`, all or none.
+    span_sites : bool
+        A multislice request may be split over data centres (WAN).
+
+    Examples
+    --------
+    >>> from podsim import SliceRequest
+    >>> r = SliceRequest("a", "4x4x8", priority=1)
+    >>> r.shape, r.chips
+    ((4, 4, 8), 128)
+    """
 
     id: str
     shape: tuple[int, ...]

@@ -311,10 +311,36 @@ def _run_step(s: Scenario, gen: Generation, on_progress: ProgressFn | None):
 
 def run_scenario(scenario: Scenario, on_progress: ProgressFn | None = None, *,
                  cpsat_workers_cap: int | None = None) -> RunResult:
-    """Run one scenario; no I/O besides reading the files it names.
+    r"""Run one scenario: a job stream through the cluster simulation or a step study on the
+    engine, with cost, energy, targets, references and its spine or scaling study; no I/O
+    besides reading the files it names.
 
-    on_progress(done, total): simulated seconds of the horizon for a job stream, 0..1 for a step
-    study. cpsat_workers_cap: at most this many CP-SAT workers (sweeps pass 1 per worker).
+    Parameters
+    ----------
+    scenario : Scenario
+        A validated scenario (`load_scenario`).
+    on_progress : callable, optional
+        on_progress(done, total): simulated seconds of the horizon for a job stream, 0..1 for
+        a step study.
+    cpsat_workers_cap : int, optional
+        At most this many CP-SAT workers (sweeps pass 1 per worker).
+
+    Returns
+    -------
+    RunResult
+        `metrics` (names and units from `podsim.metrics`), `tables`, `topology`, `cost`,
+        `targets`, `references`; `summary()` is what `podsim run --json` prints.
+
+    Examples
+    --------
+    >>> import pathlib, tempfile
+    >>> from podsim import load_scenario, run_scenario
+    >>> path = pathlib.Path(tempfile.mkdtemp()) / "step.yaml"
+    >>> _ = path.write_text("name: l2\ntopology: {generation: tpu-v4}\nworkload: {step: {model: llama2-70b, "
+    ...                     "slice: 4x4x4, parallelism: 'fsdp=16,tensor=4', model_overrides: {n_layers: 2, global_batch: 32}}}")
+    >>> r = run_scenario(load_scenario(path))
+    >>> r.kind, round(r.metrics["step_time_s"], 4), r.metrics["parallelism"]
+    ('step', 0.1454, 'fsdp=16,tensor=4')
     """
     t0 = time.perf_counter()
     gen = check_scenario(scenario)

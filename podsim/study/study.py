@@ -196,7 +196,27 @@ def study_job(study: StepStudy, trace: StepTrace | None = None) -> Job:
 
 
 def run_study(study: StepStudy) -> StepResult:
-    """Simulate one step of the study on the flow-level engine; its trace is `result.trace`,
-    its fabric (pods, DCN) `result.fabric`."""
+    """Simulate one step of the study on the flow-level engine: the one way podsim simulates a step.
+
+    Parameters
+    ----------
+    study : StepStudy
+        The step: model or trace, slices, plan, options, compute model, DCN, routing.
+
+    Returns
+    -------
+    StepResult
+        Step time, compute, busy and exposed communication (per level ici / dcn / wan and per
+        DCN tier), per-kind totals, the op timeline and link loads; its trace is `result.trace`,
+        its fabric (pods, DCN) `result.fabric`. `podsim.engine.step_summary` flattens it.
+
+    Examples
+    --------
+    >>> from podsim import StepStudy, run_study
+    >>> r = run_study(StepStudy("tpu-v4", "4x4x4", model="llama2-70b", plan="fsdp=16,tensor=4",
+    ...                         model_overrides={"n_layers": 2, "global_batch": 32}))
+    >>> round(r.step_time_s, 4), r.trace.meta["parallelism"]
+    (0.1454, 'fsdp=16,tensor=4')
+    """
     return simulate_step(None, study_job(study), compute_efficiency=study.compute_efficiency,
                          fast_path=study.fast_path, routing=study.routing)
