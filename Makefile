@@ -53,11 +53,11 @@ browser:
 		exit 1; \
 	fi
 
-# Every tier. The engine matrix and the validation table's slow rows (pure CPU, most of the slow
-# tier) run on two cores.
+# Every tier, on two cores; the browser and Dask tests (they start servers and clusters of their
+# own) after, one at a time.
 test: $(VENV)/.installed browser
-	$(BIN)/python -m pytest -q --durations=15 --ignore=tests/test_engine_matrix.py --deselect tests/test_validation.py::test_every_row_holds_its_fidelity
-	$(BIN)/python -m pytest -q --durations=5 -n 2 tests/test_engine_matrix.py tests/test_validation.py::test_every_row_holds_its_fidelity
+	$(BIN)/python -m pytest -q --durations=15 -n 2 -m "not (e2e or dask)"
+	$(BIN)/python -m pytest -q --durations=5 -m "e2e or dask"
 
 check: $(VENV)/.installed
 	$(BIN)/python -m pytest -q -n 2 -m "$(QUICK)"

@@ -15,7 +15,8 @@ from pathlib import Path
 import streamlit as st
 
 from podsim.errors import InternalError, PodsimError
-from podsim.topology import Generation, generations, get_generation
+from podsim.topology import Generation, get_generation
+from podsim.topology.generations import generations
 from podsim.units import format_duration, format_percent
 
 MAX_UPLOAD_BYTES = 20 * 2**20

@@ -19,18 +19,12 @@ from app_pages.common import (
 )
 from podsim.errors import PodsimError
 from podsim.files import parse_yaml
-from podsim.placement import (
-    PlacementSettings,
-    PodState,
-    SolverParams,
-    free_space_summary,
-    parse_failures,
-    parse_requests,
-    place,
-    placement_report,
-    pod_map,
-    validate_placement,
-)
+from podsim.placement import PodState, SolverParams, place, validate_placement
+from podsim.placement.failures import parse_failures
+from podsim.placement.metrics import free_space_summary, placement_report
+from podsim.placement.podmap import pod_map
+from podsim.placement.problem import PlacementSettings
+from podsim.placement.requests import parse_requests
 from podsim.units import format_rate
 
 CUBE_REQUESTS = [  # the README's example batch

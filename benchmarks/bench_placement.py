@@ -26,15 +26,8 @@ import time
 
 import numpy as np
 
-from podsim.placement import (
-    PodState,
-    SliceRequest,
-    SolverParams,
-    count_fitting,
-    place,
-    place_one,
-    validate_placement,
-)
+from podsim.placement import PodState, SliceRequest, SolverParams, place, validate_placement
+from podsim.placement.place import count_fitting, place_one
 from podsim.topology import get_generation
 from podsim.workload.popularity import V4_SLICE_POPULARITY, SliceMix
 

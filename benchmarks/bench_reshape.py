@@ -20,14 +20,9 @@ import argparse
 import collections
 import time
 
-from podsim.placement import (
-    PlacementSettings,
-    PodState,
-    SliceRequest,
-    SolverParams,
-    place,
-    place_one,
-)
+from podsim.placement import PodState, SliceRequest, SolverParams, place
+from podsim.placement.place import place_one
+from podsim.placement.problem import PlacementSettings
 from podsim.topology import PodLayout, get_generation
 from podsim.topology.torus import torus_id
 from podsim.workload.odd import OddShapeSpec, odd_shape_jobs

@@ -115,7 +115,7 @@ def test_internal_errors_are_not_user_errors(capsys, monkeypatch, exc, code, nee
 
 def test_invariant_errors_are_internal():
     from podsim.engine.validate import EngineInvariantError
-    from podsim.placement import InvalidPlacement
+    from podsim.placement.validate import InvalidPlacement
 
     for cls in (InvalidPlacement, EngineInvariantError):
         assert issubclass(cls, InternalError) and not issubclass(cls, PodsimError)

@@ -10,7 +10,8 @@ import pytest
 from podsim.cluster import goodput as gp
 from podsim.cluster.goodput import FIG4_SHAPES, fig4_goodput, fitting_slices, goodput_table
 from podsim.errors import PodsimError
-from podsim.placement import PodState, SolverParams, count_fitting
+from podsim.placement import PodState, SolverParams
+from podsim.placement.place import count_fitting
 
 
 def failed_state(ocs: bool, hosts) -> PodState:

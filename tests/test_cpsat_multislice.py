@@ -16,17 +16,10 @@ from helpers import v4_fleet
 from test_cluster_multislice import check_accounting, gangs
 
 from podsim.cluster import ClusterConfig, simulate
-from podsim.placement import (
-    PlacementSettings,
-    PodState,
-    SliceRequest,
-    SolverParams,
-    place,
-    validate_placement,
-)
+from podsim.placement import PodState, SliceRequest, SolverParams, place, validate_placement
 from podsim.placement.cpsat import build_model, hint_model, read_solution, solve_model, solver_for
 from podsim.placement.multislice import dcn_span, gang_first
-from podsim.placement.problem import expand_gangs, make_problem
+from podsim.placement.problem import PlacementSettings, expand_gangs, make_problem
 from podsim.topology import PodLayout, get_generation
 
 FAST = SolverParams(time_limit=0.5)

@@ -15,9 +15,10 @@ from functools import cache
 
 import pytest
 
-from podsim.collectives import applicable, group_layout
-from podsim.collectives.algorithms import KINDS
-from podsim.engine import simulate_collective, validating
+from podsim.collectives.algorithms import KINDS, applicable
+from podsim.collectives.groups import group_layout
+from podsim.engine import simulate_collective
+from podsim.engine.validate import validating
 from podsim.topology import build_slice
 
 TOPOLOGIES = {

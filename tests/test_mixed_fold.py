@@ -11,16 +11,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from podsim.collectives import (
-    Placement,
-    RouterPool,
-    applicable,
-    build_schedule,
-    group_layout,
-    plan_collective,
-)
 from podsim.collectives import choice as choice_mod
+from podsim.collectives import plan_collective
+from podsim.collectives.algorithms import applicable, build_schedule
 from podsim.collectives.closed_form import schedule_bound_s, schedule_time_s
+from podsim.collectives.groups import group_layout
 from podsim.collectives.patterns import (
     pairs_pattern,
     ring_pattern,
@@ -28,10 +23,13 @@ from podsim.collectives.patterns import (
     tree_pattern,
     xor_pattern,
 )
-from podsim.engine import build_job, simulate_step, validating
+from podsim.collectives.routes import Placement, RouterPool
+from podsim.engine import build_job, simulate_step
+from podsim.engine.validate import validating
 from podsim.errors import PodsimError
 from podsim.topology import DcnSpec
-from podsim.trace import Collective, Compute, StepTrace, generate_trace, parse_group
+from podsim.trace import StepTrace, generate_trace
+from podsim.trace.model import Collective, Compute, parse_group
 
 
 def _job(slices: int, sites: int = 1, shape: str = "4x4x4", ecmp: str = "split"):

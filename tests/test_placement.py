@@ -9,25 +9,18 @@ import numpy as np
 import pytest
 
 from podsim.errors import PodsimError
-from podsim.placement import (
-    InvalidPlacement,
-    PlacementSettings,
-    PodState,
-    SlicePlacement,
-    SliceRequest,
-    SolverParams,
-    count_fitting,
-    free_space_summary,
-    largest_placeable,
-    place,
-    place_one,
-    placement_report,
-    validate_placement,
-)
+from podsim.placement import PodState, SliceRequest, SolverParams, place, validate_placement
 from podsim.placement.cpsat import build_model, hint_model, solver_for
 from podsim.placement.greedy import greedy_assign
-from podsim.placement.problem import make_problem
-from podsim.topology import Circuit, PodLayout, Slice, get_generation, plan_slice, validate_shape
+from podsim.placement.metrics import free_space_summary, largest_placeable, placement_report
+from podsim.placement.place import count_fitting, place_one
+from podsim.placement.problem import PlacementSettings, make_problem
+from podsim.placement.result import SlicePlacement
+from podsim.placement.validate import InvalidPlacement
+from podsim.topology import PodLayout, get_generation
+from podsim.topology.fabric import Circuit
+from podsim.topology.shapes import validate_shape
+from podsim.topology.slices import Slice, plan_slice
 
 FAST = SolverParams(time_limit=0.5)
 

@@ -17,17 +17,13 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from podsim.errors import PodsimError
-from podsim.placement import (
-    PlacementSettings,
-    PodState,
-    SliceRequest,
-    SolverParams,
-    place,
-    validate_placement,
-)
+from podsim.placement import PodState, SliceRequest, SolverParams, place, validate_placement
+from podsim.placement.problem import PlacementSettings
 from podsim.placement.space import request_options
-from podsim.topology import PodLayout, build_fabric, get_generation, validate_shape
+from podsim.topology import PodLayout, get_generation
+from podsim.topology.fabric import build_fabric
 from podsim.topology.fold import check_fold, find_fold, grid_cycle, snake
+from podsim.topology.shapes import validate_shape
 from podsim.topology.torus import torus_id
 
 TORUS = torus_id("8x8x8", 4, 6, 400)  # 8 blocks: small enough for many draws
@@ -63,7 +59,8 @@ def pod_and_requests(draw):
     # a random busy pod: some chips held by running sub-block jobs
     held = draw(st.lists(st.integers(0, lay.n_chips - 1), max_size=lay.n_chips // 3, unique=True))
     if held:
-        from podsim.topology import Slice, SliceSpec
+        from podsim.topology.shapes import SliceSpec
+        from podsim.topology.slices import Slice
 
         spec = SliceSpec(lay.generation.id, (len(held),) + (1,) * (lay.dims - 1), False, "subcube", (False,) * lay.dims)
         state.allocate("busy", Slice(spec, np.array(sorted(held), np.int32), 0, tuple(sorted({h // 64 for h in held}))))

@@ -12,17 +12,11 @@ from rich.table import Table
 from podsim.bounds import MAX_HORIZON_S, opt_count, opt_finite, opt_seed
 from podsim.cli import app
 from podsim.cli.common import console, emit_json, table
-from podsim.placement import (
-    PlacementSettings,
-    PodState,
-    SolverParams,
-    free_space_summary,
-    load_failures,
-    load_requests,
-    place,
-    placement_report,
-    validate_placement,
-)
+from podsim.placement import PodState, SolverParams, place, validate_placement
+from podsim.placement.failures import load_failures
+from podsim.placement.metrics import free_space_summary, placement_report
+from podsim.placement.problem import PlacementSettings
+from podsim.placement.requests import load_requests
 from podsim.units import format_rate
 
 

@@ -21,18 +21,16 @@ from podsim.cli import app
 from podsim.cli.common import check_timeline_path, emit_json, table, write_timeline
 from podsim.collectives import ALGORITHMS, KINDS
 from podsim.collectives.routes import check_routing
-from podsim.engine import (
-    DEFAULT_COMPUTE_EFFICIENCY,
-    CollectiveResult,
-    declared_slices,
-    simulate_collective,
-)
+from podsim.engine import simulate_collective
+from podsim.engine.jobs import declared_slices
 from podsim.engine.linkload import record_link_load
+from podsim.engine.results import CollectiveResult
 from podsim.errors import PodsimError, first_error
 from podsim.scenario.run import STEP_JSON_TABLES, step_result
 from podsim.study import StepStudy, run_study
-from podsim.topology import build_slice, dcn_choice, format_shape, get_generation, parse_shape
+from podsim.topology import build_slice, format_shape, get_generation, parse_shape
 from podsim.topology.dcntiers import TIERS_HELP
+from podsim.topology.fabric import dcn_choice
 from podsim.topology.multipath import ROUTING_POLICIES
 from podsim.trace import load_trace
 from podsim.trace.astra_network import network_generation
@@ -40,6 +38,7 @@ from podsim.trace.configs import parse_assignments, parse_overrides
 from podsim.trace.generate import GenerateOptions
 from podsim.trace.kinds import normalise_algorithm, normalise_kind
 from podsim.trace.memory import fits_message, hbm_text
+from podsim.trace.model import DEFAULT_COMPUTE_EFFICIENCY
 from podsim.units import format_bytes, format_rate, format_seconds, parse_bytes
 
 

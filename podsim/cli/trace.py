@@ -14,19 +14,11 @@ from podsim.cli.common import console, emit_json, table
 from podsim.errors import PodsimError
 from podsim.files import output_folder
 from podsim.topology import format_shape, get_generation, parse_shape
-from podsim.trace import (
-    ASTRA_CLOCK_HZ,
-    PRESETS,
-    GenerateOptions,
-    generate_trace,
-    load_trace,
-    parse_overrides,
-    save_trace,
-    summarize_trace,
-)
+from podsim.trace import PRESETS, GenerateOptions, generate_trace, load_trace, save_trace
+from podsim.trace.astra import ASTRA_CLOCK_HZ
 from podsim.trace.chakra_export import chakra_files, et_file_names
-from podsim.trace.configs import parse_assignments
-from podsim.trace.load import check_fits
+from podsim.trace.configs import parse_assignments, parse_overrides
+from podsim.trace.load import check_fits, summarize_trace
 from podsim.trace.model import SendRecv
 from podsim.trace.native import output_format
 from podsim.units import format_bytes

@@ -28,7 +28,8 @@ import networkx as nx
 import numpy as np
 
 from podsim.errors import PodsimError
-from podsim.placement import PodState, SliceRequest, SolverParams, count_fitting
+from podsim.placement import PodState, SliceRequest, SolverParams
+from podsim.placement.place import count_fitting
 from podsim.placement.space import FreeSpace, box_candidates, request_options, subcube_candidates
 from podsim.topology import PodLayout, format_shape, get_generation, parse_shape
 

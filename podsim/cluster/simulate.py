@@ -50,14 +50,9 @@ from podsim.cluster.remedies import is_degraded, remap_spare_ports
 from podsim.cluster.result import ClusterResult, summarise
 from podsim.cluster.search import Fit, Reservation, SliceSearch
 from podsim.errors import InternalError, PodsimError, first_duplicate
-from podsim.placement import (
-    PlacementSettings,
-    PodState,
-    SlicePlacement,
-    SolverParams,
-    place,
-    validate_placement,
-)
+from podsim.placement import PodState, SolverParams, place, validate_placement
+from podsim.placement.problem import PlacementSettings
+from podsim.placement.result import SlicePlacement
 from podsim.study import CachedStepTime, RooflineStepTime, StepTimeModel
 from podsim.workload import Job
 from podsim.workload.replay import count_inferred

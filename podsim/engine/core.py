@@ -18,25 +18,19 @@ from functools import partial
 
 import numpy as np
 
-from podsim.collectives import (
-    Placement,
-    Plan,
-    Router,
-    RouterPool,
-    Schedule,
-    busbw_factor,
-    group_layout,
-    plan_collective,
-)
-from podsim.collectives.groups import SITE_AXIS
-from podsim.collectives.routes import fold_reason
+from podsim.collectives import Plan, plan_collective
+from podsim.collectives.algorithms import busbw_factor
+from podsim.collectives.groups import SITE_AXIS, group_layout
+from podsim.collectives.routes import Placement, Router, RouterPool, fold_reason
+from podsim.collectives.schedule import Schedule
 from podsim.engine import validate
 from podsim.engine.jobs import Job
 from podsim.engine.network import CountingEnvironment, FlowNetwork
 from podsim.engine.results import CollectiveResult, OpTiming, StepResult
 from podsim.errors import PodsimError, PodsimWarning
-from podsim.perf import chip_compute, op_timer
-from podsim.topology import Built
+from podsim.perf import chip_compute
+from podsim.perf.opmodel import op_timer
+from podsim.topology.summary import Built
 from podsim.trace.kinds import normalise_algorithm, normalise_kind
 from podsim.trace.model import (
     SLICE_AXES,

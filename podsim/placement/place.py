@@ -51,8 +51,9 @@ from podsim.placement.requests import SliceRequest
 from podsim.placement.reshape import reshape_options
 from podsim.placement.result import PlacementResult, SlicePlacement
 from podsim.placement.space import Assignment, FreeSpace, cubes_needed, request_options
-from podsim.topology import Slice, format_shape, plan_slice
+from podsim.topology import format_shape
 from podsim.topology.shapes import asked_spec
+from podsim.topology.slices import Slice, plan_slice
 
 Solver = Literal["cpsat", "greedy"]
 SOLVERS: tuple[str, ...] = ("cpsat", "greedy")

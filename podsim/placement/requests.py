@@ -28,7 +28,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from podsim.bounds import MAX_HORIZON_S, MAX_PRIORITY, Priority
 from podsim.errors import PodsimError, first_error
 from podsim.files import read_structured
-from podsim.topology import Generation, parse_shape, slice_name, validate_shape
+from podsim.topology import Generation, parse_shape
+from podsim.topology.shapes import slice_name, validate_shape
 
 WEIGHT_RESOLUTION = 10  # CP-SAT needs integers: weights are kept in tenths of a chip
 MAX_SLICES = 1024  # slices of one multislice request (bounds the weight; the largest fleets hold fewer pods' worth)

@@ -25,7 +25,8 @@ from collections.abc import Iterable, Mapping
 import numpy as np
 
 from podsim.errors import PodsimError
-from podsim.topology import PodLayout, Slice, get_generation
+from podsim.topology import PodLayout, get_generation
+from podsim.topology.slices import Slice
 
 
 class PodState:

@@ -24,7 +24,7 @@ from plotly.offline import get_plotlyjs
 
 from podsim.cluster.breakdown import chip_hour_breakdown
 from podsim.metrics import definition, unit_kind
-from podsim.perf import compute_timing
+from podsim.perf.opmodel import compute_timing
 from podsim.report import figures
 from podsim.report.scaling import scaling_details
 from podsim.report.serving import SERVING_ROWS, serving_details, serving_figures

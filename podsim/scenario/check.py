@@ -15,7 +15,8 @@ from podsim.scenario.schema import Scenario
 from podsim.scenario.studies import scaling_base, step_study
 from podsim.study import StepStudy, study_plan, study_trace
 from podsim.study.scaling import plan_error
-from podsim.topology import Generation, SliceSpec, get_generation, parse_shape, validate_shape
+from podsim.topology import Generation, get_generation, parse_shape
+from podsim.topology.shapes import SliceSpec, validate_shape
 from podsim.trace.configs import PRESETS, get_model
 from podsim.trace.generate import GenerateOptions
 from podsim.trace.mesh import parse_parallelism

@@ -37,14 +37,8 @@ from podsim.study import (
     run_study,
     study_plan,
 )
-from podsim.topology import (
-    DcnSpec,
-    Generation,
-    format_shape,
-    get_generation,
-    slice_name,
-    topology_summary,
-)
+from podsim.topology import DcnSpec, Generation, format_shape, get_generation, topology_summary
+from podsim.topology.shapes import slice_name
 
 ProgressFn = Callable[[float, float], None]
 STEP_JSON_TABLES = ("step_kinds",)  # the tables a step's --json carries (podsim run, podsim steptime)

@@ -19,9 +19,12 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from podsim.collectives.routes import check_routing
-from podsim.engine import Job, StepResult, build_job, simulate_step
+from podsim.engine import StepResult, build_job, simulate_step
+from podsim.engine.jobs import Job
 from podsim.errors import PodsimError
-from podsim.topology import Built, DcnSpec, Generation, get_generation, parse_shape, validate_shape
+from podsim.topology import DcnSpec, Generation, get_generation, parse_shape
+from podsim.topology.shapes import validate_shape
+from podsim.topology.summary import Built
 from podsim.topology.torus import torus_id
 from podsim.trace.configs import ModelConfig
 from podsim.trace.generate import GenerateOptions, generate_trace

@@ -53,7 +53,8 @@ from pydantic import ConfigDict, Field
 
 from podsim.bounds import MAX_FLEET_CHIPS
 from podsim.errors import PodsimError
-from podsim.topology import get_generation, validate_shape
+from podsim.topology import get_generation
+from podsim.topology.shapes import validate_shape
 from podsim.trace.builder import ProgramBuilder
 from podsim.trace.configs import ModelConfig, ResNetConfig, TransformerConfig, get_model
 from podsim.trace.costs import TransformerShard, adam_update
