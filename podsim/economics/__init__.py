@@ -5,7 +5,14 @@ fleet's life. Pure functions; `podsim.scenario` runs them for a scenario's `spin
     rows = spine_timeline(periods, [counts, ...], assumptions())
 """
 
-from podsim.economics.counts import spine_counts
-from podsim.economics.timeline import spine_timeline
+from typing import TYPE_CHECKING
+
+from podsim._lazy import lazy_face
+
+if TYPE_CHECKING:  # the face's names, each imported on first use (podsim._lazy: start-up)
+    from podsim.economics.counts import spine_counts
+    from podsim.economics.timeline import spine_timeline
 
 __all__ = ["spine_counts", "spine_timeline"]
+
+lazy_face(__name__)

@@ -41,10 +41,17 @@ cube-level selection on OCS pods, sub-cube 3-D packing by enumeration, static re
 age term; greedy first/best fit for each (podsim.placement.greedy).
 """
 
-from podsim.placement.cpsat import SolverParams
-from podsim.placement.place import place
-from podsim.placement.requests import SliceRequest
-from podsim.placement.state import PodState
-from podsim.placement.validate import validate_placement
+from typing import TYPE_CHECKING
+
+from podsim._lazy import lazy_face
+
+if TYPE_CHECKING:  # the face's names, each imported on first use (podsim._lazy: start-up)
+    from podsim.placement.cpsat import SolverParams
+    from podsim.placement.place import place
+    from podsim.placement.requests import SliceRequest
+    from podsim.placement.state import PodState
+    from podsim.placement.validate import validate_placement
 
 __all__ = ["PodState", "SliceRequest", "SolverParams", "place", "validate_placement"]
+
+lazy_face(__name__)

@@ -24,10 +24,17 @@ Typical use::
     same = load_trace("gpt3.json", shape=(8, 16, 16))
 """
 
-from podsim.trace.configs import PRESETS
-from podsim.trace.generate import GenerateOptions, generate_trace
-from podsim.trace.load import load_trace
-from podsim.trace.model import StepTrace
-from podsim.trace.native import save_trace
+from typing import TYPE_CHECKING
+
+from podsim._lazy import lazy_face
+
+if TYPE_CHECKING:  # the face's names, each imported on first use (podsim._lazy: start-up)
+    from podsim.trace.configs import PRESETS
+    from podsim.trace.generate import GenerateOptions, generate_trace
+    from podsim.trace.load import load_trace
+    from podsim.trace.model import StepTrace
+    from podsim.trace.native import save_trace
 
 __all__ = ["GenerateOptions", "PRESETS", "StepTrace", "generate_trace", "load_trace", "save_trace"]
+
+lazy_face(__name__)
