@@ -54,7 +54,7 @@ def test_trace_replay_static_wiring_and_a_failure_trace(capsys, tmp_path):
     (["--horizon", "1d", "--synthetic", "jobs=5", "--trace", "x.csv"], "exactly one job stream"),
     (["--horizon", "1d", "--synthetic", "jobs=5", "--policy", "lifo"], "policy"),
     (["--horizon", "soon", "--synthetic", "jobs=5"], "duration 'soon'"),
-    (["--horizon", "1d", "--synthetic", "jobs=5", "--host-availability", "1.5"], "strictly between 0 and 1"),
+    (["--horizon", "1d", "--synthetic", "jobs=5", "--host-availability", "1.5"], "an availability is (0, 1)"),
     (["--horizon", "1d", "--synthetic", "jobs=5", "--host-availability", "0.99", "--mtbf", "9h"], "not both"),
     (["--horizon", "1d", "--synthetic", "jobs=5", "--mttr", "9h"], "needs an MTBF"),
     (["--horizon", "1d", "--trace", "missing.csv"], "does not exist"),
