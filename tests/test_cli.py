@@ -67,9 +67,9 @@ def test_a_simulation_loads_only_the_engine(args):
 def test_faces_keep_their_names():
     """A lazy face still has every name of its __all__, the function where a module of the same
     name was imported first (podsim.cluster.simulate), and dir() lists them."""
-    code = ("import podsim.cluster.simulate, podsim.placement.place, podsim.topology.generations\n"
-            "import podsim.cluster as c, podsim.placement as p, podsim.topology as t\n"
-            "print(callable(c.simulate) and callable(p.place) and callable(t.generations))\n"
+    code = ("import podsim.cluster.simulate, podsim.placement.place\n"
+            "import podsim.cluster as c, podsim.placement as p\n"
+            "print(callable(c.simulate) and callable(p.place))\n"
             "from podsim.cluster import simulate\nprint(type(simulate).__name__)\n"
             "import importlib\n"
             "for n in ('cluster','collectives','economics','engine','perf','placement','report','scenario','study',"
@@ -161,7 +161,7 @@ def test_internal_errors_are_not_user_errors(capsys, monkeypatch, exc, code, nee
 
 def test_invariant_errors_are_internal():
     from podsim.engine.validate import EngineInvariantError
-    from podsim.placement import InvalidPlacement
+    from podsim.placement.validate import InvalidPlacement
 
     for cls in (InvalidPlacement, EngineInvariantError):
         assert issubclass(cls, InternalError) and not issubclass(cls, PodsimError)

@@ -48,7 +48,8 @@ def check_breakdown(m: dict) -> None:
     assert m["goodput"] == pytest.approx(parts["useful_chip_h"] / held, rel=1e-9)
 
 
-@pytest.mark.parametrize("policy", ["fifo", "backfill", "priority"])
+@pytest.mark.parametrize("policy", ["fifo", pytest.param("backfill", marks=pytest.mark.slow),
+                                    pytest.param("priority", marks=pytest.mark.slow)])  # slow: make test only
 def test_breakdown_adds_up_and_names_where_chip_hours_went(policy):
     r = simulate(config(policy=policy), v4_jobs(), seed=2)
     m = r.metrics
@@ -111,6 +112,7 @@ def test_every_job_in_one_state_in_every_summary():
     assert row == text
 
 
+@pytest.mark.slow
 def test_warmup_measures_the_window_only():
     """With a one-day warm-up: fleet figures over the last two days (the breakdown adds up to
     chips x 2 d), waits and slowdowns over the jobs submitted after the warm-up only."""

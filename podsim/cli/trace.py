@@ -17,20 +17,12 @@ from podsim.cli.common import console, emit_json, refuse_options, table, with_bu
 from podsim.errors import PodsimError
 from podsim.files import output_folder, plain_name, safe_component, staged, write_text_atomic
 from podsim.topology import format_shape, get_generation, parse_shape
-from podsim.trace import (
-    PRESETS,
-    GenerateOptions,
-    generate_trace,
-    load_trace,
-    parse_overrides,
-    save_trace,
-    summarize_trace,
-)
+from podsim.trace import PRESETS, GenerateOptions, generate_trace, load_trace, save_trace
 from podsim.trace.astra_network import astra_configs, network_yaml, system_json
 from podsim.trace.chakra_export import chakra_files, et_file_names
-from podsim.trace.configs import parse_assignments
+from podsim.trace.configs import parse_assignments, parse_overrides
 from podsim.trace.kinds import normalise_algorithm
-from podsim.trace.load import check_fits
+from podsim.trace.load import check_fits, summarize_trace
 from podsim.trace.memory import hbm_text
 from podsim.trace.model import SendRecv
 from podsim.trace.native import output_format

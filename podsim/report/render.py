@@ -24,7 +24,7 @@ from plotly.offline import get_plotlyjs
 
 from podsim.cluster.breakdown import chip_hour_breakdown
 from podsim.metrics import definition, unit_kind
-from podsim.perf import compute_timing
+from podsim.perf.opmodel import compute_timing
 from podsim.report import figures
 from podsim.report.pivot import sweep_pivot
 from podsim.report.reshape import reshape_details
@@ -349,9 +349,36 @@ def pivot_rows(sweep: dict, runs: Sequence[RunResult]) -> dict | None:
 
 def render_report(runs: RunResult | Sequence[RunResult], title: str | None = None, labels: Sequence[str] | None = None,
                   sweep: dict | None = None) -> str:
-    """The HTML report of one run or of several side by side (a sweep's points, runs picked
-    from a store). `labels` name the runs' columns (default: their names); `sweep` (from
-    podsim.store.load_stored_sweep) adds the sweep's question and capacity answer."""
+    r"""The HTML capacity-planning report of one run or of several side by side (a sweep's
+    points, runs picked from a store): key figures, targets, figures, tables; self-contained.
+
+    Parameters
+    ----------
+    runs : RunResult or sequence of RunResult
+        The runs (`run_scenario`, `podsim.store.load_run`).
+    title : str, optional
+        The page title.
+    labels : sequence of str, optional
+        The runs' column names (default: their names).
+    sweep : dict, optional
+        From `podsim.store.load_stored_sweep`: adds the sweep's question and capacity answer.
+
+    Returns
+    -------
+    str
+        One HTML document (plotly inlined: no network needed to view it).
+
+    Examples
+    --------
+    >>> import pathlib, tempfile
+    >>> from podsim import load_scenario, render_report, run_scenario
+    >>> path = pathlib.Path(tempfile.mkdtemp()) / "step.yaml"
+    >>> _ = path.write_text("name: r50\ntopology: {generation: tpu-v4}\nworkload: {step: {model: resnet50, slice: 2x2x2, "
+    ...                     "model_overrides: {global_batch: 64}}}")
+    >>> html = render_report(run_scenario(load_scenario(path)))
+    >>> html.startswith("<!DOCTYPE html>"), "r50" in html
+    (True, True)
+    """
     runs = [runs] if isinstance(runs, RunResult) else list(runs)
     if not runs:
         raise ValueError("render_report needs at least one run")
