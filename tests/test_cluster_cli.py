@@ -26,7 +26,7 @@ def test_synthetic_json_has_the_documented_keys(capsys):
     assert d["jobs_total"] == 60 == d["jobs_completed"] + d["jobs_running"] + d["jobs_queued"] + d["jobs_unplaceable"] + d["jobs_not_arrived"]
     config = full["scenario"]["cluster"]
     assert d["failures_host"] > 0 and config["failures"]["host"]["mtbf_s"] == pytest.approx(3600 * 0.995 / 0.005)
-    assert len(full["tables"]["timeseries"]["t_s"]) == 500 and d["unplaceable"] == []
+    assert len(full["tables"]["timeseries"]["t_s"]) == 501 and d["unplaceable"] == []
     code2, out2, _ = podsim(capsys, "cluster", "--generation", "tpu-v4", "--pods", "1", "--synthetic",
                             "jobs=60,rate=4/h,median=2h", "--policy", "backfill", "--host-availability", "0.995",
                             "--horizon", "2d", "--seed", "3", "--json")

@@ -37,12 +37,6 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def literal(text: str) -> str:
-    """Help text shown as written: typer renders help as Rich markup, where `[/X]` is a closing
-    tag (an error) and `[x]` a style (dropped)."""
-    return text.replace("[", "\\[")
-
-
 def comma_list(text: str | None, flag: str, example: str) -> list[str]:
     """The comma-separated entries of a flag's value ('' or None: none); an empty entry (a stray
     comma) is refused, not dropped."""

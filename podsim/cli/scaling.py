@@ -9,15 +9,15 @@ import typer
 
 from podsim import quantities as q
 from podsim.cli import app
-from podsim.cli.common import comma_counts, emit_json, literal, refuse_options, with_budgets
+from podsim.cli.common import comma_counts, emit_json, refuse_options, with_budgets
 from podsim.cli.steptime import step_options
 from podsim.collectives.routes import check_routing
 from podsim.errors import PodsimError
 from podsim.files import write_text_atomic
 from podsim.study import StepStudy
 from podsim.study.scaling import scaling_study
-from podsim.topology import dcn_choice
 from podsim.topology.dcntiers import TIERS_HELP
+from podsim.topology.fabric import dcn_choice
 from podsim.topology.multipath import ROUTING_POLICIES
 from podsim.trace.configs import parse_overrides
 from podsim.units import format_seconds
@@ -39,7 +39,7 @@ def scaling_cmd(
     sites: int = typer.Option(1, "--sites", help="data centres the slices split over (EPS DCN; WAN between)", callback=q.SITES.option("--sites")),
     wan_latency_ms: float = typer.Option(1.0, "--wan-latency-ms", help="one-way WAN latency (assumption: 1 ms)", callback=q.WAN_LATENCY.option("--wan-latency-ms", scale=1e-3, unit="ms")),
     wan_gbps: float = typer.Option(12800.0, "--wan-gbps", help="WAN Gb/s per site pair and direction (assumption)", callback=q.WAN_GBPS.option("--wan-gbps")),
-    dcn_tiers: str = typer.Option(None, "--dcn-tiers", help=literal(f"the DCN in tiers (NIC -> ToR -> aggregation block -> spine): {TIERS_HELP}")),
+    dcn_tiers: str = typer.Option(None, "--dcn-tiers", help=f"the DCN in tiers (NIC -> ToR -> aggregation block -> spine): {TIERS_HELP}"),
     set_: list[str] = typer.Option(None, "--set", help="override a model field, e.g. --set n_layers=8 (repeatable)"),
     option: list[str] = typer.Option(None, "--option", help="a generator option KEY=VALUE, e.g. --option recompute=full (repeatable; the fields of podsim.trace.GenerateOptions)"),
     efficiency: float = typer.Option(None, "--compute-efficiency", help="a flat fraction of peak FLOP/s for every compute op instead of the per-op model", callback=q.EFFICIENCY.option("--compute-efficiency")),

@@ -104,6 +104,10 @@ def serve_cmd(
     max_batch: int = typer.Option(32, "--max-batch", help="static: requests per batch", callback=opt_count("--max-batch")),
     max_wait: str = typer.Option("0s", "--max-wait", help="static: how long a batch waits to fill"),
     buckets: str = typer.Option("", "--buckets", help="static: prompt lengths a batch pads to, e.g. 512,1024,2048"),
+    batch_sizes: str = typer.Option("", "--batch-sizes", help="static: batch sizes the server runs (a batch pads to the smallest that holds it), e.g. 32"),
+    batcher: str = typer.Option("idle", "--batcher", help="static: idle (form a batch when the slice is idle) or saxml (Saxml's pipelined batcher)"),
+    max_live_batches: int = typer.Option(4, "--max-live-batches", help="static, saxml: requests alive at most --max-batch x this", callback=opt_count("--max-live-batches")),
+    clients: int = typer.Option(None, "--clients", help="at most this many requests outstanding (a load generator's client threads)", callback=opt_count("--clients")),
     replicas: int = typer.Option(1, "--replicas", help="replicas, each on its own slice", callback=opt_count("--replicas")),
     disaggregated: str = typer.Option(None, "--disaggregated", help="PREFILL:DECODE replicas on separate slices, e.g. 1:3"),
     transfer: str = typer.Option("dcn", "--transfer", help="disaggregated: KV moves over the dcn, or ici (halves of one torus)"),
@@ -127,9 +131,11 @@ def serve_cmd(
     from podsim.scenario.serving import serving_run_result
     from podsim.serving.spec import ServingWorkload
 
-    _refuse_inapplicable(ctx, batch, arrivals, disaggregated, capacity_rate, replicas)
+    _refuse_inapplicable(ctx, batch, batcher, arrivals, disaggregated, capacity_rate, replicas)
     arr = {"kind": arrivals, **({"cv": cv} if arrivals == "bursty" else {}), **({"time_scale": time_scale} if arrivals == "trace" else {})}
-    static = {"max_batch": max_batch, "max_wait": max_wait, "buckets": comma_counts(buckets, "--buckets", "512,1024,2048", q.SEQ_LEN)}
+    static = {"max_batch": max_batch, "max_wait": max_wait, "buckets": comma_counts(buckets, "--buckets", "512,1024,2048", q.SEQ_LEN),
+              "batch_sizes": comma_counts(batch_sizes, "--batch-sizes", "8,16,32"), "batcher": batcher,
+              "max_live_batches": max_live_batches}
     continuous = {"token_budget": token_budget, "max_seqs": max_seqs, "prefill": prefill}
     if rate is not None:
         arr["rate"] = rate
@@ -140,7 +146,7 @@ def serve_cmd(
         "batch": {"kind": batch, "kv": kv, "page_tokens": page_tokens,
                   **(static if batch == "static" else continuous if batch == "continuous" else {})},
         "requests": {"arrivals": arr, "prompt": parse_lengths(prompt, "--prompt"), "output": parse_lengths(output, "--output"),
-                     "trace": trace, "beams": beams, "requests": requests},
+                     "trace": trace, "beams": beams, "requests": requests, "clients": clients},
         "slo": {"ttft": slo_ttft, "tpot": slo_tpot},
     }
     if drain is not None:
@@ -170,13 +176,16 @@ def serve_cmd(
         console.print(f"[dim]{note}[/dim]")
 
 
-def _refuse_inapplicable(ctx, batch: str, arrivals: str, disaggregated: str | None, capacity_rate: str | None,
+def _refuse_inapplicable(ctx, batch: str, batcher: str, arrivals: str, disaggregated: str | None, capacity_rate: str | None,
                          replicas: int) -> None:
     """Options of another mode than the one given are refused (they would be ignored)."""
     if batch == "continuous":
-        refuse_options(ctx, ("max_batch", "max_wait", "buckets"), "with --batch continuous (they shape static batches)")
+        refuse_options(ctx, ("max_batch", "max_wait", "buckets", "batch_sizes", "batcher", "max_live_batches"),
+                       "with --batch continuous (they shape static batches)")
     elif batch == "static":
         refuse_options(ctx, ("token_budget", "max_seqs", "prefill"), "with --batch static (they shape continuous steps)")
+        if batcher != "saxml":
+            refuse_options(ctx, ("max_live_batches",), f"with --batcher {batcher} (it bounds Saxml's live batches)")
     if arrivals != "bursty":
         refuse_options(ctx, ("cv",), f"with --arrivals {arrivals} (it shapes bursty gaps)")
     if arrivals != "trace":

@@ -21,7 +21,6 @@ from podsim.cli import app
 from podsim.cli.common import (
     check_timeline_path,
     emit_json,
-    literal,
     refuse_options,
     table,
     with_budgets,
@@ -29,18 +28,17 @@ from podsim.cli.common import (
 )
 from podsim.collectives import ALGORITHMS, KINDS
 from podsim.collectives.routes import check_routing
-from podsim.engine import (
-    DEFAULT_COMPUTE_EFFICIENCY,
-    CollectiveResult,
-    declared_slices,
-    simulate_collective,
-)
+from podsim.engine import simulate_collective
+from podsim.engine.jobs import declared_slices
 from podsim.engine.linkload import record_link_load
+from podsim.engine.results import CollectiveResult
 from podsim.errors import PodsimError, first_error
-from podsim.topology import build_slice, dcn_choice, format_shape, get_generation, parse_shape
+from podsim.topology import build_slice, format_shape, get_generation, parse_shape
 from podsim.topology.dcntiers import TIERS_HELP
+from podsim.topology.fabric import dcn_choice
 from podsim.topology.multipath import ROUTING_POLICIES
 from podsim.trace.kinds import normalise_algorithm, normalise_kind
+from podsim.trace.model import DEFAULT_COMPUTE_EFFICIENCY
 from podsim.units import format_bytes, format_rate, format_seconds, parse_bytes
 
 if TYPE_CHECKING:
@@ -246,7 +244,7 @@ def steptime_cmd(
     wan_latency_ms: float = typer.Option(1.0, "--wan-latency-ms", help="with --sites: one-way WAN latency (assumption: 1 ms, ~200 km of fibre)", callback=q.WAN_LATENCY.option("--wan-latency-ms", scale=1e-3, unit="ms")),
     wan_gbps: float = typer.Option(12800.0, "--wan-gbps", help="with --sites: WAN capacity per site pair and direction, Gb/s (assumption: 16 x 800GbE)", callback=q.WAN_GBPS.option("--wan-gbps")),
     ecmp: str = typer.Option("split", "--ecmp", help="with --dcn eps: split (each flow evenly over the spines) or hash (one spine per NIC pair, collisions included)"),
-    dcn_tiers: str = typer.Option(None, "--dcn-tiers", help=literal(f"with a step: the DCN in tiers (NIC -> ToR -> aggregation block -> spine): {TIERS_HELP}")),
+    dcn_tiers: str = typer.Option(None, "--dcn-tiers", help=f"with a step: the DCN in tiers (NIC -> ToR -> aggregation block -> spine): {TIERS_HELP}"),
     no_fast_path: bool = typer.Option(False, "--no-fast-path", help="simulate every flow (no symmetry folding)"),
     routing: str = typer.Option("dimension_order", "--routing", help=f"ICI routing in the slice: {', '.join(ROUTING_POLICIES)}"),
     timeline: str = typer.Option(None, "--timeline", help="with a step: write the step as Chrome trace-event JSON (open in Perfetto), e.g. step.json"),

@@ -9,18 +9,12 @@ import typer
 from podsim import quantities as q
 from podsim.bounds import check_fleet
 from podsim.cli import app
-from podsim.cli.common import emit_json, literal, refuse_options, table
+from podsim.cli.common import emit_json, refuse_options, table
 from podsim.errors import PodsimError
-from podsim.topology import (
-    dcn_choice,
-    fleet_rows,
-    fleet_summary,
-    get_generation,
-    summary_rows,
-    topology_detail,
-    topology_summary,
-)
+from podsim.topology import get_generation, topology_summary
 from podsim.topology.dcntiers import TIERS_HELP
+from podsim.topology.fabric import dcn_choice
+from podsim.topology.summary import fleet_rows, fleet_summary, summary_rows, topology_detail
 
 
 @app.command("topology")
@@ -38,7 +32,7 @@ def topology_cmd(
     oversubscription: float = typer.Option(1.0, "--oversubscription", help="with --pods: NIC bandwidth : leaf uplink bandwidth", callback=q.OVERSUBSCRIPTION.option("--oversubscription")),
     wan_latency_ms: float = typer.Option(1.0, "--wan-latency-ms", help="with --sites: one-way WAN latency (assumption: 1 ms, ~200 km of fibre)", callback=q.WAN_LATENCY.option("--wan-latency-ms", scale=1e-3, unit="ms")),
     wan_gbps: float = typer.Option(12800.0, "--wan-gbps", help="with --sites: WAN capacity per site pair and direction in Gb/s (assumption: 16 x 800GbE)", callback=q.WAN_GBPS.option("--wan-gbps")),
-    dcn_tiers: str = typer.Option(None, "--dcn-tiers", help=literal(f"with --pods: the DCN in tiers (NIC -> ToR -> aggregation block -> spine): {TIERS_HELP}")),
+    dcn_tiers: str = typer.Option(None, "--dcn-tiers", help=f"with --pods: the DCN in tiers (NIC -> ToR -> aggregation block -> spine): {TIERS_HELP}"),
 ) -> None:
     """Summarise a pod or a slice: chips, hosts, cubes, OCS, links, bisection, all-reduce, diameter;
     with --pods, a fleet of pods on a DCN (and --sites, data centres joined by WAN links)."""
