@@ -184,4 +184,3 @@ def test_version(capsys):
 
     code, out, _ = run_podsim(capsys, "--version")
     assert code == 0 and out.strip() == f"podsim {version('podsim')}"
-
