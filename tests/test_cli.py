@@ -25,6 +25,22 @@ def test_help_lists_commands():
         assert f" {name} " in r.stdout
 
 
+@pytest.mark.parametrize("name", list(podsim.cli.COMMANDS))
+def test_every_command_shows_its_help(name, capsys):
+    """`podsim NAME --help` (and each `podsim trace SUB --help`) exits 0 with its usage: an
+    option's help is drawn as rich markup, where a bracket such as [/X] breaks the whole page."""
+    r = run_podsim(capsys, name, "--help")
+    assert r.code == 0 and "Usage: podsim " + name in r.out, r.err[-500:]
+    if name == "trace":
+        import podsim.cli.trace as cli_trace
+
+        subs = typer.main.get_command(cli_trace.trace_app).commands
+        assert {"generate", "import", "export", "show"} <= set(subs)
+        for sub in subs:
+            r = run_podsim(capsys, "trace", sub, "--help")
+            assert r.code == 0 and f"Usage: podsim trace {sub}" in r.out, r.err[-500:]
+
+
 @pytest.mark.parametrize("args", [("--help",), ("topology", "tpu-v4", "--json")])
 def test_start_up_loads_no_heavy_library(args):
     """`podsim --help` lists commands without importing them; `podsim topology` needs only the

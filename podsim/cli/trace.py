@@ -23,6 +23,7 @@ from podsim.trace.chakra_export import chakra_files, et_file_names
 from podsim.trace.configs import parse_assignments, parse_overrides
 from podsim.trace.kinds import normalise_algorithm
 from podsim.trace.load import check_fits, summarize_trace
+from podsim.trace.memory import hbm_text
 from podsim.trace.model import SendRecv
 from podsim.trace.native import output_format
 from podsim.units import format_bytes
@@ -44,8 +45,11 @@ def _summary_rows(s: dict) -> list[tuple[str, str]]:
     rows = [("ops", str(s["ops"])), ("compute ops", f"{c['ops']}" + (f" ({c['bubble_ops']} pipeline bubble)" if c["bubble_ops"] else ""))]
     if c["flops"]:
         rows.append(("FLOPs per chip", f"{c['flops']:.4g}" + (f" (+{c['bubble_flops']:.4g} in bubbles)" if c["bubble_flops"] else "")))
+    footprint = s["meta"].get("hbm_footprint")
+    if footprint and s["meta"].get("generation"):  # what the step holds at its peak, against the chip's HBM
+        rows.append(("HBM per chip (peak)", hbm_text(footprint["total_bytes"], get_generation(s["meta"]["generation"]).hbm_per_chip.si)))
     if c["hbm_bytes"]:
-        rows.append(("HBM bytes per chip", format_bytes(c["hbm_bytes"])))
+        rows.append(("HBM traffic per chip (read + written)", format_bytes(c["hbm_bytes"])))
     if c["fixed_duration_s"]:
         rows.append(("fixed compute time", f"{c['fixed_duration_s']:.6g} s"))
     if "compute_s_at_peak" in s:

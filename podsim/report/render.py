@@ -87,8 +87,8 @@ CLUSTER_ROWS: list[Row] = [
     ("bounded slowdown p95", _m("slowdown_p95")),
     ("fragmentation (mean)", _m("fragmentation_mean", pct)),
     ("largest placeable slice (mean)", lambda r: f"{num(r.metrics.get('largest_placeable_mean_chips'))} chips"),
-    ("failures (host / OCS / link)", lambda r: f"{r.metrics['failures_host']} / {r.metrics['failures_ocs']} / {r.metrics['failures_link']}; "
-                                               f"{r.metrics['job_interruptions']} job interruptions"),
+    ("failures (host / OCS / link)", lambda r: " / ".join(num(r.metrics[k]) for k in ("failures_host", "failures_ocs", "failures_link"))
+                                               + f"; {num(r.metrics['job_interruptions'])} job interruptions"),
     ("where the chip-hours went", lambda r: "; ".join(f"{p['label']} {num(p['chip_h'])} ({pct(p['share'])})"
                                                      for p in chip_hour_breakdown(r.metrics) if p["chip_h"] > 0)),
     ("measured window", lambda r: window_text(r.metrics)),
@@ -98,10 +98,11 @@ CLUSTER_ROWS: list[Row] = [
     ("simulated / wall time", lambda r: f"{sec(r.metrics['horizon_s'])} / {r.wall_s:.2f} s"),
 ]
 def jobs_text(m: dict) -> str:
-    """Every job in exactly one state: completed, running, queued, never placeable, not arrived."""
-    parts = [f"{m['jobs_completed']:,} completed", f"{m['jobs_running']:,} running", f"{m['jobs_queued']:,} queued",
-             f"{m['jobs_unplaceable']:,} never placeable", f"{m.get('jobs_not_arrived', 0):,} not yet arrived"]
-    return f"{m['jobs_total']:,} = " + " + ".join(parts)
+    """Every job in exactly one state: completed, running, queued, never placeable, not arrived.
+    Counts of one run; of replicates, their means (num() keeps 4 significant digits)."""
+    parts = [f"{num(m['jobs_completed'])} completed", f"{num(m['jobs_running'])} running", f"{num(m['jobs_queued'])} queued",
+             f"{num(m['jobs_unplaceable'])} never placeable", f"{num(m.get('jobs_not_arrived', 0))} not yet arrived"]
+    return f"{num(m['jobs_total'])} = " + " + ".join(parts)
 
 
 def window_text(m: dict) -> str:
@@ -109,7 +110,7 @@ def window_text(m: dict) -> str:
     warm, drain = m.get("warmup_s") or 0.0, m.get("drain_s") or 0.0
     if not warm and not drain:
         return f"the whole horizon ({sec(m['horizon_s'])}), from an empty fleet"
-    text = f"{sec(warm)} to {sec(m['horizon_s'])} (warm-up left out; waits over the {m.get('jobs_measured', 0):,} jobs submitted in it)"
+    text = f"{sec(warm)} to {sec(m['horizon_s'])} (warm-up left out; waits over the {num(m.get('jobs_measured', 0))} jobs submitted in it)"
     return text + (f"; drained {sec(drain)} past the horizon" if drain else "")
 
 
