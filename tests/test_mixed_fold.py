@@ -12,16 +12,11 @@ import numpy as np
 import pytest
 
 from podsim.bounds import budgets
-from podsim.collectives import (
-    Placement,
-    RouterPool,
-    applicable,
-    build_schedule,
-    group_layout,
-    plan_collective,
-)
 from podsim.collectives import choice as choice_mod
+from podsim.collectives import plan_collective
+from podsim.collectives.algorithms import applicable, build_schedule
 from podsim.collectives.closed_form import schedule_bound_s, schedule_time_s
+from podsim.collectives.groups import group_layout
 from podsim.collectives.patterns import (
     pairs_pattern,
     ring_pattern,
@@ -29,10 +24,13 @@ from podsim.collectives.patterns import (
     tree_pattern,
     xor_pattern,
 )
-from podsim.engine import build_job, simulate_step, validating
+from podsim.collectives.routes import Placement, RouterPool
+from podsim.engine import build_job, simulate_step
+from podsim.engine.validate import validating
 from podsim.errors import PodsimError
 from podsim.topology import DcnSpec
-from podsim.trace import Collective, Compute, StepTrace, generate_trace, parse_group
+from podsim.trace import StepTrace, generate_trace
+from podsim.trace.model import Collective, Compute, parse_group
 from tests.helpers import flat_cross_slice
 
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from podsim.errors import PodsimError
-from podsim.topology import SliceView
+from podsim.topology.slices import SliceView
 from podsim.trace.model import DCN_AXIS, SLICE_AXES, AxisGroup, format_group, parse_group
 
 

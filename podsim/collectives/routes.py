@@ -34,15 +34,16 @@ from podsim.collectives.dcnfold import DcnFold, fold_crossing
 from podsim.collectives.routeparts import RoutePart, _subset, join_parts, route_sums
 from podsim.collectives.schedule import Pattern
 from podsim.errors import PodsimError
-from podsim.topology import Fabric, SliceView, slice_routes
 from podsim.topology.degraded import detour_routes
+from podsim.topology.fabric import Fabric
 from podsim.topology.multipath import (
     ROUTING_POLICIES,
     path_dag,
     reduce_coords,
     split_routes,
 )
-from podsim.topology.routing import dcn_group_members, dcn_split_groups, ecmp_routes
+from podsim.topology.routing import dcn_group_members, dcn_split_groups, ecmp_routes, slice_routes
+from podsim.topology.slices import SliceView
 from podsim.trace.model import SLICE_AXES
 
 
