@@ -70,7 +70,8 @@ def run_all_reduce() -> dict:
     """A 1 MiB all-reduce over 4 slices of 16x16x16 (16,384 chips), group x,y,z,dcn, auto."""
     from podsim.engine import build_job, simulate_step
     from podsim.topology import DcnSpec
-    from podsim.trace import Collective, StepTrace, parse_group
+    from podsim.trace import StepTrace
+    from podsim.trace.model import Collective, parse_group
 
     tr = StepTrace((Collective("ar", "all_reduce", 2**20, parse_group("x,y,z,dcn")),), name="1 MiB", meta={"slices": 4})
     job = build_job(tr, "tpu-v4", "16x16x16", 4, dcn=DcnSpec())

@@ -63,8 +63,10 @@ def check_conservation(result, total):
     assert m["healthy_chip_h"] <= m["fleet_chip_h"] + 1e-6
 
 
-@pytest.mark.parametrize("policy", ["fifo", "backfill", "priority"])
-@pytest.mark.parametrize("ocs", [True, False])
+@pytest.mark.parametrize("policy,ocs", [("fifo", True), ("backfill", False), pytest.param("priority", True, marks=pytest.mark.slow),
+                                        pytest.param("fifo", False, marks=pytest.mark.slow),
+                                        pytest.param("backfill", True, marks=pytest.mark.slow),
+                                        pytest.param("priority", False, marks=pytest.mark.slow)])  # slow: make test only
 def test_conservation_and_no_chip_in_two_jobs(policy, ocs):
     """Host, OCS and link failures on; the audit checks the state at every scheduling pass and
     validates every placement (topology included) before it is taken."""
@@ -97,7 +99,7 @@ def test_same_seed_same_metrics_other_seed_other_failures():
 
 def test_cpsat_batch_admission_conserves_and_is_reproducible():
     jobs = busy_v4_jobs(30)
-    cfg = ClusterConfig(generation="tpu-v4", solver="cpsat", decision_time_limit_s=0.2, batch_window=8,
+    cfg = ClusterConfig(generation="tpu-v4", solver="cpsat", decision_time_limit=0.2, batch_window=8,
                         horizon_s=86400, failures=failing(0.995))
     a, b = simulate(cfg, jobs, seed=2, audit=True), simulate(cfg, jobs, seed=2)
     check_conservation(a, len(jobs))
@@ -245,7 +247,7 @@ def test_time_series_and_progress():
     cfg = ClusterConfig(generation="tpu-v4", horizon_s=86400, sample_interval_s=3600)
     result = simulate(cfg, busy_v4_jobs(30), on_progress=lambda t, h: calls.append((t, h)))
     ts = result.timeseries
-    assert len(ts["t_s"]) == 24 and np.all(np.diff(ts["t_s"]) == 3600)
+    assert len(ts["t_s"]) == 25 and np.all(np.diff(ts["t_s"]) == 3600) and ts["t_s"][-1] == 86400  # 0 h .. the horizon
     assert np.all(ts["busy_chips"] <= ts["healthy_chips"])
     assert np.all(ts["largest_placeable_chips"] <= ts["healthy_chips"] - ts["busy_chips"])
     assert calls[-1] == (86400, 86400) and len(calls) == 25

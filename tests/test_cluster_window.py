@@ -48,7 +48,8 @@ def check_breakdown(m: dict) -> None:
     assert m["goodput"] == pytest.approx(parts["useful_chip_h"] / held, rel=1e-9)
 
 
-@pytest.mark.parametrize("policy", ["fifo", "backfill", "priority"])
+@pytest.mark.parametrize("policy", ["fifo", pytest.param("backfill", marks=pytest.mark.slow),
+                                    pytest.param("priority", marks=pytest.mark.slow)])  # slow: make test only
 def test_breakdown_adds_up_and_names_where_chip_hours_went(policy):
     r = simulate(config(policy=policy), v4_jobs(), seed=2)
     m = r.metrics
@@ -111,6 +112,7 @@ def test_every_job_in_one_state_in_every_summary():
     assert row == text
 
 
+@pytest.mark.slow
 def test_warmup_measures_the_window_only():
     """With a one-day warm-up: fleet figures over the last two days (the breakdown adds up to
     chips x 2 d), waits and slowdowns over the jobs submitted after the warm-up only."""
@@ -146,3 +148,15 @@ def test_drain_lets_the_window_jobs_finish():
         assert d[k] == pytest.approx(c[k], rel=1e-9), k
     check_breakdown(d)
     assert d["jobs_completed"] > c["jobs_completed"]
+
+
+def test_the_time_series_ends_at_the_horizon_so_the_last_day_has_its_goodput_bar():
+    """A 3-day run has 3 per-day goodput bars (the last sample used to fall one step short of
+    the horizon, so the report lost the last day's bar)."""
+    from podsim.report.figures import daily_goodput
+
+    r = cluster_run_result(simulate(config(), v4_jobs(), seed=2))
+    ts = r.table("timeseries")
+    assert ts["t_s"][-1] == 3 * 86400
+    days, goodput = daily_goodput(ts)
+    assert list(days) == [0.5, 1.5, 2.5] and np.all(np.isfinite(goodput))

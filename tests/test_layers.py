@@ -6,6 +6,7 @@ placement never imports the cluster's workload models). Read from the source, no
 from __future__ import annotations
 
 import ast
+from functools import cache
 from pathlib import Path
 
 PODSIM = Path(__file__).resolve().parents[1] / "podsim"
@@ -15,7 +16,9 @@ PODSIM = Path(__file__).resolve().parents[1] / "podsim"
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("errors", "_lazy", "_arrays"),
     ("units",),
-    ("quantities", "bounds", "files", "metrics", "maxmin", "stats"),
+    ("quantities",),
+    ("bounds",),
+    ("files", "metrics", "maxmin", "stats"),
     ("topology",),
     ("perf", "economics", "placement", "sources"),
     ("trace",),
@@ -40,6 +43,7 @@ def unit_of(module: str) -> str:
     return parts[1] if len(parts) > 1 else "__init__"
 
 
+@cache
 def arrows() -> list[tuple[str, str, str]]:
     """(from unit, to unit, where) for every import of podsim by podsim, across units."""
     out = []

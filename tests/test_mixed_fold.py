@@ -11,16 +11,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from podsim.collectives import (
-    Placement,
-    RouterPool,
-    applicable,
-    build_schedule,
-    group_layout,
-    plan_collective,
-)
+from podsim.bounds import budgets
 from podsim.collectives import choice as choice_mod
+from podsim.collectives import plan_collective
+from podsim.collectives.algorithms import applicable, build_schedule
 from podsim.collectives.closed_form import schedule_bound_s, schedule_time_s
+from podsim.collectives.groups import group_layout
 from podsim.collectives.patterns import (
     pairs_pattern,
     ring_pattern,
@@ -28,10 +24,13 @@ from podsim.collectives.patterns import (
     tree_pattern,
     xor_pattern,
 )
-from podsim.engine import build_job, simulate_step, validating
+from podsim.collectives.routes import Placement, RouterPool
+from podsim.engine import build_job, simulate_step
+from podsim.engine.validate import validating
 from podsim.errors import PodsimError
 from podsim.topology import DcnSpec
-from podsim.trace import Collective, Compute, StepTrace, generate_trace, parse_group
+from podsim.trace import StepTrace, generate_trace
+from podsim.trace.model import Collective, Compute, parse_group
 from tests.helpers import flat_cross_slice
 
 
@@ -215,14 +214,13 @@ def test_a_candidate_that_cannot_win_is_never_built():
 
 
 def test_no_simulable_candidate_names_its_largest_pattern(monkeypatch):
-    """When every candidate has a pattern over MAX_FLOWS, the one-line error names the largest
+    """When every candidate has a pattern over the flows budget (--max-flows), the one-line error names the largest
     pattern of one of them, its group and its flow count (not its first pattern)."""
     monkeypatch.setattr(choice_mod, "RANK_FLOWS", 0)
-    monkeypatch.setattr(choice_mod, "MAX_FLOWS", 0)
     job = _job(4)
     pool = RouterPool(Placement(job.fabric, job.views))
     lay = group_layout(job.views, parse_group("x,y,z,dcn"))
-    with pytest.raises(PodsimError) as err:
+    with budgets(flows=0), pytest.raises(PodsimError) as err:
         plan_collective("all_reduce", lay, 2**20, "auto", pool)
     msg = str(err.value)
     alg = msg.split(" of ", 1)[1].split(" on group", 1)[0]

@@ -7,7 +7,7 @@ alpha-beta closed form on those routes (`schedule_time_s`). A candidate over it 
 ranked by a lower bound of that closed form, from the flows of a few representative chips
 (`schedule_bound_s`); only if the bound could beat the best price so far is it priced in full
 (building its flows, which simulating it would need anyway), and a candidate with more flows
-than the engine simulates (`MAX_FLOWS`) is never taken. The choice is the one pricing every
+than the engine simulates (the flows budget, `--max-flows`) is never taken. The choice is the one pricing every
 candidate in full would make (the fastest; ties to the earlier name in ALGORITHMS), without
 building the flows of those that cannot win. `Plan.why` says it in one line.
 """
@@ -16,10 +16,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from podsim.bounds import budget
 from podsim.collectives.algorithms import ALGORITHMS, KINDS, applicable, build_schedule
 from podsim.collectives.closed_form import schedule_bound_s, schedule_time_s
 from podsim.collectives.groups import GroupLayout
-from podsim.collectives.routes import MAX_FLOWS, RouterPool
+from podsim.collectives.routes import RouterPool
 from podsim.collectives.schedule import Schedule
 from podsim.errors import PodsimError
 
@@ -92,9 +93,9 @@ def plan_collective(kind: str, layout: GroupLayout, size_bytes: float, algorithm
         if best is not None and bounds[alg] > best:
             notes.append(f"{alg} ruled out by its bound {_us(bounds[alg])} ({n:,} flows not built)")
             continue
-        if most[0] > MAX_FLOWS:
-            refused.append(f"{most[1]} of {alg} on group {layout.name}: {most[0]:,} flows, more than the {MAX_FLOWS:,} "
-                           "podsim simulates at once; use a smaller group or another algorithm")
+        if most[0] > budget().flows:
+            refused.append(f"{most[1]} of {alg} on group {layout.name}: {most[0]:,} flows, more than the {budget().flows:,} "
+                           "podsim simulates at once (--max-flows); use a smaller group or another algorithm")
             notes.append(f"{alg} not simulable ({n:,} flows; bound {_us(bounds[alg])})")
             continue
         cands[alg] = schedule_time_s(scheds[alg], router)

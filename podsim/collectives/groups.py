@@ -20,7 +20,7 @@ import numpy as np
 
 from podsim._arrays import unique
 from podsim.errors import PodsimError
-from podsim.topology import SliceView
+from podsim.topology.slices import SliceView
 from podsim.trace.model import DCN_AXIS, SLICE_AXES, AxisGroup, format_group, parse_group
 
 

@@ -15,22 +15,11 @@ import numpy as np
 
 from podsim._arrays import has_duplicates, unique
 from podsim.errors import PodsimError
-from podsim.topology import (
-    Built,
-    DcnSpec,
-    Fabric,
-    Generation,
-    PodLayout,
-    Slice,
-    SliceView,
-    build_fabric,
-    build_slice,
-    check_slice_topology,
-    get_generation,
-    plan_slice,
-    slice_view,
-    validate_shape,
-)
+from podsim.topology import DcnSpec, Generation, PodLayout, build_slice, get_generation
+from podsim.topology.fabric import Fabric, build_fabric
+from podsim.topology.shapes import validate_shape
+from podsim.topology.slices import Slice, SliceView, check_slice_topology, plan_slice, slice_view
+from podsim.topology.summary import Built
 from podsim.trace.mesh import parse_parallelism
 from podsim.trace.model import DCN_AXIS, SLICE_AXES, Collective, SendRecv, StepTrace
 

@@ -18,7 +18,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from podsim.errors import PodsimError
-from podsim.files import parse_yaml_node, read_text
+from podsim.files import MAX_YAML_BYTES, parse_yaml_node, read_text
 from podsim.scenario.check import FieldError, check_scenario
 from podsim.scenario.schema import Scenario
 
@@ -50,7 +50,7 @@ def _field_above(text: str, line: int) -> str | None:
 def read_yaml_doc(path: str | Path, what: str = "scenario") -> YamlDoc:
     """Parse a YAML file keeping node positions; bad YAML is a one-line error with its line."""
     path = Path(path)
-    return parse_yaml_doc(read_text(path, what), str(path), path.parent)
+    return parse_yaml_doc(read_text(path, what, MAX_YAML_BYTES), str(path), path.parent)
 
 
 def parse_yaml_doc(text: str, source: str, base_dir: Path | None = None) -> YamlDoc:
@@ -172,7 +172,36 @@ def scenario_from_doc(doc: YamlDoc) -> Scenario:
 
 
 def load_scenario(path: str | Path) -> Scenario:
-    """Read and validate a scenario file (paths inside it are relative to its folder)."""
+    r"""Read and validate a scenario file: one pydantic schema, then the rules across fields.
+
+    Parameters
+    ----------
+    path : str or Path
+        The YAML file; paths inside it are relative to its folder.
+
+    Returns
+    -------
+    Scenario
+        The validated scenario (`run_scenario` runs it).
+
+    Raises
+    ------
+    PodsimError
+        One line naming the file, line and field, the value and what is allowed.
+
+    Examples
+    --------
+    >>> import pathlib, tempfile
+    >>> from podsim import load_scenario
+    >>> path = pathlib.Path(tempfile.mkdtemp()) / "s.yaml"
+    >>> _ = path.write_text("name: x\ntopology: {generation: tpu-v4}\nworkload: {step: {model: resnet50, slice: 4x4x4}}")
+    >>> load_scenario(path).kind
+    'step'
+    >>> _ = path.write_text("name: x\ntopology: {generation: tpu-v9}\nworkload: {step: {model: resnet50, slice: 4x4x4}}")
+    >>> load_scenario(path)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    podsim.errors.PodsimError: ...s.yaml:2: topology.generation: unknown generation 'tpu-v9'...
+    """
     return scenario_from_doc(read_yaml_doc(path))
 
 

@@ -34,7 +34,8 @@ from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from podsim.errors import PodsimError
-from podsim.perf import chip_compute, compute_timing, op_timer
+from podsim.perf import chip_compute
+from podsim.perf.opmodel import compute_timing, op_timer
 from podsim.study.study import StepStudy, run_study, study_plan, study_trace
 from podsim.topology import DcnSpec, Generation
 from podsim.topology.placed import built_asked, built_placed

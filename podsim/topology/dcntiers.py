@@ -166,8 +166,9 @@ _SPEC = re.compile(r"\s*(?P<tier>[a-z]+)\s*=\s*(?P<radix>\d+)\s*x\s*(?P<gbps>[0-
 _ALIASES = {"tor": "tor", "leaf": "tor", "aggregation": "aggregation", "agg": "aggregation", "block": "aggregation",
             "spine": "spine"}
 SPEC_EXAMPLE = "tor=40x200/33:7,aggregation=800x200,spine=800x200*20"
-TIERS_HELP = (f"a preset (fat-tree-k64, fat-tree-k40-4.7to1), a spec TIER=RADIXxGBPS[/OVERSUB][*COUNT] for tor, "
-              f"aggregation and spine (e.g. {SPEC_EXAMPLE}), or a YAML file of the three")
+# no square brackets: --help draws option help as rich markup, where "[/OVERSUB]" is a closing tag
+TIERS_HELP = (f"a preset (fat-tree-k64, fat-tree-k40-4.7to1), a spec TIER=RADIXxGBPS, optionally /OVERSUB and *COUNT, "
+              f"for tor, aggregation and spine (e.g. {SPEC_EXAMPLE}), or a YAML file of the three")
 
 
 @cache

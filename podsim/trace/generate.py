@@ -47,13 +47,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Annotated, Literal, get_args
+from typing import Literal, get_args
 
-from pydantic import ConfigDict, Field
+from pydantic import ConfigDict
 
-from podsim.bounds import MAX_FLEET_CHIPS
+from podsim import quantities as q
+from podsim.bounds import check_budget
 from podsim.errors import PodsimError
-from podsim.topology import get_generation, validate_shape
+from podsim.topology import get_generation
+from podsim.topology.shapes import validate_shape
 from podsim.trace.builder import ProgramBuilder
 from podsim.trace.configs import ModelConfig, ResNetConfig, TransformerConfig, get_model
 from podsim.trace.costs import TransformerShard, adam_update
@@ -90,7 +92,7 @@ class GenerateOptions:
     __pydantic_config__ = ConfigDict(extra="forbid")
 
     # None: 1 without a pipeline, else the largest divisor of the local batch <= 4p
-    microbatches: Annotated[int | None, Field(ge=1)] = None
+    microbatches: q.MICROBATCHES.type | None = None
     # Activation recomputation: none; minimal (Korthikanti et al. 2022 selective: the attention
     # core, QK^T, softmax and AV, re-runs in backward); full (each layer's forward re-runs).
     # True/False are accepted for full/none.
@@ -103,17 +105,17 @@ class GenerateOptions:
     collective_matmul: bool = False  # tensor-parallel collectives decomposed under the adjacent matmul
     attention: Attention = "flash"  # flash: fused, causal half, scores stay on chip; materialized: scores through HBM
     sequence_parallel: bool = False  # Megatron sequence parallelism (all-gather + reduce-scatter)
-    capacity_factor: Annotated[float, Field(ge=1.0, le=64.0)] = 1.0  # MoE dispatch buffer per expert / (tokens x top_k / experts)
-    act_bytes: Annotated[int, Field(ge=1, le=8)] = 2  # bf16 activations
-    weight_bytes: Annotated[int, Field(ge=1, le=8)] = 2  # bf16 weights as used and gathered
-    grad_bytes: Annotated[int, Field(ge=1, le=8)] = 2  # bf16 gradients as reduced (4: fp32)
+    capacity_factor: q.CAPACITY_FACTOR.type = 1.0  # MoE dispatch buffer per expert / (tokens x top_k / experts)
+    act_bytes: q.GRAD_BYTES.type = 2  # bf16 activations
+    weight_bytes: q.GRAD_BYTES.type = 2  # bf16 weights as used and gathered
+    grad_bytes: q.GRAD_BYTES.type = 2  # bf16 gradients as reduced (4: fp32)
     # XLA's all-reduce combiner on a TF1 program: the data-parallel gradient all-reduces merged
     # into one after the backward pass (then none overlaps backward, whatever overlap_grad_reduce says)
     combine_grad_reduce: bool = False
     # CNN data parallelism: one replica per TensorCore (TF's num_cores = 2 x chips on v2-v4)
-    replicas_per_chip: Annotated[int, Field(ge=1, le=2)] = 1
+    replicas_per_chip: q.REPLICAS_PER_CHIP.type = 1
     # CNN distributed batch norm: replicas whose batch statistics are summed (TF's distributed_group_size)
-    bn_group: Annotated[int, Field(ge=1, le=MAX_FLEET_CHIPS)] = 1
+    bn_group: q.BN_GROUP.type = 1
     mesh_order: tuple[str, ...] | None = None  # logical axes, heaviest first; None: by measured volume
     mesh: Mapping[str, str] | None = field(default=None, hash=False)  # explicit mapping {'tensor': 'z', ...}
 
@@ -140,10 +142,41 @@ def generate_trace(
     overrides: Mapping[str, object] | None = None,
     options: GenerateOptions | None = None,
 ) -> StepTrace:
-    """The step trace of `model` (a preset name or config) on a `generation` slice::
+    """The step trace of `model` trained with a parallelism plan on a `generation` slice: one
+    training step as an SPMD op DAG (see the module docstring for what each axis adds).
 
-        t = generate_trace("gpt3-175b", "8x16x16", "data=8,fsdp=16,tensor=16")
-        t.meta["mesh"]   # {'tensor': 'y', 'fsdp': 'z', 'data': 'x'}
+    Parameters
+    ----------
+    model : str or ModelConfig
+        A preset name (`podsim trace models`) or a config.
+    slice_shape : str or sequence of int
+        The slice, e.g. '8x16x16'.
+    parallelism : str, mapping or ParallelPlan
+        e.g. 'data=8,fsdp=16,tensor=16' (data, fsdp, pipeline, tensor, expert; dcn across
+        slices); the sizes other than dcn multiply to the slice's chips.
+    generation : str
+        The chip generation.
+    twisted : bool
+        A twisted torus slice.
+    overrides : mapping, optional
+        Preset fields replaced, e.g. {'global_batch': 2048, 'n_layers': 8}.
+    options : GenerateOptions, optional
+        Recompute, precision, overlap switches, micro-batches, ...
+
+    Returns
+    -------
+    StepTrace
+        The ops with their dependencies; `meta` holds the plan, mesh mapping, chips, model and
+        hardware FLOPs and the HBM footprint per chip.
+
+    Examples
+    --------
+    >>> from podsim import generate_trace
+    >>> t = generate_trace("gpt3-175b", "8x16x16", "data=8,fsdp=16,tensor=16")
+    >>> t.meta["mesh"]
+    {'tensor': 'y', 'fsdp': 'z', 'data': 'x'}
+    >>> t.meta["chips"]
+    2048
     """
     cfg = get_model(model, dict(overrides or {})) if isinstance(model, str) else model
     opts = options or GenerateOptions()
@@ -154,6 +187,8 @@ def generate_trace(
         raise PodsimError(f"parallelism {plan} uses {plan.ici_chips} chips per slice but slice {spec} has {spec.chips}; the sizes other than dcn must multiply to {spec.chips}")
     if opts.capacity_factor < 1.0:
         raise PodsimError(f"capacity_factor {opts.capacity_factor} is below 1; MoE dispatch buffers must hold every routed token")
+    if opts.capacity_factor != 1.0 and not (isinstance(cfg, TransformerConfig) and cfg.is_moe):
+        raise PodsimError(f"capacity_factor {opts.capacity_factor} does not apply to {cfg.name}: it has no experts; leave it at 1")
     opts = replace(opts, recompute=_recompute_policy(opts.recompute))
     if opts.replicas_per_chip not in (1, 2) or (opts.replicas_per_chip > 1 and not isinstance(cfg, ResNetConfig)):
         raise PodsimError(f"replicas_per_chip {opts.replicas_per_chip} is not allowed for {cfg.name}; use 1, or 2 (one replica per TensorCore) for a data-parallel CNN")
@@ -391,6 +426,10 @@ def _transformer_program(cfg: TransformerConfig, plan: ParallelPlan, opts: Gener
     local = local_batch(cfg.global_batch, plan, "sequences")
     m = microbatches(local, plan, opts)
     sh = TransformerShard(cfg, plan, opts, b=local // m, layers=cfg.n_layers // p)
+    # At least a forward and a backward compute op per layer of the stage per stage-iteration
+    # (m + p - 1 of each): refused before the program is built if that passes the ops budget.
+    check_budget("ops", 2 * sh.layers * (m + p - 1), f"{cfg.name} with {m} micro-batch(es) over {p} stage(s)",
+                 f"at least 2 x {sh.layers} layers x {m + p - 1} stage-iterations")
     builder = ProgramBuilder(sizes, opts.precision, opts.combine_grad_reduce)
     _TransformerProgram(sh, builder, m).step()
     info = {
