@@ -8,14 +8,9 @@ import math
 import numpy as np
 import pytest
 
-from podsim.cluster import (
-    ClusterConfig,
-    FailureEvent,
-    FailureModel,
-    FailureProcess,
-    IciLinks,
-    simulate,
-)
+from podsim.cluster import ClusterConfig, FailureModel, simulate
+from podsim.cluster.failures import FailureEvent, FailureProcess
+from podsim.cluster.links import IciLinks
 from podsim.errors import PodsimError
 from podsim.workload import Job, SyntheticSpec, generate_jobs, parse_synthetic
 

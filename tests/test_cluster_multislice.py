@@ -7,7 +7,8 @@ import dataclasses
 
 import pytest
 
-from podsim.cluster import ClusterConfig, FailureEvent, FailureModel, FailureProcess, simulate
+from podsim.cluster import ClusterConfig, FailureModel, simulate
+from podsim.cluster.failures import FailureEvent, FailureProcess
 from podsim.workload import Job, generate_jobs, parse_synthetic
 
 H = 3600.0

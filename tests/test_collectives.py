@@ -7,9 +7,10 @@ import math
 import numpy as np
 import pytest
 
-from podsim.collectives import closed_form_s, plan_collective
+from podsim.collectives import plan_collective
 from podsim.collectives.algorithms import build_schedule
 from podsim.collectives.bounds import all_to_all_link_load, all_to_all_time_s
+from podsim.collectives.choice import closed_form_s
 from podsim.collectives.closed_form import (
     bidir_ring_all_reduce_s,
     halving_doubling_all_reduce_s,

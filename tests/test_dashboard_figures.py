@@ -8,7 +8,9 @@ import math
 import numpy as np
 import pytest
 
-from podsim.cluster import ClusterConfig, FailureModel, FailureProcess, by_shape, simulate
+from podsim.cluster import ClusterConfig, FailureModel, simulate
+from podsim.cluster.breakdown import by_shape
+from podsim.cluster.failures import FailureProcess
 from podsim.engine import simulate_collective, simulate_step
 from podsim.engine.summary import port_utilisation
 from podsim.placement import PodState, SliceRequest

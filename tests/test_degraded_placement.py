@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 from helpers import run_podsim
 
-from podsim.cluster import ClusterConfig, FailureEvent, simulate
+from podsim.cluster import ClusterConfig, simulate
 from podsim.cluster.config import make_config
+from podsim.cluster.failures import FailureEvent
 from podsim.errors import PodsimError
 from podsim.placement import PodState, SliceRequest, place, validate_placement
 from podsim.placement.degraded import dark_circuits, darken

@@ -13,7 +13,8 @@ from podsim.economics.assumptions import DEFAULTS, assumptions
 from podsim.economics.timeline import Period
 from podsim.economics.useful import add_useful_cost, useful_fraction
 from podsim.errors import PodsimError
-from podsim.scenario import check_scenario, load_scenario_text
+from podsim.scenario import load_scenario_text
+from podsim.scenario.check import check_scenario
 from podsim.topology import DcnSpec, PodLayout, get_generation
 from podsim.topology.fabric import build_fabric
 

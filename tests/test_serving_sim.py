@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 
 from podsim.errors import PodsimError
-from podsim.serving import ServingConfig, draw_requests, load_request_trace, simulate_serving
+from podsim.serving import ServingConfig, simulate_serving
 from podsim.serving.spec import RequestStream
+from podsim.serving.workload import draw_requests, load_request_trace
 
 SMALL = {"model": "llama2-70b", "overrides": {"n_layers": 8}, "precision": {"weights": "int8"}}
 

@@ -20,13 +20,15 @@ from podsim.cli.common import (
     warn_inferred_shapes,
     with_budgets,
 )
-from podsim.cluster import failure_model, make_config, make_run, run_cluster
+from podsim.cluster import make_config, make_run, run_cluster
 from podsim.cluster.config import POLICY_NAMES, default
+from podsim.cluster.failures import failure_model
 from podsim.errors import PodsimError
 from podsim.scenario.run import cluster_run_result
 from podsim.trace.model import DEFAULT_COMPUTE_EFFICIENCY
 from podsim.units import format_seconds, parse_duration
-from podsim.workload import TraceColumns, TraceSpec, parse_synthetic
+from podsim.workload import TraceSpec, parse_synthetic
+from podsim.workload.replay import TraceColumns
 
 
 def _rows(result) -> list[tuple[str, str]]:

@@ -19,10 +19,10 @@ from podsim._lazy import lazy_face
 
 if TYPE_CHECKING:  # the face's names, each imported on first use (podsim._lazy: start-up)
     from podsim.collectives.algorithms import ALGORITHMS, KINDS
-    from podsim.collectives.choice import Plan, closed_form_s, plan_collective
+    from podsim.collectives.choice import Plan, plan_collective
 
 # The public API: plan a collective (schedule + closed form) and the closed forms themselves.
 # A schedule's parts (Pattern, Phase), route symmetry and schedule_time_s stay in their modules.
-__all__ = ["ALGORITHMS", "KINDS", "Plan", "closed_form_s", "plan_collective"]
+__all__ = ["ALGORITHMS", "KINDS", "Plan", "plan_collective"]
 
 lazy_face(__name__)

@@ -7,8 +7,8 @@ from podsim._lazy import lazy_face
 
 if TYPE_CHECKING:  # the face's names, each imported on first use (podsim._lazy: start-up)
     from podsim.perf.chips import chip_compute
-    from podsim.perf.opmodel import compute_time_s, op_time_s
+    from podsim.perf.opmodel import compute_time_s
 
-__all__ = ["chip_compute", "compute_time_s", "op_time_s"]
+__all__ = ["chip_compute", "compute_time_s"]
 
 lazy_face(__name__)

@@ -16,8 +16,9 @@ from podsim.metrics import target_metrics
 from podsim.scenario.fields import parse_target
 from podsim.scenario.schema import Scenario
 from podsim.scenario.studies import scaling_base, step_study
-from podsim.study import StepStudy, study_plan, study_trace
+from podsim.study import StepStudy
 from podsim.study.scaling import plan_error
+from podsim.study.study import study_plan, study_trace
 from podsim.topology import Generation, get_generation, parse_shape
 from podsim.topology.shapes import SliceSpec, validate_shape
 from podsim.trace.configs import PRESETS, get_model
@@ -25,7 +26,7 @@ from podsim.trace.generate import GenerateOptions
 from podsim.trace.mesh import parse_parallelism
 from podsim.trace.plans import names_dcn, plan_template, resolve_plan
 from podsim.units import is_rate_unit
-from podsim.workload import V4_SLICE_POPULARITY, SliceMix
+from podsim.workload.popularity import V4_SLICE_POPULARITY, SliceMix
 
 COUNT_UNITS = ("chips", "links", "ports", "ocs", "cubes", "nics", "hosts")  # figures that count parts
 

@@ -25,14 +25,8 @@ from podsim.scenario.spine import spine_study
 from podsim.scenario.steptime import RecordingStepTime
 from podsim.scenario.studies import job_studies, step_study
 from podsim.stats import metric_intervals, replicate_seeds
-from podsim.study import (
-    CachedStepTime,
-    EngineStepTime,
-    RooflineStepTime,
-    StepStudy,
-    run_study,
-    study_plan,
-)
+from podsim.study import CachedStepTime, EngineStepTime, RooflineStepTime, StepStudy, run_study
+from podsim.study.study import study_plan
 from podsim.topology import DcnSpec, Generation, format_shape, get_generation, topology_summary
 from podsim.topology.shapes import slice_name
 

@@ -233,7 +233,7 @@ class Workload(_Model):
 
 
 class Failures(_Model):
-    """Failure processes of hosts, OCS units and ICI cables (podsim.cluster.FailureSpec), or a trace."""
+    """Failure processes of hosts, OCS units and ICI cables (podsim.cluster.failures.FailureSpec), or a trace."""
 
     host: FailureSpec | None = None
     ocs: FailureSpec | None = None

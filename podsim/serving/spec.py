@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from podsim import quantities as q
 from podsim.bounds import MAX_HORIZON_S, Seed
 from podsim.errors import PodsimError, first_error
 from podsim.quantities import Duration, Fraction, Rate
@@ -121,7 +122,20 @@ class BatchPolicy(_Model):
                               f"{self.max_batch}")
         if self.kind != "static" and (self.batcher != "idle" or self.batch_sizes):
             raise PodsimError("batch policy batcher and batch_sizes are for static batches: set kind static")
+        _refuse_changed(self, ("max_batch", "max_wait", "buckets", "max_live_batches") if self.kind == "continuous" else
+                        ("token_budget", "max_seqs", "prefill"), f"batch kind {self.kind}")
+        if self.kind == "static" and self.batcher != "saxml":
+            _refuse_changed(self, ("max_live_batches",), f"batcher {self.batcher}")
         return self
+
+
+def _refuse_changed(model: BaseModel, names: tuple[str, ...], where: str) -> None:
+    """A field of another mode set away from its default would be ignored: refused instead (a
+    default-valued one, as a model dump carries, is harmless)."""
+    fields = type(model).model_fields
+    for name in names:
+        if getattr(model, name) != fields[name].get_default(call_default_factory=True):
+            raise PodsimError(f"{name} does not apply with {where}; leave it out (a field podsim would ignore is refused)")
 
 
 class Lengths(_Model):
@@ -153,7 +167,7 @@ class Arrivals(_Model):
     kind: Literal["poisson", "bursty", "trace", "offline"] = "poisson"
     rate: Rate | None = Field(None, description="requests per hour; e.g. 10/s, 600/min")
     cv: float = Field(2.0, gt=0, le=100.0, description="bursty: coefficient of variation of the gaps")
-    time_scale: float = Field(1.0, gt=0, le=1e6, description="trace: divide the trace's gaps by this (2: twice the rate)")
+    time_scale: q.ARRIVAL_SCALE.type = Field(1.0, description="trace: divide the trace's gaps by this (2: twice the rate)")
 
     @model_validator(mode="after")
     def _rate(self) -> Arrivals:
@@ -161,6 +175,8 @@ class Arrivals(_Model):
             raise PodsimError(f"{self.kind} arrivals need a rate, e.g. 10/s")
         if self.kind in ("trace", "offline") and self.rate is not None:
             raise PodsimError(f"{self.kind} arrivals take no rate (the trace sets the times; offline sends all at once)")
+        _refuse_changed(self, (*(("cv",) if self.kind != "bursty" else ()), *(("time_scale",) if self.kind != "trace" else ())),
+                        f"{self.kind} arrivals")
         return self
 
     @property
@@ -207,8 +223,8 @@ class Disaggregated(_Model):
 class Slo(_Model):
     """Latency targets a request must meet to count towards SLO attainment and goodput."""
 
-    ttft: Duration = Field(2.0, gt=0, description="time to first token")
-    tpot: Duration = Field(0.1, gt=0, description="time per output token after the first")
+    ttft: q.SLO_TTFT.duration = Field(2.0, description="time to first token")
+    tpot: q.SLO_TPOT.duration = Field(0.1, description="time per output token after the first")
 
 
 class ServingSetup(_Model):
@@ -226,7 +242,7 @@ class ServingSetup(_Model):
     duration: Duration = Field(600.0, gt=0, le=MAX_HORIZON_S, description="arrivals for this long (offline: ignored)")
     drain: Duration | None = Field(None, ge=0, le=MAX_HORIZON_S, description="time after the arrivals end for requests "
                                                                            "in flight (default: duration)")
-    warmup: Duration = Field(0.0, ge=0, description="requests arriving before this are run but not counted")
+    warmup: Duration = Field(0.0, ge=0, le=MAX_HORIZON_S, description="requests arriving before this are run but not counted")
     routing: Literal["dimension_order", "shortest_paths", "adaptive"] = "dimension_order"
     hbm_reserve: Fraction = Field(0.0, description="share of HBM the runtime keeps (not for weights or KV cache)")
 
@@ -270,8 +286,8 @@ class CapacitySearch(_Model):
     """Fewest chips to serve `rate` within the p99 targets (podsim.serving.capacity)."""
 
     rate: Rate = Field(..., description="the request rate to serve, e.g. 20/s (Poisson, or the stream's own kind)")
-    ttft_p99: Duration = Field(..., gt=0, description="p99 time-to-first-token target")
-    tpot_p99: Duration = Field(..., gt=0, description="p99 time-per-output-token target")
+    ttft_p99: q.SLO_TTFT.duration = Field(..., description="p99 time-to-first-token target")
+    tpot_p99: q.SLO_TPOT.duration = Field(..., description="p99 time-per-output-token target")
     replicas: tuple[int, int] = Field((1, 64), description="[low, high]: the replica counts searched")
     slices: tuple[str, ...] = Field((), description="candidate slice shapes of one replica; default: the workload's")
     replicates: int = Field(3, ge=1, le=100, description="runs per size with independent seeds")
