@@ -84,11 +84,12 @@ class BatchPolicy(_Model):
     requests waiting, once `max_batch` wait or the first has waited `max_wait` since it arrived;
     `saxml` is Saxml's PerMethodBatcher (google/saxml, saxml/server/model_service_base.py and
     utils.py): up to two batches live past the batcher (one on the device, the next formed
-    behind it; one when `max_live_batches` <= 2), a new one started only when a live batch has
-    returned, by taking the queue's first request and then collecting until `max_batch` or
-    `max_wait` after that take; the device runs them first in, first out; and at most
-    `max_batch` x `max_live_batches` requests alive (queued, in batches, running), a request
-    beyond that rejected (Saxml answers RESOURCE_EXHAUSTED).
+    behind it; one when `max_live_batches` <= 2 since 2024; `batcher_depth` sets it), a new
+    one started only when a live batch has returned, by taking the queue's first request and
+    then collecting until `max_batch` or `max_wait` after that take; the device runs them
+    first in, first out; at most `max_batch` x `max_live_batches` requests alive (queued, in
+    batches, running), a request beyond that turned away (RESOURCE_EXHAUSTED) and retried by
+    the Sax client with backoff.
     KV cache: `paged` allocates `page_tokens`-token pages as sequences grow and, when none is
     free, preempts the latest admitted sequence (its pages freed, recomputed later: vLLM's
     recompute); `reserve` admits a request only when pages for its prompt and whole output are
@@ -108,6 +109,8 @@ class BatchPolicy(_Model):
                                                                   "Saxml's pipelined batcher (see the policy's docstring)")
     max_live_batches: int = Field(4, ge=1, le=4096, description="static, saxml: requests alive at most max_batch x this "
                                                                 "(Saxml's MAX_LIVE_BATCHES, default 4)")
+    batcher_depth: int | None = Field(None, ge=1, le=64, description="static, saxml: batches live past the batcher; none: "
+                                      "Saxml's rule since 2024-04 (1 when max_live_batches <= 2, else 2; before: 2)")
     kv: Literal["paged", "reserve"] = Field("paged", description="KV-cache admission: paged with preemption, or reserve")
     page_tokens: int = Field(16, ge=1, le=4096, description="tokens per KV-cache page")
 
@@ -120,7 +123,7 @@ class BatchPolicy(_Model):
         if self.batch_sizes and self.batch_sizes[-1] < self.max_batch:
             raise PodsimError(f"batch policy batch_sizes {list(self.batch_sizes)}: the largest must hold max_batch "
                               f"{self.max_batch}")
-        if self.kind != "static" and (self.batcher != "idle" or self.batch_sizes):
+        if self.kind != "static" and (self.batcher != "idle" or self.batch_sizes or self.batcher_depth is not None):
             raise PodsimError("batch policy batcher and batch_sizes are for static batches: set kind static")
         _refuse_changed(self, ("max_batch", "max_wait", "buckets", "max_live_batches") if self.kind == "continuous" else
                         ("token_budget", "max_seqs", "prefill"), f"batch kind {self.kind}")
