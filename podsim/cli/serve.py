@@ -205,7 +205,8 @@ FLAGS = {"model.precision": "--weights/--kv-cache/--matmul", "requests.arrivals"
          "batch": "--batch", "requests": "--rate/--arrivals/--prompt/--output", "slo": "--slo-ttft/--slo-tpot",
          "capacity": "--capacity-*", "disaggregated": "--disaggregated",
          **{f"batch.{f}": "--" + f.replace("_", "-") for f in ("token_budget", "max_seqs", "prefill", "kv", "page_tokens", "max_batch",
-                                                             "max_wait", "buckets", "batch_sizes", "batcher", "max_live_batches")},
+                                                             "max_wait", "buckets", "batch_sizes", "batcher", "max_live_batches",
+                                                             "batcher_depth")},
          "disaggregated.transfer": "--transfer", "requests.arrivals.cv": "--cv", "requests.arrivals.time_scale": "--time-scale"}
 
 
