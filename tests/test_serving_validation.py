@@ -12,7 +12,7 @@ from podsim.validation.serving import GPTJ_DIMS, ROWS, row_config, run_table, su
 
 # the errors as they stand (predicted / measured - 1); a change that moves a row away fails. I4
 # (round 4.0's batch of 36) is refused: podsim's KV cache is 0.8% too small for it (see its reason)
-PINNED = {"I1": -0.008, "I2": -0.002, "I3": -0.599, "I4": None}
+PINNED = {"I1": -0.006, "I2": -0.002, "I3": -0.599, "I4": None}
 
 
 @pytest.fixture(scope="module")
