@@ -70,6 +70,9 @@ def step_rows(s: dict) -> list[tuple[str, str]]:
     for kind, k in sorted(s["collectives"].items()):
         rows.append((kind, f"{int(k['ops'])} ops, {format_bytes(k['bytes'])}, {format_seconds(k['busy_s'])} busy "
                            f"(closed form {format_seconds(k['closed_form_s'])})"))
+    if s.get("input_s"):
+        rows.append(("host input", f"{format_seconds(s['input_s'])} per step on the hosts; " + (
+            f"input-bound: the chips wait {format_seconds(s['input_wait_s'])} for it" if s["input_bound"] else "the chips take longer (not input-bound)")))
     if "mfu" in s:
         rows.append(("model FLOPs utilisation", f"{s['mfu']:.1%}"))
     if "hfu" in s:

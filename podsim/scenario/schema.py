@@ -151,14 +151,16 @@ class TraceWorkload(TraceSpec):
 
 class StepOptions(_Model):
     """How a generated step runs: podsim.trace.GenerateOptions, the `podsim trace generate` flags
-    (recompute, precision, overlap switches, TF1's combined gradient all-reduce, CNN replicas per
-    chip and batch-norm groups); each defaults to the generator's own default."""
+    (recompute, precision, overlap switches and collective matmul, TF1's combined gradient
+    all-reduce, CNN replicas per chip and batch-norm groups, the hosts' input pipeline); each
+    defaults to the generator's own default."""
 
     recompute: Literal["none", "minimal", "full"] = "none"
     precision: Literal["bf16", "int8", "fp8"] = Field("bf16", description="matmul precision (int8/fp8 where the generation publishes the rate)")
     attention: Literal["flash", "materialized"] = "flash"
     sequence_parallel: bool = False
-    collective_matmul: bool = False
+    collective_matmul: Literal["auto", "exposed", "chunked", "all_gather", "reduce_scatter", "hidden"] | bool = Field(
+        "auto", description="tensor-parallel collectives and their matmuls (podsim.trace.generate.COLLECTIVE_MATMUL); true: chunked")
     overlap_fsdp_prefetch: bool = True
     overlap_grad_reduce: bool = True
     overlap_dcn: bool = True
@@ -168,6 +170,8 @@ class StepOptions(_Model):
     replicas_per_chip: int = Field(1, ge=1, le=2, description="CNN data parallelism: 2 for a replica per TensorCore")
     bn_group: int = Field(1, ge=1, le=MAX_FLEET_CHIPS, description="CNN distributed batch norm: replicas per group")
     capacity_factor: float = Field(1.0, ge=1.0, le=64.0, description="MoE expert capacity factor")
+    input_pipeline: Literal["none", "jpeg"] = Field("none", description="the hosts' input pipeline: none, or jpeg (decoded every step at the generation's host rate)")
+    input_rate_per_host: float | None = Field(None, gt=0, le=1e12, description="images (CNN) or tokens (transformer) per second one host feeds; overrides input_pipeline")
 
     def generate_options(self) -> GenerateOptions:
         return GenerateOptions(**self.model_dump())

@@ -118,7 +118,7 @@ def check_fits(trace: StepTrace, shape: Sequence[int]) -> None:
     trace.validate(axes=axes)
     length = dict(zip(axes, shape, strict=False))
     for op in trace.ops:
-        groups: tuple[AxisGroup, ...] = op.group if isinstance(op, Collective) else (op.axis,) if isinstance(op, SendRecv) else ()
+        groups: tuple[AxisGroup, ...] = op.group if isinstance(op, Collective | SendRecv) else ()
         for g in groups:
             if g.axis == DCN_AXIS or g.size is None:
                 continue
@@ -158,7 +158,7 @@ def summarize_trace(trace: StepTrace, generation: str | None = None) -> dict:
         else:
             send["ops"] += 1
             send["bytes"] += op.bytes
-            key = f"send_recv {op.axis}"
+            key = f"send_recv {format_group(op.group)}"
             groups[key] = groups.get(key, 0.0) + op.bytes
     out = {
         "name": trace.name,
