@@ -89,7 +89,7 @@ def capacity_answer(sweep: dict) -> pd.DataFrame | None:
     if not cells:
         return None
     return pd.DataFrame([{
-        "cell": c["cell"], "replicate": c.get("replicate", 0), "field": c["field"], "range": f"{c['low']}..{c['high']}",
+        "cell": c["cell"], "replicates": c.get("replicates", 1), "field": c["field"], "range": f"{c['low']}..{c['high']}",
         "answer": answer_text(c),
         "evaluated": ", ".join(f"{v} {probe_text(e)}" for v, e in
                                sorted(c["evaluated"].items(), key=lambda kv: float(kv[0])))} for c in cells])

@@ -107,6 +107,14 @@ register(
     _m("wait_p95_with_queued_s", "s", "95th percentile wait counting jobs still queued at the horizon with their "
                                       "wait so far (a lower bound)", _C, True),
     _m("wait_p99_with_queued_s", "s", "99th percentile wait, jobs still queued counted with their wait so far", _C, True),
+    _m("wait_shape_mean_s", "s", "mean time a started job waited for shape: enough healthy chips free, but not in "
+                                 "a form its slice can take (fragmentation, a reservation), first wait", _C, True),
+    _m("wait_resource_mean_s", "s", "mean time a started job waited for resource: fewer healthy chips free than it "
+                                    "needs, first wait", _C, True),
+    _m("wait_shape_share", "fraction", "waiting-for-shape seconds / all waiting seconds, jobs that started", _C, True),
+    _m("jct_mean_s", "s", "mean job completion time (end - submission), completed jobs", _C, True),
+    _m("jct_p50_s", "s", "median job completion time, completed jobs", _C),
+    _m("jct_p95_s", "s", "95th percentile job completion time (end - submission), completed jobs", _C, True, "DOUBLE"),
     _m("slowdown_mean", "ratio", "mean bounded slowdown (end - submission) / max(nominal run time, 10 s), "
                                  "completed jobs (Feitelson's tau = 10 s)", _C, True),
     _m("slowdown_p50", "ratio", "median bounded slowdown, completed jobs", _C),
@@ -120,6 +128,11 @@ register(
     _m("jobs_not_arrived", "count", "jobs submitted after the horizon", _C),
     _m("jobs_started", "count", "jobs that started at least once", _C),
     _m("jobs_untwisted", "count", "twisted requests run as a plain torus (fleet without OCS)", _C),
+    _m("jobs_shape_inferred", "count", "replayed trace jobs without a shape: their accelerator count was mapped to "
+                                       "the generation's shape ladder", _C),
+    _m("jobs_rounded", "count", "replayed trace jobs whose accelerator count was rounded up to a shape with more chips", _C),
+    _m("rounded_extra_chip_h", "chip_h", "chip-hours the rounded-up jobs hold beyond their accelerator counts "
+                                         "(extra chips x duration)", _C),
     _m("fragmentation_mean", "fraction", "1 - largest placeable slice / free chips, mean over samples with free chips",
        _C, True),
     _m("largest_placeable_mean_chips", "count", "largest slice that still fits, mean over the samples", _C),
@@ -161,6 +174,9 @@ register(
     _m("energy_kwh", "kwh", "busy chip-hours x the measured mean power per chip", _B, sql="DOUBLE"),
     _m("cost_per_useful_chip_h_usd", "usd", "cost of the fleet / useful chip-hours", _C, True),
     _m("engine_wall_s", "s", "wall time of the simulation (not a result; varies by machine)", _B),
+    _m("replicates", "count", "independent repeats behind the figures (seeds spawned from seed); with more than one, "
+                              "each figure is the mean and RunResult.intervals holds its 95% Student-t interval", _B,
+       sql="INTEGER"),
     # the run's setting and the simulator's own counters (not results: reproducibility and cost of a run)
     _m("ocs", "bool", "OCS wiring (false: cubes fixed in their home arrangement)", _C),
     _m("policy", "text", "queue policy: fifo, backfill (EASY) or priority (with preemption)", _C),

@@ -45,7 +45,7 @@ _RUN_COLUMNS = {
     "point_key": "VARCHAR", "point_label": "VARCHAR", "point_json": "VARCHAR", "computed": "INTEGER",
     "attempts": "INTEGER", "targets_met": "BOOLEAN", "wall_s": "DOUBLE", **_HEADLINE, "scenario_json": "VARCHAR",
     "metrics_json": "VARCHAR", "topology_json": "VARCHAR", "cost_json": "VARCHAR", "targets_json": "VARCHAR",
-    "references_json": "VARCHAR",
+    "references_json": "VARCHAR", "intervals_json": "VARCHAR",
 }
 _SWEEP_COLUMNS = {
     "sweep_id": "VARCHAR PRIMARY KEY", "created_at": "TIMESTAMP", "name": "VARCHAR", "mode": "VARCHAR",
@@ -61,6 +61,9 @@ def _ddl(have: set[tuple[str, str]]) -> list[str]:
            f"CREATE TABLE IF NOT EXISTS sweeps ({', '.join(f'{k} {v}' for k, v in _SWEEP_COLUMNS.items())})",
            "CREATE TABLE IF NOT EXISTS meta (key VARCHAR PRIMARY KEY, value VARCHAR)"]
     tables = {t for t, _ in have}
+    if "runs" in tables:  # columns added to runs since the store was written (NULL in its old rows)
+        out += [f"ALTER TABLE runs ADD COLUMN IF NOT EXISTS {c} {t}" for c, t in _RUN_COLUMNS.items()
+                if ("runs", c) not in have and "PRIMARY" not in t]
     for name, cols in TABLES.items():
         if name not in tables:
             body = ", ".join(["run_id VARCHAR"] + [f'"{c}" {_KIND_SQL[k]}' for c, k in cols.items()])
@@ -160,6 +163,7 @@ def _result_row(result: RunResult, run_id: str) -> dict:
         "scenario_json": _json(result.scenario), "metrics_json": _json(result.metrics),
         "topology_json": _json(result.topology), "cost_json": _json(result.cost),
         "targets_json": _json(list(result.targets)), "references_json": _json(list(result.references)),
+        "intervals_json": _json(result.intervals) if result.intervals else None,
     }
 
 
@@ -309,7 +313,7 @@ def load_run(store: str | Path, run_id: str) -> RunResult:
     """A stored run as the RunResult `run_scenario` returned (tables included)."""
     with connect(store, read_only=True) as con:
         row = con.execute("SELECT name, kind, status, error, scenario_json, metrics_json, topology_json, cost_json, "
-                          "targets_json, references_json, wall_s FROM runs WHERE run_id = ?", [run_id]).fetchone() \
+                          "targets_json, references_json, wall_s, intervals_json FROM runs WHERE run_id = ?", [run_id]).fetchone() \
             if _has_tables(con) else None
         if row is None:
             raise PodsimError(f"no run {run_id!r} in {str(store)!r} (podsim report --store {store} lists them)")
@@ -327,7 +331,8 @@ def load_run(store: str | Path, run_id: str) -> RunResult:
                                                       for c, k in cols.items()})
     return RunResult(name=row[0], kind=row[1], scenario=json.loads(row[4]), metrics=_nan(json.loads(row[5])),
                      topology=json.loads(row[6]), cost=json.loads(row[7]), targets=tuple(json.loads(row[8])),
-                     references=tuple(json.loads(row[9])), tables=tables, wall_s=row[10] or 0.0, run_id=run_id)
+                     references=tuple(json.loads(row[9])), tables=tables, wall_s=row[10] or 0.0, run_id=run_id,
+                     intervals=json.loads(row[11]) if row[11] else {})
 
 
 def _column(col: np.ndarray, kind: str) -> Any:

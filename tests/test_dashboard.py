@@ -382,7 +382,7 @@ def test_capacity_page_sweeps(store):
     capacity = next(o for o in sweeps.options if o.startswith("tiny-capacity (capacity"))
     sweeps.set_value(capacity).run()
     answer = next(d.value for d in at.dataframe if "answer" in d.value.columns)
-    assert answer.loc[0, "field"] == "topology.pods" and answer.loc[0, "answer"] == "2"
+    assert answer.loc[0, "field"] == "topology.pods" and answer.loc[0, "answer"] == "2 (one seed)"
     assert answer.loc[0, "evaluated"].startswith("1 missed, 2 met")  # bisection: high first, then the midpoint
     wait = chart(at, "sweep-p95 wait by run (s)")["data"][0]
     assert list(wait["x"]) == ["heavy, pods=1", "heavy, pods=2", "heavy, pods=3", "heavy, pods=6"]

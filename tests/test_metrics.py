@@ -54,12 +54,17 @@ def test_targets_and_store_columns_come_from_the_registry():
         "fragmentation_mean": "fraction", "cost_usd": "number", "cost_per_useful_chip_h_usd": "number",
         "step_time_s": "duration", "exposed_comm_s": "duration", "time_to_train_s": "duration", "mfu": "fraction",
         # added with the per-op model (HFU) and multislice levels (exposed time per network level)
-        "hfu": "fraction", "ici_exposed_s": "duration", "dcn_exposed_s": "duration", "wan_exposed_s": "duration"}
+        "hfu": "fraction", "ici_exposed_s": "duration", "dcn_exposed_s": "duration", "wan_exposed_s": "duration",
+        # added with the wait split and job completion time (issue 27)
+        "wait_shape_mean_s": "duration", "wait_resource_mean_s": "duration", "wait_shape_share": "fraction",
+        "jct_mean_s": "duration", "jct_p95_s": "duration"}
     assert set(STEP_TARGETS) == {"step_time_s", "exposed_comm_s", "time_to_train_s", "mfu", "cost_usd",
                                  "hfu", "ici_exposed_s", "dcn_exposed_s", "wan_exposed_s"}
     assert reg.store_columns() == {
         "generation": "VARCHAR", "pods": "INTEGER", "chips": "BIGINT", "utilisation": "DOUBLE", "goodput": "DOUBLE",
-        "wait_p95_s": "DOUBLE", "step_time_s": "DOUBLE", "cost_usd": "DOUBLE", "energy_kwh": "DOUBLE"}
+        "wait_p95_s": "DOUBLE", "step_time_s": "DOUBLE", "cost_usd": "DOUBLE", "energy_kwh": "DOUBLE",
+        "replicates": "INTEGER",  # added with replicated runs (podsim.stats)
+        "jct_p95_s": "DOUBLE"}  # added with job completion time (issue 27)
     assert reg.unit_kind("mfu") == "fraction" and reg.unit_kind("unknown_s") == "duration"
 
 

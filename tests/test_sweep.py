@@ -151,6 +151,33 @@ def test_capacity_bisection_matches_a_linear_scan(tmp_path):
     assert {int(k): v["met"] for k, v in cell["evaluated"].items()} == {int(k): met[int(k)] for k in cell["evaluated"]}
 
 
+def test_capacity_with_replicates_judges_each_size_on_their_mean(tmp_path):
+    """With 2 replicates every probed size runs both seeds; a size meets the targets when the
+    replicates' mean does (checked by running each size's replicates here), and the answer says
+    how many replicates judged it. `judge: interval` asks the whole 95% interval to meet them."""
+    sw = load_sweep(DATA / "capacity.yaml")
+    spec = sw.spec.model_copy(update={"replicates": 2, "seed": 4})
+    from podsim.stats import replicate_seeds
+    from podsim.sweep import run_point
+    from podsim.sweep.spec import Sweep
+
+    sw = Sweep(spec, sw.source, sw.base, sw.base_dir, sw.sweep_id + "-r2", sw.cells, replicate_seeds(4, 2))
+    with open_executor("serial") as h:
+        out = run_sweep(sw, h, tmp_path / "r.duckdb")
+    (cell,) = out.capacity
+    assert cell["replicates"] == 2 and "2 replicates, targets on the mean" in answer_text(cell)
+    means = {}
+    for n in range(1, 7):
+        runs = [run_point(sw.base, sw.base_dir, sw.point(0, r, {"topology.pods": n}).overrides, sw.point(0, r).seed) for r in (0, 1)]
+        means[n] = {k: np.mean([r.metrics[k] for r in runs]) for k in ("wait_p95_s", "goodput")}
+    met = {n: means[n]["wait_p95_s"] <= 7200 and means[n]["goodput"] >= 0.9 for n in means}
+    assert cell["answer"] == next(n for n in range(1, 7) if met[n])
+    for k, ev in cell["evaluated"].items():
+        assert ev["met"] == met[int(k)] and len(ev["run_ids"]) == 2
+        assert ev["metrics"]["goodput"] == pytest.approx(means[int(k)]["goodput"])
+        assert ev["intervals"]["goodput"]["n"] == 2
+
+
 def test_probes():
     assert _probes(1, 8, 1) == [4] and _probes(1, 2, 3) == [1] and _probes(1, 8, 3) == [2, 4, 6]
 

@@ -211,9 +211,18 @@ def test_resnet50_data_parallel():
 
 
 def test_multislice_data_parallel_spans_dcn():
-    t = generate_trace("resnet50", "4x4x4", "data=64,dcn=4", overrides={"global_batch": 4096})
-    groups = {format_group(op.group) for op in t.ops if isinstance(op, Collective)}
-    assert groups == {"x,y,z,dcn"} and t.meta["chips"] == 256
+    """Across slices the gradient all-reduce is hierarchical, as XLA runs it: reduce-scatter in
+    the slice, all-reduce of the 1/64 shard over the DCN, all-gather in the slice, in the
+    gradient's precision (fp32 here), each after the one before; the update waits for the last."""
+    opts = GenerateOptions(combine_grad_reduce=True, grad_bytes=4)
+    t = generate_trace("resnet50", "4x4x4", "data=64,dcn=4", overrides={"global_batch": 4096}, options=opts)
+    coll = [op for op in t.ops if isinstance(op, Collective)]
+    assert [(op.kind, format_group(op.group)) for op in coll] == [
+        ("reduce_scatter", "x,y,z"), ("all_reduce", "dcn"), ("all_gather", "x,y,z")]
+    rs, ar, ag = coll
+    assert rs.bytes == ag.bytes == PRESETS["resnet50"].params * 4 and ar.bytes == rs.bytes / 64
+    assert ar.deps == (rs.id,) and ag.deps == (ar.id,) and ag.id in t.by_id()["optimizer"].deps
+    assert t.meta["chips"] == 256
 
 
 # --- mesh mapping ------------------------------------------------------------------------

@@ -12,7 +12,7 @@ import typer
 
 from podsim.bounds import MAX_JOBS, opt_count, opt_finite, opt_seed
 from podsim.cli import app
-from podsim.cli.common import emit_json, progress_reporter, table
+from podsim.cli.common import emit_json, progress_reporter, table, warn_inferred_shapes
 from podsim.cluster import failure_model, make_config, make_run, run_cluster
 from podsim.cluster.config import POLICY_NAMES, default
 from podsim.errors import PodsimError
@@ -42,8 +42,8 @@ def cluster_cmd(
     pods: int = typer.Option(1, "--pods", help="pods in the fleet", callback=opt_count("--pods")),
     sites: int = typer.Option(1, "--sites", help="data centres the pods are split over; multislice jobs cross them only with span_sites", callback=opt_count("--sites")),
     synthetic: str | None = typer.Option(None, "--synthetic", help="job stream: KEY=VALUE pairs (jobs=500,rate=6/h,...) or a YAML file"),
-    trace: Path | None = typer.Option(None, "--trace", help="job trace CSV (job_id, submission_time, duration, num_gpu)"),
-    columns: str | None = typer.Option(None, "--columns", help="CSV column mapping: id=...,submit=...,duration=...,accelerators=...,time_scale=..."),
+    trace: Path | None = typer.Option(None, "--trace", help="job trace CSV (job_id, submission_time, duration, and num_gpu or an exact shape, e.g. 4x4x8_T)"),
+    columns: str | None = typer.Option(None, "--columns", help="CSV column mapping: id=...,submit=...,duration=...,accelerators=...,shape=...,twisted=...,time_scale=..."),
     arrival_scale: float = typer.Option(1.0, "--arrival-scale", help="multiply trace submission times (0.9: 11% more load)", callback=opt_finite("--arrival-scale", low=0, low_open=True)),
     limit: int | None = typer.Option(None, "--limit", help="read at most this many trace jobs", callback=opt_count("--limit", 1, MAX_JOBS, "the simulation's job limit")),
     policy: str = typer.Option(default("policy"), "--policy", help=f"queue policy: {', '.join(POLICY_NAMES)} (backfill: EASY; priority: with preemption)"),
@@ -95,6 +95,7 @@ def cluster_cmd(
 
         sim = run_cluster(run, on_progress=progress)
     result = cluster_run_result(sim, wall_s=sim.metrics["engine_wall_s"])
+    warn_inferred_shapes(result.metrics)
     if as_json:  # the schema of `podsim run --json`, with the time series and the cluster config
         emit_json({**result.summary(tables=("timeseries",)), "scenario": result.scenario})
         return

@@ -130,3 +130,18 @@ def write_timeline(path: str, result: Any, link_load: Any, title: str = "") -> N
 
     check_timeline_path(path)
     write_text_atomic(path, timeline_json(build_timeline(result, link_load=link_load, title=title)))
+
+
+def warn_inferred_shapes(metrics: dict) -> None:
+    """One warning line on stderr when a replayed trace's slices were inferred from accelerator
+    counts (and how many were rounded up to more chips): the run is not of the shapes asked for."""
+    n = metrics.get("jobs_shape_inferred") or 0
+    if not n:
+        return
+    up = metrics.get("jobs_rounded") or 0
+    extra = metrics.get("rounded_extra_chip_h") or 0.0
+    rounded = (f", {up} rounded up to a shape with more chips (+{extra:,.0f} chip-hours held beyond their counts)"
+               if up else ", none rounded up")
+    print(f"warning: {n} of {metrics.get('jobs_total', n)} trace jobs have no shape, so their accelerator counts were "
+          f"mapped to {metrics.get('generation', 'the generation')}'s shapes{rounded}; a shape column replays exact shapes",
+          file=sys.stderr)

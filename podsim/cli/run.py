@@ -13,11 +13,11 @@ from pathlib import Path
 import typer
 
 from podsim.cli import app
-from podsim.cli.common import console, emit_json, progress_reporter, table
+from podsim.cli.common import console, emit_json, progress_reporter, table, warn_inferred_shapes
 from podsim.errors import PodsimError
 from podsim.files import output_folder, safe_component, write_text_atomic
 from podsim.report import render_report
-from podsim.report.render import key_rows, threshold_text
+from podsim.report.render import interval_rows, key_rows, threshold_text
 from podsim.scenario import RunResult, Scenario, load_scenario, run_scenario
 from podsim.store import append_run, new_run_id, write_tables
 from podsim.units import format_seconds
@@ -72,6 +72,9 @@ def save_run(result: RunResult, out: Path, store: Path | None, report: bool = Tr
 def print_run(result: RunResult, paths: dict[str, Path]) -> None:
     table(f"{result.name} ({'job stream' if result.kind == 'cluster' else 'step study'}), run {result.run_id}",
           [(name, cells[0]) for name, cells in key_rows([result])])
+    rows = interval_rows(result)
+    if rows:
+        table(f"{result.replicates} replicates: mean [95% interval]", rows)
     for t in result.targets:
         value = "n/a" if t["value"] is None else threshold_text(t["metric"], t["value"])
         console.print(f"target {t['metric']} {t['op']} {threshold_text(t['metric'], t['threshold'])}: {value} "
@@ -95,6 +98,7 @@ def run_cmd(
     """Run a scenario: results tables, the results store, and an HTML capacity-planning report."""
     s = load_scenario(scenario)
     result = run_with_progress(s)
+    warn_inferred_shapes(result.metrics)
     out = out or Path("out") / safe_component(s.name)
     output_folder(out)  # a bad --out is refused before the run, not after it
     result, paths = save_run(result, out, store, report, overwrite)

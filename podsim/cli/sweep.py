@@ -14,7 +14,8 @@ from podsim.files import output_folder, safe_component, write_text_atomic
 from podsim.report import render_report
 from podsim.report.render import threshold_text
 from podsim.store import load_run, load_stored_sweep
-from podsim.sweep import load_sweep, open_executor, probe_text, run_sweep
+from podsim.stats import interval_text
+from podsim.sweep import answer_text, load_sweep, open_executor, probe_text, run_sweep
 
 DEFAULT_SHOW = {"cluster": ("utilisation", "goodput", "wait_p95_s", "jobs_completed"),
                 "step": ("step_time_s", "exposed_comm_s", "mfu")}
@@ -84,7 +85,7 @@ def sweep_cmd(
     print(f"done: {outcome.ran} run, {outcome.skipped} already stored, {outcome.failed} failed")
     for cell in outcome.capacity:
         ans = cell["answer"]
-        name = f"{cell['cell']}" + (f" #{cell['replicate'] + 1}" if sweep.spec.replicates > 1 else "")
+        name = cell["cell"]
         tried = ", ".join(f"{k}: {probe_text(v)}" for k, v in cell["evaluated"].items())
         if cell.get("error"):
             print(f"capacity {name}: no answer, a point failed ({tried}): {cell['error']}")
@@ -95,7 +96,10 @@ def sweep_cmd(
             cost = m.get("cost_usd")
             money = f"cost ${cost:,.0f}" if cost is not None else "no cost: the generation has no price with a source"
             fleet = f"; {m['fleet_chip_h']:,.0f} chip-hours over the horizon, {money}" if m.get("fleet_chip_h") is not None else ""
-            print(f"capacity {name}: smallest {cell['field']} meeting the targets = {ans} ({tried}){fleet}")
+            print(f"capacity {name}: smallest {cell['field']} meeting the targets = {answer_text(cell)} ({tried}){fleet}")
+            for metric, iv in cell["evaluated"][str(ans)].get("intervals", {}).items():
+                if metric in cell.get("targets", ()):
+                    print(f"  {metric} at {ans}: {interval_text(iv, lambda v, k=metric: threshold_text(k, v))}")
     if "report" in paths:
         print(f"report: {paths['report']}")
     _exit_if_failed(outcome)

@@ -1,5 +1,5 @@
 """`podsim topology GEN [--slice SHAPE] [--twisted] [--json] [--detail]`, or a fleet:
-`podsim topology GEN --pods N [--sites M] [--dcn eps|ocs] [--oversubscription R]
+`podsim topology GEN --pods N [--sites M] [--dcn eps|ocs] [--oversubscription R | --dcn-tiers T]
 [--wan-latency-ms L] [--wan-gbps B]`."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from podsim.cli import app
 from podsim.cli.common import emit_json, table
 from podsim.errors import PodsimError
 from podsim.topology import (
-    DcnSpec,
+    dcn_choice,
     fleet_rows,
     fleet_summary,
     get_generation,
@@ -35,6 +35,8 @@ def topology_cmd(
     oversubscription: float = typer.Option(1.0, "--oversubscription", help="with --pods: NIC bandwidth : leaf uplink bandwidth", callback=opt_finite("--oversubscription", low=1)),
     wan_latency_ms: float = typer.Option(1.0, "--wan-latency-ms", help="with --sites: one-way WAN latency (assumption: 1 ms, ~200 km of fibre)", callback=opt_finite("--wan-latency-ms", low=0)),
     wan_gbps: float = typer.Option(12800.0, "--wan-gbps", help="with --sites: WAN capacity per site pair and direction in Gb/s (assumption: 16 x 800GbE)", callback=opt_finite("--wan-gbps", low=0, low_open=True)),
+    dcn_tiers: str = typer.Option(None, "--dcn-tiers", help="with --pods: a DCN in tiers: a preset (fat-tree-k64, fat-tree-k40-4.7to1), "
+                                  "a spec tor=RADIXxGBPS/OVERSUB,aggregation=...,spine=RADIXxGBPS*COUNT, or a YAML file"),
 ) -> None:
     """Summarise a pod or a slice: chips, hosts, cubes, OCS, links, bisection, all-reduce, diameter;
     with --pods, a fleet of pods on a DCN (and --sites, data centres joined by WAN links)."""
@@ -42,16 +44,15 @@ def topology_cmd(
         if dcn not in ("eps", "ocs"):
             raise PodsimError(f"--dcn {dcn!r} is not known; use eps or ocs")
         check_fleet(pods, get_generation(generation).pod_chips, "--pods")  # before any per-chip array is built
-        spec = DcnSpec(kind=dcn, oversubscription=oversubscription, sites=sites, wan_latency_s=wan_latency_ms * 1e-3,
-                       wan_bytes_per_s=wan_gbps * 1e9 / 8)
+        spec, _ = dcn_choice(dcn, oversubscription, sites, wan_latency_ms, wan_gbps, tiers=dcn_tiers)
         f = fleet_summary(generation, pods, spec, ocs=not no_ocs)
         if as_json:
             emit_json(f)
             return
         table(f"{f['name']} — fleet of {pods} pod(s) on {f['sites']} site(s)", fleet_rows(f))
         return
-    if sites != 1:
-        raise PodsimError("--sites needs --pods (the pods to split over the sites)")
+    if sites != 1 or dcn_tiers:
+        raise PodsimError(f"{'--sites' if sites != 1 else '--dcn-tiers'} needs --pods (the fleet the DCN joins)")
     s = topology_summary(generation, slice_shape, twisted=twisted, ocs=not no_ocs)
     if detail:
         s["detail"] = topology_detail(generation, ocs=not no_ocs)

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from podsim.cluster.config import ClusterConfig
 from podsim.cluster.remedies import allows_degraded
 from podsim.cluster.result import JobOutcome
@@ -101,8 +103,50 @@ def running_overhead_chip_s(running, now: float) -> float:
     return sum(min(now - j.alloc_s, j.overhead_s) * j.chips for j in running)
 
 
-def job_outcome(j: SimJob) -> JobOutcome:
-    """The job's record at the end of the run."""
+class FreeChipSteps:
+    """The fleet's free healthy chips as a step function of time (one step per change), and each
+    job's wait split by it: waiting for *resource* while fewer chips are free than the job needs,
+    for *shape* while enough are free but not in a form its slice can take (fragmentation, the
+    wrong cubes, a reserved head), as the RFold peer reports queueing delay (arXiv 2510.03891)."""
+
+    def __init__(self):
+        self.t: list[float] = []
+        self.free: list[float] = []
+
+    def append(self, t_s: float, free_chips: int) -> None:
+        """Free chips from `t_s` until the next step (steps come in time order)."""
+        self.t.append(t_s)
+        self.free.append(free_chips)
+
+    def wait_split(self, jobs, horizon_s: float) -> dict[int, tuple[float, float]]:
+        """Job index -> (waiting for shape, waiting for resource) seconds over its first wait:
+        submission to first start, or to the horizon for a job queued then (jobs never queued
+        are left out). The two add up to the wait."""
+        t = np.asarray(self.t + [horizon_s], float)
+        free = np.asarray(self.free, float)
+        waiting = [(j.idx, j.chips, j.job.submit_s, j.first_start_s if not math.isnan(j.first_start_s) else horizon_s)
+                   for j in jobs if not math.isnan(j.first_start_s) or j.status == "queued"]
+        if not waiting or not len(free):
+            return {i: (0.0, max(0.0, end - start)) for i, _, start, end in waiting}
+        seg = np.diff(t)
+        out: dict[int, tuple[float, float]] = {}
+        for chips in sorted({c for _, c, _, _ in waiting}):
+            ok = free >= chips
+            cum = np.concatenate([[0.0], np.cumsum(seg * ok)])
+
+            def enough(x: float, ok=ok, cum=cum) -> float:  # seconds in [0, x] with enough chips free
+                k = min(max(int(np.searchsorted(t, x, side="right")) - 1, 0), len(seg) - 1)
+                return float(cum[k] + ok[k] * min(max(x - t[k], 0.0), seg[k]))
+
+            for i, c, start, end in waiting:
+                if c == chips:
+                    shape = max(0.0, enough(end) - enough(start))
+                    out[i] = (shape, max(0.0, (end - start) - shape))
+        return out
+
+
+def job_outcome(j: SimJob, wait_shape_s: float = math.nan, wait_resource_s: float = math.nan) -> JobOutcome:
+    """The job's record at the end of the run (with its wait split, `FreeChipSteps.wait_split`)."""
     status = j.status if j.status != "pending" else "not_arrived"
     return JobOutcome(
         id=j.job.id, submit_s=j.job.submit_s, shape=j.request.shape, twisted=j.job.twisted,
@@ -110,4 +154,4 @@ def job_outcome(j: SimJob) -> JobOutcome:
         first_start_s=j.first_start_s, end_s=j.end_s, nominal_s=j.nominal_s, runs=j.runs,
         interruptions=j.interruptions, preemptions=j.preemptions, allocated_chip_s=j.alloc_chip_s,
         useful_chip_s=j.useful_chip_s, lost_chip_s=j.lost_chip_s, overhead_chip_s=j.overhead_chip_s,
-        progress=j.progress, reason=j.reason)
+        progress=j.progress, reason=j.reason, wait_shape_s=wait_shape_s, wait_resource_s=wait_resource_s)

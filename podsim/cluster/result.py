@@ -8,6 +8,10 @@ Definitions (chip-seconds over [0, horizon]; reported in chip-hours):
   OCS reconfiguration); fleet_goodput = useful chip-hours / all chip-hours of the fleet;
 - wait = first start - submission, over the jobs that started; slowdown = (end - submission) /
   max(nominal run time, 10 s) over completed jobs (bounded slowdown, Feitelson's tau = 10 s);
+  job completion time (JCT) = end - submission, completed jobs;
+- wait split (per job, its first wait): waiting for resource while fewer healthy chips are free
+  than the job needs, for shape while enough are free but not in a form its slice can take;
+  wait_shape_share = shape seconds / all waiting seconds of the jobs that started;
 - fragmentation = 1 - largest placeable slice / free chips, averaged over the samples with
   free chips; jobs never placed are those whose slice cannot fit even an empty, healthy fleet.
 """
@@ -50,10 +54,17 @@ class JobOutcome:
     overhead_chip_s: float
     progress: float
     reason: str
+    wait_shape_s: float = math.nan  # of the first wait: enough chips free, not in a form the slice takes
+    wait_resource_s: float = math.nan  # of the first wait: fewer chips free than the job needs
 
     @property
     def wait_s(self) -> float:
         return self.first_start_s - self.submit_s
+
+    @property
+    def jct_s(self) -> float:
+        """Job completion time: end - submission (NaN unless completed)."""
+        return self.end_s - self.submit_s if self.status == "completed" else math.nan
 
 
 @dataclass(frozen=True, eq=False)
@@ -102,6 +113,9 @@ def summarise(config, layout, outcomes: list[JobOutcome], series: dict[str, np.n
                             for o in outcomes if o.status not in ("unplaceable", "not_arrived")])
     done = [o for o in outcomes if o.status == "completed"]
     slowdown = np.array([(o.end_s - o.submit_s) / max(o.nominal_s, SLOWDOWN_TAU_S) for o in done])
+    jct = np.array([o.jct_s for o in done])
+    split = np.array([(o.wait_shape_s, o.wait_resource_s) for o in outcomes
+                      if not math.isnan(o.first_start_s) and not math.isnan(o.wait_shape_s)]).reshape(-1, 2)
     alloc = sum(o.allocated_chip_s for o in outcomes)
     useful = sum(o.useful_chip_s for o in outcomes)
     lost = sum(o.lost_chip_s for o in outcomes)
@@ -122,6 +136,11 @@ def summarise(config, layout, outcomes: list[JobOutcome], series: dict[str, np.n
         "wait_p50_s": _pct(started, 50), "wait_p95_s": _pct(started, 95), "wait_p99_s": _pct(started, 99),
         "wait_mean_s": float(started.mean()) if len(started) else math.nan,
         "wait_p95_with_queued_s": _pct(with_queued, 95), "wait_p99_with_queued_s": _pct(with_queued, 99),
+        "jct_mean_s": float(jct.mean()) if len(jct) else math.nan, "jct_p50_s": _pct(jct, 50),
+        "jct_p95_s": _pct(jct, 95),
+        "wait_shape_mean_s": float(split[:, 0].mean()) if len(split) else math.nan,
+        "wait_resource_mean_s": float(split[:, 1].mean()) if len(split) else math.nan,
+        "wait_shape_share": float(split[:, 0].sum() / split.sum()) if split.sum() > 0 else math.nan,
         "slowdown_mean": float(slowdown.mean()) if len(slowdown) else math.nan,
         "slowdown_p50": _pct(slowdown, 50), "slowdown_p95": _pct(slowdown, 95), "slowdown_p99": _pct(slowdown, 99),
         "fleet_chip_h": fleet_chip_s / h, "healthy_chip_h": healthy_chip_s / h, "busy_chip_h": busy_chip_s / h,

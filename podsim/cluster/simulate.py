@@ -34,6 +34,7 @@ import simpy
 
 from podsim.cluster import gang, observe
 from podsim.cluster.accounting import (
+    FreeChipSteps,
     SimJob,
     at_risk_s,
     job_outcome,
@@ -59,6 +60,7 @@ from podsim.placement import (
     validate_placement,
 )
 from podsim.workload import Job
+from podsim.workload.replay import count_inferred
 
 ProgressFn = Callable[[float, float], None]
 
@@ -107,6 +109,7 @@ class ClusterSim:
         self._last_t = 0.0
         self.busy_chip_s = 0.0
         self.healthy_chip_s = 0.0
+        self.free_steps = FreeChipSteps()  # free healthy chips over time, for the wait split
         self.lost_chip_s = 0.0  # settled at each stop: work since the last checkpoint
         self.overhead_settled_chip_s = 0.0  # restart + reconfiguration of runs already ended
         self._down = DownParts()
@@ -157,6 +160,7 @@ class ClusterSim:
         if dt > 0:
             self.busy_chip_s += self.busy * dt
             self.healthy_chip_s += self.healthy * dt
+            self.free_steps.append(self._last_t, self.healthy - self.busy)
             self._last_t = t
 
     # Queue ---------------------------------------------------------------------------------
@@ -427,10 +431,13 @@ class ClusterSim:
         return self._result(wall)
 
     def _result(self, wall_s: float) -> ClusterResult:
-        outcomes = [job_outcome(j) for j in self.jobs]
+        waits = self.free_steps.wait_split(self.jobs, self.horizon_s)
+        outcomes = [job_outcome(j, *waits.get(j.idx, (math.nan, math.nan))) for j in self.jobs]
         series = {k: np.asarray(v, float) for k, v in self.series.items() if v}
         counters = dict(self.counters)
         counters["step_time_evaluations"] = self.step_time.calls
+        inferred, rounded, extra = count_inferred(j.job for j in self.jobs)
+        counters.update(jobs_shape_inferred=inferred, jobs_rounded=rounded, rounded_extra_chip_h=extra / 3600.0)
         return summarise(self.config, self.layout, outcomes, series, counters, self.busy_chip_s,
                          self.healthy_chip_s, wall_s, self.seed)
 

@@ -70,6 +70,8 @@ def spine_counts(fabric: Fabric, link_gbps: float, eps_switch_gbps: float, ocs_u
     if link_gbps > eps_switch_gbps:
         raise PodsimError(f"link speed {link_gbps:g} Gbps exceeds the switch capacity {eps_switch_gbps:g} Gbps")
     kind = fabric.dcn.kind
+    if fabric.tiered:
+        raise PodsimError("spine economics counts a two-tier leaf-spine DCN; a tiered DCN (dcn tiers) is not counted yet: leave the tiers out")
     down, up = leaf_bandwidths_gbps(fabric)
     n_leaves = len(up)
     leaf_switches = int(sum(math.ceil((d + u) / eps_switch_gbps - 1e-9) for d, u in zip(down, up, strict=True)))

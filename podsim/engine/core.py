@@ -134,6 +134,7 @@ class _Program:
         self.flows = 0
         self.flows_simulated = 0
         self._bytes: dict[int, np.ndarray] = {}
+        self._tiers: dict[int, str] = {}
         self._start_t: dict[int, float] = {}
         self._step = 0
 
@@ -190,7 +191,19 @@ class _Program:
             step=self._step, id=op.id, kind=p.kind, start_s=float(self._start_t.pop(i)), end_s=float(self.env.now),
             name=op.name, layer=op.layer, bytes=float(getattr(op, "bytes", 0.0)), group=p.group,
             algorithm=p.plan.schedule.algorithm if p.plan else "", closed_form_s=p.plan.closed_form_s if p.plan else None,
-            level=p.level))
+            level=p.level, tier=self._tier(p)))
+
+    def _tier(self, p: _OpPlan) -> str:
+        """The highest DCN tier the op's routed flows reach ("" for an op inside slices)."""
+        if p.level not in ("dcn", "wan"):
+            return ""
+        hit = self._tiers.get(id(p.plan))
+        if hit is None:
+            names, tier = self.job.fabric.dcn_tiers
+            top = max((int(tier[lk].max()) for pat in p.plan.schedule.patterns()
+                       if len(lk := self.router.routes(pat).links)), default=-1)
+            hit = self._tiers[id(p.plan)] = names[top] if top >= 0 else ""
+        return hit
 
     def _next_stage(self, run: _Run) -> bool:
         """Start the run's next stage; False when there is none."""
@@ -284,13 +297,24 @@ def _result(prog: _Program, net: FlowNetwork, owner: int, wall: float, events: i
     for level in LEVELS:
         ivs = [(t.start_s, t.end_s) for t in prog.timeline if t.level == level]
         levels[level] = {"busy_s": _union_s(ivs) / steps, "exposed_s": (_union_s(comp + ivs) - compute_s) / steps}
+    tiers = {}
+    names, link_tier = prog.job.fabric.dcn_tiers
+    cap = prog.job.fabric.link_capacity_bytes_per_s
+    for i, name in enumerate(names):
+        on = link_tier == i
+        if not on.any():
+            continue
+        ivs = [(t.start_s, t.end_s) for t in prog.timeline if t.tier == name]
+        load = link_bytes[on] / cap[on]
+        tiers[name] = {"busy_s": _union_s(ivs) / steps, "exposed_s": (_union_s(comp + ivs) - compute_s) / steps,
+                       "link_busy_s": float(load.max(initial=0.0)), "links": int((load > 0).sum())}
     return StepResult(
         job=prog.job.name, steps=steps, step_time_s=float(np.mean(prog.step_times)) if prog.step_times else 0.0,
         step_times_s=tuple(prog.step_times), compute_s=compute_s / steps, comm_s=comm_s / steps,
         exposed_comm_s=(_union_s(comp + comm) - compute_s) / steps, timeline=tuple(sorted(prog.timeline, key=lambda t: (t.start_s, t.end_s))),
         totals=totals, link_bytes=link_bytes, link_peak_utilisation=peak, fabric=prog.job.fabric, engine_wall_s=wall,
         events=events, flows=prog.flows, flows_simulated=prog.flows_simulated, fast_path=sym is not None,
-        levels=levels, slices=len(prog.job.slices), input_s=_union_s(host) / steps, input_wait_s=input_wait / steps,
+        levels=levels, tiers=tiers, slices=len(prog.job.slices), input_s=_union_s(host) / steps, input_wait_s=input_wait / steps,
         links_alike=None if sym is None else np.bincount(sym.canon_link, minlength=len(link_bytes)),
     )
 

@@ -25,6 +25,7 @@ class OpTiming:
     algorithm: str = ""
     closed_form_s: float | None = None
     level: str = ""  # ici, dcn or wan for communication, "" for compute
+    tier: str = ""  # the highest DCN tier its flows climb to (leaf/tor, aggregation, spine/ocs, wan); "" off the DCN
 
     @property
     def duration_s(self) -> float:
@@ -41,7 +42,11 @@ class StepResult:
     time ops of that level are in flight, and `exposed_s`, the part of it no compute overlaps
     (levels may overlap each other, so their exposed times can add up to more than
     `exposed_comm_s`). An op counts whole at the highest level it reaches (a hierarchical
-    all-reduce across slices at dcn, across sites at wan).
+    all-reduce across slices at dcn, across sites at wan). `tiers[tier]` (the fabric's DCN tiers,
+    `Fabric.dcn_tiers`): `busy_s` and `exposed_s` of the ops whose flows climb no higher than that
+    tier (an op counts at its highest), and `link_busy_s`, the time the tier's busiest link needs
+    for this job's bytes on it per step (bytes / capacity: what that tier alone asks of the step),
+    with `links`, how many of its links carry any.
     """
 
     job: str
@@ -62,6 +67,7 @@ class StepResult:
     flows_simulated: int = 0
     fast_path: bool = False
     levels: dict[str, dict[str, float]] = field(default_factory=dict)
+    tiers: dict[str, dict[str, float]] = field(default_factory=dict)
     slices: int = 1
     input_s: float = 0.0  # the hosts' input pipeline busy per step (beside the chips)
     input_wait_s: float = 0.0  # the part of the step the chips wait for it (> 0: input-bound)
@@ -86,7 +92,7 @@ class StepResult:
             "link_peak_utilisation_max": float(self.link_peak_utilisation.max(initial=0.0)),
             "engine_wall_s": self.engine_wall_s, "events": self.events, "flows": self.flows,
             "flows_simulated": self.flows_simulated, "fast_path": self.fast_path, "levels": self.levels,
-            "slices": self.slices, "input_s": self.input_s, "input_wait_s": self.input_wait_s,
+            "tiers": self.tiers, "slices": self.slices, "input_s": self.input_s, "input_wait_s": self.input_wait_s,
         }
 
 

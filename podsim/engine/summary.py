@@ -12,8 +12,10 @@ from podsim.trace.model import Compute, StepTrace
 
 def step_summary(result: StepResult, trace: StepTrace | None = None) -> dict:
     """Step time, its breakdown (compute, exposed communication, and the wait for the hosts'
-    input when they feed slower than the chips run: `input_bound`), per-kind totals per step (count, bytes, busy seconds, closed-form
-    seconds), busy and exposed time per network level (`ici_busy_s`, `dcn_exposed_s`, ...) and,
+    input when they feed slower than the chips run: `input_bound`), per-kind totals per step
+    (count, bytes, busy seconds, closed-form seconds), busy and exposed time per network level
+    (`ici_busy_s`, `dcn_exposed_s`, ...) and per DCN tier (`tiers`; `tier_spine_busy_s`,
+    `tier_tor_link_busy_s`, ...: StepResult.tiers) and,
     when the trace knows its chips, the FLOPs utilisations against the bf16 peak: `mfu` (model
     FLOPs, when the trace knows them) and `hfu` (hardware FLOPs: every compute op's FLOPs,
     recomputation included, bubbles left out)."""
@@ -35,6 +37,8 @@ def step_summary(result: StepResult, trace: StepTrace | None = None) -> dict:
         "slices": result.slices,
         "levels": result.levels,
         **{f"{lv}_{k}": v for lv, d in result.levels.items() for k, v in d.items()},
+        "tiers": result.tiers,
+        **{f"tier_{t}_{k}": v for t, d in result.tiers.items() for k, v in d.items() if k != "links"},
         "collectives": per_kind,
         "engine_wall_s": result.engine_wall_s,
         "events": result.events,

@@ -28,6 +28,7 @@ from podsim.report import figures
 from podsim.report.scaling import scaling_details
 from podsim.report.spine import spine_details, spine_figures
 from podsim.scenario.result import RunResult
+from podsim.stats import interval_text
 from podsim.sweep.run import answer_text, probe_text
 from podsim.trace.memory import hbm_text
 from podsim.units import format_bytes, format_rate
@@ -77,6 +78,9 @@ CLUSTER_ROWS: list[Row] = [
     ("fleet goodput (useful / all chip-hours)", _m("fleet_goodput", pct)),
     ("queue wait p50 / p95 / p99", lambda r: " / ".join(sec(r.metrics.get(k)) for k in ("wait_p50_s", "wait_p95_s", "wait_p99_s"))),
     ("queue wait p95 / p99, queued jobs counted", lambda r: " / ".join(sec(r.metrics.get(k)) for k in ("wait_p95_with_queued_s", "wait_p99_with_queued_s"))),
+    ("queue wait, mean: for shape / for resource", lambda r: f"{sec(r.metrics.get('wait_shape_mean_s'))} / "
+                                                             f"{sec(r.metrics.get('wait_resource_mean_s'))}"),
+    ("job completion time p50 / p95", lambda r: " / ".join(sec(r.metrics.get(k)) for k in ("jct_p50_s", "jct_p95_s"))),
     ("bounded slowdown p95", _m("slowdown_p95")),
     ("fragmentation (mean)", _m("fragmentation_mean", pct)),
     ("largest placeable slice (mean)", lambda r: f"{num(r.metrics.get('largest_placeable_mean_chips'))} chips"),
@@ -139,9 +143,28 @@ SCALING_ROWS: list[Row] = [
 ]
 
 
+# A replicated run's figures shown with their interval (CLI, report), then its targets' metrics.
+INTERVAL_METRICS = ("utilisation", "goodput", "fleet_goodput", "wait_p50_s", "wait_p95_s", "wait_p99_s", "slowdown_p95",
+                    "jobs_completed", "jobs_queued", "useful_chip_h", "lost_chip_h", "overhead_chip_h",
+                    "fragmentation_mean", "cost_per_useful_chip_h_usd")
+
+
+def interval_rows(run: RunResult) -> list[tuple[str, str]]:
+    """(metric, 'mean [low, high] (95% CI, n=N)') in the metric's unit, for a replicated run's
+    headline metrics and the metrics its targets name; [] for a one-seed run."""
+    if not run.intervals:
+        return []
+    names = [*INTERVAL_METRICS, *(t["metric"] for t in run.targets)]
+    return [(m, interval_text(run.intervals[m], lambda v, m=m: threshold_text(m, v)))
+            for m in dict.fromkeys(names) if m in run.intervals]
+
+
 def key_rows(runs: Sequence[RunResult]) -> list[tuple[str, list[str]]]:
     """Rows of the key-figure table: label, one cell per run (n/a where a run has no such figure)."""
     rows: list[tuple[str, list[str]]] = []
+    if any(r.intervals for r in runs):
+        rows.append(("replicates", [f"{r.replicates} (figures: means; 95% intervals below)" if r.intervals else "1"
+                                    for r in runs]))
     kinds = {r.kind for r in runs}
     for kind, spec in (("cluster", CLUSTER_ROWS), ("step", STEP_ROWS)):
         if kind in kinds:
@@ -277,11 +300,13 @@ def render_report(runs: RunResult | Sequence[RunResult], title: str | None = Non
         details.append({
             "label": labels[i], "run": r, "topology": topology_rows(r.topology), "cost": cost_rows(r),
             "targets": [{**t, "definition": definition(t["metric"]), "threshold_text": threshold_text(t["metric"], t["threshold"]),
-                         "value_text": threshold_text(t["metric"], t["value"]) if not _missing(t["value"]) else "n/a"} for t in r.targets],
+                         "value_text": (threshold_text(t["metric"], t["value"]) if not _missing(t["value"]) else "n/a")
+                         + (f" (mean of {r.replicates})" if t.get("interval") else "")} for t in r.targets],
             "references": [{**x, "definition": definition(x["metric"]), "published_text": threshold_text(x["metric"], x["published"]),
                             "podsim_text": threshold_text(x["metric"], x["podsim"]) if not _missing(x["podsim"]) else "n/a",
                             "ratio_text": "n/a" if _missing(x["ratio"]) else f"{x['ratio']:.3g}x"} for x in r.references],
             "unplaceable": r.metrics.get("unplaceable", []),
+            "intervals": interval_rows(r),
             "scenario_json": json.dumps(r.scenario, indent=2, default=str),
         })
     scaling = [{**d, "figure": _fig_html(d["figure"], f"scaling-{k}")} for k, d in enumerate(scaling_details(runs, labels))]

@@ -222,6 +222,9 @@ def check_scenario(s: Scenario) -> Generation:
         _check_failure_events(s, gen)
     else:
         _check_step(s, gen)
+        if s.replicates > 1:
+            raise FieldError(("replicates",), f"replicates {s.replicates}: a step study draws nothing at random, so every "
+                                              "replicate would give the same figures; replicates repeat job streams")
     _check_dcn(s)
     if s.spine is not None and s.workload.step is None:
         raise FieldError(("spine",), "spine economics run the step workload on both spines; give workload.step (a step study)")

@@ -25,6 +25,7 @@ TABLES: dict[str, dict[str, str]] = {
         "id": "s", "submit_s": "f", "shape": "s", "chips": "i", "priority": "i", "status": "s", "first_start_s": "f",
         "end_s": "f", "wait_s": "f", "nominal_s": "f", "runs": "i", "interruptions": "i", "preemptions": "i",
         "allocated_chip_s": "f", "useful_chip_s": "f", "lost_chip_s": "f", "overhead_chip_s": "f", "model": "s",
+        "wait_shape_s": "f", "wait_resource_s": "f",  # appended: older stores gain them by ALTER TABLE
     },
     "step_times": {
         "model": "s", "shape": "s", "twisted": "b", "step_time_s": "f", "compute_s": "f", "exposed_comm_s": "f",
@@ -47,6 +48,9 @@ TABLES: dict[str, dict[str, str]] = {
         "lifetime_usd_per_useful_chip_h": "f",
     },
     "spine_assumptions": {"name": "s", "value": "f", "unit": "s", "source": "s", "note": "s", "assumed": "b"},
+    "replicates": {  # a replicated run (scenario `replicates: N`): every replicate's figures, long form
+        "replicate": "i", "seed": "i", "metric": "s", "value": "f",
+    },
     "scaling": {  # a scenario's scaling section (podsim.scenario.scaling.COLUMNS), one row per slice count
         "slices": "i", "chips": "i", "global_batch": "i", "step_time_s": "f", "mfu": "f", "parallel_efficiency": "f",
         "compute_s": "f", "exposed_comm_s": "f", "ici_exposed_s": "f", "dcn_busy_s": "f", "dcn_exposed_s": "f",
@@ -92,6 +96,8 @@ class RunResult:
     targets: one dict per target: metric, op, threshold, value, met.
     references: published figures set beside results: metric, value, podsim, ratio, source.
     tables: see TABLES.
+    intervals: a replicated run's (`replicates` > 1) metric -> podsim.stats.Interval as a dict
+      (mean, low, high, n, sd, confidence); its `metrics` then hold the means.
     """
 
     name: str
@@ -105,6 +111,19 @@ class RunResult:
     tables: dict[str, dict[str, np.ndarray]] = field(default_factory=dict)
     wall_s: float = 0.0
     run_id: str = ""
+    intervals: dict[str, dict] = field(default_factory=dict)
+
+    @property
+    def replicates(self) -> int:
+        """Independent repeats behind the figures (1: one seed)."""
+        return int(self.metrics.get("replicates") or 1)
+
+    def interval(self, metric: str):
+        """The metric's Interval over the replicates, or None for a one-seed run."""
+        from podsim.stats import Interval
+
+        d = self.intervals.get(metric)
+        return Interval.from_dict(d) if d is not None else None
 
     @property
     def scenario_hash(self) -> str:
@@ -126,6 +145,9 @@ class RunResult:
                 "cost": _clean(self.cost), "targets": [_clean(t) for t in self.targets],
                 "targets_met": self.targets_met, "references": [_clean(r) for r in self.references],
                 "scenario_hash": self.scenario_hash, "wall_s": self.wall_s}
+        if self.intervals:
+            out["replicates"] = self.replicates
+            out["intervals"] = _clean(self.intervals)
         if tables:
             out["tables"] = {t: {c: _clean(v.tolist()) for c, v in self.table(t).items()} for t in tables}
         return out

@@ -27,6 +27,7 @@ from podsim.scenario.scaling import scenario_scaling
 from podsim.scenario.schema import Scenario
 from podsim.scenario.spine import spine_study
 from podsim.scenario.steptime import EngineStepTime, RecordingStepTime, step_plan
+from podsim.stats import metric_intervals, replicate_seeds
 from podsim.topology import (
     DcnSpec,
     Generation,
@@ -80,14 +81,54 @@ def cost_figures(gen: Generation, chip_h: float, busy_chip_h: float, useful_chip
     return out
 
 
-def _targets(s: Scenario, metrics: dict) -> tuple[dict, ...]:
+def _targets(s: Scenario, metrics: dict, intervals: dict | None = None) -> tuple[dict, ...]:
+    """Each target judged on the metric's value (a replicated run's mean; its interval rides along)."""
     out = []
     for metric, text in s.targets.items():
         op, threshold = parse_target(metric, text)
         value = metrics.get(metric)
-        out.append({"metric": metric, "op": op, "threshold": threshold, "text": str(text), "value": value,
-                    "met": target_met(op, value, threshold)})
+        row = {"metric": metric, "op": op, "threshold": threshold, "text": str(text), "value": value,
+               "met": target_met(op, value, threshold)}
+        if intervals and metric in intervals:
+            row["interval"] = intervals[metric]
+        out.append(row)
     return tuple(out)
+
+
+# Settings and the simulator's own counters: the same in every replicate or not a result, so
+# they are not averaged (the first replicate's value is kept).
+_NOT_AVERAGED = frozenset({"generation", "pods", "chips", "ocs", "policy", "solver", "seed", "horizon_s", "unplaceable",
+                           "passes", "placement_calls", "placement_s", "cpsat_calls", "cpsat_wall_capped", "audits",
+                           "step_time_evaluations", "engine_wall_s", "fleet_chip_h", "replicates"})
+
+
+def _run_replicates(s: Scenario, gen: Generation, on_progress: ProgressFn | None, cpsat_workers_cap: int | None):
+    """A job stream run `s.replicates` times with independent seeds (podsim.stats.replicate_seeds):
+    metrics are the means over the replicates, `intervals` their 95% Student-t intervals, tables
+    the first replicate's plus `replicates` (every replicate's figures)."""
+    n = s.replicates
+    seeds = replicate_seeds(s.seed, n)
+    parts = []
+    for k, seed in enumerate(seeds):
+        def progress(done: float, total: float, k: int = k) -> None:
+            on_progress(k * total + done, n * total)
+
+        parts.append(_run_cluster(s.model_copy(update={"seed": seed}), gen, progress if on_progress else None,
+                                  cpsat_workers_cap))
+    each = [p[0] for p in parts]
+    names = [k for k, v in each[0].items() if k not in _NOT_AVERAGED and isinstance(v, (int, float)) and not isinstance(v, bool)]
+    ivs = metric_intervals(each, names)
+    metrics, topo, cost, tables = parts[0]
+    metrics = {**metrics, **{k: iv.mean for k, iv in ivs.items()}, "seed": s.seed, "replicates": n,
+               "engine_wall_s": sum(m["engine_wall_s"] for m in each)}
+    cost = {**cost, **{k: metrics[k] for k in ("useful_chip_h", "cost_per_useful_chip_h_usd", "energy_kwh") if k in cost}}
+    cost["busy_chip_h"] = metrics["busy_chip_h"]
+    rows = [(k, seed, name, float(m[name])) for k, (seed, m) in enumerate(zip(seeds, each, strict=True)) for name in names
+            if m.get(name) is not None]
+    tables = {**tables, "replicates": normalise_table("replicates", {
+        "replicate": [r[0] for r in rows], "seed": [r[1] for r in rows], "metric": [r[2] for r in rows],
+        "value": [r[3] for r in rows]})}
+    return metrics, topo, cost, tables, {k: iv.to_dict() for k, iv in ivs.items()}
 
 
 def _references(s: Scenario, metrics: dict) -> tuple[dict, ...]:
@@ -242,7 +283,10 @@ def run_scenario(scenario: Scenario, on_progress: ProgressFn | None = None, *,
     """
     t0 = time.perf_counter()
     gen = check_scenario(scenario)
-    if scenario.kind == "cluster":
+    intervals: dict[str, dict] = {}
+    if scenario.kind == "cluster" and scenario.replicates > 1:
+        metrics, topo, cost, tables, intervals = _run_replicates(scenario, gen, on_progress, cpsat_workers_cap)
+    elif scenario.kind == "cluster":
         metrics, topo, cost, tables = _run_cluster(scenario, gen, on_progress, cpsat_workers_cap)
     else:
         metrics, topo, cost, tables = _run_step(scenario, gen, on_progress)
@@ -256,5 +300,5 @@ def run_scenario(scenario: Scenario, on_progress: ProgressFn | None = None, *,
         tables["scaling"] = normalise_table("scaling", scaling_t)
     return RunResult(
         name=scenario.name, kind=scenario.kind, scenario=scenario.model_dump(mode="json"), metrics=metrics,
-        topology=topo, cost=cost, targets=_targets(scenario, metrics), references=_references(scenario, metrics),
-        tables=tables, wall_s=time.perf_counter() - t0)
+        topology=topo, cost=cost, targets=_targets(scenario, metrics, intervals),
+        references=_references(scenario, metrics), tables=tables, wall_s=time.perf_counter() - t0, intervals=intervals)

@@ -372,6 +372,8 @@ class Scenario(_Model):
     step_time: StepTime = StepTime()
     horizon: Annotated[Duration, Field(gt=0, le=MAX_HORIZON_S)] | None = Field(None, description="simulated time of a job stream, e.g. 14d (at most a century)")
     seed: Seed = 0
+    replicates: int = Field(1, ge=1, le=1000, description="independent repeats of a job stream, seeds from "
+                            "numpy SeedSequence(seed).spawn(n); key figures are the mean with a 95% interval")
     samples: int = Field(500, ge=2, le=20000, description="time-series samples over the horizon")
     targets: dict[str, Any] = Field(default_factory=dict, description="metric -> '<= 1h' / '>= 95%'")
     references: dict[str, Reference] = Field(default_factory=dict, description="metric -> published figure")

@@ -23,7 +23,9 @@ from pathlib import Path
 
 from podsim.errors import PodsimError
 from podsim.scenario.result import RunResult
+from podsim.scenario.fields import parse_target, target_met
 from podsim.scenario.run import run_scenario
+from podsim.stats import metric_intervals
 from podsim.store import (
     delete_sweep_points,
     save_sweep,
@@ -211,37 +213,41 @@ class SweepRunner:
         return self.outcome
 
     def _capacity(self) -> list[dict]:
+        """Bisect each grid cell's capacity field. A size is judged on all its replicates at once:
+        each target on the replicates' mean (`capacity.judge: mean`) or on the whole 95%
+        interval (`interval`: the bound on the target's wrong side must meet it too)."""
         cap = self.sweep.spec.capacity
-        cells = [(c, r) for r in range(self.sweep.spec.replicates) for c in range(len(self.sweep.cells))]
-        state = {cr: {"lo": cap.low, "hi": cap.high, "hi_checked": False, "evaluated": {}} for cr in cells}
+        reps = self.sweep.spec.replicates
+        cells = list(range(len(self.sweep.cells)))
+        state = {c: {"lo": cap.low, "hi": cap.high, "hi_checked": False, "evaluated": {}} for c in cells}
+        targets = {c: self._targets(c) for c in cells}
         counter = 0
-        self.outcome.total = len(cells) * (1 + max(1, (cap.high - cap.low).bit_length()))  # bisection's count; an estimate
+        self.outcome.total = len(cells) * reps * (1 + max(1, (cap.high - cap.low).bit_length()))  # bisection's count; an estimate
         while True:
-            probes: dict[tuple, list[int]] = {}
-            active = [cr for cr, s in state.items() if s["lo"] < s["hi"] or not s["hi_checked"]]
+            probes: dict[int, list[int]] = {}
+            active = [c for c, s in state.items() if s["lo"] < s["hi"] or not s["hi_checked"]]
             if not active:
                 break
-            per_cell = max(1, self.handle.slots // len(active))
-            for cr in active:
-                s = state[cr]
+            per_cell = max(1, self.handle.slots // (len(active) * reps))
+            for c in active:
+                s = state[c]
                 if not s["hi_checked"]:  # high first; spare slots probe below it at once
-                    probes[cr] = [s["hi"]] + (_probes(s["lo"], s["hi"], per_cell - 1) if per_cell > 1 and s["lo"] < s["hi"] else [])
+                    probes[c] = [s["hi"]] + (_probes(s["lo"], s["hi"], per_cell - 1) if per_cell > 1 and s["lo"] < s["hi"] else [])
                 else:
-                    probes[cr] = _probes(s["lo"], s["hi"], per_cell)
-            points: list[tuple[tuple, int, Point]] = []
-            for cr, values in probes.items():
+                    probes[c] = _probes(s["lo"], s["hi"], per_cell)
+            points: list[tuple[int, int, list[Point]]] = []
+            for c, values in probes.items():
                 for v in values:
-                    points.append((cr, v, self.sweep.point(cr[0], cr[1], {cap.field: v}, index=counter)))
-                    counter += 1
-            rows = self.run_points([p for _, _, p in points])
-            for cr, v, p in points:
-                row = rows[p.key]
-                met = row["status"] in ("ok", "skipped") and bool(row["targets_met"])
-                state[cr]["evaluated"][v] = {
-                    "met": met, "status": row["status"], "run_id": row["run_id"], "error": row["error"],
-                    "metrics": {k: row["metrics"].get(k) for k in _CAPACITY_METRICS if k in row["metrics"]}}
-            for cr, values in probes.items():
-                s = state[cr]
+                    pts = []
+                    for r in range(reps):
+                        pts.append(self.sweep.point(c, r, {cap.field: v}, index=counter))
+                        counter += 1
+                    points.append((c, v, pts))
+            rows = self.run_points([p for _, _, pts in points for p in pts])
+            for c, v, pts in points:
+                state[c]["evaluated"][v] = judge_size([rows[p.key] for p in pts], targets[c], cap.judge)
+            for c, values in probes.items():
+                s = state[c]
                 failed = [v for v in values if s["evaluated"][v]["status"] not in ("ok", "skipped")]
                 if failed:  # a crashed point says nothing about the targets: stop this cell
                     s.update(lo=0, hi=0, hi_checked=True, failed=min(failed))
@@ -258,13 +264,45 @@ class SweepRunner:
                 if missing:
                     s["lo"] = max(missing) + 1
         out = []
-        for (c, r), s in state.items():
+        for c, s in state.items():
             label = self.sweep.cells[c][0] or "base"
             answer = None if s.get("none") or "failed" in s else s["hi"]
             error = s["evaluated"][s["failed"]]["error"] if "failed" in s else None
-            out.append({"cell": label, "replicate": r, "field": cap.field, "low": cap.low, "high": cap.high,
-                        "answer": answer, "error": error, "evaluated": {str(k): v for k, v in sorted(s["evaluated"].items())}})
+            out.append({"cell": label, "field": cap.field, "low": cap.low, "high": cap.high, "replicates": reps,
+                        "judge": cap.judge, "targets": [t[0] for t in targets[c]], "answer": answer, "error": error,
+                        "evaluated": {str(k): v for k, v in sorted(s["evaluated"].items())}})
         return out
+
+    def _targets(self, cell: int) -> list[tuple[str, str, float]]:
+        """The cell's targets (metric, operator, threshold), as its scenario states them."""
+        cap = self.sweep.spec.capacity
+        p = self.sweep.point(cell, 0, {cap.field: cap.low})
+        scenario = point_scenario(self.sweep.base, p.overrides, p.seed, self.sweep.base_dir)
+        return [(metric, *parse_target(metric, text)) for metric, text in scenario.targets.items()]
+
+
+def judge_size(rows: Sequence[dict], targets: Sequence[tuple[str, str, float]], judge: str = "mean") -> dict:
+    """One capacity probe (a size) from its replicates' stored rows: status (failed if any
+    replicate failed), met (every target on the mean, or on the interval's worse bound with
+    judge='interval'), the mean of the headline metrics and the targets' 95% intervals."""
+    failed = [r for r in rows if r["status"] not in ("ok", "skipped")]
+    if failed:
+        return {"met": False, "status": failed[0]["status"], "run_ids": [r["run_id"] for r in rows],
+                "error": failed[0]["error"], "replicates": len(rows), "metrics": {}, "intervals": {}}
+    ivs = metric_intervals([r["metrics"] for r in rows], [*_CAPACITY_METRICS, *(t[0] for t in targets)])
+    met = True
+    for metric, op, threshold in targets:
+        iv = ivs.get(metric)
+        if iv is None:
+            met = False
+            continue
+        value = iv.mean
+        if judge == "interval" and len(rows) > 1:  # the bound on the side that would miss
+            value = iv.high if op in ("<=", "<") else iv.low
+        met &= target_met(op, value, threshold)
+    return {"met": met, "status": "ok", "run_ids": [r["run_id"] for r in rows], "run_id": rows[0]["run_id"], "error": None,
+            "replicates": len(rows), "metrics": {k: iv.mean for k, iv in ivs.items()},
+            "intervals": {k: iv.to_dict() for k, iv in ivs.items() if len(rows) > 1}}
 
 
 _CAPACITY_METRICS = ("wait_p95_s", "goodput", "utilisation", "jobs_completed", "jobs_queued", "cost_usd", "fleet_chip_h",
@@ -293,9 +331,12 @@ def probe_text(evaluated: dict) -> str:
 
 
 def answer_text(cell: dict) -> str:
-    """A capacity cell's answer as people read it (CLI, report, dashboard)."""
+    """A capacity cell's answer as people read it (CLI, report, dashboard), with how many
+    replicates judged each size."""
+    reps = int(cell.get("replicates") or 1)
+    how = "one seed" if reps == 1 else f"{reps} replicates, targets on the {'95% interval' if cell.get('judge') == 'interval' else 'mean'}"
     if cell.get("error"):
         return f"no answer: a point failed ({cell['error']})"
     if cell["answer"] is None:
-        return f"none in {cell['low']}..{cell['high']}"
-    return str(cell["answer"])
+        return f"none in {cell['low']}..{cell['high']} ({how})"
+    return f"{cell['answer']} ({how})"

@@ -28,7 +28,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from podsim.bounds import MAX_SWEEP_POINTS, Seed
@@ -43,6 +42,7 @@ from podsim.scenario.load import (
     validated,
 )
 from podsim.scenario.schema import Scenario
+from podsim.stats import replicate_seeds
 
 
 class _Model(BaseModel):
@@ -55,6 +55,8 @@ class CapacitySpec(_Model):
     field: str = Field("topology.pods", description="dotted scenario field, an integer (fleet size)")
     low: int = Field(1, ge=1)
     high: int = Field(..., ge=1)
+    judge: Literal["mean", "interval"] = Field(
+        "mean", description="how a size's replicates meet a target: their mean, or the whole 95% interval (conservative)")
 
 
 class SweepSpec(_Model):
@@ -176,10 +178,6 @@ def point_scenario(base: dict, overrides: dict, seed: int, base_dir: str | None,
     return scenario
 
 
-def _seeds(root: int, n: int) -> tuple[int, ...]:
-    return tuple(int(c.generate_state(1, np.uint32)[0]) for c in np.random.SeedSequence(root).spawn(n))
-
-
 class _Locator:
     """Maps a scenario error of a point to the line that set the value: the sweep file's
     override, else the base scenario (inline in the sweep file or its own file)."""
@@ -267,7 +265,7 @@ def load_sweep(path: str | Path) -> Sweep:
     ident = json.dumps({"spec": spec.model_dump(mode="json", exclude={"base"}), "base": base}, sort_keys=True, default=str)
     sweep_id = f"{''.join(c if c.isalnum() else '-' for c in spec.sweep)[:40]}-{hashlib.sha256(ident.encode()).hexdigest()[:8]}"
     sweep = Sweep(spec, doc.source, base, str(base_doc.base_dir) if base_doc.base_dir else None, sweep_id,
-                  tuple(cells), _seeds(root, n_seeds))
+                  tuple(cells), replicate_seeds(root, n_seeds))
     locator = _Locator(doc, base_doc, base_prefix)
     for c, where in enumerate(where_cells):
         extras = [{spec.capacity.field: spec.capacity.low}, {spec.capacity.field: spec.capacity.high}] if spec.capacity else [{}]

@@ -14,12 +14,14 @@ import enum
 import itertools
 import math
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import TYPE_CHECKING, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from podsim.errors import PodsimError
+from podsim.topology.dcntiers import DcnTiers, TierPlan, parse_tiers, tier_plan
 from podsim.topology.pod import MINUS, PLUS, PodLayout
 
 if TYPE_CHECKING:
@@ -30,8 +32,9 @@ class NodeKind(enum.IntEnum):
     CHIP = 0
     NVSWITCH = 1
     NIC = 2
-    LEAF = 3
+    LEAF = 3  # the switch hosts attach to (untiered DCN), or an aggregation block (tiered)
     SPINE = 4
+    TOR = 5  # a top-of-rack switch between NICs and their aggregation block (tiered DCN)
 
 
 class LinkKind(enum.IntEnum):
@@ -39,10 +42,10 @@ class LinkKind(enum.IntEnum):
     OPTICAL = 1  # ICI through an OCS circuit (or a fixed fiber between cubes)
     NVLINK = 2  # GPU to its node's NVSwitch
     PCIE = 3  # chip to its host NIC
-    NIC = 4  # NIC to DCN leaf
+    NIC = 4  # NIC to DCN leaf (or to its ToR on a tiered DCN)
     DCN = 5  # leaf to spine, or leaf to leaf through the OCS DCN
     WAN = 6  # spine of one site to the same-numbered spine of another site
-
+    TOR = 7  # ToR to its aggregation block (tiered DCN)
 
 
 class Circuit(tuple):
@@ -90,6 +93,13 @@ class DcnSpec(BaseModel):
     twice their share), `split` an even split over the spines (the expected load of per-flow
     hashing over many flows, or of packet spraying; identical slices stay identical, so the DCN
     fold collapses their flows into a few classes).
+
+    `tiers` builds the DCN in tiers (podsim.topology.dcntiers): NIC -> ToR -> aggregation block
+    (the leaf) -> spine blocks, each tier's radix, port speed and oversubscription given (a
+    preset, a spec or a file); hosts per leaf, spines and the leaf oversubscription then come
+    from the tiers and are not given. On an OCS DCN the circuits join the blocks and a preset's
+    spine tier is not used. Every uplink carries its switch's share at the tier's ratio: a
+    switch the job fills only partly (the other tenants keep theirs) has that part of its uplinks.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -105,6 +115,30 @@ class DcnSpec(BaseModel):
     sites: int = Field(1, ge=1, description="data centres the pods are split over (consecutive pods), joined by WAN links")
     wan_latency_s: float = Field(1e-3, ge=0, description="one-way latency of a WAN hop between two sites (assumption: ~200 km of fibre)")
     wan_bytes_per_s: float = Field(1.6e12, gt=0, description="WAN capacity per site pair and direction (assumption: 16 x 800GbE)")
+    tiers: DcnTiers | None = Field(None, description="NIC -> ToR -> aggregation block -> spine tiers (a preset name, a spec or a mapping)")
+
+    @field_validator("tiers", mode="before")
+    @classmethod
+    def _tiers(cls, v, info: ValidationInfo):
+        if v is None:
+            return None
+        v = parse_tiers(v)
+        if info.data.get("kind") == "ocs" and v.spine is not None:  # the circuits replace the spine blocks (jup.5)
+            v = v.model_copy(update={"spine": None})
+        return v
+
+    @model_validator(mode="after")
+    def _tiered(self) -> DcnSpec:
+        if self.tiers is None:
+            return self
+        derived = sorted({"hosts_per_leaf", "spines", "oversubscription"} & self.model_fields_set)
+        if derived:
+            raise ValueError(f"dcn {', '.join(derived)}: a tiered DCN takes them from its tiers ({self.tiers.describe()}); leave them out")
+        return self
+
+    def tier_plan(self, host_bytes_per_s: float, nics_per_host: int) -> TierPlan | None:
+        """The tiers' plan for hosts of this bandwidth and NIC count; None when untiered."""
+        return None if self.tiers is None else tier_plan(self.tiers, host_bytes_per_s, nics_per_host, self.kind)
 
 
 @dataclass(frozen=True, eq=False)
@@ -137,6 +171,10 @@ class Fabric:
     first_nic: int
     site_of_leaf: np.ndarray = field(default_factory=lambda: np.empty(0, np.int32))
     wan: np.ndarray = field(default_factory=lambda: np.empty((0, 0, 0), np.int32))  # (sites, sites, spines) WAN links
+    # Tiered DCN: the ToR of each NIC (by NIC number) and each ToR's link up to its block and back (empty untiered)
+    tor_of_nic: np.ndarray = field(default_factory=lambda: np.empty(0, np.int32))
+    tor_up: np.ndarray = field(default_factory=lambda: np.empty(0, np.int32))
+    tor_down: np.ndarray = field(default_factory=lambda: np.empty(0, np.int32))
     meta: dict = field(default_factory=dict)
 
     @property
@@ -154,6 +192,26 @@ class Fabric:
     @property
     def n_chips(self) -> int:
         return self.layout.n_chips
+
+    @property
+    def tiered(self) -> bool:
+        """Whether the DCN has ToRs below its aggregation blocks (DcnSpec.tiers)."""
+        return len(self.tor_up) > 0
+
+    @cached_property
+    def dcn_tiers(self) -> tuple[tuple[str, ...], np.ndarray]:
+        """(tier names from the hosts up, the tier index of every link or -1 off the DCN): a
+        link belongs to the tier of the switch it climbs into (and back down from): `leaf`
+        (NIC <-> leaf, untiered) or `tor` (NIC <-> ToR) and `aggregation` (ToR <-> block),
+        then `spine` (leaf <-> spine) or `ocs` (block <-> block circuits), and `wan`."""
+        names = ("tor", "aggregation") if self.tiered else ("leaf",)
+        names += ("ocs" if self.dcn.kind == "ocs" else "spine", "wan")
+        tier = np.full(self.n_links, -1, np.int8)
+        kinds = {LinkKind.NIC: names[0], LinkKind.TOR: "aggregation", LinkKind.DCN: names[-2], LinkKind.WAN: "wan"}
+        for kind, name in kinds.items():
+            if name in names:
+                tier[self.link_kind == kind] = names.index(name)
+        return names, tier
 
     @property
     def link_reverse(self) -> np.ndarray:
@@ -310,20 +368,42 @@ def _ocs_dcn_circuits(dcn: DcnSpec, uplink_bw: np.ndarray) -> tuple[np.ndarray, 
     return ia, ib, cap
 
 
-def _sites(layout: PodLayout, dcn: DcnSpec, n_leaves: int) -> tuple[np.ndarray, int]:
-    """The site of every leaf, and the number of sites; one-line errors for splits that do not work."""
+def _check_sites(layout: PodLayout, dcn: DcnSpec) -> int:
+    """The number of sites; one-line errors for splits that do not work."""
     n = dcn.sites
     if n == 1:
-        return np.zeros(n_leaves, np.int32), 1
+        return 1
     if dcn.kind != "eps":
         raise PodsimError(f"dcn.sites {n}: several sites are modelled on an EPS DCN (kind eps), not {dcn.kind}")
     if layout.pods % n:
         raise PodsimError(f"dcn.sites {n} does not divide the {layout.pods} pod(s); each site holds the same number of pods")
+    return n
+
+
+def _sites(layout: PodLayout, dcn: DcnSpec, n_leaves: int) -> tuple[np.ndarray, int]:
+    """The site of every leaf (untiered), and the number of sites."""
+    n = _check_sites(layout, dcn)
+    if n == 1:
+        return np.zeros(n_leaves, np.int32), 1
     if layout.hosts_per_pod % dcn.hosts_per_leaf:
         raise PodsimError(f"dcn.hosts_per_leaf {dcn.hosts_per_leaf} does not divide the {layout.hosts_per_pod} hosts of a pod; "
                           "with several sites a leaf must not straddle two pods")
     pod_of_leaf = np.arange(n_leaves) * dcn.hosts_per_leaf // layout.hosts_per_pod
     return (pod_of_leaf // (layout.pods // n)).astype(np.int32), n
+
+
+def _tiered_map(layout: PodLayout, tp: TierPlan, sites: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(ToR of every host, block of every ToR, site of every block) of a tiered DCN: hosts fill
+    ToRs and ToRs fill blocks in order, each site starting its own (none straddles two sites)."""
+    per_site = layout.n_hosts // sites
+    tors_per_site = math.ceil(per_site / tp.hosts_per_tor)
+    blocks_per_site = math.ceil(tors_per_site / tp.tors_per_block)
+    host = np.arange(layout.n_hosts)
+    tor_of_host = (host // per_site) * tors_per_site + (host % per_site) // tp.hosts_per_tor
+    tor = np.arange(sites * tors_per_site)
+    leaf_of_tor = (tor // tors_per_site) * blocks_per_site + (tor % tors_per_site) // tp.tors_per_block
+    site_of_leaf = np.arange(sites * blocks_per_site) // blocks_per_site
+    return tor_of_host.astype(np.int32), leaf_of_tor.astype(np.int32), site_of_leaf.astype(np.int32)
 
 
 def build_fabric(layout: PodLayout, circuits: tuple[Circuit, ...] | str | None = "torus", dcn: DcnSpec | None = None) -> Fabric:
@@ -364,27 +444,52 @@ def build_fabric(layout: PodLayout, circuits: tuple[Circuit, ...] | str | None =
             port_peer[a[sel], d[sel], PLUS] = b[sel]
             port_peer[b[sel], d[sel], MINUS] = a[sel]
 
-    # DCN: chip -> NIC (PCIe), NIC -> leaf, leaf -> spine (eps) or leaf -> leaf (ocs).
+    # DCN: chip -> NIC (PCIe), NIC -> leaf [via its ToR, tiered], leaf -> spine (eps) or leaf -> leaf (ocs).
     nics_per_host = int(gen.nics_per_host.value)
     n_nics = layout.n_hosts * nics_per_host
     first_nic = nvswitch_base + n_nvswitch
-    n_leaves = math.ceil(layout.n_hosts / dcn.hosts_per_leaf)
-    first_leaf = first_nic + n_nics
-    first_spine = first_leaf + n_leaves
-    site_of_leaf, n_sites = _sites(layout, dcn, n_leaves)
-    n_spines = dcn.spines if (dcn.kind == "eps" and (n_leaves > 1 or n_sites > 1)) else 0
     host_bw = gen.dcn_bandwidth_per_host.require(f"{gen.id} DCN bandwidth per host")
+    tp = dcn.tier_plan(host_bw, nics_per_host)
+    if tp is None:
+        hosts_per_leaf, n_tors = dcn.hosts_per_leaf, 0
+        n_leaves = math.ceil(layout.n_hosts / hosts_per_leaf)
+        site_of_leaf, n_sites = _sites(layout, dcn, n_leaves)
+    else:
+        hosts_per_leaf, n_sites = tp.hosts_per_block, _check_sites(layout, dcn)
+        tor_of_host, leaf_of_tor, site_of_leaf = _tiered_map(layout, tp, n_sites)
+        n_tors, n_leaves = len(leaf_of_tor), len(site_of_leaf)
+    first_tor = first_nic + n_nics
+    first_leaf = first_tor + n_tors
+    first_spine = first_leaf + n_leaves
+    spines = dcn.spines if tp is None else tp.spines
+    n_spines = spines if (dcn.kind == "eps" and (n_leaves > 1 or n_sites > 1)) else 0
+    if tp is not None and n_spines and n_leaves // n_sites > tp.max_blocks:
+        raise PodsimError(f"dcn tiers: the spine tier ({dcn.tiers.describe()}) reaches at most {tp.max_blocks} aggregation "
+                          f"blocks; these {layout.pods} pod(s) need {n_leaves // n_sites} per site; give larger spine blocks or more of them")
     nic_bw = host_bw / nics_per_host
     slot = np.arange(n_chips) % layout.chips_per_host
     nic_number = layout.host_of_chip * nics_per_host + slot % nics_per_host
     fwd = lb.add(np.arange(n_chips), first_nic + nic_number, gen.pcie_bandwidth_per_chip.require("PCIe bandwidth"), 0.0, LinkKind.PCIE)
     chip_up, chip_down = fwd, fwd + 1
     host_of_nic = np.arange(n_nics) // nics_per_host
-    leaf_of_nic = (host_of_nic // dcn.hosts_per_leaf).astype(np.int32)
-    fwd = lb.add(first_nic + np.arange(n_nics), first_leaf + leaf_of_nic, nic_bw, dcn.switch_latency_s, LinkKind.NIC)
+    if tp is None:
+        tor_of_nic = tor_up = tor_down = np.empty(0, np.int32)
+        leaf_of_nic = (host_of_nic // hosts_per_leaf).astype(np.int32)
+        fwd = lb.add(first_nic + np.arange(n_nics), first_leaf + leaf_of_nic, nic_bw, dcn.switch_latency_s, LinkKind.NIC)
+        hosts_on_leaf = np.bincount(host_of_nic[::nics_per_host] // hosts_per_leaf, minlength=n_leaves)
+        uplink_bw = hosts_on_leaf * host_bw / dcn.oversubscription
+    else:
+        # Every uplink carries its switch's share: hosts present / hosts it holds, of its ports.
+        tor_of_nic = tor_of_host[host_of_nic]
+        leaf_of_nic = leaf_of_tor[tor_of_nic]
+        fwd = lb.add(first_nic + np.arange(n_nics), first_tor + tor_of_nic, nic_bw, dcn.switch_latency_s, LinkKind.NIC)
+        hosts_on_tor = np.bincount(tor_of_host, minlength=n_tors)
+        tor_fwd = lb.add(first_tor + np.arange(n_tors), first_leaf + leaf_of_tor,
+                         tp.tor_uplink_bytes_per_s * hosts_on_tor / tp.hosts_per_tor, dcn.switch_latency_s, LinkKind.TOR)
+        tor_up, tor_down = tor_fwd, tor_fwd + 1
+        hosts_on_leaf = np.bincount(leaf_of_tor, weights=hosts_on_tor, minlength=n_leaves)
+        uplink_bw = tp.block_uplink_bytes_per_s * hosts_on_leaf / tp.hosts_per_block
     nic_up, nic_down = fwd, fwd + 1
-    hosts_on_leaf = np.bincount(host_of_nic[::nics_per_host] // dcn.hosts_per_leaf, minlength=n_leaves)
-    uplink_bw = hosts_on_leaf * host_bw / dcn.oversubscription
     leaf_spine = np.full((n_leaves, max(n_spines, 0)), -1, np.int32)
     spine_leaf = np.full((max(n_spines, 0), n_leaves), -1, np.int32)
     leaf_leaf = np.full((n_leaves, n_leaves), -1, np.int32) if dcn.kind == "ocs" else np.empty((0, 0), np.int32)
@@ -409,8 +514,8 @@ def build_fabric(layout: PodLayout, circuits: tuple[Circuit, ...] | str | None =
 
     node_kind = np.concatenate([
         np.full(n_chips, NodeKind.CHIP, np.int8), np.full(n_nvswitch, NodeKind.NVSWITCH, np.int8),
-        np.full(n_nics, NodeKind.NIC, np.int8), np.full(n_leaves, NodeKind.LEAF, np.int8),
-        np.full(n_spines * n_sites, NodeKind.SPINE, np.int8),
+        np.full(n_nics, NodeKind.NIC, np.int8), np.full(n_tors, NodeKind.TOR, np.int8),
+        np.full(n_leaves, NodeKind.LEAF, np.int8), np.full(n_spines * n_sites, NodeKind.SPINE, np.int8),
     ])
     src, dst, cap, lat, kind = lb.arrays()
     return Fabric(
@@ -420,14 +525,18 @@ def build_fabric(layout: PodLayout, circuits: tuple[Circuit, ...] | str | None =
         leaf_of_nic=leaf_of_nic, chip_up=chip_up, chip_down=chip_down, nic_up=nic_up, nic_down=nic_down,
         leaf_spine=leaf_spine, spine_leaf=spine_leaf, leaf_leaf=leaf_leaf,
         nvlink_up=nvlink_up, nvlink_down=nvlink_down, first_nic=first_nic, site_of_leaf=site_of_leaf, wan=wan,
-        meta={"n_nics": n_nics, "n_leaves": n_leaves, "n_spines": n_spines, "n_nvswitch": n_nvswitch, "n_sites": n_sites},
+        tor_of_nic=tor_of_nic, tor_up=tor_up, tor_down=tor_down,
+        meta={"n_nics": n_nics, "n_leaves": n_leaves, "n_spines": n_spines, "n_nvswitch": n_nvswitch, "n_sites": n_sites,
+              "n_tors": n_tors, "hosts_per_leaf": hosts_per_leaf, "hosts_per_tor": tp.hosts_per_tor if tp else 0,
+              "tier_plan": tp},
     )
 
 
 def dcn_choice(kind: str, oversubscription: float, sites: int = 1, wan_latency_ms: float = 1.0,
-             wan_gbps: float = 12800.0, ecmp: str = "split") -> tuple[DcnSpec, bool]:
+               wan_gbps: float = 12800.0, ecmp: str = "split", tiers: str | None = None) -> tuple[DcnSpec, bool]:
     """The DCN a user picks (`--dcn eps|ocs|ocs-job`, `--oversubscription`, the WAN and ECMP
-    options; the dashboard's same choices) -> (DcnSpec, engineer the OCS DCN for the job)."""
+    options, `--dcn-tiers` a preset, spec or YAML file; the dashboard's same choices) ->
+    (DcnSpec, engineer the OCS DCN for the job)."""
     if sites < 1 or wan_gbps <= 0 or wan_latency_ms < 0:
         raise PodsimError(f"--sites {sites}, --wan-gbps {wan_gbps:g}, --wan-latency-ms {wan_latency_ms:g}: give sites >= 1, Gb/s > 0, ms >= 0")
     if kind not in ("eps", "ocs", "ocs-job"):
@@ -436,10 +545,13 @@ def dcn_choice(kind: str, oversubscription: float, sites: int = 1, wan_latency_m
         raise PodsimError(f"--oversubscription {oversubscription}: must be >= 1 (NIC bandwidth : spine uplink bandwidth)")
     if kind != "eps" and oversubscription != 1:
         raise PodsimError("--oversubscription applies to an EPS spine (--dcn eps)")
+    if tiers and oversubscription != 1:
+        raise PodsimError("--oversubscription and --dcn-tiers: a tiered DCN takes each tier's oversubscription from its tiers; give one of them")
     if ecmp not in ("split", "hash"):
         raise PodsimError(f"--ecmp {ecmp!r} is not known; use split (each flow evenly over the spines) or hash (one spine per NIC pair)")
     if kind != "eps" and ecmp != "split":
         raise PodsimError("--ecmp hash applies to an EPS spine (--dcn eps)")
-    spec = DcnSpec(kind="eps" if kind == "eps" else "ocs", oversubscription=oversubscription, sites=sites, ecmp=ecmp,
-                   wan_latency_s=wan_latency_ms * 1e-3, wan_bytes_per_s=wan_gbps * 1e9 / 8)
+    fields = {"tiers": parse_tiers(tiers)} if tiers else {"oversubscription": oversubscription}
+    spec = DcnSpec(kind="eps" if kind == "eps" else "ocs", sites=sites, ecmp=ecmp,
+                   wan_latency_s=wan_latency_ms * 1e-3, wan_bytes_per_s=wan_gbps * 1e9 / 8, **fields)
     return spec, kind == "ocs-job"

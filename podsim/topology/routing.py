@@ -8,7 +8,8 @@
 - DCN: chip -> NIC -> leaf -> spine [-> WAN -> spine k of the other site] -> leaf -> NIC ->
   chip on the EPS Clos, each flow split evenly over the spines (`dcn.ecmp: split`) or on the
   one spine a deterministic hash of the NIC pair picks (`hash`); leaf -> leaf directly on the
-  OCS DCN.
+  OCS DCN. On a tiered DCN the NIC sits under a ToR, the ToR under its aggregation block (the
+  leaf): a flow between ToRs climbs ToR -> block -> ToR, one between blocks goes on up.
 - GPU nodes: GPU -> NVSwitch -> GPU inside a node, the DCN between nodes.
 """
 
@@ -136,23 +137,35 @@ def dcn_routes(fabric: Fabric, src_chips: np.ndarray, dst_chips: np.ndarray) -> 
     return _from_padded(_dcn_padded(fabric, src_chips, dst_chips))
 
 
+# Columns of a padded DCN route: chip -> NIC -> [ToR -> block] -> spine | circuit [-> WAN] -> spine
+# -> [block -> ToR] -> NIC -> chip; the ToR columns stay -1 on an untiered DCN.
+CHIP_UP, NIC_UP, TOR_UP, UP, WAN, DOWN, TOR_DOWN, NIC_DOWN, CHIP_DOWN = range(9)
+_ENDS = (CHIP_UP, NIC_UP, TOR_UP, TOR_DOWN, NIC_DOWN, CHIP_DOWN)  # hops below the spine, in order
+
+
 def _dcn_ends(fabric: Fabric, src_chips: np.ndarray, dst_chips: np.ndarray,
               switched: bool = False) -> tuple[np.ndarray, ...]:
-    """(m, ns, nd, ls, ld, across): padded (flows x 7) DCN routes with only the chip and NIC
-    hops filled (columns 0, 1, 5, 6; -1 elsewhere), each flow's NICs and leaves, and which
-    flows cross leaves (their columns 2-4 are the spine or circuit hops, filled by the caller).
-    `switched` (a GPU slice): flows inside a node go GPU -> NVSwitch -> GPU (columns 0, 1)."""
+    """(m, ns, nd, ls, ld, across): padded (flows x 9) DCN routes with only the hops below the
+    spine filled (chip, NIC and, tiered, ToR columns; -1 elsewhere), each flow's NICs and leaves
+    (aggregation blocks), and which flows cross leaves (their UP/WAN/DOWN columns are the spine
+    or circuit hops, filled by the caller). `switched` (a GPU slice): flows inside a node go
+    GPU -> NVSwitch -> GPU (columns 0, 1)."""
     src_chips = np.asarray(src_chips, np.int64)
     dst_chips = np.asarray(dst_chips, np.int64)
     ns = fabric.nic_of_chip[src_chips] - fabric.first_nic
     nd = fabric.nic_of_chip[dst_chips] - fabric.first_nic
     ls, ld = fabric.leaf_of_nic[ns], fabric.leaf_of_nic[nd]
-    m = np.full((len(src_chips), 7), -1, np.int64)
-    m[:, 0] = fabric.chip_up[src_chips]
-    m[:, 6] = fabric.chip_down[dst_chips]
+    m = np.full((len(src_chips), 9), -1, np.int64)
+    m[:, CHIP_UP] = fabric.chip_up[src_chips]
+    m[:, CHIP_DOWN] = fabric.chip_down[dst_chips]
     via_leaf = ns != nd
-    m[via_leaf, 1] = fabric.nic_up[ns[via_leaf]]
-    m[via_leaf, 5] = fabric.nic_down[nd[via_leaf]]
+    m[via_leaf, NIC_UP] = fabric.nic_up[ns[via_leaf]]
+    m[via_leaf, NIC_DOWN] = fabric.nic_down[nd[via_leaf]]
+    if fabric.tiered:  # flows between ToRs climb to their block
+        ts, td = fabric.tor_of_nic[ns], fabric.tor_of_nic[nd]
+        via_tor = via_leaf & (ts != td)
+        m[via_tor, TOR_UP] = fabric.tor_up[ts[via_tor]]
+        m[via_tor, TOR_DOWN] = fabric.tor_down[td[via_tor]]
     across = via_leaf & (ls != ld)
     if switched:
         same = fabric.layout.host_of_chip[src_chips] == fabric.layout.host_of_chip[dst_chips]
@@ -169,15 +182,15 @@ def _dcn_padded(fabric: Fabric, src_chips: np.ndarray, dst_chips: np.ndarray, en
     m, ns, nd, ls, ld, across = _dcn_ends(fabric, src_chips, dst_chips) if ends is None else ends
     if fabric.dcn.kind == "eps":
         spine = ecmp_spine(ns[across], nd[across], fabric.leaf_spine.shape[1])
-        m[across, 2] = fabric.leaf_spine[ls[across], spine]
-        m[across, 4] = fabric.spine_leaf[spine, ld[across]]
+        m[across, UP] = fabric.leaf_spine[ls[across], spine]
+        m[across, DOWN] = fabric.spine_leaf[spine, ld[across]]
         if fabric.wan.shape[0] > 1:  # between sites: spine k of one site to spine k of the other
             sa, sb = fabric.site_of_leaf[ls[across]], fabric.site_of_leaf[ld[across]]
-            m[across, 3] = np.where(sa != sb, fabric.wan[sa, sb, spine], -1)
+            m[across, WAN] = np.where(sa != sb, fabric.wan[sa, sb, spine], -1)
     else:
-        m[across, 2] = fabric.leaf_leaf[ls[across], ld[across]]
-        if (m[across, 2] < 0).any():
-            k = int(np.flatnonzero(across)[np.argmax(m[across, 2] < 0)])
+        m[across, UP] = fabric.leaf_leaf[ls[across], ld[across]]
+        if (m[across, UP] < 0).any():
+            k = int(np.flatnonzero(across)[np.argmax(m[across, UP] < 0)])
             raise PodsimError(f"no OCS-DCN circuit joins leaf {ls[k]} and leaf {ld[k]}; add both to one of dcn.ocs_groups")
     return m
 
@@ -203,12 +216,11 @@ def dcn_split_routes(fabric: Fabric, src_chips: np.ndarray, dst_chips: np.ndarra
         other = sa != sb
         spread.append((fabric.wan[sa[other], sb[other]], share, rows[other]))
     spread.append((fabric.spine_leaf[:, ld].T, share, rows))
-    ends = [(m[:, c], 1.0) for c in (0, 1, 5, 6)]
-    hops = sum((c >= 0).astype(np.int64) for c, _ in ends)
+    below = [(m[:, c], 1.0) for c in _ENDS]
+    hops = sum((c >= 0).astype(np.int64) for c, _ in below)
     for ids, _, r in spread:
         hops[r] += (ids >= 0).sum(1)
-    cols = ends[:2] + spread
-    return _csr_columns(cols + ends[2:], hops)
+    return _csr_columns(below[:3] + spread + below[3:], hops)
 
 
 def _csr_columns(cols: list, hops: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -279,9 +291,9 @@ def dcn_split_groups(fabric: Fabric, src_chips: np.ndarray, dst_chips: np.ndarra
         c[across] = ids
         return c
 
-    cols = [(m[:, 0], 1.0), (m[:, 1], 1.0), (column(base + ls), 1.0 / n_spines)]
+    cols = [(m[:, c], 1.0) for c in _ENDS[:3]] + [(column(base + ls), 1.0 / n_spines)]
     if sites > 1:
         sa, sb = fabric.site_of_leaf[ls].astype(np.int64), fabric.site_of_leaf[ld].astype(np.int64)
         cols.append((column(np.where(sa != sb, base + 2 * n_leaves + sa * sites + sb, -1)), 1.0 / n_spines))
-    cols += [(column(base + n_leaves + ld), 1.0 / n_spines), (m[:, 5], 1.0), (m[:, 6], 1.0)]
+    cols += [(column(base + n_leaves + ld), 1.0 / n_spines)] + [(m[:, c], 1.0) for c in _ENDS[3:]]
     return (*_csr_columns(cols), members)

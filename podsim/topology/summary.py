@@ -127,10 +127,14 @@ def fleet_summary(gen_id: str | Generation, pods: int, dcn: DcnSpec | None = Non
     return {
         "generation": gen.id, "name": gen.name, "pods": pods, "sites": sites, "pods_per_site": pods // sites,
         "chips": lay.n_chips, "chips_per_site": lay.n_chips // sites, "hosts": lay.n_hosts,
-        "dcn": {"kind": dcn.kind, "hosts_per_leaf": dcn.hosts_per_leaf, "leaves": meta["n_leaves"],
-                "spines_per_site": meta["n_spines"], "oversubscription": dcn.oversubscription,
+        "dcn": {"kind": dcn.kind, "hosts_per_leaf": meta["hosts_per_leaf"], "leaves": meta["n_leaves"],
+                "spines_per_site": meta["n_spines"], "tors": meta["n_tors"], "hosts_per_tor": meta["hosts_per_tor"],
+                "tiers": dcn.tiers.describe() if dcn.tiers else "",
+                "oversubscription": dcn.oversubscription if meta["tier_plan"] is None else meta["tier_plan"].block_oversubscription,
+                "tor_oversubscription": meta["tier_plan"].tor_oversubscription if meta["tier_plan"] else None,
                 "bytes_per_s_per_host": host_bw, "nic_bytes_per_s_per_site": host_bw * lay.n_hosts / sites,
                 "leaf_uplink_bytes_per_s_per_site": float(cap[up].sum()) / sites,
+                "tor_uplink_bytes_per_s_per_site": float(cap[fab.tor_up].sum()) / sites,
                 "switch_latency_s": dcn.switch_latency_s},
         "wan": {"site_pairs": sites * (sites - 1) // 2, "latency_s": dcn.wan_latency_s if sites > 1 else 0.0,
                 "bytes_per_s_per_pair": dcn.wan_bytes_per_s if sites > 1 else 0.0,
@@ -146,9 +150,14 @@ def fleet_rows(s: dict) -> list[tuple[str, str]]:
         ("pods / sites", f"{s['pods']} / {s['sites']} ({s['pods_per_site']} pod(s) per site)"),
         ("chips / hosts", f"{s['chips']:,} / {s['hosts']:,} ({s['chips_per_site']:,} chips per site)"),
         ("DCN", f"{d['kind']}: {d['leaves']} leaves of {d['hosts_per_leaf']} hosts"
-                + (f", {d['spines_per_site']} spines per site, {d['oversubscription']:g}:1 oversubscribed" if d["kind"] == "eps" else "")),
+                + (f", {d['spines_per_site']} spines per site, {d['oversubscription']:g}:1 oversubscribed" if d["kind"] == "eps" else "")
+                if not d["tiers"] else
+                f"{d['kind']} in tiers ({d['tiers']}): {d['tors']} ToR(s) of up to {d['hosts_per_tor']} hosts at "
+                f"{d['tor_oversubscription']:.3g}:1, {d['leaves']} aggregation block(s) of up to {d['hosts_per_leaf']} hosts at "
+                f"{d['oversubscription']:.3g}:1" + (f", {d['spines_per_site']} spine blocks per site" if d["kind"] == "eps" else "")),
         ("DCN per site", f"{format_rate(d['nic_bytes_per_s_per_site'])} of host NICs, "
-                         f"{format_rate(d['leaf_uplink_bytes_per_s_per_site'])} of leaf uplinks"),
+                         + (f"{format_rate(d['tor_uplink_bytes_per_s_per_site'])} of ToR uplinks, " if d["tiers"] else "")
+                         + f"{format_rate(d['leaf_uplink_bytes_per_s_per_site'])} of {'block' if d['tiers'] else 'leaf'} uplinks"),
     ]
     if s["sites"] > 1:
         rows.append(("WAN", f"{w['site_pairs']} site pair(s), {format_rate(w['bytes_per_s_per_pair'])} each way per pair, "

@@ -4,8 +4,8 @@ mapped to slice-axis groups at the end (`ProgramBuilder.finish`).
 Compute ops chain on one stream (each waits for the previous one); a collective names logical
 axes ("data", "tensor", ...; "dcn" across slices) and is blocking, non-blocking or overlapping
 the next compute. `finish` lays each group on the slice under a mesh mapping and splits an
-all-reduce whose axes are not one block of the slice into reduce-scatter, all-reduce,
-all-gather (hierarchical).
+all-reduce whose axes are not one block of the slice, or that crosses slices (dcn) as well as
+axes inside them, into reduce-scatter, all-reduce, all-gather (hierarchical).
 """
 
 from __future__ import annotations
@@ -161,7 +161,8 @@ class ProgramBuilder:
 
     def finish(self, mapping: MeshMapping, shape: Sequence[int]) -> list[Op]:
         """Replace logical groups with slice-axis groups; split an all-reduce whose axes do not
-        form one group into reduce-scatter, all-reduce, all-gather (hierarchical)."""
+        form one group, or that spans the slices (dcn) and axes inside them, into
+        reduce-scatter, all-reduce, all-gather (hierarchical: the DCN carries the shard)."""
         out: list[Op] = []
         renamed: dict[str, str] = {}
 
@@ -180,6 +181,13 @@ class ProgramBuilder:
             if isinstance(op, SendRecv):
                 out.append(SendRecv(op.id, op.bytes, parts[0], op.shift, op.deps, op.name, op.layer))
                 continue
+            inside = [a for a in axes if a != "dcn"]
+            if op.kind == "all_reduce" and "dcn" in axes and inside and (grp := merge_groups(groups(inside), shape)):
+                # Across slices XLA reduces hierarchically: reduce-scatter inside the slice (ICI),
+                # all-reduce of the 1/n shard across the slices (DCN), all-gather inside again.
+                out += self._hierarchical(op, grp, (AxisGroup(DCN_AXIS),), self.group_size(inside))
+                renamed[op.id] = out[-1].id
+                continue
             group = merge_groups(parts, shape)
             if group is not None:
                 out.append(Collective(op.id, op.kind, op.bytes, group, op.algorithm, op.deps, op.name, op.layer))
@@ -192,11 +200,16 @@ class ProgramBuilder:
             outer_grp = merge_groups(groups(outer), shape)
             if outer_grp is None:
                 raise PodsimError(f"op {op.id!r}: cannot lay the all-reduce over {', '.join(axes)} on mesh {mapping.describe()}")
-            n_inner = self.group_size([inner])
-            rs = Collective(op.id + ".rs", "reduce_scatter", op.bytes, inner_grp, op.algorithm, op.deps, op.name, op.layer)
-            ar = Collective(op.id + ".ar", "all_reduce", op.bytes / n_inner, outer_grp, op.algorithm, (rs.id,), op.name, op.layer)
-            ag = Collective(op.id + ".ag", "all_gather", op.bytes, inner_grp, op.algorithm, (ar.id,), op.name, op.layer)
-            out += [rs, ar, ag]
-            renamed[op.id] = ag.id
+            out += self._hierarchical(op, inner_grp, outer_grp, self.group_size([inner]))
+            renamed[op.id] = out[-1].id
         return out
+
+    @staticmethod
+    def _hierarchical(op: Collective, inner: tuple[AxisGroup, ...], outer: tuple[AxisGroup, ...], n_inner: int) -> list[Collective]:
+        """An all-reduce as reduce-scatter over `inner`, all-reduce of the 1/n_inner shard over
+        `outer`, all-gather over `inner`, each waiting for the one before (ids .rs, .ar, .ag)."""
+        rs = Collective(op.id + ".rs", "reduce_scatter", op.bytes, inner, op.algorithm, op.deps, op.name, op.layer)
+        ar = Collective(op.id + ".ar", "all_reduce", op.bytes / n_inner, outer, op.algorithm, (rs.id,), op.name, op.layer)
+        ag = Collective(op.id + ".ag", "all_gather", op.bytes, inner, op.algorithm, (ar.id,), op.name, op.layer)
+        return [rs, ar, ag]
 

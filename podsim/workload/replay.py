@@ -1,8 +1,15 @@
-"""Replay a real job trace from CSV, mapping accelerator counts to slice shapes.
+"""Replay a real job trace from CSV: exact slice shapes where the trace has them, else
+accelerator counts mapped to shapes.
 
-Mapping (documented in the README): a job asking for n accelerators gets the smallest shape of
-the generation's ladder with at least n chips (rounded up): e.g. on tpu-v4, 1 -> 1x1x1,
-2 -> 1x1x2, 4 -> 1x2x2, 8 -> 2x2x2, 16 -> 2x2x4, 32 -> 2x4x4, 64 -> 4x4x4, 128 -> 4x4x8 ...
+A trace may carry a `shape` column (`4x4x8`, or the v4 paper's Table 2 notation `4x4x8_T` /
+`4x4x8_NT`) and a `twisted` column (true/false, 1/0, yes/no; empty: false); a row with a shape
+gets exactly that slice (whether the generation can place it is the scheduler's question: a
+shape it never can is reported unplaceable, with the reason). A row without a shape (no column,
+or an empty cell) maps its accelerator count n to the smallest shape of the generation's ladder
+with at least n chips: e.g. on tpu-v4, 1 -> 1x1x1, 2 -> 1x1x2, 4 -> 1x2x2, 8 -> 2x2x2,
+16 -> 2x2x4, 32 -> 2x4x4, 64 -> 4x4x4, 128 -> 4x4x8 ... Such a job keeps the count it asked for
+(`Job.accelerators`), so a run counts the jobs whose slice was inferred and those rounded up to
+more chips (`count_inferred`), and the CLI says so in one warning line.
 """
 
 from __future__ import annotations
@@ -37,6 +44,8 @@ class TraceColumns(BaseModel):
     submit: str = "submission_time"
     duration: str = "duration"
     accelerators: str = "num_gpu"
+    shape: str = "shape"  # optional: used when the header has it
+    twisted: str = "twisted"  # optional likewise
     time_scale: float = Field(1.0, gt=0)
 
     @classmethod
@@ -103,6 +112,51 @@ def shape_for_count(gen: Generation, n: int) -> tuple[int, ...]:
     raise PodsimError(f"no {gen.id} slice has {n} chips (largest: {math.prod(shapes[-1])})")
 
 
+_TRUE, _FALSE = ("true", "1", "yes", "y", "t"), ("false", "0", "no", "n", "f", "")
+
+
+def _count(row: dict, column: str, path: Path, line: int) -> int | None:
+    """The accelerator count of a row (None where the cell is empty); at least 1."""
+    text = row[column].strip()
+    if not text:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        raise PodsimError(f"{path.name} line {line}: {column} {text!r} is not a number of accelerators") from None
+    if not (math.isfinite(value) and value >= 1 and value.is_integer()):
+        raise PodsimError(f"{path.name} line {line}: {column} {text!r} must be a whole number >= 1")
+    return int(value)
+
+
+def _exact_shape(text: str, twist_text: str, gen: Generation, path: Path, line: int,
+                 cols: TraceColumns) -> tuple[tuple[int, ...], bool]:
+    """A row's exact slice: `AxBxC` with an optional `_T`/`_NT` suffix, and its twist column."""
+    base, _, tag = text.partition("_")
+    if tag.upper() not in ("", "T", "NT"):
+        raise PodsimError(f"{path.name} line {line}: {cols.shape} {text!r}: a shape may end in _T (twisted) or _NT, nothing else")
+    try:
+        shape = parse_shape(base, gen.dims)
+    except PodsimError as exc:
+        raise PodsimError(f"{path.name} line {line}: {cols.shape}: {exc}") from None
+    tw = twist_text.strip().lower()
+    if tw not in _TRUE + _FALSE:
+        raise PodsimError(f"{path.name} line {line}: {cols.twisted} {twist_text!r}: use true or false (or 1/0, yes/no)")
+    twisted = tw in _TRUE
+    if tag and tw and twisted != (tag.upper() == "T"):
+        raise PodsimError(f"{path.name} line {line}: {cols.shape} {text!r} and {cols.twisted} {twist_text!r} disagree")
+    return shape, twisted or tag.upper() == "T"
+
+
+def count_inferred(jobs) -> tuple[int, int, float]:
+    """(jobs whose shape was inferred from an accelerator count, those rounded up to more chips,
+    the chip-seconds the rounding adds over their durations)."""
+    inferred = [j for j in jobs if j.accelerators is not None]
+    up = [j for j in inferred if j.chips > j.accelerators * j.slices]
+    extra = sum((j.chips - j.accelerators * j.slices) * (j.duration_s or 0.0) for j in up)
+    return len(inferred), len(up), extra
+
+
 def load_trace_csv(path: str | Path, generation: str, columns: TraceColumns | None = None,
                    limit: int | None = None, arrival_scale: float = 1.0) -> list[Job]:
     """Jobs from a CSV trace, sorted by submission time, shifted to start at 0.
@@ -120,23 +174,40 @@ def load_trace_csv(path: str | Path, generation: str, columns: TraceColumns | No
     if not path.is_file():
         raise PodsimError(f"trace file {str(path)!r} does not exist")
     header, rows = read_csv(path, "job trace")
-    missing = [c for c in (cols.id, cols.submit, cols.duration, cols.accelerators) if c not in header]
+    has_shape, has_twist = cols.shape in header, cols.twisted in header
+    needed = [cols.id, cols.submit, cols.duration] + ([] if has_shape else [cols.accelerators])
+    missing = [c for c in needed if c not in header]
     if missing:
         raise PodsimError(f"{path.name}: column {missing[0]!r} not found; columns are {', '.join(header)} (map them with --columns)")
+    if has_twist and not has_shape:
+        raise PodsimError(f"{path.name}: column {cols.twisted!r} twists the slices of a {cols.shape!r} column, which the trace lacks")
+    has_count = cols.accelerators in header
     jobs: list[Job] = []
     for line, row in rows:
         try:
             submit = float(row[cols.submit]) * cols.time_scale
             duration = float(row[cols.duration]) * cols.time_scale
-            n = int(float(row[cols.accelerators]))
         except (ValueError, OverflowError):
-            raise PodsimError(f"{path.name} line {line}: a finite number is expected in {cols.submit}, {cols.duration} and {cols.accelerators}") from None
+            raise PodsimError(f"{path.name} line {line}: a finite number is expected in {cols.submit} and {cols.duration}") from None
         if not (math.isfinite(submit) and math.isfinite(duration)):
             raise PodsimError(f"{path.name} line {line}: {cols.submit} and {cols.duration} must be finite numbers")
-        if duration < 0 or n < 1 or submit < 0:
-            raise PodsimError(f"{path.name} line {line}: negative time or fewer than 1 accelerator")
-        jobs.append(Job(id=str(row[cols.id]), submit_s=submit, shape=shape_for_count(gen, n),
-                        duration_s=duration, accelerators=n))
+        if duration < 0 or submit < 0:
+            raise PodsimError(f"{path.name} line {line}: negative {cols.submit} or {cols.duration}")
+        n = _count(row, cols.accelerators, path, line) if has_count else None
+        text = row[cols.shape].strip() if has_shape else ""
+        if text:
+            shape, twisted = _exact_shape(text, row.get(cols.twisted, "") if has_twist else "", gen, path, line, cols)
+            if n is not None and n != math.prod(shape):
+                raise PodsimError(f"{path.name} line {line}: {cols.shape} {text} has {math.prod(shape)} chips but "
+                                  f"{cols.accelerators} says {n}; give one, or make them agree")
+            job = Job(id=str(row[cols.id]), submit_s=submit, shape=shape, twisted=twisted, duration_s=duration)
+        else:
+            if n is None:
+                raise PodsimError(f"{path.name} line {line}: neither {cols.shape} nor {cols.accelerators} is given; the slice needs one")
+            if has_twist and row[cols.twisted].strip():
+                raise PodsimError(f"{path.name} line {line}: {cols.twisted} is set but {cols.shape} is empty; a twist needs a shape")
+            job = Job(id=str(row[cols.id]), submit_s=submit, shape=shape_for_count(gen, n), duration_s=duration, accelerators=n)
+        jobs.append(job)
         if limit is not None and len(jobs) >= limit:
             break
     if not jobs:
