@@ -60,6 +60,8 @@ def _summary_rows(s: dict) -> list[tuple[str, str]]:
         rows.append((kind, f"{v['ops']} ops, {format_bytes(v['bytes'])}"))
     if s["send_recv"]["ops"]:
         rows.append(("send_recv", f"{s['send_recv']['ops']} ops, {format_bytes(s['send_recv']['bytes'])}"))
+    if s.get("host", {}).get("ops"):
+        rows.append(("host input", f"{s['host']['duration_s']:.6g} s per step on the hosts, beside the chips"))
     meta = s["meta"]
     for key in ("parallelism", "mesh", "microbatches", "policy", "ranks", "chakra_vintage"):
         if key in meta:

@@ -134,9 +134,13 @@ def summarize_trace(trace: StepTrace, generation: str | None = None) -> dict:
     colls: dict[str, dict] = {}
     groups: dict[str, float] = {}
     send = {"ops": 0, "bytes": 0.0}
+    host = {"ops": 0, "duration_s": 0.0}  # host work beside the chips (the input pipeline)
     at_peak = 0.0
     for op in trace.ops:
-        if isinstance(op, Compute):
+        if isinstance(op, Compute) and op.host:
+            host["ops"] += 1
+            host["duration_s"] += op.duration_s or 0.0
+        elif isinstance(op, Compute):
             comp["ops"] += 1
             comp["hbm_bytes"] += op.hbm_bytes
             if op.bubble:
@@ -166,6 +170,7 @@ def summarize_trace(trace: StepTrace, generation: str | None = None) -> dict:
         "compute": comp,
         "collectives": dict(sorted(colls.items())),
         "send_recv": send,
+        "host": host,
         "bytes_per_group": dict(sorted(groups.items(), key=lambda kv: -kv[1])),
         "meta": trace.meta,
     }
