@@ -1,15 +1,20 @@
 # Entry points for a fresh clone (see README):
-#   make demo   set up .venv, install podsim, run the demo end to end
-#   make test   set up .venv with test extras, run every test tier (what CI runs)
+#   make demo   set up .venv with podsim's runtime dependencies only, run the demo end to end
+#   make test   add the test tools (pytest, Hypothesis, Dask, MLCommons' Chakra reader, Chromium for the
+#               browser tests) and run every test tier (what CI runs)
 #   make check  the quick tier for the inner loop: no slow, browser, Dask or golden tests
-# Both are safe to run again: the venv is reused and reinstalled only when pyproject.toml changes.
+# All are safe to run again: the venv is reused and reinstalled only when pyproject.toml changes.
 
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 OUT    ?= out/demo
 
-SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+# MLCommons' Chakra package, for the test that reads podsim's Chakra export with Chakra's own
+# decoder (tests/test_chakra_mlcommons.py). Installed without its dependencies: they are for
+# Chakra's trace linker (HolisticTraceAnalysis, which pulls in JupyterLab), not the decoder,
+# which needs protobuf only (a podsim dependency).
+CHAKRA := mlc-chakra==1.0.0
 
 # The quick tier: every test not marked slow, e2e, dask or golden (markers in pyproject.toml).
 QUICK  := not (slow or e2e or dask or golden)
@@ -21,18 +26,32 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
-$(VENV)/.installed: pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e '.[dev,dask]'
+# Runtime dependencies only (what `make demo` and a user need).
+$(VENV)/.runtime: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e .
 	@touch $@
 
-demo: $(VENV)/.installed
+# The test tools on top.
+$(VENV)/.installed: $(VENV)/.runtime
+	$(BIN)/python -m pip install --quiet -e '.[dev,dask]'
+	$(BIN)/python -m pip install --quiet --no-deps '$(CHAKRA)'
+	@touch $@
+
+demo: $(VENV)/.runtime
 	$(BIN)/podsim demo --out $(OUT)
 
-# Browser tests (marked e2e) drive Debian's Chromium; browser downloads do not work here.
+# Browser tests (marked e2e) drive Debian's Chromium; browser downloads do not work here. Installed
+# with apt-get when this is root on a machine that has it (only the two packages and what they
+# need, nothing upgraded); elsewhere one line says what to install.
 browser:
-	@command -v chromium >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && \
-		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq chromium chromium-driver >/dev/null; }
-	@chromium --version
+	@if command -v chromium >/dev/null 2>&1; then chromium --version; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-upgrade \
+			--no-install-recommends chromium chromium-driver >/dev/null && chromium --version; \
+	else \
+		echo "make test: the browser tests need Chromium as 'chromium' on PATH; install it (Debian/Ubuntu: sudo apt-get install chromium chromium-driver; Fedora: sudo dnf install chromium chromedriver; macOS: brew install --cask chromium), then run make test again" >&2; \
+		exit 1; \
+	fi
 
 # Every tier. The engine matrix and the validation table's slow rows (pure CPU, most of the slow
 # tier) run on two cores.

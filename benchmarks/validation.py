@@ -9,6 +9,10 @@ Run (from the repository root, a few minutes on 2 cores):
     PYTHONPATH=$PWD .venv/bin/python benchmarks/validation.py --markdown   # the table for docs/validation.md
     PYTHONPATH=$PWD .venv/bin/python benchmarks/validation.py --tf1        # the TF1 rows, each setting switched back
     PYTHONPATH=$PWD .venv/bin/python benchmarks/validation.py --sharding   # sharded activations, collective matmul, host input switched back
+    PYTHONPATH=$PWD .venv/bin/python benchmarks/validation.py --serving    # the serving rows only (MLPerf Inference, I1-I4)
+
+The serving rows (podsim/serving/validation.py) follow the training table: MLPerf Inference
+submissions on TPUs against podsim's serving simulation.
 """
 
 from __future__ import annotations
@@ -93,7 +97,40 @@ def setting_effects(settings: dict[str, dict], rows) -> None:
         print(f"{r.id:4} " + "  ".join(cells), flush=True)
 
 
+def _serving_markdown(table: list[dict]) -> str:
+    out = ["| id | system | scenario | measured (as logged) | measured | podsim | error | note |", "|---|---|---|---|---|---|---|---|"]
+    for r in table:
+        note = f"**calibration** ({r['calibration']}); " if r["calibration"] else ""
+        out.append(f"| {r['id']} | {r['system']} | {r['scenario']}: {r['metric']} | {r['logged']} | {_fmt_s(r['measured'])} | "
+                   f"{_fmt_s(r['predicted'])} | {r['error']:+.1%} | {note}{r['assumed']} |")
+    return "\n".join(out)
+
+
+def serving_table(ids: list[str], markdown: bool) -> None:
+    """The MLPerf Inference rows: GPT-J on TPU v5e, offline (seconds per 32-sample batch) and server (p99 latency)."""
+    from podsim.serving import validation as serving
+
+    rows = tuple(r for r in serving.ROWS if not ids or r.id in ids)
+    if not rows:
+        return
+    print(f"\n{'id':4} {'scenario':8} {'metric':22} {'measured':>10} {'podsim':>10} {'error':>7}  system")
+    t0 = time.perf_counter()
+    table = serving.run_table(rows, on_row=lambda r: print(
+        f"{r['id']:4} {r['scenario']:8} {r['metric']:22} {_fmt_s(r['measured']):>10} {_fmt_s(r['predicted']):>10} "
+        f"{r['error']:+7.1%}  {r['system']}", flush=True))
+    s = serving.summarise(table)
+    print(f"\nserving rows (none sets a constant): median |error| {s['median_abs_error']:.1%} over all {s['rows']}, "
+          f"{s['offline_median_abs_error']:.1%} over the offline (step-time) rows; max {s['max_abs_error']:.1%}. "
+          f"Wall time {time.perf_counter() - t0:.0f} s.")
+    if markdown:
+        print("\n" + _serving_markdown(table))
+
+
 def main(argv: list[str]) -> None:
+    ids = [a for a in argv if not a.startswith("--")]
+    if "--serving" in argv:
+        serving_table(ids, "--markdown" in argv)
+        return
     if "--tf1" in argv:
         setting_effects(TF1_SETTINGS, [r for r in ROWS if r.options.combine_grad_reduce])
         return
@@ -106,7 +143,6 @@ def main(argv: list[str]) -> None:
         print(f"calibrated in {time.perf_counter() - t0:.0f} s: " + ", ".join(f"{k} = {v:.3f}" for k, v in fit.items()))
         print("in use: " + ", ".join(f"{k} = {getattr(chips, k)}" for k in fit))
         return
-    ids = [a for a in argv if not a.startswith("--")]
     rows = tuple(r for r in ROWS if not ids or r.id in ids)
     print(f"{'id':4} {'system':36} {'model':11} {'measured':>16} {'podsim':>10} {'ratio':>6} {'error':>7}")
     t0 = time.perf_counter()
@@ -117,6 +153,7 @@ def main(argv: list[str]) -> None:
           f"{UPPER_BOUND_BAND:.0%} below the bound. Wall time {time.perf_counter() - t0:.0f} s.")
     if "--markdown" in argv:
         print("\n" + _markdown(table))
+    serving_table(ids, "--markdown" in argv)
 
 
 if __name__ == "__main__":

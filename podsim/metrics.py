@@ -8,16 +8,17 @@ metric from the step-time engine:
 
     register(Metric("hfu", "fraction", "hardware FLOPs / (peak FLOP/s x step time)", "step"))
 
-kind: 'cluster' (job streams), 'step' (step studies) or 'both'. unit: 's', 'fraction',
-'count', 'chip_h', 'usd', 'kwh', 'bytes', 'flops', 'ratio', 'text' or 'bool'.
+kind: 'cluster' (job streams), 'step' (step studies), 'serving' (serving fleets) or 'both'
+(any run). unit: 's', 'fraction', 'count', 'chip_h', 'usd', 'kwh', 'bytes', 'flops',
+'ratio', 'rate' (per second), 'text' or 'bool'.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-UNITS = ("s", "fraction", "count", "chip_h", "usd", "kwh", "bytes", "flops", "ratio", "text", "bool")
-KINDS = ("cluster", "step", "both")
+UNITS = ("s", "fraction", "count", "chip_h", "usd", "kwh", "bytes", "flops", "ratio", "rate", "text", "bool")
+KINDS = ("cluster", "step", "serving", "both")
 
 
 @dataclass(frozen=True)
@@ -66,7 +67,7 @@ def definition(name: str) -> str:
 
 
 def target_metrics(kind: str) -> tuple[str, ...]:
-    """The metrics a scenario of this kind ('cluster' or 'step') may set a target on."""
+    """The metrics a scenario of this kind ('cluster', 'step' or 'serving') may set a target on."""
     return tuple(m.name for m in METRICS.values() if m.target and m.kind in (kind, "both"))
 
 
@@ -100,13 +101,19 @@ register(
        _C, True, "DOUBLE"),
     _m("fleet_goodput", "fraction", "useful chip-hours / all chip-hours of the fleet over the horizon", _C, True),
     _m("availability", "fraction", "healthy chip-hours / all chip-hours of the fleet", _C, True),
-    _m("wait_p50_s", "s", "median of first start - submission, jobs that started", _C, True),
-    _m("wait_p95_s", "s", "95th percentile of first start - submission, jobs that started", _C, True, "DOUBLE"),
-    _m("wait_p99_s", "s", "99th percentile of first start - submission, jobs that started", _C, True),
-    _m("wait_mean_s", "s", "mean of first start - submission, jobs that started", _C, True),
-    _m("wait_p95_with_queued_s", "s", "95th percentile wait counting jobs still queued at the horizon with their "
-                                      "wait so far (a lower bound)", _C, True),
-    _m("wait_p99_with_queued_s", "s", "99th percentile wait, jobs still queued counted with their wait so far", _C, True),
+    _m("wait_p50_s", "s", "median wait (first start - submission) of the jobs that arrived in the measured window "
+                          "and could be placed; a job still queued at the end counts with its wait so far", _C, True),
+    _m("wait_p95_s", "s", "95th percentile wait of the jobs that arrived in the measured window and could be placed; "
+                          "a job still queued at the end counts with its wait so far (a lower bound of its wait)",
+       _C, True, "DOUBLE"),
+    _m("wait_p99_s", "s", "99th percentile wait, jobs still queued at the end counted with their wait so far", _C, True),
+    _m("wait_mean_s", "s", "mean wait, jobs still queued at the end counted with their wait so far", _C, True),
+    _m("wait_p50_started_s", "s", "median wait over the jobs that started only (leaves the still-queued out: "
+                                  "reads better than the fleet is)", _C),
+    _m("wait_p95_started_s", "s", "95th percentile wait over the jobs that started only", _C),
+    _m("wait_p99_started_s", "s", "99th percentile wait over the jobs that started only", _C),
+    _m("wait_p95_with_queued_s", "s", "the same as wait_p95_s (its older name, kept for scenario files)", _C, True),
+    _m("wait_p99_with_queued_s", "s", "the same as wait_p99_s (its older name)", _C, True),
     _m("wait_shape_mean_s", "s", "mean time a started job waited for shape: enough healthy chips free, but not in "
                                  "a form its slice can take (fragmentation, a reservation), first wait", _C, True),
     _m("wait_resource_mean_s", "s", "mean time a started job waited for resource: fewer healthy chips free than it "
@@ -120,7 +127,12 @@ register(
     _m("slowdown_p50", "ratio", "median bounded slowdown, completed jobs", _C),
     _m("slowdown_p95", "ratio", "95th percentile bounded slowdown, completed jobs", _C, True),
     _m("slowdown_p99", "ratio", "99th percentile bounded slowdown, completed jobs", _C),
-    _m("jobs_total", "count", "jobs in the stream", _C),
+    _m("jobs_total", "count", "jobs in the stream = completed + running + queued + unplaceable + not_arrived", _C),
+    _m("jobs_measured", "count", "jobs submitted in the measured window [warm-up, horizon): the ones waits and "
+                                 "slowdowns are over", _C),
+    _m("warmup_s", "s", "start of the measured window: time before it (the fleet filling up) and its jobs are left "
+                        "out of the steady-state metrics", _C),
+    _m("drain_s", "s", "how long the simulation ran past the horizon to let the window's jobs finish (drain)", _C),
     _m("jobs_completed", "count", "jobs that finished by the horizon", _C),
     _m("jobs_running", "count", "jobs running at the horizon", _C),
     _m("jobs_queued", "count", "jobs waiting at the horizon", _C, True),
@@ -137,13 +149,23 @@ register(
        _C, True),
     _m("largest_placeable_mean_chips", "count", "largest slice that still fits, mean over the samples", _C),
     _m("largest_placeable_min_chips", "count", "largest slice that still fits, least over the samples", _C),
-    _m("fleet_chip_h", "chip_h", "chips x horizon", _C),
+    _m("fleet_chip_h", "chip_h", "chips x the measured window (the horizon without a warm-up); the breakdown "
+                                 "(useful_chip_h ... down_chip_h) adds up to it", _C),
+    _m("lost_failure_chip_h", "chip_h", "work since the last checkpoint thrown away when a failure stopped a job", _C),
+    _m("lost_preemption_chip_h", "chip_h", "work since the last checkpoint thrown away when a job was preempted", _C),
+    _m("restart_chip_h", "chip_h", "chip-hours restarting jobs from their checkpoints (restart overhead)", _C),
+    _m("reconfiguration_chip_h", "chip_h", "chip-hours held waiting for OCS circuits to be set", _C),
+    _m("degraded_chip_h", "chip_h", "extra run time of jobs on degraded slices (degraded_slowdown)", _C),
+    _m("idle_queued_chip_h", "chip_h", "healthy chips free while jobs waited: fragmentation (no slice of the right "
+                                       "shape free), queue order and reservations", _C),
+    _m("idle_empty_chip_h", "chip_h", "healthy chips free while no job waited (no demand)", _C),
+    _m("down_chip_h", "chip_h", "chip-hours of failed parts (hosts, OCS units, cables taking chips out)", _C),
     _m("healthy_chip_h", "chip_h", "chip-hours no failure covered", _C),
     _m("busy_chip_h", "chip_h", "chip-hours a job held", _C),
     _m("allocated_chip_h", "chip_h", "useful + lost + overhead chip-hours", _C),
     _m("useful_chip_h", "chip_h", "chip-hours of work that was kept (checkpointed or finished)", _C),
     _m("lost_chip_h", "chip_h", "work since the last checkpoint thrown away by a failure or a preemption", _C),
-    _m("overhead_chip_h", "chip_h", "restart and OCS reconfiguration chip-hours", _C),
+    _m("overhead_chip_h", "chip_h", "restart, OCS reconfiguration and degraded-slice chip-hours", _C),
     _m("restarts", "count", "runs after a job's first", _C),
     _m("failures_host", "count", "host failures in the horizon", _C),
     _m("failures_ocs", "count", "OCS unit failures in the horizon", _C),
@@ -151,6 +173,11 @@ register(
     _m("job_interruptions", "count", "running jobs stopped by a failure", _C),
     _m("preemptions", "count", "running jobs stopped for a higher-priority job", _C),
     _m("ocs_reconfigurations", "count", "slices whose OCS circuits were set up", _C),
+    _m("runs_fold", "count", "runs started on a folded slice (the asked torus laid onto another box)", _C),
+    _m("runs_split", "count", "runs started on a split slice (whole blocks plus pieces joined by OCS circuits)", _C),
+    _m("runs_scatter", "count", "runs started on a scattered slice (any free chips, Hilbert-curve allocation)", _C),
+    _m("slowdown_charged_mean", "ratio", "mean run time factor charged to runs on a non-native slice (the step on "
+                                         "the placed slice / the step as asked, by the step-time model)", _C, True),
     _m("degraded_starts", "count", "runs started on a torus with a down OCS unit's circuits dark (degraded placement)", _C),
     _m("spare_remaps", "count", "cube fibers moved off a failed OCS port onto a spare port of that OCS", _C),
     _m("horizon_s", "s", "simulated time", _C),
@@ -243,3 +270,62 @@ for _k in ("eps", "ocs"):
         _m(f"spine_{_k}_usd_per_useful_chip_h", "usd", f"fleet lifetime cost / useful chip-hours, {_k.upper()} spine", _B),
         _m(f"spine_{_k}_spine_usd_per_useful_chip_h", "usd", f"{_k.upper()} spine lifetime cost / useful chip-hours", _B),
         _m(f"spine_{_k}_useful_chip_h", "chip_h", f"useful chip-hours over the fleet's life, {_k.upper()} spine", _B))
+# serving fleets (podsim.serving.result.serving_metrics; definitions in its module docstring)
+_V = "serving"
+register(
+    _m("replicas", "count", "replicas of the model, each on its own slice (prefill + decode when disaggregated)", _V),
+    _m("batch_policy", "text", "continuous/chunked, continuous/separate (prefill-only steps) or static batches", _V),
+    _m("serving_mode", "text", "colocated (prefill and decode on every replica) or disaggregated", _V),
+    _m("requests", "count", "requests counted: arrived in [warmup, duration) (offline: all)", _V),
+    _m("requests_completed", "count", "counted requests whose last token was generated", _V),
+    _m("requests_unfinished", "count", "counted requests still queued or running when the simulation ended", _V, True),
+    _m("requests_rejected", "count", "counted requests whose KV cache exceeds a whole replica's", _V, True),
+    _m("offered_rps", "rate", "counted requests per second of the window", _V),
+    _m("slo_ttft_s", "s", "the time-to-first-token target", _V),
+    _m("slo_tpot_s", "s", "the time-per-output-token target", _V),
+    _m("slo_attainment", "fraction", "counted requests that finished within both targets / counted requests", _V, True, "DOUBLE"),
+    _m("goodput_rps", "rate", "requests that finished within both targets per second of the window", _V, True, "DOUBLE"),
+    _m("throughput_rps", "rate", "counted requests finished per second of the window", _V, True),
+    _m("output_tokens", "count", "output tokens of the counted requests that finished (every beam)", _V),
+    _m("prompt_tokens", "count", "prompt tokens of the counted requests that finished", _V),
+    _m("tokens_per_s", "rate", "output tokens per second of the window", _V, True),
+    _m("tokens_per_s_per_chip", "rate", "output tokens per second per chip of the fleet", _V, True, "DOUBLE"),
+    _m("serving_chip_h", "chip_h", "the fleet's chips x the window", _V),
+    _m("cost_per_million_tokens_usd", "usd", "cost of the fleet over the window / million output tokens", _V, True, "DOUBLE"),
+    _m("energy_per_million_tokens_kwh", "kwh", "energy of the fleet over the window (mean power per chip) / million output tokens", _V, True),
+    _m("kv_cache_tokens", "count", "tokens one replica's KV cache holds (HBM less weights and workspace, whole pages)", _V),
+    _m("kv_cache_pages", "count", "KV-cache pages of one replica", _V),
+    _m("kv_peak_fraction", "fraction", "the most pages any replica held / its pages", _V),
+    _m("kv_tokens_max", "count", "the most tokens any replica's KV cache held during a step", _V),
+    _m("concurrent_seqs_max", "count", "the most sequences any replica ran in one step", _V),
+    _m("kv_preemptions", "count", "sequences preempted for KV pages (recomputed later), counted requests", _V, True),
+    _m("serving_steps", "count", "steps the fleet's replicas ran (a static batch counts as one)", _V),
+    _m("tokens_per_step_mean", "count", "tokens per step (prefill and decode), mean over the fleet's steps", _V),
+    _m("replica_busy_fraction", "fraction", "time replicas spent running steps / their time", _V),
+    _m("weight_bytes_per_chip", "bytes", "weights one chip of a replica holds", _V),
+    _m("hbm_bound_decode_s", "s", "weight bytes per chip / HBM bandwidth: no decode step is faster", _V),
+    _m("decode_step_b1_s", "s", "one decode step of one sequence with a 1,024-token context", _V),
+    _m("simulated_s", "s", "simulated time, the drain included", _V),
+)
+for _name, _what in (("ttft", "time to first token (first token - arrival)"),
+                     ("tpot", "time per output token after the first ((last - first token) / (output - 1))"),
+                     ("e2e", "end-to-end latency (last token - arrival)")):
+    register(_m(f"{_name}_mean_s", "s", f"mean {_what}, counted requests", _V, True))
+    for _q in (50, 95, 99):
+        register(_m(f"{_name}_p{_q}_s", "s", f"{_q}th percentile {_what}, counted requests", _V, True,
+                    "DOUBLE" if _q == 99 else None))
+# a serving scenario's capacity search (podsim.serving.capacity.CapacityAnswer.metrics)
+register(
+    _m("capacity_rate_rps", "rate", "the request rate the capacity search serves", _V),
+    _m("capacity_met", "bool", "some slice shape meets the p99 targets within the replica range", _V, True),
+    _m("capacity_chips", "count", "fewest chips that meet the p99 TTFT and TPOT targets at the rate", _V, True, "BIGINT"),
+    _m("capacity_replicas", "count", "replicas of the answer's slice", _V),
+    _m("capacity_slice", "text", "the answer's slice shape", _V),
+    _m("capacity_replicates", "count", "runs per probed size (independent seeds)", _V),
+    _m("capacity_judge", "text", "mean (of the replicates) or interval (its 95% upper end) decides a size", _V),
+    _m("capacity_ttft_p99_s", "s", "p99 TTFT at the answer (replicates' mean)", _V),
+    _m("capacity_tpot_p99_s", "s", "p99 TPOT at the answer (replicates' mean)", _V),
+    _m("capacity_cost_per_million_tokens_usd", "usd", "cost per million output tokens at the answer", _V, True),
+    _m("capacity_tokens_per_s_per_chip", "rate", "output tokens per second per chip at the answer", _V),
+    _m("capacity_answer", "text", "the capacity answer in words", _V),
+)

@@ -60,7 +60,8 @@ class Interval:
 
 def t_quantile(p: float, df: float) -> float:
     """The p-quantile of Student's t distribution with df degrees of freedom (scipy)."""
-    from scipy.special import stdtrit  # lazy: scipy.special loads in ~0.2 s, only runs with replicates pay
+    # lazy: scipy.special loads in ~0.2 s; only runs with replicates pay it
+    from scipy.special import stdtrit
 
     return float(stdtrit(df, p))
 

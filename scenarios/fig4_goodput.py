@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import time
 
+from podsim.cli.common import progress_reporter
 from podsim.cluster import ClusterConfig, FailureModel, FailureProcess, simulate
 from podsim.cluster.goodput import FIG4_AVAILABILITY, PAPER_POINTS, fig4_goodput, goodput_table
 from podsim.workload import ArrivalSpec, DurationSpec, SyntheticSpec, generate_jobs
@@ -30,7 +31,9 @@ def markdown(header: list[str], rows: list[list[str]]) -> str:
 
 
 def snapshot(trials: int, seed: int) -> str:
-    points = fig4_goodput("tpu-v4", trials=trials, seed=seed)
+    with progress_reporter("Fig. 4 snapshot") as update:
+        points = fig4_goodput("tpu-v4", trials=trials, seed=seed,
+                              on_progress=lambda d, t: update(d, t, f"{d:.0f} of {t:.0f} failure patterns"))
     g = {(p.shape, p.availability, p.ocs): p for p in points}
     out = [f"## Snapshot: share of a v4 pod that equal slices can use ({trials} failure patterns per availability, seed {seed})", ""]
     out.append(markdown(*goodput_table(points)))
@@ -55,7 +58,13 @@ def snapshot(trials: int, seed: int) -> str:
 
 
 def in_time(days: float, seed: int) -> str:
+    with progress_reporter("Fig. 4 in time") as update:
+        return _in_time(days, seed, update)
+
+
+def _in_time(days: float, seed: int, update) -> str:
     rows = []
+    total, done = len(SIM_SHAPES) * len(FIG4_AVAILABILITY) * 2, 0
     for shape in SIM_SHAPES:
         jobs = generate_jobs(SyntheticSpec(generation="tpu-v4", jobs=100, slice_mix={shape: 1},
                                            arrival=ArrivalSpec(kind="given", gaps_s=(0.0,)),
@@ -66,6 +75,8 @@ def in_time(days: float, seed: int) -> str:
                 cfg = ClusterConfig(generation="tpu-v4", ocs=ocs, policy="fifo", horizon_s=days * 86400,
                                     fragmentation=False, failures=FailureModel(host=FailureProcess.from_availability(a, mttr_s=4 * 3600)))
                 m = simulate(cfg, jobs, seed=seed).metrics
+                done += 1
+                update(done, total, f"{done} of {total} runs ({shape}, {a:.1%}, {'OCS' if ocs else 'static'})")
                 busy = m["busy_chip_h"] / m["fleet_chip_h"]
                 cells.append(f"{busy:.1%} / {m['fleet_goodput']:.1%} ({m['job_interruptions']})")
             rows.append([shape, f"{a:.1%}", *cells])

@@ -27,6 +27,7 @@ import time
 
 from fig4_goodput import markdown  # the sibling script (its folder is on the path when run)
 
+from podsim.cli.common import progress_reporter
 from podsim.cluster import ClusterConfig, FailureModel, FailureProcess, simulate
 from podsim.engine import simulate_collective
 from podsim.topology import build_slice
@@ -63,17 +64,28 @@ def run(shape: str, ocs_a: float, variant: str, slowdown: float, days: float, se
 
 
 def table(shapes, days: float, seed: int) -> str:
+    with progress_reporter("Fig. 4 with OCS failures") as update:
+        return _table(shapes, days, seed, update)
+
+
+def _table(shapes, days: float, seed: int, update) -> str:
     rows = []
+    total, done = len(shapes) * len(OCS_AVAILABILITY) * (len(VARIANTS) + 1), 0
     for shape in shapes:
+        update(done, total, f"{shape}: a 1 GiB all-reduce with OCS unit 16 down")
         slow = allreduce_slowdown(shape)
         for a in OCS_AVAILABILITY:
             cells, extra = [], ""
             for variant in VARIANTS:
                 m = run(shape, a, variant, 1.0, days, seed)
+                done += 1
+                update(done, total, f"{done} of {total} runs ({shape}, OCS {a:.1%}, {variant})")
                 cells.append(f"{m['fleet_goodput']:.1%}")
                 if variant == "both":
                     extra = f"{m['degraded_starts']} / {m['spare_remaps']}"
             m = run(shape, a, "both", slow, days, seed)
+            done += 1
+            update(done, total, f"{done} of {total} runs ({shape}, OCS {a:.1%}, both at x{slow:.2f})")
             rows.append([shape, f"{a:.1%}", *cells, f"{m['fleet_goodput']:.1%} (x{slow:.2f})", extra])
     head = ["slice", "OCS unit availability", "none", "degraded", "spare", "both",
             "both, all-reduce-bound", "degraded starts / spare remaps (both)"]

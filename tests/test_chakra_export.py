@@ -54,7 +54,7 @@ def full_trace() -> StepTrace:
 
 
 def write(tmp_path, trace, shape=SHAPE, extras=True, prefix="t"):
-    files = export_chakra(trace, shape, extras=extras)
+    files = export_chakra(trace, shape, extras=extras, generation="tpu-v4")
     paths = [tmp_path / n for n in et_file_names(prefix, len(files))]
     for p, msgs in zip(paths, files, strict=True):
         p.write_bytes(encode_et(msgs))
@@ -100,8 +100,10 @@ def test_files_follow_the_published_schema_field_by_field(tmp_path):
         assert all(k in ("is_cpu_op", "num_ops", "tensor_size", "comm_type", "comm_size", "involved_dim", "comm_src",
                          "comm_dst", "comm_tag") for k in a)  # only the schema's names: no podsim extras
     fwd, mm = by_name["forward"], by_name["matmul"]
-    assert fwd.type == pb.COMP_NODE and fwd.duration_micros == 1234 and "num_ops" not in attrs(fwd)
+    assert fwd.type == pb.COMP_NODE and fwd.duration_micros == 1234 and attrs(fwd)["num_ops"] == ("int64_val", 0)
     assert attrs(mm)["num_ops"] == ("int64_val", 3500000000000) and attrs(mm)["tensor_size"] == ("uint64_val", 1610612736)
+    # the modelled op's time on a v4 chip at its own 0.45 of peak: the FLOPs' 28.3 ms beat its bytes' 1.3 ms
+    assert mm.duration_micros == round((3.5e12 + 0.25) / (275e12 * 0.45) * 1e6)
     tp = attrs(by_name["tp sums"])
     assert tp["comm_type"] == ("int64_val", pb.ALL_REDUCE) and tp["comm_size"] == ("int64_val", 64 * MiB)
     assert list(tp["involved_dim"][1].values) == [True, False, False] and tp["involved_dim"][0] == "bool_list"
@@ -169,7 +171,10 @@ def test_cli_export_and_errors(tmp_path, capsys):
     src = tmp_path / "step.json"
     save_trace(full_trace(), src)
     out = tmp_path / "et"
-    code, stdout, err = run_podsim(capsys, "trace", "export", str(src), "--format", "chakra", "--slice", "2x4x4", "-o", str(out), "--json")
+    code, _, err = run_podsim(capsys, "trace", "export", str(src), "--slice", "2x4x4", "-o", str(out))
+    assert code == 2 and "op 'mm' has no fixed duration; give the generation" in err
+    code, stdout, err = run_podsim(capsys, "trace", "export", str(src), "--format", "chakra", "--slice", "2x4x4", "-o", str(out),
+                                   "--generation", "tpu-v4", "--json")
     assert code == 0, err
     info = json.loads(stdout)
     assert info["files"] == 32 and info["first"] == "step.0.et" and info["nodes_per_rank"] == 14
@@ -205,7 +210,8 @@ def test_streamed_files_equal_the_messages(tmp_path):
 
     t = full_trace()
     for extras in (True, False):
-        assert list(chakra_files(t, SHAPE, extras=extras)) == [encode_et(m) for m in export_chakra(t, SHAPE, extras=extras)]
+        assert list(chakra_files(t, SHAPE, extras=extras, generation="tpu-v4")) == \
+            [encode_et(m) for m in export_chakra(t, SHAPE, extras=extras, generation="tpu-v4")]
 
 
 def test_send_recv_across_the_dcn_is_refused():

@@ -130,3 +130,11 @@ def test_demo_writes_output(tmp_path, capsys):
     assert last == f"demo report: {(tmp_path / 'report.html').resolve()}"
     assert (tmp_path / "report.html").stat().st_size > 1_000_000  # plotly.js inlined
     assert (tmp_path / "results.duckdb").exists() and (tmp_path / "timeseries.parquet").exists()
+
+
+def test_version(capsys):
+    """`podsim --version` prints the installed package's version and exits 0."""
+    from importlib.metadata import version
+
+    code, out, _ = run_podsim(capsys, "--version")
+    assert code == 0 and out.strip() == f"podsim {version('podsim')}"

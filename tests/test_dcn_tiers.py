@@ -71,7 +71,7 @@ def test_spine_radix_limits_the_blocks():
 def test_tiered_fabric_links_and_shares():
     """A v4 pod (1024 hosts) under SPEC: 64 ToRs of 16 hosts, 16 blocks of 4 ToRs, 4 spine
     links per block; every NIC link at the NIC's speed, every ToR uplink at 200 GB/s, every
-    block-spine link at 400 GB/s / 4. A ToR the pod fills only partly gets its share."""
+    block-spine link at 400 GB/s / 4. A ToR the pod fills only partly keeps all its uplinks."""
     fab = build_fabric(PodLayout(get_generation("tpu-v4")), dcn=DcnSpec(tiers=SPEC))
     assert (fab.meta["n_tors"], fab.meta["n_leaves"], fab.meta["n_spines"]) == (64, 16, 4)
     cap, kind = fab.link_capacity_bytes_per_s, fab.link_kind
@@ -81,10 +81,10 @@ def test_tiered_fabric_links_and_shares():
     names, tier = fab.dcn_tiers
     assert names == ("tor", "aggregation", "spine", "wan")
     assert np.array_equal(np.bincount(tier[tier >= 0], minlength=4), [2 * 1024, 2 * 64, 2 * 16 * 4, 0])
-    # 33 hosts per ToR (fat-tree-k40): the pod's 1024 hosts leave the last ToR with 1 host and 1/33 of its uplinks
+    # 33 hosts per ToR (fat-tree-k40): the pod's 1024 hosts leave the last ToR with 1 host, and its 7 x 200G uplinks
     k40 = build_fabric(PodLayout(get_generation("tpu-v4")), dcn=DcnSpec(tiers="fat-tree-k40-4.7to1"))
     up = k40.link_capacity_bytes_per_s[k40.tor_up]
-    assert len(up) == 32 and up[-1] == pytest.approx(up[0] / 33) and np.all(up[:-1] == up[0])
+    assert len(up) == 32 and np.all(up == 7 * 200e9 / 8) and np.bincount(k40.tor_of_nic)[-1] == 1
 
 
 def _kinds(fab, route) -> list[str]:
@@ -201,12 +201,12 @@ def test_the_step_ends_when_the_slowest_slice_ends():
     """32-host v5e slices on 33-host ToRs (fat-tree-k40-4.7to1): the ToRs carry different loads
     of a ring all-reduce over the slices, so the slices' chips finish their share at different
     times; the collective, and the step, end when the slowest does: at the busiest ToR uplink's
-    bytes / capacity (plus a few us of latency), not at the mean ToR's."""
-    for n in (2, 3, 5):
+    bytes / capacity (plus a few us of latency), not at the least loaded ToR's."""
+    for n in (3, 5):
         tr = StepTrace((Collective("ar", "all_reduce", 2**26, parse_group("dcn"), "ring"),), meta={"slices": n})
         job = build_job(tr, "tpu-v5e", "16x16", n, dcn=DcnSpec(tiers="fat-tree-k40-4.7to1"))
         r = simulate_step(None, job)
         up = job.fabric.tor_up
         load = r.link_bytes[up] / job.fabric.link_capacity_bytes_per_s[up]
-        assert load.max() > load.mean() * 1.02
+        assert load.max() > load.min() * 1.05
         assert r.step_time_s == pytest.approx(load.max(), rel=2e-4) and r.tiers["aggregation"]["link_busy_s"] == load.max()

@@ -215,18 +215,30 @@ def test_a_scenario_named_to_escape_writes_inside_out(tmp_path, monkeypatch, cap
     assert sorted(p.name for p in tmp_path.iterdir()) == ["work"]
 
 
-def test_a_folder_with_another_runs_files_is_refused_unless_overwrite(tmp_path, capsys):
+def test_a_non_empty_output_folder_is_refused_before_the_run_unless_force(tmp_path, capsys, monkeypatch):
+    """`podsim run -o DIR`: a DIR that holds anything is refused in one line before any
+    simulation (issue 25); --force runs and then replaces DIR whole, old files gone."""
+    import podsim.cli.run as cli_run
+
     src = tmp_path / "s.yaml"
     src.write_text(_scenario())
     out = tmp_path / "o"
     assert run_podsim(capsys, "run", str(src), "-o", str(out), "--no-report")[0] == 0
+    ran = []
+    real = cli_run.run_with_progress
+    monkeypatch.setattr(cli_run, "run_with_progress", lambda s: ran.append(1) or real(s))
     code, _, err = run_podsim(capsys, "run", str(src), "-o", str(out), "--no-report")
-    assert code == 2 and "holds another run's files" in err and "--overwrite" in err
+    assert code == 2 and "is not empty" in err and "--force" in err and len(err.strip().splitlines()) == 1
+    assert not ran  # refused before simulating
     (out / "jobs_from_an_older_run.parquet").write_bytes(b"x")
-    code, _, err = run_podsim(capsys, "run", str(src), "-o", str(out), "--no-report", "--overwrite")
+    code, _, err = run_podsim(capsys, "run", str(src), "-o", str(out), "--no-report", "--force")
     assert code == 0, err
-    assert not (out / "jobs_from_an_older_run.parquet").exists()
-    assert not [p for p in out.iterdir() if p.name.startswith(".")]
+    assert ran == [1] and not (out / "jobs_from_an_older_run.parquet").exists()
+    assert (out / "summary.parquet").is_file() and (out / "results.duckdb").is_file()
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no staging or old folder left
+    (tmp_path / "afile").write_text("x")
+    code, _, err = run_podsim(capsys, "run", str(src), "-o", str(tmp_path / "afile"))
+    assert code == 2 and "is a file" in err
 
 
 def test_a_run_that_fails_while_saving_leaves_no_files_and_no_stored_run(tmp_path, monkeypatch):
@@ -245,7 +257,7 @@ def test_a_run_that_fails_while_saving_leaves_no_files_and_no_stored_run(tmp_pat
     out = tmp_path / "o"
     with pytest.raises(RuntimeError):
         cli_run.save_run(result, out, None)
-    assert list(out.iterdir()) == []
+    assert not out.exists() and list(tmp_path.iterdir()) == [src]  # no folder, no staging left
     monkeypatch.undo()
     _, paths = cli_run.save_run(result, out, None)
     assert len(list_runs(paths["store"])) == 1

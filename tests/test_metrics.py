@@ -46,7 +46,8 @@ def test_every_metric_a_run_reports_is_registered(tiny):
 
 def test_targets_and_store_columns_come_from_the_registry():
     """The same target metrics, threshold units and store columns as the lists they replace."""
-    assert TARGET_UNITS == {
+    serving = {k: v for k, v in TARGET_UNITS.items() if METRICS[k].kind == "serving"}  # issue 28's, checked below
+    assert {k: v for k, v in TARGET_UNITS.items() if k not in serving} == {
         "wait_p50_s": "duration", "wait_p95_s": "duration", "wait_p99_s": "duration", "wait_mean_s": "duration",
         "wait_p95_with_queued_s": "duration", "wait_p99_with_queued_s": "duration",
         "goodput": "fraction", "fleet_goodput": "fraction", "utilisation": "fraction", "availability": "fraction",
@@ -57,14 +58,19 @@ def test_targets_and_store_columns_come_from_the_registry():
         "hfu": "fraction", "ici_exposed_s": "duration", "dcn_exposed_s": "duration", "wan_exposed_s": "duration",
         # added with the wait split and job completion time (issue 27)
         "wait_shape_mean_s": "duration", "wait_resource_mean_s": "duration", "wait_shape_share": "fraction",
-        "jct_mean_s": "duration", "jct_p95_s": "duration"}
+        "jct_mean_s": "duration", "jct_p95_s": "duration", "slowdown_charged_mean": "number"}
+    assert serving["ttft_p99_s"] == "duration" and serving["slo_attainment"] == "fraction" and serving["capacity_chips"] == "number"
     assert set(STEP_TARGETS) == {"step_time_s", "exposed_comm_s", "time_to_train_s", "mfu", "cost_usd",
                                  "hfu", "ici_exposed_s", "dcn_exposed_s", "wan_exposed_s"}
     assert reg.store_columns() == {
         "generation": "VARCHAR", "pods": "INTEGER", "chips": "BIGINT", "utilisation": "DOUBLE", "goodput": "DOUBLE",
         "wait_p95_s": "DOUBLE", "step_time_s": "DOUBLE", "cost_usd": "DOUBLE", "energy_kwh": "DOUBLE",
         "replicates": "INTEGER",  # added with replicated runs (podsim.stats)
-        "jct_p95_s": "DOUBLE"}  # added with job completion time (issue 27)
+        "jct_p95_s": "DOUBLE",  # added with job completion time (issue 27)
+        # serving fleets (issue 28)
+        "slo_attainment": "DOUBLE", "goodput_rps": "DOUBLE", "tokens_per_s_per_chip": "DOUBLE",
+        "cost_per_million_tokens_usd": "DOUBLE", "ttft_p99_s": "DOUBLE", "tpot_p99_s": "DOUBLE", "e2e_p99_s": "DOUBLE",
+        "capacity_chips": "BIGINT"}
     assert reg.unit_kind("mfu") == "fraction" and reg.unit_kind("unknown_s") == "duration"
 
 

@@ -143,7 +143,7 @@ def test_a_comparison_shows_what_the_targets_judge(runs):
     b = run_scenario(load_scenario(DATA / "tiny.yaml").model_copy(update={"seed": 7}))
     names = [n for n, _ in report_figures([a, b], ["a", "b"])]
     assert names[:2] == ["Goodput by run", "Utilisation by run"]
-    assert "p95 wait by run, queued jobs counted (s)" in names
+    assert "p95 wait by run, still-queued jobs counted (s)" in names
     title_of = dict(COMPARED)
     for t in a.targets:
         assert title_of.get(t["metric"], f"{t['metric']} by run") in names, t["metric"]

@@ -26,9 +26,9 @@ VOLATILE = ("wall", "placement_s")  # timings differ between runs; every other f
 
 
 def figures(metrics: dict) -> dict:
-    """The metrics that must repeat exactly; an undefined share (NaN: nothing waited) compares as
-    itself, since NaN != NaN once it has crossed a process boundary."""
-    return {k: "nan" if isinstance(v, float) and math.isnan(v) else v for k, v in metrics.items() if not any(w in k for w in VOLATILE)}
+    """The metrics that must not change between runs (NaN as None: NaN != NaN)."""
+    return {k: None if isinstance(v, float) and math.isnan(v) else v for k, v in metrics.items()
+            if not any(w in k for w in VOLATILE)}
 
 
 def store_rows(store: Path) -> list[tuple]:

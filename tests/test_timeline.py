@@ -22,6 +22,7 @@ from podsim.engine.timeline import (
 from podsim.topology import DcnSpec, LinkKind, build_slice
 from podsim.trace import Collective, Compute, SendRecv, StepTrace, parse_group
 from tests.helpers import run_podsim
+from tests.perfetto_json import import_json
 
 SCHEMA = json.loads((Path(__file__).parent / "data" / "trace_event_schema.json").read_text())
 MiB = 2**20
@@ -173,6 +174,7 @@ def test_cli_writes_a_gpt3_timeline(tmp_path, capsys):
     assert code == 0, err
     summary, doc = json.loads(stdout), json.loads(out.read_text())
     check_schema(doc)
+    check_perfetto_tracks(doc)
     events = xs(doc)
     for kind, k in summary["collectives"].items():
         assert sum(e["cat"] == kind for e in events) == k["ops"]
@@ -185,6 +187,52 @@ def test_cli_writes_a_gpt3_timeline(tmp_path, capsys):
     code, _, err = run_podsim(capsys, "steptime", "--generation", "tpu-v4", "--slice", "4x4x4", "--collective", "all-reduce",
                               "--bytes", "1MiB", "--timeline", str(out))
     assert code == 2 and "--timeline writes a step trace's timeline: give it with --trace FILE" in err
+
+
+def check_perfetto_tracks(doc: dict) -> None:
+    """As Perfetto imports the file: no problem (tid 0, a tid in two processes, bad nesting);
+    every track with slices is named by a metadata event and holds one kind of op: a compute
+    stream, or one collective kind on one group (its name, `#N` for an overlap lane)."""
+    imp = import_json(doc)
+    assert not imp.problems, imp.problems[:3]
+    tracks = [t for t in imp.threads if t.slices]
+    assert tracks and all(t.tid >= 1 and t.name for t in tracks)
+    assert len({t.name for t in tracks}) == len(tracks)
+    for t in tracks:
+        kinds = {(e["cat"], e["args"].get("group", "")) for e in t.slices}
+        assert len(kinds) == 1, (t.name, kinds)
+        (kind, group), = kinds
+        if kind == "compute":
+            assert t.name.startswith("stream ") and t.pid == PID_COMPUTE
+        else:
+            assert t.name.split(" #")[0] == f"{kind} {group}".strip(), (t.name, kind, group)
+    for (pid, _name), points in imp.counters.items():
+        assert pid in (PID_LINKS, PID_DCN) and points
+
+
+def test_perfetto_imports_one_named_track_per_kind_and_group(small):
+    _, _, doc = small
+    check_perfetto_tracks(doc)
+    imp = import_json(doc)
+    names = {t.name for t in imp.threads if t.slices}
+    assert {"all_reduce x", "all_gather y,z", "send_recv z"} <= names
+    assert imp.process_names == {PID_COMPUTE: "compute", PID_COLLECTIVES: "collectives", PID_LINKS: "links"}
+
+
+def test_the_perfetto_reader_catches_shared_tids():
+    """The reader is not a rubber stamp: tid 0, or one tid in two processes (the old timelines:
+    every process counted its tracks from 0), is a problem; so is a slice crossing another's end."""
+    doc = {"traceEvents": [
+        {"ph": "M", "name": "thread_name", "pid": 1, "tid": 0, "args": {"name": "stream 0"}},
+        {"ph": "M", "name": "thread_name", "pid": 2, "tid": 0, "args": {"name": "all_reduce x"}},
+        {"ph": "X", "name": "a", "cat": "compute", "pid": 1, "tid": 0, "ts": 0, "dur": 10, "args": {}},
+        {"ph": "X", "name": "b", "cat": "all_reduce", "pid": 2, "tid": 0, "ts": 5, "dur": 10, "args": {}},
+        {"ph": "X", "name": "c", "cat": "compute", "pid": 3, "tid": 7, "ts": 0, "dur": 10, "args": {}},
+        {"ph": "X", "name": "d", "cat": "compute", "pid": 3, "tid": 7, "ts": 5, "dur": 10, "args": {}},
+    ]}
+    problems = import_json(doc).problems
+    assert any("tid 0" in p for p in problems) and any("used by pid 1 and pid 2" in p for p in problems)
+    assert any("not nested" in p for p in problems)
 
 
 def test_recording_inside_a_validating_block_still_checks_the_engine():

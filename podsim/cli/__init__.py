@@ -34,10 +34,12 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "steptime": ("podsim.cli.steptime", "Simulate a collective on a slice (simulated and closed-form time, algorithm and bus bandwidth), or a whole step trace (--trace: step time and where it goes)."),
     "trace": ("podsim.cli.trace", "Step traces: generate from a model, import Chakra / ASTRA-sim, export Chakra, show."),
     "scaling": ("podsim.cli.scaling", "Weak-scaling study of a multislice job: step time, MFU, DCN/WAN time, parallel efficiency."),
+    "serve": ("podsim.cli.serve", "Simulate a serving fleet (TTFT, TPOT, throughput, cost per million tokens) and find the fewest chips for a rate."),
     "cluster": ("podsim.cli.cluster", "Simulate a fleet: job arrivals, a queue policy, placement, failures and checkpoint restarts."),
     "run": ("podsim.cli.run", "Run a scenario: results tables, the results store, and an HTML capacity-planning report."),
     "sweep": ("podsim.cli.sweep", "Run a sweep on one machine or a Dask cluster, storing each point as it finishes."),
     "report": ("podsim.cli.report", "Compare stored runs side by side in one self-contained HTML report."),
+    "sources": ("podsim.cli.sources", "Show what a source id says: the figure, its value and unit, where it comes from, links; without ID, list the ids."),
     "metrics": ("podsim.cli.metrics", "List the metrics runs report: name, unit, definition, and whether a target may name it."),
     "validate": ("podsim.cli.validate", "Check a scenario or sweep file: one line naming the file, line and field if it is wrong."),
     "demo": ("podsim.cli.demo", "Run the demo scenario end to end and say where its report is."),
@@ -88,6 +90,18 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        print(f"podsim {_version()}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True,
+                                       help="Print podsim's version and exit.")) -> None:
+    """Simulate TPU-style accelerator pods: topology, placement, step time, cluster, capacity."""
 
 
 def main(argv: list[str] | None = None) -> None:

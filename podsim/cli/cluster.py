@@ -61,11 +61,16 @@ def cluster_cmd(
     degraded_slowdown: float = typer.Option(1.0, "--degraded-slowdown", help="run time factor on a degraded slice (1: compute-bound)", callback=opt_finite("--degraded-slowdown", low=1, high=100)),
     spare_ports: bool = typer.Option(False, "--spare-ports/--no-spare-ports", help="move a cube's fiber off a failed OCS port onto a spare port of that OCS"),
     solver: str = typer.Option(default("solver"), "--solver", help="greedy (fast path per job) or cpsat (batch admission)"),
+    fold: str = typer.Option(default("fold"), "--fold", help="none, or allowed: fold a request onto another box or split it into whole blocks plus pieces"),
+    placement: str = typer.Option(default("placement"), "--placement", help="greedy fit: best, first, or hilbert (any free chips along a Hilbert curve; static pods)"),
+    slowdown_model: str | None = typer.Option(None, "--slowdown-model", help="model preset whose step prices a non-native placement of a job given in time"),
     decision_time_limit: float = typer.Option(default("decision_time_limit_s"), "--decision-time-limit", help="CP-SAT limit per scheduling decision", callback=opt_finite("--decision-time-limit", low=0, low_open=True)),
     checkpoint_interval: str = typer.Option(format_seconds(default("checkpoint_interval_s")), "--checkpoint-interval", help="run time between checkpoints"),
     restart_overhead: str = typer.Option(format_seconds(default("restart_overhead_s")), "--restart-overhead", help="time to restart from a checkpoint"),
     efficiency: float = typer.Option(None, "--efficiency", help=f"a flat fraction of peak FLOP/s for step-based jobs (e.g. {DEFAULT_COMPUTE_EFFICIENCY}, hardware.md perf.3) instead of the per-op compute model", callback=opt_finite("--efficiency", low=0, high=1, low_open=True)),
     sample: str | None = typer.Option(None, "--sample", help="time-series step (default horizon/500)"),
+    warmup: str | None = typer.Option(None, "--warmup", help="leave the first stretch (the fleet filling up) and its jobs out of the metrics, e.g. 2d"),
+    drain: bool = typer.Option(False, "--drain/--no-drain", help="after the horizon, let the measured jobs run on (no arrivals) so their waits are whole"),
     seed: int = typer.Option(0, "--seed", help="seed for synthetic jobs, failures and CP-SAT, 0 .. 2^63-1", callback=opt_seed()),
     as_json: bool = typer.Option(False, "--json", help="one JSON object on stdout, the schema of `podsim run --json` (metrics, cost, tables.timeseries, scenario)"),
 ) -> None:
@@ -82,7 +87,9 @@ def cluster_cmd(
         decision_time_limit_s=decision_time_limit, horizon_s=parse_duration(horizon),
         checkpoint_interval_s=parse_duration(checkpoint_interval), restart_overhead_s=parse_duration(restart_overhead),
         failures=failures, sample_interval_s=parse_duration(sample) if sample else None,
-        degraded_placement=degraded_placement, degraded_slowdown=degraded_slowdown, spare_ports=spare_ports)
+        warmup_s=parse_duration(warmup) if warmup else 0.0, drain=drain,
+        degraded_placement=degraded_placement, degraded_slowdown=degraded_slowdown, spare_ports=spare_ports,
+        fold=fold, placement=placement, slowdown_model=slowdown_model)
     if trace is not None:
         cols = TraceColumns.parse(columns)
         stream = {"trace": TraceSpec(path=trace, columns=cols, limit=limit, arrival_scale=arrival_scale)}

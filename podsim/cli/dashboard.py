@@ -4,6 +4,7 @@ the Streamlit dashboard (`app.py` beside the podsim package in a source checkout
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -52,8 +53,44 @@ def dashboard_cmd(
         print(("PODSIM_STORE=" + env["PODSIM_STORE"] + " " if store is not None else "") + " ".join(cmd))
         return
     print(f"podsim dashboard on http://{address}:{port} (Ctrl+C stops it)", file=sys.stderr)
+    raise typer.Exit(serve(cmd, app_path().parent, env))
+
+
+class _Stop(Exception):
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+def serve(cmd: list[str], cwd: Path, env: dict, grace_s: float = 10.0) -> int:
+    """Run the server until it exits, or until this process gets SIGINT or SIGTERM: then stop
+    the server (SIGTERM to its process group, SIGKILL after `grace_s`) and return 0, so no
+    Streamlit process outlives the command. The server runs in its own session, so the signal
+    reaches it only through here, once."""
+    def stop(signum, _frame):
+        raise _Stop(signum)
+
+    proc = subprocess.Popen(cmd, cwd=cwd, env=env, start_new_session=True)
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
-        code = subprocess.call(cmd, cwd=app_path().parent, env=env)
-    except KeyboardInterrupt:
-        code = 0
-    raise typer.Exit(code)
+        return proc.wait()
+    except _Stop:
+        return 0
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        if proc.poll() is None:
+            _terminate(proc, grace_s)
+
+
+def _terminate(proc: subprocess.Popen, grace_s: float) -> None:
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=grace_s)
+            return
+        except subprocess.TimeoutExpired:
+            continue

@@ -25,6 +25,6 @@ def demo_cmd(out: Path = typer.Option(Path("out/demo"), "--out", "-o", help="fol
         scenario = load_scenario(path)
     print(f"demo scenario: {scenario.question}")
     result = run_with_progress(scenario)
-    result, paths = save_run(result, out, None, overwrite=True)  # the demo's own folder
+    result, paths = save_run(result, out, None, force=True)  # the demo's own folder, replaced on each run
     print_run(result, paths)
     print(f"demo report: {paths['report'].resolve()}")

@@ -1,6 +1,7 @@
-"""`podsim run SCENARIO [-o DIR] [--store PATH] [--json]`: run one scenario with a progress bar,
-write its result tables (Parquet), append it to a DuckDB results store and render its HTML
-capacity-planning report."""
+"""`podsim run SCENARIO [-o DIR] [--force] [--store PATH] [--json]`: run one scenario with a
+progress bar, write its result tables (Parquet), append it to a DuckDB results store and render
+its HTML capacity-planning report. A non-empty DIR is refused before the run (--force replaces it
+whole once the run is done)."""
 
 from __future__ import annotations
 
@@ -32,45 +33,72 @@ def run_with_progress(scenario: Scenario) -> RunResult:
         return run_scenario(scenario, on_progress=progress)
 
 
-RUN_FILES = ("report.html", "summary.parquet")  # a folder holding either holds a run's outputs
+def check_out(out: Path, force: bool = False) -> Path:
+    """Refuse an output folder before any simulation: it must be new or empty unless `force`
+    (then a finished run replaces it whole, see save_run); a file in the way is refused too."""
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise PodsimError(f"output folder {str(out)!r} is a file, not a folder; give a folder path")
+    if out.is_dir() and not force:
+        first = next(out.iterdir(), None)
+        if first is not None:
+            raise PodsimError(f"output folder {str(out)!r} is not empty (it holds {first.name}); give a new --out, "
+                              "or --force to replace it with this run's files once the run is done")
+    output_folder(out.parent)  # a parent that cannot be made is refused before the run too
+    return out
+
+
+def replace_folder(new: Path, out: Path) -> None:
+    """Put the folder `new` (beside `out`) in place of `out`: renames on one file system, so
+    `out` holds the old run or the new one, never a mix."""
+    if not out.exists():
+        os.replace(new, out)
+        return
+    old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))
+    os.replace(out, old / out.name)
+    try:
+        os.replace(new, out)
+    except OSError:
+        os.replace(old / out.name, out)  # put the old run back
+        raise
+    finally:
+        shutil.rmtree(old, ignore_errors=True)
 
 
 def save_run(result: RunResult, out: Path, store: Path | None, report: bool = True,
-             overwrite: bool = False) -> tuple[RunResult, dict[str, Path]]:
-    """Store the run, write its Parquet tables and its report; the run (with its id) and paths.
+             force: bool = False) -> tuple[RunResult, dict[str, Path]]:
+    """Store the run, write its Parquet tables and its report into `out`; the run (with its id)
+    and paths.
 
-    The files are written to a staging folder inside `out` and moved into place only after the
-    store row (one transaction) is in, so a failure leaves no partial run behind. A folder that
-    holds another run's files is refused unless `overwrite` (which removes that run's tables
-    first, so two runs' files never mix).
+    Everything is written to a staging folder beside `out` (its results store too, unless
+    `store` names one elsewhere) and renamed into place only after the store row is committed,
+    so a failure leaves no partial run behind. A non-empty `out` is refused unless `force`,
+    which replaces it whole once the new run is complete.
     """
-    out = output_folder(out)
-    old = [p for p in out.iterdir() if p.name in RUN_FILES or p.suffix == ".parquet"]
-    if old and not overwrite:
-        raise PodsimError(f"output folder {str(out)!r} holds another run's files ({old[0].name}); "
-                          "give another --out or --overwrite to replace them")
-    store = store or out / "results.duckdb"
+    out = check_out(out, force)
+    inside = store is None or Path(store).resolve().is_relative_to(out.resolve())  # replaced with the folder
+    rel = Path("results.duckdb") if store is None else Path(store).resolve().relative_to(out.resolve()) if inside else None
     result = dataclasses.replace(result, run_id=new_run_id(result.name))
-    staging = Path(tempfile.mkdtemp(prefix=".staging-", dir=out))
+    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.staging-", dir=out.parent))
     try:
-        staged = write_tables(result, staging)
+        write_tables(result, staging)
         if report:
-            staged.append(write_text_atomic(staging / "report.html", render_report(result)))
-        append_run(store, result, run_id=result.run_id)
-        for p in old:
-            p.unlink(missing_ok=True)
-        for p in staged:
-            os.replace(p, out / p.name)
+            write_text_atomic(staging / "report.html", render_report(result))
+        if inside:
+            output_folder((staging / rel).parent)
+        append_run(staging / rel if inside else store, result, run_id=result.run_id)
+        replace_folder(staging, out)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    paths = {"store": store, "tables": out}
+    paths = {"store": out / rel if inside else Path(store), "tables": out}
     if report:
         paths["report"] = out / "report.html"
     return result, paths
 
 
 def print_run(result: RunResult, paths: dict[str, Path]) -> None:
-    table(f"{result.name} ({'job stream' if result.kind == 'cluster' else 'step study'}), run {result.run_id}",
+    kind = {"cluster": "job stream", "step": "step study", "serving": "serving fleet"}.get(result.kind, result.kind)
+    table(f"{result.name} ({kind}), run {result.run_id}",
           [(name, cells[0]) for name, cells in key_rows([result])])
     rows = interval_rows(result)
     if rows:
@@ -90,18 +118,20 @@ def print_run(result: RunResult, paths: dict[str, Path]) -> None:
 def run_cmd(
     scenario: Path = typer.Argument(..., help="scenario YAML file"),
     out: Path = typer.Option(None, "--out", "-o", help="output folder (default out/<scenario name>)"),
-    overwrite: bool = typer.Option(False, "--overwrite", help="replace another run's files in the output folder"),
+    force: bool = typer.Option(False, "--force", help="replace a non-empty output folder (whole, once the run is done)"),
+    overwrite: bool = typer.Option(False, "--overwrite", hidden=True, help="the old name of --force"),
     store: Path = typer.Option(None, "--store", help="DuckDB results store to append to (default OUT/results.duckdb)"),
     report: bool = typer.Option(True, "--report/--no-report", help="write OUT/report.html"),
     as_json: bool = typer.Option(False, "--json", help="one JSON object on stdout"),
 ) -> None:
     """Run a scenario: results tables, the results store, and an HTML capacity-planning report."""
     s = load_scenario(scenario)
+    out = check_out(out or Path("out") / safe_component(s.name), force or overwrite)  # before the run, not after it
+    if store is not None:
+        output_folder(Path(store).parent, "results store folder")
     result = run_with_progress(s)
     warn_inferred_shapes(result.metrics)
-    out = out or Path("out") / safe_component(s.name)
-    output_folder(out)  # a bad --out is refused before the run, not after it
-    result, paths = save_run(result, out, store, report, overwrite)
+    result, paths = save_run(result, out, store, report, force or overwrite)
     if as_json:
         emit_json({**result.summary(), "outputs": {k: str(v) for k, v in paths.items()}})
         return

@@ -13,8 +13,8 @@ from podsim.cli.common import emit_json
 from podsim.files import output_folder, safe_component, write_text_atomic
 from podsim.report import render_report
 from podsim.report.render import threshold_text
-from podsim.store import load_run, load_stored_sweep
 from podsim.stats import interval_text
+from podsim.store import load_run, load_stored_sweep
 from podsim.sweep import answer_text, load_sweep, open_executor, probe_text, run_sweep
 
 DEFAULT_SHOW = {"cluster": ("utilisation", "goodput", "wait_p95_s", "jobs_completed"),

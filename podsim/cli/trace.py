@@ -154,10 +154,12 @@ def export_cmd(
     fmt: Annotated[str, typer.Option("--format", help="output format: chakra (one current-schema .et per rank)")] = "chakra",
     slice_shape: Annotated[str | None, typer.Option("--slice", help="slice shape: one .et per chip (default: the shape a generated trace was made for)")] = None,
     prefix: Annotated[str | None, typer.Option("--prefix", help="file prefix: PREFIX.RANK.et (default: the input file's stem)")] = None,
-    extras: Annotated[bool, typer.Option("--extras/--no-extras", help="keep podsim's own attributes (exact sizes and times, ids, groups) beside the schema's fields")] = True,
+    extras: Annotated[bool, typer.Option("--extras/--no-extras", help="keep podsim's own attributes (exact sizes and times, ids, groups, matmul shapes) beside the schema's fields")] = True,
+    generation: Annotated[str | None, typer.Option("--generation", "-g", help="the chip whose per-op model times each compute node (default: the generation a generated trace was made for)")] = None,
+    efficiency: Annotated[float | None, typer.Option("--efficiency", help="time compute at this flat fraction of peak instead of the per-op model", callback=opt_finite("--efficiency", low=0, high=1, low_open=True))] = None,
     as_json: Annotated[bool, typer.Option("--json", help="one JSON object on stdout")] = False,
 ) -> None:
-    """Write a trace as Chakra execution traces ASTRA-sim reads: PREFIX.RANK.et per chip."""
+    """Write a trace as Chakra execution traces ASTRA-sim reads: PREFIX.RANK.et per chip, every compute node with its duration."""
     if fmt.lower() != "chakra":
         raise PodsimError(f"--format {fmt!r} is not supported; use chakra")
     trace = load_trace([file])
@@ -171,7 +173,7 @@ def export_cmd(
     paths = [out_dir / n for n in et_file_names(name, math.prod(shape))]
     nodes = len(trace.ops) + sum(isinstance(op, SendRecv) for op in trace.ops)
     total = 0
-    for path, data in zip(paths, chakra_files(trace, shape, extras=extras), strict=True):
+    for path, data in zip(paths, chakra_files(trace, shape, extras=extras, generation=generation, efficiency=efficiency), strict=True):
         path.write_bytes(data)
         total += len(data)
     if as_json:

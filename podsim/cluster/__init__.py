@@ -11,7 +11,7 @@ priority), failures (MTBF/MTTR processes, traces), links (ICI link ids and what 
 disables), steptime (steps -> run time), result (metrics), breakdown (per shape), goodput (the v4 paper's Fig. 4).
 """
 
-from podsim.cluster.breakdown import by_shape
+from podsim.cluster.breakdown import by_shape, chip_hour_breakdown
 from podsim.cluster.config import ClusterConfig, make_config
 from podsim.cluster.failures import (
     FailureEvent,
@@ -32,7 +32,7 @@ from podsim.cluster.simulate import simulate
 from podsim.cluster.steptime import CachedStepTime, RooflineStepTime, StepEstimate, StepTimeModel
 
 __all__ = [
-    "QUEUE_POLICIES", "Scheduler", "CachedStepTime", "by_shape", "ClusterConfig", "ClusterResult", "FailureEvent", "FailureModel", "FailureProcess", "FailureSpec", "ClusterRun", "make_run", "run_cluster",
+    "QUEUE_POLICIES", "Scheduler", "CachedStepTime", "by_shape", "chip_hour_breakdown", "ClusterConfig", "ClusterResult", "FailureEvent", "FailureModel", "FailureProcess", "FailureSpec", "ClusterRun", "make_run", "run_cluster",
     "GoodputPoint", "IciLinks", "JobOutcome", "RooflineStepTime", "StepEstimate", "StepTimeModel", "draw_failures",
     "draw_fleet_failures", "failure_model", "make_config", "fig4_goodput", "fitting_slices", "load_failure_trace", "simulate",
 ]

@@ -5,6 +5,12 @@ overhead (restart + OCS reconfiguration, and the extra run time of a degraded sl
 (work kept, in healthy-slice time) and lost (work since the last checkpoint when a failure or a
 preemption stops the job). `settle_run` does that split when a run ends; a job still running
 at the horizon keeps its work done so far as useful (`keep_all`).
+
+The split is also a time line, so it can be clipped to a measurement window (warm-up excluded):
+a run started at a0 spends [a0, a0 + reconfiguration) waiting for its OCS circuits, then its
+restart overhead, then computes; of the computing stretch the part up to the last checkpoint
+is kept (useful, and on a degraded slice the extra time it took, spread evenly over it) and the
+rest is lost. `run_split` returns each part's chip-seconds inside [t0, t1].
 """
 
 from __future__ import annotations
@@ -28,7 +34,8 @@ class SimJob:
     __slots__ = ("idx", "job", "request", "key", "chips", "seq", "status", "progress", "first_start_s",
                  "end_s", "alloc_s", "overhead_s", "work_s", "expected_end_s", "proc", "restart", "runs",
                  "interruptions", "preemptions", "alloc_chip_s", "useful_chip_s", "lost_chip_s",
-                 "overhead_chip_s", "reason", "untwisted", "nominal_s", "slice", "qentry", "slow")
+                 "overhead_chip_s", "reason", "untwisted", "nominal_s", "slice", "qentry", "slow", "reconfigure_s",
+                 "form")
 
     def __init__(self, idx: int, job: Job, request: SliceRequest, untwisted: bool):
         self.idx, self.job, self.request, self.untwisted = idx, job, request, untwisted
@@ -46,7 +53,9 @@ class SimJob:
         self.nominal_s = math.nan
         self.slice = None
         self.qentry = None
-        self.slow = 1.0  # run time factor of the current run (a degraded slice: config.degraded_slowdown)
+        self.slow = 1.0  # run time factor of the current run (degraded slice, non-native placement)
+        self.reconfigure_s = 0.0  # the part of the current run's overhead spent waiting for OCS circuits
+        self.form = "native"  # how the current (last) run's slice realises the asked topology
 
     @property
     def rid(self) -> str:
@@ -70,10 +79,18 @@ def make_sim_job(idx: int, job: Job, config: ClusterConfig, layout: PodLayout) -
     return sj
 
 
-def settle_run(job: SimJob, now: float, checkpoint_s: float, keep_all: bool) -> tuple[float, float]:
+SPLIT = ("reconfiguration", "restart", "useful", "degraded", "lost")  # a run's parts, in time order
+
+
+def _clip(a: float, b: float, t0: float, t1: float) -> float:
+    return max(0.0, min(b, t1) - max(a, t0))
+
+
+def settle_run(job: SimJob, now: float, checkpoint_s: float, keep_all: bool,
+               window: tuple[float, float] = (0.0, math.inf)) -> dict[str, float]:
     """Account the job's current run up to `now` on the job (progress and chip-seconds); returns
-    the run's (lost, overhead) chip-seconds for the fleet totals. Without `keep_all` only the
-    work up to the last checkpoint is kept."""
+    the run's chip-seconds per part of SPLIT inside `window` (the fleet's measured window) for
+    the fleet totals. Without `keep_all` only the work up to the last checkpoint is kept."""
     a = now - job.alloc_s
     o = min(a, job.overhead_s)
     c = a - o
@@ -81,15 +98,20 @@ def settle_run(job: SimJob, now: float, checkpoint_s: float, keep_all: bool) -> 
     if job.work_s > 0:
         job.progress = min(1.0, job.progress + saved / job.work_s)
     lost = c - saved
-    slow_s = saved * (1.0 - 1.0 / job.slow)  # a degraded slice's extra run time: held, not useful
-    o += slow_s
-    saved -= slow_s
+    slow_frac = 1.0 - 1.0 / job.slow  # a degraded slice's extra run time: held, not useful
     chips = job.chips
     job.alloc_chip_s += a * chips
-    job.overhead_chip_s += o * chips
-    job.useful_chip_s += saved * chips
+    job.overhead_chip_s += (o + saved * slow_frac) * chips
+    job.useful_chip_s += saved * (1.0 - slow_frac) * chips
     job.lost_chip_s += lost * chips
-    return lost * chips, o * chips
+    t0, t1 = window
+    r = min(o, job.reconfigure_s)
+    start, compute = job.alloc_s, job.alloc_s + o
+    kept = _clip(compute, compute + saved, t0, t1)
+    return {"reconfiguration": _clip(start, start + r, t0, t1) * chips,
+            "restart": _clip(start + r, compute, t0, t1) * chips,
+            "useful": kept * (1.0 - slow_frac) * chips, "degraded": kept * slow_frac * chips,
+            "lost": _clip(compute + saved, now, t0, t1) * chips}
 
 
 def at_risk_s(job: SimJob, now: float, checkpoint_s: float) -> float:
@@ -154,4 +176,5 @@ def job_outcome(j: SimJob, wait_shape_s: float = math.nan, wait_resource_s: floa
         first_start_s=j.first_start_s, end_s=j.end_s, nominal_s=j.nominal_s, runs=j.runs,
         interruptions=j.interruptions, preemptions=j.preemptions, allocated_chip_s=j.alloc_chip_s,
         useful_chip_s=j.useful_chip_s, lost_chip_s=j.lost_chip_s, overhead_chip_s=j.overhead_chip_s,
-        progress=j.progress, reason=j.reason, wait_shape_s=wait_shape_s, wait_resource_s=wait_resource_s)
+        progress=j.progress, reason=j.reason, wait_shape_s=wait_shape_s, wait_resource_s=wait_resource_s,
+        placement=j.form if j.runs else "", slowdown=j.slow if j.runs else math.nan)

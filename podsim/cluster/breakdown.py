@@ -1,4 +1,5 @@
-"""Cluster results per slice shape: who waited, who lost work to failures.
+"""Cluster results broken down: where the fleet's chip-hours went, and per slice shape who
+waited and who lost work to failures.
 
 The fleet metrics average over every job; large slices wait longer and lose more to failures
 (a failure anywhere in a slice interrupts all of it), so planners read them per shape.
@@ -9,6 +10,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
+
+from podsim.cluster.result import BREAKDOWN
 
 
 def by_shape(jobs: dict[str, np.ndarray]) -> list[dict]:
@@ -37,3 +40,23 @@ def by_shape(jobs: dict[str, np.ndarray]) -> list[dict]:
             "interruptions": int(jobs["interruptions"][sel].sum()),
         })
     return rows
+
+
+def chip_hour_breakdown(metrics: dict) -> list[dict]:
+    """Where a job stream's chip-hours went over its measured window, one row per bucket of
+    BREAKDOWN (useful, lost to failures, lost to preemptions, restarts, OCS reconfiguration,
+    degraded slowdown, idle while jobs waited, idle with no job waiting, down): `metric`,
+    `label`, `chip_h`, `share` of the fleet's chip-hours. The rows add up to `fleet_chip_h`.
+    A run stored before the breakdown existed gets its coarse split (lost, overhead, idle, down)."""
+    fleet = metrics["fleet_chip_h"]
+    if "idle_queued_chip_h" in metrics:
+        parts = [(m, label, metrics[m]) for m, label in BREAKDOWN]
+    else:
+        idle = max(0.0, metrics["healthy_chip_h"] - metrics["busy_chip_h"])
+        parts = [("useful_chip_h", "useful", metrics["useful_chip_h"]),
+                 ("lost_chip_h", "lost to failures and preemptions", metrics["lost_chip_h"]),
+                 ("overhead_chip_h", "restarts and OCS reconfiguration", metrics["overhead_chip_h"]),
+                 ("idle_chip_h", "idle (healthy, free)", idle),
+                 ("down_chip_h", "down (failed parts)", fleet - metrics["healthy_chip_h"])]
+    return [{"metric": m, "label": label, "chip_h": float(v), "share": float(v) / fleet if fleet > 0 else math.nan}
+            for m, label, v in parts]

@@ -15,7 +15,7 @@ from podsim.topology import PodLayout, get_generation
 Policy = Literal["fifo", "backfill", "priority"]  # the queue policies (podsim.cluster.policies.QUEUE_POLICIES)
 POLICY_NAMES: tuple[str, ...] = get_args(Policy)
 SolverKind = Literal["greedy", "cpsat"]
-PlacementFit = Literal["best", "first"]
+PlacementFit = Literal["best", "first", "hilbert"]
 
 
 class ClusterConfig(BaseModel):
@@ -38,12 +38,18 @@ class ClusterConfig(BaseModel):
     ocs: bool = Field(True, description="OCS wiring (False: cubes fixed in their home arrangement)")
     policy: Policy = Field("fifo", description="fifo, backfill (FIFO + EASY backfilling) or priority (with preemption)")
     solver: SolverKind = Field("greedy", description="greedy: fast path per job; cpsat: batch admission")
-    placement: PlacementFit = Field("best", description="greedy fit policy")
+    placement: PlacementFit = Field("best", description="greedy fit policy: best, first, or hilbert (any free chips "
+                                    "along a Hilbert curve: the non-contiguous baseline of a statically wired pod)")
     decision_time_limit_s: float = Field(1.0, gt=0, description="CP-SAT limit per scheduling decision (deterministic units)")
     batch_window: int = Field(32, ge=1, description="queued jobs offered to CP-SAT per decision, in policy order")
     cpsat_workers: int = Field(1, ge=1, description="CP-SAT search workers per decision (keep 1 inside sweep workers)")
     schedule_depth: int = Field(500, ge=1, description="queued jobs behind the head a full pass looks at (backfill, priority; cf. Slurm's bf_max_job_test)")
     horizon_s: Duration = Field(..., gt=0, le=MAX_HORIZON_S, description="simulated time (at most a century)")
+    warmup_s: Duration = Field(0.0, ge=0, description="steady-state metrics leave out the time before this (the fleet "
+                                                       "starts empty) and the jobs submitted in it")
+    drain: bool = Field(False, description="after the horizon, let the jobs submitted in the window run on (no arrivals, "
+                                           "failures go on) so their waits and slowdowns are whole; fleet figures stay over the window")
+    drain_limit_s: Duration | None = Field(None, gt=0, description="how long a drain may run past the horizon (default: one horizon)")
     checkpoint_interval_s: Duration = Field(3600.0, gt=0, description="run time between checkpoints")
     restart_overhead_s: Duration = Field(300.0, ge=0, description="time to restart from a checkpoint")
     reconfigure_s: Duration | None = Field(None, ge=0, description="OCS reconfiguration delay (default: the generation's)")
@@ -56,6 +62,11 @@ class ClusterConfig(BaseModel):
                            "none, those with allow_degraded, or every job")
     spare_ports: bool = Field(False, description="move a cube's fiber off a failed OCS port onto a spare port of that OCS (ocs.4), at once")
     degraded_slowdown: float = Field(1.0, ge=1, le=100, description="run time factor on a degraded slice (1: compute-bound, see README)")
+    fold: Literal["none", "allowed"] = Field("none", description="allowed: a request may be folded onto another box or "
+                                             "split into whole blocks plus pieces (podsim.placement.reshape), at the "
+                                             "slowdown the step-time model charges")
+    slowdown_model: str | None = Field(None, description="model preset whose step prices a non-native placement of a "
+                                       "job given in time (a job given in steps uses its own model)")
 
     @field_validator("generation")
     @classmethod
@@ -65,13 +76,36 @@ class ClusterConfig(BaseModel):
             raise PodsimError(f"generation {v!r}: the cluster simulation places TPU slices; {v} is a switched GPU cluster")
         return v
 
+    @field_validator("slowdown_model")
+    @classmethod
+    def _preset(cls, v: str | None) -> str | None:
+        if v is not None:
+            from podsim.trace.configs import get_model
+
+            get_model(v)
+        return v
+
     @model_validator(mode="after")
     def _bounded(self) -> ClusterConfig:
         check_fleet(self.pods, get_generation(self.generation).pod_chips)
+        if self.placement == "hilbert" and (self.ocs and get_generation(self.generation).has_ocs or self.solver != "greedy"):
+            raise PodsimError("placement hilbert allocates any free chips of a statically wired pod with the greedy "
+                              "solver; set ocs false (--no-ocs, wiring: static) and solver greedy")
+        if self.placement == "hilbert" and self.fold == "allowed":
+            raise PodsimError("placement hilbert already takes any free chips; leave fold none")
         if self.pods % self.sites:
             raise PodsimError(f"sites {self.sites} must divide pods {self.pods} (each site holds the same number of pods)")
         check_samples(self.horizon_s, self.sample_step_s)
+        if self.warmup_s >= self.horizon_s:
+            raise PodsimError(f"warm-up {self.warmup_s:g} s must be shorter than the horizon {self.horizon_s:g} s "
+                              "(the metrics are measured after it)")
+        if self.drain_limit_s is not None and not self.drain:
+            raise PodsimError("drain_limit_s is how long a drain may run; set drain too")
         return self
+
+    @property
+    def drain_limit(self) -> float:
+        return self.drain_limit_s if self.drain_limit_s is not None else self.horizon_s
 
     def layout(self) -> PodLayout:
         return PodLayout(get_generation(self.generation), pods=self.pods, ocs=self.ocs)

@@ -21,7 +21,7 @@ How many equal slices fit (exactly, `fitting_slices`):
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 
 import networkx as nx
@@ -159,11 +159,13 @@ def fitting_slices(state: PodState, shape: str | tuple[int, ...], twisted: bool 
 
 def fig4_goodput(generation: str = "tpu-v4", shapes: Sequence[str] = FIG4_SHAPES,
                  availabilities: Sequence[float] = FIG4_AVAILABILITY, trials: int = 400, seed: int = 0,
-                 wiring: Sequence[bool] = (True, False)) -> list[GoodputPoint]:
+                 wiring: Sequence[bool] = (True, False),
+                 on_progress: Callable[[float, float], None] | None = None) -> list[GoodputPoint]:
     """Goodput of equal slices of each shape, per host availability and wiring (True = OCS).
 
     Each trial fails every host independently with probability 1 - A; the same trials serve
-    every shape and both wirings. Seeded: the same arguments give the same table."""
+    every shape and both wirings. Seeded: the same arguments give the same table.
+    on_progress(trials done, trials in all) after each trial."""
     gen = get_generation(generation)
     if not gen.has_ocs:
         raise PodsimError(f"{generation} has no OCS; Fig. 4 compares OCS and static wiring of an OCS generation (tpu-v4, tpu-v5p)")
@@ -206,6 +208,8 @@ def fig4_goodput(generation: str = "tpu-v4", shapes: Sequence[str] = FIG4_SHAPES
                         if key is not None:
                             cache[key] = n
                     counts[(ocs, s)][t] = n
+            if on_progress is not None:
+                on_progress(len(out) // max(1, len(counts)) * trials + t + 1, len(availabilities) * trials)
         for ocs in wiring:
             for s in names:
                 chips = math.prod(parse_shape(s))

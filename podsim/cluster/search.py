@@ -28,11 +28,12 @@ from podsim.placement import (
     PlacementSettings,
     PodState,
     SliceRequest,
-    fit_request,
     options_or_reason,
     to_slice,
 )
+from podsim.placement.greedy import fit_any
 from podsim.placement.multislice import fit_multislice
+from podsim.placement.reshape import reshape_options
 
 if TYPE_CHECKING:
     from podsim.cluster.accounting import SimJob
@@ -61,7 +62,11 @@ class Fit:
 
     @property
     def twisted(self) -> bool:
-        return self.options[0].spec.twisted
+        return bool(self.options and self.options[0].spec.twisted)
+
+    @property
+    def form(self) -> str:
+        return self.assignment.form
 
     @property
     def pod(self) -> int:
@@ -69,8 +74,12 @@ class Fit:
 
     @property
     def circuits(self) -> bool:
-        """Whether the slice needs OCS circuits (a cube-level slice of an OCS pod)."""
-        return self.assignment.kind == "cubes" and self.layout.ocs
+        """Whether the slice needs OCS circuits (a cube-level or block slice of an OCS pod, or a
+        fold onto one)."""
+        a = self.assignment
+        if a.kind == "reshaped":
+            return bool(a.detail[1])
+        return a.kind in ("cubes", "blocks") and self.layout.ocs
 
     @property
     def chips(self) -> np.ndarray:
@@ -120,6 +129,7 @@ class SliceSearch:
         self._fits: dict[tuple, Fit] = {}  # (key, avoiding) -> slice found on the current state
         self._reservation: Reservation | None = None
         self._options: dict[tuple, tuple] = {}
+        self._reshapes: dict[tuple, tuple] = {}
         self._never: dict[tuple, str] = {}
         self._empty_space = FreeSpace.of(PodState(layout))
 
@@ -130,7 +140,10 @@ class SliceSearch:
             probe = SliceRequest("probe", shape, twisted, allow_degraded=degraded)
             opts, reason = options_or_reason(self.layout, probe, self.settings.rotate)
             self._options[key] = opts
-            if not opts:
+            probe = SliceRequest("probe", shape, twisted, allow_degraded=degraded, slices=key[3])
+            self._reshapes[key] = () if key[3] > 1 else reshape_options(self.layout, probe, self.settings.fold,
+                                                                        self.settings.rotate, self.placement)
+            if not opts and not self._reshapes[key]:
                 self._never[key] = reason
         return opts
 
@@ -139,7 +152,8 @@ class SliceSearch:
         key = job.key
         if key not in self._never:
             opts = self.options(key)
-            if opts and self._fit(job, opts, self._empty_space, "first") is None:
+            first = "hilbert" if self.placement == "hilbert" else "first"
+            if (opts or self._reshapes.get(key)) and self._fit(job, opts, self._empty_space, first) is None:
                 what = f"{job.request.slices} slices of {job.request.name} do" if job.request.slices > 1 else f"slice {job.request.name} does"
                 self._never[key] = f"{what} not fit an empty {self.layout.generation.id} fleet of {self.layout.pods} pod(s)"
             self._never.setdefault(key, "")
@@ -158,7 +172,7 @@ class SliceSearch:
         if req.slices > 1:  # a multislice job: all N slices on the fewest sites, then pods, or none
             mf = fit_multislice(space, req, opts, policy, self.settings)
             return GangFit(Fit(a, opts, self._empty_space) for a in mf.assignments) if mf.assignments else None
-        a = fit_request(space, opts, policy, self.settings)
+        a = fit_any(space, opts, self._reshapes.get(job.key, ()), policy, self.settings)
         return Fit(a, opts, self._empty_space) if a is not None else None
 
     def try_place(self, job: SimJob, free_chips: int) -> Fit | None:

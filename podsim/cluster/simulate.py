@@ -76,13 +76,17 @@ class ClusterSim:
         self.layout = config.layout()
         self.gen = self.layout.generation
         self.state = PodState(self.layout)
-        self.settings = PlacementSettings(sites=config.sites)
+        self.settings = PlacementSettings(sites=config.sites, fold=config.fold)
         self.policy = get_policy(config.policy)
         self.step_time = CachedStepTime(step_time or RooflineStepTime())
         self.on_progress = on_progress
         self.audit = audit
         self.env = simpy.Environment()
         self.horizon_s = config.horizon_s
+        # the measured window (steady-state metrics) and, with drain, how long the jobs of the
+        # window may run on after the horizon (no arrivals then; failures go on)
+        self.window = (config.warmup_s, config.horizon_s)
+        self.end_s = config.horizon_s + (config.drain_limit if config.drain else 0.0)
         self.checkpoint_s = config.checkpoint_interval_s
         self.reconfigure_s = config.reconfigure_delay_s
         self.links = IciLinks(self.layout)
@@ -91,7 +95,7 @@ class ClusterSim:
             raise PodsimError(f"job id {dup!r} is used twice; job ids must be unique")
         self.jobs = [make_sim_job(i, j, config, self.layout) for i, j in enumerate(sorted(jobs, key=lambda j: (j.submit_s, j.id)))]
         if failures is None:
-            failures = draw_fleet_failures(self.layout, config.failures, self.horizon_s, self.seed) if config.failures.any else []
+            failures = draw_fleet_failures(self.layout, config.failures, self.end_s, self.seed) if config.failures.any else []
         self.failures = sorted(failures)
         check_failures(self.failures, self.layout, self.links)
         # queue, running set, capacity memo
@@ -112,12 +116,23 @@ class ClusterSim:
         self.free_steps = FreeChipSteps()  # free healthy chips over time, for the wait split
         self.lost_chip_s = 0.0  # settled at each stop: work since the last checkpoint
         self.overhead_settled_chip_s = 0.0  # restart + reconfiguration of runs already ended
+        # chip-seconds inside the measured window, each in one bucket (summarise: the breakdown)
+        self.acct = {k: 0.0 for k in ("busy", "healthy", "idle_queued", "reconfiguration", "restart", "useful",
+                                      "degraded", "lost_failure", "lost_preemption")}
         self._down = DownParts()
         self.counters = {"ocs_reconfigurations": 0, "failures_host": 0, "failures_ocs": 0, "failures_link": 0,
                          "job_interruptions": 0, "preemptions": 0, "passes": 0, "placement_calls": 0,
                          "placement_s": 0.0, "cpsat_calls": 0, "cpsat_wall_capped": 0, "audits": 0, "spare_remaps": 0,
-                         "degraded_starts": 0}
+                         "degraded_starts": 0, "runs_fold": 0, "runs_split": 0, "runs_scatter": 0,
+                         "slowdown_charged_sum": 0.0}
         self.search = SliceSearch(self.layout, self.state, self.settings, config.placement, self.counters)
+        reshaping = config.fold == "allowed" or config.placement == "hilbert"
+        if (reshaping and getattr(self.step_time.inner, "prices_placement", False)
+                and config.slowdown_model is None and any(j.job.model is None for j in self.jobs)):
+            raise PodsimError("fold: allowed or hilbert placement with the engine's step time prices each non-native slice "
+                              "with a model's step; jobs given in time need slowdown_model (a preset, e.g. gpt3-175b)")
+        if config.placement == "hilbert" and any(j.job.slices > 1 for j in self.jobs):
+            raise PodsimError("placement hilbert allocates single-slice jobs; the stream has multislice jobs")
         self.series: dict[str, list] = {k: [] for k in observe.SERIES_KEYS}
 
     # Small helpers -------------------------------------------------------------------------
@@ -142,11 +157,22 @@ class ClusterSim:
                                                            slices=j.slices, sites=sites)
 
     def _slowdown(self, job: SimJob, slc, degraded: bool | None = None) -> float:
+        """Run time factor on `slc`: a degraded torus's (config.degraded_slowdown) times a
+        non-native placement's, as the step-time model prices it (`reshape_slowdown`)."""
+        slow = self.reshape_slowdown(job, slc)
         if not job.request.allow_degraded:
-            return 1.0
+            return slow
         if degraded is None:
             degraded = is_degraded(self.state, self.layout, slc)
-        return self.config.degraded_slowdown if degraded else 1.0
+        return slow * (self.config.degraded_slowdown if degraded else 1.0)
+
+    def reshape_slowdown(self, job: SimJob, slc) -> float:
+        """A folded, split or scattered slice's run time factor: the job's model (or, for a job
+        given in time, `config.slowdown_model`) stepped on that slice over its step as asked."""
+        if getattr(slc, "form", "native") == "native":
+            return 1.0
+        model = job.job.model or self.config.slowdown_model
+        return self.step_time.slowdown(model, self.gen, slc.slice if hasattr(slc, "assignment") else slc, self.layout)[0]
 
     def overhead_of(self, job: SimJob, slc) -> float:
         return (self.config.restart_overhead_s if job.restart else 0.0) + (self.reconfigure_s if slc.circuits else 0.0)
@@ -160,6 +186,13 @@ class ClusterSim:
         if dt > 0:
             self.busy_chip_s += self.busy * dt
             self.healthy_chip_s += self.healthy * dt
+            t0, t1 = self.window
+            w = max(0.0, min(t, t1) - max(self._last_t, t0))
+            if w > 0:
+                self.acct["busy"] += self.busy * w
+                self.acct["healthy"] += self.healthy * w
+                if self._queue:  # healthy chips free while a job waited: fragmentation, queue order, reservations
+                    self.acct["idle_queued"] += (self.healthy - self.busy) * w
             self.free_steps.append(self._last_t, self.healthy - self.busy)
             self._last_t = t
 
@@ -168,6 +201,7 @@ class ClusterSim:
         return (*self.policy.sort_key(job), job.seq, job.idx)
 
     def _enqueue(self, job: SimJob) -> None:
+        self._advance()  # the idle-while-queued integral changes with the queue
         job.status = "queued"
         job.qentry = self.queue_entry(job)
         bisect.insort(self._queue, job.qentry)
@@ -267,7 +301,12 @@ class ClusterSim:
         job.alloc_s = now
         degraded = is_degraded(self.state, self.layout, slc)  # once per start: the slowdown and the counter
         job.overhead_s = self.overhead_of(job, slc)
+        job.reconfigure_s = self.reconfigure_s if slc.circuits else 0.0
         job.slow = self._slowdown(job, slc, degraded)
+        job.form = getattr(slc, "form", "native")
+        if job.form != "native":
+            self.counters[f"runs_{job.form}"] += 1
+            self.counters["slowdown_charged_sum"] += job.slow
         job.work_s = self.work_s(job, slc, job.slow)
         length = job.overhead_s + (1.0 - job.progress) * job.work_s
         job.expected_end_s = now + length
@@ -285,12 +324,16 @@ class ClusterSim:
             return
         self._finish(job)
 
-    def _settle(self, job: SimJob, keep_all: bool) -> None:
-        """Account the current run up to now and give back its slice."""
+    def _settle(self, job: SimJob, keep_all: bool, why: str = "") -> None:
+        """Account the current run up to now and give back its slice (`why` a stop: failure or preempted)."""
         self._advance()
-        lost_chip_s, overhead_chip_s = settle_run(job, self.now, self.checkpoint_s, keep_all)
-        self.lost_chip_s += lost_chip_s
-        self.overhead_settled_chip_s += overhead_chip_s
+        lost0, overhead0 = job.lost_chip_s, job.overhead_chip_s
+        parts = settle_run(job, self.now, self.checkpoint_s, keep_all, self.window)
+        self.lost_chip_s += job.lost_chip_s - lost0
+        self.overhead_settled_chip_s += job.overhead_chip_s - overhead0
+        for k in ("reconfiguration", "restart", "useful", "degraded"):
+            self.acct[k] += parts[k]
+        self.acct["lost_preemption" if why == "preempted" else "lost_failure"] += parts["lost"]
         gang.release(self.state, job.rid, job.slice)
         self.busy -= job.chips
         del self.running[job.idx]
@@ -308,7 +351,7 @@ class ClusterSim:
     def stop(self, job: SimJob, why: str) -> None:
         """Stop a running job (failure or preemption): it keeps its checkpointed work and queues again."""
         proc = job.proc
-        self._settle(job, keep_all=False)
+        self._settle(job, keep_all=False, why=why)
         job.interruptions += why == "failure"
         job.restart = True
         self.failure_epoch += 1
@@ -361,7 +404,7 @@ class ClusterSim:
 
     def _failures(self):
         for ev in self.failures:
-            if ev.time_s >= self.horizon_s:
+            if ev.time_s >= self.end_s:
                 break
             if ev.time_s > self.now:
                 yield self.env.timeout(ev.time_s - self.now)
@@ -421,6 +464,12 @@ class ClusterSim:
         self.env.process(self._arrivals())
         self.env.process(self._sampler())
         self.env.run(until=self.horizon_s)
+        if self.config.drain:  # the window's jobs run on (no arrivals) until they end or the limit
+            t0 = self.window[0]
+            todo = [j for j in self.jobs if t0 <= j.job.submit_s < self.horizon_s]
+            step = self.config.sample_step_s
+            while self.now < self.end_s and any(j.status in ("queued", "running") for j in todo):
+                self.env.run(until=min(self.end_s, self.now + step))
         self._advance()
         for job in list(self.running.values()):
             self._settle(job, keep_all=True)
@@ -431,15 +480,18 @@ class ClusterSim:
         return self._result(wall)
 
     def _result(self, wall_s: float) -> ClusterResult:
-        waits = self.free_steps.wait_split(self.jobs, self.horizon_s)
+        waits = self.free_steps.wait_split(self.jobs, self.now)  # the horizon, or the end of a drain
         outcomes = [job_outcome(j, *waits.get(j.idx, (math.nan, math.nan))) for j in self.jobs]
         series = {k: np.asarray(v, float) for k, v in self.series.items() if v}
         counters = dict(self.counters)
         counters["step_time_evaluations"] = self.step_time.calls
+        n_reshaped = sum(counters[f"runs_{f}"] for f in ("fold", "split", "scatter"))
+        total = counters.pop("slowdown_charged_sum")
+        counters["slowdown_charged_mean"] = total / n_reshaped if n_reshaped else math.nan
         inferred, rounded, extra = count_inferred(j.job for j in self.jobs)
         counters.update(jobs_shape_inferred=inferred, jobs_rounded=rounded, rounded_extra_chip_h=extra / 3600.0)
-        return summarise(self.config, self.layout, outcomes, series, counters, self.busy_chip_s,
-                         self.healthy_chip_s, wall_s, self.seed)
+        return summarise(self.config, self.layout, outcomes, series, counters, self.acct, wall_s, self.seed,
+                         end_s=self.now)
 
 
 def simulate(config: ClusterConfig, jobs: Sequence[Job], failures: Sequence[FailureEvent] | None = None,

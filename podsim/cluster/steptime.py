@@ -134,6 +134,17 @@ def _part(model: str, shape: tuple[int, ...], slices: int) -> tuple[str, tuple[i
     return (f"{plan},dcn={slices}" if slices > 1 else plan), tuple(dims), k
 
 
+def _signature(slc) -> tuple:
+    """What makes two placed slices of one shape and class time alike: a fold's plan (which box
+    axes hold which logical factors) and a split's geometry; a scattered slice's first placement
+    stands for the rest (its routes differ from one allocation to the next)."""
+    if slc.form == "split":
+        return tuple(slc.origin or ())
+    if slc.form == "fold":
+        return (len(slc.cubes), len(slc.circuits))
+    return ()
+
+
 class CachedStepTime:
     """Asks the wrapped model once per (model, generation, shape, twist, slices, sites); checks
     the answer."""
@@ -159,6 +170,30 @@ class CachedStepTime:
                 raise PodsimError(f"step time of {model} on {generation.id} {where}{'x'.join(map(str, shape))} is {t}; it must be a positive number of seconds")
             self._cache[key] = e
         return e
+
+    def slowdown(self, model: str | None, generation: Generation, slc, layout) -> tuple[float, str]:
+        """(run time factor, source) of a job of `model` on the placed slice `slc` against the slice
+        it asked for: 1 for a native placement, or when the model cannot price placements (the
+        roofline: no communication) or no model is given; else the engine's step on the placed
+        slice over its step as asked, cached per (model, shape, placement class and plan)."""
+        form = getattr(slc, "form", "native")
+        if form == "native":
+            return 1.0, "native"
+        if not getattr(self.inner, "prices_placement", False):
+            return 1.0, "not charged: the step-time model has no communication to price a placement"
+        if model is None:
+            return 1.0, "not charged: no model to price the placement"
+        key = ("slowdown", model, generation.id, tuple(slc.shape), bool(slc.twisted), form, _signature(slc))
+        hit = self._cache.get(key)
+        if hit is None:
+            placed = self.inner.estimate_on(model, generation, slc, layout)
+            asked = self.inner.estimate_on(model, generation, slc, layout, asked=True)
+            factor = placed.step_time_s / asked.step_time_s
+            if not (math.isfinite(factor) and factor > 0):
+                raise PodsimError(f"slowdown of {model} on a {form} {'x'.join(map(str, slc.shape))} slice is {factor}")
+            hit = (max(1.0, factor), f"{placed.source} / {asked.source}")  # never faster than asked: no credit
+            self._cache[key] = hit
+        return hit
 
     def step_time_s(self, model: str, generation: Generation, shape: tuple[int, ...], twisted: bool, *,
                     slices: int = 1, sites: int = 1) -> float:

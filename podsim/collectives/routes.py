@@ -111,7 +111,7 @@ def translation_symmetry(view: SliceView, patterns: Sequence[Pattern], routing: 
     handled), when it is twisted and routed dimension-order or the patterns are not invariant
     under every translation, or when nothing would be saved."""
     slc = view.slice
-    if slc.spec.kind not in ("cubes", "rectangle"):
+    if slc.spec.kind not in ("cubes", "rectangle") or slc.form != "native":  # a fold or scatter: links are not translates
         return None
     if slc.twisted and (routing == "dimension_order" or not all(_invariant(view, p) for p in patterns)):
         return None
@@ -275,6 +275,9 @@ class Placement:
                 continue
             ls, ld = self.local_of_chip[src[sel]], self.local_of_chip[dst[sel]]
             multipath = self.routing != "dimension_order" and v.slice.spec.kind != "gpu"
+            if multipath and v.slice.form == "scatter":
+                raise PodsimError("a scattered slice (hilbert allocation) is routed dimension-order over its pod; "
+                                  f"routing {self.routing!r} is not modelled for it")
             if multipath:
                 part = RoutePart(sel, *split_routes(v, ls, ld, periods), partial(path_dag, v, ls, ld))
             elif v.slice.spec.kind == "gpu":  # across nodes over the DCN, spread as dcn.ecmp says

@@ -17,6 +17,12 @@ Tracks (processes, each with threads):
 
 Each op is one complete ("X") event whose args carry its id, kind, bytes, group, algorithm and
 closed-form time. Pure: no I/O; the CLI and the dashboard write the dict as JSON.
+
+Track ids as Perfetto's JSON importer reads them (trace_processor's json_trace_parser): a thread
+is its tid across the whole file (a tid is system-wide on Linux; a `thread_name` names the tid,
+whatever its pid), and tid 0 is the idle "swapper" thread. So every track gets its own tid,
+counted from 1 over the whole file, named by a `thread_name` metadata event; counters sit on
+their own named thread of their process.
 """
 
 from __future__ import annotations
@@ -82,7 +88,7 @@ def _op_event(op: OpTiming, pid: int, tid: int) -> dict:
             "pid": pid, "tid": tid, "args": args}
 
 
-def _counter(name: str, pid: int, series: list[tuple[float, float, float]], key: str, scale: float) -> list[dict]:
+def _counter(name: str, pid: int, series: list[tuple[float, float, float]], key: str, scale: float, tid: int) -> list[dict]:
     """Counter events for piecewise-constant (t0, t1, value) intervals: a value at each change, 0 in gaps."""
     out: list[dict] = []
     last_end, last_value = None, None
@@ -90,7 +96,7 @@ def _counter(name: str, pid: int, series: list[tuple[float, float, float]], key:
     def emit(t: float, v: float) -> None:
         nonlocal last_value
         if v != last_value:
-            out.append({"name": name, "ph": "C", "ts": t * US, "pid": pid, "tid": 0, "args": {key: v}})
+            out.append({"name": name, "ph": "C", "ts": t * US, "pid": pid, "tid": tid, "args": {key: v}})
             last_value = v
 
     for t0, t1, value in series:
@@ -138,18 +144,28 @@ def build_timeline(result: StepResult, *, link_load: LinkLoadRecorder | None = N
     tracks: dict[tuple[int, str], list[OpTiming]] = {}
     for op in ops:
         tracks.setdefault(_track(op), []).append(op)
-    tids: dict[int, int] = {}
     names: list[dict] = []
+    next_tid = 1  # unique over the file, never 0 (see the module docstring)
+
+    def new_track(pid: int, label: str) -> int:
+        nonlocal next_tid
+        tid, next_tid = next_tid, next_tid + 1
+        names.append(_meta("thread_name", pid, tid, name=label))
+        names.append(_meta("thread_sort_index", pid, tid, sort_index=tid))
+        return tid
+
     for (pid, name), group_ops in sorted(tracks.items(), key=lambda kv: (kv[0][0], kv[0][1])):
         lanes = _lanes(group_ops)
-        base = tids.get(pid, 0)
-        for lane in range(max(lanes) + 1):
-            tid = base + lane
-            label = f"{name} {lane}" if pid == PID_COMPUTE else (name if lane == 0 else f"{name} #{lane + 1}")
-            names.append(_meta("thread_name", pid, tid, name=label))
-            names.append(_meta("thread_sort_index", pid, tid, sort_index=tid))
-        tids[pid] = base + max(lanes) + 1
-        events.extend(_op_event(op, pid, base + lane) for op, lane in zip(group_ops, lanes, strict=True))
+        lane_tid = [new_track(pid, f"{name} {lane}" if pid == PID_COMPUTE else (name if lane == 0 else f"{name} #{lane + 1}"))
+                    for lane in range(max(lanes) + 1)]
+        events.extend(_op_event(op, pid, lane_tid[lane]) for op, lane in zip(group_ops, lanes, strict=True))
+    counter_tid: dict[int, int] = {}
+
+    def counter_track(pid: int) -> int:
+        if pid not in counter_tid:
+            counter_tid[pid] = new_track(pid, "counters")
+        return counter_tid[pid]
+
     counters: list[dict] = []
     links_shown = []
     if link_load is not None:
@@ -158,7 +174,8 @@ def build_timeline(result: StepResult, *, link_load: LinkLoadRecorder | None = N
             # links of the fabric (not only those simulated under the fast path) with these bytes
             same = int(np.isclose(result.link_bytes, result.link_bytes[k], rtol=1e-9, atol=0).sum()) - 1 if result.link_bytes[k] > 0 else 0
             label = _link_label(result, k) + (f" +{same} alike" if same else "")
-            counters.extend(_counter(label, PID_LINKS, link_series(link_load, k), "utilisation_pct", 100.0 / cap))
+            counters.extend(_counter(label, PID_LINKS, link_series(link_load, k), "utilisation_pct", 100.0 / cap,
+                                     counter_track(PID_LINKS)))
             links_shown.append({"link": k, "label": label, "bytes": carried, "capacity_bytes_per_s": cap, "links_alike": same})
         kinds = result.fabric.link_kind
         # flows that cross slices are folded into classes (podsim.collectives.dcnfold): a
@@ -167,10 +184,11 @@ def build_timeline(result: StepResult, *, link_load: LinkLoadRecorder | None = N
             dcn = []
             alike = result.links_alike
             for t0, t1, links, load in link_load.intervals:
-                on = kinds[links] == int(LinkKind.DCN)
+                on = np.isin(kinds[links], (int(LinkKind.DCN), int(LinkKind.TOR)))  # above the hosts' switch
                 if on.any():
                     dcn.append((t0, t1, float((load[on] * (1 if alike is None else alike[links[on]])).sum())))
-            counters.extend(_counter("DCN load", PID_DCN, dcn, "GB_per_s", 1e-9))
+            if dcn:
+                counters.extend(_counter("DCN load", PID_DCN, dcn, "GB_per_s", 1e-9, counter_track(PID_DCN)))
     used = {PID_COMPUTE, PID_COLLECTIVES} | {e["pid"] for e in events} | {e["pid"] for e in counters}
     procs = []
     for pid in sorted(used):

@@ -124,7 +124,10 @@ def hint_model(pm: PlacementModel, assignments: Sequence[Assignment | None]) -> 
     m.clear_hints()
     hint = canonical(pm, assignments)
     for i, v in pm.placed.items():
-        m.add_hint(v, hint[i] is not None)
+        m.add_hint(v, hint[i] is not None and not any(a == hint[i] for _, a in pm.cands.get(i, ())))
+    for i, cands in pm.cands.items():
+        for v, a in cands:
+            m.add_hint(v, hint[i] is not None and a == hint[i])
     count: dict[tuple[int, int], int] = defaultdict(int)
     for i, a in enumerate(hint):
         if a is not None and a.kind == "cubes":
@@ -200,6 +203,10 @@ def read_solution(pm: PlacementModel, solver: cp_model.CpSolver) -> list[Assignm
         for i in members:
             if solver.boolean_value(pm.placed[i]):
                 out[i] = next(taken)
+    for i, cands in pm.cands.items():
+        for v, a in cands:
+            if solver.boolean_value(v):
+                out[i] = a
     for i, rects in pm.rects.items():
         for pres, x, y, pod, shape in rects:
             if solver.boolean_value(pres):

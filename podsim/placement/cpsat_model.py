@@ -26,6 +26,15 @@ d. batch admission: `placed[r]` for every request, all-or-nothing, maximising
 e. multislice requests (gangs): N one-slice copies placed by a-c like any request, tied all or
    none, in one site unless `span_sites`, on few pods (`cpsat_gang`). Copies are never grouped
    or ordered with another request's, only with their own gang's.
+f. candidate placements (`_candidates`): block slices of a generic torus pod, chip boxes of a
+   statically wired one, and reshaped realisations (`fold: allowed`: folds and splits) enter the
+   model as up to `MAX_CANDIDATES` concrete placements per request, found by the greedy fits on
+   the free space (each next one off the chips of those before); a boolean each, their chips
+   sharing the per-chip constraints of (b) and whole cubes counting as touched in (a)/(c). A
+   request takes its native placement or one candidate; a candidate is worth its weight at the
+   speed of its placement (podsim.placement.problem.placed_value), and a reshaped one pays a
+   secondary penalty, so a native placement wins a tie. On cube-less static pods (2-D
+   rectangles) candidates are left to the greedy completion.
 """
 
 from __future__ import annotations
@@ -40,7 +49,7 @@ from ortools.sat.python import cp_model
 
 from podsim.errors import PodsimError
 from podsim.placement.cpsat_gang import add_gangs, gang_penalty
-from podsim.placement.problem import Problem
+from podsim.placement.problem import Problem, placed_value
 from podsim.placement.space import Assignment, box_candidates, cubes_needed, subcube_candidates
 
 
@@ -65,6 +74,8 @@ class PlacementModel:
     gang_present: dict[int, cp_model.IntVar] = field(default_factory=dict)  # gang -> all its copies placed
     gang_pods: dict[tuple[int, int], cp_model.IntVar] = field(default_factory=dict)  # (gang, pod) -> a copy there
     gang_sites: dict[tuple[int, int], cp_model.IntVar] = field(default_factory=dict)  # (gang, site) -> a copy there
+    cands: dict[int, list[tuple[cp_model.IntVar, Assignment]]] = field(default_factory=lambda: defaultdict(list))
+    cell_terms: dict[tuple[int, int], list] = field(default_factory=lambda: defaultdict(list))  # (cube, cell) -> vars
     big: int = 1
 
     @property
@@ -84,10 +95,11 @@ def build_model(problem: Problem, hint: Sequence[Assignment | None] | None = Non
     m = pm.model
     lay = problem.layout
     for i in range(problem.n):
-        if problem.options[i]:
+        if problem.options[i] and problem.kind(i) not in CANDIDATE_KINDS:
             pm.placed[i] = m.new_bool_var(f"placed[{problem.requests[i].id}]")
     if lay.has_cubes:
         _blocks(pm)
+        _candidates(pm, hint)
         _subcube_part(pm, hint)
         if lay.ocs:
             _cube_part(pm)
@@ -107,6 +119,62 @@ def _blocks(pm: PlacementModel) -> None:
     blocks = p.block_of(usable)
     for b in np.unique(blocks):
         pm.block_cubes[int(b)] = [int(c) for c in usable[blocks == b]]
+
+
+CANDIDATE_KINDS = ("blocks", "chipbox")  # native kinds placed as candidates
+MAX_CANDIDATES = 6
+
+
+def candidate_list(problem: Problem, i: int, hint=None) -> list[Assignment]:
+    """Concrete placements of request i the model may choose among (see (f)): the hint's, then
+    for its native candidate kind and each reshaped realisation the greedy fit on the free space,
+    again off the chips of the ones before."""
+    from podsim.placement.greedy import fit_request
+    from podsim.placement.reshape import fit_reshaped
+
+    out: list[Assignment] = []
+    if hint is not None and hint[i] is not None and (hint[i].kind in CANDIDATE_KINDS or hint[i].kind == "reshaped"
+                                                     or hint[i].form != "native"):
+        out.append(hint[i])
+    finders = []
+    if problem.options[i] and problem.kind(i) in CANDIDATE_KINDS:
+        finders.append(lambda sp: fit_request(sp, problem.options[i], "best", problem.settings))
+    for r in problem.reshape_of(i):
+        finders.append(lambda sp, r=r: fit_reshaped(sp, [r], "best", problem.settings))
+    for find in finders:
+        space = problem.space.copy()
+        for _ in range(2):
+            if len(out) >= MAX_CANDIDATES:
+                return out
+            a = find(space)
+            if a is None:
+                break
+            if a not in out:
+                out.append(a)
+            space.take(space.chips_of(a))
+    return out
+
+
+def _candidates(pm: PlacementModel, hint) -> None:
+    p, m = pm.problem, pm.model
+    lay = p.layout
+    per_cube = lay.generation.chips_per_cube
+    usable = {c for cubes in pm.block_cubes.values() for c in cubes}
+    for i in p.order:
+        for k, a in enumerate(candidate_list(p, i, hint)):
+            v = m.new_bool_var(f"cand[{p.requests[i].id},{k}]")
+            pm.cands[i].append((v, a))
+            chips = np.asarray(p.space.chips_of(a))
+            for cube in np.unique(chips // per_cube):
+                cube = int(cube)
+                if cube in usable and cube not in pm.touched:
+                    pm.touched[cube] = m.new_bool_var(f"touched[{cube}]")
+            for chip in chips.tolist():
+                pm.cell_terms[(chip // per_cube, chip % per_cube)].append(v)
+        if pm.cands[i]:
+            m.add(sum(v for v, _ in pm.cands[i]) + (pm.placed[i] if i in pm.placed else 0) <= 1)
+    if pm.cands:
+        pm.symmetric_fresh = False  # whole cubes are no longer interchangeable: a candidate names its own
 
 
 def _group(pm: PlacementModel, kind: str) -> dict[tuple, list[int]]:
@@ -134,13 +202,14 @@ def _subcube_part(pm: PlacementModel, hint) -> None:
     lay = p.layout
     groups = _group(pm, "subcube")
     if not groups:
+        _cell_constraints(pm)
         return
     n_sub = sum(len(g) for g in groups.values())
     space = p.space
     usable = space.cube_usable
     partial = np.flatnonzero(space.cube_cells.any(axis=1) & ~usable)
     hinted = {a.cubes[0] for a in (hint or ()) if a is not None and a.kind == "subcube"}
-    pm.symmetric_fresh = lay.ocs  # whole cubes are interchangeable only when the OCS wires them
+    pm.symmetric_fresh = lay.ocs and not pm.cands  # whole cubes are interchangeable only when the OCS wires them
     for b, cubes in pm.block_cubes.items():
         sel = cubes[:n_sub]
         if not pm.symmetric_fresh:
@@ -148,9 +217,10 @@ def _subcube_part(pm: PlacementModel, hint) -> None:
         pm.fresh[b] = sel
     cand_cubes = sorted([int(c) for c in partial] + [c for sel in pm.fresh.values() for c in sel])
     for c in (c for sel in pm.fresh.values() for c in sel):
-        pm.touched[c] = m.new_bool_var(f"touched[{c}]")
+        if c not in pm.touched:
+            pm.touched[c] = m.new_bool_var(f"touched[{c}]")
     occ = (~space.cube_cells[cand_cubes]).astype(np.int16)
-    cell_terms: dict[tuple[int, int], list] = defaultdict(list)
+    cell_terms = pm.cell_terms
     for key, members in groups.items():
         shape = key[1][0]
         origins, masks = subcube_candidates(shape, lay.generation.cube_shape)
@@ -163,15 +233,22 @@ def _subcube_part(pm: PlacementModel, hint) -> None:
             for cell in np.flatnonzero(masks[k]):
                 cell_terms[(cube, int(cell))].append(v)
         _link_group(pm, key, members)
-    for (cube, _), terms in cell_terms.items():
-        if cube in pm.touched:
-            m.add(sum(terms) <= pm.touched[cube])
-        elif len(terms) > 1:
-            m.add_at_most_one(terms)
+    _cell_constraints(pm)
     if pm.symmetric_fresh:
         for sel in pm.fresh.values():
             for a, b in zip(sel, sel[1:], strict=False):
                 m.add(pm.touched[a] >= pm.touched[b])
+
+
+def _cell_constraints(pm: PlacementModel) -> None:
+    """At most one slice per chip (sub-cube positions and candidates); in a whole cube, only
+    while the cube counts as touched."""
+    m = pm.model
+    for (cube, _), terms in pm.cell_terms.items():
+        if cube in pm.touched:
+            m.add(sum(terms) <= pm.touched[cube])
+        elif len(terms) > 1:
+            m.add_at_most_one(terms)
 
 
 def _cube_part(pm: PlacementModel) -> None:
@@ -209,7 +286,8 @@ def _cube_part(pm: PlacementModel) -> None:
     for key in pm.counts:
         in_block[key[1]].append(key)
     for b, cubes in pm.block_cubes.items():
-        load = [pm.counts[k] for k in in_block[b]] + [pm.touched[c] for c in pm.fresh.get(b, ())]
+        touched = [c for c in cubes if c in pm.touched]
+        load = [pm.counts[k] for k in in_block[b]] + [pm.touched[c] for c in touched]
         if load:
             m.add(sum(load) <= len(cubes))
         if len(cubes) == p.block_size(b) and load:
@@ -217,7 +295,7 @@ def _cube_part(pm: PlacementModel) -> None:
             pm.opened[b] = o
             for k in in_block[b]:
                 m.add_implication(pm.spans[k], o)
-            for c in pm.fresh.get(b, ()):
+            for c in touched:
                 m.add_implication(pm.touched[c], o)
 
 
@@ -330,7 +408,9 @@ def _objective(pm: PlacementModel) -> None:
     secondary = list(pm.opened.values()) + list(pm.touched.values())
     if p.settings.prefer_same_block:
         secondary += list(pm.spans.values())
+    secondary += [v for cands in pm.cands.values() for v, a in cands if a.form != "native"]  # native wins a tie
     penalty, worst = gang_penalty(pm, sum(secondary), len(secondary))
     pm.big = worst + 1
     primary = sum(p.weights[i] * v for i, v in pm.placed.items())
+    primary += sum(placed_value(p.weights[i], a) * v for i, cands in pm.cands.items() for v, a in cands)
     pm.model.maximize(pm.big * primary - penalty)

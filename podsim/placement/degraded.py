@@ -21,7 +21,7 @@ from podsim.topology.degraded import _bfs, live_ports, ocs_failed_links
 
 def planned_circuits(layout, slc: Slice) -> tuple:
     """The circuits of the full torus on the slice's cubes (in its cube order)."""
-    if slc.spec.kind != "cubes" or not layout.ocs:
+    if slc.spec.kind != "cubes" or slc.form != "native" or not layout.ocs:
         return tuple(slc.circuits)
     return plan_slice(layout, slc.spec, cubes=list(slc.cubes), pod=slc.pod).circuits
 

@@ -17,7 +17,9 @@ from typing import Literal
 import numpy as np
 
 from podsim.errors import PodsimError
+from podsim.placement.hilbert import fit_hilbert
 from podsim.placement.problem import PlacementSettings, Problem
+from podsim.placement.reshape import HilbertRequest, fit_blocks, fit_reshaped
 from podsim.placement.space import (
     Assignment,
     FreeSpace,
@@ -28,7 +30,7 @@ from podsim.placement.space import (
     window_sums,
 )
 
-Policy = Literal["first", "best"]
+Policy = Literal["first", "best", "hilbert"]
 GREEDY_POLICIES: tuple[str, ...] = ("first", "best")
 
 
@@ -84,9 +86,10 @@ def fit_subcube(space: FreeSpace, opt: Option, policy: Policy) -> Assignment | N
 
 
 def fit_box(space: FreeSpace, opts: Sequence[Option], policy: Policy) -> Assignment | None:
-    """Static box (a rectangle, or whole cubes in the OCS-less home arrangement)."""
+    """Static box (a rectangle, whole cubes in the OCS-less home arrangement, or a box of chips
+    on a statically wired generic torus)."""
     lay = space.layout
-    cube_units = lay.has_cubes
+    cube_units = lay.has_cubes and opts[0].kind == "box"
     best = None
     for pod in range(lay.pods):
         occ = ~(space.cube_grid_free(pod) if cube_units else space.grid[pod])
@@ -110,7 +113,7 @@ def fit_box(space: FreeSpace, opts: Sequence[Option], policy: Policy) -> Assignm
     _, pod, origin, opt = best
     if cube_units:
         origin = tuple(v * c for v, c in zip(origin, lay.generation.cube_shape, strict=True))
-    return Assignment("box", opt.shape, pod, (), origin)
+    return Assignment(opts[0].kind, opt.shape, pod, (), origin)
 
 
 def fit_request(space: FreeSpace, opts: Sequence[Option], policy: Policy = "best",
@@ -125,7 +128,20 @@ def fit_request(space: FreeSpace, opts: Sequence[Option], policy: Policy = "best
         return fit_cubes(space, opts[0], policy, (settings or PlacementSettings()).block_cubes)
     if kind == "subcube":
         return fit_subcube(space, opts[0], policy)
+    if kind == "blocks":
+        return fit_blocks(space, opts, policy)
     return fit_box(space, opts, policy)
+
+
+def fit_any(space: FreeSpace, opts: Sequence[Option], reshapes: Sequence = (), policy: Policy = "best",
+            settings: PlacementSettings | None = None) -> Assignment | None:
+    """The native fit of a request, else its first reshaped realisation that fits (`fold: allowed`)."""
+    if policy == "hilbert":  # the non-contiguous baseline: any free chips along the curve
+        return fit_hilbert(space, reshapes[0].request) if reshapes and isinstance(reshapes[0], HilbertRequest) else None
+    a = fit_request(space, opts, policy, settings) if opts else None
+    if a is None and reshapes:
+        a = fit_reshaped(space, reshapes, policy, settings)
+    return a
 
 
 def greedy_assign(problem: Problem, policy: Policy = "best", start: Sequence | None = None,
@@ -141,7 +157,7 @@ def greedy_assign(problem: Problem, policy: Policy = "best", start: Sequence | N
     for i in problem.order:
         if out[i] is not None or i in skip:
             continue
-        a = fit_request(space, problem.options[i], policy, problem.settings)
+        a = fit_any(space, problem.options[i], problem.reshape_of(i), policy, problem.settings)
         if a is not None:
             space.take(space.chips_of(a))
             out[i] = a

@@ -20,9 +20,12 @@ solution in its limit, the gang-first greedy (its hint) is returned (`SolveStats
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Sequence
 from typing import Literal
+
+import numpy as np
 
 from podsim.bounds import MAX_HORIZON_S, finite
 from podsim.errors import PodsimError
@@ -35,7 +38,7 @@ from podsim.placement.cpsat import (
     solve_model,
 )
 from podsim.placement.degraded import darken
-from podsim.placement.greedy import GREEDY_POLICIES, Policy, fit_request
+from podsim.placement.greedy import GREEDY_POLICIES, Policy, fit_any, fit_request
 from podsim.placement.multislice import check_sites, fit_multislice, gang_first
 from podsim.placement.problem import (
     PlacementSettings,
@@ -45,9 +48,11 @@ from podsim.placement.problem import (
     options_or_reason,
 )
 from podsim.placement.requests import SliceRequest
+from podsim.placement.reshape import reshape_options
 from podsim.placement.result import PlacementResult, SlicePlacement
 from podsim.placement.space import Assignment, FreeSpace, cubes_needed, request_options
 from podsim.topology import Slice, format_shape, plan_slice
+from podsim.topology.shapes import asked_spec
 
 Solver = Literal["cpsat", "greedy"]
 SOLVERS: tuple[str, ...] = ("cpsat", "greedy")
@@ -63,11 +68,15 @@ def place(state, requests: Sequence[SliceRequest], *, solver: Solver = "cpsat", 
     """
     if solver not in SOLVERS:
         raise PodsimError(f"solver {solver!r} is not known; use one of {', '.join(SOLVERS)}")
-    if policy not in GREEDY_POLICIES:
-        raise PodsimError(f"greedy policy {policy!r} is not known; use one of {', '.join(GREEDY_POLICIES)}")
+    if policy not in GREEDY_POLICIES and not (policy == "hilbert" and solver == "greedy"):
+        raise PodsimError(f"greedy policy {policy!r} is not known; use one of {', '.join(GREEDY_POLICIES)}"
+                          + (" (hilbert: with the greedy solver)" if policy == "hilbert" else ""))
     params = params or SolverParams()
     finite(now_s, "now (s)", low=-MAX_HORIZON_S, high=MAX_HORIZON_S)
     problem = make_problem(state, requests, settings, now_s)
+    if policy == "hilbert":  # the non-contiguous baseline: every request takes any free chips
+        problem = dataclasses.replace(problem, reshapes=tuple(
+            reshape_options(state.layout, r, policy="hilbert") for r in problem.requests))
     check_sites(state.layout, problem.settings.sites)
     problem = expand_gangs(problem)  # a multislice request as N one-slice copies, all or none
     t0 = time.perf_counter()
@@ -126,8 +135,16 @@ def _cpsat(problem: Problem, params: SolverParams, policy: Policy) -> tuple[list
 
 
 def to_slice(layout, problem_options, a: Assignment) -> Slice:
-    """The topology Slice (chips, cubes, OCS circuits) of an assignment."""
+    """The topology Slice (chips, cubes, OCS circuits) of an assignment (native or reshaped)."""
+    if a.kind == "reshaped":  # a fold: the asked topology on another box's chips, with its circuits
+        chips, circuits, spec = a.detail[:3]
+        return Slice(spec, np.asarray(chips, np.int32), a.pod, tuple(a.cubes), tuple(circuits), form=a.form)
+    if a.kind == "blocks" and a.form == "split":
+        return dataclasses.replace(plan_slice(layout, asked_spec(layout.generation, a.shape, False, True),
+                                              cubes=list(a.cubes), origin=a.origin, pod=a.pod), form="split")
     spec = next(o.spec for o in problem_options if o.shape == a.shape)
+    if a.kind == "blocks":
+        return plan_slice(layout, spec, cubes=list(a.cubes), origin=a.origin, pod=a.pod)
     if a.kind == "cubes":
         return plan_slice(layout, spec, cubes=list(a.cubes), pod=a.pod)
     if a.kind == "subcube":
@@ -180,7 +197,11 @@ def _gang_placement(state, problem: Problem, g: int, final, after: FreeSpace, po
 def unplaced_reason(state, problem: Problem, i: int, after: FreeSpace) -> str:
     """One line saying why request i has no slice: broken or missing parts, or outbid."""
     if not problem.options[i]:
-        return problem.errors[i]
+        if not problem.reshape_of(i):
+            return problem.errors[i]
+        forms = " or ".join(dict.fromkeys(r.form for r in problem.reshape_of(i)))
+        req = problem.requests[i]
+        return f"no {forms} of {req.name} fits the free space ({int(problem.space.chip_free.sum())} free chips); natively: {problem.errors[i]}"
     req, opts = problem.requests[i], problem.options[i]
     lay = problem.layout
     before = problem.space
@@ -213,6 +234,12 @@ def unplaced_reason(state, problem: Problem, i: int, after: FreeSpace) -> str:
     if kind == "subcube":
         what, where = f"aligned {format_shape(opts[0].shape)} position", "inside any cube"
         free = f"{int(before.chip_free.sum())} free chips"
+    elif kind == "blocks":
+        what, where = f"set of blocks with free {req.name} pieces", "in one pod"
+        free = f"{int(before.chip_free.sum())} free chips"
+    elif kind == "chipbox":
+        what, where = f"{req.name} box of chips", f"in the static {format_shape(lay.generation.pod_shape)} torus"
+        free = f"{int(before.chip_free.sum())} free chips"
     elif lay.has_cubes:
         what = f"contiguous box of {'x'.join(str(v) for v in opts[0].unit_shape)} cubes"
         where = f"in the static {format_shape(lay.generation.cube_grid)} cube arrangement"
@@ -233,15 +260,16 @@ def place_one(state, request: SliceRequest, policy: Policy = "best",
     The state is not changed; call `state.allocate(request.id, result)` to take it."""
     settings = settings or PlacementSettings()
     opts, err = options_or_reason(state.layout, request, settings.rotate)
-    if not opts:
+    reshapes = reshape_options(state.layout, request, settings.fold, settings.rotate, policy)
+    if not opts and not reshapes:
         return SlicePlacement(request, None, err)
     space = FreeSpace.of(state)
     if request.slices > 1:  # a multislice request: all its slices or none
         return _place_gang(state, space, request, opts, policy, settings)
-    a = fit_request(space, opts, policy, settings)
+    a = fit_any(space, opts, reshapes, policy, settings)
     if a is not None:
         return SlicePlacement(request, darken(state, to_slice(state.layout, opts, a)))
-    problem = Problem(space, (request,), (tuple(opts),), ("",), (1,), (0,), settings)
+    problem = Problem(space, (request,), (tuple(opts),), (err,), (1,), (0,), settings, reshapes=(reshapes,))
     return SlicePlacement(request, None, unplaced_reason(state, problem, 0, space))
 
 

@@ -14,6 +14,7 @@ import numpy as np
 
 from podsim.errors import PodsimError, first_duplicate
 from podsim.placement.requests import SliceRequest, processing_order
+from podsim.placement.reshape import reshape_options
 from podsim.placement.space import FreeSpace, Option, request_options
 
 
@@ -37,12 +38,15 @@ class PlacementSettings:
     rotate: bool = True
     age_scale_s: float = 3600.0
     sites: int = 1
+    fold: str = "none"  # "allowed": requests may be folded or split (podsim.placement.reshape)
 
     def __post_init__(self):
         if self.block_cubes < 1:
             raise PodsimError(f"block_cubes must be >= 1, got {self.block_cubes}")
         if not self.age_scale_s > 0:
             raise PodsimError(f"age_scale_s must be > 0, got {self.age_scale_s}")
+        if self.fold not in ("none", "allowed"):
+            raise PodsimError(f"fold {self.fold!r} is not known; use none or allowed")
 
 
 @dataclass(frozen=True)
@@ -70,6 +74,10 @@ class Problem:
     settings: PlacementSettings
     gangs: tuple[Gang, ...] = ()
     gang_index: tuple[int, ...] = ()
+    reshapes: tuple[tuple, ...] = ()  # per request, its reshaped realisations (`fold: allowed`)
+
+    def reshape_of(self, i: int) -> tuple:
+        return self.reshapes[i] if self.reshapes else ()
 
     def gang_id(self, i: int) -> int | None:
         """The gang request i is a copy of, or None for a one-slice request."""
@@ -111,8 +119,14 @@ class Problem:
         return min(bc, per - local * bc)
 
     def value(self, assignments: Sequence) -> int:
-        """The primary objective: total weight of the placed requests."""
-        return sum(w for w, a in zip(self.weights, assignments, strict=True) if a is not None)
+        """The primary objective: total weight of the placed requests, each at the speed its
+        placement runs (1 natively; a priced reshaped placement less)."""
+        return sum(placed_value(w, a) for w, a in zip(self.weights, assignments, strict=True) if a is not None)
+
+
+def placed_value(weight: int, a) -> int:
+    """A placed request's admission value: its weight at the speed of its placement."""
+    return weight if a.speed >= 1.0 else int(round(weight * a.speed))
 
 
 def options_or_reason(layout, req: SliceRequest, rotate: bool) -> tuple[tuple[Option, ...], str]:
@@ -137,14 +151,16 @@ def make_problem(state, requests: Sequence[SliceRequest], settings: PlacementSet
     if held:
         raise PodsimError(f"request {held[0]!r} already holds a slice in this pod state")
     space = FreeSpace.of(state)
-    options, errors = [], []
+    options, errors, reshapes = [], [], []
     for req in requests:
         opts, err = options_or_reason(space.layout, req, settings.rotate)
         options.append(opts)
         errors.append(err)
+        reshapes.append(reshape_options(space.layout, req, settings.fold, settings.rotate))
     weights = tuple(r.weight(now_s, settings.age_scale_s) for r in requests)
     return Problem(space, tuple(requests), tuple(options), tuple(errors), weights,
-                   tuple(processing_order(requests, weights)), settings)
+                   tuple(processing_order(requests, weights)), settings,
+                   reshapes=tuple(reshapes) if any(reshapes) else ())
 
 
 def expand_gangs(problem: Problem) -> Problem:
@@ -165,5 +181,9 @@ def expand_gangs(problem: Problem) -> Problem:
         rows.extend((r.member(k), problem.options[i], problem.errors[i], base + (extra if k == 0 else 0), len(gangs) - 1)
                     for k in range(r.slices))
     reqs, opts, errs, weights, index = (tuple(col) for col in zip(*rows, strict=True))
+    reshapes = ()
+    if problem.reshapes:  # a gang is never reshaped: its copies have none
+        single = iter(problem.reshapes[i] for i, r in enumerate(problem.requests) if r.slices == 1)
+        reshapes = tuple(next(single) if g < 0 else () for g in index)
     return Problem(problem.space, reqs, opts, errs, weights, tuple(processing_order(reqs, weights)),
-                   problem.settings, tuple(gangs), index)
+                   problem.settings, tuple(gangs), index, reshapes)

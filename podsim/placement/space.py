@@ -24,6 +24,8 @@ import numpy as np
 from podsim.errors import PodsimError
 from podsim.placement.requests import SliceRequest
 from podsim.topology import Generation, PodLayout, SliceSpec, validate_shape
+from podsim.topology.blocks import BlockGeometry
+from podsim.topology.shapes import split_sides
 
 
 @dataclass(frozen=True)
@@ -31,20 +33,29 @@ class Assignment:
     """Where one request goes: `shape` as realised (maybe rotated), pod, cubes, origin.
 
     cube-level OCS slices: `cubes` (any order); sub-cube: one cube and a local origin;
-    static boxes: a chip-coordinate origin within the pod."""
+    static boxes: a chip-coordinate origin within the pod; `blocks` (whole blocks and pieces of
+    blocks, podsim.topology.blocks): its cells' cubes in grid order, `origin` the geometry's
+    parameters; `reshaped` (podsim.placement.reshape): `detail` holds (chips in logical order,
+    circuits) and `form` how the asked topology is realised. `speed` is the fraction of its
+    native speed the job runs at there (1 unless a step-time model priced it), which scales its
+    admission value."""
 
-    kind: str  # "cubes", "subcube", "box"
+    kind: str  # "cubes", "subcube", "box", "chipbox", "blocks", "reshaped"
     shape: tuple[int, ...]
     pod: int
     cubes: tuple[int, ...] = ()
     origin: tuple[int, ...] | None = None
+    form: str = "native"  # native, fold, split, scatter
+    detail: tuple = ()
+    speed: float = 1.0
 
 
 @dataclass(frozen=True)
 class Option:
     """One way a request may be realised: its (maybe rotated) shape and the topology rules."""
 
-    kind: str  # "cubes" (OCS), "subcube", "box" (static rectangle or OCS-less cube box)
+    kind: str  # "cubes" (OCS), "subcube", "box" (static rectangle or OCS-less cube box), "chipbox" (a 3-D
+    # box of chips on a statically wired generic torus), "blocks" (a generic torus's whole blocks and pieces)
     shape: tuple[int, ...]
     spec: SliceSpec
     unit_shape: tuple[int, ...]  # the box in placement cells: chips, or cubes for OCS-less cube boxes
@@ -55,6 +66,10 @@ def request_options(layout: PodLayout, req: SliceRequest, rotate: bool = True) -
     """The shapes `req` may take on this layout; raises PodsimError if it can never fit."""
     gen = layout.generation
     spec = validate_shape(gen, req.shape, req.twisted, layout.ocs)
+    if spec.kind == "blocks" and split_sides(gen, spec.shape):
+        b = gen.cube_shape[0]
+        raise PodsimError(f"slice {spec} on {gen.id}: side {split_sides(gen, spec.shape)[0]} is neither inside one {b}^3 "
+                          f"block nor whole blocks (a multiple of {b}); with fold: allowed it is split into whole blocks plus pieces")
     if spec.kind == "subcube":
         return [Option("subcube", spec.shape, spec, spec.shape)]
     if spec.kind == "cubes" and layout.ocs:
@@ -66,8 +81,12 @@ def request_options(layout: PodLayout, req: SliceRequest, rotate: bool = True) -
             s = validate_shape(gen, shp, req.twisted, layout.ocs)
         except PodsimError:
             continue
+        if s.kind == "blocks":
+            if not split_sides(gen, shp):
+                out.append(Option("blocks", shp, s, shp))
+            continue
         unit = tuple(v // c for v, c in zip(shp, gen.cube_shape, strict=True)) if s.kind == "cubes" else shp
-        out.append(Option("box", shp, s, unit))
+        out.append(Option("chipbox" if s.kind == "rectangle" and layout.has_cubes else "box", shp, s, unit))
     return out
 
 
@@ -137,19 +156,21 @@ class FreeSpace:
     """A mutable copy of a pod state's free chips, with cube usability; cheap to take."""
 
     def __init__(self, layout: PodLayout, chip_free: np.ndarray, cube_ocs_ok: np.ndarray,
-                 cube_ocs_degraded_ok: np.ndarray | None = None):
+                 cube_ocs_degraded_ok: np.ndarray | None = None, port_ok: np.ndarray | None = None):
         self.layout = layout
         self.chip_free = chip_free.copy()
         self.cube_ocs_ok = cube_ocs_ok.copy()
+        # (n_ocs, ports) healthy OCS ports on live units (shared, read-only): what a piece of a block may use
+        self.port_ok = port_ok
         # cubes a degraded-allowed slice may take (down OCS units ignored); default: the strict mask
         self.cube_ocs_degraded_ok = (cube_ocs_ok if cube_ocs_degraded_ok is None else cube_ocs_degraded_ok).copy()
 
     @classmethod
     def of(cls, state) -> FreeSpace:
-        return cls(state.layout, state.chip_free, state.cube_ocs_ok, state.cube_ocs_degraded_ok)
+        return cls(state.layout, state.chip_free, state.cube_ocs_ok, state.cube_ocs_degraded_ok, state.port_ok)
 
     def copy(self) -> FreeSpace:
-        return FreeSpace(self.layout, self.chip_free, self.cube_ocs_ok, self.cube_ocs_degraded_ok)
+        return FreeSpace(self.layout, self.chip_free, self.cube_ocs_ok, self.cube_ocs_degraded_ok, self.port_ok)
 
     # Views ------------------------------------------------------------------------------------
     @property
@@ -159,7 +180,10 @@ class FreeSpace:
 
     @property
     def grid(self) -> np.ndarray:
-        """(pods, *pod_shape) free flags of a static pod; a view."""
+        """(pods, *pod_shape) free flags of a static pod (a view; a copy on a cube layout, whose
+        chip ids are cube-major)."""
+        if self.layout.has_cubes:
+            return self.chip_free[self.layout.chip_at]
         return self.chip_free.reshape(self.layout.pods, *self.layout.generation.pod_shape)
 
     @property
@@ -195,4 +219,9 @@ class FreeSpace:
             return lay.cube_chips[list(a.cubes)].ravel()
         if a.kind == "subcube":
             return a.cubes[0] * gen.chips_per_cube + np.flatnonzero(_box_mask(gen.cube_shape, a.origin, a.shape))
+        if a.kind == "reshaped":
+            return np.asarray(a.detail[0])
+        if a.kind == "blocks":
+            geom = BlockGeometry(a.shape, gen.cube_shape[0], a.origin)
+            return np.concatenate([lay.cube_chips[c][geom.region_mask(cell)] for c, cell in zip(a.cubes, geom.cells, strict=True)])
         return lay.chip_at[a.pod].ravel()[_box_mask(gen.pod_shape, a.origin, a.shape)]

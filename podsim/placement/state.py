@@ -147,6 +147,14 @@ class PodState:
             return self.cube_ports_degraded_healthy & ~self._per_cube(self.port_job >= 0)
         return self._cached("cube_ocs_degraded_ok", compute)
 
+    @property
+    def port_ok(self) -> np.ndarray | None:
+        """(n_ocs, ports) OCS ports that are healthy on a live unit (None without OCS): the ports
+        a piece of a block may put a circuit on (its own chips' face ports are free with them)."""
+        if not self.layout.ocs:
+            return None
+        return self._cached("port_ok", lambda: ~self.face_port_failed & ~self.ocs_failed[:, None], self._health_cache)
+
     def ocs_down_in_pod(self, pod: int) -> list[int]:
         lay = self.layout
         base = pod * lay.ocs_per_pod

@@ -116,7 +116,7 @@ def _check_request(p, lay) -> None:
         raise InvalidPlacement(f"request {req.id!r} is placed but carries a reason")
     if slc.spec.generation != gen.id:
         raise InvalidPlacement(f"request {req.id!r} got a {slc.spec.generation} slice on a {gen.id} pod")
-    rotatable = slc.spec.kind == "rectangle" or (slc.spec.kind == "cubes" and not lay.ocs)
+    rotatable = slc.spec.kind in ("rectangle", "blocks") or (slc.spec.kind == "cubes" and not lay.ocs) or slc.form != "native"
     if (sorted(slc.shape) != sorted(req.shape)) if rotatable else (slc.shape != req.shape):
         raise InvalidPlacement(f"request {req.id!r} asked for {req.name}, got shape {slc.shape}")
     if slc.twisted != req.twisted:
@@ -134,7 +134,7 @@ def _check_pod_and_cubes(p, lay) -> None:
     cubes = np.unique(lay.cube_of_chip[slc.chips])
     if sorted(int(c) for c in slc.cubes) != [int(c) for c in cubes]:
         raise InvalidPlacement(f"request {rid!r}: reported cubes {sorted(slc.cubes)} are not the cubes of its chips {cubes.tolist()}")
-    if slc.spec.kind == "cubes" and len(slc.chips) != len(cubes) * lay.generation.chips_per_cube:
+    if slc.spec.kind == "cubes" and slc.form == "native" and len(slc.chips) != len(cubes) * lay.generation.chips_per_cube:
         raise InvalidPlacement(f"request {rid!r}: a cube-level slice must take whole cubes")
 
 

@@ -126,24 +126,27 @@ def wait_cdf(runs: Sequence[RunResult], labels: Sequence[str]) -> go.Figure | No
     return _layout(fig, "Wait CDF (jobs that started)", "wait (h)", "share of started jobs")
 
 
-CHIP_HOURS = (("useful", "#54A24B"), ("lost to failures / preemption", "#E45756"), ("restart / reconfiguration", "#EECA3B"),
-              ("idle (healthy, free)", "#D0D0D0"), ("down (failed parts)", "#555555"))
+CHIP_HOURS = {"useful_chip_h": "#54A24B", "lost_failure_chip_h": "#E45756", "lost_preemption_chip_h": "#FF9DA6",
+              "restart_chip_h": "#EECA3B", "reconfiguration_chip_h": "#B279A2", "degraded_chip_h": "#9D755D",
+              "idle_queued_chip_h": "#F58518", "idle_empty_chip_h": "#D0D0D0", "down_chip_h": "#555555",
+              "lost_chip_h": "#E45756", "overhead_chip_h": "#EECA3B", "idle_chip_h": "#D0D0D0"}
 
 
 def chip_hours(runs: Sequence[RunResult], labels: Sequence[str]) -> go.Figure | None:
-    """Where each job-stream run's chip-hours went: useful, lost, overhead, idle, down (they add
-    up to chips x horizon)."""
-    rows = [(i, r.metrics) for i, r in enumerate(runs) if r.kind == "cluster" and "fleet_chip_h" in r.metrics]
+    """Where each job-stream run's chip-hours went (podsim.cluster.chip_hour_breakdown: useful,
+    lost to failures and preemptions, restarts, reconfiguration, degraded, idle while jobs waited,
+    idle, down); the bars add up to chips x the measured window."""
+    from podsim.cluster.breakdown import chip_hour_breakdown
+
+    rows = [(i, chip_hour_breakdown(r.metrics)) for i, r in enumerate(runs) if r.kind == "cluster" and "fleet_chip_h" in r.metrics]
     if not rows:
         return None
-    parts = {
-        "useful": [m["useful_chip_h"] for _, m in rows], "lost to failures / preemption": [m["lost_chip_h"] for _, m in rows],
-        "restart / reconfiguration": [m["overhead_chip_h"] for _, m in rows],
-        "idle (healthy, free)": [max(0.0, m["healthy_chip_h"] - m["busy_chip_h"]) for _, m in rows],
-        "down (failed parts)": [m["fleet_chip_h"] - m["healthy_chip_h"] for _, m in rows]}
     fig = go.Figure()
-    for name, colour in CHIP_HOURS:
-        fig.add_bar(x=[labels[i] for i, _ in rows], y=parts[name], name=name, marker={"color": colour})
+    order = list(dict.fromkeys(p["metric"] for _, parts in rows for p in parts))
+    for metric in order:
+        label = next(p["label"] for _, parts in rows for p in parts if p["metric"] == metric)
+        fig.add_bar(x=[labels[i] for i, _ in rows], name=label, marker={"color": CHIP_HOURS.get(metric, "#888888")},
+                    y=[next((p["chip_h"] for p in parts if p["metric"] == metric), 0.0) for _, parts in rows])
     fig.update_layout(barmode="stack")
     return _layout(fig, "Where the chip-hours went", "", "chip-hours")
 

@@ -22,10 +22,12 @@ import jinja2
 import plotly.graph_objects as go
 from plotly.offline import get_plotlyjs
 
+from podsim.cluster.breakdown import chip_hour_breakdown
 from podsim.metrics import definition, unit_kind
 from podsim.perf import compute_timing
 from podsim.report import figures
 from podsim.report.scaling import scaling_details
+from podsim.report.serving import SERVING_ROWS, serving_details, serving_figures
 from podsim.report.spine import spine_details, spine_figures
 from podsim.scenario.result import RunResult
 from podsim.stats import interval_text
@@ -71,13 +73,12 @@ CLUSTER_ROWS: list[Row] = [
     ("fleet", lambda r: f"{r.metrics['pods']} x {r.metrics['generation']} ({r.metrics['chips']:,} chips, "
                         f"{'OCS' if r.metrics['ocs'] else 'static wiring'})"),
     ("policy / solver", lambda r: f"{r.metrics['policy']} / {r.metrics['solver']}"),
-    ("jobs", lambda r: f"{r.metrics['jobs_completed']:,} of {r.metrics['jobs_total']:,} completed; {r.metrics['jobs_running']} running, "
-                       f"{r.metrics['jobs_queued']} queued, {r.metrics['jobs_unplaceable']} never placeable"),
+    ("jobs", lambda r: jobs_text(r.metrics)),
     ("utilisation", _m("utilisation", pct)),
     ("goodput (useful / allocated)", _m("goodput", pct)),
     ("fleet goodput (useful / all chip-hours)", _m("fleet_goodput", pct)),
-    ("queue wait p50 / p95 / p99", lambda r: " / ".join(sec(r.metrics.get(k)) for k in ("wait_p50_s", "wait_p95_s", "wait_p99_s"))),
-    ("queue wait p95 / p99, queued jobs counted", lambda r: " / ".join(sec(r.metrics.get(k)) for k in ("wait_p95_with_queued_s", "wait_p99_with_queued_s"))),
+    ("queue wait p50 / p95 / p99 (still-queued jobs counted)", lambda r: " / ".join(sec(r.metrics.get(k)) for k in ("wait_p50_s", "wait_p95_s", "wait_p99_s"))),
+    ("queue wait p50 / p95 / p99, started jobs only", lambda r: " / ".join(sec(r.metrics.get(k)) for k in ("wait_p50_started_s", "wait_p95_started_s", "wait_p99_started_s"))),
     ("queue wait, mean: for shape / for resource", lambda r: f"{sec(r.metrics.get('wait_shape_mean_s'))} / "
                                                              f"{sec(r.metrics.get('wait_resource_mean_s'))}"),
     ("job completion time p50 / p95", lambda r: " / ".join(sec(r.metrics.get(k)) for k in ("jct_p50_s", "jct_p95_s"))),
@@ -86,13 +87,30 @@ CLUSTER_ROWS: list[Row] = [
     ("largest placeable slice (mean)", lambda r: f"{num(r.metrics.get('largest_placeable_mean_chips'))} chips"),
     ("failures (host / OCS / link)", lambda r: f"{r.metrics['failures_host']} / {r.metrics['failures_ocs']} / {r.metrics['failures_link']}; "
                                                f"{r.metrics['job_interruptions']} job interruptions"),
-    ("chip-hours: useful / lost / overhead", lambda r: f"{num(r.metrics['useful_chip_h'])} / {num(r.metrics['lost_chip_h'])} / "
-                                                       f"{num(r.metrics['overhead_chip_h'])}"),
+    ("where the chip-hours went", lambda r: "; ".join(f"{p['label']} {num(p['chip_h'])} ({pct(p['share'])})"
+                                                     for p in chip_hour_breakdown(r.metrics) if p["chip_h"] > 0)),
+    ("measured window", lambda r: window_text(r.metrics)),
     ("cost of the fleet", _m("cost_usd", usd)),
     ("cost per useful chip-hour", _m("cost_per_useful_chip_h_usd", usd)),
     ("energy (busy chips)", lambda r: "not published" if _missing(r.metrics.get("energy_kwh")) else f"{num(r.metrics['energy_kwh'])} kWh"),
     ("simulated / wall time", lambda r: f"{sec(r.metrics['horizon_s'])} / {r.wall_s:.2f} s"),
 ]
+def jobs_text(m: dict) -> str:
+    """Every job in exactly one state: completed, running, queued, never placeable, not arrived."""
+    parts = [f"{m['jobs_completed']:,} completed", f"{m['jobs_running']:,} running", f"{m['jobs_queued']:,} queued",
+             f"{m['jobs_unplaceable']:,} never placeable", f"{m.get('jobs_not_arrived', 0):,} not yet arrived"]
+    return f"{m['jobs_total']:,} = " + " + ".join(parts)
+
+
+def window_text(m: dict) -> str:
+    """The window the steady-state figures are over: warm-up left out, drain after the horizon."""
+    warm, drain = m.get("warmup_s") or 0.0, m.get("drain_s") or 0.0
+    if not warm and not drain:
+        return f"the whole horizon ({sec(m['horizon_s'])}), from an empty fleet"
+    text = f"{sec(warm)} to {sec(m['horizon_s'])} (warm-up left out; waits over the {m.get('jobs_measured', 0):,} jobs submitted in it)"
+    return text + (f"; drained {sec(drain)} past the horizon" if drain else "")
+
+
 def _hbm(m: dict) -> str:
     """The step's HBM bytes per chip against the chip's (podsim.trace.memory), or why not known."""
     if m.get("hbm_bytes_per_chip") is None:
@@ -166,7 +184,7 @@ def key_rows(runs: Sequence[RunResult]) -> list[tuple[str, list[str]]]:
         rows.append(("replicates", [f"{r.replicates} (figures: means; 95% intervals below)" if r.intervals else "1"
                                     for r in runs]))
     kinds = {r.kind for r in runs}
-    for kind, spec in (("cluster", CLUSTER_ROWS), ("step", STEP_ROWS)):
+    for kind, spec in (("cluster", CLUSTER_ROWS), ("step", STEP_ROWS), ("serving", SERVING_ROWS)):
         if kind in kinds:
             rows += [(name, [_safe(fn, r) if r.kind == kind else "" for r in runs]) for name, fn in spec]
     for key, spec in (("spine_capex_ratio", SPINE_ROWS), ("scaling_parallel_efficiency", SCALING_ROWS)):  # a study's rows
@@ -209,6 +227,9 @@ def cost_rows(r: RunResult) -> list[tuple[str, str]]:
     ]
     if r.kind == "cluster":
         rows.append(("cost per useful chip-hour", usd(c.get("cost_per_useful_chip_h_usd"))))
+    if r.kind == "serving":
+        rows.append(("cost per million output tokens", "not published" if _missing(c.get("cost_per_million_tokens_usd"))
+                     else f"${c['cost_per_million_tokens_usd']:,.4g}"))
     watt = c.get("power_per_chip_w")
     rows += [
         ("power per chip", f"{watt:g} W (source {c.get('power_source')}: {c.get('power_note')})" if watt is not None
@@ -247,7 +268,7 @@ def default_labels(runs: Sequence[RunResult]) -> list[str]:
 
 
 COMPARED = (("goodput", "Goodput by run"), ("utilisation", "Utilisation by run"),
-            ("wait_p95_with_queued_s", "p95 wait by run, queued jobs counted (s)"), ("wait_p95_s", "p95 wait by run (s)"),
+            ("wait_p95_s", "p95 wait by run, still-queued jobs counted (s)"),
             ("step_time_s", "Step time by run (s)"), ("cost_usd", "Cost by run (USD)"))
 
 
@@ -279,6 +300,7 @@ def report_figures(runs: Sequence[RunResult], labels: Sequence[str]) -> list[tup
     if len(runs) == 1:
         plots += [("Step times", figures.step_times(runs[0])), ("Timeline", figures.timeline(runs[0]))]
     plots += spine_figures(runs, labels)
+    plots += serving_figures(runs, labels)
     return [(name, fig) for name, fig in plots if fig is not None]
 
 
@@ -314,7 +336,7 @@ def render_report(runs: RunResult | Sequence[RunResult], title: str | None = Non
     return _template().render(
         title=title, generated=dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"), version=_version(),
         plotly_js=get_plotlyjs(), labels=labels, key_rows=key_rows(runs), plots=plot_html, details=details,
-        spine=spine_details(runs, labels), scaling=scaling,
+        spine=spine_details(runs, labels), scaling=scaling, serving=serving_details(runs, labels),
         multi=multi, sweep=sweep, sweep_json=json.dumps(sweep.get("result"), indent=2, default=str) if sweep else "",
         questions=list(dict.fromkeys(r.scenario.get("question", "") for r in runs if r.scenario.get("question"))),
         escape=html.escape)

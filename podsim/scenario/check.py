@@ -204,23 +204,49 @@ def _check_dcn(s: Scenario) -> None:
                                                 "the workload has no such job and there is no scaling section")
 
 
+def _check_serving_scenario(s: Scenario, gen: Generation) -> None:
+    """A serving fleet: its own duration, warm-up and drain; no study that runs a training step."""
+    from podsim.scenario.serving import check_serving
+
+    for name in ("horizon", "drain_limit"):
+        if getattr(s, name) is not None:
+            raise FieldError((name,), f"{name} shapes a job stream; a serving workload has workload.serving.duration and drain")
+    if s.warmup or s.drain:
+        raise FieldError(("warmup" if s.warmup else "drain",), "a serving workload has its own workload.serving.warmup "
+                                                                "and drain; leave the job stream's out")
+    for name in ("spine", "scaling"):
+        if getattr(s, name) is not None:
+            raise FieldError((name,), f"a {name} study runs a training step; give workload.step, not workload.serving")
+    _wrap(("workload", "serving"), check_serving, s.workload.serving, gen)
+
+
 def check_scenario(s: Scenario) -> Generation:
     """Every cross-field rule; returns the generation with overrides. Raises FieldError."""
     gen = scenario_generation(s)
     if s.topology.wiring == "ocs" and not gen.has_ocs:
         raise FieldError(("topology", "wiring"), f"{gen.id} has no OCS; use wiring: static")
     _wrap(("topology", "pods"), check_fleet, s.topology.pods, gen.pod_chips)
-    if s.kind == "cluster":
+    if s.kind == "serving":
+        _check_serving_scenario(s, gen)
+    elif s.kind == "cluster":
         if gen.slice_rule == "gpu_nodes":
             raise FieldError(("topology", "generation"), f"{gen.id} is a switched GPU cluster; job streams place TPU slices")
         if s.horizon is None:
             raise FieldError(("horizon",), "a job stream needs a horizon (simulated time, e.g. 14d)")
         if s.horizon <= 0:
             raise FieldError(("horizon",), "horizon must be > 0")
+        if s.warmup >= s.horizon:
+            raise FieldError(("warmup",), f"warm-up {s.warmup:g} s must be shorter than the horizon {s.horizon:g} s "
+                                          "(the steady-state metrics are measured after it)")
+        if s.drain_limit is not None and not s.drain:
+            raise FieldError(("drain_limit",), "drain_limit is how long a drain may run past the horizon; set drain: true too")
         if s.workload.synthetic is not None:
             _check_mix(s, gen)
         _check_failure_events(s, gen)
     else:
+        if s.warmup or s.drain:
+            raise FieldError(("warmup" if s.warmup else "drain",), "warm-up and drain shape a job stream's measured "
+                                                                    "window; a step study has none")
         _check_step(s, gen)
         if s.replicates > 1:
             raise FieldError(("replicates",), f"replicates {s.replicates}: a step study draws nothing at random, so every "
@@ -240,6 +266,7 @@ def check_scenario(s: Scenario) -> Generation:
     for metric, value in s.targets.items():
         loc = ("targets", metric)
         if metric not in allowed:
-            raise FieldError(loc, f"no target on {metric!r} for a {'step study' if s.kind == 'step' else 'job stream'}; targets: {', '.join(allowed)}")
+            what = {"step": "step study", "serving": "serving fleet"}.get(s.kind, "job stream")
+            raise FieldError(loc, f"no target on {metric!r} for a {what}; targets: {', '.join(allowed)}")
         _wrap(loc, parse_target, metric, value)
     return gen

@@ -13,7 +13,8 @@ from podsim.metrics import METRICS, target_metrics
 from podsim.units import duration_s, finite_number, fraction
 
 # Metrics a target may name, with how its threshold is written: from the metric registry.
-TARGET_UNITS: dict[str, str] = {n: METRICS[n].threshold for n in dict.fromkeys(target_metrics("cluster") + target_metrics("step"))}
+TARGET_UNITS: dict[str, str] = {n: METRICS[n].threshold for n in dict.fromkeys(
+    target_metrics("cluster") + target_metrics("step") + target_metrics("serving"))}
 STEP_TARGETS = target_metrics("step")
 
 

@@ -26,6 +26,7 @@ TABLES: dict[str, dict[str, str]] = {
         "end_s": "f", "wait_s": "f", "nominal_s": "f", "runs": "i", "interruptions": "i", "preemptions": "i",
         "allocated_chip_s": "f", "useful_chip_s": "f", "lost_chip_s": "f", "overhead_chip_s": "f", "model": "s",
         "wait_shape_s": "f", "wait_resource_s": "f",  # appended: older stores gain them by ALTER TABLE
+        "placement": "s", "slowdown": "f",
     },
     "step_times": {
         "model": "s", "shape": "s", "twisted": "b", "step_time_s": "f", "compute_s": "f", "exposed_comm_s": "f",
@@ -57,6 +58,15 @@ TABLES: dict[str, dict[str, str]] = {
         "wan_busy_s": "f", "wan_exposed_s": "f", "engine_wall_s": "f",
     },
 }
+# serving fleets (podsim.serving): per request, per time bin, per capacity probe
+TABLES.update({
+    "serving_requests": {"arrival_s": "f", "prompt_tokens": "i", "output_tokens": "i", "ttft_s": "f", "tpot_s": "f",
+                         "e2e_s": "f", "replica": "i", "preemptions": "i", "met_slo": "b", "counted": "b", "rejected": "b"},
+    "serving_timeseries": {"t_s": "f", "tokens_per_s": "f", "running_seqs": "f", "kv_used_fraction": "f", "busy_fraction": "f"},
+    "serving_capacity": {"slice": "s", "replicas": "i", "chips": "i", "met": "b", "why": "s",
+                         **{f"{m}_{p}": "f" for m in ("ttft_p99", "tpot_p99", "cost_per_million_tokens_usd", "slo_attainment")
+                            for p in ("mean", "low", "high")}},
+})
 _DTYPE = {"f": np.float64, "i": np.int64, "b": np.bool_}
 
 

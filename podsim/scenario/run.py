@@ -150,11 +150,13 @@ def cluster_run(s: Scenario, gen: Generation, cpsat_workers_cap: int | None = No
         generation=gen.id, pods=s.topology.pods, sites=s.dcn.sites, ocs=s.topology.wiring == "ocs", policy=s.policy.name,
         solver=s.solver.kind, placement=s.solver.placement, decision_time_limit_s=s.solver.decision_time_limit,
         batch_window=s.solver.batch_window, cpsat_workers=workers, schedule_depth=s.policy.schedule_depth,
-        horizon_s=s.horizon, checkpoint_interval_s=s.policy.checkpoint_interval,
+        horizon_s=s.horizon, warmup_s=s.warmup, drain=s.drain, drain_limit_s=s.drain_limit,
+        checkpoint_interval_s=s.policy.checkpoint_interval,
         restart_overhead_s=s.policy.restart_overhead,
         untwist_on_static=s.policy.untwist_on_static, failures=failures,
         degraded_placement=s.solver.degraded_placement, spare_ports=s.solver.spare_ports,
         degraded_slowdown=s.solver.degraded_slowdown,
+        fold=s.solver.fold, slowdown_model=s.solver.slowdown_model,
         sample_interval_s=s.horizon / s.samples)
     w = s.workload
     return ClusterRun(config=config, synthetic=w.synthetic.spec(gen.id) if w.synthetic is not None else None,
@@ -288,6 +290,11 @@ def run_scenario(scenario: Scenario, on_progress: ProgressFn | None = None, *,
         metrics, topo, cost, tables, intervals = _run_replicates(scenario, gen, on_progress, cpsat_workers_cap)
     elif scenario.kind == "cluster":
         metrics, topo, cost, tables = _run_cluster(scenario, gen, on_progress, cpsat_workers_cap)
+    elif scenario.kind == "serving":  # a serving fleet (podsim.scenario.serving)
+        from podsim.scenario.serving import run_serving
+
+        metrics, topo, cost, tables, intervals = run_serving(scenario.workload.serving, gen, scenario.seed,
+                                                             scenario.replicates, on_progress)
     else:
         metrics, topo, cost, tables = _run_step(scenario, gen, on_progress)
     if scenario.spine is not None:  # spine economics: EPS against OCS over the fleet's life

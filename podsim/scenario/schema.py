@@ -1,8 +1,9 @@
 """The scenario file as one pydantic schema: what to simulate, on what fleet, judged by what.
 
 A scenario is either a *job stream* on a fleet (workload `synthetic` or `trace`: the cluster
-simulation, with failures, a queue policy and a horizon) or a *step study* (workload `step`: one
-training job's step on a slice or several slices, on the flow-level engine). Field-by-field
+simulation, with failures, a queue policy and a horizon), a *step study* (workload `step`: one
+training job's step on a slice or several slices, on the flow-level engine) or a *serving fleet*
+(workload `serving`: requests served by replicas of a slice, podsim.serving). Field-by-field
 rules that need the generation (shapes, figure names, presets) live in `podsim.scenario.check`.
 Durations, rates and fractions may carry units ('3h', '2/h', '99.5%').
 """
@@ -22,6 +23,7 @@ from podsim.cluster.failures import FailureSpec
 from podsim.economics.assumptions import DEFAULTS as SPINE_DEFAULTS
 from podsim.errors import PodsimError
 from podsim.quantities import Duration, Fraction, Rate
+from podsim.serving.spec import ServingWorkload
 from podsim.topology import get_generation
 from podsim.trace.generate import GenerateOptions
 from podsim.workload.popularity import V4_SLICE_POPULARITY
@@ -204,22 +206,24 @@ class StepWorkload(_Model):
 
 
 class Workload(_Model):
-    """Exactly one of: a synthetic job stream, a job trace, or a step study."""
+    """Exactly one of: a synthetic job stream, a job trace, a step study, or a serving fleet."""
 
     synthetic: Synthetic | None = None
     trace: TraceWorkload | None = None
     step: StepWorkload | None = None
+    serving: ServingWorkload | None = Field(None, description="a serving fleet: a model on replicas of a slice, its "
+                                            "request stream, batch policy and latency targets (podsim.serving)")
 
     @model_validator(mode="after")
     def _exactly_one(self) -> Workload:
-        given = [k for k in ("synthetic", "trace", "step") if getattr(self, k) is not None]
+        given = [k for k in ("synthetic", "trace", "step", "serving") if getattr(self, k) is not None]
         if len(given) != 1:
-            raise ValueError(f"give exactly one of synthetic, trace or step (got {', '.join(given) or 'none'})")
+            raise ValueError(f"give exactly one of synthetic, trace, step or serving (got {', '.join(given) or 'none'})")
         return self
 
     @property
     def kind(self) -> str:
-        return "step" if self.step is not None else "cluster"
+        return "step" if self.step is not None else "serving" if self.serving is not None else "cluster"
 
 
 class Failures(_Model):
@@ -269,6 +273,9 @@ class Solver(_Model):
     decision_time_limit: float = Field(default("decision_time_limit_s"), gt=0, description="CP-SAT limit per decision (deterministic units)")
     batch_window: int = Field(default("batch_window"), ge=1)
     workers: int = Field(default("cpsat_workers"), ge=1, description="CP-SAT workers (a sweep caps this at 1 per sweep worker)")
+    fold: Literal["none", "allowed"] = Field(default("fold"), description="allowed: fold a request onto another box or split "
+                                             "it into whole blocks plus pieces, at the slowdown the step-time model charges")
+    slowdown_model: str | None = Field(None, description="model preset whose step prices a non-native placement of a job given in time")
 
 
 class StepTime(_Model):
@@ -371,6 +378,12 @@ class Scenario(_Model):
     solver: Solver = Solver()
     step_time: StepTime = StepTime()
     horizon: Annotated[Duration, Field(gt=0, le=MAX_HORIZON_S)] | None = Field(None, description="simulated time of a job stream, e.g. 14d (at most a century)")
+    warmup: Duration = Field(0.0, ge=0, description="job streams: leave the time before this (the fleet filling up) and "
+                                                     "the jobs submitted in it out of the steady-state metrics, e.g. 2d")
+    drain: bool = Field(False, description="job streams: after the horizon, let the jobs of the measured window run on "
+                                           "(no arrivals) so their waits and slowdowns are whole")
+    drain_limit: Annotated[Duration, Field(gt=0, le=MAX_HORIZON_S)] | None = Field(
+        None, description="how long a drain may run past the horizon (default: one horizon)")
     seed: Seed = 0
     replicates: int = Field(1, ge=1, le=1000, description="independent repeats of a job stream, seeds from "
                             "numpy SeedSequence(seed).spawn(n); key figures are the mean with a 95% interval")

@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from podsim.errors import PodsimError
-from podsim.scenario.result import RunResult
 from podsim.scenario.fields import parse_target, target_met
+from podsim.scenario.result import RunResult
 from podsim.scenario.run import run_scenario
 from podsim.stats import metric_intervals
 from podsim.store import (

@@ -98,8 +98,9 @@ class DcnSpec(BaseModel):
     (the leaf) -> spine blocks, each tier's radix, port speed and oversubscription given (a
     preset, a spec or a file); hosts per leaf, spines and the leaf oversubscription then come
     from the tiers and are not given. On an OCS DCN the circuits join the blocks and a preset's
-    spine tier is not used. Every uplink carries its switch's share at the tier's ratio: a
-    switch the job fills only partly (the other tenants keep theirs) has that part of its uplinks.
+    spine tier is not used. Every uplink is its switch's ports: slices in one ToR or block share
+    its uplinks, and one the job fills only partly keeps them all (other tenants are not
+    modelled; jobs simulated together on one fabric share them).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -479,16 +480,14 @@ def build_fabric(layout: PodLayout, circuits: tuple[Circuit, ...] | str | None =
         hosts_on_leaf = np.bincount(host_of_nic[::nics_per_host] // hosts_per_leaf, minlength=n_leaves)
         uplink_bw = hosts_on_leaf * host_bw / dcn.oversubscription
     else:
-        # Every uplink carries its switch's share: hosts present / hosts it holds, of its ports.
+        # Every uplink is its switch's ports: a ToR or block the job fills only partly keeps them all.
         tor_of_nic = tor_of_host[host_of_nic]
         leaf_of_nic = leaf_of_tor[tor_of_nic]
         fwd = lb.add(first_nic + np.arange(n_nics), first_tor + tor_of_nic, nic_bw, dcn.switch_latency_s, LinkKind.NIC)
-        hosts_on_tor = np.bincount(tor_of_host, minlength=n_tors)
-        tor_fwd = lb.add(first_tor + np.arange(n_tors), first_leaf + leaf_of_tor,
-                         tp.tor_uplink_bytes_per_s * hosts_on_tor / tp.hosts_per_tor, dcn.switch_latency_s, LinkKind.TOR)
+        tor_fwd = lb.add(first_tor + np.arange(n_tors), first_leaf + leaf_of_tor, tp.tor_uplink_bytes_per_s,
+                         dcn.switch_latency_s, LinkKind.TOR)
         tor_up, tor_down = tor_fwd, tor_fwd + 1
-        hosts_on_leaf = np.bincount(leaf_of_tor, weights=hosts_on_tor, minlength=n_leaves)
-        uplink_bw = tp.block_uplink_bytes_per_s * hosts_on_leaf / tp.hosts_per_block
+        uplink_bw = np.full(n_leaves, tp.block_uplink_bytes_per_s)
     nic_up, nic_down = fwd, fwd + 1
     leaf_spine = np.full((n_leaves, max(n_spines, 0)), -1, np.int32)
     spine_leaf = np.full((max(n_spines, 0), n_leaves), -1, np.int32)

@@ -71,7 +71,7 @@ class OcsSpec(_Frozen):
 
 
 Wraparound = Literal["whole_cubes", "full_axis", "switched"]
-SliceRule = Literal["cubes", "listed", "pow2_rectangle", "gpu_nodes"]
+SliceRule = Literal["cubes", "listed", "pow2_rectangle", "gpu_nodes", "torus"]
 
 
 class Generation(_Frozen):
@@ -207,8 +207,23 @@ def get_generation(gen_id: str | Generation) -> Generation:
         return gen_id
     gens = generations()
     if gen_id not in gens:
-        raise PodsimError(f"unknown generation {gen_id!r}; known: {', '.join(gens)}")
+        if isinstance(gen_id, str) and gen_id.startswith("torus"):
+            return _torus(gen_id)
+        raise PodsimError(f"unknown generation {gen_id!r}; known: {', '.join(gens)}, or a generic torus "
+                          "torus-<dims>-b<block>-p<ports>-<Gb/s>gbps (e.g. torus-16x16x16-b4-p6-400gbps)")
     return gens[gen_id]
+
+
+@cache
+def _torus(gen_id: str) -> Generation:
+    """The generic torus pod an id names (podsim.topology.torus), built once per process."""
+    from podsim.topology.torus import parse_torus_id, torus_body, torus_error
+
+    err = torus_error(gen_id)
+    if err is not None:
+        raise err
+    spec = parse_torus_id(gen_id)
+    return Generation.model_validate(torus_body(spec, get_generation(spec.base)))
 
 
 def custom_generation(base: str | Generation, gen_id: str, note: str, **fields) -> Generation:

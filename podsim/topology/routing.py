@@ -265,10 +265,41 @@ def switch_routes(fabric: Fabric, src_chips: np.ndarray, dst_chips: np.ndarray) 
 
 
 def slice_routes(view: SliceView, src: np.ndarray, dst: np.ndarray) -> Routes:
-    """Routes between slice-local chip indices over the slice's own network."""
+    """Routes between slice-local chip indices over the slice's own network (a scattered slice:
+    dimension-order routes over its pod's whole torus, through chips that are not its own)."""
     if view.slice.spec.kind == "gpu":
         return switch_routes(view.fabric, view.chips[np.asarray(src)], view.chips[np.asarray(dst)])
+    if view.slice.form == "scatter":
+        host, local = pod_view(view.fabric, int(view.slice.pod))
+        chips = np.asarray(view.chips, np.int64)
+        return torus_routes(host, local[chips[np.asarray(src)]], local[chips[np.asarray(dst)]])
     return torus_routes(view, src, dst)
+
+
+_POD_VIEWS: dict = {}
+
+
+def pod_view(fabric: Fabric, pod: int):
+    """(the whole pod as a native slice's view, chip id -> its index in it) of a statically
+    wired fabric, kept per fabric."""
+    from podsim.topology.shapes import SliceSpec
+    from podsim.topology.slices import plan_slice, slice_view
+
+    key = (id(fabric), pod)
+    hit = _POD_VIEWS.get(key)
+    if hit is None or hit[0] is not fabric:
+        lay = fabric.layout
+        gen = lay.generation
+        if lay.ocs:
+            raise PodsimError("a scattered slice is routed over a statically wired pod; this fabric has OCS")
+        spec = SliceSpec(gen.id, gen.pod_shape, False, "rectangle", (True,) * gen.dims)
+        slc = plan_slice(lay, spec, origin=(0,) * gen.dims, pod=pod)
+        local = np.full(fabric.n_chips, -1, np.int64)
+        local[slc.chips] = np.arange(slc.n_chips)
+        if len(_POD_VIEWS) > 64:
+            _POD_VIEWS.clear()
+        hit = _POD_VIEWS[key] = (fabric, slice_view(fabric, slc), local)
+    return hit[1], hit[2]
 
 
 def dcn_split_groups(fabric: Fabric, src_chips: np.ndarray, dst_chips: np.ndarray):

@@ -19,7 +19,7 @@ from typing import Literal
 from podsim.errors import PodsimError
 from podsim.topology.generations import Generation
 
-SliceKind = Literal["cubes", "subcube", "rectangle", "gpu"]
+SliceKind = Literal["cubes", "subcube", "rectangle", "gpu", "blocks"]
 
 
 @dataclass(frozen=True)
@@ -114,6 +114,8 @@ def validate_shape(gen: Generation, shape: str | tuple[int, ...], twisted: bool 
     rule = gen.slice_rule
     if rule == "cubes":
         return _validate_cubes(gen, shp, name, twisted, ocs)
+    if rule == "torus":
+        return _validate_torus(gen, shp, name, twisted, ocs)
     if twisted:
         raise PodsimError(f"{gen.id} slices cannot be twisted")
     if rule == "gpu_nodes":
@@ -134,6 +136,32 @@ def validate_shape(gen: Generation, shape: str | tuple[int, ...], twisted: bool 
         raise PodsimError(f"slice {name} does not fit the {format_shape(gen.pod_shape)} pod of {gen.id}")
     wrap = tuple(s == p for s, p in zip(shp, gen.pod_shape, strict=True))
     return SliceSpec(gen.id, shp, False, "rectangle", wrap)
+
+
+def _validate_torus(gen: Generation, shp: tuple[int, ...], name: str, twisted: bool, ocs: bool) -> SliceSpec:
+    """A generic torus pod (podsim.topology.torus): any shape that fits. With OCS a side that is
+    a multiple of the block wraps, any other is a mesh line (inside a block, or, longer than a
+    block, split into blocks plus a piece: placement does that only with `fold: allowed`); without
+    OCS a box anywhere in the home torus, wrapping only on a full pod axis."""
+    if twisted:
+        raise PodsimError(f"{gen.id} has no twisted tori; drop twisted")
+    if any(s > p for s, p in zip(shp, gen.pod_shape, strict=True)):
+        raise PodsimError(f"slice {name} does not fit the {format_shape(gen.pod_shape)} pod of {gen.id}")
+    b = gen.cube_shape[0]
+    if not ocs:
+        return SliceSpec(gen.id, shp, False, "rectangle", tuple(s == p for s, p in zip(shp, gen.pod_shape, strict=True)))
+    if all(s % b == 0 for s in shp):
+        return SliceSpec(gen.id, shp, False, "cubes", (True,) * 3)
+    if all(s < b for s in shp):
+        return SliceSpec(gen.id, shp, False, "subcube", (False,) * 3)
+    return SliceSpec(gen.id, shp, False, "blocks", tuple(s % b == 0 for s in shp))
+
+
+def split_sides(gen: Generation, shape: tuple[int, ...]) -> list[int]:
+    """Sides of `shape` longer than a block but not whole blocks: a generic torus places such a
+    shape only split into blocks plus pieces (`fold: allowed`)."""
+    b = gen.cube_shape[0]
+    return [s for s in shape if s > b and s % b]
 
 
 def _validate_cubes(gen: Generation, shp: tuple[int, ...], name: str, twisted: bool, ocs: bool) -> SliceSpec:
@@ -164,3 +192,22 @@ def _validate_cubes(gen: Generation, shp: tuple[int, ...], name: str, twisted: b
         wrap = tuple(s == p for s, p in zip(shp, gen.pod_shape, strict=True))
         return SliceSpec(gen.id, shp, False, "cubes", wrap)
     return SliceSpec(gen.id, shp, twisted, "cubes", (True,) * 3)
+
+
+def asked_spec(gen: Generation, shape: str | tuple[int, ...], twisted: bool = False, ocs: bool = True) -> SliceSpec:
+    """The topology a request asks for, also where the generation cannot place it natively (a
+    reshaped request, `fold: allowed`): the generation's own spec when the shape is valid there,
+    else the generic torus rule - an axis that is a multiple of the cube side wraps, any other is
+    a mesh line (pods without cubes: an axis wraps only across the whole pod)."""
+    try:
+        return validate_shape(gen, shape, twisted, ocs)
+    except PodsimError:
+        if twisted:
+            raise
+    shp = parse_shape(shape, gen.dims)
+    if any(s > p for s, p in zip(shp, gen.pod_shape, strict=True)) and math.prod(shp) > gen.pod_chips:
+        raise PodsimError(f"slice {format_shape(shp)} has more chips than a {gen.id} pod")
+    if gen.cube_shape is not None:
+        b = gen.cube_shape[0]
+        return SliceSpec(gen.id, shp, False, "blocks", tuple(s % b == 0 for s in shp))
+    return SliceSpec(gen.id, shp, False, "rectangle", tuple(s == p for s, p in zip(shp, gen.pod_shape, strict=True)))

@@ -21,7 +21,13 @@ from podsim.topology.shapes import SliceSpec, twist_vectors
 
 @dataclass(frozen=True, eq=False)
 class Slice:
-    """A slice placed on a pod: its chips (slice row-major order), cubes and OCS circuits."""
+    """A slice placed on a pod: its chips (slice row-major order), cubes and OCS circuits.
+
+    `form` says how the slice realises the topology it asked for (`spec`): `native` (and `split`,
+    whole blocks plus pieces, podsim.topology.blocks) keep slice axis d on physical dimension d;
+    a `fold` lays the asked torus onto another box (podsim.topology.fold), so its links are found
+    by which physical port reaches each logical neighbour; a `scatter` slice (a non-contiguous
+    allocation) has no links of its own and is routed over the pod's torus."""
 
     spec: SliceSpec
     chips: np.ndarray
@@ -29,6 +35,7 @@ class Slice:
     cubes: tuple[int, ...] = ()
     circuits: tuple[Circuit, ...] = ()
     origin: tuple[int, ...] | None = None
+    form: str = "native"
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -122,6 +129,16 @@ def plan_slice(layout: PodLayout, spec: SliceSpec, cubes: Sequence[int] | None =
         chips = layout.cube_chips[np.array(cubes)[cube_idx], in_cube]
         circuits = tuple(cube_circuits(layout, grid, cubes, spec.twisted))
         return Slice(spec, chips.astype(np.int32), pod, tuple(cubes), circuits)
+    if spec.kind == "blocks":
+        from podsim.topology.blocks import BlockGeometry, block_chips_and_circuits
+
+        geom = BlockGeometry(shape, gen.cube_shape[0], tuple(int(v) for v in (origin or (0,) * len(shape))))
+        cubes = [int(c) for c in (cubes if cubes is not None else range(pod * layout.cubes_per_pod, pod * layout.cubes_per_pod + geom.n_cells))]
+        bad = [c for c in cubes if not (pod * layout.cubes_per_pod <= c < (pod + 1) * layout.cubes_per_pod)]
+        if bad or len(set(cubes)) != len(cubes):
+            raise PodsimError(f"slice {spec}: blocks {cubes} must be distinct blocks of pod {pod}")
+        chips, circuits = block_chips_and_circuits(layout, geom, cubes)
+        return Slice(spec, chips, pod, tuple(cubes), tuple(circuits), geom.params, "split" if geom.split else "native")
     if spec.kind == "subcube":
         cube = int(cubes[0]) if cubes else pod * layout.cubes_per_pod
         org = np.array(origin if origin is not None else (0,) * 3)
@@ -169,12 +186,48 @@ class SliceView:
 
 
 def slice_view(fabric: Fabric, slc: Slice) -> SliceView:
-    """Restrict the fabric's ICI ports to the slice; peers become slice-local indices."""
+    """Restrict the fabric's ICI ports to the slice; peers become slice-local indices. A folded
+    slice's logical port (d, sign) is the physical port that reaches its logical neighbour there
+    (`_logical_ports`)."""
     local = np.full(fabric.n_chips, -1, np.int32)
     local[slc.chips] = np.arange(slc.n_chips, dtype=np.int32)
+    if slc.form == "fold":
+        return _logical_ports(fabric, slc, local)
+    if slc.form == "scatter":  # no links of its own; routed over the pod (routing.slice_routes)
+        none = np.full((slc.n_chips, len(slc.shape), 2), -1, np.int32)
+        return SliceView(fabric, slc, _row_major(slc.shape), none, none.copy())
     peer_global = fabric.port_peer[slc.chips]
     peer = np.where(peer_global >= 0, local[np.maximum(peer_global, 0)], -1)
     link = np.where(peer >= 0, fabric.port_link[slc.chips], -1)
+    coords = _row_major(slc.shape)
+    return SliceView(fabric, slc, coords, link.astype(np.int32), peer.astype(np.int32))
+
+
+def _logical_ports(fabric: Fabric, slc: Slice, local: np.ndarray) -> SliceView:
+    """The view of a folded slice: for each chip and logical (axis, sign), the physical port
+    whose peer is the logical neighbour the asked topology names (-1 where none is). Each
+    physical port serves one logical port while an unused one reaches the neighbour (a size-2
+    ring's two logical ports take both cables where there are two), else it is shared."""
+    want = expected_peers(slc)  # (N, dims, 2) slice-local
+    n, dims = want.shape[:2]
+    phys_peer = fabric.port_peer[slc.chips]  # (N, pdims, 2) global chip ids
+    phys_link = fabric.port_link[slc.chips]
+    peer_local = np.where(phys_peer >= 0, local[np.maximum(phys_peer, 0)], -1).reshape(n, -1)
+    links = phys_link.reshape(n, -1)
+    used = np.zeros(peer_local.shape, bool)
+    link = np.full((n, dims, 2), -1, np.int64)
+    peer = np.full((n, dims, 2), -1, np.int64)
+    rows = np.arange(n)
+    for d in range(dims):
+        for sgn in (PLUS, MINUS):
+            w = want[:, d, sgn]
+            hit = (peer_local == w[:, None]) & (w[:, None] >= 0)
+            free = hit & ~used
+            k = np.where(free.any(1), free.argmax(1), hit.argmax(1))
+            ok = hit[rows, k]
+            link[ok, d, sgn] = links[rows[ok], k[ok]]
+            peer[ok, d, sgn] = w[ok]
+            used[rows[ok], k[ok]] = True
     coords = _row_major(slc.shape)
     return SliceView(fabric, slc, coords, link.astype(np.int32), peer.astype(np.int32))
 
@@ -201,8 +254,9 @@ def expected_peers(slc: Slice) -> np.ndarray:
 
 
 def check_slice_topology(view: SliceView) -> None:
-    """Raise unless the slice's live ICI links form exactly the topology it asked for."""
-    if view.slice.spec.kind == "gpu":
+    """Raise unless the slice's live ICI links form exactly the topology it asked for (a
+    scattered slice asks for none of its own: its flows go over the pod's torus)."""
+    if view.slice.spec.kind == "gpu" or view.slice.form == "scatter":
         return
     want = expected_peers(view.slice)
     got = view.port_peer

@@ -35,6 +35,7 @@ Errors name the file, the node (or the byte offset of a bad record) and the prob
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections.abc import Callable, Sequence
@@ -95,6 +96,7 @@ class RankTrace:
     vintage: str = CURRENT
     durations_s: dict[int, float] | None = None  # node id -> s (2023 files); else duration_micros
     title: str = ""  # the trace name podsim's exports keep in GlobalMetadata (`podsim_trace`)
+    podsim_meta: dict = field(default_factory=dict)  # and its meta (`podsim_meta`, JSON), with `podsim_generation`
 
 
 def duration_s(rt: RankTrace, node: Any) -> float | None:
@@ -120,6 +122,7 @@ def read_et(path: str | Path, rank: int = 0, clock_hz: float = ASTRA_CLOCK_HZ) -
         raise PodsimError(f"{path.name}: {exc}") from None
     vintage, has_meta = detect_vintage(records, path.name)
     version = title = ""
+    extra: dict = {}
     if has_meta and vintage == LEGACY_ATTR:
         records = records[1:]  # that revision's GlobalMetadata holds attributes only
     elif has_meta:
@@ -129,6 +132,7 @@ def read_et(path: str | Path, rank: int = 0, clock_hz: float = ASTRA_CLOCK_HZ) -
             meta.ParseFromString(body)
             version = meta.version
             title = next((a.string_val for a in meta.attr if a.name == "podsim_trace"), "")
+            extra = _podsim_meta(meta, path)
         except DecodeError:
             version = ""  # early-2023 GlobalMetadata held attributes in field 1; nothing podsim uses
         records = records[1:]
@@ -147,7 +151,24 @@ def read_et(path: str | Path, rank: int = 0, clock_hz: float = ASTRA_CLOCK_HZ) -
                 raise PodsimError(f"{path.name}: byte offset {off}: not a valid Chakra Node record ({exc})") from None
         nodes.append(node)
         where.append(f"byte offset {off}")
-    return RankTrace(path, rank, version, nodes, where, vintage, durations if vintage != CURRENT else None, title)
+    return RankTrace(path, rank, version, nodes, where, vintage, durations if vintage != CURRENT else None, title, extra)
+
+
+def _podsim_meta(meta: Any, path: Path) -> dict:
+    """The trace meta a podsim export keeps in GlobalMetadata (`podsim_meta`, JSON), plus
+    `chakra_durations_generation`: whose chip the nodes' durations are times on."""
+    out: dict = {}
+    for a in meta.attr:
+        if a.name == "podsim_meta" and a.string_val:
+            try:
+                value = json.loads(a.string_val)
+            except ValueError:
+                raise PodsimError(f"{path.name}: GlobalMetadata attribute podsim_meta is not JSON") from None
+            if isinstance(value, dict):
+                out.update(value)
+        elif a.name == "podsim_generation" and a.string_val:
+            out["chakra_durations_generation"] = a.string_val
+    return out
 
 
 def read_chakra_json(path: str | Path, data: Any, rank: int = 0) -> RankTrace:
@@ -269,7 +290,8 @@ def import_chakra(
         "representative_rank": rep.rank,
         "skipped_nodes": skipped,
     }
-    trace = StepTrace(tuple(ops), name=rep.title or re.sub(r"\.\d+\.(et|eg|json)$", "", rep.path.name), meta=meta)
+    trace = StepTrace(tuple(ops), name=rep.title or re.sub(r"\.\d+\.(et|eg|json)$", "", rep.path.name),
+                      meta={**rep.podsim_meta, **meta})
     trace.validate(axes=axes)
     return trace
 
@@ -331,14 +353,20 @@ def _convert(rt: RankTrace, n_ranks: int, axes: Sequence[str], default_group, ke
         dep_ids = tuple(dict.fromkeys(alias.get(x, x) for d in deps for x in live(d)))
         layer = str(a.get("podsim_layer", ""))
         if node.type == pb.COMP_NODE or node.type in (pb.MEM_LOAD_NODE, pb.MEM_STORE_NODE):
-            dur = a.get("podsim_duration_s", duration_s(rt, node))
+            # podsim's exports mark ops the per-op model times (duration_micros is then that time
+            # on the exporting chip, for other readers): they come back as modelled ops
+            modelled = bool(a.get("podsim_modelled", False))
+            dur = None if modelled else a.get("podsim_duration_s", duration_s(rt, node))
             flops = float(a.get("podsim_flops", a.get("num_ops", 0))) if node.type == pb.COMP_NODE else 0.0
             hbm = float(a.get("podsim_hbm_bytes", a.get("tensor_size", 0)))
-            if dur is None and not flops and not hbm:
+            if dur is None and not flops and not hbm and not modelled:
                 dur = 0.0
             eff = a.get("podsim_efficiency")
+            flat = [float(v) for v in a.get("podsim_matmuls", ())]
+            matmuls = tuple(tuple(flat[i:i + 5]) for i in range(0, len(flat) - len(flat) % 5, 5))
             ops.append(Compute(oid, None if dur is None else float(dur), flops, hbm, None if eff is None else float(eff),
-                               dep_ids, node.name, layer, bool(a.get("podsim_bubble", False))))
+                               dep_ids, node.name, layer, bool(a.get("podsim_bubble", False)), matmuls,
+                               str(a.get("podsim_precision", "bf16"))))
         elif node.type == pb.COMM_COLL_NODE:
             raw = a.get("comm_type", -1)
             if isinstance(raw, str):  # a name (Chakra JSON written by hand): any spelling

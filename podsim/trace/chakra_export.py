@@ -4,9 +4,12 @@ Each rank's file is a GlobalMetadata record (version 0.0.4, the schema version o
 `schema/protobuf/et_def.proto`) and one Node per op, with the published fields and attribute
 types ASTRA-sim's ETFeeder reads:
 
-- Compute -> COMP_NODE: `duration_micros` (µs, rounded: the schema's field is an integer) for a
-  fixed-duration op; attributes `num_ops` (int64, FLOPs) and `tensor_size` (uint64, HBM bytes)
-  for a roofline op; `is_cpu_op` false, true for host work (the input pipeline).
+- Compute -> COMP_NODE: `duration_micros` (µs, rounded: the schema's field is an integer) on
+  every node: a fixed-duration op's own, else the op's time on the chip of `generation` by the
+  per-op model (podsim.perf, as the engine charges it; or a flat `efficiency`), so a replayer
+  such as ASTRA-sim needs no compute model of its own; attributes `num_ops` (int64, FLOPs) and
+  `tensor_size` (uint64, HBM bytes) on every node too; `is_cpu_op` false, true for host work
+  (the input pipeline).
 - Collective -> COMM_COLL_NODE: `comm_type` (int64, CollectiveCommType), `comm_size` (int64,
   bytes in the nccl-tests convention, as the importer reads it), `involved_dim` (bool list, one
   per slice axis) when the group is whole slice axes (x, y,z ...).
@@ -20,12 +23,17 @@ What the schema cannot say exactly rides along as podsim's own attributes (ignor
 readers, read back by podsim's importer so the round trip is exact): `podsim_id`, `podsim_layer`,
 `podsim_group` (groups like x:4:2 or dcn that involved_dim cannot name), `podsim_algorithm`,
 `podsim_duration_s`, `podsim_flops`, `podsim_hbm_bytes`, `podsim_bytes` (exact values), `podsim_shift`
-(a shift outside 0..size-1, as written),
-`podsim_efficiency`, `podsim_bubble`. `extras=False` leaves them out.
+(a shift outside 0..size-1, as written), `podsim_efficiency`, `podsim_bubble`, and for an op the
+per-op model times, `podsim_modelled` (its duration_micros is that time, not a fixed duration),
+`podsim_matmuls` (double list: count, m, k, n, operand bytes per matmul) and `podsim_precision`;
+GlobalMetadata carries `podsim_trace` (the name), `podsim_meta` (the trace's meta as JSON) and
+`podsim_generation` (whose chip the durations are for). `extras=False` leaves them out: then
+an import reads each compute op as its fixed duration (to the µs).
 """
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Iterator, Sequence
 
@@ -117,52 +125,91 @@ def _plan(trace: StepTrace) -> list[tuple]:
     return [(op, ids[op.id], [done[d] for d in op.deps]) for op in trace.ops]
 
 
-def _metadata(trace: StepTrace, extras: bool) -> pb.GlobalMetadata:
-    return pb.GlobalMetadata(version=SCHEMA_VERSION, attr=[_attr("podsim_trace", string_val=trace.name)] if extras else [])
+def _metadata(trace: StepTrace, extras: bool, gen_id: str | None) -> pb.GlobalMetadata:
+    if not extras:
+        return pb.GlobalMetadata(version=SCHEMA_VERSION)
+    attrs = [_attr("podsim_trace", string_val=trace.name),
+             _attr("podsim_meta", string_val=json.dumps(trace.meta, sort_keys=True, default=str, allow_nan=False))]
+    if gen_id:
+        attrs.append(_attr("podsim_generation", string_val=gen_id))
+    return pb.GlobalMetadata(version=SCHEMA_VERSION, attr=attrs)
 
 
-def export_chakra(trace: StepTrace, shape: Sequence[int], *, extras: bool = True) -> list[list]:
+def compute_durations(trace: StepTrace, generation=None, efficiency: float | None = None) -> tuple[dict[str, float], str | None]:
+    """Each compute op's time in seconds as the engine charges it (its fixed duration, else the
+    per-op model on `generation`'s chip, or a flat `efficiency`), and the generation id used.
+    `generation` defaults to the one a generated trace was made for; a trace with modelled ops
+    and no generation is refused (a node's duration is a time on some chip)."""
+    from podsim.perf import chip_compute
+    from podsim.perf.opmodel import op_time_s
+    from podsim.topology import get_generation
+
+    ops = [op for op in trace.ops if isinstance(op, Compute)]
+    modelled = [op for op in ops if op.duration_s is None]
+    if not modelled:
+        return {op.id: float(op.duration_s) for op in ops}, None
+    generation = generation or trace.meta.get("generation")
+    if generation is None:
+        raise PodsimError(f"op {modelled[0].id!r} has no fixed duration; give the generation whose chip times it "
+                          "(--generation), so every Chakra compute node carries its duration")
+    gen = get_generation(generation)
+    chip = chip_compute(gen)
+    return {op.id: op_time_s(op, gen, chip, efficiency) for op in ops}, gen.id
+
+
+def export_chakra(trace: StepTrace, shape: Sequence[int], *, extras: bool = True, generation=None,
+                  efficiency: float | None = None) -> list[list]:
     """Per rank, the messages of its `.et` file: [GlobalMetadata, Node, ...] (for small traces
     and tests; `chakra_files` streams the encoded files)."""
     shape, axes = _check_shape(trace, shape)
     plan = _plan(trace)
-    return [[_metadata(trace, extras), *(n for op, nid, deps in plan for n in _nodes(op, nid, deps, rank, shape, axes, extras))]
+    times, gen_id = compute_durations(trace, generation, efficiency)
+    return [[_metadata(trace, extras, gen_id),
+             *(n for op, nid, deps in plan for n in _nodes(op, nid, deps, rank, shape, axes, extras, times))]
             for rank in range(math.prod(shape))]
 
 
-def chakra_files(trace: StepTrace, shape: Sequence[int], *, extras: bool = True) -> Iterator[bytes]:
+def chakra_files(trace: StepTrace, shape: Sequence[int], *, extras: bool = True, generation=None,
+                 efficiency: float | None = None) -> Iterator[bytes]:
     """The encoded `.et` of each rank in turn, the same bytes as encode_et(export_chakra(...)[r]).
     Only send/recv nodes differ between ranks, so every other record is encoded once."""
     shape, axes = _check_shape(trace, shape)
-    parts: list = [bytearray(encode_et([_metadata(trace, extras)]))]
+    times, gen_id = compute_durations(trace, generation, efficiency)
+    parts: list = [bytearray(encode_et([_metadata(trace, extras, gen_id)]))]
     for op, nid, deps in _plan(trace):
         if isinstance(op, SendRecv):
             parts.append((op, nid, deps))
         else:
-            data = encode_et(_nodes(op, nid, deps, 0, shape, axes, extras))
+            data = encode_et(_nodes(op, nid, deps, 0, shape, axes, extras, times))
             if isinstance(parts[-1], bytearray):
                 parts[-1].extend(data)
             else:
                 parts.append(bytearray(data))
     for rank in range(math.prod(shape)):
-        yield b"".join(p if isinstance(p, bytearray) else encode_et(_nodes(*p, rank, shape, axes, extras)) for p in parts)
+        yield b"".join(p if isinstance(p, bytearray) else encode_et(_nodes(*p, rank, shape, axes, extras, times)) for p in parts)
 
 
-def _nodes(op, nid: int, deps: list[int], rank: int, shape, axes, extras: bool) -> list:
+def _nodes(op, nid: int, deps: list[int], rank: int, shape, axes, extras: bool, times: dict[str, float] | None = None) -> list:
     common = [_attr("podsim_id", string_val=op.id)] if extras else []
     if extras and op.layer:
         common.append(_attr("podsim_layer", string_val=op.layer))
     if isinstance(op, Compute):
         node = pb.Node(id=nid, name=op.name, type=pb.COMP_NODE, data_deps=deps)
         node.attr.append(_attr("is_cpu_op", bool_val=op.host))
-        if op.duration_s is not None:
-            node.duration_micros = round(op.duration_s * 1e6)
-        if op.flops:
-            node.attr.append(_attr("num_ops", int64_val=round(op.flops)))
-        if op.hbm_bytes:
-            node.attr.append(_attr("tensor_size", uint64_val=round(op.hbm_bytes)))
+        seconds = op.duration_s if op.duration_s is not None else (times or {}).get(op.id)
+        if seconds is not None:
+            node.duration_micros = round(seconds * 1e6)
+        node.attr.append(_attr("num_ops", int64_val=round(op.flops)))
+        node.attr.append(_attr("tensor_size", uint64_val=round(op.hbm_bytes)))
         if extras:
-            if op.duration_s is not None and (op.duration_s * 1e6 != node.duration_micros or not node.duration_micros):
+            if op.duration_s is None:  # timed by a model on import again: the µs above are for other readers
+                common.append(_attr("podsim_modelled", bool_val=True))
+                if op.matmuls:
+                    common.append(_attr("podsim_matmuls", double_list=[float(v) for mm in op.matmuls
+                                                                        for v in (*mm, 0.0)[:5]]))
+                if op.precision != "bf16":
+                    common.append(_attr("podsim_precision", string_val=op.precision))
+            elif op.duration_s * 1e6 != node.duration_micros or not node.duration_micros:
                 common.append(_attr("podsim_duration_s", double_val=op.duration_s))
             if op.flops and not _exact(op.flops):
                 common.append(_attr("podsim_flops", double_val=op.flops))

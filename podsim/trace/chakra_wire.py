@@ -169,8 +169,8 @@ def make_attr(name: str, **value: Any) -> Any:
     """A current-schema AttributeProto: `make_attr("num_ops", int64_val=3)`, `bool_list=[...]`."""
     a = pb.AttributeProto(name=name)
     for k, v in value.items():
-        if k == "bool_list":
-            a.bool_list.values.extend(v)
+        if k.endswith("_list"):
+            getattr(a, k).values.extend(v)
         else:
             setattr(a, k, v)
     return a

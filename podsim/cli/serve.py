@@ -1,0 +1,174 @@
+"""`podsim serve --generation GEN --slice SHAPE --model PRESET [--rate 10/s | --arrivals ...]
+[--prompt SPEC --output SPEC] [--batch continuous|static ...] [--replicas N | --disaggregated P:D]
+[--slo-ttft 2s --slo-tpot 100ms] [--capacity-rate 20/s ...] [--json]`: simulate a serving fleet
+(TTFT, TPOT, throughput, cost per million tokens) and, with --capacity-rate, find the fewest chips
+that serve that rate within p99 TTFT and TPOT of the SLO. The flags build the serving workload a
+scenario's `workload.serving` holds; the result is the RunResult `podsim run` gives for it."""
+
+from __future__ import annotations
+
+import typer
+from pydantic import ValidationError
+
+from podsim.bounds import opt_count, opt_finite, opt_seed
+from podsim.cli import app
+from podsim.cli.common import console, emit_json, progress_reporter, table
+from podsim.errors import PodsimError, first_error
+from podsim.trace.configs import parse_assignments, parse_overrides
+from podsim.units import format_seconds
+
+LENGTH_HELP = "fixed:N, uniform:low=A,high=B, lognormal:mean=M,cv=C[,low=A,high=B], or trace (needs --trace)"
+
+
+def parse_lengths(text: str, flag: str) -> dict:
+    """'fixed:1024' / 'lognormal:mean=800,cv=1.5' / 'uniform:low=10,high=900' / 'trace' -> Lengths fields."""
+    kind, _, rest = text.partition(":")
+    kind = kind.strip()
+    if kind == "trace":
+        return {"kind": "trace"}
+    if kind == "fixed":
+        return {"kind": "fixed", "mean": rest.strip()} if rest.strip() else _bad(flag, text)
+    if kind in ("uniform", "lognormal"):
+        return {"kind": kind, **parse_assignments(rest.split(",") if rest else [], flag, "lognormal:mean=800,cv=1")}
+    return _bad(flag, text)
+
+
+def _bad(flag: str, text: str):
+    raise PodsimError(f"{flag} {text!r} is not understood; use {LENGTH_HELP}")
+
+
+def parse_pools(text: str) -> dict:
+    """'2:6' -> {prefill: 2, decode: 6}."""
+    a, sep, b = text.partition(":")
+    try:
+        return {"prefill": int(a), "decode": int(b)} if sep else _pools(text)
+    except ValueError:
+        return _pools(text)
+
+
+def _pools(text: str):
+    raise PodsimError(f"--disaggregated {text!r}: give PREFILL:DECODE replicas, e.g. 1:3")
+
+
+def parse_range(text: str) -> tuple[int, int]:
+    a, sep, b = text.partition(":")
+    try:
+        return (int(a), int(b)) if sep else (1, int(a))
+    except ValueError:
+        raise PodsimError(f"--capacity-replicas {text!r}: give LOW:HIGH replicas, e.g. 1:32 (or HIGH)") from None
+
+
+def _rows(result) -> list[tuple[str, str]]:
+    from podsim.report.render import key_rows
+
+    return [(name, cells[0]) for name, cells in key_rows([result])]
+
+
+@app.command("serve")
+def serve_cmd(
+    generation: str = typer.Option(..., "--generation", "-g", help="generation id, e.g. tpu-v5e, tpu-v6e"),
+    slice_: str = typer.Option(..., "--slice", help="slice shape of one replica, e.g. 2x4"),
+    model: str = typer.Option(..., "--model", help="transformer preset (podsim trace models), e.g. llama2-70b"),
+    override: list[str] = typer.Option(None, "--override", help="model field KEY=VALUE (repeatable), e.g. n_layers=40"),
+    tensor: int = typer.Option(None, "--tensor", help="tensor-parallel chips (default: the slice's chips / expert)", callback=opt_count("--tensor")),
+    expert: int = typer.Option(1, "--expert", help="expert-parallel groups (mixture-of-experts models)", callback=opt_count("--expert")),
+    weights: str = typer.Option("bf16", "--weights", help="weights as stored: bf16, int8 or fp8"),
+    kv_cache: str = typer.Option("bf16", "--kv-cache", help="KV cache as stored: bf16, int8 or fp8"),
+    matmul: str = typer.Option("bf16", "--matmul", help="MXU rate of the weight matmuls: bf16 (weight-only quantisation), int8 or fp8"),
+    parallel_block: bool = typer.Option(False, "--parallel-block", help="attention and MLP on one norm, one all-reduce (GPT-J, PaLM)"),
+    rate: str = typer.Option(None, "--rate", help="Poisson (or --arrivals bursty) request rate, e.g. 10/s, 600/min"),
+    arrivals: str = typer.Option("poisson", "--arrivals", help="poisson, bursty (Gamma gaps, --cv), trace (--trace's times) or offline"),
+    cv: float = typer.Option(2.0, "--cv", help="bursty: coefficient of variation of the gaps", callback=opt_finite("--cv", low=0, low_open=True)),
+    trace: str = typer.Option(None, "--trace", help="request trace CSV (TIMESTAMP, ContextTokens, GeneratedTokens), or azure-conv / azure-code"),
+    time_scale: float = typer.Option(1.0, "--time-scale", help="trace arrivals: divide the gaps by this", callback=opt_finite("--time-scale", low=0, low_open=True)),
+    requests: int = typer.Option(None, "--requests", help="at most this many requests (offline: how many)", callback=opt_count("--requests")),
+    prompt: str = typer.Option("fixed:1024", "--prompt", help=f"prompt lengths: {LENGTH_HELP}"),
+    output: str = typer.Option("fixed:256", "--output", help=f"output lengths: {LENGTH_HELP}"),
+    beams: int = typer.Option(1, "--beams", help="beams per request (needs --kv reserve above 1)", callback=opt_count("--beams")),
+    batch: str = typer.Option("continuous", "--batch", help="continuous (iteration-level) or static (request-level batches)"),
+    token_budget: int = typer.Option(2048, "--token-budget", help="continuous: tokens per step", callback=opt_count("--token-budget")),
+    max_seqs: int = typer.Option(256, "--max-seqs", help="continuous: sequences per step", callback=opt_count("--max-seqs")),
+    prefill: str = typer.Option("chunked", "--prefill", help="continuous: chunked prompts, or separate prefill-only steps"),
+    kv: str = typer.Option("paged", "--kv", help="paged (preempt and recompute when full) or reserve (prompt + output at admission)"),
+    page_tokens: int = typer.Option(16, "--page-tokens", help="tokens per KV-cache page", callback=opt_count("--page-tokens")),
+    max_batch: int = typer.Option(32, "--max-batch", help="static: requests per batch", callback=opt_count("--max-batch")),
+    max_wait: str = typer.Option("0s", "--max-wait", help="static: how long a batch waits to fill"),
+    buckets: str = typer.Option("", "--buckets", help="static: prompt lengths a batch pads to, e.g. 512,1024,2048"),
+    replicas: int = typer.Option(1, "--replicas", help="replicas, each on its own slice", callback=opt_count("--replicas")),
+    disaggregated: str = typer.Option(None, "--disaggregated", help="PREFILL:DECODE replicas on separate slices, e.g. 1:3"),
+    transfer: str = typer.Option("dcn", "--transfer", help="disaggregated: KV moves over the dcn, or ici (halves of one torus)"),
+    router: str = typer.Option("least_loaded", "--router", help="least_loaded or round_robin"),
+    slo_ttft: str = typer.Option("2s", "--slo-ttft", help="time-to-first-token target (and the capacity search's p99 target)"),
+    slo_tpot: str = typer.Option("100ms", "--slo-tpot", help="time-per-output-token target (and the capacity search's p99 target)"),
+    duration: str = typer.Option("10min", "--duration", help="arrivals for this long"),
+    drain: str = typer.Option(None, "--drain", help="time after the arrivals end for requests in flight (default: the duration)"),
+    warmup: str = typer.Option("0s", "--warmup", help="requests arriving before this are not counted"),
+    hbm_reserve: float = typer.Option(0.0, "--hbm-reserve", help="share of HBM the runtime keeps", callback=opt_finite("--hbm-reserve", low=0, high=1)),
+    capacity_rate: str = typer.Option(None, "--capacity-rate", help="also find the fewest chips serving this rate within the SLO at p99"),
+    capacity_replicas: str = typer.Option("1:64", "--capacity-replicas", help="LOW:HIGH replicas the capacity search tries"),
+    capacity_slices: str = typer.Option("", "--capacity-slices", help="candidate slice shapes, e.g. 2x4,4x4 (default: --slice)"),
+    capacity_replicates: int = typer.Option(3, "--capacity-replicates", help="runs per probed size", callback=opt_count("--capacity-replicates")),
+    judge: str = typer.Option("mean", "--judge", help="capacity: judge a size on the mean, or the 95% interval's upper end"),
+    replicates: int = typer.Option(1, "--replicates", help="repeat the run with independent seeds (means, 95% intervals)", callback=opt_count("--replicates")),
+    seed: int = typer.Option(0, "--seed", help="seed of the request stream, 0 .. 2^63-1", callback=opt_seed()),
+    as_json: bool = typer.Option(False, "--json", help="one JSON object on stdout, the schema of `podsim run --json` with the capacity table"),
+) -> None:
+    """Simulate a serving fleet (TTFT, TPOT, throughput, cost per million tokens) and find the fewest chips for a rate."""
+    from podsim.scenario.serving import serving_run_result
+    from podsim.serving.spec import ServingWorkload
+
+    arr = {"kind": arrivals, "cv": cv, "time_scale": time_scale} if arrivals in ("bursty", "trace") else {"kind": arrivals}
+    if rate is not None:
+        arr["rate"] = rate
+    body = {
+        "slice": slice_, "replicas": replicas, "router": router, "duration": duration, "warmup": warmup, "hbm_reserve": hbm_reserve,
+        "model": {"model": model, "overrides": parse_overrides(override), "tensor": tensor, "expert": expert,
+                  "parallel_block": parallel_block, "precision": {"weights": weights, "kv_cache": kv_cache, "matmul": matmul}},
+        "batch": {"kind": batch, "token_budget": token_budget, "max_seqs": max_seqs, "prefill": prefill, "kv": kv,
+                  "page_tokens": page_tokens, "max_batch": max_batch, "max_wait": max_wait,
+                  "buckets": [int(b) for b in buckets.split(",") if b.strip()] if buckets else []},
+        "requests": {"arrivals": arr, "prompt": parse_lengths(prompt, "--prompt"), "output": parse_lengths(output, "--output"),
+                     "trace": trace, "beams": beams, "requests": requests},
+        "slo": {"ttft": slo_ttft, "tpot": slo_tpot},
+    }
+    if drain is not None:
+        body["drain"] = drain
+    if disaggregated:
+        body["disaggregated"] = {**parse_pools(disaggregated), "transfer": transfer}
+    if capacity_rate:
+        body["capacity"] = {"rate": capacity_rate, "ttft_p99": slo_ttft, "tpot_p99": slo_tpot, "replicas": parse_range(capacity_replicas),
+                            "slices": [s.strip() for s in capacity_slices.split(",") if s.strip()],
+                            "replicates": capacity_replicates, "judge": judge}
+    try:
+        workload = ServingWorkload.model_validate(body)
+    except ValidationError as exc:
+        where, msg = first_error(exc, "serving")
+        raise PodsimError(f"{_flag(where)}: {msg}") from None
+    with progress_reporter("serving") as update:
+        def progress(done: float, total: float) -> None:
+            update(done, total, f"{format_seconds(done)} simulated")
+
+        result = serving_run_result(workload, generation, seed, replicates, name=f"serve {model} on {generation} {slice_}",
+                                    on_progress=progress)
+    if as_json:
+        emit_json({**result.summary(tables=("serving_capacity",)), "scenario": result.scenario})
+        return
+    table(f"{result.name}: {format_seconds(workload.duration)} of traffic", _rows(result))
+    for note in result.topology.get("notes", []):
+        console.print(f"[dim]{note}[/dim]")
+
+
+FLAGS = {"model.precision": "--weights/--kv-cache/--matmul", "requests.arrivals": "--rate/--arrivals/--cv/--time-scale",
+         "requests.prompt": "--prompt", "requests.output": "--output", "slice": "--slice", "replicas": "--replicas", "duration": "--duration", "warmup": "--warmup", "model": "--model",
+         "batch": "--batch", "requests": "--rate/--arrivals/--prompt/--output", "slo": "--slo-ttft/--slo-tpot",
+         "capacity": "--capacity-*", "disaggregated": "--disaggregated"}
+
+
+def _flag(where: str) -> str:
+    """A pydantic location (requests.arrivals.rate) as the flag that set it (the longest known prefix)."""
+    parts = where.split(".")
+    for k in range(len(parts), 0, -1):
+        if ".".join(parts[:k]) in FLAGS:
+            return f"{FLAGS['.'.join(parts[:k])]} ({where})"
+    return where
+

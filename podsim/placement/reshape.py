@@ -1,0 +1,266 @@
+"""Slices of whole blocks and pieces of blocks, and reshaped requests (`fold: allowed`).
+
+Block slices (podsim.topology.blocks) are the native form of a generic torus pod's shapes whose
+sides are inside one block or whole blocks (2x4x8 on 4^3 blocks), and the *split* of any other
+shape into whole blocks plus face, edge and corner pieces joined by OCS circuits (6x6x6: one
+block, three faces, three edges, a corner). `fit_blocks` finds blocks whose region each cell
+needs is free and whose OCS ports for the cell's circuits are healthy: cell types with the fewest
+candidate blocks first, each taking the candidates with the fewest free chips (pieces fill
+fragments; whole free blocks stay whole) - RFold's corner placement of pieces (arXiv 2510.03891)
+with every ring proved, not assumed.
+
+A request may be reshaped when `PlacementSettings.fold` is `allowed` (single-slice, untwisted):
+- `fold`: the asked torus laid onto a native box of the same size (podsim.topology.fold: every
+  logical ring still closed), the box placed by the native fits;
+- `split`: block slices of the asked shape that the generation's own rules do not have.
+Native options are always tried first; `reshape_options` lists the others in the order the
+greedy tries them (folds that only rotate, folds, splits). Every reshaped slice is checked by
+`validate_placement` (the ring proof, `check_slice_topology`) like any other.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from podsim.errors import PodsimError
+from podsim.placement.space import Assignment, FreeSpace, Option, request_options
+from podsim.topology import SliceSpec, validate_shape
+from podsim.topology.blocks import BlockGeometry, axis_mode, geometry_params
+from podsim.topology.fold import Fold, find_fold
+from podsim.topology.pod import MINUS, PLUS, _row_major
+from podsim.topology.shapes import asked_spec
+
+FOLD_MODES = ("none", "allowed")
+MAX_FOLD_TARGETS = 6
+
+
+@dataclass(frozen=True)
+class Reshape:
+    """One way to realise a request other than natively: a fold onto `targets` (the native
+    options of its box) or a split (block slices of `shape`)."""
+
+    form: str  # "fold" or "split"
+    shape: tuple[int, ...]  # the logical shape (a rotation of the request's, for a split)
+    spec: SliceSpec  # the topology asked for
+    targets: tuple[Option, ...] = ()  # fold: native options of the box
+    fold: Fold | None = None
+
+
+@dataclass(frozen=True)
+class HilbertRequest:
+    """The one 'reshape' of a request under Hilbert allocation: any free chips (podsim.placement.hilbert)."""
+
+    request: object
+    form: str = "scatter"
+
+
+# --- block slices -------------------------------------------------------------------------------
+
+def _port_keys(geom: BlockGeometry, cell) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(dim, sign, face index) of the OCS ports a cell's circuits use (any block)."""
+    b = geom.block
+    local = _row_major((b,) * 3)
+    region = geom.region_mask(cell)
+    dims, signs, idxs = [], [], []
+    for d in range(3):
+        out_plus, in_minus = geom.links(d, cell)
+        others = [o for o in range(3) if o != d]
+        for sign, edge, used in ((PLUS, b - 1, out_plus), (MINUS, 0, in_minus)):
+            if used:
+                sel = region & (local[:, d] == edge)
+                idx = np.ravel_multi_index(tuple(local[sel][:, others].T), (b, b))
+                dims.append(np.full(len(idx), d))
+                signs.append(np.full(len(idx), sign))
+                idxs.append(idx)
+    if not dims:
+        return (np.empty(0, np.int64),) * 3
+    return np.concatenate(dims), np.concatenate(signs), np.concatenate(idxs)
+
+
+def _cells_fit(space: FreeSpace, geom: BlockGeometry, cell) -> np.ndarray:
+    """(n_cubes,) blocks where the cell's region is free and its circuits' ports are healthy."""
+    lay = space.layout
+    ok = space.cube_cells[:, geom.region_mask(cell)].all(axis=1)
+    if space.port_ok is not None:
+        d, sgn, idx = _port_keys(geom, cell)
+        if len(d):
+            cubes = np.arange(lay.n_cubes)
+            pod, local = np.divmod(cubes, lay.cubes_per_pod)
+            ocs = pod[:, None] * lay.ocs_per_pod + d[None, :] * lay.links_per_face + idx[None, :]
+            ok &= space.port_ok[ocs, 2 * local[:, None] + sgn[None, :]].all(axis=1)
+    return ok
+
+
+def fit_geometry(space: FreeSpace, geom: BlockGeometry, policy: str) -> tuple[int, tuple[int, ...], int] | None:
+    """(pod, cubes in cell order, whole free blocks it breaks into) of one geometry, or None."""
+    lay = space.layout
+    per = lay.cubes_per_pod
+    types: dict[tuple, list[int]] = {}
+    for k, cell in enumerate(geom.cells.tolist()):
+        types.setdefault(geom.cell_kind(cell), []).append(k)
+    fits = {t: _cells_fit(space, geom, geom.cells[ks[0]]) for t, ks in types.items()}
+    free = space.cube_cells.sum(axis=1)
+    whole = space.cube_whole_free
+    chips_per = lay.generation.chips_per_cube
+    best = None
+    for pod in range(lay.pods):
+        sl = slice(pod * per, (pod + 1) * per)
+        taken: set[int] = set()
+        cubes = [-1] * geom.n_cells
+        broken = 0
+        for t in sorted(types, key=lambda t: (int(fits[t][sl].sum()), t)):
+            ks = types[t]
+            cand = np.flatnonzero(fits[t][sl]) + pod * per
+            cand = [int(c) for c in cand if int(c) not in taken]
+            if len(cand) < len(ks):
+                break
+            region = int(geom.region_mask(geom.cells[ks[0]]).sum())
+            if policy == "best":  # pieces into the fullest blocks; a whole block for a whole cell
+                cand.sort(key=lambda c: (free[c] if region < chips_per else 0, c))
+            for k, c in zip(ks, cand, strict=False):
+                cubes[k] = c
+                taken.add(c)
+                broken += int(whole[c] and region < chips_per)
+        else:
+            key = (broken, pod)
+            if best is None or key < best[0]:
+                best = (key, pod, tuple(cubes), broken)
+            if policy == "first" or broken == 0:
+                break
+    return None if best is None else best[1:]
+
+
+def fit_blocks(space: FreeSpace, opts: Sequence[Option], policy: str = "best", form: str = "native") -> Assignment | None:
+    """A block slice for one of `opts` (rotations), over every offset and side choice; `best`
+    breaks the fewest whole free blocks (then the first pod), `first` takes the first fit."""
+    if not space.layout.ocs:
+        return None
+    b = space.layout.generation.cube_shape[0]
+    best = None
+    for opt in opts:
+        for params in geometry_params(opt.shape, b):
+            geom = BlockGeometry(opt.shape, b, params)
+            if geom.n_cells > space.layout.cubes_per_pod:
+                return None
+            got = fit_geometry(space, geom, policy)
+            if got is None:
+                continue
+            pod, cubes, broken = got
+            a = Assignment("blocks", opt.shape, pod, cubes, params, form=form)
+            if policy == "first" or broken == 0:
+                return a
+            if best is None or broken < best[0]:
+                best = (broken, a)
+    return None if best is None else best[1]
+
+
+# --- reshaped requests --------------------------------------------------------------------------
+
+def _factor_shapes(n: int, dims: int) -> list[tuple[int, ...]]:
+    """Every ordered way to write n as `dims` factors."""
+    if dims == 1:
+        return [(n,)]
+    out = []
+    for a in range(1, n + 1):
+        if n % a == 0:
+            out.extend((a, *rest) for rest in _factor_shapes(n // a, dims - 1))
+    return out
+
+
+def reshape_options(layout, req, fold: str = "none", rotate: bool = True, policy: str = "best") -> tuple:
+    """The reshaped realisations of `req` on this layout, in the order the greedy tries them;
+    none unless `fold` is `allowed` (and the request is a single untwisted slice). Under
+    Hilbert allocation (`policy` hilbert, static pods) the one realisation is any free chips."""
+    if fold not in FOLD_MODES:
+        raise PodsimError(f"fold {fold!r} is not known; use one of {', '.join(FOLD_MODES)}")
+    if policy == "hilbert":
+        if layout.ocs:
+            raise PodsimError("hilbert allocation is the baseline of statically wired pods; use --no-ocs (wiring: static)")
+        if req.slices > 1:
+            return ()
+        if math.prod(req.shape) > layout.generation.pod_chips:
+            return ()
+        return (HilbertRequest(req),)
+    if fold == "none" or req.twisted or req.slices > 1:
+        return ()
+    gen = layout.generation
+    try:
+        spec = asked_spec(gen, req.shape, False, layout.ocs)
+    except PodsimError:
+        return ()
+    native = {o.shape for o in _native(layout, req.shape, rotate)}
+    out: list[Reshape] = []
+    folds = []
+    for target in _factor_shapes(math.prod(spec.shape), len(spec.shape)):
+        if target in native or target == spec.shape:
+            continue
+        opts = _native(layout, target, False)
+        if not opts:
+            continue
+        f = find_fold(spec.shape, spec.wrap, target, opts[0].spec.wrap)
+        if f is not None:
+            folds.append((not f.identity, sum(1 for p in f.plan if p and isinstance(p[0], tuple)), target, f, opts))
+    for *_, _target, f, opts in sorted(folds, key=lambda t: (t[0], t[1], t[2]))[:MAX_FOLD_TARGETS]:
+        out.append(Reshape("fold", spec.shape, spec, tuple(opts), f))
+    if layout.ocs and gen.cube_shape is not None:
+        b = gen.cube_shape[0]
+        shapes = dict.fromkeys(itertools.permutations(spec.shape)) if rotate else {spec.shape: None}
+        for shp in shapes:
+            if shp in native or any(s > p for s, p in zip(shp, gen.pod_shape, strict=True)):
+                continue
+            if gen.slice_rule == "torus" and "split" not in (axis_mode(s, b) for s in shp):
+                continue  # a block slice is native there
+            g = BlockGeometry(shp, b, geometry_params(shp, b)[0])
+            if g.n_cells <= layout.cubes_per_pod:
+                out.append(Reshape("split", shp, asked_spec(gen, shp, False, True)))
+    return tuple(out)
+
+
+def _native(layout, shape, rotate) -> list[Option]:
+    from podsim.placement.requests import SliceRequest
+
+    try:
+        return list(request_options(layout, SliceRequest("probe", shape), rotate))
+    except PodsimError:
+        return []
+
+
+def fit_reshaped(space: FreeSpace, reshapes: Sequence[Reshape], policy: str, settings) -> Assignment | None:
+    """The first reshaped realisation that fits `space` (in `reshapes` order), or None."""
+    from podsim.placement.greedy import fit_request
+
+    for r in reshapes:
+        if r.form == "split":
+            a = fit_blocks(space, [Option("blocks", r.shape, r.spec, r.shape)], policy, form="split")
+            if a is not None:
+                return a
+            continue
+        host_a = fit_request(space, r.targets, policy, settings)
+        if host_a is not None:
+            return fold_assignment(space.layout, r, host_a)
+    return None
+
+
+def fold_assignment(layout, r: Reshape, host_a: Assignment) -> Assignment:
+    """The reshaped assignment of a fold whose box sits at `host_a`."""
+    from podsim.placement.place import to_slice
+
+    host = to_slice(layout, r.targets, host_a)
+    coords = r.fold.coords
+    local = np.ravel_multi_index(tuple(coords.T), host.shape)
+    chips = tuple(int(c) for c in np.asarray(host.chips)[local])
+    return Assignment("reshaped", r.shape, host_a.pod, tuple(host.cubes), None, form="fold",
+                      detail=(chips, tuple(host.circuits), r.spec, host_a))
+
+
+def native_spec_ok(gen, shape, ocs) -> bool:
+    try:
+        validate_shape(gen, shape, False, ocs)
+        return True
+    except PodsimError:
+        return False

@@ -1,0 +1,172 @@
+"""Capacity for serving: the fewest chips that serve a request rate within latency targets.
+
+For each candidate slice shape, the fewest replicas whose serving simulation at `rate` meets
+p99 TTFT <= `ttft_p99` and p99 TPOT <= `tpot_p99`, each size judged over `replicates` runs with
+independent seeds (podsim.stats.replicate_seeds): on the replicates' mean (`judge: mean`) or on
+the upper end of its 95% Student-t interval (`judge: interval`, the cautious answer). A size
+whose runs leave a request unfinished at the end of the drain, or reject one, misses whatever
+its percentiles say (they are over the finished requests). The search assumes more replicas
+never miss what fewer meet: it doubles from `low` until a size meets (or `high` misses: no
+answer), then bisects. The answer over shapes is the fewest chips (then the lower cost per
+million tokens).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from podsim.errors import PodsimError
+from podsim.serving.result import simulate_serving
+from podsim.serving.spec import CapacitySearch, ServingConfig
+from podsim.stats import metric_intervals, replicate_seeds
+from podsim.topology import parse_shape
+from podsim.units import format_seconds
+
+TARGETS = ("ttft_p99_s", "tpot_p99_s")
+SUMMARISED = (*TARGETS, "ttft_p50_s", "tpot_p50_s", "e2e_p99_s", "slo_attainment", "goodput_rps", "tokens_per_s_per_chip",
+              "cost_per_million_tokens_usd", "energy_per_million_tokens_kwh", "requests_unfinished", "requests_rejected")
+
+
+@dataclass(frozen=True)
+class Probe:
+    """One size's verdict: its replicas and chips, whether it met, its figures' intervals."""
+
+    slice: str
+    replicas: int
+    chips: int
+    met: bool
+    why: str
+    intervals: dict  # metric -> Interval.to_dict()
+
+    def mean(self, metric: str) -> float:
+        iv = self.intervals.get(metric)
+        return math.nan if iv is None else iv["mean"]
+
+
+@dataclass(frozen=True)
+class CapacityAnswer:
+    """The fewest chips over the candidate shapes, and every probe the search ran."""
+
+    search: CapacitySearch
+    answer: Probe | None  # None: no shape meets the targets within the replica range
+    best: dict[str, Probe | None]  # per slice shape: its fewest replicas that meet
+    probes: tuple[Probe, ...] = field(default=())
+
+    def metrics(self) -> dict:
+        a = self.answer
+        out = {"capacity_rate_rps": self.search.rate / 3600.0, "capacity_met": a is not None,
+               "capacity_chips": a.chips if a else None, "capacity_replicas": a.replicas if a else None,
+               "capacity_slice": a.slice if a else None, "capacity_replicates": self.search.replicates,
+               "capacity_judge": self.search.judge}
+        for m in ("ttft_p99_s", "tpot_p99_s", "cost_per_million_tokens_usd", "tokens_per_s_per_chip"):
+            out[f"capacity_{m}"] = a.mean(m) if a else None
+        return out
+
+    def table(self) -> dict[str, list]:
+        """One row per probe: the slice, replicas, chips, verdict and the targets' intervals."""
+        cols: dict[str, list] = {"slice": [], "replicas": [], "chips": [], "met": [], "why": []}
+        for m in (*TARGETS, "cost_per_million_tokens_usd", "slo_attainment"):
+            for part in ("mean", "low", "high"):
+                cols[f"{m.removesuffix('_s')}_{part}"] = []
+        for p in self.probes:
+            cols["slice"].append(p.slice)
+            cols["replicas"].append(p.replicas)
+            cols["chips"].append(p.chips)
+            cols["met"].append(p.met)
+            cols["why"].append(p.why)
+            for m in (*TARGETS, "cost_per_million_tokens_usd", "slo_attainment"):
+                iv = p.intervals.get(m, {})
+                for part in ("mean", "low", "high"):
+                    v = iv.get(part)
+                    cols[f"{m.removesuffix('_s')}_{part}"].append(math.nan if v is None else v)
+        return cols
+
+
+def _verdict(search: CapacitySearch, ivs: dict, each: list[dict]) -> tuple[bool, str]:
+    if any(m["requests_unfinished"] or m["requests_rejected"] for m in each):
+        worst = max(each, key=lambda m: m["requests_unfinished"] + m["requests_rejected"])
+        return False, f"{worst['requests_unfinished']} unfinished, {worst['requests_rejected']} rejected requests in a replicate"
+    misses = []
+    for metric, limit in (("ttft_p99_s", search.ttft_p99), ("tpot_p99_s", search.tpot_p99)):
+        iv = ivs.get(metric)
+        if iv is None or math.isnan(iv.mean):
+            misses.append(f"no {metric}")
+            continue
+        value = iv.high if search.judge == "interval" and iv.n > 1 else iv.mean
+        if value > limit:
+            misses.append(f"{metric} {value:.4g} s > {limit:.4g} s")
+    return (not misses), "; ".join(misses) or "met"
+
+
+def serving_capacity(config: ServingConfig, search: CapacitySearch, *, generation=None,
+                     on_probe: Callable[[Probe], None] | None = None) -> CapacityAnswer:
+    """Search every candidate slice for its fewest replicas (module docstring); no I/O."""
+    if config.disaggregated is not None:
+        raise PodsimError("the capacity search scales colocated replicas; for prefill and decode pools, sweep "
+                          "disaggregated.prefill and disaggregated.decode instead")
+    if config.requests.arrivals.kind in ("trace", "offline"):
+        raise PodsimError(f"the capacity search sets the request rate; {config.requests.arrivals.kind} arrivals have none "
+                          "(use poisson or bursty arrivals, lengths may still come from a trace)")
+    arrivals = config.requests.arrivals.model_copy(update={"rate": search.rate})
+    base = config.model_copy(update={"requests": config.requests.model_copy(update={"arrivals": arrivals})})
+    seeds = replicate_seeds(config.seed, search.replicates)
+    shapes = search.slices or (config.slice,)
+    probes: list[Probe] = []
+    best: dict[str, Probe | None] = {}
+    for shape in shapes:
+        chips = math.prod(parse_shape(shape))
+        model = base.model
+        if model.tensor is not None and model.tensor * model.expert != chips:  # a candidate shape takes its own tensor degree
+            model = model.model_copy(update={"tensor": None})
+        cfg = base.model_copy(update={"slice": shape, "model": model})
+        seen: dict[int, Probe] = {}
+
+        def probe(n: int, cfg=cfg, shape=shape, chips=chips, seen=seen) -> Probe:
+            if n not in seen:
+                each = [simulate_serving(cfg.model_copy(update={"replicas": n, "seed": s}), generation=generation).metrics
+                        for s in seeds]
+                ivs = metric_intervals(each, SUMMARISED)
+                met, why = _verdict(search, ivs, each)
+                seen[n] = Probe(shape, n, n * chips, met, why, {k: iv.to_dict() for k, iv in ivs.items()})
+                probes.append(seen[n])
+                if on_probe is not None:
+                    on_probe(seen[n])
+            return seen[n]
+
+        lo, hi = search.replicas
+        n, last_missed, first_met = lo, lo - 1, None
+        while n <= hi:
+            if probe(n).met:
+                first_met = n
+                break
+            last_missed = n
+            n = min(2 * n, hi) if n < hi else hi + 1
+        if first_met is None:
+            best[shape] = None
+            continue
+        a, b = last_missed, first_met  # a misses (or is below the range), b meets
+        while b - a > 1:
+            mid = (a + b) // 2
+            if probe(mid).met:
+                b = mid
+            else:
+                a = mid
+        best[shape] = probe(b)
+    found = [p for p in best.values() if p is not None]
+    answer = min(found, key=lambda p: (p.chips, p.mean("cost_per_million_tokens_usd") if not math.isnan(
+        p.mean("cost_per_million_tokens_usd")) else math.inf)) if found else None
+    return CapacityAnswer(search, answer, best, tuple(probes))
+
+
+def answer_text(ans: CapacityAnswer) -> str:
+    """The capacity answer as people read it (CLI, report, dashboard)."""
+    s = ans.search
+    head = (f"fewest chips for {s.rate / 3600:g} requests/s at p99 TTFT <= {format_seconds(s.ttft_p99)} and p99 TPOT <= "
+            f"{format_seconds(s.tpot_p99)} "
+            f"({s.replicates} replicate{'s' if s.replicates != 1 else ''} per size, judged on the {s.judge})")
+    if ans.answer is None:
+        return f"{head}: none within {s.replicas[0]}..{s.replicas[1]} replicas of {', '.join(ans.best)}"
+    a = ans.answer
+    return f"{head}: {a.chips} chips = {a.replicas} x {a.slice}"

@@ -1,0 +1,333 @@
+"""Per-chip costs of one inference step of a transformer: a serving step's ops, shapes and bytes.
+
+One serving step runs every sequence of the batch through the model once: a prefill chunk of a
+prompt (`n` new tokens after `c` already in the KV cache) or a decode token (`n` = the request's
+beams). The linear layers see all the step's tokens at once, so their weights are read from
+HBM once per step whatever the batch (decode is memory-bound: weights, then the KV cache every
+sequence attends to; prefill is compute-bound: the prompt's FLOPs). Conventions are the trace
+generator's (podsim.trace.costs): a matmul [m, k] x [k, n] is 2mkn FLOPs moving (mk + kn + mn)
+elements, the attention core is counted for the keys each query attends to (causal), norms,
+residual adds and activations are memory-bound bytes.
+
+Sharding (`tensor` t, `expert` e; t x e = the slice's chips), as podsim's trainer lays a step
+(GShard / Megatron): attention heads, the MLP's hidden width and the vocabulary split over
+`tensor` (KV heads replicated when t exceeds them, as Megatron does for grouped-query
+attention); with `expert` > 1 the batch's sequences split over the e groups for attention
+(each group holds its sequences' KV cache) and an all-to-all over `expert` dispatches each
+token to its top_k experts and combines them, each chip holding n_experts / e experts whose
+hidden width splits over `tensor`. Per layer: a tensor all-reduce after attention and one after
+the MLP (`parallel_block`: one after both, GPT-J and PaLM's layer).
+
+Precision per op (`InferencePrecision`): weights as stored (bf16, or int8 / fp8: 1 byte),
+the KV cache as stored, the MXU rate of the weight matmuls (bf16: weight-only quantisation
+dequantises to bf16; int8 / fp8: both operands quantised, at that published rate) and of the
+attention core.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from podsim.errors import PodsimError
+from podsim.perf.opmodel import Matmul
+from podsim.trace.configs import TransformerConfig
+from podsim.trace.costs import Cost
+
+BYTES = {"bf16": 2, "int8": 1, "fp8": 1}
+ACT_BYTES = 2  # bf16 activations
+LOGIT_BYTES = 4  # fp32 logits for sampling
+SAMPLE_BYTES = 8  # per sampled token: the local best logit and its index (fp32 + int32)
+
+
+class InferencePrecision(BaseModel):
+    """Precision per op class of an inference step."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    weights: str = Field("bf16", description="weights as stored in HBM: bf16, int8 or fp8 (1 byte)")
+    kv_cache: str = Field("bf16", description="KV cache as stored: bf16, int8 or fp8")
+    matmul: str = Field("bf16", description="MXU rate of the weight matmuls: bf16 (int8/fp8 weights dequantised), "
+                                            "or int8 / fp8 (weights and activations quantised; needs those weights)")
+    attention: str = Field("bf16", description="MXU rate of the attention core (QK^T, AV)")
+
+    @model_validator(mode="after")
+    def _known(self) -> InferencePrecision:
+        for name in ("weights", "kv_cache", "matmul", "attention"):
+            value = getattr(self, name)
+            if value not in BYTES:
+                raise PodsimError(f"precision {name} {value!r} is not known; use one of: {', '.join(BYTES)}")
+        if self.matmul != "bf16" and self.weights != self.matmul:
+            raise PodsimError(f"precision matmul {self.matmul} multiplies {self.matmul} weights; weights are {self.weights} "
+                              f"(set weights: {self.matmul}, or matmul: bf16 for weight-only quantisation)")
+        return self
+
+    @property
+    def weight_bytes(self) -> int:
+        return BYTES[self.weights]
+
+    @property
+    def kv_bytes(self) -> int:
+        return BYTES[self.kv_cache]
+
+
+@dataclass(frozen=True)
+class Seq:
+    """One sequence's share of a step: `new` tokens after `context` in its KV cache. A decode
+    token of a request with b beams is new = b; `shared` of the context is the prompt, read
+    once for all beams (prefix sharing); the rest is each beam's own."""
+
+    new: int
+    context: int
+    shared: int = 0
+    beams: int = 1
+
+
+def seq_tokens(s: Seq) -> tuple[float, float, float, float]:
+    """One sequence's attention in tokens: (queries, keys summed over its queries, cached tokens
+    read, new tokens written). A prefill chunk (or a one-beam decode token) is causal over the
+    chunk: n queries attend to c + (n + 1) / 2 keys on average. A decode step of b beams has
+    new = b: each beam's query attends to the prompt (`shared`, read once for all beams), its
+    own (context - shared) / b tokens and itself."""
+    if s.beams > 1:
+        own = (s.context - s.shared) / s.beams
+        return float(s.new), s.new * (s.shared + own + 1.0), s.shared + own * s.beams, float(s.new)
+    return float(s.new), s.new * (s.context + (s.new + 1) / 2.0), float(s.context), float(s.new)
+
+
+@dataclass(frozen=True)
+class AttentionLoad:
+    """What the attention core of one layer costs on one chip, summed over a step's sequences:
+    query tokens, FLOPs and the KV-cache bytes read and written (per layer, per chip)."""
+
+    queries: float = 0.0
+    flops: float = 0.0
+    kv_read_bytes: float = 0.0
+    kv_write_bytes: float = 0.0
+
+    def __add__(self, other: AttentionLoad) -> AttentionLoad:
+        return AttentionLoad(self.queries + other.queries, self.flops + other.flops,
+                             self.kv_read_bytes + other.kv_read_bytes, self.kv_write_bytes + other.kv_write_bytes)
+
+
+@dataclass(frozen=True)
+class InferenceShard:
+    """One transformer's per-chip shapes and costs when served with `tensor` x `expert` chips."""
+
+    cfg: TransformerConfig
+    tensor: int = 1
+    expert: int = 1
+    precision: InferencePrecision = InferencePrecision()
+    parallel_block: bool = False  # attention and MLP read one normalised input; one all-reduce sums both
+    capacity_factor: float = 1.0  # MoE dispatch buffer per expert / its balanced share
+
+    def __post_init__(self) -> None:
+        c, t, e = self.cfg, self.tensor, self.expert
+        if t < 1 or e < 1:
+            raise PodsimError(f"tensor {t} and expert {e} must be >= 1")
+        if why := c.tensor_problem(t):
+            raise PodsimError(why)
+        if e > 1 and not c.is_moe:
+            raise PodsimError(f"expert={e} needs a mixture-of-experts model; {c.name} is dense")
+        if c.n_experts % e:
+            raise PodsimError(f"expert={e} does not divide {c.name}'s {c.n_experts} experts")
+        if self.capacity_factor < 1.0:
+            raise PodsimError(f"capacity_factor {self.capacity_factor} is below 1; MoE dispatch buffers must hold every routed token")
+
+    # Shapes ------------------------------------------------------------------------------
+    @property
+    def chips(self) -> int:
+        return self.tensor * self.expert
+
+    @property
+    def heads(self) -> int:
+        return self.cfg.n_heads // self.tensor
+
+    @property
+    def kv_heads(self) -> int:
+        """KV heads per chip; replicated when tensor exceeds them (Megatron GQA)."""
+        return max(self.cfg.n_kv_heads // self.tensor, 1)
+
+    @property
+    def d_ff(self) -> int:
+        return self.cfg.d_ff // self.tensor
+
+    @property
+    def vocab(self) -> int:
+        return math.ceil(self.cfg.vocab / self.tensor)
+
+    @property
+    def local_experts(self) -> int:
+        return self.cfg.n_experts // self.expert
+
+    # Bytes held per chip -----------------------------------------------------------------
+    def attn_params(self) -> int:
+        c, dh = self.cfg, self.cfg.d_head
+        w = c.d_model * dh * (2 * self.heads + 2 * self.kv_heads)
+        b = ((self.heads + 2 * self.kv_heads) * dh + c.d_model) if c.bias else 0
+        return w + b
+
+    def mlp_params(self) -> int:
+        """One MLP (one expert) on this chip."""
+        c = self.cfg
+        w = c.mlp_matrices * c.d_model * self.d_ff
+        b = (self.d_ff * (c.mlp_matrices - 1) + c.d_model) if c.bias else 0
+        return w + b
+
+    def layer_weight_bytes(self) -> float:
+        """One layer's weights on this chip (norms in bf16)."""
+        c, wb = self.cfg, self.precision.weight_bytes
+        mlp = self.local_experts * self.mlp_params() if c.is_moe else self.mlp_params()
+        return (self.attn_params() + mlp + c.router_params) * wb + c.norm_params_per_layer * ACT_BYTES
+
+    def embed_weight_bytes(self) -> float:
+        """Token embedding, learned positions, final norm and an untied LM head on this chip."""
+        c, wb = self.cfg, self.precision.weight_bytes
+        emb = self.vocab * c.d_model
+        pos = c.seq_len * c.d_model if c.learned_positions else 0
+        head = 0 if c.tied_embeddings else self.vocab * c.d_model
+        return (emb + pos + head) * wb + c.norm_params_per_layer // 2 * ACT_BYTES
+
+    def weight_bytes(self) -> float:
+        """Every weight byte one chip holds (and reads once per step)."""
+        return self.cfg.n_layers * self.layer_weight_bytes() + self.embed_weight_bytes()
+
+    def kv_bytes_per_token_layer(self) -> float:
+        """K and V of one token in one layer, on one chip that holds the sequence."""
+        return 2.0 * self.kv_heads * self.cfg.d_head * self.precision.kv_bytes
+
+    def kv_bytes_per_token(self) -> float:
+        """K and V of one token over all layers on one chip that holds the sequence."""
+        return self.cfg.n_layers * self.kv_bytes_per_token_layer()
+
+    def workspace_bytes(self, max_tokens: int, max_seqs: int) -> float:
+        """HBM a step needs beyond weights and KV cache, at its largest: a layer's activations
+        for `max_tokens` tokens (input, QKV, attention output, hidden width; twice: in and out of
+        each op) and fp32 logits of `max_seqs` sampled positions."""
+        c, dh = self.cfg, self.cfg.d_head
+        width = c.d_model + (2 * self.heads + 2 * self.kv_heads) * dh + self.d_ff * c.mlp_matrices
+        if c.is_moe:
+            width += self.d_ff * c.mlp_matrices * (c.top_k * self.capacity_factor - 1.0)
+        tokens = math.ceil(max_tokens / self.expert)
+        return 2.0 * tokens * width * ACT_BYTES + math.ceil(max_seqs / self.expert) * self.vocab * LOGIT_BYTES
+
+    # Costs of a step's ops on one chip ---------------------------------------------------
+    def _matmul(self, m: float, k: float, n: float, count: float = 1.0) -> Cost:
+        """[m, k] x [k, n] (`count` of them): bf16 activations times a weight stored at the
+        weight precision."""
+        hbm = count * ((m * k + m * n) * ACT_BYTES + k * n * self.precision.weight_bytes)
+        return Cost(2.0 * count * m * k * n, hbm, (Matmul(m, k, n, count, hbm),))
+
+    def group_tokens(self, tokens: float) -> float:
+        """Tokens one chip's expert group runs of a step's `tokens` (sequences split evenly)."""
+        return tokens / self.expert
+
+    def embed(self, tokens: float) -> Cost:
+        """Embedding lookup of the step's tokens: gather and write [T, d]."""
+        return Cost(0.0, 3.0 * self.group_tokens(tokens) * self.cfg.d_model * ACT_BYTES)
+
+    def attn_in(self, tokens: float) -> Cost:
+        """Norm then the QKV projection."""
+        c, T = self.cfg, self.group_tokens(tokens)
+        qkv = self._matmul(T, c.d_model, (self.heads + 2 * self.kv_heads) * c.d_head)
+        return Cost(0.0, 3.0 * T * c.d_model * ACT_BYTES) + qkv
+
+    def attn_out(self, tokens: float) -> Cost:
+        """The output projection and the residual add."""
+        c, T = self.cfg, self.group_tokens(tokens)
+        return self._matmul(T, self.heads * c.d_head, c.d_model) + Cost(0.0, 2.0 * T * c.d_model * ACT_BYTES)
+
+    def mlp_in(self, tokens: float) -> Cost:
+        """Norm then the MLP's input matrices (up, and gate for SwiGLU) and the activation."""
+        c, T = self.cfg, self.group_tokens(tokens)
+        fin = c.mlp_matrices - 1
+        norm = Cost(0.0, 0.0 if self.parallel_block else 3.0 * T * c.d_model * ACT_BYTES)
+        return norm + self._matmul(T, c.d_model, self.d_ff, count=fin) + Cost(0.0, T * self.d_ff * fin * ACT_BYTES)
+
+    def mlp_out(self, tokens: float) -> Cost:
+        """The MLP's output matrix and the residual add."""
+        c, T = self.cfg, self.group_tokens(tokens)
+        return self._matmul(T, self.d_ff, c.d_model) + Cost(0.0, 2.0 * T * c.d_model * ACT_BYTES)
+
+    def router(self, tokens: float) -> Cost:
+        c, T = self.cfg, self.group_tokens(tokens)
+        return Cost(0.0, 3.0 * T * c.d_model * ACT_BYTES) + self._matmul(T, c.d_model, c.n_experts)
+
+    def routed_tokens(self, tokens: float) -> float:
+        """Tokens one chip's experts compute: the group's tokens x top_k (x the capacity factor
+        when dispatched over an expert axis)."""
+        cf = self.capacity_factor if self.expert > 1 else 1.0
+        return self.group_tokens(tokens) * self.cfg.top_k * cf
+
+    def active_experts(self, tokens: float) -> float:
+        """Experts on one chip that receive at least one of the step's tokens, in expectation,
+        for routing that picks top_k of n_experts uniformly: E_local (1 - (1 - k / E)^T). A
+        decode step of a few tokens reads only these experts' weights."""
+        c = self.cfg
+        return self.local_experts * (1.0 - (1.0 - c.top_k / c.n_experts) ** max(tokens, 0.0))
+
+    def experts(self, tokens: float) -> Cost:
+        """The chip's experts over their routed tokens: input matrices, activation, output."""
+        c = self.cfg
+        routed, active = self.routed_tokens(tokens), self.active_experts(tokens)
+        if routed <= 0 or active <= 0:
+            return Cost()
+        per = routed / active
+        fin = c.mlp_matrices - 1
+        up = self._matmul(per, c.d_model, self.d_ff, count=active * fin)
+        down = self._matmul(per, self.d_ff, c.d_model, count=active)
+        return up + Cost(0.0, routed * self.d_ff * fin * ACT_BYTES) + down + Cost(0.0, 2.0 * self.group_tokens(tokens) * c.d_model * ACT_BYTES)
+
+    def head(self, sampled: float) -> Cost:
+        """Final norm and the LM head over the positions that sample a token, fp32 logits
+        written and read once by sampling."""
+        c, S = self.cfg, self.group_tokens(sampled)
+        if S <= 0:
+            return Cost()
+        logits = self._matmul(S, c.d_model, self.vocab)
+        return Cost(0.0, 3.0 * S * c.d_model * ACT_BYTES) + logits + Cost(0.0, 2.0 * S * self.vocab * LOGIT_BYTES)
+
+    def load(self, queries: float, keys: float, read_tokens: float, write_tokens: float) -> AttentionLoad:
+        """The attention load of one layer on one chip from a step's token totals over all its
+        sequences (the chip's group holds 1/expert of them): query tokens, keys summed over the
+        queries, cached tokens read and new tokens written (see `seq_tokens`)."""
+        e, kv = self.expert, self.kv_bytes_per_token_layer()
+        return AttentionLoad(queries / e, 4.0 * self.heads * self.cfg.d_head * keys / e, read_tokens * kv / e,
+                             write_tokens * kv / e)
+
+    def attention_load(self, seqs: list[Seq] | tuple[Seq, ...]) -> AttentionLoad:
+        """`load` summed over these sequences."""
+        q = k = r = w = 0.0
+        for s in seqs:
+            dq, dk, dr, dw = seq_tokens(s)
+            q, k, r, w = q + dq, k + dk, r + dr, w + dw
+        return self.load(q, k, r, w)
+
+    def attention(self, load: AttentionLoad) -> Cost:
+        """The fused attention kernel over a step's load: QK^T and AV as two matmuls of the
+        average query's keys, Q read, the output written, K and V read from (and the new ones
+        written to) the cache."""
+        if load.queries <= 0:
+            return Cost()
+        h, dh = self.heads, self.cfg.d_head
+        q = load.queries
+        keys = load.flops / (4.0 * h * dh * q)  # keys per query, averaged
+        qo = 2.0 * q * h * dh * ACT_BYTES
+        hbm = qo + load.kv_read_bytes + load.kv_write_bytes
+        mms = (Matmul(q, dh, keys, h, hbm / 2), Matmul(q, keys, dh, h, hbm / 2))
+        return Cost(load.flops, hbm, mms)
+
+    # Communication ------------------------------------------------------------------------
+    def tensor_reduce_bytes(self, tokens: float) -> float:
+        """The tensor-parallel all-reduce of [T, d] activations (per chip, nccl convention)."""
+        return self.group_tokens(tokens) * self.cfg.d_model * ACT_BYTES
+
+    def dispatch_bytes(self, tokens: float) -> float:
+        """Each chip's all-to-all send buffer for the MoE dispatch (and the combine)."""
+        return self.routed_tokens(tokens) * self.cfg.d_model * ACT_BYTES
+
+    def sample_bytes(self, sampled: float) -> float:
+        """The vocabulary-parallel sampling reduction: the best logit and its index per position."""
+        return self.group_tokens(sampled) * SAMPLE_BYTES

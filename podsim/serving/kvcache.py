@@ -1,0 +1,108 @@
+"""The paged KV cache of one replica: how many pages fit in HBM beside the weights and the
+step's workspace, and the page accounting a serving simulation keeps.
+
+Each chip of a replica holds its share of every weight (`InferenceShard.weight_bytes`) and of
+every cached token's K and V (`kv_bytes_per_token`); the workspace is the largest step's
+activations and logits. What is left, in whole pages of `page_tokens` tokens, is the cache. With
+an expert axis the e groups each cache their own sequences; podsim pools the e groups' pages
+(sequences taken as spread evenly over the groups).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from podsim.errors import InternalError, PodsimError
+from podsim.serving.costs import InferenceShard
+from podsim.topology import get_generation
+from podsim.units import format_bytes
+
+
+@dataclass(frozen=True)
+class KvBudget:
+    """One replica's HBM per chip by use, and the KV-cache pages that fit."""
+
+    hbm_bytes: float
+    reserve_bytes: float
+    weight_bytes: float
+    workspace_bytes: float
+    kv_bytes_per_token: float  # per chip holding the sequence
+    page_tokens: int
+    pages: int  # the replica's pages (every expert group's)
+
+    @property
+    def page_bytes(self) -> float:
+        return self.kv_bytes_per_token * self.page_tokens
+
+    @property
+    def tokens(self) -> int:
+        """Tokens the cache holds when every page is full."""
+        return self.pages * self.page_tokens
+
+    def as_dict(self) -> dict:
+        return {"hbm_bytes_per_chip": self.hbm_bytes, "reserve_bytes_per_chip": self.reserve_bytes,
+                "weight_bytes_per_chip": self.weight_bytes, "workspace_bytes_per_chip": self.workspace_bytes,
+                "kv_bytes_per_token_per_chip": self.kv_bytes_per_token, "page_tokens": self.page_tokens,
+                "kv_pages": self.pages, "kv_tokens": self.tokens}
+
+
+def kv_budget(shard: InferenceShard, generation, page_tokens: int, max_tokens: int, max_seqs: int,
+              reserve: float = 0.0) -> KvBudget:
+    """The KV-cache pages of one replica; a one-line error if the weights and workspace leave
+    no room for one page."""
+    gen = get_generation(generation)
+    hbm = gen.hbm_per_chip.require(f"{gen.id} HBM per chip")
+    weights = shard.weight_bytes()
+    work = shard.workspace_bytes(max_tokens, max_seqs)
+    per_token = shard.kv_bytes_per_token()
+    free = hbm * (1.0 - reserve) - weights - work
+    page = per_token * page_tokens
+    pages = int(free // page) * shard.expert if free > 0 else 0
+    if pages < 1:
+        raise PodsimError(
+            f"{shard.cfg.name} on {shard.chips} {gen.id} chips (tensor={shard.tensor}, expert={shard.expert}) needs "
+            f"{format_bytes(weights)} of weights and {format_bytes(work)} of workspace per chip, but a chip has "
+            f"{format_bytes(hbm * (1 - reserve))}: no room for a KV cache; shard it over more chips or store weights in int8")
+    return KvBudget(hbm, hbm * reserve, weights, work, per_token, page_tokens, pages)
+
+
+def seq_pages(prompt, own, beams, page_tokens: int):
+    """Pages a sequence holds: its prompt and own tokens in one run of pages (one beam), or the
+    prompt's pages shared by its beams and each beam's own tokens on pages of its own. Works on
+    numbers and on numpy arrays."""
+    one = np.ceil((prompt + own) / page_tokens)
+    many = np.ceil(prompt / page_tokens) + beams * np.ceil(own / page_tokens)
+    return np.where(beams > 1, many, one) if isinstance(beams, np.ndarray) else (many if beams > 1 else one)
+
+
+class PageLedger:
+    """A replica's free and used pages; every allocation checked against the capacity."""
+
+    def __init__(self, pages: int):
+        self.capacity = int(pages)
+        self.used = 0
+        self.peak = 0
+
+    @property
+    def free(self) -> int:
+        return self.capacity - self.used
+
+    def take(self, n: int) -> None:
+        n = int(n)
+        if n < 0 or self.used + n > self.capacity:
+            raise InternalError(f"KV cache: taking {n} pages with {self.used} of {self.capacity} used")
+        self.used += n
+        self.peak = max(self.peak, self.used)
+
+    def give(self, n: int) -> None:
+        n = int(n)
+        if n < 0 or n > self.used:
+            raise InternalError(f"KV cache: returning {n} pages with {self.used} used")
+        self.used -= n
+
+
+def pages_for(tokens: float, page_tokens: int) -> int:
+    return int(math.ceil(tokens / page_tokens))

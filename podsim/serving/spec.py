@@ -1,0 +1,268 @@
+"""The configuration of a serving run, as pydantic models a scenario embeds: the model and how
+it is sharded, the batch policy, the request stream, the fleet (replicas of one slice, or
+prefill and decode pools), the latency targets. `ServingConfig` is the one configuration of a
+serving simulation: `podsim serve` flags, a scenario's `workload.serving` and the dashboard
+build it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from podsim.bounds import MAX_HORIZON_S, Seed
+from podsim.errors import PodsimError, first_error
+from podsim.quantities import Duration, Fraction, Rate
+from podsim.serving.costs import InferencePrecision
+from podsim.topology import parse_shape
+from podsim.trace.configs import PRESETS, TransformerConfig, get_model
+
+MAX_REQUESTS = 5_000_000  # per run: per-request records are ~100 bytes each (~0.5 GB)
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+
+
+class ServedModel(_Model):
+    """The model and how one replica shards it over its slice."""
+
+    model: str | None = Field(None, description="transformer preset (podsim trace models), e.g. llama2-70b")
+    overrides: dict[str, Any] = Field(default_factory=dict, description="preset fields, e.g. {n_layers: 40}")
+    dims: dict[str, Any] | None = Field(None, description="a model by its dimensions instead of a preset: the "
+                                        "fields of a transformer config (name, n_layers, d_model, n_heads, ...)")
+    tensor: int | None = Field(None, ge=1, description="tensor-parallel chips; default: the slice's chips / expert")
+    expert: int = Field(1, ge=1, description="expert-parallel groups (mixture-of-experts models)")
+    precision: InferencePrecision = Field(default_factory=InferencePrecision)
+    parallel_block: bool = Field(False, description="attention and MLP read one normalised input and one all-reduce "
+                                                    "sums both (GPT-J, PaLM)")
+    capacity_factor: float = Field(1.0, ge=1.0, le=64.0, description="MoE dispatch buffer per expert / its share")
+
+    @model_validator(mode="after")
+    def _one_model(self) -> ServedModel:
+        if (self.model is None) == (self.dims is None):
+            raise PodsimError("serving model: give model (a preset) or dims (a model by its dimensions), one of the two")
+        if self.dims is not None and self.overrides:
+            raise PodsimError("serving model: overrides change a preset; with dims give every field in dims")
+        self.config()  # a bad preset, override or dimension is refused here, with its field
+        return self
+
+    def config(self) -> TransformerConfig:
+        if self.dims is not None:
+            body = {"source": "given by its dimensions", "seq_len": 4096, "global_batch": 1, "mlp": "swiglu",
+                    "norm": "rmsnorm", "bias": False, "tied_embeddings": False, "learned_positions": False, **self.dims}
+            body.setdefault("name", "custom")
+            body.setdefault("n_kv_heads", body.get("n_heads", 1))
+            try:
+                return TransformerConfig.model_validate(body)
+            except ValidationError as exc:
+                where, msg = first_error(exc, "dims")
+                raise PodsimError(f"serving model dims: {where}: {msg}") from None
+        cfg = get_model(self.model, dict(self.overrides))
+        if not isinstance(cfg, TransformerConfig):
+            presets = ", ".join(k for k, v in PRESETS.items() if isinstance(v, TransformerConfig))
+            raise PodsimError(f"serving model {self.model!r} is not a transformer; serve one of: {presets}")
+        return cfg
+
+
+class BatchPolicy(_Model):
+    """How a replica batches requests into steps.
+
+    `continuous`: iteration-level scheduling (Orca, vLLM): every step runs each running
+    sequence's next token and fills the rest of `token_budget` with prompt tokens of waiting
+    requests in arrival order, `chunked` (Sarathi: a prompt may be split over steps) or
+    `separate` (a step prefills whole prompts only, before any decoding). `static`: request-level
+    batches (FasterTransformer, Saxml): up to `max_batch` requests, formed when that many wait
+    or the first has waited `max_wait`, prefilled together (prompts padded to the smallest of
+    `buckets` that holds the longest, if given) and decoded until every one has finished.
+    KV cache: `paged` allocates `page_tokens`-token pages as sequences grow and, when none is
+    free, preempts the latest admitted sequence (its pages freed, recomputed later: vLLM's
+    recompute); `reserve` admits a request only when pages for its prompt and whole output are
+    free (never preempts)."""
+
+    kind: Literal["continuous", "static"] = "continuous"
+    token_budget: int = Field(2048, ge=1, le=1_048_576, description="continuous: tokens per step (decode + prefill)")
+    max_seqs: int = Field(256, ge=1, le=65_536, description="continuous: sequences in a step at most")
+    prefill: Literal["chunked", "separate"] = Field("chunked", description="continuous: chunked prompts, or prefill-only steps")
+    max_batch: int = Field(32, ge=1, le=65_536, description="static: requests per batch")
+    max_wait: Duration = Field(0.0, le=3600.0, description="static: how long the first request waits for the batch to fill")
+    buckets: tuple[int, ...] = Field((), description="static: prompt lengths a batch pads to (the smallest that holds "
+                                                     "its longest prompt); none: the longest prompt")
+    kv: Literal["paged", "reserve"] = Field("paged", description="KV-cache admission: paged with preemption, or reserve")
+    page_tokens: int = Field(16, ge=1, le=4096, description="tokens per KV-cache page")
+
+    @model_validator(mode="after")
+    def _sane(self) -> BatchPolicy:
+        if list(self.buckets) != sorted(set(self.buckets)) or any(b < 1 for b in self.buckets):
+            raise PodsimError(f"batch policy buckets {list(self.buckets)} must be increasing positive token counts")
+        return self
+
+
+class Lengths(_Model):
+    """Token counts of prompts or outputs: `fixed` (mean), `uniform` [low, high], `lognormal`
+    (mean and coefficient of variation `cv`, clipped to [low, high]), or `trace` (the request
+    trace's column)."""
+
+    kind: Literal["fixed", "uniform", "lognormal", "trace"] = "fixed"
+    mean: float | None = Field(None, gt=0, le=1e7)
+    cv: float = Field(1.0, gt=0, le=20.0)
+    low: int = Field(1, ge=1, le=10_000_000)
+    high: int = Field(1_000_000, ge=1, le=10_000_000)
+
+    @model_validator(mode="after")
+    def _given(self) -> Lengths:
+        if self.kind in ("fixed", "lognormal") and self.mean is None:
+            raise PodsimError(f"{self.kind} lengths need a mean (tokens)")
+        if self.low > self.high:
+            raise PodsimError(f"lengths low {self.low} > high {self.high}")
+        return self
+
+
+class Arrivals(_Model):
+    """When requests arrive: `poisson` at `rate`; `bursty` (a Gamma renewal process at `rate`
+    with inter-arrival coefficient of variation `cv` > 1, as serving studies model bursts);
+    `trace` (the request trace's timestamps, compressed by `time_scale`); `offline` (every
+    request at time 0: MLPerf's Offline scenario)."""
+
+    kind: Literal["poisson", "bursty", "trace", "offline"] = "poisson"
+    rate: Rate | None = Field(None, description="requests per hour; e.g. 10/s, 600/min")
+    cv: float = Field(2.0, gt=0, le=100.0, description="bursty: coefficient of variation of the gaps")
+    time_scale: float = Field(1.0, gt=0, le=1e6, description="trace: divide the trace's gaps by this (2: twice the rate)")
+
+    @model_validator(mode="after")
+    def _rate(self) -> Arrivals:
+        if self.kind in ("poisson", "bursty") and self.rate is None:
+            raise PodsimError(f"{self.kind} arrivals need a rate, e.g. 10/s")
+        if self.kind in ("trace", "offline") and self.rate is not None:
+            raise PodsimError(f"{self.kind} arrivals take no rate (the trace sets the times; offline sends all at once)")
+        return self
+
+    @property
+    def rate_per_s(self) -> float | None:
+        return None if self.rate is None else self.rate / 3600.0
+
+
+class RequestStream(_Model):
+    """The requests: arrivals, prompt and output lengths, beams per request, or a trace file
+    (CSV with TIMESTAMP, ContextTokens, GeneratedTokens: Azure's LLM inference trace format)."""
+
+    arrivals: Arrivals = Field(default_factory=lambda: Arrivals(kind="poisson", rate=3600.0))
+    prompt: Lengths = Field(default_factory=lambda: Lengths(kind="fixed", mean=1024))
+    output: Lengths = Field(default_factory=lambda: Lengths(kind="fixed", mean=256))
+    trace: Path | str | None = Field(None, description="request trace CSV; 'azure-conv' / 'azure-code' for the shipped samples")
+    beams: int = Field(1, ge=1, le=64, description="beams per request (beam search): the prompt's KV shared by all")
+    requests: int | None = Field(None, ge=1, le=MAX_REQUESTS, description="at most this many requests")
+
+    @model_validator(mode="after")
+    def _trace(self) -> RequestStream:
+        uses = [n for n, v in (("arrivals", self.arrivals.kind), ("prompt", self.prompt.kind), ("output", self.output.kind)) if v == "trace"]
+        if uses and self.trace is None:
+            raise PodsimError(f"{', '.join(uses)} come from a trace: give trace (a CSV, or azure-conv / azure-code)")
+        if self.trace is not None and not uses:
+            raise PodsimError("a trace is given but nothing reads it: set arrivals, prompt or output kind to trace")
+        if self.arrivals.kind == "offline" and self.requests is None:
+            raise PodsimError("offline arrivals send every request at once: give requests (how many)")
+        return self
+
+
+class Disaggregated(_Model):
+    """Prefill and decode on separate replicas (Splitwise, DistServe): `prefill` replicas run
+    prompts only, then each request's KV cache moves to a decode replica over `transfer`
+    (`dcn`: separate slices; `ici`: the two slices are halves of one torus)."""
+
+    prefill: int = Field(..., ge=1, le=100_000, description="prefill replicas")
+    decode: int = Field(..., ge=1, le=100_000, description="decode replicas")
+    transfer: Literal["dcn", "ici"] = "dcn"
+
+
+class Slo(_Model):
+    """Latency targets a request must meet to count towards SLO attainment and goodput."""
+
+    ttft: Duration = Field(2.0, gt=0, description="time to first token")
+    tpot: Duration = Field(0.1, gt=0, description="time per output token after the first")
+
+
+class ServingSetup(_Model):
+    """A serving fleet and its traffic, without the generation and the seed (a scenario gives
+    those at its top level; `ServingConfig` adds them)."""
+
+    slice: str = Field(..., description="slice shape of one replica, e.g. 2x4")
+    model: ServedModel
+    replicas: int = Field(1, ge=1, le=100_000, description="replicas, each on its own slice")
+    disaggregated: Disaggregated | None = None
+    router: Literal["least_loaded", "round_robin"] = "least_loaded"
+    batch: BatchPolicy = Field(default_factory=BatchPolicy)
+    requests: RequestStream = Field(default_factory=RequestStream)
+    slo: Slo = Field(default_factory=Slo)
+    duration: Duration = Field(600.0, gt=0, le=MAX_HORIZON_S, description="arrivals for this long (offline: ignored)")
+    drain: Duration | None = Field(None, ge=0, le=MAX_HORIZON_S, description="time after the arrivals end for requests "
+                                                                           "in flight (default: duration)")
+    warmup: Duration = Field(0.0, ge=0, description="requests arriving before this are run but not counted")
+    routing: Literal["dimension_order", "shortest_paths", "adaptive"] = "dimension_order"
+    hbm_reserve: Fraction = Field(0.0, description="share of HBM the runtime keeps (not for weights or KV cache)")
+
+    @model_validator(mode="after")
+    def _fleet(self) -> ServingSetup:
+        if self.disaggregated is not None and self.replicas != 1:
+            raise PodsimError("disaggregated serving sets its replicas as prefill and decode; leave replicas at 1")
+        if self.disaggregated is not None and self.batch.kind == "static":
+            raise PodsimError("disaggregated serving runs continuous batching on both pools; use batch kind continuous")
+        if self.requests.beams > 1 and self.batch.kv == "paged":
+            raise PodsimError("beam search shares a prompt's pages across beams: use batch kv reserve with beams > 1")
+        if self.warmup >= self.duration and self.requests.arrivals.kind != "offline":
+            raise PodsimError(f"warmup {self.warmup:g} s is not shorter than the duration {self.duration:g} s")
+        return self
+
+    @property
+    def replica_count(self) -> int:
+        """Slices the fleet runs on."""
+        return self.replicas if self.disaggregated is None else self.disaggregated.prefill + self.disaggregated.decode
+
+    @property
+    def drain_s(self) -> float:
+        return self.duration if self.drain is None else self.drain
+
+
+class ServingConfig(ServingSetup):
+    """One serving simulation: a fleet of replicas of `model` on `slice` slices of
+    `generation`, a request stream, a batch policy, targets; `duration` of arrivals, then up to
+    `drain` more for the requests in flight."""
+
+    generation: str = Field(..., description="generation id, e.g. tpu-v5e")
+    seed: Seed = 0
+
+    @classmethod
+    def of(cls, setup: ServingSetup, generation: str, seed: int) -> ServingConfig:
+        """The config of a setup on `generation` with `seed` (a scenario's serving workload)."""
+        return cls.model_validate({**setup.model_dump(include=set(ServingSetup.model_fields)), "generation": generation, "seed": seed})
+
+
+class CapacitySearch(_Model):
+    """Fewest chips to serve `rate` within the p99 targets (podsim.serving.capacity)."""
+
+    rate: Rate = Field(..., description="the request rate to serve, e.g. 20/s (Poisson, or the stream's own kind)")
+    ttft_p99: Duration = Field(..., gt=0, description="p99 time-to-first-token target")
+    tpot_p99: Duration = Field(..., gt=0, description="p99 time-per-output-token target")
+    replicas: tuple[int, int] = Field((1, 64), description="[low, high]: the replica counts searched")
+    slices: tuple[str, ...] = Field((), description="candidate slice shapes of one replica; default: the workload's")
+    replicates: int = Field(3, ge=1, le=100, description="runs per size with independent seeds")
+    judge: Literal["mean", "interval"] = Field("mean", description="judge a size on the replicates' mean, or on the "
+                                               "upper end of its 95% interval")
+
+    @model_validator(mode="after")
+    def _range(self) -> CapacitySearch:
+        lo, hi = self.replicas
+        if not 1 <= lo <= hi <= 100_000:
+            raise PodsimError(f"capacity replicas [{lo}, {hi}] must satisfy 1 <= low <= high <= 100000")
+        for s in self.slices:
+            parse_shape(s)
+        return self
+
+
+class ServingWorkload(ServingSetup):
+    """A scenario's serving workload: a fleet and its traffic (the generation and the seed are
+    the scenario's), and optionally the capacity search to run on it."""
+
+    capacity: CapacitySearch | None = None

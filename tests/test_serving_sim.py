@@ -1,0 +1,190 @@
+"""The serving simulation (podsim.serving.simulate): the KV-cache invariant, latencies against
+closed forms, batch policies, disaggregation, request streams, reproducibility, bad input."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from podsim.errors import PodsimError
+from podsim.serving import ServingConfig, draw_requests, load_request_trace, simulate_serving
+from podsim.serving.spec import RequestStream
+
+SMALL = {"model": "llama2-70b", "overrides": {"n_layers": 8}, "precision": {"weights": "int8"}}
+
+
+def config(**over) -> ServingConfig:
+    body = {"generation": "tpu-v5e", "slice": "2x4", "model": SMALL, "duration": "60s", "seed": 3,
+            "requests": {"arrivals": {"kind": "poisson", "rate": "2/s"}, "prompt": {"kind": "lognormal", "mean": 600, "cv": 1},
+                         "output": {"kind": "lognormal", "mean": 120, "cv": 1}}}
+    for k, v in over.items():
+        body[k] = {**body[k], **v} if isinstance(v, dict) and isinstance(body.get(k), dict) else v
+    return ServingConfig.model_validate(body)
+
+
+def overloaded(kv: str, **over) -> ServingConfig:
+    """Long outputs on a cache of ~5,500 tokens (HBM cut to 7% beside an 8-layer model): requests
+    must wait and (paged) be preempted."""
+    return config(batch={"kv": kv, "max_seqs": 128}, hbm_reserve=0.93, duration="30s",
+                  requests={"arrivals": {"kind": "poisson", "rate": "4/s"}, "prompt": {"kind": "uniform", "low": 200, "high": 1500},
+                            "output": {"kind": "uniform", "low": 200, "high": 2000}}, **over)
+
+
+@pytest.mark.parametrize("kv", ["paged", "reserve"])
+def test_never_more_sequences_than_the_kv_cache_holds(kv):
+    """The invariant, audited before every step: the pages the running sequences hold are the
+    ledger's and never more than the cache has, and the tokens in the cache fit it. The load
+    is far above what the cache holds, so the cache runs full (and under `paged`, sequences are
+    preempted and recomputed)."""
+    r = simulate_serving(overloaded(kv), audit=True)
+    m = r.metrics
+    assert m["kv_tokens_max"] <= m["kv_cache_tokens"]
+    assert m["kv_peak_fraction"] <= 1.0
+    assert m["kv_peak_fraction"] > 0.9  # the cache did run full
+    if kv == "paged":
+        assert m["kv_preemptions"] > 0
+    else:
+        assert m["kv_preemptions"] == 0
+    assert np.nanmin(r.tables["serving_requests"]["ttft_s"]) > 0
+
+
+def test_disaggregated_pools_keep_the_invariant():
+    r = simulate_serving(overloaded("paged", disaggregated={"prefill": 1, "decode": 2}), audit=True)
+    assert r.metrics["kv_tokens_max"] <= r.metrics["kv_cache_tokens"]
+    assert r.metrics["requests_completed"] > 0
+
+
+def test_one_request_is_one_prefill_then_decode_steps():
+    """A lone request: TTFT is one prefill step of its prompt; each later token one batch-1
+    decode step over its growing context (the step timer's times, added up)."""
+    cfg = config(requests={"arrivals": {"kind": "offline"}, "requests": 1, "prompt": {"kind": "fixed", "mean": 700},
+                           "output": {"kind": "fixed", "mean": 5}})
+    from podsim.serving.simulate import ServingSim
+
+    sim = ServingSim(cfg)
+    t = sim.timer
+    prefill = t.tokens_step_s(700, 1, 700, 700 * 701 / 2, 0, 700)
+    decode = sum(t.tokens_step_s(1, 1, 1, 700 + g, 700 + g - 1, 1) for g in range(1, 5))
+    r = simulate_serving(cfg, timer=t)
+    row = r.tables["serving_requests"]
+    assert row["ttft_s"][0] == pytest.approx(prefill, rel=1e-12)
+    assert row["e2e_s"][0] == pytest.approx(prefill + decode, rel=1e-12)
+    assert row["tpot_s"][0] == pytest.approx(decode / 4, rel=1e-12)
+
+
+def test_static_batch_is_one_prefill_and_the_longest_output_in_steps():
+    """Offline, a static batch of 8 identical requests padded to a 1024-token bucket: every
+    request ends with the batch after one prefill of 8 x 1024 tokens and 63 decode steps."""
+    cfg = config(batch={"kind": "static", "max_batch": 8, "buckets": [512, 1024, 2048], "kv": "reserve"},
+                 requests={"arrivals": {"kind": "offline"}, "requests": 8, "prompt": {"kind": "fixed", "mean": 900},
+                           "output": {"kind": "fixed", "mean": 64}})
+    r = simulate_serving(cfg)
+    from podsim.serving.simulate import ServingSim
+
+    t = ServingSim(cfg).timer
+    L, n = 1024, 8
+    expect = t.tokens_step_s(n * L, n, n * L, n * L * (L + 1) / 2, 0, n * L)
+    expect += sum(t.tokens_step_s(n, n, n, n * (L + k), n * (L + k - 1), n) for k in range(1, 64))
+    assert np.allclose(r.tables["serving_requests"]["e2e_s"], expect, rtol=1e-12)
+    assert r.metrics["throughput_rps"] == pytest.approx(8 / expect)
+
+
+def test_light_load_meets_the_slo_and_conserves_requests():
+    r = simulate_serving(config())
+    m = r.metrics
+    assert m["requests_completed"] == m["requests"] > 80
+    assert m["slo_attainment"] == 1.0 and m["goodput_rps"] == pytest.approx(m["throughput_rps"])
+    req = r.requests
+    assert m["output_tokens"] == req.output.sum()
+    assert m["ttft_p50_s"] <= m["ttft_p95_s"] <= m["ttft_p99_s"]
+    # cost per million output tokens from the v5e price (pr.5) and the window's chip-hours
+    assert m["cost_per_million_tokens_usd"] == pytest.approx(8 * 60 / 3600 * 1.20 / (m["output_tokens"] / 1e6))
+    assert m["energy_per_million_tokens_kwh"] is None  # v5e's power is not published
+
+
+def test_more_replicas_lower_latency_under_load():
+    loaded = {"arrivals": {"kind": "poisson", "rate": "6/s"}}
+    one = simulate_serving(config(requests=loaded)).metrics
+    two = simulate_serving(config(requests=loaded, replicas=2)).metrics
+    assert two["ttft_p99_s"] < one["ttft_p99_s"]
+    assert two["chips"] == 2 * one["chips"]
+
+
+def test_same_seed_same_result_other_seed_other_result():
+    a, b = simulate_serving(config()).metrics, simulate_serving(config()).metrics
+    c = simulate_serving(config(seed=4)).metrics
+    keys = [k for k in a if k not in ("engine_wall_s",)]
+    assert all(a[k] == b[k] or (isinstance(a[k], float) and math.isnan(a[k]) and math.isnan(b[k])) for k in keys)
+    assert a["ttft_p99_s"] != c["ttft_p99_s"]
+
+
+def test_arrival_processes():
+    poisson = draw_requests(RequestStream.model_validate({"arrivals": {"kind": "poisson", "rate": "10/s"}}), 2000.0, 1)
+    gaps = np.diff(poisson.arrival_s)
+    assert len(poisson) == pytest.approx(20_000, rel=0.03)
+    assert gaps.std() / gaps.mean() == pytest.approx(1.0, abs=0.05)  # exponential gaps: cv 1
+    bursty = draw_requests(RequestStream.model_validate({"arrivals": {"kind": "bursty", "rate": "10/s", "cv": 3}}), 2000.0, 1)
+    g = np.diff(bursty.arrival_s)
+    assert g.mean() == pytest.approx(0.1, rel=0.1) and g.std() / g.mean() == pytest.approx(3.0, rel=0.15)
+    logn = draw_requests(RequestStream.model_validate({"prompt": {"kind": "lognormal", "mean": 800, "cv": 0.5}}), 3600.0, 1)
+    assert logn.prompt.mean() == pytest.approx(800, rel=0.05)
+
+
+def test_azure_trace_replay():
+    """The shipped sample of Azure's 2023 conversation trace: its first ten minutes, in order,
+    with their token counts; replayed, scaled in time, or as a length distribution."""
+    t = load_request_trace("azure-conv")
+    assert len(t.t_s) == 2867 and t.t_s[-1] < 600 and np.all(np.diff(t.t_s) >= 0)
+    assert (t.prompt[0], t.output[0]) == (374, 44)
+    replay = draw_requests(RequestStream.model_validate({"arrivals": {"kind": "trace"}, "trace": "azure-conv",
+                                                         "prompt": {"kind": "trace"}, "output": {"kind": "trace"}}), 60.0, 0)
+    assert np.array_equal(replay.arrival_s, t.t_s[t.t_s < 60])
+    fast = draw_requests(RequestStream.model_validate({"arrivals": {"kind": "trace", "time_scale": 2}, "trace": "azure-conv",
+                                                       "prompt": {"kind": "trace"}, "output": {"kind": "trace"}}), 60.0, 0)
+    assert len(fast) == int((t.t_s / 2 < 60).sum())
+    lengths = draw_requests(RequestStream.model_validate({"trace": "azure-code", "prompt": {"kind": "trace"}}), 600.0, 0)
+    assert set(lengths.prompt) <= set(load_request_trace("azure-code").prompt)
+
+
+def test_bad_trace_and_bad_config_are_one_line(tmp_path):
+    bad = tmp_path / "t.csv"
+    bad.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.68,12,x\n")
+    with pytest.raises(PodsimError, match="line 2: GeneratedTokens 'x'"):
+        load_request_trace(bad)
+    missing = tmp_path / "m.csv"
+    missing.write_text("when,prompt\n1,2\n")
+    with pytest.raises(PodsimError, match="lacks column 'TIMESTAMP'"):
+        load_request_trace(missing)
+    with pytest.raises(ValueError, match="need a rate"):
+        RequestStream.model_validate({"arrivals": {"kind": "poisson"}})
+    with pytest.raises(ValueError, match="give trace"):
+        RequestStream.model_validate({"prompt": {"kind": "trace"}})
+    with pytest.raises(ValueError, match="use batch kv reserve"):
+        config(requests={"beams": 4})
+    with pytest.raises(ValueError, match="must be equal"):
+        simulate_serving(config(model={**SMALL, "tensor": 4}))
+
+
+def test_requests_bigger_than_the_cache_are_rejected():
+    r = simulate_serving(config(hbm_reserve=0.93, requests={"prompt": {"kind": "fixed", "mean": 9_000}}))
+    assert r.metrics["requests_rejected"] == r.metrics["requests"] > 0
+    assert r.metrics["slo_attainment"] == 0.0
+
+
+def test_kv_transfer_over_dcn_and_ici():
+    """The KV move of disaggregated serving, timed by the engine: over the DCN at the hosts'
+    NICs shared by the slice's chips (v5e: 200 Gbit/s per host, v5e.10), over ICI (the halves of
+    one 4x4 torus) faster; affine in the bytes."""
+    from podsim.serving.transfer import KvTransfer
+    from podsim.topology import build_slice
+
+    dcn, ici = KvTransfer("tpu-v5e", (2, 4), "dcn"), KvTransfer("tpu-v5e", (2, 4), "ici")
+    built = build_slice("tpu-v5e", (2, 4))
+    hosts = len(set(built.fabric.layout.host_of_chip[built.slice.chips].tolist()))  # a 2x4 slice on 4x2 hosts: 2
+    nic = 200e9 / 8 * hosts / 8  # bytes/s per chip: the hosts' NICs shared by the slice's 8 chips
+    assert 1 / dcn.per_byte_s == pytest.approx(nic)  # 6.25 GB/s per chip
+    assert ici.time_s(2**26) < dcn.time_s(2**26)
+    assert dcn.time_s(2 * 2**26) - dcn.time_s(2**26) == pytest.approx(dcn.time_s(3 * 2**26) - dcn.time_s(2 * 2**26))
+    assert "DCN" in dcn.path and "ICI" in ici.path
