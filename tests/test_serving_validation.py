@@ -10,7 +10,7 @@ from podsim.serving.validation import GPTJ_DIMS, ROWS, row_config, run_table, su
 from podsim.trace.configs import TransformerConfig
 
 # the errors as they stand (predicted / measured - 1); a change that moves a row away fails
-PINNED = {"I1": -0.035, "I2": -0.002, "I3": -0.608, "I4": -0.630}
+PINNED = {"I1": -0.002, "I2": 0.032, "I3": -0.602, "I4": -0.624}  # after issue 22's recalibration (MATMUL_FRACTION 0.752)
 
 
 @pytest.fixture(scope="module")
