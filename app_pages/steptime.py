@@ -20,29 +20,13 @@ from app_pages.common import (
     seconds,
     upload_bytes,
 )
-from podsim.engine import (
-    DEFAULT_COMPUTE_EFFICIENCY,
-    build_job,
-    declared_slices,
-    port_utilisation,
-    simulate_step,
-    step_summary,
-)
-from podsim.engine.linkload import record_link_load
-from podsim.engine.timeline import build_timeline, timeline_json
+from app_pages.step_run import ROUTINGS, page_study, step_view
+from podsim.engine import DEFAULT_COMPUTE_EFFICIENCY, declared_slices
 from podsim.errors import PodsimError
 from podsim.perf import compute_timing
-from podsim.topology import (
-    dcn_choice,
-    format_shape,
-    get_generation,
-    is_twistable,
-    parse_shape,
-    slice_view,
-)
-from podsim.trace import PRESETS, generate_trace, load_trace
+from podsim.topology import format_shape, get_generation, is_twistable, parse_shape
+from podsim.trace import PRESETS, load_trace
 from podsim.trace.configs import ResNetConfig
-from podsim.trace.generate import GenerateOptions
 from podsim.trace.memory import fits_message
 from podsim.trace.plans import resolve_plan
 from podsim.units import format_bytes
@@ -61,40 +45,25 @@ TRACE_TYPES = ["json", "yaml", "yml", "et", "eg", "txt"]
 DCN_KINDS = {"eps": "EPS leaf-spine", "ocs": "OCS uniform mesh", "ocs-job": "OCS engineered for the job"}
 
 
-def _simulate(trace, gen: str, shape: str, twisted: bool, efficiency: float | None, slices: int = 1,
-              dcn: str = "eps", oversubscription: float = 1.0) -> dict:
-    declared = declared_slices(trace)
-    if declared is not None and declared != slices:
-        raise PodsimError(f"the trace is for {declared} slice(s) (dcn={declared}); set Slices to {declared}")
-    spec, engineer = dcn_choice(dcn, oversubscription if dcn == "eps" else 1.0)
-    job = build_job(trace, gen, shape, slices, twisted=twisted, dcn=spec, engineer_dcn=engineer)
-    with record_link_load() as load:
-        result = simulate_step(None, job, compute_efficiency=efficiency)
-    perfetto = timeline_json(build_timeline(result, link_load=load.last, title=trace.name))  # as `steptime --timeline`
-    view = slice_view(job.fabric, job.slices[0])  # the heat map shows the first slice
-    return {"summary": step_summary(result, trace), "name": trace.name, "ops": len(trace.ops), "perfetto": perfetto,
-            "timeline": [vars(t) for t in result.timeline if t.step == 0],
-            "utilisation": port_utilisation(result, view), "hot_links": result.hot_links(8),
-            "pods": job.fabric.layout.pods}
-
-
 @st.cache_data(max_entries=16, show_spinner="Generating the trace and simulating one step...")
 def preset_step(model: str, gen: str, shape: str, twisted: bool, plan: str, efficiency: float | None,
                 slices: int = 1, dcn: str = "eps", oversubscription: float = 1.0, global_batch: int | None = None,
-                recompute: str = "none") -> dict:
-    overrides = {"global_batch": global_batch} if global_batch else None
-    trace = generate_trace(model, shape, plan, generation=gen, twisted=twisted, overrides=overrides,
-                           options=GenerateOptions(recompute=recompute))
-    return _simulate(trace, gen, shape, twisted, efficiency, slices, dcn, oversubscription)
+                recompute: str = "none", sites: int = 1, routing: str = "dimension_order") -> dict:
+    return step_view(page_study(gen, shape, twisted, efficiency, slices, dcn, oversubscription, sites, routing,
+                                model=model, plan=plan, global_batch=global_batch, recompute=recompute))
 
 
 @st.cache_data(max_entries=8, show_spinner="Reading the trace and simulating one step...")
 def uploaded_step(files: tuple[tuple[str, bytes], ...], gen: str, shape: str, twisted: bool, efficiency: float | None,
-                  slices: int = 1, dcn: str = "eps", oversubscription: float = 1.0) -> dict:
+                  slices: int = 1, dcn: str = "eps", oversubscription: float = 1.0, sites: int = 1,
+                  routing: str = "dimension_order") -> dict:
     """An uploaded trace through `load_trace`, the CLI's loader (format by suffix and content)."""
     with saved_files(files) as paths:
         trace = load_trace(paths, shape=parse_shape(shape, get_generation(gen).dims))
-    return _simulate(trace, gen, shape, twisted, efficiency, slices, dcn, oversubscription)
+    declared = declared_slices(trace)
+    if declared is not None and declared != slices:
+        raise PodsimError(f"the trace is for {declared} slice(s) (dcn={declared}); set Slices to {declared}")
+    return step_view(page_study(gen, shape, twisted, efficiency, slices, dcn, oversubscription, sites, routing, trace=trace))
 
 
 def lane(t: dict) -> str:
@@ -170,13 +139,19 @@ flat = c4.checkbox("Flat compute efficiency", value=False, key="flat",
 efficiency = (c4.slider("Compute efficiency", 0.1, 1.0, DEFAULT_COMPUTE_EFFICIENCY, 0.05, key="efficiency",
                         help="fraction of peak FLOP/s compute ops reach (0.6: the v4 paper's LLM average, perf.3)")
               if flat else None)
-d1, d2, d3 = st.columns([0.7, 1.3, 1])
+d1, d2, d3, d4, d5 = st.columns([0.7, 1.3, 1, 0.7, 1.3])
 n_slices = int(d1.number_input("Slices", min_value=1, max_value=64, value=1, step=1, key="slices",
                                help="slices of a multislice job, data parallel over the DCN (the trace's dcn=N)"))
 dcn_kind = d2.selectbox("Data-centre network", list(DCN_KINDS), format_func=DCN_KINDS.get, key="dcn_kind",
                         disabled=n_slices == 1)
 oversub = d3.number_input("Spine oversubscription", min_value=1.0, max_value=16.0, value=1.0, step=1.0, key="oversub",
                           disabled=n_slices == 1 or dcn_kind != "eps", help="NIC bandwidth : leaf uplink bandwidth (EPS only)")
+n_sites = int(d4.number_input("Sites", min_value=1, max_value=max(1, n_slices), value=1, step=1, key="sites",
+                              disabled=n_slices == 1 or dcn_kind != "eps",
+                              help="data centres the slices split over (EPS DCN), joined by WAN links (1 ms, 12.8 Tb/s per site pair)"))
+n_sites = n_sites if n_slices > 1 and dcn_kind == "eps" else 1  # a disabled widget keeps its value
+routing = d5.selectbox("ICI routing", list(ROUTINGS), format_func=ROUTINGS.get, key="routing",
+                       help="inside each slice: one dimension-order path, an even split over all minimal paths, or that split re-weighted by link load")
 source = st.radio("Trace", ["Preset model", "Upload a trace"], horizontal=True, key="source")
 
 with inline_errors():
@@ -193,10 +168,8 @@ with inline_errors():
         cnn = isinstance(PRESETS[model], ResNetConfig)
         recompute = m4.selectbox("Recompute", RECOMPUTE, index=0 if cnn else 2, key=f"recompute_{model}", disabled=cnn,
                                  help="activation recomputation: none, minimal (the attention core) or full (each layer)")
-        if n_slices > 1 and "dcn" not in plan:
-            plan += f",dcn={n_slices}"
         out = preset_step(model, gen_id, shape, twisted, plan, efficiency, n_slices, dcn_kind, float(oversub), batch,
-                          "none" if cnn else recompute)
+                          "none" if cnn else recompute, n_sites, routing)
     else:
         uploads = st.file_uploader(f"Trace file(s): podsim JSON/YAML, ASTRA-sim text, Chakra .et/.json (one per rank); "
                                    f"at most {MAX_UPLOAD_BYTES // 2**20} MB each", type=TRACE_TYPES,
@@ -205,13 +178,15 @@ with inline_errors():
             st.info("Upload a trace to simulate it on the slice above.")
             st.stop()
         files = tuple((u.name, upload_bytes(u)) for u in uploads)
-        out = uploaded_step(files, gen_id, shape, twisted, efficiency, n_slices, dcn_kind, float(oversub))
+        out = uploaded_step(files, gen_id, shape, twisted, efficiency, n_slices, dcn_kind, float(oversub), n_sites, routing)
 
 s = out["summary"]
 st.subheader(f"{out['name'] or 'uploaded trace'}: {out['ops']} ops")
 compute_note = compute_timing(efficiency)
 where = f"{n_slices} {gen.name} {shape} slices on {out['pods']} pod(s), {DCN_KINDS[dcn_kind]} DCN" if n_slices > 1 else f"a {gen.name} {shape}{' twisted' if twisted else ''} slice"
-st.caption(f"on {where}, {compute_note}")
+if n_sites > 1:
+    where += f" over {n_sites} sites"
+st.caption(f"on {where}, {ROUTINGS[routing]} routing, {compute_note}")
 if s.get("hbm_fits") is False:
     st.warning(fits_message(s["hbm_bytes_per_chip"], s["hbm_capacity_bytes"]))
 m = st.columns(6)

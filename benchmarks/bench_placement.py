@@ -35,12 +35,23 @@ from podsim.placement import (
     place_one,
     validate_placement,
 )
-from podsim.placement.workload import draw_requests
+from podsim.topology import get_generation
+from podsim.workload.popularity import V4_SLICE_POPULARITY, SliceMix
 
 V5E_MIX = {  # a mixed 2-D request set (assumed shares; no published v5e popularity table)
     "1x1": 10.0, "2x2": 20.0, "2x4": 20.0, "4x4": 20.0, "4x8": 15.0, "8x8": 10.0, "8x16": 5.0,
 }
 OCS_SHAPES = ("4x4x4", "4x4x8", "4x8x8", "8x8x8", "8x8x16")
+
+
+def draw_requests(rng: np.random.Generator, n: int, table: dict[str, float] = V4_SLICE_POPULARITY,
+                  priorities: tuple[float, ...] = (0.7, 0.2, 0.1), generation: str = "tpu-v4") -> list[SliceRequest]:
+    """`n` requests with shapes drawn from `table` ('AxBxC[_T|_NT]' -> share; the default is the
+    TPU v4 paper's slice popularity, [ISCA23] Table 2, slc.4-slc.7, renormalised) and priorities
+    0, 1, 2, ... with the given probabilities, all arriving at time 0."""
+    shapes = SliceMix.from_table(get_generation(generation), dict(table)).sample(rng, n)
+    prio = rng.choice(len(priorities), size=n, p=np.asarray(priorities) / np.sum(priorities))
+    return [SliceRequest(f"job-{k}", shape, twisted, int(prio[k]), 0.0) for k, (shape, twisted) in enumerate(shapes)]
 
 
 def compare(state: PodState, reqs: list[SliceRequest], time_limit_s: float, wall_clock: bool) -> dict[str, dict]:

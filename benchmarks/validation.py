@@ -1,6 +1,6 @@
 """Validation table: published measured TPU step times next to podsim's prediction.
 
-Rows, sources and error rules: podsim/perf/validation.py and docs/validation.md.
+Rows, sources and error rules: podsim/validation/table.py and docs/validation.md.
 Run (from the repository root, a few minutes on 2 cores):
 
     PYTHONPATH=$PWD .venv/bin/python benchmarks/validation.py            # the whole table
@@ -22,7 +22,7 @@ import time
 from dataclasses import replace
 
 from podsim.perf import chips
-from podsim.perf.validation import (
+from podsim.validation import (
     ROWS,
     UPPER_BOUND_BAND,
     calibrate,
@@ -34,7 +34,7 @@ from podsim.perf.validation import (
 
 TF1_SETTINGS = {"combined all-reduce": {"combine_grad_reduce": False}, "replica per TensorCore": {"replicas_per_chip": 1},
                 "fp32 gradients": {"grad_bytes": 2}, "distributed batch norm": {"bn_group": 1}}
-# issue 22's per-row settings (podsim/perf/validation.py): switching sharded activations off goes
+# issue 22's per-row settings (podsim/validation/table.py): switching sharded activations off goes
 # back to Megatron all-reduces, which no collective matmul decomposes
 SHARDING_SETTINGS = {"collective matmul": {"collective_matmul": "exposed"},
                      "sharded activations": {"sequence_parallel": False, "collective_matmul": "exposed"},

@@ -181,7 +181,7 @@ register(
     _m("degraded_starts", "count", "runs started on a torus with a down OCS unit's circuits dark (degraded placement)", _C),
     _m("spare_remaps", "count", "cube fibers moved off a failed OCS port onto a spare port of that OCS", _C),
     _m("horizon_s", "s", "simulated time", _C),
-    # step studies: podsim.engine
+    # step studies: podsim.study (run_study on the engine; podsim.scenario.run.step_metrics)
     _m("step_time_s", "s", "one training step's wall time (critical path of the step's op DAG)", _S, True, "DOUBLE"),
     _m("compute_s", "s", "compute time of one step (sum over compute ops)", _S),
     _m("comm_s", "s", "communication busy time of one step", _S),
@@ -224,6 +224,9 @@ register(
     _m("parallelism", "text", "the parallelism plan (axis=degree, ...)", _S),
     _m("events", "count", "engine events of the step simulation", _S),
     _m("flows", "count", "network flows of the step simulation", _S),
+    _m("flows_simulated", "count", "flows the engine simulated (the rest stand in symmetric classes: the fast path)", _S),
+    _m("routing", "text", "ICI routing inside a slice: dimension_order, shortest_paths or adaptive", _S),
+    _m("hardware_flops_per_step", "flops", "FLOPs every compute op executes per step, recomputation included (all chips)", _S),
     _m("compute_efficiency", "fraction", "a flat fraction of peak FLOP/s every compute op was given; "
        "none: the per-op compute model (podsim.perf)", _S),
     _m("dcn", "text", "DCN kind: eps (leaf/spine switches) or ocs", _S),
@@ -242,6 +245,9 @@ register(
     _m("hbm_bytes_per_chip", "bytes", "peak HBM bytes per chip of the step: training state, gathered weights, kept activations, logits (podsim.trace.memory)", _S),
     _m("hbm_capacity_bytes", "bytes", "the chip's HBM capacity", _S),
     _m("hbm_fits", "bool", "the step's HBM bytes per chip fit the chip's HBM", _S),
+    _m("input_s", "s", "the hosts' input pipeline busy per step, beside the chips (0: not modelled)", _S),
+    _m("input_wait_s", "s", "the part of the step the chips wait for their hosts' input", _S, True),
+    _m("input_bound", "bool", "the step waits for its hosts' input (input_wait_s > 0)", _S),
     # spine economics (podsim.scenario.spine.spine_metrics); per spine kind below
     _m("spine_years", "count", "years of the fleet's life the spine study covers", _B),
     _m("spine_capex_ratio", "ratio", "OCS spine capex / EPS spine capex over the life", _B),
@@ -252,6 +258,12 @@ register(
 # busy time per collective kind of one step (podsim.engine.step_summary)
 register(*(_m(f"{k}_busy_s", "s", f"busy time of the step's {k.replace('_', '-')} ops (sum; ops may overlap)", _S)
            for k in ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "reduce", "send_recv")))
+# per DCN tier of a step (StepResult.tiers; Fabric.dcn_tiers names them from the hosts up)
+for _t in ("leaf", "tor", "aggregation", "spine", "ocs", "wan"):
+    register(
+        _m(f"tier_{_t}_busy_s", "s", f"time ops whose flows climb no higher than the DCN's {_t} tier are in flight, one step", _S),
+        _m(f"tier_{_t}_exposed_s", "s", f"the part of tier_{_t}_busy_s no compute overlaps", _S),
+        _m(f"tier_{_t}_link_busy_s", "s", f"the {_t} tier's busiest link: this job's bytes on it per step / its capacity", _S))
 # a scenario's scaling section (podsim.scenario.scaling.scenario_scaling): its last row, the most slices
 register(
     _m("scaling_slices_max", "count", "the most slices of the scaling study (its last row)", _B),

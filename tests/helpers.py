@@ -78,3 +78,14 @@ def check_golden(got, path: Path, name: str, *, rel_tol: float, abs_tol: float) 
         path.write_text(json.dumps(got, indent=2, sort_keys=True) + "\n")
     assert path.exists(), f"no expected file {path}; run with PODSIM_UPDATE_GOLDEN=1"
     assert_close_tree(got, json.loads(path.read_text()), name, rel_tol=rel_tol, abs_tol=abs_tol)
+
+
+def ask(model_impl, model: str, generation, shape, twisted: bool = False, *, slices: int = 1, sites: int = 1, **study):
+    """A step-time model's estimate of one job's step: the study of (model, shape, twist, slices,
+    sites) with `study`'s other fields (compute_efficiency, plan, dcn, ...)."""
+    from podsim.study import StepStudy
+    from podsim.topology import DcnSpec
+
+    dcn = study.pop("dcn", DcnSpec())
+    return model_impl.estimate(StepStudy(generation, tuple(shape), model=model, twisted=twisted, slices=slices,
+                                         dcn=dcn.model_copy(update={"sites": sites}), **study))

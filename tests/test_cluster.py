@@ -254,15 +254,16 @@ def test_time_series_and_progress():
 def test_step_based_jobs_use_the_slice_they_get():
     """Run time = steps x roofline step time on the slice: at a flat 0.6, FLOPs / (chips x peak x
     0.6); by default the per-op compute critical path of the model's trace on that slice."""
-    from podsim.cluster import RooflineStepTime
-    from podsim.cluster.steptime import compute_critical_path_s
+    from podsim.study import CachedStepTime, RooflineStepTime
+    from podsim.study.steptime import compute_critical_path_s, default_study
     from podsim.topology import get_generation
     from podsim.trace import generate_trace
     from podsim.trace.configs import get_model
 
     jobs = [Job(id="gpt", submit_s=0.0, shape=(8, 8, 8), steps=1000, model="gpt3-175b")]
     config = ClusterConfig(generation="tpu-v4", horizon_s=30 * 86400)
-    result = simulate(config, jobs, step_time=RooflineStepTime(0.6))
+    flat = CachedStepTime(RooflineStepTime(), lambda *job: default_study(*job, compute_efficiency=0.6))
+    result = simulate(config, jobs, step_time=flat)
     step = get_model("gpt3-175b").training_flops_per_step() / (512 * 275e12 * 0.6)
     j = result.jobs[0]
     assert j.nominal_s == pytest.approx(1000 * step)

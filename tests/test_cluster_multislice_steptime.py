@@ -6,12 +6,15 @@ traffic. bert-large on 4x4x4 v4 slices keeps each engine step under about a seco
 from __future__ import annotations
 
 import pytest
+from helpers import ask
 
-from podsim.cluster import CachedStepTime, ClusterConfig, RooflineStepTime, StepEstimate, simulate
+from podsim.cluster import ClusterConfig, simulate
 from podsim.cluster.gang import GangSlice, sites_spanned
 from podsim.engine import build_job, simulate_step
 from podsim.errors import PodsimError
-from podsim.scenario.steptime import EngineStepTime, RecordingStepTime
+from podsim.scenario.steptime import RecordingStepTime
+from podsim.study import CachedStepTime, EngineStepTime, RooflineStepTime, StepEstimate
+from podsim.study.steptime import default_study
 from podsim.topology import DcnSpec, PodLayout, build_slice, get_generation
 from podsim.trace import generate_trace
 from podsim.trace.configs import get_model
@@ -31,23 +34,23 @@ def direct(slices: int, sites: int = 1):
 
 def test_engine_step_of_n_slices_is_simulate_step_on_build_job():
     """The interface's answer for 2 slices (1 and 2 sites) is the engine's on build_job's job."""
-    eng = EngineStepTime(None)
+    eng = EngineStepTime()
     for sites in (1, 2):
-        e, r = eng.estimate(MODEL, V4, SHAPE, False, slices=2, sites=sites), direct(2, sites)
+        e, r = ask(eng, MODEL, V4, SHAPE, False, slices=2, sites=sites), direct(2, sites)
         assert e.step_time_s == r.step_time_s and e.exposed_comm_s == r.exposed_comm_s
         assert e.step_time_s == pytest.approx(e.compute_s + e.exposed_comm_s, rel=1e-12)
         assert "dcn=2, 2 slices" in e.source and ("2 sites" in e.source) == (sites == 2)
         # the cross-slice all-reduce runs on the DCN in one site, on the WAN between two
         assert (r.levels["dcn"]["busy_s"] > 0) == (sites == 1) and (r.levels["wan"]["busy_s"] > 0) == (sites == 2)
     # the WAN hop (1 ms each way by default) makes two sites slower than one
-    assert eng.estimate(MODEL, V4, SHAPE, False, slices=2, sites=2).step_time_s > \
-        eng.estimate(MODEL, V4, SHAPE, False, slices=2).step_time_s
+    assert ask(eng, MODEL, V4, SHAPE, False, slices=2, sites=2).step_time_s > \
+        ask(eng, MODEL, V4, SHAPE, False, slices=2).step_time_s
 
 
 def test_two_slices_cost_at_most_the_dcn_time_over_one_slice_of_the_same_per_slice_batch():
     """Weak scaling check: 2 slices of a batch-B job against 1 slice of batch B/2 (same work per
     chip, same ICI collectives): the step can only grow, and by no more than the DCN busy time."""
-    two = EngineStepTime(None).estimate(MODEL, V4, SHAPE, False, slices=2)
+    two = ask(EngineStepTime(), MODEL, V4, SHAPE, False, slices=2)
     half = generate_trace(MODEL, SHAPE, "fsdp=64", generation=V4, overrides={"global_batch": BATCH // 2})
     one = simulate_step(half, build_slice(V4, SHAPE))
     dcn_busy_s = direct(2).levels["dcn"]["busy_s"]
@@ -60,14 +63,14 @@ def test_roofline_splits_the_global_batch_and_says_it_times_no_traffic():
     """Closed form: FLOPs(global batch) / (N x 64 chips x peak x eff); the per-op roofline is the
     engine's compute on the same N slices (collectives free)."""
     flops = get_model(MODEL).training_flops_per_step()
-    roof = RooflineStepTime(0.5)
+    roof = RooflineStepTime()
     for n in (1, 2, 4):
-        e = roof.estimate(MODEL, V4, SHAPE, False, slices=n)
+        e = ask(roof, MODEL, V4, SHAPE, False, slices=n, compute_efficiency=0.5)
         assert e.step_time_s == pytest.approx(flops / (n * 64 * V4.peak_flops_per_s * 0.5), rel=1e-12)
         assert ("DCN traffic not modelled" in e.source) == (n > 1)
-    assert "DCN and WAN traffic not modelled" in roof.estimate(MODEL, V4, SHAPE, False, slices=2, sites=2).source
-    per_op = RooflineStepTime(None).estimate(MODEL, V4, SHAPE, False, slices=2)
-    eng = EngineStepTime(None).estimate(MODEL, V4, SHAPE, False, slices=2)
+    assert "DCN and WAN traffic not modelled" in ask(roof, MODEL, V4, SHAPE, False, slices=2, sites=2, compute_efficiency=0.5).source
+    per_op = ask(RooflineStepTime(), MODEL, V4, SHAPE, False, slices=2)
+    eng = ask(EngineStepTime(), MODEL, V4, SHAPE, False, slices=2)
     assert per_op.step_time_s == pytest.approx(eng.compute_s, rel=1e-9) and per_op.exposed_comm_s == 0.0
     assert per_op.source == "roofline, per-op compute (fsdp=64,dcn=2), 2 slices, DCN traffic not modelled"
 
@@ -75,14 +78,14 @@ def test_roofline_splits_the_global_batch_and_says_it_times_no_traffic():
 def test_cache_keys_by_slices_and_sites():
     """A 1-slice and a 2-slice job of one model are different questions with different answers;
     asking again is free."""
-    cached = CachedStepTime(RooflineStepTime(0.5))
+    cached = CachedStepTime(RooflineStepTime(), lambda *job: default_study(*job, compute_efficiency=0.5))
     one = cached.step_time_s(MODEL, V4, SHAPE, False)
     two = cached.step_time_s(MODEL, V4, SHAPE, False, slices=2)
     assert two == pytest.approx(one / 2) and cached.calls == 2
     cached.step_time_s(MODEL, V4, SHAPE, False, slices=2, sites=2)
     cached.step_time_s(MODEL, V4, SHAPE, False, slices=2)
     assert cached.calls == 3
-    eng = CachedStepTime(EngineStepTime(None))
+    eng = CachedStepTime(EngineStepTime())
     a, b = (eng.estimate(MODEL, V4, SHAPE, False, slices=n) for n in (1, 2))
     assert a.step_time_s != b.step_time_s and a.source != b.source and eng.calls == 2
     for kw, msg in (({"slices": 0}, "slices 0 must be a whole number >= 1"),
@@ -105,7 +108,7 @@ def test_engine_mode_cluster_run_times_a_multislice_job_by_its_n_slices():
     steps = 1000
     jobs = [Job(id="g", submit_s=0.0, shape=SHAPE, slices=2, steps=steps, model=MODEL),
             Job(id="s", submit_s=0.0, shape=SHAPE, steps=steps, model=MODEL)]
-    rec = RecordingStepTime(EngineStepTime(None), V4)
+    rec = RecordingStepTime(EngineStepTime())
     r = simulate(ClusterConfig(generation="tpu-v4", horizon_s=86400, reconfigure_s=0), jobs, step_time=rec, audit=True)
     out = {o.id: o for o in r.jobs}
     assert out["g"].status == out["s"].status == "completed"
@@ -121,9 +124,9 @@ def test_a_gang_split_over_two_sites_is_timed_over_the_wan():
     calls = []
 
     class Recorder:
-        def estimate(self, model, generation, shape, twisted, *, slices=1, sites=1):
-            calls.append((slices, sites))
-            return StepEstimate(1.0 + sites, 1.0, float(sites), "stand-in")
+        def estimate(self, study):
+            calls.append((study.slices, study.sites))
+            return StepEstimate(1.0 + study.sites, 1.0, float(study.sites), "stand-in")
 
     job = Job(id="big", submit_s=0.0, shape=(16, 16, 16), slices=2, span_sites=True, steps=3600, model=MODEL)
     cfg = ClusterConfig(generation="tpu-v4", pods=2, sites=2, horizon_s=86400, reconfigure_s=0)
@@ -150,7 +153,7 @@ name: engine-gangs
 topology: {generation: tpu-v4, pods: 1}
 workload: {synthetic: {jobs: 4, rate: 4/h, mix: {4x4x4: 1}, slices: {1: 1, 2: 1}, models: {bert-large: 1},
                        steps: {kind: fixed, median: 2000}}}
-step_time: {model: engine, efficiency: 0.5}
+step_time: {model: engine, compute_efficiency: 0.5}
 horizon: 1d
 seed: 3
 """
@@ -170,7 +173,7 @@ def test_a_scenario_with_engine_step_times_runs_multislice_jobs():
     assert sorted(figures.step_times(r).data[0].y) == ["bert-large 4x4x4", "bert-large 4x4x4 x2"]
     with pytest.raises(PodsimError, match="names dcn; leave it out"):
         run_scenario(load_scenario_text(ENGINE_SCENARIO.replace(
-            "efficiency: 0.5}", "parallelism: {bert-large: 'fsdp=auto,dcn=2'}}")))
+            "compute_efficiency: 0.5}", "parallelism: {bert-large: 'fsdp=auto,dcn=2'}}")))
 
 
 SITES_SCENARIO = """

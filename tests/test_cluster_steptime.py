@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from helpers import ask
 
-from podsim.cluster import CachedStepTime, RooflineStepTime, StepEstimate, StepTimeModel
 from podsim.errors import PodsimError
+from podsim.study import CachedStepTime, RooflineStepTime, StepEstimate, StepStudy, StepTimeModel
 from podsim.topology import get_generation
 from podsim.trace import generate_trace
 
@@ -19,8 +20,9 @@ class Counting:
         self.calls = []
         self.value = value
 
-    def estimate(self, model, generation, shape, twisted, *, slices=1, sites=1):
-        self.calls.append((model, generation.id, shape, twisted) + (() if slices == 1 else (slices, sites)))
+    def estimate(self, study: StepStudy):
+        model, shape, twisted, slices, sites = study.model, study.shape, study.twisted, study.slices, study.sites
+        self.calls.append((model, study.generation.id, shape, twisted) + (() if slices == 1 else (slices, sites)))
         if self.value is not None:
             return StepEstimate(self.value, self.value, 0.0, "fixed")
         n = 1
@@ -34,34 +36,34 @@ def test_roofline_uses_the_generators_model_flops():
     """FLOPs per step are what generate_trace records; time = FLOPs / (chips x 275 TFLOP/s x eff)."""
     trace = generate_trace("gpt3-175b", "8x16x16", "data=8,fsdp=16,tensor=16")
     flops = trace.meta["model_flops_per_step"]
-    roof = RooflineStepTime(efficiency=0.5)
+    roof = RooflineStepTime()
     assert isinstance(roof, StepTimeModel)
-    assert roof.estimate("gpt3-175b", V4, (8, 16, 16), True).step_time_s == pytest.approx(flops / (2048 * 275e12 * 0.5))
+    assert ask(roof, "gpt3-175b", V4, (8, 16, 16), True, compute_efficiency=0.5).step_time_s == pytest.approx(flops / (2048 * 275e12 * 0.5))
     # compute only: twice the chips, half the time; efficiency 1 is the lower bound
-    assert roof.estimate("gpt3-175b", V4, (16, 16, 16), False).step_time_s == pytest.approx(
-        roof.estimate("gpt3-175b", V4, (8, 16, 16), False).step_time_s / 2)
-    assert RooflineStepTime(1.0).estimate("llama2-70b", V4, (8, 8, 8), False).step_time_s < \
-        RooflineStepTime().estimate("llama2-70b", V4, (8, 8, 8), False).step_time_s
+    assert ask(roof, "gpt3-175b", V4, (16, 16, 16), compute_efficiency=0.5).step_time_s == pytest.approx(
+        ask(roof, "gpt3-175b", V4, (8, 16, 16), compute_efficiency=0.5).step_time_s / 2)
+    assert ask(roof, "llama2-70b", V4, (8, 8, 8), compute_efficiency=1.0).step_time_s < \
+        ask(roof, "llama2-70b", V4, (8, 8, 8)).step_time_s
     with pytest.raises(PodsimError, match="efficiency 0"):
-        RooflineStepTime(0)
+        ask(roof, "llama2-70b", V4, (8, 8, 8), compute_efficiency=0)
     with pytest.raises(PodsimError, match="unknown model"):
-        roof.estimate("gpt9", V4, (8, 8, 8), False)
+        ask(roof, "gpt9", V4, (8, 8, 8))
 
 
 def test_cache_asks_once_per_shape_and_twist():
     inner = Counting()
     cached = CachedStepTime(inner)
     for _ in range(3):
-        cached.step_time_s("m", V4, (4, 4, 8), True)
-        cached.step_time_s("m", V4, (4, 4, 8), False)
+        cached.step_time_s("llama2-70b", V4, (4, 4, 8), True)
+        cached.step_time_s("llama2-70b", V4, (4, 4, 8), False)
     assert len(inner.calls) == 2 == cached.calls
-    assert cached.step_time_s("m", V4, (4, 4, 8), True) == pytest.approx(1000 / 128 * 0.8)
+    assert cached.step_time_s("llama2-70b", V4, (4, 4, 8), True) == pytest.approx(1000 / 128 * 0.8)
 
 
 @pytest.mark.parametrize("bad", [0.0, -1.0, float("nan"), float("inf")])
 def test_cache_rejects_impossible_step_times(bad):
     with pytest.raises(PodsimError, match="positive number of seconds"):
-        CachedStepTime(Counting(bad)).step_time_s("m", V4, (4, 4, 4), False)
+        CachedStepTime(Counting(bad)).step_time_s("llama2-70b", V4, (4, 4, 4), False)
     with pytest.raises(PodsimError, match="has no estimate"):
         CachedStepTime(object())
 
@@ -72,13 +74,13 @@ def test_the_simulation_asks_for_the_slice_actually_given():
     from podsim.workload import Job
 
     inner = Counting()
-    jobs = [Job(id="j", submit_s=0.0, shape=(4, 4, 8), twisted=True, steps=3600, model="m")]
+    jobs = [Job(id="j", submit_s=0.0, shape=(4, 4, 8), twisted=True, steps=3600, model="llama2-70b")]
     r = simulate(ClusterConfig(generation="tpu-v4", ocs=False, horizon_s=86400), jobs, step_time=inner)
-    assert set(inner.calls) == {("m", "tpu-v4", (4, 4, 8), False)}
+    assert set(inner.calls) == {("llama2-70b", "tpu-v4", (4, 4, 8), False)}
     assert r.jobs[0].end_s == pytest.approx(3600 * 1000 / 128)
     inner = Counting()
     r = simulate(ClusterConfig(generation="tpu-v4", ocs=True, horizon_s=86400), jobs, step_time=inner)
-    assert set(inner.calls) == {("m", "tpu-v4", (4, 4, 8), True)}
+    assert set(inner.calls) == {("llama2-70b", "tpu-v4", (4, 4, 8), True)}
     assert r.jobs[0].end_s == pytest.approx(10.0 + 3600 * 1000 / 128 * 0.8)
 
 
@@ -98,7 +100,7 @@ def test_default_plan_splits_the_batch_then_tensor(model, chips, slices, plan):
 
     assert multislice_plan(None, model, chips, slices) == plan
     shape = {512: (8, 8, 8), 1024: (8, 8, 16), 2048: (8, 16, 16), 3072: (12, 16, 16), 4096: (16, 16, 16)}[chips]
-    e = RooflineStepTime().estimate(model, V4, shape, False, slices=slices)
+    e = ask(RooflineStepTime(), model, V4, shape, slices=slices)
     assert plan in e.source and e.step_time_s > 0
 
 
@@ -107,16 +109,16 @@ def test_a_batch_too_small_for_the_slice_is_timed_on_the_chips_it_uses():
     heads): no plan uses every chip, so the engine's plan is a one-line error naming the fixes,
     and the per-op roofline times fsdp=1024 on a third of the slice (4x16x16) and divides by 3,
     saying so (the flat roofline's FLOPs / chips makes the same linear assumption)."""
-    from podsim.cluster.steptime import compute_critical_path_s
+    from podsim.study.steptime import compute_critical_path_s
     from podsim.trace.plans import multislice_plan
 
     with pytest.raises(PodsimError, match=r"llama2-70b on 1 x 3072 chips: .* splits over 1024 chips per slice "
                                           r"\(fsdp=1024\) and the other 3x cannot be tensor parallel; give .*"
-                                          r"step_time.parallelism.*step_time.efficiency"):
+                                          r"step_time.parallelism.*step_time.compute_efficiency"):
         multislice_plan(None, "llama2-70b", 3072, 1)
-    e = RooflineStepTime().estimate("llama2-70b", V4, (12, 16, 16), False)
+    e = ask(RooflineStepTime(), "llama2-70b", V4, (12, 16, 16))
     third = compute_critical_path_s(generate_trace("llama2-70b", (4, 16, 16), "fsdp=1024", generation=V4), V4)
     assert e.step_time_s == pytest.approx(third / 3) and "fsdp=1024 on 1024 chips, / 3 for 3072" in e.source
     # ResNet is data parallel: its replicated work would not shrink by 1/k, so no such part
     with pytest.raises(PodsimError, match="resnet50 on 1 x 4096 chips"):
-        RooflineStepTime().estimate("resnet50", V4, (16, 16, 16), False)
+        ask(RooflineStepTime(), "resnet50", V4, (16, 16, 16))

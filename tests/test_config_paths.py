@@ -12,13 +12,14 @@ import pytest
 from helpers import run_podsim as podsim
 
 from app_pages.cluster_run import job_stream, page_run
-from podsim.cluster import ClusterConfig, ClusterRun, RooflineStepTime, run_cluster
+from podsim.cluster import ClusterConfig, ClusterRun, run_cluster
 from podsim.cluster.config import POLICY_NAMES, Policy
 from podsim.cluster.policies import QUEUE_POLICIES
 from podsim.scenario import scenario_from_dict
 from podsim.scenario.run import cluster_run, run_scenario
 from podsim.scenario.schema import Policy as ScenarioPolicy
 from podsim.scenario.schema import StepTime, StepWorkload
+from podsim.study import StepStudy
 from podsim.topology import get_generation
 from podsim.trace.model import DEFAULT_COMPUTE_EFFICIENCY
 from podsim.units import rate_per_h
@@ -73,9 +74,9 @@ def test_defaults_and_names_live_once():
     assert (p.name, p.checkpoint_interval, p.restart_overhead) == (
         fields["policy"].default, fields["checkpoint_interval_s"].default, fields["restart_overhead_s"].default)
     # compute: the per-op model by default everywhere (None); a flat efficiency only when asked
-    assert StepTime().efficiency is None and StepWorkload(model="gpt3-175b", slice="4x4x4").compute_efficiency is None
-    assert ClusterRun.model_fields["efficiency"].default is None and RooflineStepTime().efficiency is None
-    assert StepTime(efficiency=DEFAULT_COMPUTE_EFFICIENCY).efficiency == 0.6
+    assert StepTime().compute_efficiency is None and StepWorkload(model="gpt3-175b", slice="4x4x4").compute_efficiency is None
+    assert ClusterRun.model_fields["compute_efficiency"].default is None and StepStudy(model="gpt3-175b").compute_efficiency is None
+    assert StepTime(compute_efficiency=DEFAULT_COMPUTE_EFFICIENCY).compute_efficiency == 0.6
 
 
 @pytest.mark.parametrize("text,per_h", [("2/h", 2.0), ("48/d", 2.0), ("168/w", 1.0), ("1/min", 60.0), ("3", 3.0)])

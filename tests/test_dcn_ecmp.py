@@ -11,7 +11,8 @@ import pytest
 
 from podsim.engine import build_job, simulate_step
 from podsim.errors import PodsimError
-from podsim.scenario.scaling import scaling_study
+from podsim.study import StepStudy
+from podsim.study.scaling import scaling_study
 from podsim.topology import DcnSpec, dcn_choice
 from podsim.topology.fabric import LinkKind
 from podsim.topology.routing import dcn_routes, dcn_split_routes
@@ -74,14 +75,13 @@ def test_split_weak_scaling_follows_the_all_reduce_closed_form():
     2 (N - 1) / N bytes per chip (each chip's share of its NIC is the bottleneck), and the step
     never shrinks as slices are added; under the hash 8 slices beat 4 (fewer flows per uplink,
     more collisions at 2 and 4 slices)."""
-    s = scaling_study("llama2-70b", "tpu-v4", "4x4x4", "fsdp=16,tensor=4", [1, 2, 4, 8], 16,
-                      overrides={"n_layers": 2}, dcn=DcnSpec(ecmp="split"))
+    base = StepStudy("tpu-v4", "4x4x4", model="llama2-70b", plan="fsdp=16,tensor=4", model_overrides={"n_layers": 2})
+    s = scaling_study(base.replace(dcn=DcnSpec(ecmp="split")), [1, 2, 4, 8], 16)
     busy = s["dcn_busy_s"]
     for i, n in enumerate(s["slices"][1:], start=1):
         assert busy[i] / busy[1] == pytest.approx(2 * (n - 1) / n, rel=0.02)
     assert all(b >= a * (1 - 1e-9) for a, b in zip(s["step_time_s"], s["step_time_s"][1:], strict=False))
-    h = scaling_study("llama2-70b", "tpu-v4", "4x4x4", "fsdp=16,tensor=4", [4, 8], 16,
-                      overrides={"n_layers": 2}, dcn=DcnSpec(ecmp="hash"))
+    h = scaling_study(base.replace(dcn=DcnSpec(ecmp="hash")), [4, 8], 16)
     assert h["dcn_busy_s"][0] > busy[2] * 1.2 and h["dcn_busy_s"][1] < h["dcn_busy_s"][0]
 
 

@@ -17,7 +17,7 @@ from podsim.collectives.dcnfold import (
 )
 from podsim.collectives.routes import slice_symmetry
 from podsim.engine import build_job, simulate_step
-from podsim.engine.maxmin import max_min_rates
+from podsim.maxmin import max_min_rates
 from podsim.topology import DcnSpec
 from podsim.topology.routing import dcn_split_groups, dcn_split_routes
 from podsim.trace import Compute, StepTrace, generate_trace

@@ -21,10 +21,10 @@ from podsim.engine import (
     simulate_step,
     validating,
 )
-from podsim.engine.maxmin import max_min_rates
 from podsim.engine.network import FlowNetwork
 from podsim.engine.validate import RateValidator, Recording, validate_rates
 from podsim.errors import PodsimError
+from podsim.maxmin import max_min_rates
 from podsim.perf import chip_compute
 from podsim.topology import DcnSpec, build_slice
 from podsim.trace import Collective, Compute, SendRecv, StepTrace, parse_group

@@ -56,8 +56,8 @@ def test_wan_hop_adds_its_latency_and_bandwidth_term():
     for ms in (1.0, 10.0):  # two sites, the WAN wide enough: each of the 2 steps pays one WAN hop
         t = dcn_ring(2, n, DcnSpec(spines=1, sites=2, wan_latency_s=ms * 1e-3))
         assert t - one_site == pytest.approx(2 * ms * 1e-3, rel=1e-6)
-    narrow = 50e9  # 50 GB/s per site pair: all 64 chips' flows share it, 8x slower than the NICs
-    t = dcn_ring(2, n, DcnSpec(spines=1, sites=2, wan_latency_s=1e-3, wan_bytes_per_s=narrow))
+    narrow = 50e9  # 50 GB/s (400 Gb/s) per site pair: all 64 chips' flows share it, 8x slower than the NICs
+    t = dcn_ring(2, n, DcnSpec(spines=1, sites=2, wan_latency_s=1e-3, wan_gbps=400))
     assert t == pytest.approx(2 * (DCN_HOP_S + 1e-3 + ring_step_s(2, n, narrow)), rel=1e-6)
     assert ring_step_s(2, n, narrow) == pytest.approx(8 * ring_step_s(2, n))
 
@@ -101,7 +101,7 @@ def test_three_level_all_reduce_across_sites():
     shard across sites, all-gather back), so only 1/128 of the buffer per chip crosses the WAN,
     about half of what a flat ring across the four slices sends. Each level at its closed form."""
     n, wan, lat = 2**28, 400e9, 10e-3
-    dcn = DcnSpec(spines=1, sites=2, wan_latency_s=lat, wan_bytes_per_s=wan)
+    dcn = DcnSpec(spines=1, sites=2, wan_latency_s=lat, wan_gbps=wan * 8 / 1e9)
     wan_bytes, t = {}, {}
     for alg in ("auto", "bidir_ring"):
         tr = StepTrace((Collective("ar", "all_reduce", n, parse_group("x,y,z,dcn"), alg),), meta={"slices": 4})
@@ -141,7 +141,7 @@ def test_scenario_site_errors(text, needle):
 def test_scenario_step_study_over_two_sites():
     """A multislice step study across two sites: the gradient all-reduce reaches the WAN."""
     from podsim.scenario import load_scenario_text, run_scenario
-    s = load_scenario_text("name: x\ntopology: {generation: tpu-v4}\ndcn: {sites: 2, wan_latency: 10ms, spines: 1}\n"
+    s = load_scenario_text("name: x\ntopology: {generation: tpu-v4}\ndcn: {sites: 2, wan_latency_s: 10ms, spines: 1}\n"
                            "workload: {step: {model: llama2-70b, slice: 4x4x4, slices: 2, parallelism: 'fsdp=64,dcn=2',"
                            " model_overrides: {global_batch: 128, n_layers: 1}}}", source="s.yaml")
     m = run_scenario(s).metrics

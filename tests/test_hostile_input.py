@@ -158,7 +158,7 @@ CASES = [
     ("validate-mix-nan", ("validate", "{d}/s_mix_nan.yaml"), "mix"),
     ("validate-priority-nan", ("validate", "{d}/s_prio_nan.yaml"), "priorities"),
     ("efficiency-inf", ("steptime", "--trace", "{d}/trace_ok.json", "--generation", "tpu-v4", "--slice", "2x2x2",
-                        "--efficiency", "inf"), "--efficiency"),
+                        "--compute-efficiency", "inf"), "--compute-efficiency"),
 ]
 
 

@@ -74,7 +74,7 @@ def test_steptime_reports_hbm_and_warns_when_the_plan_does_not_fit(tmp_path, cap
     assert r.code == 0, r.err
     r = run_podsim(capsys, *["steptime", "--trace", str(big), "--generation", "tpu-v4", "--slice", "4x4x4", "--json"])
     assert r.code == 0, r.err
-    s = json.loads(r.out)
+    s = json.loads(r.out)["metrics"]
     assert s["hbm_fits"] is False and s["hbm_bytes_per_chip"] > s["hbm_capacity_bytes"] == 32 * 2**30
     assert "warning: this plan needs" in r.err
     small = tmp_path / "small.json"
@@ -82,5 +82,5 @@ def test_steptime_reports_hbm_and_warns_when_the_plan_does_not_fit(tmp_path, cap
                             "--set", "n_layers=2", "--set", "global_batch=64", "--recompute", "full", "-o", str(small)])
     assert r.code == 0, r.err
     r = run_podsim(capsys, *["steptime", "--trace", str(small), "--generation", "tpu-v4", "--slice", "4x4x4", "--json"])
-    s = json.loads(r.out)
+    s = json.loads(r.out)["metrics"]
     assert s["hbm_fits"] is True and "warning" not in r.err

@@ -136,7 +136,7 @@ def test_cli_steptime_trace_runs_the_traces_slices(tmp_path, capsys):
     save_trace(step_trace(8, overlapped=False), f)
     r = podsim("steptime", "--trace", str(f), "--generation", "tpu-v4", "--slice", "4x4x4", "--json")
     assert r.returncode == 0, r.stderr
-    s = json.loads(r.stdout)
+    s = json.loads(r.stdout)["metrics"]
     assert s["slices"] == 8 and s["dcn"] == "eps" and s["dcn_busy_s"] > 0
     assert s["step_time_s"] == pytest.approx(25 * MS + s["dcn_busy_s"], rel=1e-9)
     code, out, err = run_podsim(capsys, "steptime", "--trace", str(f), "--generation", "tpu-v4", "--slice", "4x4x4", "--slices", "8", "--dcn", "ocs-job")
@@ -166,7 +166,7 @@ def test_cli_dcn_trace_without_a_slice_count(tmp_path, capsys):
     assert code == 2 and "--slices N" in err and len(err.strip().splitlines()) == 1
     code, out, err = run_podsim(capsys, "steptime", "--trace", str(f), "--generation", "tpu-v4", "--slice", "4x4x4", "--slices", "4", "--json")
     assert code == 0, err
-    assert json.loads(out)["dcn_busy_s"] > 0
+    assert json.loads(out)["metrics"]["dcn_busy_s"] > 0
 
 
 def test_job_levels_split_ici_and_dcn():

@@ -158,7 +158,8 @@ def test_cli_trace_generate_switches_and_steptime_mfu_hfu(capsys, tmp_path):
     assert json.loads(path.read_text())["meta"]["overlap"]["collective_matmul"] == "chunked"
     code, out, err = run_podsim(capsys, "steptime", "--trace", str(path), "--generation", "tpu-v4", "--slice", "4x4x4", "--json")
     assert code == 0, err
-    s = json.loads(out)
+    doc = json.loads(out)
+    s = doc["metrics"]
     assert s["hfu"] / s["mfu"] == pytest.approx(s["hardware_flops_per_step"] / s["model_flops_per_step"]) and s["hfu"] > 1.2 * s["mfu"]
     code, out, _ = run_podsim(capsys, "steptime", "--trace", str(path), "--generation", "tpu-v4", "--slice", "4x4x4")
     assert "hardware FLOPs utilisation" in out

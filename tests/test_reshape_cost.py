@@ -8,11 +8,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from podsim.cluster import ClusterConfig, RooflineStepTime, simulate
-from podsim.cluster.steptime import CachedStepTime
+from podsim.cluster import ClusterConfig, simulate
 from podsim.engine import simulate_collective
 from podsim.placement import PlacementSettings, PodState, SliceRequest, place
-from podsim.scenario.steptime import EngineStepTime
+from podsim.study import CachedStepTime, EngineStepTime, RooflineStepTime
 from podsim.topology import PodLayout, Slice, SliceSpec, get_generation
 from podsim.topology.placed import built_asked, built_placed
 from podsim.topology.routing import slice_routes
@@ -34,7 +33,7 @@ def test_a_fold_that_keeps_rings_minimal_costs_nothing():
         a = simulate_collective(folded, "all_reduce", 256e6, group=group, algorithm="ring")
         b = simulate_collective(asked, "all_reduce", 256e6, group=group, algorithm="ring")
         assert a.simulated_s == pytest.approx(b.simulated_s, rel=1e-12)
-    factor, source = CachedStepTime(EngineStepTime(None)).slowdown("bert-large", V4, p.slice, state.layout)
+    factor, source = CachedStepTime(EngineStepTime()).slowdown("bert-large", V4, p.slice, state.layout)
     assert factor == pytest.approx(1.0, abs=1e-9) and "fold placement" in source
 
 
@@ -67,7 +66,7 @@ def test_the_cluster_runs_a_priced_placement_at_its_speed():
     (no communication) nothing is charged, and the reason says so."""
     jobs = [Job("f", 0.0, (1, 8, 8), duration_s=3600.0), Job("n", 0.0, (4, 4, 4), duration_s=3600.0)]
     cfg = ClusterConfig(generation="tpu-v4", horizon_s=86400, fold="allowed", slowdown_model="bert-large")
-    r = {o.id: o for o in simulate(cfg, jobs, step_time=EngineStepTime(None)).jobs}
+    r = {o.id: o for o in simulate(cfg, jobs, step_time=EngineStepTime()).jobs}
     assert r["f"].placement == "fold" and r["n"].placement == "native" and r["n"].slowdown == 1.0
     assert r["f"].end_s - r["f"].first_start_s == pytest.approx(10.0 + 3600.0 * r["f"].slowdown)
     roof = CachedStepTime(RooflineStepTime())
@@ -76,4 +75,4 @@ def test_the_cluster_runs_a_priced_placement_at_its_speed():
                 settings=PlacementSettings(fold="allowed"))["f"].slice
     assert roof.slowdown("bert-large", V4, slc, layout)[0] == 1.0 and "no communication" in roof.slowdown("bert-large", V4, slc, layout)[1]
     with pytest.raises(Exception, match="slowdown_model"):
-        simulate(ClusterConfig(generation="tpu-v4", horizon_s=86400, fold="allowed"), jobs, step_time=EngineStepTime(None))
+        simulate(ClusterConfig(generation="tpu-v4", horizon_s=86400, fold="allowed"), jobs, step_time=EngineStepTime())

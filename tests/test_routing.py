@@ -13,9 +13,9 @@ from podsim.collectives import Placement, RouterPool, build_schedule, group_layo
 from podsim.collectives.adaptive import adaptive_split
 from podsim.collectives.bounds import all_to_all_time_s
 from podsim.engine import simulate_collective, validating
-from podsim.engine.maxmin import max_min_rates
 from podsim.engine.validate import EngineInvariantError, Recording, validate_rates
 from podsim.errors import PodsimError
+from podsim.maxmin import max_min_rates
 from podsim.scenario import load_scenario_text
 from podsim.topology import build_slice
 from podsim.topology.multipath import ROUTING_POLICIES, path_dag, reduce_coords, split_routes

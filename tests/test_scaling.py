@@ -8,13 +8,18 @@ import pytest
 
 from podsim.cli import main
 from podsim.errors import PodsimError
-from podsim.scenario.scaling import COLUMNS, scaling_study
+from podsim.study import StepStudy
+from podsim.study.scaling import COLUMNS, scaling_study
 
 SMALL = {"n_layers": 2}
 
 
+def base(plan: str = "fsdp=16,tensor=4", **kw) -> StepStudy:
+    return StepStudy("tpu-v4", "4x4x4", model="llama2-70b", plan=plan, model_overrides=SMALL, **kw)
+
+
 def test_scaling_study_weak_scaling():
-    s = scaling_study("llama2-70b", "tpu-v4", "4x4x4", "fsdp=16,tensor=4", [4, 1, 2], 16, overrides=SMALL)
+    s = scaling_study(base(), [4, 1, 2], 16)
     assert set(s) == set(COLUMNS) and s["slices"] == [1, 2, 4] and s["chips"] == [64, 128, 256]
     assert s["global_batch"] == [16, 32, 64]
     assert s["parallel_efficiency"][0] == 1.0 and s["dcn_busy_s"][0] == 0.0
@@ -28,9 +33,9 @@ def test_scaling_study_weak_scaling():
 
 def test_scaling_study_bad_input():
     with pytest.raises(PodsimError, match="leave dcn out"):
-        scaling_study("llama2-70b", "tpu-v4", "4x4x4", "fsdp=16,tensor=4,dcn=2", [1, 2], 16)
+        scaling_study(base("fsdp=16,tensor=4,dcn=2"), [1, 2], 16)
     with pytest.raises(PodsimError, match="give whole numbers >= 1"):
-        scaling_study("llama2-70b", "tpu-v4", "4x4x4", "fsdp=16,tensor=4", [0, 2], 16)
+        scaling_study(base(), [0, 2], 16)
 
 
 def test_cli_scaling_json_and_plot(tmp_path, capsys, monkeypatch):

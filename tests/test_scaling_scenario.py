@@ -14,8 +14,9 @@ from podsim.metrics import METRICS
 from podsim.report import render_report
 from podsim.report.figures import scaling_figure
 from podsim.scenario import load_scenario, load_scenario_text, run_scenario
-from podsim.scenario.scaling import COLUMNS, scaling_study
 from podsim.store import append_run, load_run
+from podsim.study import StepStudy
+from podsim.study.scaling import COLUMNS, scaling_study
 from podsim.topology import DcnSpec
 
 DATA = Path(__file__).parent / "data" / "scenarios"
@@ -140,7 +141,8 @@ def test_sites_must_split_every_count():
     with pytest.raises(PodsimError, match=r"scaling\.slices\.0: slice count 1 does not split evenly over dcn.sites = 2"):
         load_scenario_text(yaml.safe_dump(doc), source="s.yaml")
     with pytest.raises(PodsimError, match="slice count 1 does not split evenly over 2 sites"):  # the library, as the CLI calls it
-        scaling_study("llama2-70b", "tpu-v4", "4x4x4", "fsdp=16,tensor=4", [1, 2], 16, dcn=DcnSpec(sites=2))
+        scaling_study(StepStudy("tpu-v4", "4x4x4", model="llama2-70b", plan="fsdp=16,tensor=4", slices=2,
+                                dcn=DcnSpec(sites=2)), [1, 2], 16)
 
 
 def test_a_job_stream_may_ask_for_a_scaling_study_too():

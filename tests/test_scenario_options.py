@@ -68,15 +68,19 @@ def test_options_with_a_trace_file_are_refused(tmp_path):
         load_scenario_text(text, source="s.yaml")
 
 
-def test_step_options_are_the_generators_own_fields_and_defaults():
-    """StepOptions spells out GenerateOptions' user-facing fields for the schema; a field renamed or
-    re-defaulted on one side must fail here rather than drift."""
+def test_step_options_are_the_generators_own_model():
+    """A scenario's `options` sections are GenerateOptions itself (no copy of its fields to drift):
+    every field the generator has, the scenario takes, with the generator's defaults and bounds."""
     from dataclasses import fields
 
-    from podsim.scenario.schema import StepOptions
+    from podsim.scenario.schema import Scaling, StepWorkload
     from podsim.trace import GenerateOptions
 
-    generator = {f.name: f.default for f in fields(GenerateOptions)}
-    mine = {name: f.default for name, f in StepOptions.model_fields.items()}
-    assert mine and all(generator[name] == default for name, default in mine.items())
-    assert StepOptions().generate_options() == GenerateOptions()
+    assert StepWorkload.model_fields["options"].annotation is GenerateOptions
+    assert Scaling.model_fields["options"].annotation is GenerateOptions
+    w = StepWorkload(model="gpt3-175b", slice="4x4x4", options={f.name: f.default for f in fields(GenerateOptions)})
+    assert w.options == GenerateOptions()
+    for bad, msg in (({"grad_bytes": 9}, "less than or equal to 8"), ({"microbatches": 0}, "greater than or equal to 1"),
+                     ({"no_such_option": 1}, "nexpected")):
+        with pytest.raises(ValueError, match=msg):
+            StepWorkload(model="gpt3-175b", slice="4x4x4", options=bad)

@@ -81,16 +81,16 @@ def test_cli_steptime_trace_json(tmp_path, capsys):
     assert r.code == 0, r.err
     r = run_podsim(capsys, "steptime", "--trace", str(out), "--generation", "tpu-v4", "--slice", "4x4x8", "--json")
     assert r.code == 0, r.err
-    s = json.loads(r.out)
-    for key in ("step_time_s", "compute_s", "exposed_comm_s", "collectives", "mfu"):
-        assert key in s
-    assert math.isclose(sum(k["ops"] for k in s["collectives"].values()), 677)
+    doc = json.loads(r.out)
+    for key in ("step_time_s", "compute_s", "exposed_comm_s", "mfu"):
+        assert key in doc["metrics"]
+    assert math.isclose(sum(doc["tables"]["step_kinds"]["ops"]), 677)
 
 
 def test_cli_steptime_chakra_pattern(capsys):
     r = run_podsim(capsys, "steptime", "--trace", str(DATA / "microbench-8npu-1MB" / "et" / "all_gather.*.et"), "--network", str(RING8), "--json")
     assert r.code == 0, r.err
-    assert json.loads(r.out)["step_time_s"] == pytest.approx(EXPECTED_S["all_gather"], rel=0.01)
+    assert json.loads(r.out)["metrics"]["step_time_s"] == pytest.approx(EXPECTED_S["all_gather"], rel=0.01)
 
 
 @pytest.mark.parametrize("args,needle", [

@@ -172,21 +172,23 @@ def test_cli_writes_a_gpt3_timeline(tmp_path, capsys):
     code, stdout, err = run_podsim(capsys, "steptime", "--trace", str(trace_file), "--generation", "tpu-v4",
                                    "--slice", "4x4x4", "--timeline", str(out), "--json")
     assert code == 0, err
-    summary, doc = json.loads(stdout), json.loads(out.read_text())
+    result, doc = json.loads(stdout), json.loads(out.read_text())
     check_schema(doc)
     check_perfetto_tracks(doc)
     events = xs(doc)
-    for kind, k in summary["collectives"].items():
-        assert sum(e["cat"] == kind for e in events) == k["ops"]
-        assert sum(e["dur"] for e in events if e["cat"] == kind) / 1e6 == pytest.approx(k["busy_s"], rel=1e-9)
-    assert doc["otherData"]["step_time_s"] == pytest.approx(summary["step_time_s"])
-    assert np.isclose(max(e["ts"] + e["dur"] for e in events) / 1e6, summary["step_time_s"], rtol=1e-9)
+    kinds = result["tables"]["step_kinds"]
+    for i, kind in enumerate(kinds["kind"]):
+        assert sum(e["cat"] == kind for e in events) == kinds["ops"][i]
+        assert sum(e["dur"] for e in events if e["cat"] == kind) / 1e6 == pytest.approx(kinds["busy_s"][i], rel=1e-9)
+    step_s = result["metrics"]["step_time_s"]
+    assert doc["otherData"]["step_time_s"] == pytest.approx(step_s)
+    assert np.isclose(max(e["ts"] + e["dur"] for e in events) / 1e6, step_s, rtol=1e-9)
     code, _, err = run_podsim(capsys, "steptime", "--trace", str(trace_file), "--generation", "tpu-v4",
                               "--slice", "4x4x4", "--timeline", str(tmp_path / "t.txt"))
     assert code == 2 and "must end in .json" in err
     code, _, err = run_podsim(capsys, "steptime", "--generation", "tpu-v4", "--slice", "4x4x4", "--collective", "all-reduce",
                               "--bytes", "1MiB", "--timeline", str(out))
-    assert code == 2 and "--timeline writes a step trace's timeline: give it with --trace FILE" in err
+    assert code == 2 and "--timeline applies to a step (--trace FILE or --model MODEL)" in err
 
 
 def check_perfetto_tracks(doc: dict) -> None:

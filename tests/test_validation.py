@@ -1,4 +1,4 @@
-"""The validation table (podsim/perf/validation.py, docs/validation.md) is pinned: a change that
+"""The validation table (podsim/validation/table.py, docs/validation.md) is pinned: a change that
 makes any row, or the summary, worse than recorded here fails. An improvement passes; record
 it by updating PINNED from `benchmarks/validation.py` (and docs/validation.md)."""
 
@@ -9,8 +9,8 @@ from dataclasses import replace
 import pytest
 
 from podsim.perf import chips
-from podsim.perf.validation import ROWS, error, predict, row_trace, run_table, summarise
 from podsim.topology import get_generation
+from podsim.validation import ROWS, error, predict, row_trace, run_table, summarise
 
 # |error| per row as recorded in docs/validation.md
 PINNED: dict[str, float] = {"M1": 0.043, "M2": 0.077, "M3": 0.251, "ML12": 0.000, "M4": 0.014, "M5": 0.121, "M6": 0.000,

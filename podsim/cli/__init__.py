@@ -31,7 +31,7 @@ from podsim.errors import InternalError, PodsimError
 COMMANDS: dict[str, tuple[str, str]] = {
     "topology": ("podsim.cli.topology", "Summarise a pod or a slice: chips, hosts, cubes, OCS, links, bisection, all-reduce, diameter; with --pods, a fleet of pods on a DCN (and --sites, data centres joined by WAN links)."),
     "place": ("podsim.cli.place", "Place slice requests on a pod: which cubes or chips each gets, and its OCS circuits."),
-    "steptime": ("podsim.cli.steptime", "Simulate a collective on a slice (simulated and closed-form time, algorithm and bus bandwidth), or a whole step trace (--trace: step time and where it goes)."),
+    "steptime": ("podsim.cli.steptime", "Simulate a collective on a slice (simulated and closed-form time, algorithm and bus bandwidth), or a whole training step (--trace FILE or --model MODEL: step time and where it goes)."),
     "trace": ("podsim.cli.trace", "Step traces: generate from a model, import Chakra / ASTRA-sim, export Chakra, show."),
     "scaling": ("podsim.cli.scaling", "Weak-scaling study of a multislice job: step time, MFU, DCN/WAN time, parallel efficiency."),
     "serve": ("podsim.cli.serve", "Simulate a serving fleet (TTFT, TPOT, throughput, cost per million tokens) and find the fewest chips for a rate."),

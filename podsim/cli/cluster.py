@@ -67,7 +67,7 @@ def cluster_cmd(
     decision_time_limit: float = typer.Option(default("decision_time_limit_s"), "--decision-time-limit", help="CP-SAT limit per scheduling decision", callback=opt_finite("--decision-time-limit", low=0, low_open=True)),
     checkpoint_interval: str = typer.Option(format_seconds(default("checkpoint_interval_s")), "--checkpoint-interval", help="run time between checkpoints"),
     restart_overhead: str = typer.Option(format_seconds(default("restart_overhead_s")), "--restart-overhead", help="time to restart from a checkpoint"),
-    efficiency: float = typer.Option(None, "--efficiency", help=f"a flat fraction of peak FLOP/s for step-based jobs (e.g. {DEFAULT_COMPUTE_EFFICIENCY}, hardware.md perf.3) instead of the per-op compute model", callback=opt_finite("--efficiency", low=0, high=1, low_open=True)),
+    efficiency: float = typer.Option(None, "--compute-efficiency", help=f"a flat fraction of peak FLOP/s for step-based jobs (e.g. {DEFAULT_COMPUTE_EFFICIENCY}, hardware.md perf.3) instead of the per-op compute model", callback=opt_finite("--compute-efficiency", low=0, high=1, low_open=True)),
     sample: str | None = typer.Option(None, "--sample", help="time-series step (default horizon/500)"),
     warmup: str | None = typer.Option(None, "--warmup", help="leave the first stretch (the fleet filling up) and its jobs out of the metrics, e.g. 2d"),
     drain: bool = typer.Option(False, "--drain/--no-drain", help="after the horizon, let the measured jobs run on (no arrivals) so their waits are whole"),
@@ -95,7 +95,7 @@ def cluster_cmd(
         stream = {"trace": TraceSpec(path=trace, columns=cols, limit=limit, arrival_scale=arrival_scale)}
     else:
         stream = {"synthetic": parse_synthetic(synthetic, generation)}
-    run = make_run(config=config, failure_trace=failure_trace, efficiency=efficiency, seed=seed, **stream)
+    run = make_run(config=config, failure_trace=failure_trace, compute_efficiency=efficiency, seed=seed, **stream)
     with progress_reporter("simulating") as update:
         def progress(now: float, total: float) -> None:
             update(now, total, format_seconds(now), f"{format_seconds(now)} of {format_seconds(total)} simulated")

@@ -11,7 +11,6 @@ from pathlib import Path
 
 import typer
 
-import podsim
 from podsim.cli import app
 from podsim.errors import PodsimError
 
@@ -20,7 +19,7 @@ MAX_UPLOAD_MB = 20  # the pages refuse larger files too (app_pages/common.py)
 
 def app_path() -> Path:
     """The dashboard's entry script: app.py in the checkout that holds the podsim package."""
-    path = Path(podsim.__file__).resolve().parents[1] / "app.py"
+    path = Path(__file__).resolve().parents[2] / "app.py"  # podsim/cli/dashboard.py -> the checkout
     if not path.is_file():
         raise PodsimError(f"the dashboard's app.py is not at {path}; it ships with podsim's source checkout "
                           "(install with `pip install -e .` from the checkout)")

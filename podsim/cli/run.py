@@ -20,6 +20,7 @@ from podsim.files import output_folder, safe_component, write_text_atomic
 from podsim.report import render_report
 from podsim.report.render import interval_rows, key_rows, threshold_text
 from podsim.scenario import RunResult, Scenario, load_scenario, run_scenario
+from podsim.scenario.run import STEP_JSON_TABLES
 from podsim.store import append_run, new_run_id, write_tables
 from podsim.units import format_seconds
 
@@ -133,7 +134,8 @@ def run_cmd(
     warn_inferred_shapes(result.metrics)
     result, paths = save_run(result, out, store, report, force or overwrite)
     if as_json:
-        emit_json({**result.summary(), "outputs": {k: str(v) for k, v in paths.items()}})
+        tables = STEP_JSON_TABLES if result.kind == "step" else ()
+        emit_json({**result.summary(tables=tables), "outputs": {k: str(v) for k, v in paths.items()}})
         return
     print_run(result, paths)
     if "report" in paths:

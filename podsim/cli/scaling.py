@@ -7,12 +7,17 @@ from pathlib import Path
 
 import typer
 
+from podsim.bounds import opt_finite
 from podsim.cli import app
 from podsim.cli.common import emit_json
+from podsim.cli.steptime import step_options
+from podsim.collectives.routes import check_routing
 from podsim.errors import PodsimError
 from podsim.files import write_text_atomic
-from podsim.scenario.scaling import scaling_study
+from podsim.study import StepStudy
+from podsim.study.scaling import scaling_study
 from podsim.topology import dcn_choice
+from podsim.topology.multipath import ROUTING_POLICIES
 from podsim.trace.configs import parse_overrides
 from podsim.units import format_seconds
 
@@ -32,6 +37,10 @@ def scaling_cmd(
     wan_latency_ms: float = typer.Option(1.0, "--wan-latency-ms", help="one-way WAN latency (assumption: 1 ms)"),
     wan_gbps: float = typer.Option(12800.0, "--wan-gbps", help="WAN Gb/s per site pair and direction (assumption)"),
     set_: list[str] = typer.Option(None, "--set", help="override a model field, e.g. --set n_layers=8 (repeatable)"),
+    option: list[str] = typer.Option(None, "--option", help="a generator option KEY=VALUE, e.g. --option recompute=full (repeatable; the fields of podsim.trace.GenerateOptions)"),
+    efficiency: float = typer.Option(None, "--compute-efficiency", help="a flat fraction of peak FLOP/s for every compute op instead of the per-op model", callback=opt_finite("--compute-efficiency", low=0, high=1, low_open=True)),
+    routing: str = typer.Option("dimension_order", "--routing", help=f"ICI routing in each slice: {', '.join(ROUTING_POLICIES)}"),
+    static: bool = typer.Option(False, "--static", help="static wiring (no OCS between cubes)"),
     plot: Path = typer.Option(None, "--plot", help="write the figure to this .html file"),
     as_json: bool = typer.Option(False, "--json", help="one JSON object on stdout"),
 ) -> None:
@@ -45,8 +54,14 @@ def scaling_cmd(
         raise PodsimError("--dcn ocs-job is not offered for a scaling study; use eps or ocs")
     if plot is not None and plot.suffix != ".html":
         raise PodsimError(f"--plot {str(plot)!r}: give a .html file")
-    study = scaling_study(model, generation, slice_shape, parallelism, counts, batch_per_slice, dcn=spec,
-                          overrides=parse_overrides(set_))
+    check_routing(routing)
+    overrides = parse_overrides(set_)
+    if "global_batch" in overrides:
+        raise PodsimError("--set global_batch: leave it out; the study sets it to --batch-per-slice x slices")
+    base = StepStudy(generation, slice_shape, model=model, plan=parallelism, model_overrides=overrides,
+                     options=step_options(option), compute_efficiency=efficiency, dcn=spec, routing=routing, ocs=not static,
+                     slices=spec.sites)  # the study sets each count
+    study = scaling_study(base, counts, batch_per_slice)
     title = f"{model} on {generation} {slice_shape} slices ({parallelism} + dcn), {batch_per_slice} per slice"
     if plot is not None:
         from podsim.report.figures import scaling_figure  # plotly only when a plot is asked for

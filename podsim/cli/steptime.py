@@ -2,15 +2,19 @@
 
     podsim steptime --generation tpu-v4 --slice 16x16x16 --collective all_reduce --bytes 1GiB
     podsim steptime --trace step.json --generation tpu-v4 --slice 8x16x16 [--json]
+    podsim steptime --model llama2-70b -p fsdp=32,tensor=4 --generation tpu-v4 --slice 4x4x8 [--option recompute=full]
     podsim steptime --trace dcn32.json --generation tpu-v5e --slice 16x16 [--slices 32] [--dcn ocs]
     podsim steptime --trace all_reduce.*.et --network inputs_network_tpu_v3_8.yml
 """
 
 from __future__ import annotations
 
+import dataclasses
 import glob
+import math
 
 import typer
+from pydantic import TypeAdapter, ValidationError
 
 from podsim.bounds import opt_count, opt_finite
 from podsim.cli import app
@@ -20,18 +24,19 @@ from podsim.collectives.routes import check_routing
 from podsim.engine import (
     DEFAULT_COMPUTE_EFFICIENCY,
     CollectiveResult,
-    build_job,
     declared_slices,
     simulate_collective,
-    simulate_step,
-    step_summary,
 )
 from podsim.engine.linkload import record_link_load
-from podsim.errors import PodsimError
+from podsim.errors import PodsimError, first_error
+from podsim.scenario.run import STEP_JSON_TABLES, step_result
+from podsim.study import StepStudy, run_study
 from podsim.topology import build_slice, dcn_choice, format_shape, get_generation, parse_shape
 from podsim.topology.multipath import ROUTING_POLICIES
 from podsim.trace import load_trace
 from podsim.trace.astra_network import network_generation
+from podsim.trace.configs import parse_assignments, parse_overrides
+from podsim.trace.generate import GenerateOptions
 from podsim.trace.kinds import normalise_algorithm, normalise_kind
 from podsim.trace.memory import fits_message, hbm_text
 from podsim.units import format_bytes, format_rate, format_seconds, parse_bytes
@@ -55,31 +60,33 @@ def collective_rows(r: CollectiveResult) -> list[tuple[str, str]]:
     return rows
 
 
-def step_rows(s: dict) -> list[tuple[str, str]]:
-    """Human-readable rows of a step summary."""
+def step_rows(result) -> list[tuple[str, str]]:
+    """Human-readable rows of a step's RunResult (its metrics and step_kinds table)."""
+    m = result.metrics
     rows = [
-        ("step time", format_seconds(s["step_time_s"])),
-        ("compute", format_seconds(s["compute_s"])),
-        ("communication", f"{format_seconds(s['comm_s'])} busy, {format_seconds(s['exposed_comm_s'])} exposed"),
+        ("step time", format_seconds(m["step_time_s"])),
+        ("compute", format_seconds(m["compute_s"])),
+        ("communication", f"{format_seconds(m['comm_s'])} busy, {format_seconds(m['exposed_comm_s'])} exposed"),
     ]
-    for level, label in (("ici", "ICI (inside slices)"), ("dcn", f"DCN (across {s.get('slices', 1)} slices)"),
-                         ("wan", "WAN (across sites)")):
-        lv = s.get("levels", {}).get(level)
-        if lv and (lv["busy_s"] > 0 or level == "dcn" and s.get("slices", 1) > 1):
-            rows.append((label, f"{format_seconds(lv['busy_s'])} busy, {format_seconds(lv['exposed_s'])} exposed"))
-    for kind, k in sorted(s["collectives"].items()):
-        rows.append((kind, f"{int(k['ops'])} ops, {format_bytes(k['bytes'])}, {format_seconds(k['busy_s'])} busy "
-                           f"(closed form {format_seconds(k['closed_form_s'])})"))
-    if s.get("input_s"):
-        rows.append(("host input", f"{format_seconds(s['input_s'])} per step on the hosts; " + (
-            f"input-bound: the chips wait {format_seconds(s['input_wait_s'])} for it" if s["input_bound"] else "the chips take longer (not input-bound)")))
-    if "mfu" in s:
-        rows.append(("model FLOPs utilisation", f"{s['mfu']:.1%}"))
-    if "hfu" in s:
-        rows.append(("hardware FLOPs utilisation", f"{s['hfu']:.1%} (recomputation included)"))
-    if "hbm_bytes_per_chip" in s:
-        rows.append(("HBM per chip", hbm_text(s["hbm_bytes_per_chip"], s.get("hbm_capacity_bytes"))))
-    rows.append(("engine", f"{s['engine_wall_s']:.3f} s wall, {s['events']:,} events, {s['flows_simulated']:,} of {s['flows']:,} flows simulated"))
+    slices = m.get("slices", 1)
+    for level, label in (("ici", "ICI (inside slices)"), ("dcn", f"DCN (across {slices} slices)"), ("wan", "WAN (across sites)")):
+        busy = m.get(f"{level}_busy_s")
+        if busy is not None and (busy > 0 or level == "dcn" and slices > 1):
+            rows.append((label, f"{format_seconds(busy)} busy, {format_seconds(m[f'{level}_exposed_s'])} exposed"))
+    k = result.table("step_kinds")
+    for i in sorted(range(len(k["kind"])), key=lambda i: k["kind"][i]):
+        rows.append((k["kind"][i], f"{int(k['ops'][i])} ops, {format_bytes(k['bytes'][i])}, {format_seconds(k['busy_s'][i])} busy "
+                                   f"(closed form {format_seconds(k['closed_form_s'][i])})"))
+    if m.get("input_s"):
+        rows.append(("host input", f"{format_seconds(m['input_s'])} per step on the hosts; " + (
+            f"input-bound: the chips wait {format_seconds(m['input_wait_s'])} for it" if m["input_bound"] else "the chips take longer (not input-bound)")))
+    if not math.isnan(m.get("mfu", math.nan)):
+        rows.append(("model FLOPs utilisation", f"{m['mfu']:.1%}"))
+    if not math.isnan(m.get("hfu", math.nan)):
+        rows.append(("hardware FLOPs utilisation", f"{m['hfu']:.1%} (recomputation included)"))
+    if "hbm_bytes_per_chip" in m:
+        rows.append(("HBM per chip", hbm_text(m["hbm_bytes_per_chip"], m.get("hbm_capacity_bytes"))))
+    rows.append(("engine", f"{m['engine_wall_s']:.3f} s wall, {m['events']:,} events, {m['flows_simulated']:,} of {m['flows']:,} flows simulated"))
     return rows
 
 
@@ -108,39 +115,64 @@ def resolve_slices(trace, given: int | None) -> int:
 
 
 
-def _trace_mode(files: list[str], generation: str | None, network: str | None, slice_shape: str | None,
-                twisted: bool, efficiency: float | None, fast_path: bool, as_json: bool,
-                slices: int | None = None, dcn: str = "eps", oversubscription: float = 1.0,
-                wan: tuple[int, float, float, str] = (1, 1.0, 12800.0, "split"), routing: str = "dimension_order",
-                timeline: str | None = None) -> None:
+def step_options(items: list[str] | None) -> GenerateOptions:
+    """`--option KEY=VALUE` (repeatable) as the generator's GenerateOptions, each value read as its
+    field's type (e.g. recompute=full, collective_matmul=true, microbatches=8)."""
+    given = parse_assignments(items, "--option", "recompute=full")
+    try:
+        return TypeAdapter(GenerateOptions).validate_python(given)
+    except ValidationError as exc:
+        where, msg = first_error(exc, "option")
+        if exc.errors()[0]["type"] in ("unexpected_keyword_argument", "extra_forbidden"):
+            allowed = ", ".join(f.name for f in dataclasses.fields(GenerateOptions) if f.name != "mesh")
+            msg = f"unknown option; options: {allowed}"
+        raise PodsimError(f"--option {where}: {msg}") from None
+
+
+def cli_study(files: list[str] | None, model: str | None, generation: str | None, network: str | None,
+              slice_shape: str | None, twisted: bool, efficiency: float | None, fast_path: bool, slices: int | None,
+              dcn: str, oversubscription: float, wan: tuple[int, float, float, str], routing: str,
+              plan: str | None = None, overrides: list[str] | None = None, options: list[str] | None = None) -> StepStudy:
+    """The step study `podsim steptime --trace FILE | --model MODEL ...` asks for."""
+    if bool(files) == (model is not None):
+        raise PodsimError("give --trace FILE (a step trace) or --model MODEL (a preset, generated for --parallelism), one of the two")
     if (generation is None) == (network is None):
         raise PodsimError("give --generation GEN (with --slice) or --network ASTRA_NETWORK.yml for a trace")
-    check_timeline_path(timeline)
+    if model is not None and network is not None:
+        raise PodsimError("--network describes an ASTRA-sim trace's network; give --generation with --model")
     gen = network_generation(network) if network else get_generation(generation)
-    shape = parse_shape(slice_shape, gen.dims) if slice_shape else gen.pod_shape
+    shape = parse_shape(slice_shape, gen.dims) if slice_shape else None
     spec, engineer = dcn_choice(dcn, oversubscription, *wan)
-    trace = load_trace(expand_paths(files), shape=shape)
-    n = resolve_slices(trace, slices)
-    job = build_job(trace, gen, shape if slice_shape else None, n, twisted=twisted, dcn=spec, engineer_dcn=engineer,
-                    name=trace.name or "trace")
+    common = {"twisted": twisted, "compute_efficiency": efficiency, "fast_path": fast_path, "dcn": spec,
+              "engineer_dcn": engineer, "routing": routing}
+    if model is not None:
+        return StepStudy(gen, shape, model=model, plan=plan, model_overrides=parse_overrides(overrides),
+                         options=step_options(options), slices=slices or 1, name=model, **common)
+    for flag, given in (("--parallelism", plan), ("--set", overrides), ("--option", options)):
+        if given:
+            raise PodsimError(f"{flag} shapes a generated step (--model); a trace file holds its own ops and plan")
+    trace = load_trace(expand_paths(files), shape=shape or gen.pod_shape)
+    return StepStudy(gen, shape, trace=trace, slices=resolve_slices(trace, slices), name=trace.name or "trace", **common)
+
+
+def _step_mode(study: StepStudy, as_json: bool, timeline: str | None, title: str) -> None:
+    check_timeline_path(timeline)
     with record_link_load(timeline is not None) as load:
-        result = simulate_step(None, job, compute_efficiency=efficiency, fast_path=fast_path, routing=routing)
+        r = run_study(study)
     if timeline:
-        write_timeline(timeline, result, load.last, title=trace.name or files[0])
-    summary = step_summary(result, trace)
-    shape_name = format_shape(job.slices[0].shape)
-    summary.update(trace=trace.name, slice=shape_name, twisted=job.slices[0].twisted, dcn=job.fabric.dcn.kind,
-                   dcn_oversubscription=job.fabric.dcn.oversubscription, pods=job.fabric.layout.pods,
-                   sites=job.fabric.dcn.sites)
-    if summary.get("hbm_fits") is False:
-        typer.echo("warning: " + fits_message(summary["hbm_bytes_per_chip"], summary["hbm_capacity_bytes"]), err=True)
+        write_timeline(timeline, r, load.last, title=title)
+    result = step_result(study, r=r)
+    m = result.metrics
+    if m.get("hbm_fits") is False:
+        typer.echo("warning: " + fits_message(m["hbm_bytes_per_chip"], m["hbm_capacity_bytes"]), err=True)
     if as_json:
-        emit_json(summary)
+        emit_json(result.summary(tables=STEP_JSON_TABLES))
         return
-    where = shape_name if n == 1 else f"{n} x {shape_name} on {job.fabric.layout.pods} pod(s), {dcn} DCN"
-    if spec.sites > 1:
-        where += f", {spec.sites} sites"
-    table(f"{trace.name or files[0]} on {gen.name} — {where}", step_rows(summary))
+    n, shape_name = study.slices, m["slice"]
+    where = shape_name if n == 1 else f"{n} x {shape_name} on {m['pods']} pod(s), {m['dcn']} DCN"
+    if study.sites > 1:
+        where += f", {study.sites} sites"
+    table(f"{title} on {study.generation.name} — {where}", step_rows(result))
 
 
 @app.command("steptime")
@@ -148,34 +180,49 @@ def steptime_cmd(
     generation: str = typer.Option(None, "--generation", help="generation id, e.g. tpu-v4"),
     trace_files: list[str] = typer.Option(None, "--trace", help="a step trace (podsim JSON/YAML, ASTRA-sim text, Chakra .et/.json); for Chakra, one file per rank: repeat --trace or quote a pattern like 'all_reduce.*.et'"),
     network: str = typer.Option(None, "--network", help="with --trace: an ASTRA-sim network .yml instead of --generation"),
-    efficiency: float = typer.Option(None, "--efficiency", help=f"with --trace: a flat fraction of peak FLOP/s for every compute op (e.g. {DEFAULT_COMPUTE_EFFICIENCY}, hardware.md perf.3) instead of the per-op model", callback=opt_finite("--efficiency", low=0, high=1, low_open=True)),
+    model: str = typer.Option(None, "--model", help="a model preset (podsim trace models): its step generated for --parallelism, instead of --trace"),
+    parallelism: str = typer.Option(None, "--parallelism", "-p", help="with --model: the plan inside a slice, e.g. fsdp=16,tensor=4 (one axis may be auto; dcn is set to --slices); default: FSDP as far as the batch splits, tensor parallel over the rest"),
+    set_: list[str] = typer.Option(None, "--set", help="with --model: override a model field, e.g. --set global_batch=2048 (repeatable)"),
+    option: list[str] = typer.Option(None, "--option", help="with --model: a generator option KEY=VALUE, e.g. --option recompute=full (repeatable; the fields of podsim.trace.GenerateOptions)"),
+    efficiency: float = typer.Option(None, "--compute-efficiency", help=f"with a step: a flat fraction of peak FLOP/s for every compute op (e.g. {DEFAULT_COMPUTE_EFFICIENCY}, hardware.md perf.3) instead of the per-op model", callback=opt_finite("--compute-efficiency", low=0, high=1, low_open=True)),
     slice_shape: str = typer.Option(None, "--slice", help="slice shape, e.g. 4x4x8; default: the whole pod"),
     twisted: bool = typer.Option(False, "--twisted", help="twisted torus (k x k x 2k or k x 2k x 2k)"),
     collective: str = typer.Option(None, "--collective", help=f"one of: {', '.join(KINDS)}"),
     size: str = typer.Option(None, "--bytes", help="size in the nccl-tests convention, e.g. 1GiB, 256MB, 4096"),
     group: str = typer.Option("all", "--group", help="slice axes of the group: x, x,y, all, x:4 ..."),
     algorithm: str = typer.Option("auto", "--algorithm", help=f"auto (fastest by closed form) or one of: {', '.join(ALGORITHMS)}"),
-    slices: int = typer.Option(None, "--slices", help="with --trace: slices of a multislice job (default: the trace's dcn=N, else 1)", callback=opt_count("--slices", 1, 4096, "slices of one job")),
-    dcn: str = typer.Option("eps", "--dcn", help="with --trace: data-centre network between slices: eps (leaf-spine Clos), ocs (uniform OCS mesh), ocs-job (OCS circuits engineered for the job)"),
+    slices: int = typer.Option(None, "--slices", help="with a step: slices of a multislice job (default: a trace's dcn=N, else 1)", callback=opt_count("--slices", 1, 4096, "slices of one job")),
+    dcn: str = typer.Option("eps", "--dcn", help="with a step: data-centre network between slices: eps (leaf-spine Clos), ocs (uniform OCS mesh), ocs-job (OCS circuits engineered for the job)"),
     oversubscription: float = typer.Option(1.0, "--oversubscription", help="with --dcn eps: NIC bandwidth : spine uplink bandwidth", callback=opt_finite("--oversubscription", low=1, high=1000)),
-    sites: int = typer.Option(1, "--sites", help="with --trace: data centres the slices split over, joined by WAN links (EPS DCN)", callback=opt_count("--sites", 1, 64, "data centres of one job")),
+    sites: int = typer.Option(1, "--sites", help="with a step: data centres the slices split over, joined by WAN links (EPS DCN)", callback=opt_count("--sites", 1, 64, "data centres of one job")),
     wan_latency_ms: float = typer.Option(1.0, "--wan-latency-ms", help="with --sites: one-way WAN latency (assumption: 1 ms, ~200 km of fibre)", callback=opt_finite("--wan-latency-ms", low=0, high=1000)),
     wan_gbps: float = typer.Option(12800.0, "--wan-gbps", help="with --sites: WAN capacity per site pair and direction, Gb/s (assumption: 16 x 800GbE)", callback=opt_finite("--wan-gbps", low=0, low_open=True)),
     ecmp: str = typer.Option("split", "--ecmp", help="with --dcn eps: split (each flow evenly over the spines) or hash (one spine per NIC pair, collisions included)"),
     no_fast_path: bool = typer.Option(False, "--no-fast-path", help="simulate every flow (no symmetry folding)"),
     routing: str = typer.Option("dimension_order", "--routing", help=f"ICI routing in the slice: {', '.join(ROUTING_POLICIES)}"),
-    timeline: str = typer.Option(None, "--timeline", help="with --trace: write the step as Chrome trace-event JSON (open in Perfetto), e.g. step.json"),
+    timeline: str = typer.Option(None, "--timeline", help="with a step: write the step as Chrome trace-event JSON (open in Perfetto), e.g. step.json"),
     as_json: bool = typer.Option(False, "--json", help="one JSON object on stdout"),
 ) -> None:
     """Simulate a collective on a slice (simulated and closed-form time, algorithm and bus
-    bandwidth), or a whole step trace (--trace: step time and where it goes)."""
+    bandwidth), or a whole training step (--trace FILE or --model MODEL: step time and where it goes)."""
     check_routing(routing)
-    if trace_files:
-        _trace_mode(trace_files, generation, network, slice_shape, twisted, efficiency, not no_fast_path, as_json,
-                    slices, dcn, oversubscription, (sites, wan_latency_ms, wan_gbps, ecmp), routing, timeline)
+    if trace_files or model is not None:
+        for flag, given in (("--collective", collective is not None), ("--bytes", size is not None),
+                            ("--group", group != "all"), ("--algorithm", algorithm != "auto")):
+            if given:
+                raise PodsimError(f"{flag} applies to one collective (--collective KIND --bytes SIZE), not to a step")
+        study = cli_study(trace_files, model, generation, network, slice_shape, twisted, efficiency, not no_fast_path, slices,
+                          dcn, oversubscription, (sites, wan_latency_ms, wan_gbps, ecmp), routing, parallelism, set_, option)
+        _step_mode(study, as_json, timeline, study.model_name or (trace_files or ["trace"])[0])
         return
-    if timeline:
-        raise PodsimError("--timeline writes a step trace's timeline: give it with --trace FILE")
+    for flag, given in (("--timeline", timeline is not None), ("--slices", slices is not None), ("--network", network is not None),
+                        ("--compute-efficiency", efficiency is not None), ("--dcn", dcn != "eps"),
+                        ("--oversubscription", oversubscription != 1.0), ("--sites", sites != 1),
+                        ("--wan-latency-ms", wan_latency_ms != 1.0), ("--wan-gbps", wan_gbps != 12800.0),
+                        ("--ecmp", ecmp != "split"), ("--parallelism", parallelism is not None), ("--set", bool(set_)),
+                        ("--option", bool(option))):
+        if given:
+            raise PodsimError(f"{flag} applies to a step (--trace FILE or --model MODEL), not to one collective on one slice")
     if generation is None:
         raise PodsimError("give --generation GEN (e.g. --generation tpu-v4)")
     if collective is None or size is None:

@@ -156,7 +156,7 @@ def export_cmd(
     prefix: Annotated[str | None, typer.Option("--prefix", help="file prefix: PREFIX.RANK.et (default: the input file's stem)")] = None,
     extras: Annotated[bool, typer.Option("--extras/--no-extras", help="keep podsim's own attributes (exact sizes and times, ids, groups, matmul shapes) beside the schema's fields")] = True,
     generation: Annotated[str | None, typer.Option("--generation", "-g", help="the chip whose per-op model times each compute node (default: the generation a generated trace was made for)")] = None,
-    efficiency: Annotated[float | None, typer.Option("--efficiency", help="time compute at this flat fraction of peak instead of the per-op model", callback=opt_finite("--efficiency", low=0, high=1, low_open=True))] = None,
+    efficiency: Annotated[float | None, typer.Option("--compute-efficiency", help="time compute at this flat fraction of peak instead of the per-op model", callback=opt_finite("--compute-efficiency", low=0, high=1, low_open=True))] = None,
     as_json: Annotated[bool, typer.Option("--json", help="one JSON object on stdout")] = False,
 ) -> None:
     """Write a trace as Chakra execution traces ASTRA-sim reads: PREFIX.RANK.et per chip, every compute node with its duration."""

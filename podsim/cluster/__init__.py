@@ -29,10 +29,9 @@ from podsim.cluster.policies import QUEUE_POLICIES, Scheduler
 from podsim.cluster.result import ClusterResult, JobOutcome
 from podsim.cluster.run import ClusterRun, make_run, run_cluster
 from podsim.cluster.simulate import simulate
-from podsim.cluster.steptime import CachedStepTime, RooflineStepTime, StepEstimate, StepTimeModel
 
 __all__ = [
-    "QUEUE_POLICIES", "Scheduler", "CachedStepTime", "by_shape", "chip_hour_breakdown", "ClusterConfig", "ClusterResult", "FailureEvent", "FailureModel", "FailureProcess", "FailureSpec", "ClusterRun", "make_run", "run_cluster",
-    "GoodputPoint", "IciLinks", "JobOutcome", "RooflineStepTime", "StepEstimate", "StepTimeModel", "draw_failures",
+    "QUEUE_POLICIES", "Scheduler", "by_shape", "chip_hour_breakdown", "ClusterConfig", "ClusterResult", "FailureEvent", "FailureModel", "FailureProcess", "FailureSpec", "ClusterRun", "make_run", "run_cluster",
+    "GoodputPoint", "IciLinks", "JobOutcome", "draw_failures",
     "draw_fleet_failures", "failure_model", "make_config", "fig4_goodput", "fitting_slices", "load_failure_trace", "simulate",
 ]

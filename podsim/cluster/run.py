@@ -18,8 +18,9 @@ from podsim.cluster.config import ClusterConfig
 from podsim.cluster.failures import FailureEvent, load_failure_trace
 from podsim.cluster.result import ClusterResult
 from podsim.cluster.simulate import ProgressFn, simulate
-from podsim.cluster.steptime import RooflineStepTime, StepTimeModel
 from podsim.errors import PodsimError, first_error
+from podsim.study import CachedStepTime, RooflineStepTime, StepTimeModel
+from podsim.study.steptime import default_study
 from podsim.workload import Job, SyntheticSpec, TraceSpec, generate_jobs
 
 
@@ -34,7 +35,7 @@ class ClusterRun(BaseModel):
     synthetic: SyntheticSpec | None = Field(None, description="a seeded synthetic job stream")
     trace: TraceSpec | None = Field(None, description="a job trace CSV replayed")
     failure_trace: Path | None = Field(None, description="CSV time_s, component, id, repair_s instead of drawn failures")
-    efficiency: float | None = Field(None, gt=0, le=1,
+    compute_efficiency: float | None = Field(None, gt=0, le=1,
                                      description="a flat fraction of peak FLOP/s for step-based jobs' compute (e.g. 0.6, "
                                                  "perf.3); default: the per-op compute model (podsim.perf)")
     seed: Seed = Field(0, description="seed of the synthetic jobs, the failures and CP-SAT")
@@ -68,11 +69,14 @@ def make_run(**fields) -> ClusterRun:
         raise PodsimError(msg if not exc.errors()[0]["loc"] else f"{where}: {msg}") from None
 
 
-def run_cluster(run: ClusterRun, on_progress: ProgressFn | None = None, step_time: StepTimeModel | None = None,
+def run_cluster(run: ClusterRun, on_progress: ProgressFn | None = None, step_time: StepTimeModel | CachedStepTime | None = None,
                 jobs: list[Job] | None = None) -> ClusterResult:
-    """Simulate `run`; `step_time` replaces the roofline at `run.efficiency` (None: per-op compute),
-    e.g. with the engine;
-    `jobs`: `run.jobs()` when the caller has drawn them already."""
+    """Simulate `run`; `step_time` replaces the roofline (each job's step a default study at
+    `run.compute_efficiency`; None: per-op compute), e.g. with the engine on a scenario's studies
+    (a CachedStepTime with its `study_of`); `jobs`: `run.jobs()` when the caller has drawn them already."""
     jobs = run.jobs() if jobs is None else jobs
-    return simulate(run.config, jobs, run.failure_events(), seed=run.seed, on_progress=on_progress,
-                    step_time=step_time if step_time is not None else RooflineStepTime(run.efficiency))
+    if not isinstance(step_time, CachedStepTime):
+        eff = run.compute_efficiency
+        step_time = CachedStepTime(step_time or RooflineStepTime(),
+                                   lambda *job: default_study(*job, compute_efficiency=eff))
+    return simulate(run.config, jobs, run.failure_events(), seed=run.seed, on_progress=on_progress, step_time=step_time)

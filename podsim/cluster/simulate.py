@@ -49,7 +49,6 @@ from podsim.cluster.policies import get_policy
 from podsim.cluster.remedies import is_degraded, remap_spare_ports
 from podsim.cluster.result import ClusterResult, summarise
 from podsim.cluster.search import Fit, Reservation, SliceSearch
-from podsim.cluster.steptime import CachedStepTime, RooflineStepTime, StepTimeModel
 from podsim.errors import InternalError, PodsimError, first_duplicate
 from podsim.placement import (
     PlacementSettings,
@@ -59,6 +58,7 @@ from podsim.placement import (
     place,
     validate_placement,
 )
+from podsim.study import CachedStepTime, RooflineStepTime, StepTimeModel
 from podsim.workload import Job
 from podsim.workload.replay import count_inferred
 
@@ -78,7 +78,7 @@ class ClusterSim:
         self.state = PodState(self.layout)
         self.settings = PlacementSettings(sites=config.sites, fold=config.fold)
         self.policy = get_policy(config.policy)
-        self.step_time = CachedStepTime(step_time or RooflineStepTime())
+        self.step_time = step_time if isinstance(step_time, CachedStepTime) else CachedStepTime(step_time or RooflineStepTime())
         self.on_progress = on_progress
         self.audit = audit
         self.env = simpy.Environment()

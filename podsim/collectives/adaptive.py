@@ -21,6 +21,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from podsim.maxmin import active_links, max_min_rates
 from podsim.topology.multipath import PathDag
 
 TOL = 1e-3
@@ -40,9 +41,6 @@ def adaptive_split(make_dag: Callable[[], PathDag], even: tuple, capacity: np.nd
     no weight moves). `canon` folds fabric links onto the representatives the rates are
     solved on (identity, or a translation symmetry's map, under which the folded loads are
     the real ones); `demand` weighs the flows' bytes (default equal)."""
-    # imported here: the engine package imports collectives
-    from podsim.engine.maxmin import active_links, max_min_rates
-
     n_flows = len(even[0]) - 1
     demand = np.ones(n_flows) if demand is None else np.asarray(demand, float)
     weight = np.ones(len(capacity))

@@ -17,7 +17,7 @@ from podsim.trace.model import DEFAULT_COMPUTE_EFFICIENCY  # the flat override o
 
 # The public API: simulate, the results and their summaries, and `validating()` to check every
 # simulation in a block. The flow network, max-min filling and the validator's parts are
-# internals (import them from their modules: engine.network, engine.maxmin, engine.validate).
+# internals (import them from their modules: engine.network, engine.validate; max-min filling is podsim.maxmin).
 __all__ = [
     "DEFAULT_COMPUTE_EFFICIENCY", "CollectiveResult", "EngineInvariantError", "Job", "OpTiming", "StepResult",
     "build_job", "check_groups_exist", "declared_slices", "place_slices", "port_utilisation", "simulate_collective",

@@ -316,6 +316,7 @@ def _result(prog: _Program, net: FlowNetwork, owner: int, wall: float, events: i
         events=events, flows=prog.flows, flows_simulated=prog.flows_simulated, fast_path=sym is not None,
         levels=levels, tiers=tiers, slices=len(prog.job.slices), input_s=_union_s(host) / steps, input_wait_s=input_wait / steps,
         links_alike=None if sym is None else np.bincount(sym.canon_link, minlength=len(link_bytes)),
+        trace=prog.job.trace, views=prog.job.views,
     )
 
 

@@ -21,9 +21,9 @@ from collections.abc import Callable
 import numpy as np
 import simpy
 
-from podsim.engine.maxmin import active_links, max_min_rates
 from podsim.engine.validate import RateValidator
 from podsim.errors import PodsimError
+from podsim.maxmin import active_links, max_min_rates
 
 
 class CountingEnvironment(simpy.Environment):

@@ -6,7 +6,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from podsim.topology import Fabric, LinkKind
+from podsim.topology import Fabric, LinkKind, SliceView
+from podsim.trace.model import StepTrace
 
 
 @dataclass(frozen=True)
@@ -74,6 +75,8 @@ class StepResult:
     # per fabric link, how many links the load recorded on it stands for under the fast path
     # (a representative link: its orbit or class; others 0); None when every link was simulated
     links_alike: np.ndarray | None = field(default=None, repr=False)
+    trace: StepTrace | None = field(default=None, repr=False)  # the job's step trace (its meta: plan, FLOPs, HBM)
+    views: tuple[SliceView, ...] = field(default=(), repr=False)  # the job's slices on the fabric
 
     def hot_links(self, n: int = 5) -> list[dict]:
         """The n links that carried the most of this job's bytes."""

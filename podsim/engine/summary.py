@@ -18,7 +18,8 @@ def step_summary(result: StepResult, trace: StepTrace | None = None) -> dict:
     `tier_tor_link_busy_s`, ...: StepResult.tiers) and,
     when the trace knows its chips, the FLOPs utilisations against the bf16 peak: `mfu` (model
     FLOPs, when the trace knows them) and `hfu` (hardware FLOPs: every compute op's FLOPs,
-    recomputation included, bubbles left out)."""
+    recomputation included, bubbles left out). `trace` defaults to the result's own."""
+    trace = result.trace if trace is None else trace
     gen = result.fabric.generation
     per_kind = {kind: {"ops": t["count"], "bytes": t["bytes"], "busy_s": t["time_s"], "closed_form_s": t["closed_form_s"],
                        "algorithms": t["algorithms"]}

@@ -11,13 +11,15 @@ from podsim.cluster.failures import MAX_FAILURE_EVENTS
 from podsim.errors import PodsimError
 from podsim.metrics import target_metrics
 from podsim.scenario.fields import parse_target
-from podsim.scenario.scaling import plan_error
-from podsim.scenario.schema import Scenario, StepOptions
-from podsim.scenario.steptime import plan_template, resolve_plan, step_plan
+from podsim.scenario.schema import Scenario
+from podsim.scenario.studies import scaling_base, step_study
+from podsim.study import StepStudy, study_plan, study_trace
+from podsim.study.scaling import plan_error
 from podsim.topology import Generation, SliceSpec, get_generation, parse_shape, validate_shape
-from podsim.trace import generate_trace
 from podsim.trace.configs import PRESETS, get_model
+from podsim.trace.generate import GenerateOptions
 from podsim.trace.mesh import parse_parallelism
+from podsim.trace.plans import names_dcn, plan_template, resolve_plan
 from podsim.units import is_rate_unit
 from podsim.workload import V4_SLICE_POPULARITY, SliceMix
 
@@ -118,24 +120,24 @@ def _check_step(s: Scenario, gen: Generation) -> None:
         plan = _wrap(loc + ("parallelism",), lambda t: parse_parallelism(resolve_plan(t, st.model, spec.chips)), st.parallelism)
         if plan.ici_chips != spec.chips:
             raise FieldError(loc + ("parallelism",), f"{st.parallelism!r} uses {plan.ici_chips} chips per slice; slice {st.slice} has {spec.chips} (the sizes other than dcn must multiply to {spec.chips})")
-        if plan.dcn != st.slices:
-            raise FieldError(loc + ("parallelism",), f"{st.parallelism!r} has dcn={plan.dcn} but the job has {st.slices} slice(s); set dcn={st.slices}")
+        if plan.dcn != st.slices and names_dcn(st.parallelism):
+            raise FieldError(loc + ("parallelism",), f"{st.parallelism!r} has dcn={plan.dcn} but the job has {st.slices} slice(s); "
+                             f"set dcn={st.slices} or leave dcn out (the slice count sets it)")
     if st.model is not None:
-        _check_options(loc + ("options",), st.options, st.model, gen, st.slice, step_plan(st.parallelism, st.model, spec.chips, st.slices),
-                       dict(st.model_overrides), st.twisted)
+        study = _wrap(loc, step_study, s, gen)
+        _wrap(loc + ("parallelism",), study_plan, study)
+        _check_options(loc + ("options",), study)
     if s.failures.given:
         raise FieldError(("failures",), "a step study (workload.step) has no failures; failures apply to a job stream (workload.synthetic or workload.trace)")
     if s.horizon is not None:
         raise FieldError(("horizon",), "a step study (workload.step) has no horizon; its length is workload.step.steps")
 
 
-def _check_options(loc: tuple, options: StepOptions, model: str, gen: Generation, shape: str, plan: str,
-                   overrides: dict, twisted: bool = False) -> None:
+def _check_options(loc: tuple, study: StepStudy) -> None:
     """Options the generator refuses for this model and plan (a batch-norm group on a transformer,
     micro-batches that do not divide the batch, ...) fail here, under `options`, not at run time."""
-    if options != StepOptions():
-        _wrap(loc, generate_trace, model, shape, plan, generation=gen, twisted=twisted, overrides=overrides or None,
-              options=options.generate_options())
+    if study.options != GenerateOptions():
+        _wrap(loc, study_trace, study)
 
 
 def _check_scaling(s: Scenario, gen: Generation) -> None:
@@ -171,8 +173,6 @@ def _check_scaling(s: Scenario, gen: Generation) -> None:
     if sc.batch_per_slice % plan.batch_shards:
         raise FieldError(loc + ("batch_per_slice",), f"{sc.batch_per_slice} does not split over data x fsdp x expert = "
                          f"{plan.batch_shards} of {plan}; give a multiple of {plan.batch_shards}")
-    _check_options(loc + ("options",), sc.options, sc.model, gen, sc.slice, f"{plan},dcn={counts[0]}",
-                   {**sc.model_overrides, "global_batch": sc.batch_per_slice * counts[0]})
     d = s.dcn
     if d.sites > 1:
         if d.kind != "eps":
@@ -181,6 +181,7 @@ def _check_scaling(s: Scenario, gen: Generation) -> None:
             if n % d.sites:
                 raise FieldError(loc + ("slices", i), f"slice count {n} does not split evenly over dcn.sites = {d.sites}; "
                                  f"give multiples of {d.sites}")
+    _check_options(loc + ("options",), _wrap(loc, scaling_base, s, gen))
 
 
 def _check_dcn(s: Scenario) -> None:

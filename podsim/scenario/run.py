@@ -6,6 +6,7 @@ No output files: the CLI and the dashboard own I/O.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import time
@@ -16,41 +17,38 @@ from podsim.cluster import (
     ClusterResult,
     ClusterRun,
     FailureModel,
-    RooflineStepTime,
     run_cluster,
 )
-from podsim.engine import build_job, simulate_jobs, step_summary
+from podsim.engine import StepResult, step_summary
 from podsim.scenario.check import check_scenario
 from podsim.scenario.fields import parse_target, target_met
 from podsim.scenario.result import TABLES, RunResult, normalise_table
 from podsim.scenario.scaling import scenario_scaling
 from podsim.scenario.schema import Scenario
 from podsim.scenario.spine import spine_study
-from podsim.scenario.steptime import EngineStepTime, RecordingStepTime, step_plan
+from podsim.scenario.steptime import RecordingStepTime
+from podsim.scenario.studies import job_studies, step_study
 from podsim.stats import metric_intervals, replicate_seeds
+from podsim.study import (
+    CachedStepTime,
+    EngineStepTime,
+    RooflineStepTime,
+    StepStudy,
+    run_study,
+    study_plan,
+)
 from podsim.topology import (
     DcnSpec,
     Generation,
     format_shape,
     get_generation,
-    parse_shape,
     slice_name,
     topology_summary,
 )
-from podsim.trace import generate_trace, load_trace
 
 ProgressFn = Callable[[float, float], None]
+STEP_JSON_TABLES = ("step_kinds",)  # the tables a step's --json carries (podsim run, podsim steptime)
 _TOPOLOGY_CACHE: dict[str, dict] = {}
-
-
-def dcn_spec(s: Scenario) -> DcnSpec:
-    """The scenario's `dcn` section as the topology's DcnSpec (explicit OCS groups only; 'job'
-    groups are engineered by build_job)."""
-    d = s.dcn
-    groups = d.ocs_groups if isinstance(d.ocs_groups, tuple) else ()
-    return DcnSpec(kind=d.kind, hosts_per_leaf=d.hosts_per_leaf, spines=d.spines, ecmp=d.ecmp, oversubscription=d.oversubscription,
-                   switch_latency_s=d.switch_latency, ocs_groups=groups, sites=d.sites, wan_latency_s=d.wan_latency,
-                   wan_bytes_per_s=d.wan_gbps * 1e9 / 8)
 
 
 def fleet_topology(gen: Generation, ocs: bool, dcn: DcnSpec, pods: int) -> dict:
@@ -160,20 +158,16 @@ def cluster_run(s: Scenario, gen: Generation, cpsat_workers_cap: int | None = No
         sample_interval_s=s.horizon / s.samples)
     w = s.workload
     return ClusterRun(config=config, synthetic=w.synthetic.spec(gen.id) if w.synthetic is not None else None,
-                      trace=w.trace, failure_trace=s.failures.trace, efficiency=s.step_time.efficiency, seed=s.seed)
+                      trace=w.trace, failure_trace=s.failures.trace, compute_efficiency=s.step_time.compute_efficiency, seed=s.seed)
 
 
 def _run_cluster(s: Scenario, gen: Generation, on_progress: ProgressFn | None, cpsat_workers_cap: int | None):
     run = cluster_run(s, gen, cpsat_workers_cap)
     jobs = run.jobs()
-    ocs = s.topology.wiring == "ocs"
-    if s.step_time.model == "engine":
-        inner = EngineStepTime(s.step_time.efficiency, s.step_time.parallelism, dcn_spec(s), ocs, s.topology.routing)
-    else:
-        inner = RooflineStepTime(run.efficiency)
-    step_time = RecordingStepTime(inner, gen)
-    result = run_cluster(run, on_progress, step_time, jobs=jobs)
-    return cluster_parts(result, gen, dcn_spec(s), {j.id: j.model or "" for j in jobs}, step_time.table(), ocs)
+    recorder = RecordingStepTime(EngineStepTime() if s.step_time.model == "engine" else RooflineStepTime())
+    result = run_cluster(run, on_progress, CachedStepTime(recorder, job_studies(s, gen)), jobs=jobs)
+    return cluster_parts(result, gen, s.dcn.spec(), {j.id: j.model or "" for j in jobs}, recorder.table(),
+                         s.topology.wiring == "ocs")
 
 
 def cluster_parts(result: ClusterResult, gen: Generation, dcn: DcnSpec | None = None, model_of: dict | None = None,
@@ -207,37 +201,27 @@ def cluster_run_result(result: ClusterResult, name: str = "cluster", wall_s: flo
 
 
 # Step studies -----------------------------------------------------------------------------
-def _run_step(s: Scenario, gen: Generation, on_progress: ProgressFn | None):
-    st = s.workload.step
-    shape = parse_shape(st.slice)
-    chips = math.prod(shape)
-    ocs = s.topology.wiring == "ocs"
-    if on_progress is not None:
-        on_progress(0.0, 1.0)
-    if st.model is not None:
-        plan = step_plan(st.parallelism, st.model, chips, st.slices)
-        trace = generate_trace(st.model, shape, plan, generation=gen, twisted=st.twisted,
-                               overrides=dict(st.model_overrides) or None, options=st.options.generate_options())
-    else:
-        plan = ""
-        trace = load_trace(st.trace, shape=shape)
-    job = build_job(trace, gen, shape, st.slices, twisted=st.twisted, ocs=ocs, dcn=dcn_spec(s),
-                    engineer_dcn=s.dcn.ocs_groups == "job", name=s.name)
-    dcn = job.fabric.dcn
-    r = simulate_jobs([job], compute_efficiency=st.compute_efficiency, routing=s.topology.routing)[0]
-    summ = step_summary(r, trace)
-    total_chips = chips * st.slices
+def step_metrics(study: StepStudy, r: StepResult, steps: int | None = None, model: str | None = None) -> dict:
+    """A simulated step as flat key figures (every name in the metric registry): the one shape of a
+    step's result, for `podsim run` and `podsim steptime` alike. `model`: the model's label
+    (default the study's model or trace name)."""
+    summ = step_summary(r)
+    dcn, chips = r.fabric.dcn, study.chips
+    total_chips = chips * study.slices
     m = {
-        "generation": gen.id, "slice": format_shape(shape), "twisted": st.twisted, "slices": st.slices,
-        "chips": total_chips, "model": st.model or str(st.trace), "parallelism": plan,
+        "generation": study.generation.id, "slice": format_shape(study.shape), "twisted": study.twisted,
+        "slices": study.slices, "chips": total_chips, "model": model or study.model_name, "parallelism": study_plan(study),
         "step_time_s": r.step_time_s, "compute_s": r.compute_s, "comm_s": r.comm_s,
         "exposed_comm_s": r.exposed_comm_s, "overlapped_comm_s": r.comm_s - r.exposed_comm_s,
         "mfu": summ.get("mfu", math.nan), "model_flops_per_step": summ.get("model_flops_per_step", math.nan),
+        "hfu": summ.get("hfu", math.nan), "hardware_flops_per_step": summ.get("hardware_flops_per_step", math.nan),
         "link_peak_utilisation_max": summ["link_peak_utilisation_max"], "engine_wall_s": r.engine_wall_s,
-        "events": r.events, "flows": r.flows, "compute_efficiency": st.compute_efficiency,
+        "events": r.events, "flows": r.flows, "flows_simulated": r.flows_simulated,
+        "compute_efficiency": study.compute_efficiency, "routing": study.routing,
         "dcn": dcn.kind, "dcn_oversubscription": dcn.oversubscription, "dcn_ocs_groups": [list(g) for g in dcn.ocs_groups],
-        "sites": dcn.sites, "wan_latency_s": dcn.wan_latency_s, "pods": job.fabric.layout.pods,
+        "sites": dcn.sites, "wan_latency_s": dcn.wan_latency_s, "pods": r.fabric.layout.pods,
         "chip_s_per_step": total_chips * r.step_time_s,
+        "input_s": r.input_s, "input_wait_s": r.input_wait_s, "input_bound": r.input_wait_s > 0,
     }
     if "hbm_bytes_per_chip" in summ:  # a generated trace: does the plan fit the chip at all?
         m.update({k: summ[k] for k in ("hbm_bytes_per_chip", "hbm_capacity_bytes", "hbm_fits")})
@@ -245,35 +229,85 @@ def _run_step(s: Scenario, gen: Generation, on_progress: ProgressFn | None):
         m[f"{kind}_busy_s"] = k["busy_s"]
     for level, d in r.levels.items():
         m[f"{level}_busy_s"], m[f"{level}_exposed_s"] = d["busy_s"], d["exposed_s"]
-    ops = [t for t in r.timeline if t.step == 0]
-    dcn_ops = [t for t in ops if "dcn" in t.group.split(",")]
+    for tier, d in r.tiers.items():  # the DCN's tiers (podsim.topology.dcntiers), those the step's traffic has links on
+        m.update({f"tier_{tier}_{k}": d[k] for k in ("busy_s", "exposed_s", "link_busy_s")})
+    dcn_ops = [t for t in r.timeline if t.step == 0 and "dcn" in t.group.split(",")]
     m["dcn_collective_busy_s"] = sum(t.duration_s for t in dcn_ops)
     m["dcn_collective_bytes"] = sum(t.bytes for t in dcn_ops)
-    if st.steps:
-        m["steps"] = st.steps
-        m["time_to_train_s"] = st.steps * r.step_time_s
-    chip_h = total_chips * r.step_time_s * (st.steps or 1) / 3600.0
+    if steps:
+        m["steps"] = steps
+        m["time_to_train_s"] = steps * r.step_time_s
+    return m
+
+
+def step_parts(study: StepStudy, r: StepResult, steps: int | None = None,
+               model: str | None = None) -> tuple[dict, dict, dict, dict]:
+    """A simulated step as a RunResult's metrics (with cost and energy), topology, cost and tables."""
+    gen = study.generation
+    m = step_metrics(study, r, steps, model)
+    summ = step_summary(r)
+    chip_h = m["chips"] * r.step_time_s * (steps or 1) / 3600.0
     cost = cost_figures(gen, chip_h, chip_h)
-    cost["per"] = f"{st.steps} steps" if st.steps else "one step"
+    cost["per"] = f"{steps} steps" if steps else "one step"
     m.update(chip_h=chip_h, cost_usd=cost["cost_usd"], energy_kwh=cost["energy_kwh"])
+    ops = [t for t in r.timeline if t.step == 0]
+    kinds = summ["collectives"]
     tables = {
         "step_ops": normalise_table("step_ops", {
             "op": [t.id for t in ops], "kind": [t.kind for t in ops], "start_s": [t.start_s for t in ops],
             "end_s": [t.end_s for t in ops], "bytes": [t.bytes for t in ops], "algorithm": [t.algorithm for t in ops],
             "closed_form_s": [math.nan if t.closed_form_s is None else t.closed_form_s for t in ops]}),
         "step_kinds": normalise_table("step_kinds", {
-            "kind": list(summ["collectives"]), "ops": [k["ops"] for k in summ["collectives"].values()],
-            "bytes": [k["bytes"] for k in summ["collectives"].values()],
-            "busy_s": [k["busy_s"] for k in summ["collectives"].values()],
-            "closed_form_s": [k["closed_form_s"] for k in summ["collectives"].values()],
-            "algorithms": [",".join(k["algorithms"]) for k in summ["collectives"].values()]}),
+            "kind": list(kinds), "ops": [k["ops"] for k in kinds.values()], "bytes": [k["bytes"] for k in kinds.values()],
+            "busy_s": [k["busy_s"] for k in kinds.values()], "closed_form_s": [k["closed_form_s"] for k in kinds.values()],
+            "algorithms": [",".join(k["algorithms"]) for k in kinds.values()]}),
     }
-    topo = topology_summary(gen, st.slice, twisted=st.twisted, ocs=ocs, dcn=dcn.model_copy(update={"sites": 1}))
-    pods = job.fabric.layout.pods
-    topo.update(pods=pods, fleet_chips=pods * gen.pod_chips, job_slices=st.slices, sites=dcn.sites)
+    dcn = r.fabric.dcn
+    topo = topology_summary(gen, None if study.slice is None else format_shape(study.slice), twisted=study.twisted,
+                            ocs=study.ocs, dcn=dcn.model_copy(update={"sites": 1}))
+    pods = r.fabric.layout.pods
+    topo.update(pods=pods, fleet_chips=pods * gen.pod_chips, job_slices=study.slices, sites=dcn.sites)
+    return m, topo, cost, tables
+
+
+def step_result(study: StepStudy, steps: int | None = None, r: StepResult | None = None) -> RunResult:
+    """A step study as a RunResult (`kind` 'step'; `scenario` holds the study's fields): what
+    `podsim steptime` reports, in the shape `run_scenario` gives a scenario's step study."""
+    t0 = time.perf_counter()
+    r = run_study(study) if r is None else r
+    metrics, topo, cost, tables = step_parts(study, r, steps)
+    return RunResult(name=study.name, kind="step", scenario={"study": study_record(study)}, metrics=metrics,
+                     topology=topo, cost=cost, tables=tables, wall_s=time.perf_counter() - t0)
+
+
+def study_record(study: StepStudy) -> dict:
+    """The study's fields as JSON-ready values (a trace by its name)."""
+    out = {}
+    for f in dataclasses.fields(study):
+        v = getattr(study, f.name)
+        if f.name == "trace":
+            v = None if v is None else v.name
+        elif f.name == "generation":
+            v = v.id
+        elif hasattr(v, "model_dump"):
+            v = v.model_dump(mode="json")
+        elif dataclasses.is_dataclass(v):
+            v = {k: val for k, val in dataclasses.asdict(v).items()}
+        elif isinstance(v, tuple):
+            v = list(v)
+        out[f.name] = v
+    return out
+
+
+def _run_step(s: Scenario, gen: Generation, on_progress: ProgressFn | None):
+    if on_progress is not None:
+        on_progress(0.0, 1.0)
+    study = step_study(s, gen)
+    st = s.workload.step
+    out = step_parts(study, run_study(study), st.steps, None if st.trace is None else str(st.trace))
     if on_progress is not None:
         on_progress(1.0, 1.0)
-    return m, topo, cost, tables
+    return out
 
 
 def run_scenario(scenario: Scenario, on_progress: ProgressFn | None = None, *,
@@ -302,7 +336,7 @@ def run_scenario(scenario: Scenario, on_progress: ProgressFn | None = None, *,
         metrics.update(spine_m)
         tables.update({name: normalise_table(name, cols) for name, cols in spine_t.items()})
     if scenario.scaling is not None:  # weak scaling: the same step on 1, 2, 4, ... slices
-        scaling_m, scaling_t = scenario_scaling(scenario, gen, dcn_spec(scenario))
+        scaling_m, scaling_t = scenario_scaling(scenario, gen)
         metrics.update(scaling_m)
         tables["scaling"] = normalise_table("scaling", scaling_t)
     return RunResult(

@@ -24,7 +24,7 @@ from podsim.economics.assumptions import DEFAULTS as SPINE_DEFAULTS
 from podsim.errors import PodsimError
 from podsim.quantities import Duration, Fraction, Rate
 from podsim.serving.spec import ServingWorkload
-from podsim.topology import get_generation
+from podsim.topology import DcnSpec, get_generation
 from podsim.trace.generate import GenerateOptions
 from podsim.workload.popularity import V4_SLICE_POPULARITY
 from podsim.workload.replay import TraceSpec
@@ -75,21 +75,30 @@ class Topology(_Model):
         return v
 
 
-class Dcn(_Model):
-    """The data-centre network between hosts: an EPS leaf-spine Clos or OCS-joined blocks."""
+def renamed(**names: str):
+    """A before-validator that refuses a field's old spelling in one line naming the new one."""
 
-    kind: Literal["eps", "ocs"] = "eps"
-    hosts_per_leaf: int = Field(16, ge=1, description="hosts under one leaf switch / aggregation block")
-    spines: int = Field(8, ge=1, description="spine switches (eps)")
-    ecmp: Literal["split", "hash"] = Field("split", description="eps: split spreads each flow evenly over the spines; "
-                                           "hash puts each NIC pair's flows on one spine (collisions included)")
-    oversubscription: float = Field(1.0, ge=1.0, description="host NIC bandwidth : leaf uplink bandwidth (eps)")
-    switch_latency: Duration = Field(500e-9, description="per switch traversal (eps.11: 300-600 ns)")
+    def check(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            for old, new in names.items():
+                if old in data:
+                    raise PodsimError(f"{old!r} is now spelled {new!r} (same value); rename the field")
+        return data
+
+    return model_validator(mode="before")(classmethod(check))
+
+
+class Dcn(DcnSpec):
+    """The data-centre network between hosts (podsim.topology.DcnSpec: an EPS leaf-spine Clos or
+    OCS-joined blocks, sites joined by WAN links), with one scenario value more: `ocs_groups: job`
+    engineers an OCS DCN's circuits among the blocks the step job spans."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+
     ocs_groups: Literal["job", "none"] | tuple[tuple[int, ...], ...] = Field(
         "none", description="ocs: 'job' engineers circuits among the blocks the step job spans; or lists of leaf ids")
-    sites: int = Field(1, ge=1, description="data centres a step job's slices split over, joined by WAN links (eps)")
-    wan_latency: Duration = Field(1e-3, description="one-way WAN latency between sites (assumption: ~200 km of fibre)")
-    wan_gbps: float = Field(12800.0, gt=0, description="WAN capacity per site pair and direction, Gb/s (assumption: 16 x 800GbE)")
+
+    _renamed = renamed(switch_latency="switch_latency_s", wan_latency="wan_latency_s")
 
     @field_validator("ocs_groups", mode="before")
     @classmethod
@@ -97,6 +106,17 @@ class Dcn(_Model):
         if isinstance(v, str) and v not in ("job", "none"):
             raise PodsimError(f"ocs_groups {v!r}: use 'job', 'none' or lists of leaf ids, e.g. [[0, 1, 2, 3]]")
         return v
+
+    @property
+    def engineered(self) -> bool:
+        """Circuits engineered for the step job's blocks (`ocs_groups: job`)."""
+        return self.ocs_groups == "job"
+
+    def spec(self) -> DcnSpec:
+        """As the topology's DcnSpec (explicit OCS groups only; 'job' groups are engineered by build_job)."""
+        groups = self.ocs_groups if isinstance(self.ocs_groups, tuple) else ()
+        given = {k: getattr(self, k) for k in self.model_fields_set if k != "ocs_groups"}  # a tiered DCN refuses derived fields
+        return DcnSpec(**given, ocs_groups=groups)
 
 
 class Synthetic(_Model):
@@ -151,34 +171,6 @@ class TraceWorkload(TraceSpec):
     _path = field_validator("path", mode="before")(_existing_file)
 
 
-class StepOptions(_Model):
-    """How a generated step runs: podsim.trace.GenerateOptions, the `podsim trace generate` flags
-    (recompute, precision, overlap switches and collective matmul, TF1's combined gradient
-    all-reduce, CNN replicas per chip and batch-norm groups, the hosts' input pipeline); each
-    defaults to the generator's own default."""
-
-    recompute: Literal["none", "minimal", "full"] = "none"
-    precision: Literal["bf16", "int8", "fp8"] = Field("bf16", description="matmul precision (int8/fp8 where the generation publishes the rate)")
-    attention: Literal["flash", "materialized"] = "flash"
-    sequence_parallel: bool = False
-    collective_matmul: Literal["auto", "exposed", "chunked", "all_gather", "reduce_scatter", "hidden"] | bool = Field(
-        "auto", description="tensor-parallel collectives and their matmuls (podsim.trace.generate.COLLECTIVE_MATMUL); true: chunked")
-    overlap_fsdp_prefetch: bool = True
-    overlap_grad_reduce: bool = True
-    overlap_dcn: bool = True
-    combine_grad_reduce: bool = False
-    microbatches: int | None = Field(None, ge=1, description="micro-batches per step; default: 1, or 1F1B's with a pipeline")
-    grad_bytes: int = Field(2, ge=1, le=8, description="bytes per gradient element as reduced (2 bf16, 4 fp32)")
-    replicas_per_chip: int = Field(1, ge=1, le=2, description="CNN data parallelism: 2 for a replica per TensorCore")
-    bn_group: int = Field(1, ge=1, le=MAX_FLEET_CHIPS, description="CNN distributed batch norm: replicas per group")
-    capacity_factor: float = Field(1.0, ge=1.0, le=64.0, description="MoE expert capacity factor")
-    input_pipeline: Literal["none", "jpeg"] = Field("none", description="the hosts' input pipeline: none, or jpeg (decoded every step at the generation's host rate)")
-    input_rate_per_host: float | None = Field(None, gt=0, le=1e12, description="images (CNN) or tokens (transformer) per second one host feeds; overrides input_pipeline")
-
-    def generate_options(self) -> GenerateOptions:
-        return GenerateOptions(**self.model_dump())
-
-
 class StepWorkload(_Model):
     """One training job's step on `slices` slices of `slice`, simulated on the flow-level engine."""
 
@@ -192,7 +184,8 @@ class StepWorkload(_Model):
     steps: int | None = Field(None, ge=1, description="training steps, for time to train, chip-hours and cost")
     compute_efficiency: float | None = Field(None, gt=0, le=1, description="a flat fraction of peak FLOP/s for every "
                                              "compute op (e.g. 0.6, perf.3); default: the per-op compute model (podsim.perf)")
-    options: StepOptions = Field(default_factory=StepOptions, description="how the generated step runs (a preset model only)")
+    options: GenerateOptions = Field(default_factory=GenerateOptions, description="how the generated step runs "
+                                     "(podsim.trace.GenerateOptions; a preset model only)")
 
     _trace = field_validator("trace", mode="before")(_existing_file)
 
@@ -200,7 +193,7 @@ class StepWorkload(_Model):
     def _one_source(self) -> StepWorkload:
         if (self.model is None) == (self.trace is None):
             raise ValueError("give model (a preset) or trace (a file), one of the two")
-        if self.trace is not None and self.options != StepOptions():
+        if self.trace is not None and self.options != GenerateOptions():
             raise ValueError("options shape a generated step; a trace file already holds its ops (drop options or give model)")
         return self
 
@@ -279,12 +272,16 @@ class Solver(_Model):
 
 
 class StepTime(_Model):
-    """How step-based jobs of a job stream get their step time: roofline or the engine."""
+    """How step-based jobs of a job stream get their step time: roofline (compute only) or the
+    engine; either runs each job's step study with the model's plan from `parallelism`."""
 
     model: Literal["roofline", "engine"] = "roofline"
-    efficiency: float | None = Field(None, gt=0, le=1, description="a flat fraction of peak FLOP/s for every compute op "
-                                     "(e.g. 0.6, perf.3); default: the per-op compute model (podsim.perf)")
-    parallelism: dict[str, str] = Field(default_factory=dict, description="model preset -> plan for the engine, e.g. 'tensor=4,fsdp=auto'")
+    compute_efficiency: float | None = Field(None, gt=0, le=1, description="a flat fraction of peak FLOP/s for every "
+                                             "compute op (e.g. 0.6, perf.3); default: the per-op compute model (podsim.perf)")
+    parallelism: dict[str, str] = Field(default_factory=dict, description="model preset -> plan, e.g. 'tensor=4,fsdp=auto'; "
+                                        "default: FSDP as far as the batch splits, tensor parallel over the rest")
+
+    _renamed = renamed(efficiency="compute_efficiency")
 
 
 class Reference(_Model):
@@ -361,7 +358,7 @@ class Scaling(_Model):
     batch_per_slice: int = Field(..., ge=1, description="global batch per slice (weak scaling: global batch = this x slices)")
     compute_efficiency: float | None = Field(None, gt=0, le=1, description="flat fraction of peak FLOP/s; default: "
                                              "the per-op compute model (as `podsim scaling`)")
-    options: StepOptions = Field(default_factory=StepOptions, description="how each generated step runs")
+    options: GenerateOptions = Field(default_factory=GenerateOptions, description="how each generated step runs (podsim.trace.GenerateOptions)")
 
 
 class Scenario(_Model):

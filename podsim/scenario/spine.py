@@ -22,7 +22,7 @@ from podsim.economics import (
 from podsim.errors import PodsimError
 from podsim.scenario.check import check_scenario
 from podsim.scenario.schema import FigureOverride, Scenario, SpineGeneration
-from podsim.topology import DcnSpec, Generation, PodLayout, build_fabric
+from podsim.topology import Generation, PodLayout, build_fabric
 from podsim.units import UNIT_SCALE
 
 KINDS = ("eps", "ocs")
@@ -73,8 +73,7 @@ def spine_study(s: Scenario, gen: Generation, step_fn: StepFn) -> tuple[dict, di
             if key not in stepped:
                 s2 = at_bandwidth(s, gen, kind, p.host_gbps)
                 gen2 = check_scenario(s2)
-                dcn = DcnSpec(kind=kind, hosts_per_leaf=s.dcn.hosts_per_leaf, spines=s.dcn.spines, ecmp=s.dcn.ecmp,
-                              oversubscription=s.dcn.oversubscription, switch_latency_s=s.dcn.switch_latency)
+                dcn = s.dcn.spec().model_copy(update={"kind": kind, "ocs_groups": (), "sites": 1})
                 counted[key] = build_fabric(PodLayout(gen2, pods=pods, ocs=ocs_wiring), circuits=None, dcn=dcn)
                 stepped[key] = step_fn(s2, gen2)
             counts.append(spine_counts(counted[key], p.link_gbps, a["eps_switch_gbps"].value, int(a["ocs_usable_ports"].value)))

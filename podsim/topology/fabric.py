@@ -21,6 +21,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from podsim.errors import PodsimError
+from podsim.quantities import Duration
 from podsim.topology.dcntiers import DcnTiers, TierPlan, parse_tiers, tier_plan
 from podsim.topology.pod import MINUS, PLUS, PodLayout
 
@@ -83,7 +84,7 @@ class DcnSpec(BaseModel):
 
     `sites` > 1 splits the pods into that many data centres (consecutive pods, equal numbers),
     each with its own spines, joined pairwise by WAN links: spine k of one site to spine k of
-    the other, `wan_bytes_per_s` per site pair and direction split over the spines, each hop
+    the other, `wan_gbps` per site pair and direction split over the spines, each hop
     `wan_latency_s`. Both WAN defaults are assumptions, not sourced figures: 1 ms is ~200 km of
     fibre at 5 us/km (first principles), 1.6 TB/s is 16 x 800GbE per site pair (port speed from
     eps.3). Sites are modelled on an EPS DCN.
@@ -103,7 +104,7 @@ class DcnSpec(BaseModel):
     modelled; jobs simulated together on one fabric share them).
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
     kind: Literal["eps", "ocs"] = Field("eps", description="eps: leaf-spine Clos; ocs: direct-connect blocks through OCS")
     hosts_per_leaf: int = Field(16, ge=1, description="hosts under one leaf / aggregation block")
@@ -111,11 +112,11 @@ class DcnSpec(BaseModel):
     ecmp: Literal["hash", "split"] = Field("split", description="eps only: hash puts each NIC pair's flows on one spine "
                                            "(a deterministic hash, collisions included); split spreads every flow evenly over the spines")
     oversubscription: float = Field(1.0, ge=1.0, description="host NIC bandwidth : leaf uplink bandwidth")
-    switch_latency_s: float = Field(500e-9, ge=0, description="per switch traversal; eps.11 suggests 300-600 ns")
+    switch_latency_s: Duration = Field(500e-9, ge=0, description="per switch traversal, e.g. 500ns; eps.11 suggests 300-600 ns")
     ocs_groups: tuple[tuple[int, ...], ...] = Field((), description="ocs only: leaf groups whose uplinks are engineered into circuits among themselves")
     sites: int = Field(1, ge=1, description="data centres the pods are split over (consecutive pods), joined by WAN links")
-    wan_latency_s: float = Field(1e-3, ge=0, description="one-way latency of a WAN hop between two sites (assumption: ~200 km of fibre)")
-    wan_bytes_per_s: float = Field(1.6e12, gt=0, description="WAN capacity per site pair and direction (assumption: 16 x 800GbE)")
+    wan_latency_s: Duration = Field(1e-3, ge=0, description="one-way latency of a WAN hop between two sites, e.g. 1ms (assumption: ~200 km of fibre)")
+    wan_gbps: float = Field(12800.0, gt=0, description="WAN capacity per site pair and direction, Gb/s (assumption: 16 x 800GbE)")
     tiers: DcnTiers | None = Field(None, description="NIC -> ToR -> aggregation block -> spine tiers (a preset name, a spec or a mapping)")
 
     @field_validator("tiers", mode="before")
@@ -502,7 +503,7 @@ def build_fabric(layout: PodLayout, circuits: tuple[Circuit, ...] | str | None =
         spine_leaf[si, li] = fwd.reshape(li.shape) + 1
         for a, b in itertools.combinations(range(n_sites), 2):
             k = np.arange(n_spines)
-            fwd = lb.add(first_spine + a * n_spines + k, first_spine + b * n_spines + k, dcn.wan_bytes_per_s / n_spines,
+            fwd = lb.add(first_spine + a * n_spines + k, first_spine + b * n_spines + k, dcn.wan_gbps * 1e9 / 8 / n_spines,
                          dcn.wan_latency_s, LinkKind.WAN)
             wan[a, b], wan[b, a] = fwd, fwd + 1
     elif dcn.kind == "ocs" and n_leaves > 1:
@@ -552,5 +553,5 @@ def dcn_choice(kind: str, oversubscription: float, sites: int = 1, wan_latency_m
         raise PodsimError("--ecmp hash applies to an EPS spine (--dcn eps)")
     fields = {"tiers": parse_tiers(tiers)} if tiers else {"oversubscription": oversubscription}
     spec = DcnSpec(kind="eps" if kind == "eps" else "ocs", sites=sites, ecmp=ecmp,
-                   wan_latency_s=wan_latency_ms * 1e-3, wan_bytes_per_s=wan_gbps * 1e9 / 8, **fields)
+                   wan_latency_s=wan_latency_ms * 1e-3, wan_gbps=wan_gbps, **fields)
     return spec, kind == "ocs-job"

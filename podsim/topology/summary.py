@@ -137,8 +137,8 @@ def fleet_summary(gen_id: str | Generation, pods: int, dcn: DcnSpec | None = Non
                 "tor_uplink_bytes_per_s_per_site": float(cap[fab.tor_up].sum()) / sites,
                 "switch_latency_s": dcn.switch_latency_s},
         "wan": {"site_pairs": sites * (sites - 1) // 2, "latency_s": dcn.wan_latency_s if sites > 1 else 0.0,
-                "bytes_per_s_per_pair": dcn.wan_bytes_per_s if sites > 1 else 0.0,
-                "bytes_per_s_per_chip": dcn.wan_bytes_per_s / (lay.n_chips / sites) if sites > 1 else 0.0,
+                "bytes_per_s_per_pair": dcn.wan_gbps * 1e9 / 8 if sites > 1 else 0.0,
+                "bytes_per_s_per_chip": dcn.wan_gbps * 1e9 / 8 / (lay.n_chips / sites) if sites > 1 else 0.0,
                 "links": int(wan_links.sum()), "assumed": sites > 1},
     }
 

@@ -59,7 +59,11 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Annotated, Literal, get_args
 
+from pydantic import ConfigDict, Field
+
+from podsim.bounds import MAX_FLEET_CHIPS
 from podsim.errors import PodsimError
 from podsim.perf.chips import INPUT_PIPELINES, host_input_rate
 from podsim.topology import get_generation, validate_shape
@@ -82,42 +86,58 @@ from podsim.trace.model import (
 from podsim.trace.plans import grad_allreduce_blocking, local_batch, microbatches
 from podsim.trace.resnet import resnet_program
 
+Precision = Literal["bf16", "int8", "fp8"]  # PRECISIONS, as a type the scenario schema checks
+Attention = Literal["flash", "materialized"]
+Recompute = Literal["none", "minimal", "full"]
+CollectiveMatmul = Literal["auto", "exposed", "chunked", "all_gather", "reduce_scatter", "hidden"]  # COLLECTIVE_MATMUL
+InputPipeline = Literal["none", "jpeg"]  # podsim.perf.chips.INPUT_PIPELINES
+assert get_args(Precision) == PRECISIONS and get_args(InputPipeline) == INPUT_PIPELINES
+
 
 @dataclass(frozen=True)
 class GenerateOptions:
-    """How the step is run, beyond the model and the parallelism plan."""
+    """How the step is run, beyond the model and the parallelism plan.
 
-    microbatches: int | None = None  # None: 1 without a pipeline, else the largest divisor of the local batch <= 4p
+    The one model of these options: a scenario's `options` sections and `podsim steptime
+    --option KEY=VALUE` validate into it directly (pydantic reads the field types and bounds,
+    unknown keys refused), so a new option is one field here."""
+
+    __pydantic_config__ = ConfigDict(extra="forbid")
+
+    # None: 1 without a pipeline, else the largest divisor of the local batch <= 4p
+    microbatches: Annotated[int | None, Field(ge=1)] = None
     # Activation recomputation: none; minimal (Korthikanti et al. 2022 selective: the attention
     # core, QK^T, softmax and AV, re-runs in backward); full (each layer's forward re-runs).
     # True/False are accepted for full/none.
-    recompute: str | bool = "none"
-    precision: str = "bf16"  # matmul precision: bf16, or int8 / fp8 where the generation publishes the rate
+    recompute: Recompute | bool = "none"
+    precision: Precision = "bf16"  # matmul precision: bf16, or int8 / fp8 where the generation publishes the rate
     # Overlap as XLA schedules it (each a switch so its effect can be measured):
     overlap_fsdp_prefetch: bool = True  # FSDP gathers of the next layer run under this layer's compute
     overlap_grad_reduce: bool = True  # FSDP reduce-scatters and in-slice data-parallel all-reduces overlap backward
     overlap_dcn: bool = True  # gradient all-reduces that cross slices (dcn) overlap backward
-    # Tensor-parallel collectives and their adjacent matmuls (COLLECTIVE_MATMUL): auto, as XLA's
-    # SPMD partitioner decides by default; exposed; chunked (all-gathers and reduce-scatters
-    # decomposed, XLA's windowed einsum); all_gather / reduce_scatter (only those); hidden (free
-    # beside the next compute: the ideal bound). True/False are accepted for chunked/exposed.
-    collective_matmul: str | bool = "auto"
-    attention: str = "flash"  # flash: fused, causal half, scores stay on chip; materialized: scores through HBM
+    # Tensor-parallel collectives and their adjacent matmuls (COLLECTIVE_MATMUL): auto (the
+    # default per generation and plan); exposed; chunked (all-gathers and reduce-scatters
+    # decomposed, XLA's windowed einsum); all_gather / reduce_scatter (only those); hidden (beside
+    # the next compute: the ideal bound). True/False are accepted for chunked/exposed.
+    collective_matmul: CollectiveMatmul | bool = "auto"
+    attention: Attention = "flash"  # flash: fused, causal half, scores stay on chip; materialized: scores through HBM
     sequence_parallel: bool = False  # Megatron sequence parallelism (all-gather + reduce-scatter)
-    capacity_factor: float = 1.0  # MoE dispatch buffer per expert / (tokens x top_k / experts)
-    act_bytes: int = 2  # bf16 activations
-    weight_bytes: int = 2  # bf16 weights as used and gathered
-    grad_bytes: int = 2  # bf16 gradients as reduced
+    capacity_factor: Annotated[float, Field(ge=1.0, le=64.0)] = 1.0  # MoE dispatch buffer per expert / (tokens x top_k / experts)
+    act_bytes: Annotated[int, Field(ge=1, le=8)] = 2  # bf16 activations
+    weight_bytes: Annotated[int, Field(ge=1, le=8)] = 2  # bf16 weights as used and gathered
+    grad_bytes: Annotated[int, Field(ge=1, le=8)] = 2  # bf16 gradients as reduced (4: fp32)
     # XLA's all-reduce combiner on a TF1 program: the data-parallel gradient all-reduces merged
     # into one after the backward pass (then none overlaps backward, whatever overlap_grad_reduce says)
     combine_grad_reduce: bool = False
-    replicas_per_chip: int = 1  # CNN data parallelism: one replica per TensorCore (TF's num_cores = 2 x chips on v2-v4)
-    bn_group: int = 1  # CNN distributed batch norm: replicas whose batch statistics are summed (TF's distributed_group_size)
+    # CNN data parallelism: one replica per TensorCore (TF's num_cores = 2 x chips on v2-v4)
+    replicas_per_chip: Annotated[int, Field(ge=1, le=2)] = 1
+    # CNN distributed batch norm: replicas whose batch statistics are summed (TF's distributed_group_size)
+    bn_group: Annotated[int, Field(ge=1, le=MAX_FLEET_CHIPS)] = 1
     # The hosts' input pipeline (podsim.perf.chips.INPUT_PIPELINES): none (never holds a step up),
     # or jpeg (JPEGs decoded every step, at the generation's host rate); input_rate_per_host gives
     # the rate instead: images (CNN) or tokens (transformer) per second one host feeds its chips.
-    input_pipeline: str = "none"
-    input_rate_per_host: float | None = None
+    input_pipeline: InputPipeline = "none"
+    input_rate_per_host: Annotated[float | None, Field(gt=0, le=1e12)] = None
     mesh_order: tuple[str, ...] | None = None  # logical axes, heaviest first; None: by measured volume
     mesh: Mapping[str, str] | None = field(default=None, hash=False)  # explicit mapping {'tensor': 'z', ...}
 
@@ -125,7 +145,7 @@ class GenerateOptions:
 OVERLAP_SWITCHES = ("overlap_fsdp_prefetch", "overlap_grad_reduce", "overlap_dcn", "collective_matmul")
 RECOMPUTE_POLICIES = ("none", "minimal", "full")
 
-COLLECTIVE_MATMUL = ("auto", "exposed", "chunked", "all_gather", "reduce_scatter", "hidden")
+COLLECTIVE_MATMUL = get_args(CollectiveMatmul)
 """How tensor-parallel collectives meet the matmuls beside them:
 
 - `exposed`: each all-gather / reduce-scatter / all-reduce on the critical path (one extreme);

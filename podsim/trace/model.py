@@ -85,8 +85,8 @@ def format_group(group: Sequence[AxisGroup]) -> str:
 
 DEFAULT_COMPUTE_EFFICIENCY = 0.6
 """The flat fraction of peak FLOP/s LLM training on TPU v4 averages ([ISCA23], hardware.md
-perf.3): the value offered for a flat override (`--efficiency`, a scenario's `compute_efficiency`
-or `step_time.efficiency`). Every step time defaults to the per-op model (podsim.perf)."""
+perf.3): the value offered for a flat override (`--compute-efficiency`, a scenario's `compute_efficiency`
+or `step_time.compute_efficiency`). Every step time defaults to the per-op model (podsim.perf)."""
 
 
 @dataclass(frozen=True)

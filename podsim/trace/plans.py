@@ -6,26 +6,36 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from podsim.errors import PodsimError
-from podsim.trace.configs import ResNetConfig, get_model
-from podsim.trace.mesh import ParallelPlan, parse_parallelism
+from podsim.trace.configs import ModelConfig, ResNetConfig, get_model
+from podsim.trace.mesh import ALIASES, ParallelPlan, parse_parallelism
 
 if TYPE_CHECKING:
     from podsim.trace.generate import GenerateOptions
 
 
-def resolve_plan(template: str | None, model: str, chips: int) -> str:
+def model_config(model: str | ModelConfig, overrides: Mapping[str, object] | None = None) -> ModelConfig:
+    """A preset by name with `overrides` applied, or a config as given."""
+    return get_model(model, dict(overrides) if overrides else None) if isinstance(model, str) else model
+
+
+def _name(model: str | ModelConfig) -> str:
+    return model if isinstance(model, str) else model.name
+
+
+def resolve_plan(template: str | None, model: str | ModelConfig, chips: int) -> str:
     """A parallelism plan for a `chips`-chip slice: `auto` in the template takes the chips the
     other axes leave (dcn, across slices, does not count); no template: data parallel for
     ResNet, FSDP over every chip for transformers."""
     if not template:
-        axis = "data" if isinstance(get_model(model), ResNetConfig) else "fsdp"
+        axis = "data" if isinstance(model_config(model), ResNetConfig) else "fsdp"
         return f"{axis}={chips}"
     fixed = plan_template(template).ici_chips
     if chips % fixed:
-        raise PodsimError(f"parallelism {template!r} for {model}: {fixed} does not divide the slice's {chips} chips")
+        raise PodsimError(f"parallelism {template!r} for {_name(model)}: {fixed} does not divide the slice's {chips} chips")
     return re.sub(r"\bauto\b", str(chips // fixed), template)
 
 
@@ -37,15 +47,16 @@ def plan_template(template: str) -> ParallelPlan:
     return parse_parallelism(re.sub(r"\bauto\b", "1", template))
 
 
-def preset_plan_part(model: str, chips: int, slices: int = 1) -> tuple[str, int]:
-    """The largest default plan of the preset `model` (its own global batch) inside a slice of
+def preset_plan_part(model: str | ModelConfig, chips: int, slices: int = 1,
+                     overrides: Mapping[str, object] | None = None) -> tuple[str, int]:
+    """The largest default plan of `model` (its global batch, after `overrides`) inside a slice of
     `chips` chips, and the chips it uses: FSDP (data for ResNet) over as many chips as the batch
     per slice splits over, tensor parallel over the largest part of the rest the model allows."""
-    cfg = get_model(model)
+    cfg = model_config(model, overrides)
     per_slice, rem = divmod(cfg.global_batch, slices)
     shards = math.gcd(chips, per_slice) if per_slice and not rem else chips  # else the generator says why
     if shards == chips:
-        return resolve_plan(None, model, chips), chips
+        return resolve_plan(None, cfg, chips), chips
     if isinstance(cfg, ResNetConfig):
         return f"data={shards}", shards
     rest = chips // shards
@@ -53,26 +64,32 @@ def preset_plan_part(model: str, chips: int, slices: int = 1) -> tuple[str, int]
     return (f"fsdp={shards},tensor={tensor}" if tensor > 1 else f"fsdp={shards}"), shards * tensor
 
 
-def preset_plan(model: str, chips: int, slices: int = 1) -> str:
+def preset_plan(model: str | ModelConfig, chips: int, slices: int = 1, overrides: Mapping[str, object] | None = None) -> str:
     """`preset_plan_part` when it uses every chip; else one line naming the fixes."""
-    plan, used = preset_plan_part(model, chips, slices)
+    plan, used = preset_plan_part(model, chips, slices, overrides)
     if used < chips:
-        raise PodsimError(f"{model} on {slices} x {chips} chips: its global batch of {get_model(model).global_batch} "
+        raise PodsimError(f"{_name(model)} on {slices} x {chips} chips: its global batch of {model_config(model, overrides).global_batch} "
                           f"splits over {used} chips per slice ({plan}) and the other {chips // used}x cannot be tensor "
-                          "parallel; give the model a parallelism plan (step_time.parallelism) or a flat step_time.efficiency")
+                          "parallel; give the model a parallelism plan (step_time.parallelism) or a flat step_time.compute_efficiency")
     return plan
 
 
-def multislice_plan(template: str | None, model: str, chips: int, slices: int) -> str:
+def names_dcn(plan: str) -> bool:
+    """Whether a plan (template) sets its dcn axis itself (any spelling)."""
+    return any(ALIASES.get(part.partition("=")[0].strip().lower()) == "dcn" for part in plan.split(","))
+
+
+def multislice_plan(template: str | None, model: str | ModelConfig, chips: int, slices: int,
+                    overrides: Mapping[str, object] | None = None) -> str:
     """The plan of a job on `slices` slices of `chips` chips: `resolve_plan` inside a slice (no
-    template: `preset_plan`) and dcn=slices across them (data parallel over the DCN), as
-    `podsim steptime --slices` does. A template that names dcn must name this slice count."""
-    plan = resolve_plan(template, model, chips) if template else preset_plan(model, chips, slices)
+    template: `preset_plan` for the model's batch after `overrides`) and dcn=slices across them
+    (data parallel over the DCN). A template that names dcn must name this slice count."""
+    plan = resolve_plan(template, model, chips) if template else preset_plan(model, chips, slices, overrides)
     dcn = parse_parallelism(plan).dcn
     if dcn == slices:
         return plan
-    if dcn != 1:
-        raise PodsimError(f"parallelism {template!r} for {model}: dcn={dcn} but the job has {slices} slice(s); "
+    if dcn != 1 or names_dcn(plan):
+        raise PodsimError(f"parallelism {template!r} for {_name(model)}: dcn={dcn} but the job has {slices} slice(s); "
                           "leave dcn out (the slice count sets it)")
     return f"{plan},dcn={slices}"
 

@@ -14,10 +14,11 @@ GPT-3 rows use a fused kernel (M11 states flash attention). `kind`:
   to that band.
 
 At most four rows set constants (`calibration`, see podsim.perf.chips); they are left out of
-the summary statistics. One row is not in measurements.md: ML12 (hardware.md ml.12), which the
-issue allows as the calibration row of the hosts' JPEG input rate. An upper-bound row is calibrated to the training part of its interval
-(`calibration_target_s`). Multislice rows run as one job on several slices (`build_job`:
-`place_slices` packs them pod by pod), with the DCN between them.
+the summary statistics. One row is not in measurements.md: ML12 (hardware.md ml.12), which
+issue 22 allows as the calibration row of the hosts' JPEG input rate. An upper-bound row is
+calibrated to the training part of its interval (`calibration_target_s`). Each row is a
+`StepStudy` (`row_study`) run by `run_study`; multislice rows run as one job on several slices
+(`place_slices` packs them pod by pod), with the DCN between them.
 """
 
 from __future__ import annotations
@@ -27,13 +28,14 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 
-from podsim.engine import build_job, simulate_step, step_summary
+from podsim.engine import step_summary
 from podsim.perf import chips as chip_constants
+from podsim.study import StepStudy, run_study, study_trace
 from podsim.topology import get_generation
-from podsim.trace import generate_trace
 from podsim.trace.configs import PRESETS, TransformerConfig
 from podsim.trace.generate import RECOMPUTE_POLICIES, GenerateOptions
 from podsim.trace.memory import fits_hbm
+from podsim.trace.model import StepTrace
 
 UPPER_BOUND_BAND = 0.25
 
@@ -181,30 +183,37 @@ def setup_note(row: Row) -> str:
     return "; ".join(parts)
 
 
-def row_trace(row: Row):
-    """The row's step trace. Where the sheet states no remat policy, the least recompute (none,
+def row_study(row: Row, recompute: str | bool | None = None) -> StepStudy:
+    """The row's step as a study (`recompute`: instead of the row's own policy)."""
+    options = row.options if recompute is None else replace(row.options, recompute=recompute)
+    return StepStudy(row.generation, row.shape, model=row.model, plan=row.plan, slices=row.slices,
+                     model_overrides=row.overrides, options=options, name=row.id)
+
+
+def fitting_study(row: Row) -> StepStudy:
+    """The row's study. Where the sheet states no remat policy, the least recompute (none,
     minimal, full) whose HBM footprint per chip fits the chip (podsim.trace.memory): a run must
     fit, and nobody recomputes more than they must."""
-    def gen(recompute: str):
-        return generate_trace(row.model, row.shape, row.plan, generation=row.generation, overrides=row.overrides,
-                              options=replace(row.options, recompute=recompute))
-
     if row.remat_stated:
-        return gen(row.options.recompute)
+        return row_study(row)
     capacity = get_generation(row.generation).hbm_per_chip.si
     for policy in RECOMPUTE_POLICIES:
-        trace = gen(policy)
-        if fits_hbm(trace.meta["hbm_footprint"]["total_bytes"], capacity):
-            return trace
-    return trace  # fits under no policy: the table's hbm column says so
+        study = row_study(row, policy)
+        if fits_hbm(study_trace(study).meta["hbm_footprint"]["total_bytes"], capacity):
+            return study
+    return study  # fits under no policy: the table's hbm column says so
+
+
+def row_trace(row: Row) -> StepTrace:
+    """The trace of the row's study (`fitting_study`)."""
+    return study_trace(fitting_study(row))
 
 
 def predict(row: Row) -> dict:
-    """Generate the row's trace, run it (several slices: one job on `place_slices`, the DCN
-    between them), and return the step summary with the recompute policy used."""
-    trace = row_trace(row)
-    s = step_summary(simulate_step(None, build_job(trace, row.generation, row.shape, row.slices, name=row.id)), trace)
-    return {**s, "recompute": trace.meta["recompute"]}
+    """Run the row's study (several slices: one job on `place_slices`, the DCN between them), and
+    return the step summary with the recompute policy used."""
+    r = run_study(fitting_study(row))
+    return {**step_summary(r), "recompute": r.trace.meta["recompute"]}
 
 
 def error(row: Row, predicted_s: float) -> float:

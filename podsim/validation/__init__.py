@@ -1,0 +1,22 @@
+"""The validation table: published measured TPU step times next to podsim's prediction, each row
+a step study (podsim.study) run on the engine. It sits above the engine: nothing below imports it.
+Rows, sources and error rules: table.py and docs/validation.md."""
+
+from podsim.validation.table import (
+    CONSTANTS,
+    ROWS,
+    UPPER_BOUND_BAND,
+    Row,
+    calibrate,
+    error,
+    fitting_study,
+    fractions,
+    predict,
+    row_study,
+    row_trace,
+    run_table,
+    summarise,
+)
+
+__all__ = ["CONSTANTS", "ROWS", "UPPER_BOUND_BAND", "Row", "calibrate", "error", "fitting_study", "fractions", "predict",
+           "row_study", "row_trace", "run_table", "summarise"]
