@@ -3,6 +3,8 @@ chips run, and says so."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from podsim.engine import simulate_step, step_summary
@@ -86,3 +88,22 @@ def test_the_input_op_survives_files_and_shows_on_its_own_track():
     node = next(n for n in export_chakra(trace, (4, 4))[0][1:] if n.name == host[0].name)
     assert next(a.bool_val for a in node.attr if a.name == "is_cpu_op")
     assert get_generation("tpu-v3").chips_per_host.value == 8
+
+
+def test_steptime_says_input_bound(capsys, tmp_path):
+    """The CLI's step breakdown names the wait: `podsim steptime` on an input-bound trace."""
+    from helpers import run_podsim
+
+    path = tmp_path / "t.json"
+    code, _, err = run_podsim(capsys, "trace", "generate", "resnet50", "--slice", "4x4", "-p", "data=16", "-g", "tpu-v3",
+                              "--set", "global_batch=4096", "--input-pipeline", "jpeg", "-o", str(path))
+    assert code == 0, err
+    code, out, err = run_podsim(capsys, "steptime", "--trace", str(path), "--generation", "tpu-v3", "--slice", "4x4")
+    assert code == 0, err
+    assert "host input" in out and "input-bound:" in out  # the row, however the table wraps it
+    code, out, _ = run_podsim(capsys, "steptime", "--trace", str(path), "--generation", "tpu-v3", "--slice", "4x4", "--json")
+    s = json.loads(out)["metrics"]
+    assert s["input_bound"] and s["step_time_s"] == pytest.approx(4096 / 2 / chips.V3_HOST_JPEG_IMAGES_PER_S, rel=1e-9)
+    code, _, err = run_podsim(capsys, "trace", "generate", "resnet50", "--slice", "4x4", "-p", "data=16", "-g", "tpu-v3",
+                              "--input-rate", "0", "-o", str(path))
+    assert code == 2 and "--input-rate" in err and len(err.strip().splitlines()) == 1
