@@ -19,10 +19,11 @@ ROUTINGS = {"dimension_order": "dimension order (one path)", "shortest_paths": "
 def page_study(gen: str, shape: str, twisted: bool, efficiency: float | None, slices: int = 1, dcn: str = "eps",
                oversubscription: float = 1.0, sites: int = 1, routing: str = "dimension_order", *,
                model: str | None = None, plan: str | None = None, global_batch: int | None = None,
-               recompute: str = "none", trace: StepTrace | None = None) -> StepStudy:
+               recompute: str = "none", trace: StepTrace | None = None, tiers: str | None = None) -> StepStudy:
     """The page's step: a preset `model` (its `plan`, `global_batch`, `recompute`) or an uploaded
-    `trace`, on `slices` slices of `shape` behind the chosen DCN over `sites` data centres."""
-    spec, engineer = dcn_choice(dcn, oversubscription if dcn == "eps" else 1.0, sites)
+    `trace`, on `slices` slices of `shape` behind the chosen DCN (in `tiers`, when given: a preset,
+    a spec or a YAML file, podsim.topology.dcntiers) over `sites` data centres."""
+    spec, engineer = dcn_choice(dcn, oversubscription if dcn == "eps" and not tiers else 1.0, sites, tiers=tiers or None)
     common = {"twisted": twisted, "compute_efficiency": efficiency, "slices": slices, "dcn": spec,
               "engineer_dcn": engineer, "routing": routing}
     if trace is not None:

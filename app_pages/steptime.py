@@ -48,22 +48,23 @@ DCN_KINDS = {"eps": "EPS leaf-spine", "ocs": "OCS uniform mesh", "ocs-job": "OCS
 @st.cache_data(max_entries=16, show_spinner="Generating the trace and simulating one step...")
 def preset_step(model: str, gen: str, shape: str, twisted: bool, plan: str, efficiency: float | None,
                 slices: int = 1, dcn: str = "eps", oversubscription: float = 1.0, global_batch: int | None = None,
-                recompute: str = "none", sites: int = 1, routing: str = "dimension_order") -> dict:
+                recompute: str = "none", sites: int = 1, routing: str = "dimension_order", tiers: str | None = None) -> dict:
     return step_view(page_study(gen, shape, twisted, efficiency, slices, dcn, oversubscription, sites, routing,
-                                model=model, plan=plan, global_batch=global_batch, recompute=recompute))
+                                model=model, plan=plan, global_batch=global_batch, recompute=recompute, tiers=tiers))
 
 
 @st.cache_data(max_entries=8, show_spinner="Reading the trace and simulating one step...")
 def uploaded_step(files: tuple[tuple[str, bytes], ...], gen: str, shape: str, twisted: bool, efficiency: float | None,
                   slices: int = 1, dcn: str = "eps", oversubscription: float = 1.0, sites: int = 1,
-                  routing: str = "dimension_order") -> dict:
+                  routing: str = "dimension_order", tiers: str | None = None) -> dict:
     """An uploaded trace through `load_trace`, the CLI's loader (format by suffix and content)."""
     with saved_files(files) as paths:
         trace = load_trace(paths, shape=parse_shape(shape, get_generation(gen).dims))
     declared = declared_slices(trace)
     if declared is not None and declared != slices:
         raise PodsimError(f"the trace is for {declared} slice(s) (dcn={declared}); set Slices to {declared}")
-    return step_view(page_study(gen, shape, twisted, efficiency, slices, dcn, oversubscription, sites, routing, trace=trace))
+    return step_view(page_study(gen, shape, twisted, efficiency, slices, dcn, oversubscription, sites, routing, trace=trace,
+                                tiers=tiers))
 
 
 def lane(t: dict) -> str:
@@ -150,6 +151,11 @@ n_sites = int(d4.number_input("Sites", min_value=1, max_value=max(1, n_slices), 
                               disabled=n_slices == 1 or dcn_kind != "eps",
                               help="data centres the slices split over (EPS DCN), joined by WAN links (1 ms, 12.8 Tb/s per site pair)"))
 n_sites = n_sites if n_slices > 1 and dcn_kind == "eps" else 1  # a disabled widget keeps its value
+tiers = st.text_input("DCN tiers", value="", key="dcn_tiers", disabled=n_slices == 1,
+                      placeholder="untiered leaf-spine; or fat-tree-k40-4.7to1, fat-tree-k64, tor=48x200/2,aggregation=64x400/3,spine=256x400*8",
+                      help="the DCN built in tiers, NIC -> ToR -> aggregation block -> spine blocks: a preset, or each tier's "
+                           "RADIXxGBPS[/OVERSUBSCRIPTION] (the spine's *COUNT of spine blocks); replaces the spine oversubscription")
+tiers = tiers.strip() if n_slices > 1 else ""
 routing = d5.selectbox("ICI routing", list(ROUTINGS), format_func=ROUTINGS.get, key="routing",
                        help="inside each slice: one dimension-order path, an even split over all minimal paths, or that split re-weighted by link load")
 source = st.radio("Trace", ["Preset model", "Upload a trace"], horizontal=True, key="source")
@@ -169,7 +175,7 @@ with inline_errors():
         recompute = m4.selectbox("Recompute", RECOMPUTE, index=0 if cnn else 2, key=f"recompute_{model}", disabled=cnn,
                                  help="activation recomputation: none, minimal (the attention core) or full (each layer)")
         out = preset_step(model, gen_id, shape, twisted, plan, efficiency, n_slices, dcn_kind, float(oversub), batch,
-                          "none" if cnn else recompute, n_sites, routing)
+                          "none" if cnn else recompute, n_sites, routing, tiers or None)
     else:
         uploads = st.file_uploader(f"Trace file(s): podsim JSON/YAML, ASTRA-sim text, Chakra .et/.json (one per rank); "
                                    f"at most {MAX_UPLOAD_BYTES // 2**20} MB each", type=TRACE_TYPES,
@@ -178,7 +184,8 @@ with inline_errors():
             st.info("Upload a trace to simulate it on the slice above.")
             st.stop()
         files = tuple((u.name, upload_bytes(u)) for u in uploads)
-        out = uploaded_step(files, gen_id, shape, twisted, efficiency, n_slices, dcn_kind, float(oversub), n_sites, routing)
+        out = uploaded_step(files, gen_id, shape, twisted, efficiency, n_slices, dcn_kind, float(oversub), n_sites, routing,
+                            tiers or None)
 
 s = out["summary"]
 st.subheader(f"{out['name'] or 'uploaded trace'}: {out['ops']} ops")
@@ -204,6 +211,12 @@ lv[0].metric("ICI busy", seconds(s["ici_busy_s"]), help="time collectives inside
 lv[1].metric("ICI exposed", seconds(s["ici_exposed_s"]), help="the part of it no compute overlaps")
 lv[2].metric("DCN busy", seconds(s["dcn_busy_s"]), help="time collectives across slices (over the DCN) are in flight")
 lv[3].metric("DCN exposed", seconds(s["dcn_exposed_s"]), help="the part of it no compute overlaps")
+if n_slices > 1 and s["tiers"]:
+    st.caption("Per DCN tier: the ops whose flows climb no higher than it (busy, and the part no compute overlaps), and the "
+               "time its busiest link needs for the step's bytes on it (bytes / capacity)" + (f"; {tiers}" if tiers else ""))
+    st.dataframe([{"tier": t, "busy": seconds(d["busy_s"]), "exposed": seconds(d["exposed_s"]),
+                   "busiest link needs": seconds(d["link_busy_s"]), "links carrying bytes": d["links"]}
+                  for t, d in s["tiers"].items()], hide_index=True)
 
 st.subheader("Op timeline")
 st.plotly_chart(gantt_figure(out["timeline"]), key="gantt")

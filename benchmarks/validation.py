@@ -10,8 +10,12 @@ Run (from the repository root, a few minutes on 2 cores):
     PYTHONPATH=$PWD .venv/bin/python benchmarks/validation.py --tf1        # the TF1 rows, each setting switched back
     PYTHONPATH=$PWD .venv/bin/python benchmarks/validation.py --sharding   # sharded activations, collective matmul, host input switched back
     PYTHONPATH=$PWD .venv/bin/python benchmarks/validation.py --serving    # the serving rows only (MLPerf Inference, I1-I4)
+    PYTHONPATH=$PWD .venv/bin/python benchmarks/validation.py --series     # the multislice series only (per-chip throughput ratios)
 
-The serving rows (podsim/serving/validation.py) follow the training table: MLPerf Inference
+After the table, the multislice series (podsim.validation.SERIES): one model measured at several
+slice counts, its per-chip throughput relative to the fewest slices, measured and predicted.
+
+The serving rows (podsim/validation/serving.py) follow the training table: MLPerf Inference
 submissions on TPUs against podsim's serving simulation.
 """
 
@@ -24,11 +28,14 @@ from dataclasses import replace
 from podsim.perf import chips
 from podsim.validation import (
     ROWS,
+    SERIES,
+    SERIES_TOLERANCE,
     UPPER_BOUND_BAND,
     calibrate,
     error,
     predict,
     run_table,
+    series_table,
     summarise,
 )
 
@@ -108,7 +115,7 @@ def _serving_markdown(table: list[dict]) -> str:
 
 def serving_table(ids: list[str], markdown: bool) -> None:
     """The MLPerf Inference rows: GPT-J on TPU v5e, offline (seconds per 32-sample batch) and server (p99 latency)."""
-    from podsim.serving import validation as serving
+    from podsim.validation import serving
 
     rows = tuple(r for r in serving.ROWS if not ids or r.id in ids)
     if not rows:
@@ -126,8 +133,28 @@ def serving_table(ids: list[str], markdown: bool) -> None:
         print("\n" + _serving_markdown(table))
 
 
+def series_lines(table: list[dict], markdown: bool) -> list[str]:
+    """The multislice series: per row, measured and predicted per-chip throughput / the fewest slices'."""
+    rows = series_table(table)
+    if markdown:
+        out = ["| series | id | slices | chips | measured per-chip throughput / fewest slices | podsim | difference |",
+               "|---|---|---|---|---|---|---|"]
+        out += [f"| {r['series']} | {r['id']} | {r['slices']} | {r['chips']:,} | {r['measured_ratio']:.3f} | "
+                f"{r['predicted_ratio']:.3f} | {100 * r['difference']:+.1f} pp |" for r in rows]
+        return out
+    out = [f"{'id':4} {'slices':>6} {'chips':>7} {'measured':>9} {'podsim':>7} {'difference':>10}   (per-chip throughput / fewest slices)"]
+    for r in rows:
+        out.append(f"{r['id']:4} {r['slices']:>6} {r['chips']:>7,} {r['measured_ratio']:>9.3f} {r['predicted_ratio']:>7.3f} "
+                   f"{100 * r['difference']:>+9.1f}pp   {r['series']}")
+    worst = max(abs(r["difference"]) for r in rows)
+    out.append(f"largest difference {100 * worst:.1f} points (target {100 * SERIES_TOLERANCE:.0f})")
+    return out
+
+
 def main(argv: list[str]) -> None:
     ids = [a for a in argv if not a.startswith("--")]
+    if "--series" in argv:
+        ids = sorted({rid for s in SERIES for rid in s.rows})
     if "--serving" in argv:
         serving_table(ids, "--markdown" in argv)
         return
@@ -153,7 +180,11 @@ def main(argv: list[str]) -> None:
           f"{UPPER_BOUND_BAND:.0%} below the bound. Wall time {time.perf_counter() - t0:.0f} s.")
     if "--markdown" in argv:
         print("\n" + _markdown(table))
-    serving_table(ids, "--markdown" in argv)
+    have = {r["id"] for r in table}
+    if all(rid in have for s in SERIES for rid in s.rows):
+        print("\n" + "\n".join(series_lines(table, "--markdown" in argv)))
+    if "--series" not in argv:
+        serving_table(ids, "--markdown" in argv)
 
 
 if __name__ == "__main__":

@@ -10,6 +10,11 @@ class PodsimError(ValueError):
         super().__init__(" ".join(str(message).split()))
 
 
+class PodsimWarning(UserWarning):
+    """A result is fine but costly or partial in a way the user should hear about before
+    waiting (a step podsim cannot fold); the CLI prints it as one `warning:` line."""
+
+
 class InternalError(RuntimeError):
     """A check of podsim's own output failed (a solver or engine bug, not bad input). The CLI
     prints "internal error, please report" with the details and exits with code 1."""

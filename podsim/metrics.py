@@ -225,6 +225,8 @@ register(
     _m("events", "count", "engine events of the step simulation", _S),
     _m("flows", "count", "network flows of the step simulation", _S),
     _m("flows_simulated", "count", "flows the engine simulated (the rest stand in symmetric classes: the fast path)", _S),
+    _m("fold", "text", "flows the step simulates and why not fewer (what the symmetry folds leave)", _S),
+    _m("algorithm_choices", "text", "each distinct collective's algorithm and why (closed forms; auto's ranking), one line", _S),
     _m("routing", "text", "ICI routing inside a slice: dimension_order, shortest_paths or adaptive", _S),
     _m("hardware_flops_per_step", "flops", "FLOPs every compute op executes per step, recomputation included (all chips)", _S),
     _m("compute_efficiency", "fraction", "a flat fraction of peak FLOP/s every compute op was given; "

@@ -255,6 +255,23 @@ def test_steptime_page_multislice_prices_the_dcn():
     assert "4 Cloud TPU v4 4x4x4 slices" in at.caption[1].value
 
 
+def test_steptime_page_dcn_tiers():
+    """The DCN in tiers from the page (the library's spec): a 2:1 ToR halves what the four
+    slices' chips get, so the DCN all-reduce takes twice as long, and the page shows it per tier;
+    a bad spec is one inline line."""
+    at = open_page("steptime", source="Upload a trace", **{"shape_tpu-v4": "4x4x4"})
+    at.file_uploader(key="trace_files").upload("ms.yaml", MULTISLICE_TRACE).run()
+    at.number_input(key="slices").set_value(4).run()
+    flat = metrics(ok(at))["DCN busy"]
+    at.text_input(key="dcn_tiers").set_value("tor=24x200/2,aggregation=48x200/2,spine=512x200*4").run()
+    m = metrics(ok(at))
+    assert float(m["DCN busy"].split()[0]) == pytest.approx(2 * float(flat.split()[0]), rel=0.01)
+    tiers = at.dataframe[0].value
+    assert list(tiers["tier"]) == ["tor", "aggregation", "spine"] and tiers["busy"][1] == m["DCN busy"]
+    at.text_input(key="dcn_tiers").set_value("tor=24x200").run()
+    assert "aggregation: Field required" in at.error[0].value
+
+
 def test_steptime_page_uploaded_trace_and_bad_uploads():
     at = ok(open_page("steptime", source="Upload a trace"))
     assert "Upload a trace" in at.info[0].value

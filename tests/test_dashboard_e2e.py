@@ -27,8 +27,8 @@ from podsim.units import format_rate
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = [("", "Topology"), ("placement", "Placement"), ("steptime", "Step time"), ("cluster", "Cluster"),
-         ("capacity", "Capacity plan")]
-CHARTS = {"": 1, "placement": 1, "steptime": 3, "cluster": 4, "capacity": 9}
+         ("serving", "Serving"), ("capacity", "Capacity plan")]
+CHARTS = {"": 1, "placement": 1, "steptime": 3, "cluster": 4, "serving": 3, "capacity": 9}
 
 
 def free_port() -> int:
@@ -116,6 +116,8 @@ def test_every_page_in_a_real_browser(tmp_path):
                     assert 0 < float(m["Model FLOPs utilisation"].rstrip("%")) < 100
                 elif title == "Cluster":
                     assert re.fullmatch(r"\d+ of 300", m["Completed"]) and m["Utilisation (OCS)"].endswith("%")
+                elif title == "Serving":
+                    assert re.fullmatch(r"[0-9.]+ (s|ms)", m["TTFT p99"]) and m["Cost per M tokens"].startswith("$"), m
                 else:
                     assert m["Runs"] == "10" and m["Sweeps"] == "2"
                 shot = tmp_path / f"{path}.png"

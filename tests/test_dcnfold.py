@@ -9,13 +9,11 @@ import pytest
 from podsim.collectives import Placement, RouterPool, group_layout, plan_collective
 from podsim.collectives.dcnfold import (
     _expand,
-    _route_grouped,
     fold_crossing,
     fold_flows,
     is_equitable,
     refine,
 )
-from podsim.collectives.routes import slice_symmetry
 from podsim.engine import build_job, simulate_step
 from podsim.maxmin import max_min_rates
 from podsim.topology import DcnSpec
@@ -114,25 +112,6 @@ def test_dcn_flows_themselves_are_folded():
     assert dcn_flows > 0 and 0 < dcn_simulated <= dcn_flows / 4  # 672 of 3,072 on 8 hashed spines
 
 
-def test_router_pool_memo_gives_the_same_symmetry():
-    """A step's plans ask the router pool about the same few patterns again and again: its
-    per-pattern memo of whether their flows stay in the first slice gives the very symmetry
-    worked out without it."""
-    job = build_job(StepTrace((Compute("c", duration_s=1e-3),), meta={"slices": 4}), "tpu-v4", "4x4x4", 4)
-    pool = RouterPool(Placement(job.fabric, job.views))
-    pats = [p for g in ("x,y", "z,dcn", "dcn") for p in
-            plan_collective("all_reduce", group_layout(job.views, parse_group(g)), 2**20, "auto", pool).schedule.patterns()]
-    memo: dict = {}
-    with_memo = [slice_symmetry(job.views, pats, stays_memo=memo) for _ in range(2)]
-    alone = slice_symmetry(job.views, pats)
-    assert len(memo) == len({id(p) for p in pats})
-    for s in with_memo:
-        assert (s.periods, s.multiplicity) == (alone.periods, alone.multiplicity)
-        assert np.array_equal(s.keep, alone.keep) and np.array_equal(s.canon_link, alone.canon_link)
-    router = pool.router(pats, fold_dcn=True)
-    assert pool.router(list(pats), fold_dcn=True) is router and set(memo) <= set(pool._stays)
-
-
 @pytest.mark.parametrize("sites", [1, 2])
 def test_grouped_split_routes_expand_to_the_full_ones(sites):
     """Split routes with each flow's S spine links of one kind as one group entry (what the
@@ -160,7 +139,7 @@ def test_grouped_fold_equals_the_fold_of_full_routes(sites):
         "all_reduce", group_layout(job.views, parse_group("dcn")), size, "direct", pool).schedule.patterns()]
     grouped = fold_crossing(placement, pats, {}, 10**7)
     fab = job.fabric
-    assert _route_grouped(fab, [(p, *p.flows(None)) for p in pats])[0] is not None  # the grouped path ran
+    assert all(dcn_split_groups(fab, *p.flows(None)[:2]) is not None for p in pats)  # the grouped path ran
     routed = []
     for p in {id(p): p for p in pats}.values():
         src, dst, w = p.flows(None)

@@ -22,7 +22,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("collectives", "workload"),
     ("engine",),
     ("study",),
-    ("cluster", "validation", "serving"),
+    ("serving",),  # inference steps run as studies, below the validation table that checks them
+    ("cluster", "validation"),
     ("scenario",),
     ("store",),
     ("sweep",),

@@ -9,7 +9,7 @@ import pytest
 from podsim.cli import main
 from podsim.errors import PodsimError
 from podsim.study import StepStudy
-from podsim.study.scaling import COLUMNS, scaling_study
+from podsim.study.scaling import COLUMNS, TIER_COLUMNS, scaling_study
 
 SMALL = {"n_layers": 2}
 
@@ -20,7 +20,8 @@ def base(plan: str = "fsdp=16,tensor=4", **kw) -> StepStudy:
 
 def test_scaling_study_weak_scaling():
     s = scaling_study(base(), [4, 1, 2], 16)
-    assert set(s) == set(COLUMNS) and s["slices"] == [1, 2, 4] and s["chips"] == [64, 128, 256]
+    assert set(s) == {*COLUMNS, "tiers"} and s["slices"] == [1, 2, 4] and s["chips"] == [64, 128, 256]
+    assert set(s["tiers"]) == set(TIER_COLUMNS) and {n for n in s["tiers"]["slices"]} == {1, 2, 4}
     assert s["global_batch"] == [16, 32, 64]
     assert s["parallel_efficiency"][0] == 1.0 and s["dcn_busy_s"][0] == 0.0
     assert all(b > 0 for b in s["dcn_busy_s"][1:])

@@ -165,3 +165,24 @@ def test_the_study_runs_on_the_scenarios_own_figures(run):
     full = run.table("scaling")
     assert half["step_time_s"][0] == pytest.approx(full["step_time_s"][0])  # one slice: no DCN
     assert half["dcn_busy_s"][1] == pytest.approx(2 * full["dcn_busy_s"][1], rel=0.05)
+
+
+def test_the_scenarios_dcn_tiers_reach_the_study_and_its_tier_table(run, tmp_path):
+    """`dcn: {tiers: ...}` (a spec, as --dcn-tiers takes it): 4x4x4 slices of 16 hosts, one per
+    2:1 ToR, so the 2-slice row's DCN all-reduce, bandwidth-bound here, takes about twice as long
+    as on the 1:1 leaf-spine; the `scaling_tiers` table says it is the ToR uplinks (the
+    aggregation tier's links) that ask for that time, and it is stored with the run."""
+    doc = yaml.safe_load(TINY.read_text())
+    doc["dcn"]["tiers"] = "tor=24x200/2,aggregation=48x200/2,spine=512x200*4"
+    doc["scaling"]["slices"] = [1, 2]
+    r = run_scenario(load_scenario_text(yaml.safe_dump(doc), source="s.yaml"))
+    t, full = r.table("scaling"), run.table("scaling")
+    assert t["dcn_busy_s"][1] == pytest.approx(2 * full["dcn_busy_s"][1], rel=0.05)
+    tiers = r.table("scaling_tiers")
+    two = {tiers["tier"][i]: i for i in range(len(tiers["tier"])) if tiers["slices"][i] == 2}
+    assert set(two) == {"tor", "aggregation", "spine"}
+    agg = two["aggregation"]
+    assert tiers["busy_s"][agg] == pytest.approx(t["dcn_busy_s"][1], rel=1e-9)
+    assert tiers["link_busy_s"][agg] == pytest.approx(2 * tiers["link_busy_s"][two["tor"]], rel=1e-9)
+    back = load_run(tmp_path / "r.duckdb", append_run(tmp_path / "r.duckdb", r))
+    assert list(back.table("scaling_tiers")["tier"]) == list(tiers["tier"])

@@ -19,7 +19,7 @@ from podsim.sweep import load_sweep, open_executor, run_sweep
 APP = Path(__file__).resolve().parent.parent / "app.py"
 SMALL = {"model": "llama2-70b", "overrides": {"n_layers": 8}, "precision": {"weights": "int8"}}
 FLAGS = ("serve", "-g", "tpu-v5e", "--slice", "2x4", "--model", "llama2-70b", "--override", "n_layers=8", "--weights", "int8",
-         "--rate", "3/s", "--duration", "40s", "--prompt", "lognormal:mean=600,cv=1", "--output", "lognormal:mean=100,cv=1",
+         "--rate", "3/s", "--duration", "20s", "--prompt", "lognormal:mean=600,cv=1", "--output", "lognormal:mean=100,cv=1",
          "--seed", "5")
 SCENARIO = """
 name: serve-small
@@ -29,7 +29,7 @@ workload:
     slice: 2x4
     model: {model: llama2-70b, overrides: {n_layers: 8}, precision: {weights: int8}}
     requests: {arrivals: {kind: poisson, rate: 3/s}, prompt: {kind: lognormal, mean: 600, cv: 1}, output: {kind: lognormal, mean: 100, cv: 1}}
-    duration: 40s
+    duration: 20s
 seed: 5
 """
 
@@ -65,10 +65,11 @@ def test_podsim_serve_bad_flags_are_one_line(capsys, args, message):
     (("wiring: static", "wiring: ocs"), "has no OCS"),
     (("seed: 5", "seed: 5\nhorizon: 1h"), "horizon shapes a job stream"),
     (("seed: 5", "seed: 5\ntargets: {goodput: '>= 90%'}"), "no target on 'goodput' for a serving fleet"),
+    (("seed: 5", "seed: 5\nfailures: {host: {availability: 99%}}"), "runs no failures"),
 ])
 def test_bad_serving_scenarios_name_the_field(yaml_edit, message):
     text = SCENARIO.replace("precision: {weights: int8}}", "precision: {weights: int8}, tensor: null}").replace(
-        "duration: 40s", "duration: 40s\n    batch: {kv: paged}")
+        "duration: 20s", "duration: 20s\n    batch: {kv: paged}")
     with pytest.raises(ValueError, match=message.replace("(", r"\(")):
         s = load_scenario_text(text.replace(*yaml_edit))
         from podsim.scenario.check import check_scenario
@@ -90,7 +91,7 @@ def test_capacity_search_is_the_fewest_replicas():
     """The answer meets; one replica fewer missed (the search probed it); more replicas than
     the answer meet too (monotone, as the search assumes)."""
     cfg = ServingConfig.model_validate({
-        "generation": "tpu-v5e", "slice": "2x4", "model": SMALL, "duration": 60, "seed": 2,
+        "generation": "tpu-v5e", "slice": "2x4", "model": SMALL, "duration": 30, "seed": 2,
         "requests": {"arrivals": {"kind": "poisson", "rate": 3600}, "prompt": {"kind": "fixed", "mean": 2000},
                      "output": {"kind": "fixed", "mean": 60}}})
     search = CapacitySearch(rate="30/s", ttft_p99="1s", tpot_p99="50ms", replicas=(1, 8), replicates=2)
@@ -106,15 +107,22 @@ def test_capacity_search_is_the_fewest_replicas():
 
 
 def test_sweep_over_serving_fields(tmp_path):
-    """Sweeps reach the serving workload's fields like any other: slice shape and batch policy."""
+    """Sweeps reach the serving workload's fields like any other: slice shape, generation, batch
+    policy and replicas."""
     (tmp_path / "base.yaml").write_text(SCENARIO)
-    (tmp_path / "sweep.yaml").write_text("sweep: serving-grid\nbase: base.yaml\ngrid:\n  workload.serving.slice: [2x4, 4x4]\n"
-                                         "  workload.serving.batch.prefill: [chunked, separate]\nshow: [ttft_p99_s, tokens_per_s_per_chip]\n")
+    (tmp_path / "sweep.yaml").write_text(
+        "sweep: serving-points\nbase: base.yaml\npoints:\n"
+        "  - {label: 4x4, workload.serving.slice: 4x4}\n"
+        "  - {label: v6e, topology.generation: tpu-v6e}\n"
+        "  - {label: separate, workload.serving.batch.prefill: separate}\n"
+        "  - {label: two, workload.serving.replicas: 2}\n"
+        "show: [ttft_p99_s, tokens_per_s_per_chip]\n")
     with open_executor("serial") as h:
         out = run_sweep(load_sweep(tmp_path / "sweep.yaml"), h, tmp_path / "r.duckdb")
     assert out.ran == 4 and out.failed == 0
-    chips = {r["label"]: r["metrics"]["chips"] for r in out.points}
-    assert sorted(chips.values()) == [8, 8, 16, 16]
+    m = {r["label"]: r["metrics"] for r in out.points}
+    assert (m["4x4"]["chips"], m["v6e"]["generation"], m["separate"]["batch_policy"], m["two"]["chips"]) == (
+        16, "tpu-v6e", "continuous/separate", 16)
 
 
 def test_report_of_a_serving_run_and_of_a_comparison():
@@ -124,7 +132,7 @@ def test_report_of_a_serving_run_and_of_a_comparison():
     other = run_scenario(load_scenario_text(SCENARIO.replace("rate: 3/s", "rate: 6/s")))
     both = render_report([r, other], labels=["3/s", "6/s"])
     assert both.count("TTFT p50 / p95 / p99") == 1 and "3/s" in both and "6/s" in both
-    assert not math.isnan(other.metrics["ttft_p99_s"]) and other.metrics["ttft_p99_s"] > r.metrics["ttft_p99_s"]
+    assert not math.isnan(other.metrics["ttft_p99_s"]) and other.metrics["tokens_per_s"] > 1.5 * r.metrics["tokens_per_s"]
 
 
 def test_dashboard_serving_page():
@@ -144,6 +152,11 @@ def test_dashboard_serving_page():
 def test_every_serving_metric_is_registered():
     from podsim.metrics import METRICS
 
-    r = run_scenario(load_scenario_text(SCENARIO.replace("duration: 40s", "duration: 40s\n    capacity: {rate: 3/s, ttft_p99: 5s, "
+    r = run_scenario(load_scenario_text(SCENARIO.replace("duration: 20s", "duration: 20s\n    capacity: {rate: 3/s, ttft_p99: 5s, "
                                                          "tpot_p99: 1s, replicas: [1, 1], replicates: 1}")))
     assert sorted(set(r.metrics) - set(METRICS)) == []
+
+
+def test_podsim_validate_a_serving_scenario(capsys):
+    code, out, err = run_podsim(capsys, "validate", str(Path(__file__).resolve().parent.parent / "scenarios" / "i_serving_capacity.yaml"))
+    assert code == 0 and "serving fleet: llama2-70b on 3 x 2x4, poisson arrivals for 180 s, capacity search" in out, err

@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from podsim.engine import simulate_collective, simulate_step
+from podsim.engine import simulate_collective
 from podsim.errors import PodsimError
 from podsim.perf import chip_compute
 from podsim.serving import (
@@ -16,9 +16,10 @@ from podsim.serving import (
     Seq,
     StepTimer,
     kv_budget,
-    serving_step_trace,
 )
 from podsim.serving.steptime import ONCHIP_MEMORY
+from podsim.serving.trace import serving_step_study
+from podsim.study import run_study
 from podsim.topology import get_generation
 from podsim.trace.configs import get_model
 
@@ -26,8 +27,10 @@ INT8 = InferencePrecision(weights="int8")
 
 
 def _engine_s(timer: StepTimer, tokens: int, sampled: int, load) -> float:
-    trace = serving_step_trace(timer.shard, timer.shape, tokens, sampled, load, timer.onchip_bytes)
-    return simulate_step(trace, timer.built).step_time_s
+    """The same step as a step study on the engine (the one way podsim simulates a step)."""
+    study = serving_step_study(timer.shard, timer.generation, timer.shape, tokens, sampled, load, timer.onchip_bytes,
+                               on=timer.built)
+    return run_study(study).step_time_s
 
 
 @pytest.mark.parametrize(("gen", "shape", "precision"), [("tpu-v5e", (2, 4), INT8), ("tpu-v6e", (2, 4), InferencePrecision())])

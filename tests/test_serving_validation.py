@@ -1,4 +1,4 @@
-"""The serving rows of the validation table (podsim.serving.validation): MLPerf Inference GPT-J
+"""The serving rows of the validation table (podsim.validation.serving): MLPerf Inference GPT-J
 on TPU v5e. Each row's error is pinned so fidelity can only go up; the offline rows (one
 prefill and 127 decode steps per batch: the step model) must hold within 5% each."""
 
@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from podsim.serving.validation import GPTJ_DIMS, ROWS, row_config, run_table, summarise
 from podsim.trace.configs import TransformerConfig
+from podsim.validation.serving import GPTJ_DIMS, ROWS, row_config, run_table, summarise
 
 # the errors as they stand (predicted / measured - 1); a change that moves a row away fails
 PINNED = {"I1": -0.002, "I2": 0.032, "I3": -0.602, "I4": -0.624}  # after issue 22's recalibration (MATMUL_FRACTION 0.752)

@@ -19,12 +19,13 @@ import importlib
 import os
 import sys
 import traceback
+import warnings
 from difflib import get_close_matches
 
 import typer
 from typer.core import TyperCommand, TyperGroup
 
-from podsim.errors import InternalError, PodsimError
+from podsim.errors import InternalError, PodsimError, PodsimWarning
 
 # name -> (module that registers it on `app`, its one-line summary as `podsim --help` shows it).
 # tests/test_cli.py checks each summary against the command's own docstring.
@@ -107,7 +108,9 @@ def _root(version: bool = typer.Option(False, "--version", callback=_print_versi
 def main(argv: list[str] | None = None) -> None:
     """Console entry point. Typer reports usage errors itself (exit 2); a PodsimError from the
     library becomes one line on stderr and exit code 2; an InternalError or any other exception
-    is a bug: its traceback, one line asking for a report, and exit code 1."""
+    is a bug: its traceback, one line asking for a report, and exit code 1. A PodsimWarning
+    (a step podsim cannot fold, said before it runs) is one `warning:` line on stderr."""
+    warnings.showwarning = _show_warning
     try:
         typer.main.get_group(app).main(args=argv, prog_name="podsim")
     except PodsimError as exc:
@@ -124,6 +127,16 @@ def main(argv: list[str] | None = None) -> None:
         kind = "" if isinstance(exc, InternalError) else f"{type(exc).__name__}: "
         print(f"internal error, please report (podsim {_version()}): {kind}{exc}", file=sys.stderr)
         sys.exit(1)
+
+
+_SHOW_WARNING = warnings.showwarning
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    if issubclass(category, PodsimWarning):
+        print(f"warning: {message}", file=sys.stderr, flush=True)
+    else:
+        _SHOW_WARNING(message, category, filename, lineno, file, line)
 
 
 def _version() -> str:

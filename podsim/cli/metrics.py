@@ -1,4 +1,4 @@
-"""`podsim metrics [--kind cluster|step] [--json]`: the metric registry (name, unit, definition,
+"""`podsim metrics [--kind cluster|step|serving] [--json]`: the metric registry (name, unit, definition,
 whether a scenario target may name it), as every result, the store and the report use it."""
 
 from __future__ import annotations
@@ -13,12 +13,12 @@ from podsim.metrics import KINDS, METRICS
 
 @app.command("metrics")
 def metrics_cmd(
-    kind: str | None = typer.Option(None, "--kind", help="only the metrics of a job stream (cluster) or a step study (step)"),
+    kind: str | None = typer.Option(None, "--kind", help="only the metrics of a job stream (cluster), a step study (step) or a serving fleet (serving)"),
     as_json: bool = typer.Option(False, "--json", help="one JSON list on stdout"),
 ) -> None:
     """List the metrics runs report: name, unit, definition, and whether a target may name it."""
-    if kind is not None and kind not in KINDS[:2]:
-        raise PodsimError(f"--kind {kind!r} is not known; use cluster or step")
+    if kind is not None and kind not in [k for k in KINDS if k != "both"]:
+        raise PodsimError(f"--kind {kind!r} is not known; use cluster, step or serving")
     rows = [m for m in METRICS.values() if kind is None or m.kind in (kind, "both")]
     if as_json:
         emit_json([{"name": m.name, "unit": m.unit, "definition": m.definition, "kind": m.kind, "target": m.target}

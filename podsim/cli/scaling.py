@@ -17,6 +17,7 @@ from podsim.files import write_text_atomic
 from podsim.study import StepStudy
 from podsim.study.scaling import scaling_study
 from podsim.topology import dcn_choice
+from podsim.topology.dcntiers import TIERS_HELP
 from podsim.topology.multipath import ROUTING_POLICIES
 from podsim.trace.configs import parse_overrides
 from podsim.units import format_seconds
@@ -36,6 +37,7 @@ def scaling_cmd(
     sites: int = typer.Option(1, "--sites", help="data centres the slices split over (EPS DCN; WAN between)"),
     wan_latency_ms: float = typer.Option(1.0, "--wan-latency-ms", help="one-way WAN latency (assumption: 1 ms)"),
     wan_gbps: float = typer.Option(12800.0, "--wan-gbps", help="WAN Gb/s per site pair and direction (assumption)"),
+    dcn_tiers: str = typer.Option(None, "--dcn-tiers", help=f"the DCN in tiers (NIC -> ToR -> aggregation block -> spine): {TIERS_HELP}"),
     set_: list[str] = typer.Option(None, "--set", help="override a model field, e.g. --set n_layers=8 (repeatable)"),
     option: list[str] = typer.Option(None, "--option", help="a generator option KEY=VALUE, e.g. --option recompute=full (repeatable; the fields of podsim.trace.GenerateOptions)"),
     efficiency: float = typer.Option(None, "--compute-efficiency", help="a flat fraction of peak FLOP/s for every compute op instead of the per-op model", callback=opt_finite("--compute-efficiency", low=0, high=1, low_open=True)),
@@ -49,7 +51,7 @@ def scaling_cmd(
         counts = [int(v) for v in slices.split(",") if v.strip()]
     except ValueError:
         raise PodsimError(f"--slices {slices!r}: give whole numbers separated by commas, e.g. 1,2,4,8") from None
-    spec, engineer = dcn_choice(dcn, oversubscription, sites, wan_latency_ms, wan_gbps, ecmp)
+    spec, engineer = dcn_choice(dcn, oversubscription, sites, wan_latency_ms, wan_gbps, ecmp, tiers=dcn_tiers)
     if engineer:
         raise PodsimError("--dcn ocs-job is not offered for a scaling study; use eps or ocs")
     if plot is not None and plot.suffix != ".html":
@@ -78,3 +80,14 @@ def scaling_cmd(
               f"{study['parallel_efficiency'][i]:>10.1%} {format_seconds(study['dcn_busy_s'][i]):>10} "
               f"{format_seconds(study['dcn_exposed_s'][i]):>11} {format_seconds(study['wan_exposed_s'][i]):>11} "
               f"{study['engine_wall_s'][i]:>7.2f}s")
+    t = study["tiers"]
+    if t["tier"]:
+        print(f"\nper DCN tier ({spec.tiers.describe() if spec.tiers else 'untiered'}): busy / exposed time of the ops that climb "
+              "to it, and what its busiest link needs (bytes / capacity)")
+        names = list(dict.fromkeys(t["tier"]))
+        print(f"{'slices':>6} " + " ".join(f"{n:>30}" for n in names))
+        for n in study["slices"]:
+            cells = {t["tier"][i]: i for i in range(len(t["tier"])) if t["slices"][i] == n}
+            print(f"{n:>6} " + " ".join(
+                f"{format_seconds(t['busy_s'][i]) + ' / ' + format_seconds(t['exposed_s'][i]) + ' / ' + format_seconds(t['link_busy_s'][i]):>30}"
+                if (i := cells.get(name)) is not None else f"{'-':>30}" for name in names))

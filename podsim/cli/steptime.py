@@ -32,6 +32,7 @@ from podsim.errors import PodsimError, first_error
 from podsim.scenario.run import STEP_JSON_TABLES, step_result
 from podsim.study import StepStudy, run_study
 from podsim.topology import build_slice, dcn_choice, format_shape, get_generation, parse_shape
+from podsim.topology.dcntiers import TIERS_HELP
 from podsim.topology.multipath import ROUTING_POLICIES
 from podsim.trace import load_trace
 from podsim.trace.astra_network import network_generation
@@ -73,6 +74,8 @@ def step_rows(result) -> list[tuple[str, str]]:
         busy = m.get(f"{level}_busy_s")
         if busy is not None and (busy > 0 or level == "dcn" and slices > 1):
             rows.append((label, f"{format_seconds(busy)} busy, {format_seconds(m[f'{level}_exposed_s'])} exposed"))
+    if slices > 1:
+        rows.extend(tier_rows(m))
     k = result.table("step_kinds")
     for i in sorted(range(len(k["kind"])), key=lambda i: k["kind"][i]):
         rows.append((k["kind"][i], f"{int(k['ops'][i])} ops, {format_bytes(k['bytes'][i])}, {format_seconds(k['busy_s'][i])} busy "
@@ -88,6 +91,15 @@ def step_rows(result) -> list[tuple[str, str]]:
         rows.append(("HBM per chip", hbm_text(m["hbm_bytes_per_chip"], m.get("hbm_capacity_bytes"))))
     rows.append(("engine", f"{m['engine_wall_s']:.3f} s wall, {m['events']:,} events, {m['flows_simulated']:,} of {m['flows']:,} flows simulated"))
     return rows
+
+
+def tier_rows(m: dict) -> list[tuple[str, str]]:
+    """Per DCN tier (StepResult.tiers, as metrics tier_<name>_<figure>): the ops that climb to it
+    and the time its busiest link needs for the step's bytes."""
+    tiers = [k.removeprefix("tier_").removesuffix("_link_busy_s") for k in m if k.startswith("tier_") and k.endswith("_link_busy_s")]
+    return [(f"  DCN tier {t}", f"{format_seconds(m[f'tier_{t}_busy_s'])} busy, {format_seconds(m[f'tier_{t}_exposed_s'])} exposed; "
+                                f"its busiest link needs {format_seconds(m[f'tier_{t}_link_busy_s'])}")
+            for t in tiers]
 
 
 def expand_paths(patterns: list[str]) -> list[str]:
@@ -132,7 +144,8 @@ def step_options(items: list[str] | None) -> GenerateOptions:
 def cli_study(files: list[str] | None, model: str | None, generation: str | None, network: str | None,
               slice_shape: str | None, twisted: bool, efficiency: float | None, fast_path: bool, slices: int | None,
               dcn: str, oversubscription: float, wan: tuple[int, float, float, str], routing: str,
-              plan: str | None = None, overrides: list[str] | None = None, options: list[str] | None = None) -> StepStudy:
+              plan: str | None = None, overrides: list[str] | None = None, options: list[str] | None = None,
+              tiers: str | None = None) -> StepStudy:
     """The step study `podsim steptime --trace FILE | --model MODEL ...` asks for."""
     if bool(files) == (model is not None):
         raise PodsimError("give --trace FILE (a step trace) or --model MODEL (a preset, generated for --parallelism), one of the two")
@@ -142,7 +155,7 @@ def cli_study(files: list[str] | None, model: str | None, generation: str | None
         raise PodsimError("--network describes an ASTRA-sim trace's network; give --generation with --model")
     gen = network_generation(network) if network else get_generation(generation)
     shape = parse_shape(slice_shape, gen.dims) if slice_shape else None
-    spec, engineer = dcn_choice(dcn, oversubscription, *wan)
+    spec, engineer = dcn_choice(dcn, oversubscription, *wan, tiers=tiers)
     common = {"twisted": twisted, "compute_efficiency": efficiency, "fast_path": fast_path, "dcn": spec,
               "engineer_dcn": engineer, "routing": routing}
     if model is not None:
@@ -198,6 +211,7 @@ def steptime_cmd(
     wan_latency_ms: float = typer.Option(1.0, "--wan-latency-ms", help="with --sites: one-way WAN latency (assumption: 1 ms, ~200 km of fibre)", callback=opt_finite("--wan-latency-ms", low=0, high=1000)),
     wan_gbps: float = typer.Option(12800.0, "--wan-gbps", help="with --sites: WAN capacity per site pair and direction, Gb/s (assumption: 16 x 800GbE)", callback=opt_finite("--wan-gbps", low=0, low_open=True)),
     ecmp: str = typer.Option("split", "--ecmp", help="with --dcn eps: split (each flow evenly over the spines) or hash (one spine per NIC pair, collisions included)"),
+    dcn_tiers: str = typer.Option(None, "--dcn-tiers", help=f"with a step: the DCN in tiers (NIC -> ToR -> aggregation block -> spine): {TIERS_HELP}"),
     no_fast_path: bool = typer.Option(False, "--no-fast-path", help="simulate every flow (no symmetry folding)"),
     routing: str = typer.Option("dimension_order", "--routing", help=f"ICI routing in the slice: {', '.join(ROUTING_POLICIES)}"),
     timeline: str = typer.Option(None, "--timeline", help="with a step: write the step as Chrome trace-event JSON (open in Perfetto), e.g. step.json"),
@@ -212,14 +226,16 @@ def steptime_cmd(
             if given:
                 raise PodsimError(f"{flag} applies to one collective (--collective KIND --bytes SIZE), not to a step")
         study = cli_study(trace_files, model, generation, network, slice_shape, twisted, efficiency, not no_fast_path, slices,
-                          dcn, oversubscription, (sites, wan_latency_ms, wan_gbps, ecmp), routing, parallelism, set_, option)
+                          dcn, oversubscription, (sites, wan_latency_ms, wan_gbps, ecmp), routing, parallelism, set_, option,
+                          dcn_tiers)
         _step_mode(study, as_json, timeline, study.model_name or (trace_files or ["trace"])[0])
         return
     for flag, given in (("--timeline", timeline is not None), ("--slices", slices is not None), ("--network", network is not None),
                         ("--compute-efficiency", efficiency is not None), ("--dcn", dcn != "eps"),
                         ("--oversubscription", oversubscription != 1.0), ("--sites", sites != 1),
                         ("--wan-latency-ms", wan_latency_ms != 1.0), ("--wan-gbps", wan_gbps != 12800.0),
-                        ("--ecmp", ecmp != "split"), ("--parallelism", parallelism is not None), ("--set", bool(set_)),
+                        ("--ecmp", ecmp != "split"), ("--dcn-tiers", dcn_tiers is not None),
+                        ("--parallelism", parallelism is not None), ("--set", bool(set_)),
                         ("--option", bool(option))):
         if given:
             raise PodsimError(f"{flag} applies to a step (--trace FILE or --model MODEL), not to one collective on one slice")

@@ -19,6 +19,7 @@ from podsim.topology import (
     topology_detail,
     topology_summary,
 )
+from podsim.topology.dcntiers import TIERS_HELP
 
 
 @app.command("topology")
@@ -35,8 +36,7 @@ def topology_cmd(
     oversubscription: float = typer.Option(1.0, "--oversubscription", help="with --pods: NIC bandwidth : leaf uplink bandwidth", callback=opt_finite("--oversubscription", low=1)),
     wan_latency_ms: float = typer.Option(1.0, "--wan-latency-ms", help="with --sites: one-way WAN latency (assumption: 1 ms, ~200 km of fibre)", callback=opt_finite("--wan-latency-ms", low=0)),
     wan_gbps: float = typer.Option(12800.0, "--wan-gbps", help="with --sites: WAN capacity per site pair and direction in Gb/s (assumption: 16 x 800GbE)", callback=opt_finite("--wan-gbps", low=0, low_open=True)),
-    dcn_tiers: str = typer.Option(None, "--dcn-tiers", help="with --pods: a DCN in tiers: a preset (fat-tree-k64, fat-tree-k40-4.7to1), "
-                                  "a spec tor=RADIXxGBPS/OVERSUB,aggregation=...,spine=RADIXxGBPS*COUNT, or a YAML file"),
+    dcn_tiers: str = typer.Option(None, "--dcn-tiers", help=f"with --pods: the DCN in tiers (NIC -> ToR -> aggregation block -> spine): {TIERS_HELP}"),
 ) -> None:
     """Summarise a pod or a slice: chips, hosts, cubes, OCS, links, bisection, all-reduce, diameter;
     with --pods, a fleet of pods on a DCN (and --sites, data centres joined by WAN links)."""

@@ -20,6 +20,12 @@ def describe_scenario(s: Scenario) -> str:
     if w.step is not None:
         st = w.step
         what = f"step study: {st.model or st.trace} on {st.slices} x {st.slice}{' twisted' if st.twisted else ''}"
+    elif w.serving is not None:
+        sv = w.serving
+        fleet_of = f"{sv.replicas} x {sv.slice}" if sv.disaggregated is None else \
+            f"{sv.disaggregated.prefill} prefill + {sv.disaggregated.decode} decode x {sv.slice}"
+        what = (f"serving fleet: {sv.model.model or sv.model.config().name} on {fleet_of}, "
+                f"{sv.requests.arrivals.kind} arrivals for {sv.duration:g} s" + (", capacity search" if sv.capacity else ""))
     elif w.synthetic is not None:
         what = f"job stream: {w.synthetic.jobs} synthetic jobs over {s.horizon / 86400:g} d"
     else:

@@ -60,34 +60,57 @@ def halving_doubling_all_reduce_s(p: int, n: float, alpha: float, beta: float) -
 # --- the model on a schedule ------------------------------------------------------------
 
 def _phase_costs(router: Router, phases: list[Phase]) -> list[float]:
-    """Cost of each of several phases that run at the same time (one per stream)."""
-    cap = router.placement.fabric.link_capacity_bytes_per_s
-    routed = [router.routes(ph.pattern) for ph in phases]
+    """Cost of each of several phases that run at the same time (one per stream), all moving
+    the same bytes per flow (streams in lockstep): per flow, its route latency plus bytes times
+    its busiest link's load per byte over capacity. The per-byte part depends only on the
+    routes, so it is worked out once per set of patterns (a step prices one pattern at many
+    sizes) and kept in the router's `prices`."""
+    nbytes = {ph.bytes for ph in phases}
+    if len(nbytes) > 1:
+        raise ValueError("phases priced together move the same bytes per flow")
+    key = tuple(id(ph.pattern) for ph in phases)
+    memo = getattr(router, "prices", None)
+    hit = memo.get(key) if memo is not None else None
+    if hit is None:
+        hit = (tuple(ph.pattern for ph in phases), _per_byte(router, [ph.pattern for ph in phases]))
+        if memo is not None:
+            memo[key] = hit
+    b = nbytes.pop()
+    return [float((lat + b * k).max()) if len(lat) else 0.0 for lat, k in hit[1]]
+
+
+def _per_byte(router: Router, patterns: list) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Per pattern, (each flow's route latency, its busiest link's load per byte over capacity)
+    when every pattern's flows move one byte each (times their weight) at once."""
+    cap = router.capacity
+    routed = [router.routes(p) for p in patterns]
     per_entry = []
-    for ph, r in zip(phases, routed, strict=True):
-        b = np.full(r.n_flows, ph.bytes) if r.weight is None else ph.bytes * r.weight
-        w = np.repeat(b, np.diff(r.indptr))
+    for r in routed:
+        w = np.repeat(np.ones(r.n_flows) if r.weight is None else np.asarray(r.weight, float), np.diff(r.indptr))
         if r.frac is not None:
             w *= r.frac  # in place: an all-pairs DCN pattern has tens of millions of entries
         per_entry.append(w)
-    if len(routed) == 1:  # no concatenated copies of the one phase's links and weights
-        load = np.bincount(routed[0].links, weights=per_entry[0], minlength=len(cap))
-    else:
-        links = np.concatenate([r.links for r in routed]) if routed else np.empty(0, np.int64)
-        load = np.bincount(links, weights=np.concatenate(per_entry) if per_entry else None, minlength=len(cap))
+    links = routed[0].links if len(routed) == 1 else np.concatenate([r.links for r in routed])
+    weights = per_entry[0] if len(routed) == 1 else np.concatenate(per_entry)
     del per_entry
-    link_time = np.divide(load, cap, out=np.zeros_like(load), where=cap > 0)
-    out = []
+    if 16 * len(links) < len(cap):  # a few links of a large fabric: work on those only
+        used, local = np.unique(links, return_inverse=True)
+        local = local.ravel()
+    else:
+        used, local = slice(None), links
+    load = np.bincount(local, weights=weights, minlength=len(cap) if isinstance(used, slice) else len(used))
+    c = cap[used]
+    link_time = np.divide(load, c, out=np.zeros_like(load), where=c > 0)
+    out, at = [], 0
     for r in routed:
-        if r.n_flows == 0:
-            out.append(0.0)
-            continue
+        n_entries = len(r.links)
         hops = np.diff(r.indptr)
         t = np.zeros(r.n_flows)
         has = hops > 0
         if has.any():
-            t[has] = np.maximum.reduceat(link_time[r.links], r.indptr[:-1][has])
-        out.append(float((r.latency_s + t).max()))
+            t[has] = np.maximum.reduceat(link_time[local[at:at + n_entries]], r.indptr[:-1][has])
+        out.append((np.asarray(r.latency_s, float), t))
+        at += n_entries
     return out
 
 
@@ -126,3 +149,27 @@ def stage_time_s(router: Router, stage) -> float:
 def schedule_time_s(schedule: Schedule, router: Router) -> float:
     """The alpha-beta time of a schedule on a placement (see the module docstring)."""
     return sum(stage_time_s(router, stage) for stage in schedule.stages)
+
+
+class _Sampled:
+    """A router that answers with `Router.sample`: some of each pattern's flows."""
+
+    def __init__(self, router: Router, max_flows: int):
+        self.placement, self._router, self._max = router.placement, router, max_flows
+        self.capacity = router.capacity
+        self.prices: dict = {}
+        self._cache: dict[int, tuple] = {}
+
+    def routes(self, pattern):
+        if id(pattern) not in self._cache:
+            self._cache[id(pattern)] = (pattern, self._router.sample(pattern, self._max))
+        return self._cache[id(pattern)][1]
+
+
+def schedule_bound_s(schedule: Schedule, router: Router, max_flows: int) -> float:
+    """A lower bound of `schedule_time_s` that routes at most ~`max_flows` flows per pattern:
+    the same model on the flows from the first representative chips only. Every link carries
+    at most its full load, and every flow priced is a flow of the phase, so each phase, stage
+    and the schedule cost at most what they cost in full. Exact where the bottleneck is the
+    sampled chips' own links (a chip's link to its NIC carries only its flows)."""
+    return schedule_time_s(schedule, _Sampled(router, max_flows))

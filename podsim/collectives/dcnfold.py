@@ -29,7 +29,7 @@ import numpy as np
 
 from podsim.collectives.routeparts import _subset, route_sums
 from podsim.collectives.schedule import Pattern
-from podsim.topology.routing import dcn_split_groups
+from podsim.topology.routing import dcn_group_members, dcn_split_groups
 
 
 def _mix(x: np.ndarray) -> np.ndarray:
@@ -41,7 +41,11 @@ def _mix(x: np.ndarray) -> np.ndarray:
 
 
 def _dense(x: np.ndarray) -> tuple[np.ndarray, int]:
-    """Dense labels 0..k-1 of the values of x, and k."""
+    """Dense labels 0..k-1 of the values of x (in the order of the values), and k; small
+    non-negative integers by a presence map, others by np.unique."""
+    if x.dtype.kind in "iu" and len(x) and x.min() >= 0 and int(x.max()) < 8 * len(x) + 1024:
+        used, at = _index(x)
+        return at, len(used)
     u, inv = np.unique(x, return_inverse=True)
     return inv.ravel().astype(np.int64), len(u)
 
@@ -51,13 +55,25 @@ def _pair(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return _dense(a * (int(b.max(initial=0)) + 1) + b)[0]
 
 
-def _segment_sum(values: np.ndarray, order: np.ndarray, starts: np.ndarray, owner: np.ndarray, n: int) -> np.ndarray:
-    """Per owner, the wrapping uint64 sum of `values` over its entries (entries sorted by
-    `order`, owners' runs starting at `starts`); 0 for owners with no entry."""
+def _segment_sum(values: np.ndarray, owner: np.ndarray, n: int) -> np.ndarray:
+    """Per owner, the wrapping uint64 sum of `values` over its entries; 0 for owners with none
+    (np.add.at: no sort of the entries)."""
     out = np.zeros(n, np.uint64)
-    if len(values):
-        out[owner] = np.add.reduceat(values[order], starts)
+    np.add.at(out, owner, values)
     return out
+
+
+def _index(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(the distinct ids, sorted; each id's index among them), as np.unique(return_inverse)
+    gives, by a presence map over 0..max instead of a sort."""
+    if not len(ids):
+        return np.empty(0, np.int64), np.empty(0, np.int64)
+    present = np.zeros(int(ids.max()) + 1, bool)
+    present[ids] = True
+    used = np.flatnonzero(present)
+    at = np.zeros(len(present), np.int64)
+    at[used] = np.arange(len(used))
+    return used, at[ids]
 
 
 def refine(entry_flow: np.ndarray, entry_link: np.ndarray, flow_colour: np.ndarray,
@@ -70,22 +86,49 @@ def refine(entry_flow: np.ndarray, entry_link: np.ndarray, flow_colour: np.ndarr
     fc, nf = _dense(flow_colour)
     lc, nl = _dense(link_colour)
     n_flows, n_links = len(fc), len(lc)
-    runs = []
-    for owner in (entry_flow, entry_link):
-        order = np.argsort(owner, kind="stable")
-        starts = np.flatnonzero(np.r_[True, owner[order][1:] != owner[order][:-1]]) if len(owner) else np.empty(0, np.int64)
-        runs.append((order, starts, owner[order][starts]))
     with np.errstate(over="ignore"):
         for _ in range(max_rounds):
-            sig = _segment_sum(_mix((lc[entry_link].astype(np.uint64) * np.uint64(2) + np.uint64(1)) ^ tag), *runs[0], n_flows)
+            sig = _segment_sum(_mix((lc[entry_link].astype(np.uint64) * np.uint64(2) + np.uint64(1)) ^ tag), entry_flow, n_flows)
             fc = _pair(fc, _dense(sig)[0])
-            sig = _segment_sum(_mix((fc[entry_flow].astype(np.uint64) * np.uint64(2)) ^ tag), *runs[1], n_links)
+            sig = _segment_sum(_mix((fc[entry_flow].astype(np.uint64) * np.uint64(2)) ^ tag), entry_link, n_links)
             lc = _pair(lc, _dense(sig)[0])
             new = (int(fc.max(initial=-1)) + 1, int(lc.max(initial=-1)) + 1)
             if new == (nf, nl):
                 break
             nf, nl = new
     return fc, lc
+
+
+def _same_rows(own: np.ndarray, oc: np.ndarray, ew: np.ndarray, own_class: np.ndarray, k: int) -> bool:
+    """Whether every member of a class (own_class) has the weight its class's first member
+    has on each of the k other classes: per member a row of k weights (bincount), compared
+    with the first member's row, members a block at a time (no sort of the entries)."""
+    n = len(own_class)
+    n_cls = int(own_class.max(initial=-1)) + 1
+    first = np.full(n_cls, n, np.int64)
+    np.minimum.at(first, own_class, np.arange(n))
+    rep_rank = np.full(n, -1, np.int64)
+    rep_rank[first] = np.arange(n_cls)
+    sel = rep_rank[own] >= 0
+    ref = np.bincount(rep_rank[own[sel]] * k + oc[sel], weights=ew[sel], minlength=n_cls * k).reshape(n_cls, k)
+    rows = max(1, _CELLS // max(k, 1))
+    ordered = bool((own[1:] >= own[:-1]).all()) if len(own) > 1 else True
+    for a in range(0, n, rows):
+        b = min(n, a + rows)
+        if ordered:
+            lo, hi = np.searchsorted(own, [a, b])
+            o, c, w = own[lo:hi], oc[lo:hi], ew[lo:hi]
+        else:
+            m = (own >= a) & (own < b)
+            o, c, w = own[m], oc[m], ew[m]
+        got = np.bincount((o - a) * k + c, weights=w, minlength=(b - a) * k).reshape(b - a, k)
+        want = ref[own_class[a:b]]
+        if not (np.array_equal(got, want) or np.allclose(got, want, rtol=1e-12, atol=0.0)):
+            return False
+    return True
+
+
+_CELLS = 1 << 22  # (members x classes) weights compared at once by _same_rows
 
 
 def is_equitable(entry_flow: np.ndarray, entry_link: np.ndarray, fc: np.ndarray, lc: np.ndarray,
@@ -98,7 +141,13 @@ def is_equitable(entry_flow: np.ndarray, entry_link: np.ndarray, fc: np.ndarray,
     n_lc = np.bincount(lc)
     for own, other, own_class, other_class, size in ((entry_flow, entry_link, fc, lc, n_fc),
                                                       (entry_link, entry_flow, lc, fc, n_lc)):
-        # (member, class of the other end) -> weight; then per (member's class, other class):
+        k = int(other_class.max(initial=-1)) + 1
+        ordered = len(own) < 2 or bool((own[1:] >= own[:-1]).all())
+        if len(own_class) * k <= (1 << 26) and (ordered or len(own_class) * k <= 4 * _CELLS):
+            if not _same_rows(own, other_class[other], ew, own_class, k):
+                return False
+            continue
+        # many classes on the other side: per (member, other class) weights by sorting
         oc = other_class[other]
         rows, inv_rows = np.unique(own * (int(oc.max(initial=0)) + 1) + oc, return_inverse=True)
         n = np.bincount(inv_rows.ravel(), weights=ew, minlength=len(rows))
@@ -170,8 +219,7 @@ def fold_flows(routed: Sequence[tuple], capacity: np.ndarray, latency: np.ndarra
     ef = np.concatenate([np.repeat(np.arange(n) + b, np.diff(r[4])) for n, b, r in zip(sizes, base, routed, strict=False)])
     pat = np.repeat(np.arange(len(routed)), sizes)
     weight = np.concatenate([np.ones(n) if r[3] is None else np.asarray(r[3], float) for n, r in zip(sizes, routed, strict=True)])
-    used, local = np.unique(el, return_inverse=True)
-    local = local.ravel()
+    used, local = _index(el)
     group = used >= n_links
     one = used.copy()  # a link of each vertex (the lowest), and how many links it stands for
     size = np.ones(len(used), np.int64)
@@ -227,48 +275,48 @@ def _expand(ip: np.ndarray, entries: np.ndarray, frac: np.ndarray | None, flows:
 
 
 def fold_crossing(placement, patterns: Sequence[Pattern], cache: dict[frozenset, DcnFold | None],
-                  max_flows: int) -> DcnFold | None:
-    """The fold of the patterns of `patterns` whose flows cross slices of `placement` (a
-    routes.Placement), all together since they may run at once; None when a pattern mixes
-    flows inside and across slices or has more than `max_flows` (the router refuses it),
-    when none crosses, or when folding saves nothing. Cached by the set of crossing patterns."""
+                  max_flows: int, routed: dict | None = None) -> DcnFold | None:
+    """The fold of the flows of `patterns` that cross slices of `placement` (a
+    routes.Placement), all together since they may run at once; a pattern that mixes flows
+    inside and across slices (a ring over `z,dcn`) brings its crossing flows. `routed`: routes
+    of crossing flows already made for pricing (routes.crossing_routes, by pattern id), used
+    as they are. None when a pattern cannot say which of its flows cross, or has more than
+    `max_flows` crossing (the router refuses it), when none crosses, or when folding saves
+    nothing. Cached by the set of crossing patterns."""
     crossing, seen = [], set()
     for pat in patterns:
         if id(pat) in seen:
             continue
         seen.add(id(pat))
-        src, dst, w = pat.flows(None)
-        ss, sd = placement.slice_of_chip[src], placement.slice_of_chip[dst]
-        if len(src) and (ss != sd).any():
-            if (ss == sd).any() or len(src) > max_flows:
-                return None
-            crossing.append((pat, src, dst, w))
+        sp = pat.split
+        if sp is None or sp.crossing > max_flows:
+            return None
+        if sp.crossing:
+            crossing.append(pat)
     if not crossing:
         return None
-    key = frozenset(id(c[0]) for c in crossing)
+    key = frozenset(id(p) for p in crossing)
     if key not in cache:
         fab = placement.fabric
-        routed, members = _route_grouped(fab, crossing)
-        if routed is None:
-            routed = [(pat, src, dst, w, *placement.route(src, dst)) for pat, src, dst, w in crossing]
-        cache[key] = fold_flows(routed, fab.link_capacity_bytes_per_s, fab.link_latency_s, members)
+        members = dcn_group_members(fab)
+        rows = []
+        for pat in crossing:
+            hit = routed.get(id(pat)) if routed is not None else None
+            if hit is not None:
+                rows.append((pat, *hit[1][:6]))
+                continue
+            src, dst, w = pat.flows(None)
+            if pat.split.inside:
+                away = placement.slice_of_chip[src] != placement.slice_of_chip[dst]
+                src, dst, w = src[away], dst[away], None if w is None else w[away]
+            g = dcn_split_groups(fab, src, dst)
+            rows.append((pat, src, dst, w, *(placement.route(src, dst) if g is None else g[:3])))
+        n = fab.n_links
+        used = np.unique(np.concatenate([r[5][r[5] >= n] for r in rows]))
+        if len(used):
+            mem = members[used - n]
+            cap, lat = fab.link_capacity_bytes_per_s, fab.link_latency_s
+            if (mem < 0).any() or not ((cap[mem] == cap[mem[:, :1]]).all() and (lat[mem] == lat[mem[:, :1]]).all()):
+                rows = [(p, src, dst, w, *placement.route(src, dst)) for p, src, dst, w, *_ in rows]
+        cache[key] = fold_flows(rows, fab.link_capacity_bytes_per_s, fab.link_latency_s, members)
     return cache[key]
-
-
-def _route_grouped(fabric, crossing: Sequence[tuple]) -> tuple[list | None, np.ndarray | None]:
-    """The crossing flows routed with their spine links in groups (`dcn_split_groups`: every
-    flow here crosses slices, so its route is the DCN's), with the group members; (None,
-    None) unless the DCN splits over spines and each used group's links are alike."""
-    routed = []
-    for pat, src, dst, w in crossing:
-        g = dcn_split_groups(fabric, src, dst)
-        if g is None:
-            return None, None
-        routed.append((pat, src, dst, w, *g[:3]))
-        members = g[3]
-    n = fabric.n_links
-    mem = members[np.unique(np.concatenate([r[5][r[5] >= n] for r in routed])) - n]
-    cap, lat = fabric.link_capacity_bytes_per_s, fabric.link_latency_s
-    if (mem < 0).any() or not ((cap[mem] == cap[mem[:, :1]]).all() and (lat[mem] == lat[mem[:, :1]]).all()):
-        return None, None
-    return routed, members

@@ -34,6 +34,7 @@ class GroupLayout:
     name: str = ""
     # Per slice axis (x, y, z): the chips one instance spans along it (0: not in the group).
     span: tuple[int, ...] = (0, 0, 0)
+    slices: int = 1  # slices of the job the layout is on (a group without dcn has instances in each)
     cache: dict = field(default_factory=dict, repr=False)
 
     @property
@@ -66,6 +67,9 @@ class GroupLayout:
 
 SITE_AXIS = "site"
 """Grid axis of the sites (data centres) a multislice job spans; its rings cross the WAN."""
+
+SLICE_GRID_AXES = (DCN_AXIS, SITE_AXIS)
+"""Grid axes that index slices (outermost: rank = rank in the slice + p_slice x slice)."""
 
 
 def slice_sites(views: Sequence[SliceView]) -> int:
@@ -181,4 +185,4 @@ def group_layout(views: Sequence[SliceView], group: str | Sequence[str | AxisGro
         else:
             members[inst_local + s * n_inst_local, local_rank] = view.chips
     return GroupLayout(members, tuple(grid) or (1,), tuple(names) or ("x",), tuple(dcn_flags) or (False,),
-                       name=format_group(parsed), span=tuple(span))
+                       name=format_group(parsed), span=tuple(span), slices=n_slices)

@@ -10,6 +10,7 @@ import numpy as np
 
 from podsim.collectives.groups import GroupLayout
 from podsim.collectives.schedule import Pattern
+from podsim.collectives.slicesplit import pairs_split, rank_split
 
 
 def _memo(layout: GroupLayout, key: tuple, build) -> Pattern:
@@ -62,7 +63,8 @@ def ring_pattern(layout: GroupLayout, axis: int | None, step: int) -> Pattern:
             name = f"ring {layout.axes[axis]}{'+' if step > 0 else '-'}"
             periods = (1,) * len(layout.grid)
         ranks = np.arange(p)
-        return Pattern(name, layout, periods, layout.instances * p, lambda lay, keep: _select(lay, ranks, nxt, None, keep))
+        return Pattern(name, layout, periods, layout.instances * p, lambda lay, keep: _select(lay, ranks, nxt, None, keep),
+                       lambda: rank_split(layout, ranks, nxt))
 
     return _memo(layout, ("ring", axis, step), build)
 
@@ -77,7 +79,8 @@ def shift_pattern(layout: GroupLayout, shift: int) -> Pattern:
         sel = dst != ranks
         periods = (1,) if len(layout.grid) == 1 else layout.grid
         return Pattern(f"shift {shift:+d}", layout, periods, layout.instances * int(sel.sum()),
-                       lambda lay, keep: _select(lay, ranks[sel], dst[sel], None, keep))
+                       lambda lay, keep: _select(lay, ranks[sel], dst[sel], None, keep),
+                       lambda: rank_split(layout, ranks[sel], dst[sel]))
 
     return _memo(layout, ("shift", shift), build)
 
@@ -95,7 +98,8 @@ def xor_pattern(layout: GroupLayout, bit: int) -> Pattern:
             periods.append(2 ** (bit - low + 1) if low <= bit < low + bits else 1)
             low += bits
         return Pattern(f"exchange bit {bit}", layout, tuple(periods), layout.instances * layout.p,
-                       lambda lay, keep: _select(lay, ranks, partner, None, keep))
+                       lambda lay, keep: _select(lay, ranks, partner, None, keep),
+                       lambda: rank_split(layout, ranks, partner))
 
     return _memo(layout, ("xor", bit), build)
 
@@ -124,7 +128,8 @@ def pairs_pattern(layout: GroupLayout, axis: int | None) -> Pattern:
     name = "all pairs" if axis is None else f"pairs along {layout.axes[axis]}"
     line = layout.p if axis is None else layout.grid[axis]
     n = layout.instances * layout.p * (line - 1)
-    return _memo(layout, ("pairs", axis), lambda: Pattern(name, layout, (1,) * len(layout.grid), n, make))
+    return _memo(layout, ("pairs", axis), lambda: Pattern(name, layout, (1,) * len(layout.grid), n, make,
+                                                          lambda: pairs_split(layout, axis)))
 
 
 def tree_pattern(layout: GroupLayout, mask: int, scatter: bool) -> Pattern:
@@ -138,6 +143,6 @@ def tree_pattern(layout: GroupLayout, mask: int, scatter: bool) -> Pattern:
         weight = np.minimum(mask, p - r - mask).astype(float)
         a, b = (r, r + mask) if scatter else (r + mask, r)
         return Pattern(f"tree {'scatter' if scatter else 'gather'} {mask}", layout, layout.grid, layout.instances * len(r),
-                       lambda lay, keep: _select(lay, a, b, weight, keep))
+                       lambda lay, keep: _select(lay, a, b, weight, keep), lambda: rank_split(layout, a, b, weight))
 
     return _memo(layout, ("tree", mask, scatter), build)

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 
 import numpy as np
@@ -41,22 +41,25 @@ from podsim.topology.multipath import (
     reduce_coords,
     split_routes,
 )
-from podsim.topology.routing import ecmp_routes
+from podsim.topology.routing import dcn_group_members, dcn_split_groups, ecmp_routes
 from podsim.trace.model import SLICE_AXES
 
 
 @dataclass(frozen=True, eq=False)
 class Symmetry:
-    """Translations with `periods` (per slice axis) of one plain torus slice."""
+    """Translations with `periods` (per slice axis) of one plain torus slice, and (a multislice
+    job) the slices folded onto one representative per class of alike slices."""
 
     view: SliceView
     periods: tuple[int, ...]
-    keep: np.ndarray  # bool over the fabric's chips: the fundamental domain
+    keep: np.ndarray  # bool over the fabric's chips: the fundamental domain(s)
     canon_link: np.ndarray  # fabric link id -> representative link id
-    multiplicity: int  # flows (and links) each representative stands for
-    # Slice folding (a multislice job): chips of the first slice; patterns whose flows leave
-    # it cross the DCN and are routed in full (multiplicity 1).
-    first_slice: np.ndarray | None = None
+    multiplicity: int  # flows (and links) each representative stands for inside its slice
+    # Slice folding (a multislice job): per kept chip, how many chips it stands for (its
+    # translations in every slice of its class); flows that cross slices are routed in full
+    # or folded into classes (`dcn`).
+    chip_weight: np.ndarray | None = None
+    slice_classes: tuple[int, ...] | None = None  # per slice, its class (0 .. classes-1)
     dcn: DcnFold | None = None  # classes of the cross-slice flows (dcnfold), or None
 
 
@@ -80,8 +83,8 @@ def pattern_periods(pattern: Pattern, view: SliceView) -> tuple[int, ...]:
 
 
 def _invariant(view: SliceView, pattern: Pattern) -> bool:
-    """Whether every translation of the (twisted) torus maps the pattern's flows onto its flows
-    (checked on the unit translations, which generate them all)."""
+    """Whether every translation of the (twisted) torus maps the pattern's flows inside this
+    slice onto themselves (checked on the unit translations, which generate them all)."""
     slc = view.slice
     if any(p != 1 for p in pattern_periods(pattern, view)):
         return False
@@ -89,9 +92,9 @@ def _invariant(view: SliceView, pattern: Pattern) -> bool:
     local = np.full(view.fabric.n_chips, -1, np.int64)
     local[view.chips] = np.arange(view.n)
     ls, ld = local[src], local[dst]
-    if (ls < 0).any() or (ld < 0).any():
-        return False
+    here = (ls >= 0) & (ld >= 0)  # a multislice pattern: its flows inside this slice
     w = np.ones(len(src)) if w is None else np.asarray(w, float)
+    ls, ld, w = ls[here], ld[here], w[here]
     order = np.lexsort((ld, ls))
     want = (ls[order], ld[order], w[order])
     for d in range(len(view.shape)):
@@ -105,17 +108,35 @@ def _invariant(view: SliceView, pattern: Pattern) -> bool:
     return True
 
 
-def translation_symmetry(view: SliceView, patterns: Sequence[Pattern], routing: str = "dimension_order") -> Symmetry | None:
-    """The largest translation symmetry every pattern shares on this slice, or None when the
-    slice is not a torus (meshes are cut on unwrapped axes; switched GPU slices are not
-    handled), when it is twisted and routed dimension-order or the patterns are not invariant
-    under every translation, or when nothing would be saved."""
+@dataclass(frozen=True, eq=False)
+class _Translation:
+    """Translations of a slice's torus: periods, each local chip's representative (its
+    coordinates modulo the periods), the fundamental domain, and how many chips each stands for."""
+
+    periods: tuple[int, ...]
+    canon_local: np.ndarray
+    domain: np.ndarray
+    multiplicity: int
+
+    def fold_links(self, canon: np.ndarray, view: SliceView) -> bool:
+        """Point `canon` at each of the view's ICI links' representative; False when a
+        representative port has no link (the slice is not a full torus)."""
+        live = view.port_link >= 0
+        rep = view.port_link[self.canon_local]
+        if (rep[live] < 0).any():
+            return False
+        canon[view.port_link[live]] = rep[live]
+        return True
+
+
+def _translation(views: Sequence[SliceView], patterns: Sequence[Pattern], routing: str) -> _Translation | None:
+    """The largest translation symmetry the patterns' flows inside each of `views` (slices of
+    one shape and twist) share, or None (see translation_symmetry)."""
+    view = views[0]
     slc = view.slice
     if slc.spec.kind not in ("cubes", "rectangle") or slc.form != "native":  # a fold or scatter: links are not translates
         return None
-    if slc.twisted and (routing == "dimension_order" or not all(_invariant(view, p) for p in patterns)):
-        return None
-    if any(lay_dcn for p in patterns for lay_dcn in p.layout.dcn):
+    if slc.twisted and (routing == "dimension_order" or not all(_invariant(v, p) for v in views for p in patterns)):
         return None
     shape = view.shape
     periods = []
@@ -132,69 +153,91 @@ def translation_symmetry(view: SliceView, patterns: Sequence[Pattern], routing: 
     mult = math.prod(n // p for n, p in zip(shape, periods, strict=True))
     if mult == 1:
         return None
-    fab = view.fabric
     coords = view.coords.astype(np.int64)
     canon_local = np.ravel_multi_index(tuple((coords % np.array(periods)).T), shape)
-    keep = np.zeros(fab.n_chips, bool)
-    keep[view.chips[(coords < np.array(periods)).all(1)]] = True
-    canon = np.arange(fab.n_links)
-    live = view.port_link >= 0
-    rep = view.port_link[canon_local]
-    if (rep[live] < 0).any():
-        return None
-    canon[view.port_link[live]] = rep[live]
+    return _Translation(tuple(periods), canon_local, (coords < np.array(periods)).all(1), mult)
+
+
+def _same_links(fab: Fabric, canon: np.ndarray) -> bool:
+    """Whether every link has its representative's capacity and latency."""
     cap, lat = fab.link_capacity_bytes_per_s, fab.link_latency_s
-    if not (np.array_equal(cap, cap[canon]) and np.array_equal(lat, lat[canon])):
+    return np.array_equal(cap, cap[canon]) and np.array_equal(lat, lat[canon])
+
+
+def translation_symmetry(view: SliceView, patterns: Sequence[Pattern], routing: str = "dimension_order") -> Symmetry | None:
+    """The largest translation symmetry every pattern shares on this slice, or None when the
+    slice is not a torus (meshes are cut on unwrapped axes; switched GPU slices are not
+    handled), when it is twisted and routed dimension-order or the patterns are not invariant
+    under every translation, or when nothing would be saved."""
+    t = _translation((view,), patterns, routing)
+    if t is None:
         return None
-    return Symmetry(view, tuple(periods), keep, canon, mult)
+    fab = view.fabric
+    canon = np.arange(fab.n_links)
+    if not t.fold_links(canon, view) or not _same_links(fab, canon):
+        return None
+    keep = np.zeros(fab.n_chips, bool)
+    keep[view.chips[t.domain]] = True
+    return Symmetry(view, t.periods, keep, canon, t.multiplicity)
 
 
 def slice_symmetry(views: Sequence[SliceView], patterns: Sequence[Pattern],
-                   routing: str = "dimension_order", stays_memo: dict | None = None) -> Symmetry | None:
-    """Identical slices of a multislice job run the same SPMD program, and ICI flows never
-    leave their slice or share a link with DCN flows (those go chip -> NIC -> ...), so the
-    ICI flows of the first slice stand for every slice's: its links represent the matching
-    links of the others, and inside it the translation symmetry folds further. Patterns whose
-    flows cross slices are routed in full. None when the slices differ, or a pattern mixes
-    intra- and inter-slice flows (its ICI load would differ between slices). `stays_memo`
-    keeps, per pattern on these views, whether its flows stay in the first slice."""
+                   routing: str = "dimension_order") -> Symmetry | None:
+    """Slices of a multislice job run one SPMD program, and flows inside a slice never share a
+    link with flows of another slice or with flows between slices (those go chip -> NIC ->
+    ...). So slices whose inside flows agree (every pattern's, on the same local chips: one
+    class; `Pattern.split` says which without building flows) need one representative each:
+    its ICI links stand for the matching links of its class, and inside it the translation
+    symmetry of the inside flows folds further. A pattern may mix flows inside and across
+    slices (a ring over `z,dcn`): its inside part folds as any other, its crossing part is
+    routed in full or folded into classes (dcnfold). None when the slices differ in shape,
+    twist or wiring, are switched GPU slices (their own flows use the DCN), or a pattern
+    cannot say how its flows fall on the slices."""
     if len(views) < 2:
         return None
     v0 = views[0]
     spec = v0.slice.spec
-    if any(v.slice.spec != spec or v.slice.twisted != v0.slice.twisted for v in views):
+    if spec.kind == "gpu" or any(v.slice.spec != spec or v.slice.twisted != v0.slice.twisted for v in views):
         return None
+    splits = [p.split for p in patterns]
+    if any(sp is None or len(sp.labels) != len(views) for sp in splits):
+        return None
+    classes = np.zeros(len(views), np.int64)
+    for sp in splits:
+        if sp.inside:
+            classes = np.unique(classes * (int(sp.labels.max()) + 1) + sp.labels, return_inverse=True)[1].ravel()
+    # number the classes in slice order, the first slice of each its representative
+    _, rep, inverse, size = np.unique(classes, return_index=True, return_inverse=True, return_counts=True)
+    order = np.argsort(rep)
+    rank = np.empty_like(order)
+    rank[order] = np.arange(len(order))
+    classes, rep, size = rank[inverse.ravel()], rep[order], size[order]
     fab = v0.fabric
-    first = np.zeros(fab.n_chips, bool)
-    first[v0.chips] = True
-    inside = []
-    for pat in patterns:
-        hit = stays_memo.get(id(pat)) if stays_memo is not None else None
-        if hit is None:  # (all stay, some stay) of the flows from the first slice
-            stays = first[pat.flows(first)[1]]
-            hit = (pat, len(stays) > 0 and bool(stays.all()), bool(stays.any()))
-            if stays_memo is not None:
-                stays_memo[id(pat)] = hit  # holds the pattern, so its id stays its own
-        if hit[1]:
-            inside.append(pat)
-        elif hit[2]:
-            return None
     canon = np.arange(fab.n_links)
     live = v0.port_link >= 0
     for v in views[1:]:
         if not np.array_equal(v.port_link >= 0, live):
             return None
-        canon[v.port_link[live]] = v0.port_link[live]
-    inner = translation_symmetry(v0, inside, routing) if inside else None
-    if inner is not None:
-        canon = inner.canon_link[canon]
-        keep, periods, mult = inner.keep, inner.periods, inner.multiplicity * len(views)
-    else:
-        keep, periods, mult = first, tuple(v0.shape), len(views)
-    cap, lat = fab.link_capacity_bytes_per_s, fab.link_latency_s
-    if not (np.array_equal(cap, cap[canon]) and np.array_equal(lat, lat[canon])):
+    for v, c in zip(views, classes, strict=True):
+        canon[v.port_link[live]] = views[rep[c]].port_link[live]
+    reps = [views[i] for i in rep]
+    inside = [p for p, sp in zip(patterns, splits, strict=True) if sp.inside]
+    t = _translation(reps, inside, routing) if inside else None
+    if t is not None:
+        inner = np.arange(fab.n_links)
+        if all(t.fold_links(inner, v) for v in reps):
+            canon = inner[canon]
+        else:
+            t = None
+    periods, domain, mult = (t.periods, t.domain, t.multiplicity) if t is not None else (tuple(v0.shape), slice(None), 1)
+    if not _same_links(fab, canon):
         return None
-    return Symmetry(v0, periods, keep, canon, mult, first_slice=first)
+    keep = np.zeros(fab.n_chips, bool)
+    weight = np.zeros(fab.n_chips, np.int64)
+    for v, n in zip(reps, size, strict=True):
+        keep[v.chips[domain]] = True
+        weight[v.chips[domain]] = mult * n
+    return Symmetry(v0, periods, keep, canon, mult, chip_weight=weight, slice_classes=tuple(int(c) for c in classes))
 
 
 @dataclass(frozen=True, eq=False)
@@ -332,29 +375,118 @@ MAX_FLOWS = 2_000_000
 
 
 class Router:
-    """Routes of patterns on a placement, optionally folded by a symmetry; cached."""
+    """Routes of patterns on a placement, optionally folded by a symmetry; cached. Routes of
+    flows across slices do not depend on the symmetry: routers of one pool share them
+    (`crossing`, by pattern)."""
 
-    def __init__(self, placement: Placement, symmetry: Symmetry | None = None):
+    def __init__(self, placement: Placement, symmetry: Symmetry | None = None, crossing: dict | None = None,
+                 grouped: bool = False):
         self.placement = placement
         self.symmetry = symmetry
         self._cache: dict[int, tuple[Pattern, PatternRoutes]] = {}
+        self._crossing = {} if crossing is None else crossing
+        # pricing only (never simulated): flows across slices may come as grouped spine
+        # entries (routing.dcn_split_groups), which `capacity` and `latency` cover
+        self.grouped = grouped
+        self._groups = dcn_groups(placement.fabric) if grouped else None
+        self.prices: dict = {}  # closed_form's per-byte phase costs, by pattern ids (held with them)
+
+    @property
+    def capacity(self) -> np.ndarray:
+        """Capacity per link id the routes use (fabric links, then spine groups when grouped)."""
+        fab = self.placement.fabric
+        return fab.link_capacity_bytes_per_s if self._groups is None else self._groups[1]
+
+    def flows_to_route(self, pattern: Pattern) -> int:
+        """How many flows `routes(pattern)` routes, worked out without building any: the
+        representatives under the symmetry, every flow that crosses slices (before the DCN
+        fold, which needs them all routed)."""
+        sym = self.symmetry
+        if sym is None:
+            return pattern.n_flows
+        if sym.chip_weight is None:
+            return pattern.n_flows // sym.multiplicity
+        sp = pattern.split
+        reps = np.unique(sym.slice_classes, return_index=True)[1]
+        return int(sp.slice_inside[reps].sum()) // sym.multiplicity + sp.crossing
+
+    def flows_to_simulate(self, pattern: Pattern) -> int:
+        """How many flows one phase of `pattern` submits: its routes' if routed, else
+        `flows_to_route` with the flows across slices as their DCN classes where folded."""
+        hit = self._cache.get(id(pattern))
+        if hit is not None:
+            return hit[1].n_flows
+        n = self.flows_to_route(pattern)
+        sym = self.symmetry
+        if sym is not None and sym.dcn is not None and id(pattern) in sym.dcn.patterns:
+            n += len(sym.dcn.patterns[id(pattern)].src) - pattern.split.crossing
+        return n
 
     def routes(self, pattern: Pattern) -> PatternRoutes:
         hit = self._cache.get(id(pattern))
         if hit is not None:
             return hit[1]
         sym = self.symmetry
-        if sym is not None and sym.first_slice is not None:
-            _, dst, _ = pattern.flows(sym.first_slice)
-            if len(dst) and not sym.first_slice[dst].all():
-                if sym.dcn is not None and id(pattern) in sym.dcn.patterns:
-                    return self._folded_dcn(pattern, sym.dcn)
-                sym = None  # crosses slices: every flow, on the DCN's own links
-        n = pattern.n_flows // (1 if sym is None else sym.multiplicity)
+        if sym is not None and sym.chip_weight is not None:
+            pr = self._slice_routes(pattern, sym)
+        else:
+            self._check_size(pattern, self.flows_to_route(pattern))
+            src, dst, weight = pattern.flows(None if sym is None else sym.keep)
+            indptr, links, frac, latency = self._route(src, dst, weight, sym)
+            pr = PatternRoutes(src, dst, weight, indptr, links, latency, 1 if sym is None else sym.multiplicity, frac)
+        self._cache[id(pattern)] = (pattern, pr)
+        return pr
+
+    def sample(self, pattern: Pattern, max_flows: int) -> PatternRoutes:
+        """Routes of some of the flows `routes(pattern)` would route (about `max_flows` or
+        fewer): those inside slices from the first kept chips, on representative links, and
+        those across slices from every chip behind the same NICs, on their own links. Each
+        link's load from them is at most its load in full (and a NIC's uplinks carry all they
+        carry in full), so schedule_time_s on them is a lower bound of the closed form."""
+        sym = self.symmetry
+        fab = self.placement.fabric
+        member = np.zeros(fab.n_chips, bool)
+        member[pattern.layout.members.ravel()] = True
+        kept = np.flatnonzero(member if sym is None else sym.keep & member)
+        per_chip = max(pattern.n_flows // max(pattern.layout.members.size, 1), 1)
+        keep = np.zeros(fab.n_chips, bool)
+        keep[kept[:max(max_flows // per_chip, 1)]] = True
+        src, dst, w = pattern.flows(keep)
+        if sym is None or sym.chip_weight is None:
+            indptr, links, frac, latency = self._route(src, dst, w, sym)
+            return PatternRoutes(src, dst, w, indptr, links, latency, 1, frac)
+        where = self.placement.slice_of_chip
+        here = where[src] == where[dst]
+        parts = []
+        if here.any():
+            a, b, c = src[here], dst[here], None if w is None else w[here]
+            parts.append((a, b, c, *self._route(a, b, c, sym)))
+        sp = pattern.split
+        if sp.crossing:
+            # whole NICs: the kept chips' NICs, as many as the flows allow (one at least)
+            nics = np.unique(fab.nic_of_chip[kept[:max(max_flows // per_chip, 1)]])
+            out = max(sp.crossing // max(pattern.layout.members.size, 1), 1)
+            behind = np.flatnonzero(member & np.isin(fab.nic_of_chip, nics))
+            chips_per_nic = max(len(behind) // max(len(nics), 1), 1)
+            nics = nics[:max(max_flows // (out * chips_per_nic), 1)]
+            keep[:] = member & np.isin(fab.nic_of_chip, nics)
+            src, dst, w = pattern.flows(keep)
+            away = where[src] != where[dst]
+            a, b, c = src[away], dst[away], None if w is None else w[away]
+            if len(a):
+                parts.append((a, b, c, *self._route(a, b, c, None)))
+        if not parts:
+            return PatternRoutes(src[:0], dst[:0], None, np.zeros(1, np.int64), np.empty(0, np.int64), np.empty(0), 1)
+        return _join_routes(parts)
+
+    @staticmethod
+    def _check_size(pattern: Pattern, n: int) -> None:
         if n > MAX_FLOWS:
             raise PodsimError(f"{pattern.name} on group {pattern.layout.name} has {n:,} flows to route, more than the "
                               f"{MAX_FLOWS:,} podsim simulates at once; use a smaller group, another algorithm or the fast path")
-        src, dst, weight = pattern.flows(None if sym is None else sym.keep)
+
+    def _route(self, src: np.ndarray, dst: np.ndarray, weight: np.ndarray | None, sym: Symmetry | None):
+        """(indptr, links, frac or None, latency) of flows, on representative links under `sym`."""
         parts = self.placement.route_parts(src, dst, None if sym is None else sym.periods)
         if self.placement.routing == "adaptive":
             fab = self.placement.fabric
@@ -363,22 +495,145 @@ class Router:
                 p.dag, (p.indptr, p.links, p.frac), fab.link_capacity_bytes_per_s, canon,
                 None if weight is None else weight[p.sel])) for p in parts]
         indptr, links, frac = join_parts(len(src), parts)
-        lat_link = self.placement.fabric.link_latency_s
-        latency = route_sums(indptr, links, frac, lat_link)
+        latency = route_sums(indptr, links, frac, self.placement.fabric.link_latency_s)
         if sym is not None:
             links = sym.canon_link[links]
-        multipath = any(p.frac is not None for p in parts)
-        pr = PatternRoutes(src, dst, weight, indptr, links, latency, 1 if sym is None else sym.multiplicity,
-                           frac if multipath else None)
-        self._cache[id(pattern)] = (pattern, pr)
-        return pr
+        return indptr, links, frac if any(p.frac is not None for p in parts) else None, latency
 
-    def _folded_dcn(self, pattern: Pattern, fold: DcnFold) -> PatternRoutes:
-        """A cross-slice pattern's representative flows (one per class), on representative links."""
-        f = fold.patterns[id(pattern)]
-        pr = PatternRoutes(f.src, f.dst, f.weight, f.indptr, f.links, f.latency_s, 1, f.frac, represented=f.represented)
-        self._cache[id(pattern)] = (pattern, pr)
-        return pr
+    def _slice_routes(self, pattern: Pattern, sym: Symmetry) -> PatternRoutes:
+        """Under a slice symmetry: the flows inside slices from the kept chips (on
+        representative links, each standing for its chip's weight), then the flows across
+        slices, folded into classes when the DCN fold holds them, else every one."""
+        sp = pattern.split
+        where = self.placement.slice_of_chip
+        parts, represented = [], 0
+        if sp.inside:
+            self._check_size(pattern, self.flows_to_route(pattern) - sp.crossing)
+            src, dst, w = pattern.flows(sym.keep)
+            if sp.crossing:
+                here = where[src] == where[dst]
+                src, dst, w = src[here], dst[here], None if w is None else w[here]
+            parts.append((src, dst, w, *self._route(src, dst, w, sym)))
+            represented += int(sym.chip_weight[src].sum())
+        if sp.crossing:
+            fold = sym.dcn.patterns.get(id(pattern)) if sym.dcn is not None else None
+            if fold is not None:
+                parts.append((fold.src, fold.dst, fold.weight, fold.indptr, fold.links, fold.frac, fold.latency_s))
+                represented += fold.represented
+            else:  # every flow, on the DCN's own links
+                if self.grouped:
+                    part = crossing_routes(self.placement, pattern, self._crossing, self._groups)
+                else:
+                    self._check_size(pattern, sp.crossing)
+                    src, dst, w = crossing_flows(self.placement, pattern)
+                    part = (src, dst, w, *self._route(src, dst, w, None))
+                parts.append(part)
+                represented += len(part[0])
+        pr = _join_routes(parts)
+        return replace(pr, represented=represented)
+
+
+def crossing_flows(placement: Placement, pattern: Pattern) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """(src, dst, weight) of the pattern's flows that cross slices."""
+    src, dst, w = pattern.flows(None)
+    if pattern.split is not None and pattern.split.inside:
+        away = placement.slice_of_chip[src] != placement.slice_of_chip[dst]
+        src, dst, w = src[away], dst[away], None if w is None else w[away]
+    return src, dst, w
+
+
+def dcn_groups(fabric: Fabric) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """(members, capacity, latency) extended by the spine groups of a split EPS DCN
+    (routing.dcn_split_groups: group g is link id n_links + g, its S twin links members[g]):
+    a group's capacity is its members' and its latency S times theirs (each carries 1/S of a
+    flow), for the groups whose members are alike; None without groups."""
+    cap, lat = fabric.link_capacity_bytes_per_s, fabric.link_latency_s
+    members = dcn_group_members(fabric)
+    if members is None:
+        return None
+    ok = (members >= 0).all(1)
+    m = np.where(members >= 0, members, 0)
+    ok &= (cap[m] == cap[m[:, :1]]).all(1) & (lat[m] == lat[m[:, :1]]).all(1)
+    return (np.where(ok[:, None], members, -1), np.concatenate([cap, np.where(ok, cap[m[:, 0]], 0.0)]),
+            np.concatenate([lat, np.where(ok, members.shape[1] * lat[m[:, 0]], 0.0)]))
+
+
+def crossing_routes(placement: Placement, pattern: Pattern, cache: dict, groups) -> tuple:
+    """(src, dst, weight, indptr, entries, frac, latency) of the pattern's flows across slices,
+    with spine groups as one entry where the DCN splits over alike spines (`groups`:
+    dcn_groups), routed once per pattern and kept in `cache` (the pool's: the DCN fold of the
+    step reads them there too)."""
+    hit = cache.get(id(pattern))
+    if hit is not None:
+        return hit[1]
+    n = pattern.split.crossing
+    if n > MAX_FLOWS:
+        Router._check_size(pattern, n)
+    src, dst, w = crossing_flows(placement, pattern)
+    fab = placement.fabric
+    g = dcn_split_groups(fab, src, dst) if groups is not None else None
+    if g is not None:
+        ip, ent, fr, _ = g
+        if not (groups[0][ent[ent >= fab.n_links] - fab.n_links, 0] >= 0).all():
+            g = None  # some spine group's links differ: route them one by one
+    if g is None:
+        parts = placement.route_parts(src, dst)
+        ip, ent, fr = join_parts(len(src), parts)
+        lat = route_sums(ip, ent, fr, fab.link_latency_s)
+        part = (src, dst, w, ip, ent, fr, lat)
+    else:
+        part = (src, dst, w, ip, ent, fr, route_sums(ip, ent, fr, groups[2]))
+    cache[id(pattern)] = (pattern, part, g is not None)
+    return part
+
+
+def _join_routes(parts: list[tuple]) -> PatternRoutes:
+    """One PatternRoutes of parts (src, dst, weight, indptr, links, frac, latency), in order."""
+    if len(parts) == 1:
+        src, dst, w, ip, lk, fr, lat = parts[0]
+        return PatternRoutes(src, dst, w, ip, lk, lat, 1, fr)
+    src = np.concatenate([p[0] for p in parts])
+    dst = np.concatenate([p[1] for p in parts])
+    w = None if all(p[2] is None for p in parts) else np.concatenate(
+        [np.ones(len(p[0])) if p[2] is None else np.asarray(p[2], float) for p in parts])
+    offsets = np.cumsum([0] + [p[3][-1] for p in parts[:-1]])
+    ip = np.concatenate([[0]] + [p[3][1:] + o for p, o in zip(parts, offsets, strict=True)]).astype(np.int64)
+    lk = np.concatenate([np.asarray(p[4], np.int64) for p in parts])
+    fr = None if all(p[5] is None for p in parts) else np.concatenate(
+        [np.ones(len(p[4])) if p[5] is None else np.asarray(p[5], float) for p in parts])
+    return PatternRoutes(src, dst, w, ip, lk, np.concatenate([p[6] for p in parts]), 1, fr)
+
+
+def fold_reason(placement: Placement, patterns: Sequence[Pattern], symmetry: Symmetry | None, jobs: int = 1) -> str:
+    """Why a step's flows fold no further than `symmetry` (the router's), in a phrase."""
+    views = placement.views
+    v0 = views[0]
+    if jobs > 1:
+        return "several jobs share the fabric, so no symmetry is folded"
+    if placement.degraded:
+        return "failed links or chips break the symmetry"
+    if symmetry is None:
+        kind = v0.slice.spec.kind
+        if kind not in ("cubes", "rectangle"):
+            return f"{kind} slices are not folded"
+        if len(views) == 1:
+            if v0.slice.twisted and placement.routing == "dimension_order":
+                return "a twisted torus routed dimension-order has no translation symmetry"
+            return "the step's patterns share no translation of the slice"
+        if any(v.slice.spec != v0.slice.spec or v.slice.twisted != v0.slice.twisted for v in views):
+            return "the slices differ in shape or twist"
+        if any(p.split is None for p in patterns):
+            return "a pattern cannot say which of its flows cross slices"
+        return "the slices' links differ"
+    crossing = [p.split.crossing for p in patterns if p.split is not None and p.split.crossing]
+    ecmp = placement.fabric.dcn.ecmp if placement.fabric.dcn.kind == "eps" else placement.fabric.dcn.kind
+    if crossing and symmetry.dcn is None:
+        if max(crossing) > MAX_FLOWS:
+            return f"a pattern has {max(crossing):,} flows across slices, more than the DCN fold takes ({MAX_FLOWS:,})"
+        return f"the flows across slices fall into no fewer classes (dcn {ecmp})"
+    if symmetry.dcn is not None:
+        return f"the {symmetry.dcn.flows:,} flows across slices fold into {symmetry.dcn.classes:,} classes (dcn {ecmp})"
+    return "folded as far as the step's symmetry allows"
 
 
 class RouterPool:
@@ -388,33 +643,55 @@ class RouterPool:
         self.placement = placement
         self._routers: dict[tuple, Router] = {}
         self._dcn_folds: dict[frozenset, DcnFold | None] = {}
-        self._stays: dict[int, tuple] = {}  # a step's plans ask again and again for a few patterns
+        self._crossing: dict[int, tuple] = {}  # routes of flows across slices, by pattern (held with it)
+        self._symmetries: dict[frozenset, tuple] = {}  # by the patterns' ids (held with them)
+
+    def _symmetry(self, patterns: Sequence[Pattern]) -> Symmetry | None:
+        """The symmetry the patterns share (translation on one slice, slices on several),
+        worked out once per set of patterns: a step's plans ask about the same sets again."""
+        key = frozenset(id(p) for p in patterns)
+        hit = self._symmetries.get(key)
+        if hit is None:
+            views, routing = self.placement.views, self.placement.routing
+            sym = (translation_symmetry(views[0], patterns, routing) if len(views) == 1
+                   else slice_symmetry(views, patterns, routing))
+            hit = self._symmetries[key] = (tuple(patterns), sym)
+        return hit[1]
 
     def router(self, patterns: Sequence[Pattern], fold: bool = True, fold_dcn: bool = False) -> Router:
         """The router for a set of patterns that run together; `fold` uses the symmetry they
         share (if any) so only representative flows are routed; `fold_dcn` also folds the
         flows that cross slices into classes (worth it for a whole step, not one collective)."""
-        sym = None
-        if fold and len(self.placement.views) == 1 and not self.placement.degraded:
-            sym = translation_symmetry(self.placement.views[0], patterns, self.placement.routing)
-        elif fold and not self.placement.degraded:
-            sym = slice_symmetry(self.placement.views, patterns, self.placement.routing, self._stays)
-            if sym is not None and fold_dcn:
-                sym = _with_dcn_fold(self.placement, sym, patterns, self._dcn_folds)
+        sym = self._symmetry(patterns) if fold and not self.placement.degraded else None
+        if sym is not None and len(self.placement.views) > 1 and fold_dcn:
+            sym = _with_dcn_fold(self.placement, sym, patterns, self._dcn_folds, self._crossing)
         # a DCN fold holds only for the patterns it was built on
         dcn = frozenset(sym.dcn.patterns) if sym is not None and sym.dcn is not None else None
-        key = (sym.periods, sym.first_slice is not None, dcn) if sym is not None else ()
+        key = ((sym.periods, sym.slice_classes, dcn) if sym is not None else (), fold_dcn)
         if key not in self._routers:
-            self._routers[key] = Router(self.placement, sym)
+            self._routers[key] = Router(self.placement, sym, self._crossing, grouped=not fold_dcn)
         return self._routers[key]
+
+    def drop_pricing(self) -> None:
+        """Drop the routers that priced candidates (their routes), keeping the routes of flows
+        across slices for the step's DCN fold: memory, before the fold's own peak."""
+        self._routers.clear()
+        self._symmetries.clear()
+
+    def release(self, keep: Router) -> None:
+        """Drop every router but `keep` and the routes kept for pricing: once a step's plans are
+        made and its router built, only that router's routes are needed (memory)."""
+        self._routers = {k: r for k, r in self._routers.items() if r is keep}
+        self._crossing.clear()
+        self._symmetries.clear()
+        keep._crossing = {}
 
 
 def _with_dcn_fold(placement: Placement, sym: Symmetry, patterns: Sequence[Pattern],
-                   cache: dict[frozenset, DcnFold | None]) -> Symmetry:
+                   cache: dict[frozenset, DcnFold | None], routed: dict | None = None) -> Symmetry:
     """The slice symmetry with the cross-slice flows folded into classes (dcnfold)."""
-    gpu = sym.view.slice.spec.kind == "gpu"  # GPU slices use the DCN inside a slice too
-    if gpu or (fold := fold_crossing(placement, patterns, cache, MAX_FLOWS)) is None:
+    if (fold := fold_crossing(placement, patterns, cache, MAX_FLOWS, routed)) is None:
         return sym
     moved = fold.canon_link != np.arange(len(sym.canon_link))
     canon = np.where(moved, fold.canon_link, sym.canon_link)
-    return Symmetry(sym.view, sym.periods, sym.keep, canon, sym.multiplicity, sym.first_slice, fold)
+    return replace(sym, canon_link=canon, dcn=fold)

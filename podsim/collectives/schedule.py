@@ -13,10 +13,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 
 from podsim.collectives.groups import GroupLayout
+from podsim.collectives.slicesplit import SliceSplit
 
 Stream = tuple["Phase", ...]
 Stage = tuple[Stream, ...]
@@ -30,6 +32,8 @@ class Pattern:
     axis j (cyclically) - what the symmetry fast path uses. The flows are made on demand by
     `make(keep)`, optionally only those whose source chip is in `keep` (a boolean mask over
     the fabric's chips), so a fast path never builds the flows it will not simulate.
+    `split_fn()` says, without building them, which flows stay inside slices and which cross
+    (slicesplit.SliceSplit; None: unknown, so no slice symmetry is assumed).
     """
 
     name: str
@@ -37,10 +41,16 @@ class Pattern:
     periods: tuple[int, ...]
     n_flows: int  # over every instance, before any symmetry folding
     make: Callable[[GroupLayout, np.ndarray | None], tuple[np.ndarray, np.ndarray, np.ndarray | None]] = field(repr=False)
+    split_fn: Callable[[], SliceSplit] | None = field(default=None, repr=False)
 
     def flows(self, keep: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
         """(src, dst, weight or None) of the flows, those from sources in `keep` only if given."""
         return self.make(self.layout, keep)
+
+    @cached_property
+    def split(self) -> SliceSplit | None:
+        """Which of the flows stay inside slices and which cross (worked out once)."""
+        return None if self.split_fn is None else self.split_fn()
 
 
 @dataclass(frozen=True, eq=False)

@@ -11,6 +11,7 @@ flows at a time to the shared network and moving on when that phase is delivered
 from __future__ import annotations
 
 import time
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from functools import partial
@@ -28,11 +29,12 @@ from podsim.collectives import (
     plan_collective,
 )
 from podsim.collectives.groups import SITE_AXIS
+from podsim.collectives.routes import fold_reason
 from podsim.engine import validate
 from podsim.engine.jobs import Job
 from podsim.engine.network import CountingEnvironment, FlowNetwork
 from podsim.engine.results import CollectiveResult, OpTiming, StepResult
-from podsim.errors import PodsimError
+from podsim.errors import PodsimError, PodsimWarning
 from podsim.perf import chip_compute, op_timer
 from podsim.topology import Built
 from podsim.trace.kinds import normalise_algorithm, normalise_kind
@@ -45,7 +47,7 @@ from podsim.trace.model import (
     format_group,
     parse_group,
 )
-from podsim.units import parse_bytes
+from podsim.units import format_bytes, parse_bytes
 
 
 @dataclass(frozen=True, eq=False)
@@ -67,8 +69,9 @@ def _level(layout) -> str:
     return "dcn" if any(layout.dcn) else "ici"
 
 
-def _prepare(job: Job, pool: RouterPool, efficiency: float | None) -> list[_OpPlan]:
-    """Each op of the trace with its dependencies (indices), duration or collective plan."""
+def _prepare(job: Job, pool: RouterPool, efficiency: float | None) -> tuple[list[_OpPlan], dict[str, str]]:
+    """Each op of the trace with its dependencies (indices), duration or collective plan; and
+    per distinct collective (kind, group, size), its algorithm and why (one line)."""
     trace = job.trace
     trace.validate()
     order = trace.topological_order()
@@ -106,7 +109,9 @@ def _prepare(job: Job, pool: RouterPool, efficiency: float | None) -> list[_OpPl
                                group=lay.name, level=_level(lay)))
         else:  # pragma: no cover - the trace model has three op types
             raise PodsimError(f"op {getattr(op, 'id', op)!r} has an unknown type {type(op).__name__}")
-    return out
+    choices = {f"{kind} {group} {format_bytes(nbytes)}" + (f" shift {shift:+d}" if kind == "send_recv" else ""): pl.why
+               for (kind, group, nbytes, _, shift), pl in plans.items()}
+    return out, choices
 
 
 class _Run:
@@ -137,6 +142,8 @@ class _Program:
         self._tiers: dict[int, str] = {}
         self._start_t: dict[int, float] = {}
         self._step = 0
+        self.choices: dict[str, str] = {}
+        self.fold = ""
 
     def post(self, msg: tuple) -> None:
         self.inbox.append(msg)
@@ -267,6 +274,7 @@ def _union_s(intervals: list[tuple[float, float]]) -> float:
 
 
 def _result(prog: _Program, net: FlowNetwork, owner: int, wall: float, events: int) -> StepResult:
+    """The StepResult of one job's program (link loads unfolded onto every link)."""
     steps = prog.job.steps
     comp = [(t.start_s, t.end_s) for t in prog.timeline if t.kind == "compute"]
     comm = [(t.start_s, t.end_s) for t in prog.timeline if t.kind not in ("compute", "input")]
@@ -316,8 +324,31 @@ def _result(prog: _Program, net: FlowNetwork, owner: int, wall: float, events: i
         events=events, flows=prog.flows, flows_simulated=prog.flows_simulated, fast_path=sym is not None,
         levels=levels, tiers=tiers, slices=len(prog.job.slices), input_s=_union_s(host) / steps, input_wait_s=input_wait / steps,
         links_alike=None if sym is None else np.bincount(sym.canon_link, minlength=len(link_bytes)),
+        algorithm_choices=prog.choices, fold=prog.fold,
         trace=prog.job.trace, views=prog.job.views,
     )
+
+
+NOTE_FLOWS = 1_000_000
+"""A step that would simulate more flows than this, folded as far as it goes, is said on stderr
+(a PodsimWarning) before it runs: at ~1-2 us per flow and event that is seconds to minutes."""
+
+
+def _fold_note(job: Job, plans: list[_OpPlan], router: Router, pool: RouterPool, fast_path: bool, jobs: int) -> str:
+    """How many flows the job's steps simulate and why not fewer (one line); a PodsimWarning
+    with it, before simulating, when they are more than NOTE_FLOWS."""
+    per_step = 0
+    for p in plans:
+        if p.plan is not None:
+            per_step += sum(ph.repeat * router.flows_to_simulate(ph.pattern)
+                            for stage in p.plan.schedule.stages for stream in stage for ph in stream)
+    n = per_step * job.steps
+    patterns = list({id(pat): pat for p in plans if p.plan for pat in p.plan.schedule.patterns()}.values())
+    why = "the fast path is off" if not fast_path else fold_reason(pool.placement, patterns, router.symmetry, jobs)
+    note = f"{n:,} flows to simulate ({why})"
+    if fast_path and n > NOTE_FLOWS:
+        warnings.warn(f"job {job.name!r}: {note}; this may take a while", PodsimWarning, stacklevel=2)
+    return note
 
 
 def _simulate(jobs: Sequence[Job], compute_efficiency: float | None, fast_path: bool, routing: str = "dimension_order",
@@ -339,9 +370,14 @@ def _simulate(jobs: Sequence[Job], compute_efficiency: float | None, fast_path: 
     for owner, job in enumerate(jobs):
         eff = job.compute_efficiency if job.compute_efficiency is not None else compute_efficiency
         pool = RouterPool(Placement(fabric, job.views, routing, *failed))
-        plans = _prepare(job, pool, eff)
-        patterns = [pat for p in plans if p.plan for pat in p.plan.schedule.patterns()]
-        prog = _Program(env, net, pool.router(patterns, fold=fast_path and len(jobs) == 1, fold_dcn=True), owner, job, plans)
+        plans, choices = _prepare(job, pool, eff)
+        patterns = list({id(pat): pat for p in plans if p.plan for pat in p.plan.schedule.patterns()}.values())
+        pool.drop_pricing()
+        router = pool.router(patterns, fold=fast_path and len(jobs) == 1, fold_dcn=True)
+        pool.release(router)
+        prog = _Program(env, net, router, owner, job, plans)
+        prog.choices = choices
+        prog.fold = _fold_note(job, plans, router, pool, fast_path, len(jobs))
         env.process(prog.run())
         programs.append(prog)
         all_plans.append(plans)
@@ -436,5 +472,5 @@ def simulate_collective(built: Built, kind: str, size_bytes: float | str, group:
         size_bytes=size, simulated_s=t, closed_form_s=p.plan.closed_form_s, algbw_bytes_per_s=algbw,
         busbw_bytes_per_s=algbw * busbw_factor(kind, sched.layout.p), engine_wall_s=res.engine_wall_s, events=res.events,
         flows=res.flows, flows_simulated=res.flows_simulated, fast_path=res.fast_path, candidates_s=p.plan.candidates_s,
-        step=res,
+        step=res, algorithm_choice=p.plan.why,
     )

@@ -75,6 +75,9 @@ class StepResult:
     # per fabric link, how many links the load recorded on it stands for under the fast path
     # (a representative link: its orbit or class; others 0); None when every link was simulated
     links_alike: np.ndarray | None = field(default=None, repr=False)
+    # per distinct collective ("all_reduce z,dcn 1.5 GiB"), its algorithm and why (one line)
+    algorithm_choices: dict[str, str] = field(default_factory=dict)
+    fold: str = ""  # flows simulated and why not fewer, one line
     trace: StepTrace | None = field(default=None, repr=False)  # the job's step trace (its meta: plan, FLOPs, HBM)
     views: tuple[SliceView, ...] = field(default=(), repr=False)  # the job's slices on the fabric
 
@@ -95,7 +98,8 @@ class StepResult:
             "link_peak_utilisation_max": float(self.link_peak_utilisation.max(initial=0.0)),
             "engine_wall_s": self.engine_wall_s, "events": self.events, "flows": self.flows,
             "flows_simulated": self.flows_simulated, "fast_path": self.fast_path, "levels": self.levels,
-            "tiers": self.tiers, "slices": self.slices, "input_s": self.input_s, "input_wait_s": self.input_wait_s,
+            "tiers": self.tiers, "slices": self.slices, "algorithm_choices": self.algorithm_choices, "fold": self.fold,
+            "input_s": self.input_s, "input_wait_s": self.input_wait_s,
         }
 
 
@@ -120,6 +124,7 @@ class CollectiveResult:
     fast_path: bool
     candidates_s: dict[str, float]
     step: StepResult = field(repr=False)
+    algorithm_choice: str = ""  # the algorithm and why, one line
 
     def to_dict(self) -> dict:
         out = {k: v for k, v in vars(self).items() if k != "step"}

@@ -45,6 +45,8 @@ def step_summary(result: StepResult, trace: StepTrace | None = None) -> dict:
         "events": result.events,
         "flows": result.flows,
         "flows_simulated": result.flows_simulated,
+        "fold": result.fold,
+        "algorithm_choices": result.algorithm_choices,
         "link_peak_utilisation_max": float(result.link_peak_utilisation.max(initial=0.0)),
         "generation": gen.id,
     }

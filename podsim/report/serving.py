@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from podsim.report.figures import PALETTE, _layout
+from podsim.report.figures import PALETTE, _having, _layout
 from podsim.scenario.result import RunResult
 from podsim.units import format_bytes, is_missing
 from podsim.units import format_duration as sec
@@ -72,12 +72,8 @@ SERVING_ROWS: list[tuple[str, Callable[[RunResult], str]]] = [
 ]
 
 
-def _serving(runs: Sequence[RunResult]) -> list[tuple[int, RunResult]]:
-    return [(i, r) for i, r in enumerate(runs) if r.kind == "serving"]
-
-
 def _cdf(runs: Sequence[RunResult], labels: Sequence[str], column: str, title: str) -> go.Figure | None:
-    rows = [(i, r) for i, r in _serving(runs) if len(r.table("serving_requests")["arrival_s"])]
+    rows = _having(runs, "serving", "serving_requests", "arrival_s")
     if not rows:
         return None
     fig = go.Figure()
@@ -107,7 +103,7 @@ def tpot_cdf(runs, labels):
 
 def over_time(runs, labels):
     """Output tokens per second of the fleet and KV-cache use per replica over time."""
-    rows = [(i, r) for i, r in _serving(runs) if len(r.table("serving_timeseries")["t_s"])]
+    rows = _having(runs, "serving", "serving_timeseries", "t_s")
     if not rows:
         return None
     fig = go.Figure()
@@ -122,7 +118,7 @@ def over_time(runs, labels):
 
 def capacity_figure(runs, labels):
     """Each capacity probe: p99 TTFT (mean and 95% interval over its replicates) against chips."""
-    rows = [(i, r) for i, r in _serving(runs) if len(r.table("serving_capacity")["chips"])]
+    rows = _having(runs, "serving", "serving_capacity", "chips")
     if not rows:
         return None
     fig = go.Figure()

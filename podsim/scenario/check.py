@@ -218,6 +218,8 @@ def _check_serving_scenario(s: Scenario, gen: Generation) -> None:
     for name in ("spine", "scaling"):
         if getattr(s, name) is not None:
             raise FieldError((name,), f"a {name} study runs a training step; give workload.step, not workload.serving")
+    if s.failures.given:
+        raise FieldError(("failures",), "a serving fleet (workload.serving) runs no failures; failures apply to a job stream")
     _wrap(("workload", "serving"), check_serving, s.workload.serving, gen)
 
 

@@ -57,6 +57,9 @@ TABLES: dict[str, dict[str, str]] = {
         "compute_s": "f", "exposed_comm_s": "f", "ici_exposed_s": "f", "dcn_busy_s": "f", "dcn_exposed_s": "f",
         "wan_busy_s": "f", "wan_exposed_s": "f", "engine_wall_s": "f",
     },
+    "scaling_tiers": {  # the same study per DCN tier (podsim.study.scaling.TIER_COLUMNS), a row per slice count and tier
+        "slices": "i", "tier": "s", "busy_s": "f", "exposed_s": "f", "link_busy_s": "f",
+    },
 }
 # serving fleets (podsim.serving): per request, per time bin, per capacity probe
 TABLES.update({

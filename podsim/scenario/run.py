@@ -216,7 +216,8 @@ def step_metrics(study: StepStudy, r: StepResult, steps: int | None = None, mode
         "mfu": summ.get("mfu", math.nan), "model_flops_per_step": summ.get("model_flops_per_step", math.nan),
         "hfu": summ.get("hfu", math.nan), "hardware_flops_per_step": summ.get("hardware_flops_per_step", math.nan),
         "link_peak_utilisation_max": summ["link_peak_utilisation_max"], "engine_wall_s": r.engine_wall_s,
-        "events": r.events, "flows": r.flows, "flows_simulated": r.flows_simulated,
+        "events": r.events, "flows": r.flows, "flows_simulated": r.flows_simulated, "fold": r.fold,
+        "algorithm_choices": " | ".join(f"{k}: {why}" for k, why in r.algorithm_choices.items()),
         "compute_efficiency": study.compute_efficiency, "routing": study.routing,
         "dcn": dcn.kind, "dcn_oversubscription": dcn.oversubscription, "dcn_ocs_groups": [list(g) for g in dcn.ocs_groups],
         "sites": dcn.sites, "wan_latency_s": dcn.wan_latency_s, "pods": r.fabric.layout.pods,
@@ -328,7 +329,7 @@ def run_scenario(scenario: Scenario, on_progress: ProgressFn | None = None, *,
         from podsim.scenario.serving import run_serving
 
         metrics, topo, cost, tables, intervals = run_serving(scenario.workload.serving, gen, scenario.seed,
-                                                             scenario.replicates, on_progress)
+                                                             scenario.replicates, on_progress, dcn=scenario.dcn.spec())
     else:
         metrics, topo, cost, tables = _run_step(scenario, gen, on_progress)
     if scenario.spine is not None:  # spine economics: EPS against OCS over the fleet's life
@@ -338,7 +339,8 @@ def run_scenario(scenario: Scenario, on_progress: ProgressFn | None = None, *,
     if scenario.scaling is not None:  # weak scaling: the same step on 1, 2, 4, ... slices
         scaling_m, scaling_t = scenario_scaling(scenario, gen)
         metrics.update(scaling_m)
-        tables["scaling"] = normalise_table("scaling", scaling_t)
+        tables["scaling"] = normalise_table("scaling", {k: v for k, v in scaling_t.items() if k != "tiers"})
+        tables["scaling_tiers"] = normalise_table("scaling_tiers", scaling_t["tiers"])
     return RunResult(
         name=scenario.name, kind=scenario.kind, scenario=scenario.model_dump(mode="json"), metrics=metrics,
         topology=topo, cost=cost, targets=_targets(scenario, metrics, intervals),

@@ -65,10 +65,11 @@ def _cost(result: ServingResult, gen: Generation) -> dict:
             "energy_per_million_tokens_kwh": m["energy_per_million_tokens_kwh"]}
 
 
-def run_serving(w: ServingWorkload, gen: Generation, seed: int, replicates: int = 1, on_progress=None):
+def run_serving(w: ServingWorkload, gen: Generation, seed: int, replicates: int = 1, on_progress=None, dcn=None):
     """(metrics, topology, cost, tables, intervals) of the serving workload, as a RunResult
     holds them; several replicates: metrics the means, intervals their 95% intervals, tables
-    the first replicate's plus every replicate's figures."""
+    the first replicate's plus every replicate's figures. `dcn`: the DCN a disaggregated
+    fleet's KV caches cross (the scenario's `dcn` section; default podsim's DcnSpec)."""
     from podsim.scenario.result import normalise_table
 
     seeds = replicate_seeds(seed, replicates) if replicates > 1 else (seed,)
@@ -77,7 +78,8 @@ def run_serving(w: ServingWorkload, gen: Generation, seed: int, replicates: int 
         def progress(done: float, total: float, k: int = k) -> None:
             on_progress(k * total + done, len(seeds) * total)
 
-        runs.append(simulate_serving(serving_config(w, gen, s), generation=gen, on_progress=progress if on_progress else None))
+        runs.append(simulate_serving(serving_config(w, gen, s), generation=gen, dcn=dcn,
+                                     on_progress=progress if on_progress else None))
     first = runs[0]
     metrics = dict(first.metrics)
     intervals: dict[str, dict] = {}

@@ -29,7 +29,7 @@ _WHERE = {
     "Arrivals": "spec", "BatchPolicy": "spec", "CapacitySearch": "spec", "Disaggregated": "spec", "Lengths": "spec",
     "RequestStream": "spec", "ServedModel": "spec", "ServingConfig": "spec", "ServingSetup": "spec",
     "ServingWorkload": "spec", "Slo": "spec",
-    "StepTimer": "steptime", "serving_step_trace": "trace",
+    "StepTimer": "steptime", "serving_step_trace": "trace", "serving_step_study": "trace",
     "Requests": "workload", "draw_requests": "workload", "load_request_trace": "workload",
     "CapacityAnswer": "capacity", "serving_capacity": "capacity",
 }

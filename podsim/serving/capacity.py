@@ -65,12 +65,13 @@ class CapacityAnswer:
         return out
 
     def table(self) -> dict[str, list]:
-        """One row per probe: the slice, replicas, chips, verdict and the targets' intervals."""
+        """One row per probe (by slice, then replicas): the slice, replicas, chips, verdict and
+        the targets' intervals."""
         cols: dict[str, list] = {"slice": [], "replicas": [], "chips": [], "met": [], "why": []}
         for m in (*TARGETS, "cost_per_million_tokens_usd", "slo_attainment"):
             for part in ("mean", "low", "high"):
                 cols[f"{m.removesuffix('_s')}_{part}"] = []
-        for p in self.probes:
+        for p in sorted(self.probes, key=lambda p: (p.slice, p.replicas)):
             cols["slice"].append(p.slice)
             cols["replicas"].append(p.replicas)
             cols["chips"].append(p.chips)
@@ -96,7 +97,8 @@ def _verdict(search: CapacitySearch, ivs: dict, each: list[dict]) -> tuple[bool,
             continue
         value = iv.high if search.judge == "interval" and iv.n > 1 else iv.mean
         if value > limit:
-            misses.append(f"{metric} {value:.4g} s > {limit:.4g} s")
+            name = metric.removesuffix("_s").replace("_p99", " p99").upper().replace(" P99", " p99")
+            misses.append(f"{name} {format_seconds(value)} > {format_seconds(limit)}")
     return (not misses), "; ".join(misses) or "met"
 
 

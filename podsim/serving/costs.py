@@ -34,7 +34,9 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from podsim.errors import PodsimError
 from podsim.perf.opmodel import Matmul
 from podsim.trace.configs import TransformerConfig
-from podsim.trace.costs import Cost
+from podsim.trace.costs import Cost, TransformerShard
+from podsim.trace.generate import GenerateOptions
+from podsim.trace.mesh import ParallelPlan
 
 BYTES = {"bf16": 2, "int8": 1, "fp8": 1}
 ACT_BYTES = 2  # bf16 activations
@@ -127,54 +129,47 @@ class InferenceShard:
         c, t, e = self.cfg, self.tensor, self.expert
         if t < 1 or e < 1:
             raise PodsimError(f"tensor {t} and expert {e} must be >= 1")
-        if why := c.tensor_problem(t):
+        if why := c.tensor_problem(t) or c.expert_problem(e):
             raise PodsimError(why)
-        if e > 1 and not c.is_moe:
-            raise PodsimError(f"expert={e} needs a mixture-of-experts model; {c.name} is dense")
-        if c.n_experts % e:
-            raise PodsimError(f"expert={e} does not divide {c.name}'s {c.n_experts} experts")
         if self.capacity_factor < 1.0:
             raise PodsimError(f"capacity_factor {self.capacity_factor} is below 1; MoE dispatch buffers must hold every routed token")
+        # the per-chip shapes and parameter counts are the trainer's (podsim.trace.costs.TransformerShard)
+        object.__setattr__(self, "_train", TransformerShard(c, ParallelPlan(tensor=t, expert=e), GenerateOptions(), b=1,
+                                                            layers=c.n_layers))
 
-    # Shapes ------------------------------------------------------------------------------
+    # Shapes (the trainer's shard's) --------------------------------------------------------
     @property
     def chips(self) -> int:
         return self.tensor * self.expert
 
     @property
     def heads(self) -> int:
-        return self.cfg.n_heads // self.tensor
+        return self._train.heads
 
     @property
     def kv_heads(self) -> int:
         """KV heads per chip; replicated when tensor exceeds them (Megatron GQA)."""
-        return max(self.cfg.n_kv_heads // self.tensor, 1)
+        return self._train.kv_heads
 
     @property
     def d_ff(self) -> int:
-        return self.cfg.d_ff // self.tensor
+        return self._train.d_ff
 
     @property
     def vocab(self) -> int:
-        return math.ceil(self.cfg.vocab / self.tensor)
+        return self._train.vocab
 
     @property
     def local_experts(self) -> int:
-        return self.cfg.n_experts // self.expert
+        return self._train.local_experts
 
     # Bytes held per chip -----------------------------------------------------------------
     def attn_params(self) -> int:
-        c, dh = self.cfg, self.cfg.d_head
-        w = c.d_model * dh * (2 * self.heads + 2 * self.kv_heads)
-        b = ((self.heads + 2 * self.kv_heads) * dh + c.d_model) if c.bias else 0
-        return w + b
+        return self._train.attn_params()
 
     def mlp_params(self) -> int:
         """One MLP (one expert) on this chip."""
-        c = self.cfg
-        w = c.mlp_matrices * c.d_model * self.d_ff
-        b = (self.d_ff * (c.mlp_matrices - 1) + c.d_model) if c.bias else 0
-        return w + b
+        return self._train.mlp_params()
 
     def layer_weight_bytes(self) -> float:
         """One layer's weights on this chip (norms in bf16)."""

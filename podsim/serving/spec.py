@@ -258,6 +258,8 @@ class CapacitySearch(_Model):
             raise PodsimError(f"capacity replicas [{lo}, {hi}] must satisfy 1 <= low <= high <= 100000")
         for s in self.slices:
             parse_shape(s)
+        if self.judge == "interval" and self.replicates < 2:
+            raise PodsimError("capacity judge interval needs replicates >= 2 (one run has no interval); or judge: mean")
         return self
 
 

@@ -1,5 +1,6 @@
 """One serving step as a step trace for the engine: the ops of `podsim.serving.program` laid on
-the slice by the trainer's mesh mapping, so `simulate_step` runs it like any training step.
+the slice by the trainer's mesh mapping, run as a step study (`serving_step_study`, `podsim.study.run_study`)
+like any training step.
 
 Compute ops chain on one stream; each collective runs beside the prefetch of the next op's
 weights (a memory-only compute op that waits only for the op before the collective), and the
@@ -14,6 +15,7 @@ from dataclasses import replace
 
 from podsim.serving.costs import AttentionLoad, InferenceShard
 from podsim.serving.program import prefetched_costs, step_ops
+from podsim.study import StepStudy
 from podsim.trace.builder import ProgramBuilder
 from podsim.trace.mesh import DEFAULT_INTENSITY, ParallelPlan, map_mesh
 from podsim.trace.model import Compute, StepTrace
@@ -51,3 +53,13 @@ def serving_step_trace(shard: InferenceShard, shape: Sequence[int], tokens: int,
             "prefetched_bytes": sum(op.prefetch for op in ops)}
     return StepTrace(tuple(finished), name=name or f"{shard.cfg.name} serving step, {tokens} tokens", meta=meta)
 
+
+
+def serving_step_study(shard: InferenceShard, generation, shape: Sequence[int], tokens: int, sampled: int,
+                       load: AttentionLoad, onchip_bytes: float = 0.0, *, routing: str = "dimension_order",
+                       on=None) -> StepStudy:
+    """One serving step as the step study every face runs (`podsim.study.run_study`): the step
+    trace on one slice of `shape` (`on`: an already built slice)."""
+    trace = serving_step_trace(shard, shape, tokens, sampled, load, onchip_bytes)
+    return StepStudy(generation, tuple(int(s) for s in shape), trace=trace, routing=routing, on=on,
+                     name=f"{shard.cfg.name} serving step")

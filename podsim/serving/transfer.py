@@ -1,9 +1,9 @@
 """Moving a request's KV cache from a prefill replica to a decode replica, timed by the engine.
 
 Every chip of the prefill slice holds its share of the request's K and V and sends it to the
-chip in the same place of the decode slice, all at once: a collective permute. Over the DCN the
-two slices are two slices of one job (`build_job`, the scenario's DCN between them), the permute
-along the `dcn` axis; over ICI they are the two halves of one torus twice the size along an axis,
+chip in the same place of the decode slice, all at once: a collective permute, run as a step
+study (`podsim.study.run_study`). Over the DCN the two slices are two slices of one job (the
+scenario's DCN between them), the permute along the `dcn` axis; over ICI they are the two halves of one torus twice the size along an axis,
 the permute a shift by half that axis. The engine's time is affine in the bytes for a fixed
 path set, so two runs (1 MiB and 64 MiB per chip) give it at every size.
 """
@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from podsim.engine import build_job, simulate_step
 from podsim.errors import PodsimError
-from podsim.topology import DcnSpec, build_slice, get_generation, validate_shape
+from podsim.study import StepStudy, run_study
+from podsim.topology import DcnSpec, get_generation, validate_shape
 from podsim.trace.model import SLICE_AXES, AxisGroup, SendRecv, StepTrace
 
 _SIZES = (2.0**20, 2.0**26)
@@ -36,9 +36,10 @@ class KvTransfer:
     def _engine_s(self, nbytes: float, dcn: DcnSpec | None, routing: str) -> float:
         if self.over == "dcn":
             trace = StepTrace((SendRecv("kv", nbytes, AxisGroup("dcn"), 1),), name="KV transfer over the DCN")
-            job = build_job(trace, self.generation, self.shape, 2, dcn=dcn, name="kv-transfer")
+            study = StepStudy(self.generation, self.shape, trace=trace, slices=2, dcn=dcn or DcnSpec(), routing=routing,
+                              name="kv-transfer")
             self._path = f"DCN between two {'x'.join(map(str, self.shape))} slices"
-            return simulate_step(None, job, routing=routing).step_time_s
+            return run_study(study).step_time_s
         if self.over != "ici":
             raise PodsimError(f"KV transfer over {self.over!r}: use dcn or ici")
         for i in range(len(self.shape)):
@@ -47,11 +48,10 @@ class KvTransfer:
                 validate_shape(self.generation, doubled)
             except PodsimError:
                 continue
-            built = build_slice(self.generation, doubled)
             axis = SLICE_AXES[i]
             trace = StepTrace((SendRecv("kv", nbytes, AxisGroup(axis), self.shape[i]),), name="KV transfer over ICI")
             self._path = f"ICI, halves of one {'x'.join(map(str, doubled))} torus"
-            return simulate_step(trace, built, routing=routing).step_time_s
+            return run_study(StepStudy(self.generation, doubled, trace=trace, routing=routing, name="kv-transfer")).step_time_s
         raise PodsimError(f"KV transfer over ICI needs a {self.generation.id} slice twice {'x'.join(map(str, self.shape))} "
                           "along one axis (the prefill and decode slices as its halves); none is a valid slice; use dcn")
 

@@ -13,7 +13,7 @@ uplinks, and what it gets is what the max-min flow network gives it on them.
 
 Presets, each figure with its source in shared/reference/hardware.md, live in
 `podsim/data/dcn_tiers.yaml`; a user gives their own as a preset name, an inline spec
-(`tor=40x200/33:7,aggregation=800x200,spine=40x200*20`) or a YAML file (`parse_tiers`).
+(`tor=40x200/33:7,aggregation=800x200,spine=800x200*20`) or a YAML file (`parse_tiers`).
 """
 
 from __future__ import annotations
@@ -165,7 +165,9 @@ _SPEC = re.compile(r"\s*(?P<tier>[a-z]+)\s*=\s*(?P<radix>\d+)\s*x\s*(?P<gbps>[0-
                    r"\s*(?:/\s*(?P<over>[0-9]*\.?[0-9]+(?::[0-9]*\.?[0-9]+)?))?\s*(?:\*\s*(?P<count>\d+))?\s*", re.I)
 _ALIASES = {"tor": "tor", "leaf": "tor", "aggregation": "aggregation", "agg": "aggregation", "block": "aggregation",
             "spine": "spine"}
-SPEC_EXAMPLE = "tor=40x200/33:7,aggregation=800x200,spine=40x200*20"
+SPEC_EXAMPLE = "tor=40x200/33:7,aggregation=800x200,spine=800x200*20"
+TIERS_HELP = (f"a preset (fat-tree-k64, fat-tree-k40-4.7to1), a spec TIER=RADIXxGBPS[/OVERSUB][*COUNT] for tor, "
+              f"aggregation and spine (e.g. {SPEC_EXAMPLE}), or a YAML file of the three")
 
 
 @cache
@@ -185,7 +187,7 @@ def _model(data: Any, where: str) -> DcnTiers:
 
 def parse_spec(text: str) -> DcnTiers:
     """Tiers from an inline spec: TIER=RADIXxGBPS[/OVERSUB][*COUNT], comma-separated, e.g.
-    `tor=40x200/33:7,aggregation=800x200,spine=40x200*20` (oversubscription 1 when left out)."""
+    `tor=40x200/33:7,aggregation=800x200,spine=800x200*20` (oversubscription 1 when left out)."""
     tiers: dict[str, dict] = {}
     for part in text.split(","):
         m = _SPEC.fullmatch(part)

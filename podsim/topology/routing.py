@@ -276,6 +276,16 @@ def slice_routes(view: SliceView, src: np.ndarray, dst: np.ndarray) -> Routes:
     return torus_routes(view, src, dst)
 
 
+def dcn_group_members(fabric: Fabric) -> np.ndarray | None:
+    """The S spine links of every group `dcn_split_groups` uses, in group id order (a leaf's
+    uplinks, a leaf's downlinks, one site pair's WAN links; -1 where a site pair has none);
+    None unless the DCN is an EPS Clos split over S > 1 spines."""
+    n_spines = fabric.leaf_spine.shape[1] if fabric.dcn.kind == "eps" else 0
+    if fabric.dcn.ecmp != "split" or n_spines < 2:
+        return None
+    return np.concatenate([fabric.leaf_spine, fabric.spine_leaf.T, fabric.wan.reshape(-1, n_spines)]).astype(np.int64)
+
+
 _POD_VIEWS: dict = {}
 
 
@@ -308,14 +318,14 @@ def dcn_split_groups(fabric: Fabric, src_chips: np.ndarray, dst_chips: np.ndarra
     a leaf's downlinks, one site pair's WAN links), each carrying the entry's fraction 1/S.
     Replacing every group entry by its members gives `dcn_split_routes` exactly. Returns
     (indptr, entries, frac, members); None unless the DCN is an EPS Clos split over S > 1 spines."""
-    n_spines = fabric.leaf_spine.shape[1] if fabric.dcn.kind == "eps" else 0
-    if fabric.dcn.ecmp != "split" or n_spines < 2:
+    members = dcn_group_members(fabric)
+    if members is None:
         return None
+    n_spines = members.shape[1]
     m, _, _, ls, ld, across = _dcn_ends(fabric, src_chips, dst_chips)  # no hashed spine: every spine is taken
     ls, ld = ls[across].astype(np.int64), ld[across].astype(np.int64)
     n_leaves, base = fabric.leaf_spine.shape[0], fabric.n_links
     sites = fabric.wan.shape[0]
-    members = np.concatenate([fabric.leaf_spine, fabric.spine_leaf.T, fabric.wan.reshape(-1, n_spines)]).astype(np.int64)
 
     def column(ids):
         c = np.full(len(m), -1, np.int64)

@@ -95,6 +95,15 @@ class TransformerConfig(BaseModel):
             return f"tensor={t} does not divide {self.name}'s d_ff {self.d_ff}"
         return None
 
+    def expert_problem(self, e: int) -> str | None:
+        """Why expert parallelism over `e` groups cannot split this model, or None when it can;
+        the generator and the serving model share the rule."""
+        if e > 1 and not self.is_moe:
+            return f"expert={e} needs a mixture-of-experts model; {self.name} is dense"
+        if self.n_experts % e:
+            return f"expert={e} does not divide {self.name}'s {self.n_experts} experts"
+        return None
+
     @property
     def mlp_matrices(self) -> int:
         return 3 if self.mlp == "swiglu" else 2

@@ -552,10 +552,8 @@ def _transformer_program(cfg: TransformerConfig, plan: ParallelPlan, opts: Gener
     t, e, p = plan.tensor, plan.expert, plan.pipeline
     if why := cfg.tensor_problem(t):
         raise PodsimError(why)
-    if e > 1 and not cfg.is_moe:
-        raise PodsimError(f"expert={e} needs a mixture-of-experts model; {cfg.name} is dense")
-    if cfg.n_experts % e:
-        raise PodsimError(f"expert={e} does not divide {cfg.name}'s {cfg.n_experts} experts")
+    if why := cfg.expert_problem(e):
+        raise PodsimError(why)
     if cfg.n_layers % p:
         raise PodsimError(f"pipeline={p} does not divide {cfg.name}'s {cfg.n_layers} layers")
     if opts.sequence_parallel and cfg.seq_len % t:

@@ -5,8 +5,11 @@ Rows, sources and error rules: table.py and docs/validation.md."""
 from podsim.validation.table import (
     CONSTANTS,
     ROWS,
+    SERIES,
+    SERIES_TOLERANCE,
     UPPER_BOUND_BAND,
     Row,
+    Series,
     calibrate,
     error,
     fitting_study,
@@ -15,8 +18,9 @@ from podsim.validation.table import (
     row_study,
     row_trace,
     run_table,
+    series_table,
     summarise,
 )
 
-__all__ = ["CONSTANTS", "ROWS", "UPPER_BOUND_BAND", "Row", "calibrate", "error", "fitting_study", "fractions", "predict",
-           "row_study", "row_trace", "run_table", "summarise"]
+__all__ = ["CONSTANTS", "ROWS", "SERIES", "SERIES_TOLERANCE", "UPPER_BOUND_BAND", "Row", "Series", "calibrate", "error",
+           "fitting_study", "fractions", "predict", "row_study", "row_trace", "run_table", "series_table", "summarise"]

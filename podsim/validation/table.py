@@ -13,16 +13,23 @@ GPT-3 rows use a fused kernel (M11 states flash attention). `kind`:
   prediction is at or below the bound and within 25% of it; error 0 then, else the distance
   to that band.
 
+Rows beyond the sheet's table name their source: the Trillium GPT-3 runs on 4 and 12 slices
+(T4, T12) that the sheet lists in its caveat 10, derived from the logs exactly as its method
+section says, and PaLM on one pod (P1a) from its caveat 8. `SERIES` groups the runs of one model
+at several slice counts; `series_table` sets their measured per-chip throughput, relative to the
+fewest slices, beside podsim's.
+
 At most four rows set constants (`calibration`, see podsim.perf.chips); they are left out of
-the summary statistics. One row is not in measurements.md: ML12 (hardware.md ml.12), which
-issue 22 allows as the calibration row of the hosts' JPEG input rate. An upper-bound row is
-calibrated to the training part of its interval (`calibration_target_s`). Each row is a
-`StepStudy` (`row_study`) run by `run_study`; multislice rows run as one job on several slices
-(`place_slices` packs them pod by pod), with the DCN between them.
+the summary statistics. One row is not in measurements.md or its caveats: ML12 (hardware.md ml.12),
+which issue 22 allows as the calibration row of the hosts' JPEG input rate. An upper-bound row is calibrated to the training part of its interval
+(`calibration_target_s`). Each row is a `StepStudy` (`row_study`) run by `run_study`; multislice
+rows run as one job on several slices (`place_slices` packs them pod by pod), with the DCN
+between them.
 """
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -31,7 +38,7 @@ from dataclasses import dataclass, field, replace
 from podsim.engine import step_summary
 from podsim.perf import chips as chip_constants
 from podsim.study import StepStudy, run_study, study_trace
-from podsim.topology import get_generation
+from podsim.topology import get_generation, parse_shape
 from podsim.trace.configs import PRESETS, TransformerConfig
 from podsim.trace.generate import RECOMPUTE_POLICIES, GenerateOptions
 from podsim.trace.memory import fits_hbm
@@ -98,6 +105,7 @@ MAXTEXT = {"sequence_parallel": True, "collective_matmul": "all_gather"}
 GSPMD_SHARDED = {"sequence_parallel": True}
 SHARDED_NOTE = "activations sharded over the model axis between blocks (as sequence parallelism)"
 MAXTEXT_NOTE = SHARDED_NOTE + "; collective matmul of the all-gathers only (the script's XLA flags)"
+R41 = "mlcommons/training_results_v4.1@b87b9e396f771345d4ef122ba33456304f15228d"
 # TF1 programs (the MLPerf ResNet-50 and BERT submissions): tf.gradients, then a cross_replica_sum
 # per variable, which XLA's all-reduce combiner merges into one after the backward pass.
 TF1 = GenerateOptions(combine_grad_reduce=True)
@@ -170,7 +178,72 @@ ROWS: tuple[Row, ...] = (
     Row("P1", "TPU v4, 2 pods x 3072 chips", "palm-540b", "tpu-v4", "12x16x16", "fsdp=256,tensor=12,dcn=2", 17.6, slices=2,
         options=GenerateOptions(recompute="full", attention="materialized"), assumed="rematerialisation as full recompute; unfused attention",
         remat_stated=True, source="measurements.md P1 (Chowdhery et al. 2022 §4.1, Table 3)"),
+    # PaLM on one of its pods at half the batch: "about 1.95x" the single-pod throughput on two
+    # (§4), so ~122K tok/s and ~17.2 s per step (approximate; measurements.md caveat 8)
+    Row("P1a", "TPU v4, 1 pod x 3072 chips", "palm-540b", "tpu-v4", "12x16x16", "fsdp=256,tensor=12", 17.2,
+        overrides={"global_batch": 1024}, options=GenerateOptions(recompute="full", attention="materialized"),
+        assumed="approximate: the paper's 'about 1.95x' on two pods; rematerialisation as full recompute; unfused attention",
+        remat_stated=True, source="measurements.md caveat 8 (P1 on one pod at half the batch; Chowdhery et al. 2022 §4)"),
+    # The Trillium GPT-3 series' other two points (measurements.md caveat 10): the same script as
+    # M14 (per_device_batch_size=2, ici_fsdp_parallelism=-1, remat full, int8) on 4 and 12 slices.
+    # Step: the median interval between eval points (the first after run_start left out), pooled
+    # over the three runs, / the 24,576 sequences per interval over the global batch (an upper
+    # bound: each interval also runs one eval pass, caveat 3).
+    Row("T4", "TPU v6e, 4 x 256 chips (multislice)", "gpt3-175b", "tpu-v6e", "16x16", "fsdp=256,dcn=4", 10.734, slices=4,
+        overrides={"global_batch": 2048}, options=GenerateOptions(precision=INT8, recompute="full"), kind="upper_bound",
+        assumed="data parallel across slices", remat_stated=True,
+        source=f"measurements.md caveat 10: {R41} Google/results/cloud-tpu-trillium-1024-maxtext/gpt3/result_0..2.txt "
+               "(median 128.81 s over 66 intervals / 12 steps), benchmarks/gpt3/implementations/maxtext/cloud-tpu-trillium/trillium-1024.sh"),
+    Row("T12", "TPU v6e, 12 x 256 chips (multislice)", "gpt3-175b", "tpu-v6e", "16x16", "fsdp=256,dcn=12", 10.803, slices=12,
+        overrides={"global_batch": 6144}, options=GenerateOptions(precision=INT8, recompute="full"), kind="upper_bound",
+        assumed="data parallel across slices", remat_stated=True,
+        source=f"measurements.md caveat 10: {R41} Google/results/cloud-tpu-trillium-3072-maxtext/gpt3/result_0..2.txt "
+               "(median 43.21 s over 82 intervals / 4 steps), benchmarks/gpt3/implementations/maxtext/cloud-tpu-trillium/trillium-3072.sh"),
 )
+
+
+@dataclass(frozen=True)
+class Series:
+    """One model measured at several slice counts (row ids, fewest slices first)."""
+
+    name: str
+    rows: tuple[str, ...]
+
+
+SERIES: tuple[Series, ...] = (
+    Series("GPT-3 175B on Trillium v6e-256 slices (MLPerf v4.1, R41)", ("M15", "T4", "M14", "T12")),
+    Series("PaLM 540B on v4 pods (Chowdhery et al. 2022)", ("P1a", "P1")),
+)
+SERIES_TOLERANCE = 0.05  # the predicted per-chip throughput ratio within 5 points of the measured one
+
+
+def row_chips(row: Row) -> int:
+    return math.prod(parse_shape(row.shape)) * row.slices
+
+
+def per_chip_throughput(row: Row, step_s: float) -> float:
+    """Sequences (images) per chip-second at this step time: the row's global batch / step / chips."""
+    batch = row.overrides.get("global_batch") or (row.model.global_batch if not isinstance(row.model, str) else PRESETS[row.model].global_batch)
+    return batch / step_s / row_chips(row)
+
+
+def series_table(table: list[dict], series: tuple[Series, ...] = SERIES) -> list[dict]:
+    """Per series and row: slices, measured and predicted per-chip throughput relative to the
+    series' fewest slices, and the difference in points (`table`: run_table's records, holding
+    every row of the series asked for)."""
+    by_id, rows = {r["id"]: r for r in table}, {r.id: r for r in ROWS}
+    out = []
+    for s in series:
+        first = rows[s.rows[0]]
+        m0 = per_chip_throughput(first, first.measured_s)
+        p0 = per_chip_throughput(first, by_id[first.id]["predicted_s"])
+        for rid in s.rows:
+            row = rows[rid]
+            m = per_chip_throughput(row, row.measured_s) / m0
+            p = per_chip_throughput(row, by_id[rid]["predicted_s"]) / p0
+            out.append({"series": s.name, "id": rid, "slices": row.slices, "chips": row_chips(row),
+                        "measured_ratio": m, "predicted_ratio": p, "difference": p - m})
+    return out
 
 
 def setup_note(row: Row) -> str:

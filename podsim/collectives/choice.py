@@ -1,0 +1,110 @@
+"""Choosing a collective's algorithm (`auto`) from closed forms and flow counts.
+
+Every applicable algorithm is a candidate. How many flows pricing it would route is known
+before any is built (`Router.flows_to_route`: representatives under the symmetry its patterns
+share, every flow that crosses slices). A candidate within `RANK_FLOWS` flows is priced by its
+alpha-beta closed form on those routes (`schedule_time_s`). A candidate over it is first
+ranked by a lower bound of that closed form, from the flows of a few representative chips
+(`schedule_bound_s`); only if the bound could beat the best price so far is it priced in full
+(building its flows, which simulating it would need anyway), and a candidate with more flows
+than the engine simulates (`MAX_FLOWS`) is never taken. The choice is the one pricing every
+candidate in full would make (the fastest; ties to the earlier name in ALGORITHMS), without
+building the flows of those that cannot win. `Plan.why` says it in one line.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from podsim.collectives.algorithms import ALGORITHMS, KINDS, applicable, build_schedule
+from podsim.collectives.closed_form import schedule_bound_s, schedule_time_s
+from podsim.collectives.groups import GroupLayout
+from podsim.collectives.routes import MAX_FLOWS, RouterPool
+from podsim.collectives.schedule import Schedule
+from podsim.errors import PodsimError
+
+RANK_FLOWS = 1 << 18
+"""Most flows an algorithm's closed form routes while it is ranked (beyond: its lower bound first)."""
+BOUND_FLOWS = 1 << 15
+"""About how many flows per pattern a lower bound routes (those of the first representative chips)."""
+
+
+@dataclass(frozen=True, eq=False)
+class Plan:
+    """The schedule chosen for one collective, its closed-form time, every candidate priced
+    (`candidates_s`), the lower bounds of those ruled out without pricing (`bounds_s`), and why
+    this one (one line)."""
+
+    schedule: Schedule
+    closed_form_s: float
+    candidates_s: dict[str, float]
+    bounds_s: dict[str, float] = field(default_factory=dict)
+    why: str = ""
+
+
+def closed_form_s(schedule: Schedule, pool: RouterPool) -> float:
+    """Alpha-beta time of a schedule (routes folded by symmetry where the pool allows)."""
+    return schedule_time_s(schedule, pool.router(schedule.patterns()))
+
+
+def _flows(schedule: Schedule, pool: RouterPool) -> tuple[object, int, int]:
+    """The router pricing the schedule uses, the flows it routes, and the most of one pattern."""
+    router = pool.router(schedule.patterns())
+    n = [router.flows_to_route(p) for p in schedule.patterns()]
+    return router, sum(n), max(n, default=0)
+
+
+def _us(t: float) -> str:
+    return f"{t * 1e6:.4g} us"
+
+
+def plan_collective(kind: str, layout: GroupLayout, size_bytes: float, algorithm: str, pool: RouterPool,
+                    shift: int = 1) -> Plan:
+    """Build the schedule of `algorithm`; `auto` picks the fastest by closed form (ties go to
+    the earlier name in ALGORITHMS), ranking without building the flows of candidates that
+    cannot win (see the module docstring)."""
+    if algorithm != "auto":
+        sched = build_schedule(kind, layout, size_bytes, algorithm, shift)
+        t = closed_form_s(sched, pool)
+        return Plan(sched, t, {algorithm: t}, why=f"{algorithm}: as asked (closed form {_us(t)})")
+    if kind not in KINDS:
+        raise PodsimError(f"unknown collective {kind!r}; known: {', '.join(KINDS)}")
+    ok = [a for a, why in applicable(kind, layout).items() if not why]
+    order = {a: i for i, a in enumerate(ALGORITHMS)}
+    cands: dict[str, float] = {}
+    bounds: dict[str, float] = {}
+    scheds: dict[str, Schedule] = {}
+    large: list[tuple[str, object, int, int]] = []
+    refused: list[str] = []
+    for alg in ok:
+        sched = scheds[alg] = build_schedule(kind, layout, size_bytes, alg, shift)
+        router, n, most = _flows(sched, pool)
+        if n <= RANK_FLOWS:
+            cands[alg] = schedule_time_s(sched, router)
+        else:
+            large.append((alg, router, n, most))
+    for alg, router, _, _ in large:
+        bounds[alg] = schedule_bound_s(scheds[alg], router, BOUND_FLOWS)
+    notes = []
+    for alg, router, n, most in sorted(large, key=lambda c: (bounds[c[0]], order[c[0]])):
+        best = min(cands.values(), default=None)
+        if best is not None and bounds[alg] > best:
+            notes.append(f"{alg} ruled out by its bound {_us(bounds[alg])} ({n:,} flows not built)")
+            continue
+        if most > MAX_FLOWS:
+            refused.append(f"{scheds[alg].patterns()[0].name} of {alg}: {n:,} flows, more than the {MAX_FLOWS:,} "
+                           "podsim simulates at once")
+            notes.append(f"{alg} not simulable ({n:,} flows; bound {_us(bounds[alg])})")
+            continue
+        cands[alg] = schedule_time_s(scheds[alg], router)
+        del bounds[alg]
+    if not cands:
+        raise PodsimError(refused[0] if refused else f"no algorithm can run {kind} on group {layout.name}")
+    best_alg = min(cands, key=lambda a: (cands[a], order[a]))
+    others = sorted((a for a in cands if a != best_alg), key=lambda a: (cands[a], order[a]))
+    why = f"{best_alg}: fastest by closed form, {_us(cands[best_alg])}"
+    if others:
+        why += " (next " + ", ".join(f"{a} {_us(cands[a])}" for a in others[:2]) + ")"
+    if notes:
+        why += "; " + "; ".join(notes)
+    return Plan(scheds[best_alg], cands[best_alg], {a: cands[a] for a in ok if a in cands}, bounds, why)
