@@ -232,7 +232,7 @@ with left:
     st.plotly_chart(breakdown_figure(s), key="breakdown")
 with right:
     st.subheader("Collectives")
-    kinds = pd.DataFrame([{"kind": k, "ops": int(v["ops"]), "bytes": format_bytes(v["bytes"]), "busy": seconds(v["busy_s"]),
+    kinds = pd.DataFrame([{"kind": k, "ops": int(v["ops"]), "bytes": format_bytes(v["bytes"]), "busy": seconds(v["busy_s"]), "op time": seconds(v["op_s"]),
                            "closed form": seconds(v["closed_form_s"]), "algorithms": ", ".join(v["algorithms"])}
                           for k, v in sorted(s["collectives"].items())])
     if kinds.empty:

@@ -26,6 +26,8 @@ from podsim.serving import ServingConfig, simulate_serving
 TARGET_S = 30.0
 LLAMA3_8B = {"name": "llama3-8b", "n_layers": 32, "d_model": 4096, "n_heads": 32, "n_kv_heads": 8, "d_ff": 14336,
              "vocab": 128256, "seq_len": 8192}  # Meta's released config.json for Llama-3-8B
+LLAMA32_1B = {"name": "llama3.2-1b", "n_layers": 16, "d_model": 2048, "n_heads": 32, "n_kv_heads": 8, "d_ff": 8192,
+              "vocab": 128256, "seq_len": 8192, "tied_embeddings": True}  # Meta's released config.json for Llama-3.2-1B
 
 ROWS = (
     ("llama2-70b bf16, v6e 2x4, chunked", "tpu-v6e", "2x4", {"model": "llama2-70b"}, {}),
@@ -35,6 +37,7 @@ ROWS = (
     ("mixtral-8x7b bf16, v5e 2x4 (expert 8)", "tpu-v5e", "2x4", {"model": "mixtral-8x7b", "expert": 8, "tensor": 1}, {}),
     ("llama3-8b dims bf16, v5e 2x2, chunked", "tpu-v5e", "2x2", {"dims": LLAMA3_8B}, {}),
     ("llama3-8b dims bf16, v5e 2x2, static 8", "tpu-v5e", "2x2", {"dims": LLAMA3_8B}, {"kind": "static", "max_batch": 8, "max_wait": 0.5, "kv": "reserve"}),
+    ("llama3.2-1b dims bf16, v5e 1x1, chunked", "tpu-v5e", "1x1", {"dims": LLAMA32_1B}, {}),
 )
 
 

@@ -76,6 +76,11 @@ def store_columns() -> dict[str, str]:
     return {m.name: m.sql for m in METRICS.values() if m.sql is not None}
 
 
+def units() -> dict[str, str]:
+    """Metric -> unit, every registered metric (podsim.stats cuts intervals to a unit's range)."""
+    return {m.name: m.unit for m in METRICS.values()}
+
+
 def unit_kind(name: str) -> str:
     """'duration', 'fraction' or 'number' (unregistered names ending in _s are durations)."""
     m = METRICS.get(name)
@@ -155,7 +160,8 @@ register(
     _m("lost_preemption_chip_h", "chip_h", "work since the last checkpoint thrown away when a job was preempted", _C),
     _m("restart_chip_h", "chip_h", "chip-hours restarting jobs from their checkpoints (restart overhead)", _C),
     _m("reconfiguration_chip_h", "chip_h", "chip-hours held waiting for OCS circuits to be set", _C),
-    _m("degraded_chip_h", "chip_h", "extra run time of jobs on degraded slices (degraded_slowdown)", _C),
+    _m("degraded_chip_h", "chip_h", "extra run time of jobs on degraded slices (degraded_slowdown) and on non-native "
+                                     "(folded, split, scattered) slices (the slowdown charged)", _C),
     _m("idle_queued_chip_h", "chip_h", "healthy chips free while jobs waited: fragmentation (no slice of the right "
                                        "shape free), queue order and reservations", _C),
     _m("idle_empty_chip_h", "chip_h", "healthy chips free while no job waited (no demand)", _C),
@@ -178,19 +184,24 @@ register(
     _m("runs_scatter", "count", "runs started on a scattered slice (any free chips, Hilbert-curve allocation)", _C),
     _m("slowdown_charged_mean", "ratio", "mean run time factor charged to runs on a non-native slice (the step on "
                                          "the placed slice / the step as asked, by the step-time model)", _C, True),
+    _m("slowdown_fold_mean", "ratio", "mean run time factor charged to runs on a folded slice", _C),
+    _m("slowdown_split_mean", "ratio", "mean run time factor charged to runs on a split slice", _C),
+    _m("slowdown_scatter_mean", "ratio", "mean run time factor charged to runs on a scattered (Hilbert) slice", _C),
+    _m("slowdown_charged_max", "ratio", "largest run time factor charged to a run on a non-native slice", _C),
     _m("degraded_starts", "count", "runs started on a torus with a down OCS unit's circuits dark (degraded placement)", _C),
     _m("spare_remaps", "count", "cube fibers moved off a failed OCS port onto a spare port of that OCS", _C),
     _m("horizon_s", "s", "simulated time", _C),
     # step studies: podsim.study (run_study on the engine; podsim.scenario.run.step_metrics)
     _m("step_time_s", "s", "one training step's wall time (critical path of the step's op DAG)", _S, True, "DOUBLE"),
     _m("compute_s", "s", "compute time of one step (sum over compute ops)", _S),
-    _m("comm_s", "s", "communication busy time of one step", _S),
+    _m("comm_s", "s", "communication busy time of one step: the time at least one collective is in flight", _S),
     _m("exposed_comm_s", "s", "communication not hidden behind compute on the critical path", _S, True),
     _m("overlapped_comm_s", "s", "communication overlapped with compute (comm_s - exposed_comm_s)", _S),
     _m("mfu", "fraction", "model FLOPs utilisation: model FLOPs per step / (peak FLOP/s x chips x step time)", _S, True),
     _m("model_flops_per_step", "flops", "the model's FLOPs per training step (6 x parameters x tokens for dense)", _S),
     _m("link_peak_utilisation_max", "fraction", "the busiest ICI link's peak utilisation", _S),
-    _m("dcn_collective_busy_s", "s", "busy time of the collectives that cross the DCN, one step", _S),
+    _m("dcn_collective_busy_s", "s", "time at least one collective that crosses the DCN is in flight, one step", _S),
+    _m("dcn_collective_op_s", "s", "summed durations of the collectives that cross the DCN, one step (their algbw's time)", _S),
     _m("dcn_collective_bytes", "bytes", "bytes of the collectives that cross the DCN, one step", _S),
     _m("chip_s_per_step", "s", "chips x step time", _S),
     _m("time_to_train_s", "s", "steps x step time", _S, True),
@@ -258,7 +269,8 @@ register(
     _m("spine_year0_power_ratio", "ratio", "OCS / EPS spine power in the first year", _B),
 )
 # busy time per collective kind of one step (podsim.engine.step_summary)
-register(*(_m(f"{k}_busy_s", "s", f"busy time of the step's {k.replace('_', '-')} ops (sum; ops may overlap)", _S)
+register(*(_m(f"{k}_busy_s", "s", f"time at least one of the step's {k.replace('_', '-')} ops is in flight "
+                                   "(overlapping ops count once, as comm_s: a kind's busy time is at most comm_s)", _S)
            for k in ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "reduce", "send_recv")))
 # per DCN tier of a step (StepResult.tiers; Fabric.dcn_tiers names them from the hosts up)
 for _t in ("leaf", "tor", "aggregation", "spine", "ocs", "wan"):

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -87,10 +87,25 @@ def _numeric(v: object) -> bool:
     return isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, (bool, np.bool_))
 
 
+_NONNEGATIVE = ("s", "count", "chip_h", "usd", "kwh", "bytes", "flops", "ratio")
+
+
+def clip_to_range(iv: Interval, unit: str | None) -> Interval:
+    """The interval cut to the values its metric can take (a fraction in [0, 1]; a duration,
+    count, cost ... at least 0): the t-interval is symmetric, the quantity is not."""
+    lo, hi = (0.0, 1.0) if unit == "fraction" else (0.0, math.inf) if unit in _NONNEGATIVE else (-math.inf, math.inf)
+    if iv.n < 2:
+        return iv
+    return replace(iv, low=min(max(iv.low, lo), hi), high=max(min(iv.high, hi), lo))
+
+
 def metric_intervals(metrics: Sequence[Mapping], names: Iterable[str] | None = None,
-                     confidence: float = CONFIDENCE) -> dict[str, Interval]:
-    """Per metric, the interval over the replicates' values (`metrics`: one dict per replicate).
-    `names`: the metrics to summarise (default: every numeric metric the first replicate has)."""
+                     confidence: float = CONFIDENCE, units: Mapping[str, str] | None = None) -> dict[str, Interval]:
+    """Per metric, the interval over the replicates' values (`metrics`: one dict per replicate),
+    cut to the metric's range by its unit (`units`: metric -> unit, e.g. podsim.metrics.units();
+    clip_to_range). `names`: the metrics to summarise (default: every numeric metric the first
+    replicate has)."""
+    units = units or {}
     if not metrics:
         return {}
     keys = list(names) if names is not None else [k for k, v in metrics[0].items() if _numeric(v)]
@@ -98,7 +113,7 @@ def metric_intervals(metrics: Sequence[Mapping], names: Iterable[str] | None = N
     for k in keys:
         vals = [m.get(k) for m in metrics]
         if all(v is None or _numeric(v) for v in vals) and any(v is not None for v in vals):
-            out[k] = mean_interval([math.nan if v is None else v for v in vals], confidence)
+            out[k] = clip_to_range(mean_interval([math.nan if v is None else v for v in vals], confidence), units.get(k))
     return out
 
 

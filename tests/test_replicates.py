@@ -97,3 +97,13 @@ def test_step_study_refuses_replicates():
     s = load_scenario(DATA / "tiny_step.yaml")
     with pytest.raises(PodsimError, match="replicates 2: a step study draws nothing at random"):
         run_scenario(s.model_copy(update={"replicates": 2}))
+
+
+def test_intervals_stay_inside_the_metrics_range():
+    """A fraction's interval stays in [0, 1] and a duration's above 0 (the registry's units)."""
+    from podsim.metrics import units
+
+    ivs = metric_intervals([{"goodput": 0.99, "wait_p95_s": 0.0}, {"goodput": 0.90, "wait_p95_s": 600.0},
+                            {"goodput": 1.0, "wait_p95_s": 0.0}], units=units())
+    assert ivs["goodput"].high == 1.0 and 0 < ivs["goodput"].low < ivs["goodput"].mean
+    assert ivs["wait_p95_s"].low == 0.0 and ivs["wait_p95_s"].high > ivs["wait_p95_s"].mean

@@ -33,7 +33,8 @@ def test_a_fold_that_keeps_rings_minimal_costs_nothing():
         a = simulate_collective(folded, "all_reduce", 256e6, group=group, algorithm="ring")
         b = simulate_collective(asked, "all_reduce", 256e6, group=group, algorithm="ring")
         assert a.simulated_s == pytest.approx(b.simulated_s, rel=1e-12)
-    factor, source = CachedStepTime(EngineStepTime()).slowdown("bert-large", V4, p.slice, state.layout)
+    factor, source = CachedStepTime(EngineStepTime()).slowdown("bert-large", V4, p.slice, state.layout,
+                                                                   overrides={"n_layers": 2})
     assert factor == pytest.approx(1.0, abs=1e-9) and "fold placement" in source
 
 
@@ -65,7 +66,8 @@ def test_the_cluster_runs_a_priced_placement_at_its_speed():
     """A folded job given in time runs its duration x the charged factor; with the roofline
     (no communication) nothing is charged, and the reason says so."""
     jobs = [Job("f", 0.0, (1, 8, 8), duration_s=3600.0), Job("n", 0.0, (4, 4, 4), duration_s=3600.0)]
-    cfg = ClusterConfig(generation="tpu-v4", horizon_s=86400, fold="allowed", slowdown_model="bert-large")
+    cfg = ClusterConfig(generation="tpu-v4", horizon_s=86400, fold="allowed", slowdown_model="bert-large",
+                        slowdown_overrides={"n_layers": 2})
     r = {o.id: o for o in simulate(cfg, jobs, step_time=EngineStepTime()).jobs}
     assert r["f"].placement == "fold" and r["n"].placement == "native" and r["n"].slowdown == 1.0
     assert r["f"].end_s - r["f"].first_start_s == pytest.approx(10.0 + 3600.0 * r["f"].slowdown)

@@ -188,3 +188,16 @@ def test_kv_transfer_over_dcn_and_ici():
     assert ici.time_s(2**26) < dcn.time_s(2**26)
     assert dcn.time_s(2 * 2**26) - dcn.time_s(2**26) == pytest.approx(dcn.time_s(3 * 2**26) - dcn.time_s(2 * 2**26))
     assert "DCN" in dcn.path and "ICI" in ici.path
+
+
+@pytest.mark.parametrize("case", ["light", "paged", "reserve", "replicas"])
+def test_decode_runs_ahead_of_the_clock_with_the_same_result(case):
+    """Decode steps nothing outside a replica can change are committed in one go: every request's
+    times and every step are those of the step-by-step run."""
+    cfg = {"light": config(), "paged": overloaded("paged"), "reserve": overloaded("reserve"),
+           "replicas": config(replicas=3, router="round_robin", requests={"arrivals": {"kind": "poisson", "rate": "8/s"}})}[case]
+    fast, slow = simulate_serving(cfg, audit=True), simulate_serving(cfg, run_ahead=False)
+    for col in ("ttft_s", "tpot_s", "e2e_s", "replica", "preemptions"):
+        assert np.array_equal(fast.tables["serving_requests"][col], slow.tables["serving_requests"][col], equal_nan=True), col
+    keys = [k for k in fast.metrics if k != "engine_wall_s"]
+    assert {k: fast.metrics[k] for k in keys} == pytest.approx({k: slow.metrics[k] for k in keys}, nan_ok=True)

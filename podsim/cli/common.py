@@ -129,7 +129,7 @@ def write_timeline(path: str, result: Any, link_load: Any, title: str = "") -> N
     from podsim.files import write_text_atomic
 
     check_timeline_path(path)
-    write_text_atomic(path, timeline_json(build_timeline(result, link_load=link_load, title=title)))
+    write_text_atomic(path, timeline_json(build_timeline(result, link_load=link_load, title=title)), make_parents=True)
 
 
 def warn_inferred_shapes(metrics: dict) -> None:

@@ -35,7 +35,7 @@ from podsim.topology import build_slice, dcn_choice, format_shape, get_generatio
 from podsim.topology.dcntiers import TIERS_HELP
 from podsim.topology.multipath import ROUTING_POLICIES
 from podsim.trace import load_trace
-from podsim.trace.astra_network import network_generation
+from podsim.trace.astra_network import apply_system, network_generation, read_system
 from podsim.trace.configs import parse_assignments, parse_overrides
 from podsim.trace.generate import GenerateOptions
 from podsim.trace.kinds import normalise_algorithm, normalise_kind
@@ -78,8 +78,8 @@ def step_rows(result) -> list[tuple[str, str]]:
         rows.extend(tier_rows(m))
     k = result.table("step_kinds")
     for i in sorted(range(len(k["kind"])), key=lambda i: k["kind"][i]):
-        rows.append((k["kind"][i], f"{int(k['ops'][i])} ops, {format_bytes(k['bytes'][i])}, {format_seconds(k['busy_s'][i])} busy "
-                                   f"(closed form {format_seconds(k['closed_form_s'][i])})"))
+        rows.append((k["kind"][i], f"{int(k['ops'][i])} ops, {format_bytes(k['bytes'][i])}, {format_seconds(k['busy_s'][i])} busy; "
+                                   f"op time {format_seconds(k['op_s'][i])} (closed form {format_seconds(k['closed_form_s'][i])})"))
     if m.get("input_s"):
         rows.append(("host input", f"{format_seconds(m['input_s'])} per step on the hosts; " + (
             f"input-bound: the chips wait {format_seconds(m['input_wait_s'])} for it" if m["input_bound"] else "the chips take longer (not input-bound)")))
@@ -145,15 +145,19 @@ def cli_study(files: list[str] | None, model: str | None, generation: str | None
               slice_shape: str | None, twisted: bool, efficiency: float | None, fast_path: bool, slices: int | None,
               dcn: str, oversubscription: float, wan: tuple[int, float, float, str], routing: str,
               plan: str | None = None, overrides: list[str] | None = None, options: list[str] | None = None,
-              tiers: str | None = None) -> StepStudy:
-    """The step study `podsim steptime --trace FILE | --model MODEL ...` asks for."""
+              system: str | None = None, tiers: str | None = None) -> StepStudy:
+    """The step study `podsim steptime --trace FILE | --model MODEL ...` asks for (`system`: an
+    ASTRA-sim system file beside `network`: its collective implementations and roofline)."""
     if bool(files) == (model is not None):
         raise PodsimError("give --trace FILE (a step trace) or --model MODEL (a preset, generated for --parallelism), one of the two")
     if (generation is None) == (network is None):
         raise PodsimError("give --generation GEN (with --slice) or --network ASTRA_NETWORK.yml for a trace")
     if model is not None and network is not None:
         raise PodsimError("--network describes an ASTRA-sim trace's network; give --generation with --model")
-    gen = network_generation(network) if network else get_generation(generation)
+    if system is not None and network is None:
+        raise PodsimError("--system ASTRA_SYSTEM.json goes with --network ASTRA_NETWORK.yml (an ASTRA-sim case)")
+    astra = read_system(system) if system else None
+    gen = network_generation(network, astra) if network else get_generation(generation)
     shape = parse_shape(slice_shape, gen.dims) if slice_shape else None
     spec, engineer = dcn_choice(dcn, oversubscription, *wan, tiers=tiers)
     common = {"twisted": twisted, "compute_efficiency": efficiency, "fast_path": fast_path, "dcn": spec,
@@ -165,6 +169,11 @@ def cli_study(files: list[str] | None, model: str | None, generation: str | None
         if given:
             raise PodsimError(f"{flag} shapes a generated step (--model); a trace file holds its own ops and plan")
     trace = load_trace(expand_paths(files), shape=shape or gen.pod_shape)
+    if astra is not None:
+        trace = apply_system(trace, astra, tuple(shape or gen.pod_shape))
+        if astra.unmodelled:
+            typer.echo(f"note: {astra.path}: podsim's flow-level engine has no counterpart for "
+                       + ", ".join(f"{k} {v}" for k, v in astra.unmodelled.items()) + "; they are not modelled", err=True)
     return StepStudy(gen, shape, trace=trace, slices=resolve_slices(trace, slices), name=trace.name or "trace", **common)
 
 
@@ -193,6 +202,7 @@ def steptime_cmd(
     generation: str = typer.Option(None, "--generation", help="generation id, e.g. tpu-v4"),
     trace_files: list[str] = typer.Option(None, "--trace", help="a step trace (podsim JSON/YAML, ASTRA-sim text, Chakra .et/.json); for Chakra, one file per rank: repeat --trace or quote a pattern like 'all_reduce.*.et'"),
     network: str = typer.Option(None, "--network", help="with --trace: an ASTRA-sim network .yml instead of --generation"),
+    system: str = typer.Option(None, "--system", help="with --network: an ASTRA-sim system .json (collective implementations per dimension, roofline)"),
     model: str = typer.Option(None, "--model", help="a model preset (podsim trace models): its step generated for --parallelism, instead of --trace"),
     parallelism: str = typer.Option(None, "--parallelism", "-p", help="with --model: the plan inside a slice, e.g. fsdp=16,tensor=4 (one axis may be auto; dcn is set to --slices); default: FSDP as far as the batch splits, tensor parallel over the rest"),
     set_: list[str] = typer.Option(None, "--set", help="with --model: override a model field, e.g. --set global_batch=2048 (repeatable)"),
@@ -227,10 +237,11 @@ def steptime_cmd(
                 raise PodsimError(f"{flag} applies to one collective (--collective KIND --bytes SIZE), not to a step")
         study = cli_study(trace_files, model, generation, network, slice_shape, twisted, efficiency, not no_fast_path, slices,
                           dcn, oversubscription, (sites, wan_latency_ms, wan_gbps, ecmp), routing, parallelism, set_, option,
-                          dcn_tiers)
+                          system, dcn_tiers)
         _step_mode(study, as_json, timeline, study.model_name or (trace_files or ["trace"])[0])
         return
     for flag, given in (("--timeline", timeline is not None), ("--slices", slices is not None), ("--network", network is not None),
+                        ("--system", system is not None),
                         ("--compute-efficiency", efficiency is not None), ("--dcn", dcn != "eps"),
                         ("--oversubscription", oversubscription != 1.0), ("--sites", sites != 1),
                         ("--wan-latency-ms", wan_latency_ms != 1.0), ("--wan-gbps", wan_gbps != 12800.0),

@@ -12,7 +12,7 @@ from podsim.bounds import opt_count, opt_finite
 from podsim.cli import app
 from podsim.cli.common import console, emit_json, table
 from podsim.errors import PodsimError
-from podsim.files import output_folder
+from podsim.files import output_folder, write_text_atomic
 from podsim.topology import format_shape, get_generation, parse_shape
 from podsim.trace import (
     ASTRA_CLOCK_HZ,
@@ -24,8 +24,10 @@ from podsim.trace import (
     save_trace,
     summarize_trace,
 )
+from podsim.trace.astra_network import astra_configs, network_yaml, system_json
 from podsim.trace.chakra_export import chakra_files, et_file_names
 from podsim.trace.configs import parse_assignments
+from podsim.trace.kinds import normalise_algorithm
 from podsim.trace.load import check_fits
 from podsim.trace.model import SendRecv
 from podsim.trace.native import output_format
@@ -71,6 +73,7 @@ def _summary_rows(s: dict) -> list[tuple[str, str]]:
 
 def _write(trace, out: Path, as_json: bool) -> None:
     output_format(out)  # refuse a bad suffix before any work is written
+    output_folder(out.parent)  # -o out/tour/x.json makes out/tour, as `podsim run -o` does
     path = save_trace(trace, out)
     s = summarize_trace(trace)
     if as_json:
@@ -151,7 +154,8 @@ def import_cmd(
 def export_cmd(
     file: Annotated[Path, typer.Argument(help="a trace in any supported format (podsim JSON/YAML, ASTRA-sim text, Chakra)")],
     out_dir: Annotated[Path, typer.Option("--out", "-o", help="output folder (created if missing)")],
-    fmt: Annotated[str, typer.Option("--format", help="output format: chakra (one current-schema .et per rank)")] = "chakra",
+    fmt: Annotated[str, typer.Option("--format", help="output format: chakra (one current-schema .et per rank) or astra-sim (network .yml, system .json and the .et workload)")] = "chakra",
+    algorithm: Annotated[str, typer.Option("--algorithm", help="astra-sim: the collective implementation on every dimension (ring, direct, halving_doubling)")] = "ring",
     slice_shape: Annotated[str | None, typer.Option("--slice", help="slice shape: one .et per chip (default: the shape a generated trace was made for)")] = None,
     prefix: Annotated[str | None, typer.Option("--prefix", help="file prefix: PREFIX.RANK.et (default: the input file's stem)")] = None,
     extras: Annotated[bool, typer.Option("--extras/--no-extras", help="keep podsim's own attributes (exact sizes and times, ids, groups, matmul shapes) beside the schema's fields")] = True,
@@ -160,8 +164,9 @@ def export_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="one JSON object on stdout")] = False,
 ) -> None:
     """Write a trace as Chakra execution traces ASTRA-sim reads: PREFIX.RANK.et per chip, every compute node with its duration."""
-    if fmt.lower() != "chakra":
-        raise PodsimError(f"--format {fmt!r} is not supported; use chakra")
+    fmt = fmt.lower().replace("_", "-")
+    if fmt not in ("chakra", "astra-sim", "astrasim"):
+        raise PodsimError(f"--format {fmt!r} is not supported; use chakra or astra-sim")
     trace = load_trace([file])
     shape_text = slice_shape or trace.meta.get("slice")
     if not shape_text:
@@ -170,7 +175,18 @@ def export_cmd(
     check_fits(trace, shape)
     name = prefix or file.name.split(".")[0]
     out_dir = output_folder(out_dir)  # a file in the way or no permission: one line naming the path
-    paths = [out_dir / n for n in et_file_names(name, math.prod(shape))]
+    configs = []
+    et_dir = out_dir
+    if fmt != "chakra":  # an ASTRA-sim case: network and system configs beside the workload
+        gen = generation or trace.meta.get("generation")
+        if gen is None:
+            raise PodsimError("give --generation GEN: the network and system files describe its chip and ICI")
+        network, system = astra_configs(gen, shape, normalise_algorithm(algorithm, field="--algorithm"))
+        configs = [write_text_atomic(out_dir / "network.yml", network_yaml(network)),
+                   write_text_atomic(out_dir / "system.json", system_json(system))]
+        et_dir = output_folder(out_dir / "workload")
+        generation = gen
+    paths = [et_dir / n for n in et_file_names(name, math.prod(shape))]
     nodes = len(trace.ops) + sum(isinstance(op, SendRecv) for op in trace.ops)
     total = 0
     for path, data in zip(paths, chakra_files(trace, shape, extras=extras, generation=generation, efficiency=efficiency), strict=True):
@@ -178,13 +194,16 @@ def export_cmd(
         total += len(data)
     if as_json:
         emit_json({"output": str(out_dir), "files": len(paths), "first": paths[0].name, "bytes": total,
-                   "nodes_per_rank": nodes, "ops": len(trace.ops), "slice": format_shape(shape)})
+                   "nodes_per_rank": nodes, "ops": len(trace.ops), "slice": format_shape(shape),
+                   "configs": [str(p) for p in configs]})
         return
-    table(f"{trace.name or file.name} -> {out_dir}", [
-        ("files", f"{len(paths)} ({paths[0].name} .. {paths[-1].name})"), ("ops", str(len(trace.ops))),
-        ("nodes per rank", str(nodes)), ("bytes", format_bytes(total)),
-        ("read back", f"podsim trace import {out_dir}/{name}.*.et --slice {format_shape(shape)} -o trace.json"),
-    ])
+    rows = [("files", f"{len(paths)} ({paths[0].name} .. {paths[-1].name})"), ("ops", str(len(trace.ops))),
+            ("nodes per rank", str(nodes)), ("bytes", format_bytes(total)),
+            ("read back", f"podsim trace import '{et_dir}/{name}.*.et' --slice {format_shape(shape)} -o trace.json")]
+    if configs:
+        rows += [("ASTRA-sim configs", ", ".join(p.name for p in configs)),
+                 ("run in podsim", f"podsim steptime --trace '{et_dir}/{name}.*.et' --network {configs[0]} --system {configs[1]}")]
+    table(f"{trace.name or file.name} -> {out_dir}", rows)
 
 
 @trace_app.command("show")

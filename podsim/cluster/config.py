@@ -61,12 +61,15 @@ class ClusterConfig(BaseModel):
         "off", description="which jobs may run on a cube-level torus whose circuits on down OCS units are dark: "
                            "none, those with allow_degraded, or every job")
     spare_ports: bool = Field(False, description="move a cube's fiber off a failed OCS port onto a spare port of that OCS (ocs.4), at once")
-    degraded_slowdown: float = Field(1.0, ge=1, le=100, description="run time factor on a degraded slice (1: compute-bound, see README)")
+    degraded_slowdown: float = Field(1.0, ge=1, le=100, description="run time factor on a degraded slice (1: compute-bound, see docs/cluster.md)")
     fold: Literal["none", "allowed"] = Field("none", description="allowed: a request may be folded onto another box or "
                                              "split into whole blocks plus pieces (podsim.placement.reshape), at the "
                                              "slowdown the step-time model charges")
     slowdown_model: str | None = Field(None, description="model preset whose step prices a non-native placement of a "
                                        "job given in time (a job given in steps uses its own model)")
+    slowdown_overrides: dict[str, int | float | str | bool] = Field(
+        default_factory=dict, description="preset fields of slowdown_model, e.g. {n_layers: 2}: a slowdown is the ratio "
+                                          "of two steps of one program, whose layers are alike")
 
     @field_validator("generation")
     @classmethod
@@ -87,6 +90,12 @@ class ClusterConfig(BaseModel):
 
     @model_validator(mode="after")
     def _bounded(self) -> ClusterConfig:
+        if self.slowdown_overrides:
+            if self.slowdown_model is None:
+                raise PodsimError("slowdown_overrides change slowdown_model's preset; give slowdown_model too")
+            from podsim.trace.configs import get_model
+
+            get_model(self.slowdown_model, dict(self.slowdown_overrides))  # an unknown field: one line naming it
         check_fleet(self.pods, get_generation(self.generation).pod_chips)
         if self.placement == "hilbert" and (self.ocs and get_generation(self.generation).has_ocs or self.solver != "greedy"):
             raise PodsimError("placement hilbert allocates any free chips of a statically wired pod with the greedy "

@@ -44,7 +44,7 @@ BREAKDOWN = (
     ("lost_preemption_chip_h", "lost to preemptions (work since the last checkpoint)"),
     ("restart_chip_h", "restarts from a checkpoint"),
     ("reconfiguration_chip_h", "OCS reconfiguration"),
-    ("degraded_chip_h", "degraded slices' extra run time"),
+    ("degraded_chip_h", "slowed slices' extra run time (degraded torus, non-native placement)"),
     ("idle_queued_chip_h", "idle while jobs waited (fragmentation, queue order)"),
     ("idle_empty_chip_h", "idle, no job waiting"),
     ("down_chip_h", "down (failed parts)"),

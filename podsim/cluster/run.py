@@ -22,10 +22,11 @@ from podsim.errors import PodsimError, first_error
 from podsim.study import CachedStepTime, RooflineStepTime, StepTimeModel
 from podsim.study.steptime import default_study
 from podsim.workload import Job, SyntheticSpec, TraceSpec, generate_jobs
+from podsim.workload.odd import OddShapeSpec, odd_shape_jobs
 
 
 class ClusterRun(BaseModel):
-    """A cluster simulation: `config`, one job stream (`synthetic` or `trace`), an optional
+    """A cluster simulation: `config`, one job stream (`synthetic`, `trace` or `odd`), an optional
     failure trace (instead of `config.failures`' processes), the compute efficiency (None: the
     per-op model) and the seed."""
 
@@ -34,6 +35,8 @@ class ClusterRun(BaseModel):
     config: ClusterConfig
     synthetic: SyntheticSpec | None = Field(None, description="a seeded synthetic job stream")
     trace: TraceSpec | None = Field(None, description="a job trace CSV replayed")
+    odd: OddShapeSpec | None = Field(None, description="an odd-shape job stream (sizes from a truncated exponential, "
+                                     "shapes their factorisations; podsim.workload.odd)")
     failure_trace: Path | None = Field(None, description="CSV time_s, component, id, repair_s instead of drawn failures")
     compute_efficiency: float | None = Field(None, gt=0, le=1,
                                      description="a flat fraction of peak FLOP/s for step-based jobs' compute (e.g. 0.6, "
@@ -42,8 +45,8 @@ class ClusterRun(BaseModel):
 
     @model_validator(mode="after")
     def _one_stream(self) -> ClusterRun:
-        if (self.synthetic is None) == (self.trace is None):
-            raise PodsimError("give exactly one job stream: a synthetic stream or a job trace")
+        if sum(x is not None for x in (self.synthetic, self.trace, self.odd)) != 1:
+            raise PodsimError("give exactly one job stream: a synthetic stream, a job trace or an odd-shape stream")
         if self.failure_trace is not None and self.config.failures.any:
             raise PodsimError("give a failure trace or failure processes (host, OCS, link), not both")
         if self.synthetic is not None and self.synthetic.generation != self.config.generation:
@@ -53,6 +56,8 @@ class ClusterRun(BaseModel):
     def jobs(self) -> list[Job]:
         if self.trace is not None:
             return self.trace.jobs(self.config.generation)
+        if self.odd is not None:
+            return odd_shape_jobs(self.odd, self.seed)
         return generate_jobs(self.synthetic, self.seed)
 
     def failure_events(self) -> list[FailureEvent] | None:

@@ -124,7 +124,8 @@ class ClusterSim:
                          "job_interruptions": 0, "preemptions": 0, "passes": 0, "placement_calls": 0,
                          "placement_s": 0.0, "cpsat_calls": 0, "cpsat_wall_capped": 0, "audits": 0, "spare_remaps": 0,
                          "degraded_starts": 0, "runs_fold": 0, "runs_split": 0, "runs_scatter": 0,
-                         "slowdown_charged_sum": 0.0}
+                         "slowdown_charged_sum": 0.0, "slowdown_fold_sum": 0.0, "slowdown_split_sum": 0.0,
+                         "slowdown_scatter_sum": 0.0, "slowdown_charged_max": math.nan}
         self.search = SliceSearch(self.layout, self.state, self.settings, config.placement, self.counters)
         reshaping = config.fold == "allowed" or config.placement == "hilbert"
         if (reshaping and getattr(self.step_time.inner, "prices_placement", False)
@@ -171,8 +172,11 @@ class ClusterSim:
         given in time, `config.slowdown_model`) stepped on that slice over its step as asked."""
         if getattr(slc, "form", "native") == "native":
             return 1.0
-        model = job.job.model or self.config.slowdown_model
-        return self.step_time.slowdown(model, self.gen, slc.slice if hasattr(slc, "assignment") else slc, self.layout)[0]
+        slc = slc.slice if hasattr(slc, "assignment") else slc
+        if job.job.model is not None:
+            return self.step_time.slowdown(job.job.model, self.gen, slc, self.layout)[0]
+        return self.step_time.slowdown(self.config.slowdown_model, self.gen, slc, self.layout,
+                                       overrides=self.config.slowdown_overrides)[0]
 
     def overhead_of(self, job: SimJob, slc) -> float:
         return (self.config.restart_overhead_s if job.restart else 0.0) + (self.reconfigure_s if slc.circuits else 0.0)
@@ -307,6 +311,8 @@ class ClusterSim:
         if job.form != "native":
             self.counters[f"runs_{job.form}"] += 1
             self.counters["slowdown_charged_sum"] += job.slow
+            self.counters[f"slowdown_{job.form}_sum"] += job.slow
+            self.counters["slowdown_charged_max"] = max(job.slow, self.counters["slowdown_charged_max"])  # NaN: none yet
         job.work_s = self.work_s(job, slc, job.slow)
         length = job.overhead_s + (1.0 - job.progress) * job.work_s
         job.expected_end_s = now + length
@@ -488,6 +494,9 @@ class ClusterSim:
         n_reshaped = sum(counters[f"runs_{f}"] for f in ("fold", "split", "scatter"))
         total = counters.pop("slowdown_charged_sum")
         counters["slowdown_charged_mean"] = total / n_reshaped if n_reshaped else math.nan
+        for f in ("fold", "split", "scatter"):
+            part = counters.pop(f"slowdown_{f}_sum")
+            counters[f"slowdown_{f}_mean"] = part / counters[f"runs_{f}"] if counters[f"runs_{f}"] else math.nan
         inferred, rounded, extra = count_inferred(j.job for j in self.jobs)
         counters.update(jobs_shape_inferred=inferred, jobs_rounded=rounded, rounded_extra_chip_h=extra / 3600.0)
         return summarise(self.config, self.layout, outcomes, series, counters, self.acct, wall_s, self.seed,

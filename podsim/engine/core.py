@@ -262,6 +262,13 @@ LEVELS = ("ici", "dcn", "wan")
 """Network levels a step's communication is split by (StepResult.levels)."""
 
 
+def busy_time_s(intervals) -> float:
+    """Busy time of a set of ops, as every podsim figure named `*busy_s` means it: the time at
+    least one of them is in flight (the union of their (start, end) intervals; overlapping ops
+    count once), so a part's busy time never exceeds its whole's."""
+    return _union_s(list(intervals))
+
+
 def _union_s(intervals: list[tuple[float, float]]) -> float:
     """Total length covered by a set of intervals."""
     total, end = 0.0, -np.inf
@@ -294,6 +301,8 @@ def _result(prog: _Program, net: FlowNetwork, owner: int, wall: float, events: i
         d["closed_form_s"] += (t.closed_form_s or 0.0) / steps
         if t.algorithm and t.algorithm not in d["algorithms"]:
             d["algorithms"].append(t.algorithm)
+    for kind, d in totals.items():  # busy: in flight at all (union), beside time_s, the ops' summed durations
+        d["busy_s"] = _union_s([(t.start_s, t.end_s) for t in prog.timeline if t.kind == kind]) / steps
     sym = prog.router.symmetry
     link_bytes = net.link_bytes[owner] / steps
     peak = net.link_peak_utilisation.copy()

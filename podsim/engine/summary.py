@@ -13,15 +13,17 @@ from podsim.trace.model import Compute, StepTrace
 def step_summary(result: StepResult, trace: StepTrace | None = None) -> dict:
     """Step time, its breakdown (compute, exposed communication, and the wait for the hosts'
     input when they feed slower than the chips run: `input_bound`), per-kind totals per step
-    (count, bytes, busy seconds, closed-form seconds), busy and exposed time per network level
-    (`ici_busy_s`, `dcn_exposed_s`, ...) and per DCN tier (`tiers`; `tier_spine_busy_s`,
-    `tier_tor_link_busy_s`, ...: StepResult.tiers) and,
+    (count, bytes, busy seconds: the time an op of the kind is in flight, overlaps counted once,
+    as comm_s; op seconds: their summed durations; closed-form seconds), busy and exposed time
+    per network level (`ici_busy_s`, `dcn_exposed_s`, ...) and per DCN tier (`tiers`;
+    `tier_spine_busy_s`, `tier_tor_link_busy_s`, ...: StepResult.tiers) and,
     when the trace knows its chips, the FLOPs utilisations against the bf16 peak: `mfu` (model
     FLOPs, when the trace knows them) and `hfu` (hardware FLOPs: every compute op's FLOPs,
     recomputation included, bubbles left out). `trace` defaults to the result's own."""
     trace = result.trace if trace is None else trace
     gen = result.fabric.generation
-    per_kind = {kind: {"ops": t["count"], "bytes": t["bytes"], "busy_s": t["time_s"], "closed_form_s": t["closed_form_s"],
+    per_kind = {kind: {"ops": t["count"], "bytes": t["bytes"], "busy_s": t["busy_s"], "op_s": t["time_s"],
+                       "closed_form_s": t["closed_form_s"],
                        "algorithms": t["algorithms"]}
                 for kind, t in result.totals.items() if kind not in ("compute", "input")}
     out = {

@@ -8,7 +8,7 @@ State (mutable, cheap to update; what a scheduler keeps between events):
 
 Requests and files:
     SliceRequest(id, shape, twisted=False, priority=0, arrival_s=0.0)
-    load_requests(path, gen), load_failures(path, layout)   YAML files (see README "Placement")
+    load_requests(path, gen), load_failures(path, layout)   YAML files (see docs/placement.md)
 
 Placement (the state is never changed by these):
     place(state, requests, solver="cpsat"|"greedy", policy="best"|"first",

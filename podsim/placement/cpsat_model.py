@@ -34,7 +34,7 @@ f. candidate placements (`_candidates`): block slices of a generic torus pod, ch
    request takes its native placement or one candidate; a candidate is worth its weight at the
    speed of its placement (podsim.placement.problem.placed_value), and a reshaped one pays a
    secondary penalty, so a native placement wins a tie. On cube-less static pods (2-D
-   rectangles) candidates are left to the greedy completion.
+   rectangles) a reshaped candidate's chips are optional fixed intervals in the no-overlap.
 """
 
 from __future__ import annotations
@@ -375,8 +375,37 @@ def _rect_part(pm: PlacementModel) -> None:
             for y0, y1 in zip(edges[::2], edges[1::2], strict=True):
                 xs[pod].append(m.new_fixed_size_interval_var(x, 1, f"busy_x[{pod},{x},{y0}]"))
                 ys[pod].append(m.new_fixed_size_interval_var(int(y0), int(y1 - y0), f"busy_y[{pod},{x},{y0}]"))
+    _rect_candidates(pm, xs, ys)
+    for pod in range(lay.pods):
         if xs[pod]:
             m.add_no_overlap_2d(xs[pod], ys[pod])
+
+
+def _rect_candidates(pm: PlacementModel, xs: dict, ys: dict) -> None:
+    """Reshaped candidates on static 2-D pods (folds onto another rectangle): each candidate's
+    chips as optional fixed intervals (one per row segment) in its pod's no-overlap, present when
+    the candidate is chosen, at most one candidate or native rectangle per request."""
+    p, m = pm.problem, pm.model
+    lay = p.layout
+    per = lay.chips_per_pod
+    cols = lay.generation.pod_shape[1]
+    for i in p.order:
+        if not p.reshape_of(i):
+            continue
+        for k, a in enumerate(candidate_list(p, i)):
+            v = m.new_bool_var(f"cand[{p.requests[i].id},{k}]")
+            pm.cands[i].append((v, a))
+            chips = np.sort(np.asarray(p.space.chips_of(a)))
+            pod = int(chips[0] // per)
+            x, y = np.divmod(chips % per, cols)
+            for row in np.unique(x):
+                ry = y[x == row]
+                breaks = np.flatnonzero(np.diff(ry) != 1)
+                for seg in np.split(ry, breaks + 1):
+                    xs[pod].append(m.new_optional_fixed_size_interval_var(int(row), 1, v, f"cx[{i},{k}]"))
+                    ys[pod].append(m.new_optional_fixed_size_interval_var(int(seg[0]), len(seg), v, f"cy[{i},{k}]"))
+        if pm.cands[i]:
+            m.add(sum(v for v, _ in pm.cands[i]) + (pm.placed[i] if i in pm.placed else 0) <= 1)
 
 
 def _rect_key(lay, pod: int, o: int, n_opts: int) -> int:

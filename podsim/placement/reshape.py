@@ -20,8 +20,10 @@ greedy tries them (folds that only rotate, folds, splits). Every reshaped slice 
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -61,11 +63,20 @@ class HilbertRequest:
 
 # --- block slices -------------------------------------------------------------------------------
 
-def _port_keys(geom: BlockGeometry, cell) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+@functools.lru_cache(maxsize=8192)
+def _region(geom: BlockGeometry, cell: tuple[int, ...]) -> np.ndarray:
+    """The cell's region mask (read-only; geometries repeat from one decision to the next)."""
+    m = geom.region_mask(cell)
+    m.setflags(write=False)
+    return m
+
+
+@functools.lru_cache(maxsize=8192)
+def _port_keys(geom: BlockGeometry, cell: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(dim, sign, face index) of the OCS ports a cell's circuits use (any block)."""
     b = geom.block
     local = _row_major((b,) * 3)
-    region = geom.region_mask(cell)
+    region = _region(geom, cell)
     dims, signs, idxs = [], [], []
     for d in range(3):
         out_plus, in_minus = geom.links(d, cell)
@@ -85,7 +96,8 @@ def _port_keys(geom: BlockGeometry, cell) -> tuple[np.ndarray, np.ndarray, np.nd
 def _cells_fit(space: FreeSpace, geom: BlockGeometry, cell) -> np.ndarray:
     """(n_cubes,) blocks where the cell's region is free and its circuits' ports are healthy."""
     lay = space.layout
-    ok = space.cube_cells[:, geom.region_mask(cell)].all(axis=1)
+    cell = tuple(int(c) for c in cell)
+    ok = space.cube_cells[:, _region(geom, cell)].all(axis=1)
     if space.port_ok is not None:
         d, sgn, idx = _port_keys(geom, cell)
         if len(d):
@@ -96,13 +108,25 @@ def _cells_fit(space: FreeSpace, geom: BlockGeometry, cell) -> np.ndarray:
     return ok
 
 
+@functools.lru_cache(maxsize=4096)
+def _cell_types(geom: BlockGeometry) -> dict[tuple, list[int]]:
+    """Cell kind -> the cells of that kind (interchangeable: one region, one set of ports)."""
+    types: dict[tuple, list[int]] = {}
+    for k, cell in enumerate(geom.cells.tolist()):
+        types.setdefault(geom.cell_kind(cell), []).append(k)
+    return types
+
+
+@functools.lru_cache(maxsize=4096)
+def _geometry(shape: tuple[int, ...], block: int, params: tuple[int, ...]) -> BlockGeometry:
+    return BlockGeometry(shape, block, params)
+
+
 def fit_geometry(space: FreeSpace, geom: BlockGeometry, policy: str) -> tuple[int, tuple[int, ...], int] | None:
     """(pod, cubes in cell order, whole free blocks it breaks into) of one geometry, or None."""
     lay = space.layout
     per = lay.cubes_per_pod
-    types: dict[tuple, list[int]] = {}
-    for k, cell in enumerate(geom.cells.tolist()):
-        types.setdefault(geom.cell_kind(cell), []).append(k)
+    types = _cell_types(geom)
     fits = {t: _cells_fit(space, geom, geom.cells[ks[0]]) for t, ks in types.items()}
     free = space.cube_cells.sum(axis=1)
     whole = space.cube_whole_free
@@ -119,7 +143,7 @@ def fit_geometry(space: FreeSpace, geom: BlockGeometry, policy: str) -> tuple[in
             cand = [int(c) for c in cand if int(c) not in taken]
             if len(cand) < len(ks):
                 break
-            region = int(geom.region_mask(geom.cells[ks[0]]).sum())
+            region = int(_region(geom, tuple(int(c) for c in geom.cells[ks[0]])).sum())
             if policy == "best":  # pieces into the fullest blocks; a whole block for a whole cell
                 cand.sort(key=lambda c: (free[c] if region < chips_per else 0, c))
             for k, c in zip(ks, cand, strict=False):
@@ -144,7 +168,7 @@ def fit_blocks(space: FreeSpace, opts: Sequence[Option], policy: str = "best", f
     best = None
     for opt in opts:
         for params in geometry_params(opt.shape, b):
-            geom = BlockGeometry(opt.shape, b, params)
+            geom = _geometry(tuple(opt.shape), b, tuple(params))
             if geom.n_cells > space.layout.cubes_per_pod:
                 return None
             got = fit_geometry(space, geom, policy)
@@ -172,10 +196,15 @@ def _factor_shapes(n: int, dims: int) -> list[tuple[int, ...]]:
     return out
 
 
+_RESHAPES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # layout -> memo of _reshapes
+
+
 def reshape_options(layout, req, fold: str = "none", rotate: bool = True, policy: str = "best") -> tuple:
     """The reshaped realisations of `req` on this layout, in the order the greedy tries them;
     none unless `fold` is `allowed` (and the request is a single untwisted slice). Under
-    Hilbert allocation (`policy` hilbert, static pods) the one realisation is any free chips."""
+    Hilbert allocation (`policy` hilbert, static pods) the one realisation is any free chips.
+    Folds and splits depend on the layout and the request's shape only, so they are kept per
+    layout (the scheduler asks again for every queued job at every pass)."""
     if fold not in FOLD_MODES:
         raise PodsimError(f"fold {fold!r} is not known; use one of {', '.join(FOLD_MODES)}")
     if policy == "hilbert":
@@ -188,12 +217,20 @@ def reshape_options(layout, req, fold: str = "none", rotate: bool = True, policy
         return (HilbertRequest(req),)
     if fold == "none" or req.twisted or req.slices > 1:
         return ()
+    memo = _RESHAPES.setdefault(layout, {})
+    key = (tuple(req.shape), rotate)
+    if key not in memo:
+        memo[key] = _reshapes(layout, tuple(req.shape), rotate)
+    return memo[key]
+
+
+def _reshapes(layout, shape: tuple[int, ...], rotate: bool) -> tuple:
     gen = layout.generation
     try:
-        spec = asked_spec(gen, req.shape, False, layout.ocs)
+        spec = asked_spec(gen, shape, False, layout.ocs)
     except PodsimError:
         return ()
-    native = {o.shape for o in _native(layout, req.shape, rotate)}
+    native = {o.shape for o in _native(layout, shape, rotate)}
     out: list[Reshape] = []
     folds = []
     for target in _factor_shapes(math.prod(spec.shape), len(spec.shape)):
@@ -222,12 +259,17 @@ def reshape_options(layout, req, fold: str = "none", rotate: bool = True, policy
 
 
 def _native(layout, shape, rotate) -> list[Option]:
+    """The native options of `shape` on the layout (kept per layout: folds probe every factor shape)."""
     from podsim.placement.requests import SliceRequest
 
-    try:
-        return list(request_options(layout, SliceRequest("probe", shape), rotate))
-    except PodsimError:
-        return []
+    memo = _RESHAPES.setdefault(layout, {})
+    key = ("native", tuple(shape), rotate)
+    if key not in memo:
+        try:
+            memo[key] = list(request_options(layout, SliceRequest("probe", shape), rotate))
+        except PodsimError:
+            memo[key] = []
+    return memo[key]
 
 
 def fit_reshaped(space: FreeSpace, reshapes: Sequence[Reshape], policy: str, settings) -> Assignment | None:

@@ -26,6 +26,8 @@ from podsim.cluster.breakdown import chip_hour_breakdown
 from podsim.metrics import definition, unit_kind
 from podsim.perf import compute_timing
 from podsim.report import figures
+from podsim.report.pivot import sweep_pivot
+from podsim.report.reshape import reshape_details
 from podsim.report.scaling import scaling_details
 from podsim.report.serving import SERVING_ROWS, serving_details, serving_figures
 from podsim.report.spine import spine_details, spine_figures
@@ -304,6 +306,46 @@ def report_figures(runs: Sequence[RunResult], labels: Sequence[str]) -> list[tup
     return [(name, fig) for name, fig in plots if fig is not None]
 
 
+def shared(details: list[dict], labels: Sequence[str], key: str) -> list[dict]:
+    """A per-run section once per distinct content: [{labels, rows}], so identical topology or
+    cost tables of a sweep's points show once ("all 6 runs") instead of once per run."""
+    out: list[dict] = []
+    for d, label in zip(details, labels, strict=True):
+        same = next((g for g in out if g["rows"] == d[key]), None)
+        if same is None:
+            out.append({"labels": [label], "rows": d[key]})
+        else:
+            same["labels"].append(label)
+    for g in out:
+        g["title"] = (f"all {len(labels)} runs" if len(g["labels"]) == len(labels) and len(labels) > 1
+                      else ", ".join(g["labels"]))
+    return out
+
+
+def pivot_rows(sweep: dict, runs: Sequence[RunResult]) -> dict | None:
+    """The grid sweep's pivot (podsim.report.pivot) as text: per metric a header (the other
+    swept fields, each variant, each variant / the first) and rows."""
+    stored = [r for r in sweep.get("runs", []) if isinstance(r, dict) and r.get("status") == "ok"]
+    grid = (sweep.get("spec") or {}).get("grid")
+    p = sweep_pivot(sweep, runs, stored) if sweep.get("mode") == "grid" and grid and len(runs) == len(stored) else None
+    if p is None:
+        return None
+    short = lambda f: f.rsplit(".", 1)[-1]  # noqa: E731
+    name = short(p["compare"])
+    tables = []
+    for t in p["tables"]:
+        m = t["metric"]
+        header = [*map(short, p["fields"]), *(f"{name}={v}" for v in p["variants"]),
+                  *(f"{v} / {p['variants'][0]}" for v in p["variants"][1:])]
+        rows = []
+        for key, cells, ratios in t["rows"]:
+            text = ["n/a" if c is None else interval_text(c, lambda v, m=m: threshold_text(m, v)) if c["n"] > 1
+                    else threshold_text(m, c["mean"]) for c in cells]
+            rows.append([*key, *text, *("n/a" if r is None else f"{r:.3g}x" for r in ratios[1:])])
+        tables.append({"metric": m, "definition": definition(m), "header": header, "rows": rows})
+    return {"compare": p["compare"], "variants": p["variants"], "fields": p["fields"], "tables": tables}
+
+
 def render_report(runs: RunResult | Sequence[RunResult], title: str | None = None, labels: Sequence[str] | None = None,
                   sweep: dict | None = None) -> str:
     """The HTML report of one run or of several side by side (a sweep's points, runs picked
@@ -332,11 +374,14 @@ def render_report(runs: RunResult | Sequence[RunResult], title: str | None = Non
             "scenario_json": json.dumps(r.scenario, indent=2, default=str),
         })
     scaling = [{**d, "figure": _fig_html(d["figure"], f"scaling-{k}")} for k, d in enumerate(scaling_details(runs, labels))]
+    pivot = pivot_rows(sweep, runs) if sweep else None
     title = title or (sweep["name"] if sweep else runs[0].name if not multi else f"{len(runs)} runs compared")
     return _template().render(
         title=title, generated=dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"), version=_version(),
         plotly_js=get_plotlyjs(), labels=labels, key_rows=key_rows(runs), plots=plot_html, details=details,
-        spine=spine_details(runs, labels), scaling=scaling, serving=serving_details(runs, labels),
+        spine=spine_details(runs, labels), scaling=scaling, serving=serving_details(runs, labels), pivot=pivot,
+        shared_topology=shared(details, labels, "topology"), shared_cost=shared(details, labels, "cost"),
+        reshape=reshape_details(runs, labels),
         multi=multi, sweep=sweep, sweep_json=json.dumps(sweep.get("result"), indent=2, default=str) if sweep else "",
         questions=list(dict.fromkeys(r.scenario.get("question", "") for r in runs if r.scenario.get("question"))),
         escape=html.escape)

@@ -85,6 +85,17 @@ def _check_mix(s: Scenario, gen: Generation) -> None:
         _wrap(("workload", "synthetic", "models", name), get_model, name)
 
 
+def _check_odd(s: Scenario, gen) -> None:
+    """An odd-shape stream's sizes are a range and its sides fit the pod (a shape the pod's rules refuse is counted
+    never placeable unless solver.fold allows reshaping it)."""
+    odd = s.workload.odd
+    if odd.max_chips < odd.min_chips:
+        raise FieldError(("workload", "odd", "max_chips"), f"max_chips {odd.max_chips} is below min_chips {odd.min_chips}")
+    if gen.pod_shape and odd.max_side > max(gen.pod_shape):
+        raise FieldError(("workload", "odd", "max_side"), f"max_side {odd.max_side} is longer than the {gen.id} pod's "
+                                                          f"longest side {max(gen.pod_shape)}")
+
+
 def _check_failure_events(s: Scenario, gen: Generation) -> None:
     """Host failures drawn over the horizon stay within what the simulation draws (an estimate
     from the MTBF, refused before the run rather than in the middle of it)."""
@@ -245,6 +256,8 @@ def check_scenario(s: Scenario) -> Generation:
             raise FieldError(("drain_limit",), "drain_limit is how long a drain may run past the horizon; set drain: true too")
         if s.workload.synthetic is not None:
             _check_mix(s, gen)
+        if s.workload.odd is not None:
+            _check_odd(s, gen)
         _check_failure_events(s, gen)
     else:
         if s.warmup or s.drain:

@@ -37,6 +37,7 @@ TABLES: dict[str, dict[str, str]] = {
     },
     "step_kinds": {
         "kind": "s", "ops": "i", "bytes": "f", "busy_s": "f", "closed_form_s": "f", "algorithms": "s",
+        "op_s": "f",  # appended: the ops' summed durations (busy_s: in flight at all, overlaps once)
     },
     "spine_years": {
         "year": "i", "spine": "s", "link_gbps": "f", "host_gbps": "f", "spine_rebought": "b", "leaf_switches": "i",

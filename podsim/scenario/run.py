@@ -20,6 +20,8 @@ from podsim.cluster import (
     run_cluster,
 )
 from podsim.engine import StepResult, step_summary
+from podsim.engine.core import busy_time_s
+from podsim.metrics import units as metric_units
 from podsim.scenario.check import check_scenario
 from podsim.scenario.fields import parse_target, target_met
 from podsim.scenario.result import TABLES, RunResult, normalise_table
@@ -115,7 +117,7 @@ def _run_replicates(s: Scenario, gen: Generation, on_progress: ProgressFn | None
                                   cpsat_workers_cap))
     each = [p[0] for p in parts]
     names = [k for k, v in each[0].items() if k not in _NOT_AVERAGED and isinstance(v, (int, float)) and not isinstance(v, bool)]
-    ivs = metric_intervals(each, names)
+    ivs = metric_intervals(each, names, units=metric_units())
     metrics, topo, cost, tables = parts[0]
     metrics = {**metrics, **{k: iv.mean for k, iv in ivs.items()}, "seed": s.seed, "replicates": n,
                "engine_wall_s": sum(m["engine_wall_s"] for m in each)}
@@ -154,11 +156,11 @@ def cluster_run(s: Scenario, gen: Generation, cpsat_workers_cap: int | None = No
         untwist_on_static=s.policy.untwist_on_static, failures=failures,
         degraded_placement=s.solver.degraded_placement, spare_ports=s.solver.spare_ports,
         degraded_slowdown=s.solver.degraded_slowdown,
-        fold=s.solver.fold, slowdown_model=s.solver.slowdown_model,
+        fold=s.solver.fold, slowdown_model=s.solver.slowdown_model, slowdown_overrides=s.solver.slowdown_overrides,
         sample_interval_s=s.horizon / s.samples)
     w = s.workload
     return ClusterRun(config=config, synthetic=w.synthetic.spec(gen.id) if w.synthetic is not None else None,
-                      trace=w.trace, failure_trace=s.failures.trace, compute_efficiency=s.step_time.compute_efficiency, seed=s.seed)
+                      trace=w.trace, odd=w.odd, failure_trace=s.failures.trace, compute_efficiency=s.step_time.compute_efficiency, seed=s.seed)
 
 
 def _run_cluster(s: Scenario, gen: Generation, on_progress: ProgressFn | None, cpsat_workers_cap: int | None):
@@ -233,7 +235,8 @@ def step_metrics(study: StepStudy, r: StepResult, steps: int | None = None, mode
     for tier, d in r.tiers.items():  # the DCN's tiers (podsim.topology.dcntiers), those the step's traffic has links on
         m.update({f"tier_{tier}_{k}": d[k] for k in ("busy_s", "exposed_s", "link_busy_s")})
     dcn_ops = [t for t in r.timeline if t.step == 0 and "dcn" in t.group.split(",")]
-    m["dcn_collective_busy_s"] = sum(t.duration_s for t in dcn_ops)
+    m["dcn_collective_busy_s"] = busy_time_s((t.start_s, t.end_s) for t in dcn_ops)
+    m["dcn_collective_op_s"] = sum(t.duration_s for t in dcn_ops)
     m["dcn_collective_bytes"] = sum(t.bytes for t in dcn_ops)
     if steps:
         m["steps"] = steps
@@ -260,7 +263,8 @@ def step_parts(study: StepStudy, r: StepResult, steps: int | None = None,
             "closed_form_s": [math.nan if t.closed_form_s is None else t.closed_form_s for t in ops]}),
         "step_kinds": normalise_table("step_kinds", {
             "kind": list(kinds), "ops": [k["ops"] for k in kinds.values()], "bytes": [k["bytes"] for k in kinds.values()],
-            "busy_s": [k["busy_s"] for k in kinds.values()], "closed_form_s": [k["closed_form_s"] for k in kinds.values()],
+            "busy_s": [k["busy_s"] for k in kinds.values()], "op_s": [k["op_s"] for k in kinds.values()],
+            "closed_form_s": [k["closed_form_s"] for k in kinds.values()],
             "algorithms": [",".join(k["algorithms"]) for k in kinds.values()]}),
     }
     dcn = r.fabric.dcn

@@ -26,6 +26,7 @@ from podsim.quantities import Duration, Fraction, Rate
 from podsim.serving.spec import ServingWorkload
 from podsim.topology import DcnSpec, get_generation
 from podsim.trace.generate import GenerateOptions
+from podsim.workload.odd import OddShapeSpec
 from podsim.workload.popularity import V4_SLICE_POPULARITY
 from podsim.workload.replay import TraceSpec
 from podsim.workload.synthetic import ArrivalSpec, DurationSpec, StepsSpec, SyntheticSpec
@@ -199,19 +200,22 @@ class StepWorkload(_Model):
 
 
 class Workload(_Model):
-    """Exactly one of: a synthetic job stream, a job trace, a step study, or a serving fleet."""
+    """Exactly one of: a synthetic job stream, a job trace, an odd-shape job stream (podsim.workload.odd:
+    sizes from a truncated exponential, shapes their factorisations, jobs given in time), a step study,
+    or a serving fleet."""
 
     synthetic: Synthetic | None = None
     trace: TraceWorkload | None = None
+    odd: OddShapeSpec | None = None
     step: StepWorkload | None = None
     serving: ServingWorkload | None = Field(None, description="a serving fleet: a model on replicas of a slice, its "
                                             "request stream, batch policy and latency targets (podsim.serving)")
 
     @model_validator(mode="after")
     def _exactly_one(self) -> Workload:
-        given = [k for k in ("synthetic", "trace", "step", "serving") if getattr(self, k) is not None]
+        given = [k for k in ("synthetic", "trace", "odd", "step", "serving") if getattr(self, k) is not None]
         if len(given) != 1:
-            raise ValueError(f"give exactly one of synthetic, trace, step or serving (got {', '.join(given) or 'none'})")
+            raise ValueError(f"give exactly one of synthetic, trace, odd, step or serving (got {', '.join(given) or 'none'})")
         return self
 
     @property
@@ -269,6 +273,8 @@ class Solver(_Model):
     fold: Literal["none", "allowed"] = Field(default("fold"), description="allowed: fold a request onto another box or split "
                                              "it into whole blocks plus pieces, at the slowdown the step-time model charges")
     slowdown_model: str | None = Field(None, description="model preset whose step prices a non-native placement of a job given in time")
+    slowdown_overrides: dict[str, int | float | str | bool] = Field(default_factory=dict, description="preset fields of "
+                                                                    "slowdown_model, e.g. {n_layers: 2}")
 
 
 class StepTime(_Model):

@@ -80,10 +80,10 @@ def spine_study(s: Scenario, gen: Generation, step_fn: StepFn) -> tuple[dict, di
             steps.append(stepped[key])
         timeline = spine_timeline(per, counts, a)
         for r, m in zip(timeline, steps, strict=True):
-            busy = m["dcn_collective_busy_s"]
+            op_s = m["dcn_collective_op_s"]  # algbw: the bytes over the ops' summed durations (nccl-tests)
             r.update(step_time_s=m["step_time_s"], compute_s=m["compute_s"], exposed_comm_s=m["exposed_comm_s"],
-                     dcn_collective_busy_s=busy,
-                     dcn_algbw_bytes_per_s=m["dcn_collective_bytes"] / busy if busy > 0 else float("nan"))
+                     dcn_collective_busy_s=m["dcn_collective_busy_s"],
+                     dcn_algbw_bytes_per_s=m["dcn_collective_bytes"] / op_s if op_s > 0 else float("nan"))
         chips = pods * gen.pod_chips
         rows += add_useful_cost(timeline, chips, sp.busy_fraction, a["hours_per_year"].value, gen.price_per_chip_hour.value)
     return spine_metrics(rows), {"spine_years": _columns(rows), "spine_assumptions": assumption_rows(a)}

@@ -159,10 +159,12 @@ def _timeseries(sim: ServingSim, span: float, bins: int = 120) -> dict[str, np.n
 
 
 def simulate_serving(config: ServingConfig, *, requests: Requests | None = None, on_progress=None, audit: bool = False,
-                     timer=None, dcn=None, generation=None) -> ServingResult:
+                     timer=None, dcn=None, generation=None, run_ahead: bool = True) -> ServingResult:
     """Run one serving simulation (see podsim.serving.simulate); no I/O. `generation`: the
-    config's generation with figures overridden (a scenario's), else its published one."""
-    sim = ServingSim(config, requests, timer=timer, on_progress=on_progress, audit=audit, dcn=dcn, generation=generation)
+    config's generation with figures overridden (a scenario's), else its published one.
+    `run_ahead=False`: every step through the clock (the same result, slower; for tests)."""
+    sim = ServingSim(config, requests, timer=timer, on_progress=on_progress, audit=audit, dcn=dcn, generation=generation,
+                     run_ahead=run_ahead)
     wall = sim.run()
     metrics, tables = serving_metrics(sim, wall)
     notes = [f"on-chip prefetch: {sim.timer.onchip_source}"]

@@ -74,6 +74,7 @@ class StepLog:
     def __init__(self):
         self.rows: list[tuple] = []
         self.add = self.rows.append  # add((end, dt, tokens, decode, seqs, pages, kv))
+        self._array: tuple[int, np.ndarray] | None = None
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -81,7 +82,9 @@ class StepLog:
     def column(self, name: str) -> np.ndarray:
         if not self.rows:
             return np.zeros(0)
-        return np.asarray(self.rows, dtype=float)[:, self.FIELDS.index(name)]
+        if self._array is None or self._array[0] != len(self.rows):  # one conversion per length
+            self._array = (len(self.rows), np.asarray(self.rows, dtype=float))
+        return self._array[1][:, self.FIELDS.index(name)]
 
 
 @dataclass
@@ -155,6 +158,7 @@ class Replica:
         self.preempted = 0
         self.sending = 0  # prefill role: pages of prefilled requests not yet sent
         self.arriving = 0  # decode role: pages taken for KV caches on their way here
+        self.ahead_until = 0.0  # steps committed ahead of the clock end here (_decode_run)
 
     # Queue ---------------------------------------------------------------------------------
     @property
@@ -332,8 +336,10 @@ class Replica:
             raise InternalError(f"replica {self.index}: {kv_tokens:.0f} KV tokens in use, the cache holds {self.sim.budget.tokens}")
 
     # Committing a step ---------------------------------------------------------------------
-    def commit(self, plan: _Plan) -> None:
-        sim, now, log = self.sim, self.sim.env.now, self.sim.log
+    def commit(self, plan: _Plan, now: float | None = None) -> None:
+        """Apply a step that ended at `now` (default: the clock's now)."""
+        sim, log = self.sim, self.sim.log
+        now = sim.env.now if now is None else now
         d = len(self.seqs) if plan.decode else 0
         if plan.decode:
             self.s += 1
@@ -380,7 +386,7 @@ class Replica:
 
     # The process ---------------------------------------------------------------------------
     def run(self):
-        env = self.sim.env
+        env, sim = self.sim.env, self.sim
         while True:
             plan = self.plan()
             if plan is None:
@@ -388,8 +394,52 @@ class Replica:
                 yield self.wake
                 self.wake = None
                 continue
+            if sim.run_ahead and self.role == "both" and plan.decode and not plan.chunks and not self.waiting \
+                    and not self.prefilling and plan.start + plan.dt < sim.next_arrival_s:
+                self.ahead_until = self._decode_run(plan)
+                yield env.timeout(self.ahead_until - env.now)
+                continue
             yield env.timeout(plan.dt)
             self.commit(plan)
+
+    def _decode_run(self, plan: _Plan) -> float:
+        """Commit `plan` (a decode-only step) and the decode steps after it that nothing outside
+        this replica can change: they end before the next arrival, nothing waits or prefills, and
+        (paged) their pages are free. The same steps, times and records as one step at a time,
+        without the clock's events; returns when the last ends."""
+        sim, beams, pt = self.sim, self.beams, self.pt
+        step, seqs, finish, end_s, add = sim.timer.tokens_step_s, self.seqs, self.finish, sim.log.end_s, self.steps.add
+        t = plan.start + plan.dt
+        self.commit(plan, t)
+        while seqs and not self.waiting and not self.prefilling:
+            d = len(seqs)
+            n = d * beams
+            since = self.sum_gofs + d * self.s
+            prompt = self.sum_prompt
+            dt = step(n, n, float(n), float(beams * (prompt + since)), float(prompt + beams * (since - d)), float(n))
+            if t + dt >= sim.next_arrival_s:
+                break
+            if self.paged:
+                need = self.residue[(-self.s) % pt]
+                if need > self.ledger.free:
+                    break
+                self.ledger.take(need)
+            kv = float(prompt + beams * (since - d)) + n
+            if sim.audit:
+                self._audit(kv, True)
+            t += dt
+            self.s += 1  # the decode part of commit(), for a step of decode tokens only
+            while finish and finish[0][0] <= self.s:
+                sid = heapq.heappop(finish)[1]
+                if sid in seqs:
+                    end_s[self._remove(sid).rid] = t
+            add((t, dt, n, n, d, self.ledger.used, kv))
+            if kv > sim.kv_tokens_max:
+                sim.kv_tokens_max = kv
+            self.busy_s += dt
+        if len(self.by_order) > 4 * len(seqs) + 64:
+            self.by_order = [sid for sid in self.by_order if sid in seqs]
+        return t
 
     def run_static(self):
         """Request-level batches (see BatchPolicy): form, prefill, decode to the end, return."""
@@ -439,7 +489,7 @@ class ServingSim:
 
     def __init__(self, config: ServingConfig, requests: Requests | None = None, *, timer: StepTimer | None = None,
                  on_progress: ProgressFn | None = None, audit: bool = False, dcn: DcnSpec | None = None,
-                 generation: Generation | None = None):
+                 generation: Generation | None = None, run_ahead: bool = True):
         self.config = config
         self.generation = generation if generation is not None else get_generation(config.generation)
         if self.generation.id != config.generation:
@@ -462,6 +512,8 @@ class ServingSim:
         self.on_progress = on_progress
         self.kv_tokens_max = 0.0
         self.arrivals_done = False
+        self.next_arrival_s = 0.0  # the arrival process's next request (inf when all have arrived)
+        self.run_ahead = run_ahead  # decode steps no outside event can change, committed in one go
         d = config.disaggregated
         if d is None:
             self.replicas = [Replica(self, i, "both") for i in range(config.replicas)]
@@ -486,6 +538,7 @@ class ServingSim:
         cap = self.budget.pages
         for rid in range(len(req)):
             t = float(req.arrival_s[rid])
+            self.next_arrival_s = t
             if t > env.now:
                 yield env.timeout(t - env.now)
             r = self._pick(self.pool)
@@ -495,6 +548,7 @@ class ServingSim:
                 continue
             r.submit(rid)
         self.arrivals_done = True
+        self.next_arrival_s = math.inf
         for r in self.pool:
             r.poke()
 
@@ -546,7 +600,8 @@ class ServingSim:
         def watch():
             while True:
                 yield env.timeout(max(self.config.duration / 50.0, 1.0))
-                if self.arrivals_done and not any(r.outstanding for r in self.replicas) and not self._source:
+                if (self.arrivals_done and not any(r.outstanding for r in self.replicas) and not self._source
+                        and all(r.ahead_until <= env.now for r in self.replicas)):
                     done.succeed()
                     return
 

@@ -141,7 +141,8 @@ class StepTimer:
         self.chip = chip_compute(self.generation)
         self.onchip_bytes, self.onchip_source = (onchip_bytes, "given") if onchip_bytes is not None else onchip_memory(self.generation)
         self._tables: dict[tuple, CollectiveTable] = {}
-        self._body: dict[tuple[int, int], float] = {}
+        self._body: dict[tuple[int, bool], float] = {}
+        self._head: dict[int, float] = {}
         for p in ("matmul", "attention"):  # refuse a precision the chip has no published rate for, now
             self.chip.peak_for(getattr(shard.precision, p), f"{p} precision")
         att = shard.precision.attention
@@ -221,13 +222,16 @@ class StepTimer:
         return total, comp, exposed
 
     def _body_s(self, tokens: int, sampled: int) -> float:
-        key = (tokens, sampled)
+        """Every op but the attention core: its tokens' part (cached per tokens and whether the
+        step samples) plus its sampled positions' part (cached per count)."""
+        key = (tokens, sampled > 0)
         t = self._body.get(key)
         if t is None:
-            if len(self._body) > 200_000:
-                self._body.clear()
-            t = self._body[key] = self._linear.time_s(tokens, sampled)
-        return t
+            t = self._body[key] = self._linear.tokens_s(tokens, sampled > 0)
+        h = self._head.get(sampled)
+        if h is None:
+            h = self._head[sampled] = self._linear.sampled_s(sampled)
+        return t + h
 
     def attention_s(self, load: AttentionLoad) -> float:
         """The attention core of every layer for this load: `compute_time_s` of the two
@@ -253,9 +257,7 @@ class StepTimer:
         without building the load: what a serving simulation calls every step."""
         if tokens <= 0:
             return 0.0
-        body = self._body.get((tokens, sampled))
-        if body is None:
-            body = self._body_s(tokens, sampled)
+        body = self._body_s(tokens, sampled)
         if queries <= 0:
             return body
         k = self._per_key * keys / queries  # keys per query
@@ -356,17 +358,27 @@ class _Linear:
         return t
 
     def time_s(self, tokens: int, sampled: int) -> float:
+        return self.tokens_s(tokens, sampled > 0) + self.sampled_s(sampled)
+
+    def tokens_s(self, tokens: int, head: bool) -> float:
+        """The part that depends on the step's tokens: every op up to the head (`head`: whether
+        the last collective prefetches the head's weights, i.e. the step samples)."""
         timer = self.timer
         t = self._part_s("T", tokens)
         for k, (w, ops, fetch) in enumerate(self.runs):
             c = sum(timer.collective_s(op, tokens, op.nbytes) for op in ops)
-            t += w * max(c, 0.0 if k == self.last_coll and sampled <= 0 else fetch)
+            t += w * max(c, fetch if head or k != self.last_coll else 0.0)
         if self.nonlinear:
             t += self._experts_s(tokens)
-        if sampled > 0:
-            t += self._part_s("S", sampled)
-            if self.sample_op is not None:
-                t += timer.collective_s(self.sample_op, sampled, self.sample_op.nbytes)
+        return t
+
+    def sampled_s(self, sampled: int) -> float:
+        """The part that depends on the positions sampled: the head and the sampling reduction."""
+        if sampled <= 0:
+            return 0.0
+        t = self._part_s("S", sampled)
+        if self.sample_op is not None:
+            t += self.timer.collective_s(self.sample_op, sampled, self.sample_op.nbytes)
         return t
 
     def _experts_s(self, tokens: float) -> float:

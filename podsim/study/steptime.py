@@ -40,6 +40,7 @@ from podsim.topology import DcnSpec, Generation
 from podsim.topology.placed import built_asked, built_placed
 from podsim.trace.configs import ResNetConfig
 from podsim.trace.generate import generate_trace
+from podsim.trace.mesh import parse_parallelism
 from podsim.trace.model import Compute, StepTrace
 from podsim.trace.plans import model_config, preset_plan_part
 
@@ -192,12 +193,14 @@ class CachedStepTime:
             self._cache[study] = e
         return e
 
-    def slowdown(self, model: str | None, generation: Generation, slc, layout) -> tuple[float, str]:
-        """(run time factor, source) of a job of `model` on the placed slice `slc` against the slice
-        it asked for: 1 for a native placement, or when the model cannot price placements (the
-        roofline: no communication) or no model is given; else the step of the job's study `on`
-        the placed slice (`built_placed`) over its step `on` the slice as asked (`built_asked`),
-        cached per (model, shape, placement class and plan), never below 1."""
+    def slowdown(self, model: str | None, generation: Generation, slc, layout,
+                 overrides: dict | None = None) -> tuple[float, str]:
+        """(run time factor, source) of a job of `model` (preset fields `overrides`) on the placed
+        slice `slc` against the slice it asked for: 1 for a native placement, or when the model
+        cannot price placements (the roofline: no communication) or no model is given; else the
+        step of the job's study `on` the placed slice (`built_placed`) over its step `on` the slice
+        as asked (`built_asked`), cached per (model, overrides, shape, placement class and plan),
+        never below 1."""
         form = getattr(slc, "form", "native")
         if form == "native":
             return 1.0, "native"
@@ -205,10 +208,14 @@ class CachedStepTime:
             return 1.0, "not charged: the step-time model has no communication to price a placement"
         if model is None:
             return 1.0, "not charged: no model to price the placement"
-        key = (model, generation.id, tuple(slc.shape), bool(slc.twisted), form, _signature(slc))
+        ov = tuple(sorted((overrides or {}).items()))
+        key = (model, ov, generation.id, tuple(slc.shape), bool(slc.twisted), form, _signature(slc))
         hit = self._slowdowns.get(key)
         if hit is None:
-            study = _plan_for_any_size(self.study(model, generation, tuple(slc.shape), bool(slc.twisted)))
+            study = self.study(model, generation, tuple(slc.shape), bool(slc.twisted))
+            if ov:
+                study = study.replace(model_overrides={**study.model_overrides, **dict(ov)})
+            study, note = plan_for_any_size(study)
             dcn = study.dcn if study.sites == 1 else study.dcn.model_copy(update={"sites": 1})
             placed = self.inner.estimate(study.replace(twisted=False, dcn=dcn, on=built_placed(layout, slc, dcn)))
             asked = self.inner.estimate(study.replace(dcn=dcn, on=built_asked(study.generation, tuple(slc.shape), slc.twisted,
@@ -217,7 +224,7 @@ class CachedStepTime:
             if not (math.isfinite(factor) and factor > 0):
                 raise PodsimError(f"slowdown of {model} on a {form} {'x'.join(map(str, slc.shape))} slice is {factor}")
             plan, timing = study_plan(study), compute_timing(study.compute_efficiency)
-            source = f"engine ({plan}, {form} placement; {timing}) / engine ({plan}, as asked; {timing})"
+            source = f"engine ({plan}{note}, {form} placement; {timing}) / engine ({plan}{note}, as asked; {timing})"
             hit = self._slowdowns[key] = (max(1.0, factor), source)  # never faster than asked: no credit
         return hit
 
@@ -243,13 +250,23 @@ def _signature(slc) -> tuple:
     return ()
 
 
-def _plan_for_any_size(study: StepStudy) -> StepStudy:
-    """The study, or for an odd size its model's batch does not split over (a reshaped request):
-    FSDP over every chip with the batch rounded up to a multiple of the chips."""
+def plan_for_any_size(study: StepStudy) -> tuple[StepStudy, str]:
+    """The study a non-native placement is priced with, and a note saying what changed: the study
+    itself, or, when its model's global batch does not split over an odd slice's chips (a
+    reshaped request), the same plan (the model's default: FSDP over every chip) with the batch
+    rounded up to the next multiple of the plan's batch shards. The slowdown is the ratio of two
+    steps of that one program, so the rounding moves both alike."""
     try:
-        study_plan(study)
-        return study
+        plan = study_plan(study)
     except PodsimError:
-        batch = model_config(study.model, study.model_overrides).global_batch
-        return study.replace(plan=f"fsdp={study.chips}", model_overrides={**study.model_overrides,
-                                                                         "global_batch": -(-batch // study.chips) * study.chips})
+        if study.plan is not None:
+            raise  # the user's plan does not fit the slice: say so
+        study = study.replace(plan=f"fsdp={study.chips}")  # the preset's batch does not reach every chip
+        plan = study_plan(study)
+    shards = parse_parallelism(plan).batch_shards
+    batch = model_config(study.model, study.model_overrides).global_batch
+    if batch % shards == 0:
+        return study, ""
+    rounded = -(-batch // shards) * shards
+    return (study.replace(model_overrides={**study.model_overrides, "global_batch": rounded}),
+            f", batch {batch} rounded up to {rounded}")

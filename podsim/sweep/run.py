@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from podsim.errors import PodsimError
+from podsim.metrics import units as metric_units
 from podsim.scenario.fields import parse_target, target_met
 from podsim.scenario.result import RunResult
 from podsim.scenario.run import run_scenario
@@ -289,7 +290,7 @@ def judge_size(rows: Sequence[dict], targets: Sequence[tuple[str, str, float]], 
     if failed:
         return {"met": False, "status": failed[0]["status"], "run_ids": [r["run_id"] for r in rows],
                 "error": failed[0]["error"], "replicates": len(rows), "metrics": {}, "intervals": {}}
-    ivs = metric_intervals([r["metrics"] for r in rows], [*_CAPACITY_METRICS, *(t[0] for t in targets)])
+    ivs = metric_intervals([r["metrics"] for r in rows], [*_CAPACITY_METRICS, *(t[0] for t in targets)], units=metric_units())
     met = True
     for metric, op, threshold in targets:
         iv = ivs.get(metric)

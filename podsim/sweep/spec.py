@@ -71,6 +71,8 @@ class SweepSpec(_Model):
     seeding: Literal["common", "independent"] = "common"
     capacity: CapacitySpec | None = None
     show: list[str] = Field(default_factory=list, description="metrics the CLI prints per point")
+    compare: str | None = Field(None, description="the grid field whose values the report compares (ratios to its first "
+                                                  "value); default: the first grid field")
 
     @field_validator("base")
     @classmethod
@@ -253,6 +255,9 @@ def load_sweep(path: str | Path) -> Sweep:
             if spec.capacity:
                 where[spec.capacity.field] = ("capacity", "field")
             where_cells.append(where)
+    if spec.compare is not None and spec.compare not in spec.grid:
+        raise PodsimError(format_error(doc.source, line_of(doc.node, ("compare",)), ("compare",),
+                                       f"{spec.compare!r} is not a grid field; the grid sweeps {', '.join(spec.grid) or 'nothing'}"))
     if spec.capacity is not None:
         cap = spec.capacity
         if cap.low > cap.high:

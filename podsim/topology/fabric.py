@@ -435,10 +435,14 @@ def build_fabric(layout: PodLayout, circuits: tuple[Circuit, ...] | str | None =
         nvlink_up, nvlink_down = fwd, fwd + 1
     else:
         a, b, d, optical = _ici_cables_ocs(layout, circ) if layout.ocs else _ici_cables_static(layout)
+        # per axis where the network's dimensions differ (gen.ici_axis_bandwidth), else one figure
+        axis_bw = np.asarray(gen.ici_axis_bandwidth, float) if gen.ici_axis_bandwidth else None
+        axis_lat = np.asarray(gen.ici_axis_latency, float) if gen.ici_axis_latency else None
         for kind, sel in ((LinkKind.COPPER, ~optical), (LinkKind.OPTICAL, optical)):
             if not sel.any():
                 continue
-            fwd = lb.add(a[sel], b[sel], link_bw, hop, kind)
+            fwd = lb.add(a[sel], b[sel], link_bw if axis_bw is None else axis_bw[d[sel]],
+                         hop if axis_lat is None else axis_lat[d[sel]], kind)
             if (port_link[a[sel], d[sel], PLUS] >= 0).any() or (port_link[b[sel], d[sel], MINUS] >= 0).any():
                 raise PodsimError("two ICI cables on one chip port; the circuits do not form a valid wiring")
             port_link[a[sel], d[sel], PLUS] = fwd

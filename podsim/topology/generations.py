@@ -106,6 +106,11 @@ class Generation(_Frozen):
     nics_per_host: Figure
     power_per_chip: Figure
     price_per_chip_hour: Figure
+    # A network whose dimensions differ (an ASTRA-sim config with a bandwidth and latency per
+    # dimension): per axis, bytes/s per link per direction and s per hop; empty: every axis has
+    # ici_link_bandwidth and ici_hop_latency.
+    ici_axis_bandwidth: tuple[float, ...] = ()
+    ici_axis_latency: tuple[float, ...] = ()
 
     @model_validator(mode="after")
     def _consistent(self) -> Generation:
@@ -124,6 +129,10 @@ class Generation(_Frozen):
         for p, h in zip(self.pod_shape, self.host_shape, strict=True):
             if p % h:
                 raise ValueError(f"{self.id}: pod {self.pod_shape} is not tiled by hosts {self.host_shape}")
+        for name in ("ici_axis_bandwidth", "ici_axis_latency"):
+            v = getattr(self, name)
+            if v and (len(v) != self.dims or not all(math.isfinite(x) and x >= 0 for x in v)):
+                raise ValueError(f"{self.id}: {name} needs {self.dims} finite values >= 0, got {list(v)}")
         return self
 
     # Convenience accessors in base units -------------------------------------------------

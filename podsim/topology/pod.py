@@ -71,7 +71,7 @@ class PodLayout:
     def has_cubes(self) -> bool:
         return self.generation.cube_shape is not None
 
-    @property
+    @cached_property
     def cubes_per_pod(self) -> int:
         return math.prod(self.generation.cube_grid) if self.has_cubes else 0
 
