@@ -89,3 +89,24 @@ def ask(model_impl, model: str, generation, shape, twisted: bool = False, *, sli
     dcn = study.pop("dcn", DcnSpec())
     return model_impl.estimate(StepStudy(generation, tuple(shape), model=model, twisted=twisted, slices=slices,
                                          dcn=dcn.model_copy(update={"sites": sites}), **study))
+
+
+def flat_cross_slice(trace):
+    """A generated step with each cross-slice gradient all-reduce as one collective over its
+    in-slice group and dcn together (`z:4:4,dcn`), as an importer gives a framework's process
+    group over data x slices: the generator splits it (reduce-scatter inside, all-reduce of the
+    shard across, all-gather inside), a Chakra or native trace need not. The flat all-reduce
+    takes the all-gather's place and id, so the ops after it keep their dependencies."""
+    from podsim.trace import Collective, StepTrace
+
+    ops = {op.id: op for op in trace.ops}
+    flat, gone = {}, set()
+    for op in trace.ops:
+        base = op.id[:-3]
+        if (isinstance(op, Collective) and op.id.endswith(".ar") and [g.axis for g in op.group] == ["dcn"]
+                and base + ".rs" in ops and base + ".ag" in ops):
+            rs = ops[base + ".rs"]
+            flat[base + ".ag"] = Collective(base + ".ag", "all_reduce", rs.bytes, (*rs.group, *op.group), "auto",
+                                            rs.deps, rs.name, rs.layer)
+            gone.update({base + ".rs", op.id})
+    return StepTrace(tuple(flat.get(op.id, op) for op in trace.ops if op.id not in gone), name=trace.name, meta=trace.meta)

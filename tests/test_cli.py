@@ -35,6 +35,36 @@ def test_start_up_loads_no_heavy_library(args):
     assert r.returncode == 0 and r.stderr.split() == []
 
 
+@pytest.mark.parametrize("args", [
+    ("steptime", "--generation", "tpu-v4", "--slice", "4x4x4", "--collective", "all_reduce", "--bytes", "1MiB"),
+    ("steptime", "--model", "llama2-70b", "-p", "fsdp=16,tensor=4", "--generation", "tpu-v4", "--slice", "4x4x4",
+     "--set", "n_layers=1", "--json")])
+def test_a_simulation_loads_only_the_engine(args):
+    """A collective or a step needs the engine (SimPy), not CP-SAT, pandas, DuckDB, plotly or
+    networkx: the package faces import a name's module on first use (issue 23)."""
+    code = ("import sys\nfrom podsim.cli import main\ntry:\n    main(sys.argv[1:])\nexcept SystemExit:\n    pass\n"
+            f"print(' '.join(m for m in {HEAVY!r} if m in sys.modules), file=sys.stderr)")
+    r = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and r.stderr.split()[-1:] == ["simpy"], r.stderr
+
+
+def test_faces_keep_their_names():
+    """A lazy face still has every name of its __all__, the function where a module of the same
+    name was imported first (podsim.cluster.simulate), and dir() lists them."""
+    code = ("import podsim.cluster.simulate, podsim.placement.place, podsim.topology.generations\n"
+            "import podsim.cluster as c, podsim.placement as p, podsim.topology as t\n"
+            "print(callable(c.simulate) and callable(p.place) and callable(t.generations))\n"
+            "from podsim.cluster import simulate\nprint(type(simulate).__name__)\n"
+            "import importlib\n"
+            "for n in ('cluster','collectives','economics','engine','perf','placement','report','scenario','study',"
+            "'sweep','topology','trace','validation','workload'):\n"
+            "    m = importlib.import_module('podsim.' + n)\n"
+            "    assert all(hasattr(m, a) for a in m.__all__) and set(m.__all__) <= set(dir(m)), n\n"
+            "print('ok')")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and r.stdout.split() == ["True", "function", "ok"], r.stderr
+
+
 def test_command_summaries_are_the_commands_docstrings():
     """COMMANDS keeps each command's one-line summary so `--help` imports nothing; it must say
     what the command's own docstring says."""

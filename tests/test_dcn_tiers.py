@@ -210,3 +210,36 @@ def test_the_step_ends_when_the_slowest_slice_ends():
         load = r.link_bytes[up] / job.fabric.link_capacity_bytes_per_s[up]
         assert load.max() > load.min() * 1.05
         assert r.step_time_s == pytest.approx(load.max(), rel=2e-4) and r.tiers["aggregation"]["link_busy_s"] == load.max()
+
+
+def test_tiers_from_a_yaml_file_and_the_cli(tmp_path, capsys):
+    """A DCN file: the three tiers as mappings (oversubscription as down:up ports) give what the
+    inline spec gives; `podsim topology --pods --dcn-tiers FILE` prints its ToRs and blocks."""
+    from podsim.cli import main
+
+    f = tmp_path / "dcn.yaml"
+    f.write_text("tor: {radix: 24, gbps: 200, oversubscription: '16:8'}\naggregation: {radix: 48, gbps: 200, oversubscription: 2}\n"
+                 "spine: {radix: 512, gbps: 200, count: 4}\n")
+    from_file, from_spec = parse_tiers(str(f)), parse_tiers(SPEC)
+    assert from_file.model_dump(exclude={"name"}) == from_spec.model_dump(exclude={"name"})
+    try:
+        main(["topology", "tpu-v4", "--pods", "1", "--dcn-tiers", str(f), "--json"])
+    except SystemExit as exc:
+        assert not exc.code
+    import json
+
+    d = json.loads(capsys.readouterr().out)["dcn"]
+    assert (d["tors"], d["hosts_per_tor"], d["leaves"], d["hosts_per_leaf"]) == (64, 16, 16, 64)
+    assert d["tor_oversubscription"] == pytest.approx(2.0)
+
+
+def test_an_ocs_dcn_keeps_its_engineered_circuits_on_tiers():
+    """Blocks joined by OCS (jup.5): under a uniform mesh each of the pod's 16 blocks spreads its
+    uplinks over the 15 others, so the job's two blocks share 1/15 of them; engineered for the
+    job (jup.7) the two blocks' whole uplinks are one circuit between them. Same tiers below."""
+    tr = _ar_step(8, "ring")
+    uniform, engineered = (simulate_step(None, build_job(tr, "tpu-v4", "4x4x4", 8, dcn=DcnSpec(kind="ocs", tiers=SPEC),
+                                                         engineer_dcn=e)) for e in (False, True))
+    assert uniform.tiers["ocs"]["link_busy_s"] == pytest.approx(15 * engineered.tiers["ocs"]["link_busy_s"], rel=1e-9)
+    assert engineered.step_time_s < uniform.step_time_s / 4
+    assert engineered.tiers["aggregation"]["link_busy_s"] == uniform.tiers["aggregation"]["link_busy_s"]  # the ToR uplinks

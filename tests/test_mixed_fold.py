@@ -32,6 +32,7 @@ from podsim.engine import build_job, simulate_step, validating
 from podsim.errors import PodsimError
 from podsim.topology import DcnSpec
 from podsim.trace import Collective, Compute, StepTrace, generate_trace, parse_group
+from tests.helpers import flat_cross_slice
 
 
 def _job(slices: int, sites: int = 1, shape: str = "4x4x4", ecmp: str = "split"):
@@ -119,30 +120,9 @@ def test_mixed_groups_fold_across_sites():
     _assert_same(build_job(_mixed_step("ring", 4), "tpu-v4", "4x4x4", 4, dcn=DcnSpec(sites=2, wan_latency_s=1e-3)))
 
 
-def _flat(trace: StepTrace) -> StepTrace:
-    """The generated step with each cross-slice gradient all-reduce as one collective over its
-    in-slice group and dcn together (`z:4:4,dcn`), as an importer gives a framework's process
-    group over data x slices: the generator splits it (reduce-scatter inside, all-reduce of
-    the shard across, all-gather inside; msdcn), a Chakra or native trace need not."""
-    ops = {op.id: op for op in trace.ops}
-    out, gone = [], {}
-    for op in trace.ops:
-        base = op.id[:-3]
-        if isinstance(op, Collective) and op.id.endswith(".ar") and [g.axis for g in op.group] == ["dcn"] \
-                and base + ".rs" in ops and base + ".ag" in ops:
-            rs = ops[base + ".rs"]
-            out.append(Collective(base + ".ag", "all_reduce", rs.bytes, (*rs.group, *op.group), "auto", rs.deps,
-                                  rs.name, rs.layer))
-            gone.update({base + ".rs": base + ".ag", op.id: base + ".ag"})
-        elif op.id not in gone and not (op.id.endswith(".ag") and op.id[:-3] + ".ar" in gone):
-            out.append(op)
-    # the flat all-reduce takes the all-gather's place (same id), so dependants keep their deps
-    by_id = {o.id: o for o in out}
-    return StepTrace(tuple(by_id.values()), name=trace.name, meta=trace.meta)
-
-
 def _mixed_plan(model: str, shape: str, plan: str, batch: int) -> StepTrace:
-    tr = _flat(generate_trace(model, shape, plan, generation="tpu-v4", overrides={"n_layers": 2, "global_batch": batch}))
+    tr = flat_cross_slice(generate_trace(model, shape, plan, generation="tpu-v4",
+                                         overrides={"n_layers": 2, "global_batch": batch}))
     tr.validate()
     assert any(isinstance(op, Collective) and len(op.group) > 1 and op.group[-1].axis == "dcn" for op in tr.ops)
     return tr

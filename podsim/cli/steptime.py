@@ -12,9 +12,9 @@ from __future__ import annotations
 import dataclasses
 import glob
 import math
+from typing import TYPE_CHECKING
 
 import typer
-from pydantic import TypeAdapter, ValidationError
 
 from podsim.bounds import opt_count, opt_finite
 from podsim.cli import app
@@ -29,18 +29,18 @@ from podsim.engine import (
 )
 from podsim.engine.linkload import record_link_load
 from podsim.errors import PodsimError, first_error
-from podsim.scenario.run import STEP_JSON_TABLES, step_result
-from podsim.study import StepStudy, run_study
 from podsim.topology import build_slice, dcn_choice, format_shape, get_generation, parse_shape
 from podsim.topology.dcntiers import TIERS_HELP
 from podsim.topology.multipath import ROUTING_POLICIES
-from podsim.trace import load_trace
-from podsim.trace.astra_network import apply_system, network_generation, read_system
-from podsim.trace.configs import parse_assignments, parse_overrides
-from podsim.trace.generate import GenerateOptions
 from podsim.trace.kinds import normalise_algorithm, normalise_kind
-from podsim.trace.memory import fits_message, hbm_text
 from podsim.units import format_bytes, format_rate, format_seconds, parse_bytes
+
+if TYPE_CHECKING:
+    from podsim.study import StepStudy
+    from podsim.trace.generate import GenerateOptions
+
+# A step (--trace, --model) imports the step study, the generator and the importers where it
+# runs, so one collective on one slice starts without them (benchmarks/bench_startup.py).
 
 
 def collective_rows(r: CollectiveResult) -> list[tuple[str, str]]:
@@ -63,6 +63,8 @@ def collective_rows(r: CollectiveResult) -> list[tuple[str, str]]:
 
 def step_rows(result) -> list[tuple[str, str]]:
     """Human-readable rows of a step's RunResult (its metrics and step_kinds table)."""
+    from podsim.trace.memory import hbm_text
+
     m = result.metrics
     rows = [
         ("step time", format_seconds(m["step_time_s"])),
@@ -130,6 +132,11 @@ def resolve_slices(trace, given: int | None) -> int:
 def step_options(items: list[str] | None) -> GenerateOptions:
     """`--option KEY=VALUE` (repeatable) as the generator's GenerateOptions, each value read as its
     field's type (e.g. recompute=full, collective_matmul=true, microbatches=8)."""
+    from pydantic import TypeAdapter, ValidationError
+
+    from podsim.trace.configs import parse_assignments
+    from podsim.trace.generate import GenerateOptions
+
     given = parse_assignments(items, "--option", "recompute=full")
     try:
         return TypeAdapter(GenerateOptions).validate_python(given)
@@ -148,6 +155,11 @@ def cli_study(files: list[str] | None, model: str | None, generation: str | None
               system: str | None = None, tiers: str | None = None) -> StepStudy:
     """The step study `podsim steptime --trace FILE | --model MODEL ...` asks for (`system`: an
     ASTRA-sim system file beside `network`: its collective implementations and roofline)."""
+    from podsim.study import StepStudy
+    from podsim.trace import load_trace
+    from podsim.trace.astra_network import apply_system, network_generation, read_system
+    from podsim.trace.configs import parse_overrides
+
     if bool(files) == (model is not None):
         raise PodsimError("give --trace FILE (a step trace) or --model MODEL (a preset, generated for --parallelism), one of the two")
     if (generation is None) == (network is None):
@@ -178,6 +190,10 @@ def cli_study(files: list[str] | None, model: str | None, generation: str | None
 
 
 def _step_mode(study: StepStudy, as_json: bool, timeline: str | None, title: str) -> None:
+    from podsim.scenario.run import STEP_JSON_TABLES, step_result
+    from podsim.study import run_study
+    from podsim.trace.memory import fits_message
+
     check_timeline_path(timeline)
     with record_link_load(timeline is not None) as load:
         r = run_study(study)

@@ -11,24 +11,29 @@ Typical use::
 
 from __future__ import annotations
 
-from podsim.collectives.algorithms import (
-    ALGORITHMS,
-    KINDS,
-    applicable,
-    build_schedule,
-    busbw_factor,
-)
-from podsim.collectives.choice import Plan, closed_form_s, plan_collective
-from podsim.collectives.closed_form import (
-    bidir_ring_all_reduce_s,
-    halving_doubling_all_reduce_s,
-    ring_all_reduce_s,
-    ring_reduce_scatter_s,
-    torus_all_reduce_s,
-)
-from podsim.collectives.groups import GroupLayout, group_layout
-from podsim.collectives.routes import Placement, Router, RouterPool
-from podsim.collectives.schedule import Schedule
+from typing import TYPE_CHECKING
+
+from podsim._lazy import lazy_face
+
+if TYPE_CHECKING:  # the face's names, each imported on first use (podsim._lazy: start-up)
+    from podsim.collectives.algorithms import (
+        ALGORITHMS,
+        KINDS,
+        applicable,
+        build_schedule,
+        busbw_factor,
+    )
+    from podsim.collectives.choice import Plan, closed_form_s, plan_collective
+    from podsim.collectives.closed_form import (
+        bidir_ring_all_reduce_s,
+        halving_doubling_all_reduce_s,
+        ring_all_reduce_s,
+        ring_reduce_scatter_s,
+        torus_all_reduce_s,
+    )
+    from podsim.collectives.groups import GroupLayout, group_layout
+    from podsim.collectives.routes import Placement, Router, RouterPool
+    from podsim.collectives.schedule import Schedule
 
 # The public API: plan a collective (schedule + closed form) and the closed forms themselves.
 # A schedule's parts (Pattern, Phase), route symmetry and schedule_time_s stay in their modules.
@@ -38,3 +43,5 @@ __all__ = [
     "halving_doubling_all_reduce_s", "plan_collective", "ring_all_reduce_s", "ring_reduce_scatter_s",
     "torus_all_reduce_s",
 ]
+
+lazy_face(__name__)

@@ -38,19 +38,24 @@ cube-level selection on OCS pods, sub-cube 3-D packing by enumeration, static re
 age term; greedy first/best fit for each (podsim.placement.greedy).
 """
 
-from podsim.placement.cpsat import SolverParams, SolveStats
-from podsim.placement.degraded import darken
-from podsim.placement.failures import Failures, load_failures, parse_failures
-from podsim.placement.greedy import fit_request
-from podsim.placement.metrics import free_space_summary, largest_placeable, placement_report
-from podsim.placement.place import count_fitting, place, place_one, to_slice
-from podsim.placement.podmap import pod_map
-from podsim.placement.problem import PlacementSettings, options_or_reason
-from podsim.placement.requests import SliceRequest, load_requests, parse_requests
-from podsim.placement.result import PlacementResult, SlicePlacement
-from podsim.placement.space import FreeSpace
-from podsim.placement.state import PodState
-from podsim.placement.validate import InvalidPlacement, validate_placement
+from typing import TYPE_CHECKING
+
+from podsim._lazy import lazy_face
+
+if TYPE_CHECKING:  # the face's names, each imported on first use (podsim._lazy: start-up)
+    from podsim.placement.cpsat import SolverParams, SolveStats
+    from podsim.placement.degraded import darken
+    from podsim.placement.failures import Failures, load_failures, parse_failures
+    from podsim.placement.greedy import fit_request
+    from podsim.placement.metrics import free_space_summary, largest_placeable, placement_report
+    from podsim.placement.place import count_fitting, place, place_one, to_slice
+    from podsim.placement.podmap import pod_map
+    from podsim.placement.problem import PlacementSettings, options_or_reason
+    from podsim.placement.requests import SliceRequest, load_requests, parse_requests
+    from podsim.placement.result import PlacementResult, SlicePlacement
+    from podsim.placement.space import FreeSpace
+    from podsim.placement.state import PodState
+    from podsim.placement.validate import InvalidPlacement, validate_placement
 
 __all__ = [
     "Failures", "FreeSpace", "InvalidPlacement", "PlacementResult", "PlacementSettings", "PodState", "SlicePlacement",
@@ -58,3 +63,5 @@ __all__ = [
     "largest_placeable", "load_failures", "load_requests", "options_or_reason", "parse_failures", "parse_requests",
     "place", "place_one", "placement_report", "pod_map", "to_slice", "validate_placement",
 ]
+
+lazy_face(__name__)

@@ -11,14 +11,8 @@ import json
 import math
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-from podsim.cluster import (
-    ClusterConfig,
-    ClusterResult,
-    ClusterRun,
-    FailureModel,
-    run_cluster,
-)
 from podsim.engine import StepResult, step_summary
 from podsim.engine.core import busy_time_s
 from podsim.metrics import units as metric_units
@@ -47,6 +41,9 @@ from podsim.topology import (
     slice_name,
     topology_summary,
 )
+
+if TYPE_CHECKING:  # a job stream imports the cluster simulation (CP-SAT, ...) where it runs, not a step
+    from podsim.cluster import ClusterResult, ClusterRun
 
 ProgressFn = Callable[[float, float], None]
 STEP_JSON_TABLES = ("step_kinds",)  # the tables a step's --json carries (podsim run, podsim steptime)
@@ -144,6 +141,8 @@ def _references(s: Scenario, metrics: dict) -> tuple[dict, ...]:
 # Job streams ------------------------------------------------------------------------------
 def cluster_run(s: Scenario, gen: Generation, cpsat_workers_cap: int | None = None) -> ClusterRun:
     """The scenario's job stream as the library's ClusterRun (what `podsim cluster` flags build too)."""
+    from podsim.cluster import ClusterConfig, ClusterRun, FailureModel
+
     workers = s.solver.workers if cpsat_workers_cap is None else min(s.solver.workers, cpsat_workers_cap)
     failures = FailureModel.of(s.failures.host, s.failures.ocs, s.failures.link)
     config = ClusterConfig(
@@ -164,6 +163,8 @@ def cluster_run(s: Scenario, gen: Generation, cpsat_workers_cap: int | None = No
 
 
 def _run_cluster(s: Scenario, gen: Generation, on_progress: ProgressFn | None, cpsat_workers_cap: int | None):
+    from podsim.cluster import run_cluster
+
     run = cluster_run(s, gen, cpsat_workers_cap)
     jobs = run.jobs()
     recorder = RecordingStepTime(EngineStepTime() if s.step_time.model == "engine" else RooflineStepTime())

@@ -9,16 +9,23 @@ Typical use::
     r.step_time_s, r.exposed_comm_s
 """
 
-from podsim.study.steptime import (
-    CachedStepTime,
-    EngineStepTime,
-    RooflineStepTime,
-    StepEstimate,
-    StepTimeModel,
-)
-from podsim.study.study import StepStudy, run_study, study_plan, study_trace
+from typing import TYPE_CHECKING
+
+from podsim._lazy import lazy_face
+
+if TYPE_CHECKING:  # the face's names, each imported on first use (podsim._lazy: start-up)
+    from podsim.study.steptime import (
+        CachedStepTime,
+        EngineStepTime,
+        RooflineStepTime,
+        StepEstimate,
+        StepTimeModel,
+    )
+    from podsim.study.study import StepStudy, run_study, study_plan, study_trace
 
 __all__ = [
     "CachedStepTime", "EngineStepTime", "RooflineStepTime", "StepEstimate", "StepStudy", "StepTimeModel",
     "run_study", "study_plan", "study_trace",
 ]
+
+lazy_face(__name__)

@@ -8,19 +8,33 @@ or on Dask; every point stored in the results store as soon as it finishes.
         outcome = run_sweep(sweep, handle, "out/a/results.duckdb", resume=True)
 """
 
-from podsim.sweep.executors import ExecutorHandle, SerialExecutor, open_executor
-from podsim.sweep.run import (
-    PointFailure,
-    SweepOutcome,
-    answer_text,
-    probe_text,
-    run_point,
-    run_sweep,
-)
-from podsim.sweep.spec import Point, Sweep, SweepSpec, apply_overrides, load_sweep, point_scenario
+from typing import TYPE_CHECKING
+
+from podsim._lazy import lazy_face
+
+if TYPE_CHECKING:  # the face's names, each imported on first use (podsim._lazy: start-up)
+    from podsim.sweep.executors import ExecutorHandle, SerialExecutor, open_executor
+    from podsim.sweep.run import (
+        PointFailure,
+        SweepOutcome,
+        answer_text,
+        probe_text,
+        run_point,
+        run_sweep,
+    )
+    from podsim.sweep.spec import (
+        Point,
+        Sweep,
+        SweepSpec,
+        apply_overrides,
+        load_sweep,
+        point_scenario,
+    )
 
 __all__ = [
     "answer_text", "probe_text",
     "ExecutorHandle", "Point", "PointFailure", "SerialExecutor", "Sweep", "SweepOutcome", "SweepSpec", "apply_overrides",
     "load_sweep", "open_executor", "point_scenario", "run_point", "run_sweep",
 ]
+
+lazy_face(__name__)

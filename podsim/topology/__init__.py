@@ -7,43 +7,48 @@ Typical use::
     topology_summary("tpu-v4")["bisection_bytes_per_s"]     # 2.3e13
 """
 
-from podsim.topology.cables import chip_cubes, circuit_rows, slice_cables
-from podsim.topology.fabric import Circuit, DcnSpec, Fabric, LinkKind, build_fabric, dcn_choice
-from podsim.topology.generations import (
-    Figure,
-    Generation,
-    custom_generation,
-    generations,
-    get_generation,
-    sources,
-)
-from podsim.topology.pod import PodLayout
-from podsim.topology.routing import dcn_routes, slice_routes
-from podsim.topology.shapes import (
-    SliceSpec,
-    format_shape,
-    is_twistable,
-    parse_shape,
-    slice_name,
-    validate_shape,
-)
-from podsim.topology.slices import (
-    Slice,
-    SliceView,
-    check_slice_topology,
-    plan_slice,
-    slice_view,
-)
-from podsim.topology.summary import (
-    Built,
-    build_slice,
-    fleet_rows,
-    fleet_summary,
-    pod_spec,
-    summary_rows,
-    topology_detail,
-    topology_summary,
-)
+from typing import TYPE_CHECKING
+
+from podsim._lazy import lazy_face
+
+if TYPE_CHECKING:  # the face's names, each imported on first use (podsim._lazy: start-up)
+    from podsim.topology.cables import chip_cubes, circuit_rows, slice_cables
+    from podsim.topology.fabric import Circuit, DcnSpec, Fabric, LinkKind, build_fabric, dcn_choice
+    from podsim.topology.generations import (
+        Figure,
+        Generation,
+        custom_generation,
+        generations,
+        get_generation,
+        sources,
+    )
+    from podsim.topology.pod import PodLayout
+    from podsim.topology.routing import dcn_routes, slice_routes
+    from podsim.topology.shapes import (
+        SliceSpec,
+        format_shape,
+        is_twistable,
+        parse_shape,
+        slice_name,
+        validate_shape,
+    )
+    from podsim.topology.slices import (
+        Slice,
+        SliceView,
+        check_slice_topology,
+        plan_slice,
+        slice_view,
+    )
+    from podsim.topology.summary import (
+        Built,
+        build_slice,
+        fleet_rows,
+        fleet_summary,
+        pod_spec,
+        summary_rows,
+        topology_detail,
+        topology_summary,
+    )
 
 # The public API; a fabric's node kinds, torus routes, cube circuits and per-slice figures
 # (slice_figures) are internals of their modules.
@@ -55,3 +60,5 @@ __all__ = [
     "parse_shape", "plan_slice", "pod_spec", "slice_name", "slice_routes", "slice_view", "sources", "summary_rows",
     "fleet_rows", "fleet_summary", "topology_detail", "topology_summary", "validate_shape",
 ]
+
+lazy_face(__name__)

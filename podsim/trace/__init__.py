@@ -24,30 +24,35 @@ Typical use::
     same = load_trace("gpt3.json", shape=(8, 16, 16))
 """
 
-from podsim.trace.astra import ASTRA_CLOCK_HZ, import_astra_text
-from podsim.trace.chakra import import_chakra, read_chakra_json, read_et
-from podsim.trace.configs import (
-    PRESETS,
-    ResNetConfig,
-    TransformerConfig,
-    get_model,
-    parse_overrides,
-)
-from podsim.trace.generate import GenerateOptions, generate_trace
-from podsim.trace.load import check_fits, load_trace, summarize_trace
-from podsim.trace.mesh import MeshMapping, ParallelPlan, map_mesh, parse_parallelism
-from podsim.trace.model import (
-    COLLECTIVE_KINDS,
-    AxisGroup,
-    Collective,
-    Compute,
-    Op,
-    SendRecv,
-    StepTrace,
-    format_group,
-    parse_group,
-)
-from podsim.trace.native import dumps_trace, save_trace, trace_from_dict, trace_to_dict
+from typing import TYPE_CHECKING
+
+from podsim._lazy import lazy_face
+
+if TYPE_CHECKING:  # the face's names, each imported on first use (podsim._lazy: start-up)
+    from podsim.trace.astra import ASTRA_CLOCK_HZ, import_astra_text
+    from podsim.trace.chakra import import_chakra, read_chakra_json, read_et
+    from podsim.trace.configs import (
+        PRESETS,
+        ResNetConfig,
+        TransformerConfig,
+        get_model,
+        parse_overrides,
+    )
+    from podsim.trace.generate import GenerateOptions, generate_trace
+    from podsim.trace.load import check_fits, load_trace, summarize_trace
+    from podsim.trace.mesh import MeshMapping, ParallelPlan, map_mesh, parse_parallelism
+    from podsim.trace.model import (
+        COLLECTIVE_KINDS,
+        AxisGroup,
+        Collective,
+        Compute,
+        Op,
+        SendRecv,
+        StepTrace,
+        format_group,
+        parse_group,
+    )
+    from podsim.trace.native import dumps_trace, save_trace, trace_from_dict, trace_to_dict
 
 __all__ = [
     "ASTRA_CLOCK_HZ", "COLLECTIVE_KINDS", "PRESETS", "AxisGroup", "Collective", "Compute", "GenerateOptions",
@@ -56,3 +61,5 @@ __all__ = [
     "import_chakra", "load_trace", "map_mesh", "parse_group", "parse_overrides", "parse_parallelism",
     "read_chakra_json", "read_et", "save_trace", "summarize_trace", "trace_from_dict", "trace_to_dict",
 ]
+
+lazy_face(__name__)
