@@ -9,6 +9,7 @@ import pandas as pd
 import streamlit as st
 
 from app_pages.common import inline_errors, percent, seconds, upload_bytes
+from podsim.files import output_folder
 from podsim.report import render_report
 from podsim.report.render import key_rows, report_figures, threshold_text
 from podsim.report.scaling import scaling_details
@@ -112,7 +113,7 @@ with st.expander("Run a scenario file and store it", expanded=not exists):
             bar = st.progress(0.0, text=f"Running {scenario.name}...")
             result = run_scenario(scenario, on_progress=lambda done, total: bar.progress(min(1.0, done / total) if total else 1.0))
             bar.empty()
-            Path(store).parent.mkdir(parents=True, exist_ok=True)
+            output_folder(Path(store).parent, "results store folder")
             run_id = append_run(store, result)
         st.success(f"Stored run {run_id} ({scenario.name}): targets met: {result.targets_met}")
         exists = True

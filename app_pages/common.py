@@ -6,7 +6,6 @@ No model logic lives here or in the pages: they call podsim's library and draw i
 from __future__ import annotations
 
 import hashlib
-import re
 import tempfile
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -15,6 +14,7 @@ from pathlib import Path
 import streamlit as st
 
 from podsim.errors import InternalError, PodsimError
+from podsim.files import inside, safe_file_name, write_bytes_atomic
 from podsim.topology import Generation, generations, get_generation
 from podsim.units import format_duration, format_percent
 
@@ -69,9 +69,9 @@ def upload_bytes(upload) -> bytes:
 
 
 def safe_name(name: str) -> str:
-    """A file name without directories or odd characters, keeping its suffix (loaders read it)."""
-    base = Path(name).name
-    return re.sub(r"[^A-Za-z0-9._-]", "_", base) or "upload"
+    """A file name without directories, '..' or odd characters, at most 100 characters, keeping
+    its suffix (loaders read it): podsim.files.safe_file_name."""
+    return safe_file_name(name)
 
 
 @contextmanager
@@ -81,9 +81,7 @@ def saved_files(files: Sequence[tuple[str, bytes]]) -> Iterator[list[Path]]:
     with tempfile.TemporaryDirectory(prefix="podsim-upload-") as tmp:
         paths = []
         for name, data in files:
-            path = Path(tmp) / safe_name(name)
-            path.write_bytes(data)
-            paths.append(path)
+            paths.append(write_bytes_atomic(inside(tmp, safe_name(name), "upload name"), data))
         try:
             yield paths
         except PodsimError as exc:

@@ -104,12 +104,23 @@ def setting_effects(settings: dict[str, dict], rows) -> None:
         print(f"{r.id:4} " + "  ".join(cells), flush=True)
 
 
+def _serving_cells(r: dict) -> tuple[str, str, str]:
+    """A serving row's podsim figure, error and minimum latency (podsim / measured), or 'refused'."""
+    if r["error"] is None:
+        return "refused", "miss", "-"
+    low = f"{_fmt_s(r['predicted_min_s'])} / {_fmt_s(r['measured_min_s'])}" if r["measured_min_s"] else "-"
+    return _fmt_s(r["predicted"]), f"{r['error']:+.1%}", low
+
+
 def _serving_markdown(table: list[dict]) -> str:
-    out = ["| id | system | scenario | measured (as logged) | measured | podsim | error | note |", "|---|---|---|---|---|---|---|---|"]
+    out = ["| id | system | scenario | measured (as logged) | measured | podsim | error | min latency podsim / measured | note |",
+           "|---|---|---|---|---|---|---|---|---|"]
     for r in table:
         note = f"**calibration** ({r['calibration']}); " if r["calibration"] else ""
+        note += f"podsim refuses: {r['refused']}; " if r["refused"] else ""
+        pred, err, low = _serving_cells(r)
         out.append(f"| {r['id']} | {r['system']} | {r['scenario']}: {r['metric']} | {r['logged']} | {_fmt_s(r['measured'])} | "
-                   f"{_fmt_s(r['predicted'])} | {r['error']:+.1%} | {note}{r['assumed']} |")
+                   f"{pred} | {err} | {low} | {note}{r['assumed']} |")
     return "\n".join(out)
 
 
@@ -123,14 +134,23 @@ def serving_table(ids: list[str], markdown: bool) -> None:
     print(f"\n{'id':4} {'scenario':8} {'metric':22} {'measured':>10} {'podsim':>10} {'error':>7}  system")
     t0 = time.perf_counter()
     table = serving.run_table(rows, on_row=lambda r: print(
-        f"{r['id']:4} {r['scenario']:8} {r['metric']:22} {_fmt_s(r['measured']):>10} {_fmt_s(r['predicted']):>10} "
-        f"{r['error']:+7.1%}  {r['system']}", flush=True))
+        f"{r['id']:4} {r['scenario']:8} {r['metric']:22} {_fmt_s(r['measured']):>10} {_serving_cells(r)[0]:>10} "
+        f"{_serving_cells(r)[1]:>7}  min {_serving_cells(r)[2]:17} {r['system']}" + (f"\n     refused: {r['refused']}" if r["refused"] else ""),
+        flush=True))
     s = serving.summarise(table)
-    print(f"\nserving rows (none sets a constant): median |error| {s['median_abs_error']:.1%} over all {s['rows']}, "
+    print(f"\nserving rows (none sets a constant; a refused row counts as a 100% miss): median |error| "
+          f"{s['median_abs_error']:.1%} over all {s['rows']}, "
           f"{s['offline_median_abs_error']:.1%} over the offline (step-time) rows; max {s['max_abs_error']:.1%}. "
           f"Wall time {time.perf_counter() - t0:.0f} s.")
     if markdown:
         print("\n" + _serving_markdown(table))
+    for row in rows:
+        if row.scenario == "server" and row.measured_min_s and not next(r for r in table if r["id"] == row.id)["refused"]:
+            print(f"\n{row.id} were a batch to take longer on the chips (every step scaled alike; a what-if, no row uses it):"
+                  f" measured min {row.measured_min_s:.2f} s, p99 {row.measured:.2f} s")
+            for r in serving.batch_time_sensitivity(row, (4.0, 4.4, 4.5, row.measured_min_s)):
+                print(f"  batch {r['batch_s']:.2f} s{' (podsim)' if r['podsim'] else '':9}  min {r['p0_s']:6.2f} s  "
+                      f"p50 {r['p50_s']:6.2f} s  p99 {r['p99_s']:6.2f} s  Sax client retries {r['retries']}")
 
 
 def series_lines(table: list[dict], markdown: bool) -> list[str]:

@@ -1,32 +1,39 @@
-"""The bounds every number podsim reads must meet, in one place: finite, positive where a zero
-means nothing, and below limits past which a run would exhaust memory or never end. The
-scenario schema, the cluster and workload models, the file loaders and the CLI options all use
-these types and checks, so `podsim validate` refuses what `podsim run` would.
+"""Checks of the numbers podsim reads, and the work budgets a run is held to.
 
-Each limit says why it is where it is; a value past one is refused up front with the estimate.
+The ranges themselves are stated once, in `podsim.quantities` (re-exported here for the modules
+that import them from this one). This module adds the plain checks (`finite`, `count`), the
+fleet and sample-count bounds, and the **work budgets**: work whose size is known before it
+starts (ops of a trace, flows of a pattern, requests of a batch, failure events over a horizon,
+files of an export, bytes of an input) is checked against a budget first, and refused with the
+estimate and the flag that raises it. The CLI sets the budget from `--max-ops`, `--max-flows`,
+`--max-requests`, `--max-events`, `--max-files` and `--max-input` (podsim.cli.common); library
+callers use `with budgets(ops=10**6): ...`.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Annotated, Any
-
-from pydantic import Field
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, fields, replace
+from typing import Any
 
 from podsim.errors import PodsimError
-
-MAX_SEED = 2**63 - 1  # numpy's SeedSequence takes any int; CP-SAT's random_seed and DuckDB's BIGINT take int64
-MAX_PRIORITY = 1000  # ranks, not weights: a request's CP-SAT weight is chips x (1 + priority) in int64
-MAX_JOBS = 1_000_000  # a job stream of a million jobs is ~1 GB of scheduler state; past any public trace
-MAX_FLEET_CHIPS = 2**22  # 4.2 M chips (1,024 v4 pods): state arrays per chip and per link stay under ~1 GB
-MAX_HORIZON_S = 100 * 365.25 * 86400.0  # a century: past any capacity plan
-MAX_SAMPLES = 1_000_000  # time-series points over the horizon (each samples every pod)
-MAX_SWEEP_POINTS = 100_000  # points of one sweep: each is a scenario run and a store row
-
-Seed = Annotated[int, Field(ge=0, le=MAX_SEED, description="random seed in [0, 2^63)")]
-Priority = Annotated[int, Field(ge=0, le=MAX_PRIORITY, description=f"0 = normal, at most {MAX_PRIORITY}")]
-JobCount = Annotated[int, Field(ge=1, le=MAX_JOBS, description=f"at most {MAX_JOBS:,} jobs")]
-Horizon = Annotated[float, Field(gt=0, le=MAX_HORIZON_S, allow_inf_nan=False)]
+from podsim.quantities import (  # noqa: F401 - re-exported: the bounds' historical home
+    MAX_FLEET_CHIPS,
+    MAX_HORIZON_S,
+    MAX_JOBS,
+    MAX_PRIORITY,
+    MAX_SAMPLES,
+    MAX_SEED,
+    MAX_SWEEP_POINTS,
+    SEED,
+    Horizon,
+    JobCount,
+    Priority,
+    Seed,
+)
 
 
 def finite(value: float, name: str, *, low: float | None = None, high: float | None = None,
@@ -54,10 +61,11 @@ def count(value: int, name: str, low: int = 1, high: int | None = None, why: str
 
 
 def check_seed(value: int, name: str = "seed") -> int:
-    return count(value, name, 0, MAX_SEED, "seeds are 64-bit: 0 .. 2^63-1")
+    return SEED.check(value, name)
 
 
-# CLI option callbacks: typer calls them with the parsed value; a PodsimError is one line, exit 2.
+# CLI option callbacks with bounds given in place (older commands; podsim.quantities' Q.option
+# states a range once, with its reason, and is what new options use).
 def opt_finite(flag: str, **bounds: Any):
     def check(value: float | None) -> float | None:
         return None if value is None else finite(value, flag, **bounds)
@@ -90,3 +98,62 @@ def check_samples(horizon_s: float, sample_s: float, name: str = "sample interva
     if n > MAX_SAMPLES:
         raise PodsimError(f"{name} {sample_s:g} s over a {horizon_s:g} s horizon is {n:.3g} samples; at most "
                           f"{MAX_SAMPLES:,} (each samples every pod): use a longer interval")
+
+
+# Work budgets ------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Budget:
+    """How much work one command may start (each default is ~20x the largest shipped case and
+    bounds a run to about a minute and a few GB on one core)."""
+
+    ops: int = 100_000  # ops of one step trace: ~0.15 ms of engine time each; a GPT-3 step has ~4,400
+    flows: int = 2_000_000  # flows one pattern routes at once: each keeps its route's links in memory
+    requests: int = 10_000  # requests of one placement batch: ~8 s for CP-SAT's model
+    events: int = 5_000_000  # failure events drawn over a horizon: ~200 B and a scheduler pass each
+    files: int = 65_536  # files one export writes (one per rank: 16 v4 pods)
+    input_bytes: int | None = None  # bytes of one input file; None: the per-format caps of podsim.files
+
+
+BUDGET_FLAGS = {"ops": "--max-ops", "flows": "--max-flows", "requests": "--max-requests", "events": "--max-events",
+                "files": "--max-files", "input_bytes": "--max-input"}
+BUDGET_HELP = {
+    "ops": "ops of one step trace",
+    "flows": "flows one collective pattern routes at once",
+    "requests": "slice requests of one placement batch",
+    "events": "failure events drawn over the horizon",
+    "files": "files one export writes",
+    "input_bytes": "bytes of one input file (a size, e.g. 512MiB)",
+}
+BUDGET_UNITS = {"ops": "ops", "flows": "flows", "requests": "requests", "events": "events", "files": "files",
+                "input_bytes": "bytes"}
+_DEFAULT_BUDGET = Budget()
+_BUDGET: ContextVar[Budget] = ContextVar("podsim_budget", default=_DEFAULT_BUDGET)  # noqa: B039 - Budget is frozen
+
+
+def budget() -> Budget:
+    """The budget in force (the defaults unless a `budgets` block or a CLI flag raised it)."""
+    return _BUDGET.get()
+
+
+@contextmanager
+def budgets(**changes: Any) -> Iterator[Budget]:
+    """Run a block with some budgets changed: `with budgets(ops=10**6): simulate_step(...)`."""
+    unknown = set(changes) - {f.name for f in fields(Budget)}
+    if unknown:
+        raise PodsimError(f"unknown budget {sorted(unknown)[0]!r}; budgets: {', '.join(f.name for f in fields(Budget))}")
+    token = _BUDGET.set(replace(_BUDGET.get(), **{k: v for k, v in changes.items() if v is not None}))
+    try:
+        yield _BUDGET.get()
+    finally:
+        _BUDGET.reset(token)
+
+
+def check_budget(kind: str, estimate: float, what: str, why: str = "") -> None:
+    """Refuse work of `estimate` units of budget `kind` before it starts, with the estimate,
+    the budget and the flag that raises it."""
+    limit = getattr(budget(), kind)
+    if limit is not None and estimate > limit:
+        shown = f"{estimate:,.0f}" if estimate < 1e15 else f"{estimate:.3g}"
+        unit = BUDGET_UNITS[kind]
+        raise PodsimError(f"{what}: {shown} {unit}, over the budget of {limit:,} {BUDGET_HELP[kind]}"
+                          f"{' (' + why + ')' if why else ''}; raise it with {BUDGET_FLAGS[kind]} N")

@@ -19,49 +19,117 @@ import json
 import math
 import os
 import re
+import shutil
+import stat
 import tempfile
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from podsim.bounds import budget
 from podsim.errors import PodsimError
 from podsim.units import format_bytes
 
-MAX_TEXT_BYTES = 64 * 2**20  # a scenario, sweep, requests or trace file; the largest shipped is < 2 MB
+MAX_TEXT_BYTES = 64 * 2**20  # a JSON trace or any text input; the largest shipped file is < 2 MB
+MAX_YAML_BYTES = 16 * 2**20  # a YAML file: PyYAML builds ~1 MB of nodes a second, so this parses within ~a minute
 MAX_CSV_BYTES = 1024 * 2**20  # a job trace: public traces run to ~10^6 rows (~100 MB)
+MAX_BINARY_BYTES = 1024 * 2**20  # a Chakra .et rank file: PyTorch execution traces of large models run to ~100s of MB
 MAX_DEPTH = 100  # nesting levels; podsim's own files need fewer than 10
 MAX_EXPANDED_NODES = 1_000_000  # YAML nodes after aliases are expanded
 
 
+def _kind_of(mode: int) -> str | None:
+    """What a non-regular file is, in words (None for a regular file)."""
+    if stat.S_ISREG(mode):
+        return None
+    if stat.S_ISDIR(mode):
+        return "a folder"
+    if stat.S_ISFIFO(mode):
+        return "a named pipe (FIFO)"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "not a regular file"
+
+
+def input_cap(default: int) -> int:
+    """The byte cap of an input: `--max-input` (podsim.bounds budget) when given, else `default`."""
+    given = budget().input_bytes
+    return default if given is None else int(given)
+
+
 def read_bytes(path: str | Path, what: str = "input", max_bytes: int = MAX_TEXT_BYTES) -> bytes:
-    """The bytes of an input file; missing, a folder, too large or unreadable: one line."""
+    """The bytes of an input file. Only a regular file is read (a FIFO, a device, a socket or a
+    folder is refused before it can block), at most `max_bytes` (or `--max-input`); missing,
+    too large or unreadable: one line."""
+    path = Path(path)
+    cap = input_cap(max_bytes)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        raise PodsimError(f"{what} file {str(path)!r} does not exist") from None
+    except IsADirectoryError:
+        raise PodsimError(f"{what} file {str(path)!r} is a folder; give a file") from None
+    except OSError as exc:
+        raise PodsimError(f"cannot read {what} file {str(path)!r}: {exc.strerror or exc}") from None
+    try:
+        info = os.fstat(fd)
+        kind = _kind_of(info.st_mode)
+        if kind == "a folder":
+            raise PodsimError(f"{what} file {str(path)!r} is a folder; give a file")
+        if kind is not None:
+            raise PodsimError(f"{what} file {str(path)!r} is {kind}; podsim reads regular files only (a pipe or device could block or never end)")
+        if info.st_size > cap:
+            raise PodsimError(f"{what} file {str(path)!r} is {format_bytes(info.st_size)}; podsim reads inputs of at most "
+                              f"{format_bytes(cap)} (they are parsed in memory); raise it with --max-input SIZE")
+        with os.fdopen(fd, "rb") as fh:
+            fd = -1
+            data = fh.read(min(cap, info.st_size) + 1)  # no buffer of the cap's size (--max-input 1PB)
+            while len(data) <= cap and len(data) > info.st_size:  # it grew (or /proc says 0): read on
+                chunk = fh.read(min(cap + 1 - len(data), 16 * 2**20))
+                if not chunk:
+                    break
+                data += chunk
+    except OSError as exc:
+        raise PodsimError(f"cannot read {what} file {str(path)!r}: {exc.strerror or exc}") from None
+    finally:
+        if fd >= 0:
+            os.close(fd)
+    if len(data) > cap:  # a file that grew while it was read
+        raise PodsimError(f"{what} file {str(path)!r} is larger than {format_bytes(cap)}; raise it with --max-input SIZE")
+    return data
+
+
+def check_input_file(path: str | Path, what: str = "input") -> Path:
+    """`path` if it names an existing regular file (for readers handed a path, not bytes)."""
     path = Path(path)
     try:
-        if path.is_dir():
-            raise PodsimError(f"{what} file {str(path)!r} is a folder; give a file")
-        size = path.stat().st_size
-        if size > max_bytes:
-            raise PodsimError(f"{what} file {str(path)!r} is {format_bytes(size)}; podsim reads inputs of at most "
-                              f"{format_bytes(max_bytes)} (they are parsed in memory)")
-        with path.open("rb") as fh:
-            data = fh.read(max_bytes + 1)
+        info = path.stat()
     except FileNotFoundError:
         raise PodsimError(f"{what} file {str(path)!r} does not exist") from None
     except OSError as exc:
         raise PodsimError(f"cannot read {what} file {str(path)!r}: {exc.strerror or exc}") from None
-    if len(data) > max_bytes:  # a pipe or a file that grew
-        raise PodsimError(f"{what} file {str(path)!r} is larger than {format_bytes(max_bytes)}")
-    return data
+    kind = _kind_of(info.st_mode)
+    if kind is not None:
+        raise PodsimError(f"{what} file {str(path)!r} is {kind}; podsim reads regular files only")
+    return path
 
 
 def decode_text(data: bytes, source: str) -> str:
-    """UTF-8 text (a leading byte-order mark dropped); otherwise one line with the byte offset."""
+    """UTF-8 text (a leading byte-order mark dropped) without NUL bytes; otherwise one line with
+    the byte offset (a NUL is binary data or a truncated write, never text podsim reads)."""
     try:
-        return data.decode("utf-8-sig")
+        text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise PodsimError(f"{source}: not UTF-8 text (byte offset {exc.start}); podsim reads UTF-8 YAML, JSON and CSV") from None
+    nul = data.find(b"\x00")
+    if nul >= 0:
+        raise PodsimError(f"{source}: a NUL byte at byte offset {nul}; podsim reads text files (binary data or a truncated write?)")
+    return text
 
 
 def read_text(path: str | Path, what: str = "input", max_bytes: int = MAX_TEXT_BYTES) -> str:
@@ -75,10 +143,46 @@ class _TooDeep(Exception):
         self.mark = mark
 
 
-class _Loader(yaml.SafeLoader):
-    """PyYAML's safe loader with a nesting cap (its composer recurses once per level)."""
+try:  # libyaml's parser (C) under PyYAML's own composer and constructor: ~3x faster, same nodes
+    from yaml.composer import Composer
+    from yaml.constructor import SafeConstructor
+    from yaml.cyaml import CParser
+    from yaml.resolver import Resolver
+
+    class _Base(Composer, SafeConstructor, Resolver, CParser):
+        def __init__(self, stream):
+            CParser.__init__(self, stream)
+            SafeConstructor.__init__(self)
+            Resolver.__init__(self)
+            Composer.__init__(self)
+except ImportError:  # PyYAML built without libyaml
+    _Base = yaml.SafeLoader
+
+
+class _Loader(_Base):
+    """PyYAML's safe loader (its composer in Python, so every node passes here) with a nesting
+    cap (the composer recurses once per level) that refuses a key given twice in one mapping
+    (PyYAML keeps the last, silently)."""
 
     _depth = 0
+    source = "YAML"
+
+    def construct_mapping(self, node, deep=False):
+        if isinstance(node, yaml.MappingNode):
+            seen: dict[Any, int] = {}
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    continue  # `<<: *base`: keys given beside it override the merged ones, by design
+                key = self.construct_object(key_node, deep=False)
+                line = key_node.start_mark.line + 1
+                try:
+                    if key in seen:
+                        raise PodsimError(f"{self.source}:{line}: key {key!r} is given twice in one mapping (first on line "
+                                          f"{seen[key]}); the last would silently win")
+                    seen[key] = line
+                except TypeError:  # an unhashable key: the constructor words that error itself
+                    continue
+        return super().construct_mapping(node, deep=deep)
 
     def compose_node(self, parent, index):
         self._depth += 1
@@ -112,6 +216,7 @@ def parse_yaml_node(text: str, source: str) -> tuple[Any, yaml.Node | None]:
     """(data, composed node) of YAML text. Syntax errors propagate as yaml.YAMLError (callers word
     them with the line); depth, alias expansion and non-finite numbers are one-line PodsimErrors."""
     loader = _Loader(text)
+    loader.source = source
     try:
         try:
             node = loader.get_single_node()
@@ -148,7 +253,7 @@ def parse_yaml(text: str, source: str) -> Any:
 
 def read_yaml(path: str | Path, what: str = "input") -> Any:
     """A YAML file's data (see the module docstring for what is refused)."""
-    return parse_yaml(read_text(path, what), str(path))
+    return parse_yaml(read_text(path, what, MAX_YAML_BYTES), str(path))
 
 
 # JSON -------------------------------------------------------------------------------------------
@@ -156,17 +261,40 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a finite number")
 
 
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text} is not a finite number")
+    return value
+
+
+class _DuplicateKey(ValueError):
+    pass
+
+
+def _unique_pairs(pairs: list[tuple[str, Any]]) -> dict:
+    out: dict = {}
+    for k, v in pairs:
+        if k in out:
+            raise _DuplicateKey(f"key {k!r} is given twice in one object; the last would silently win")
+        out[k] = v
+    return out
+
+
 def parse_json(text: str, source: str) -> Any:
-    """JSON text -> data; bad JSON, NaN/Infinity and deep nesting are one line naming `source`."""
+    """JSON text -> data; bad JSON, NaN/Infinity, a key given twice in one object and deep
+    nesting are one line naming `source`."""
     try:
-        data = json.loads(text, parse_constant=_no_constant)
+        data = json.loads(text, parse_constant=_no_constant, parse_float=_finite_float, object_pairs_hook=_unique_pairs)
     except json.JSONDecodeError as exc:
         raise PodsimError(f"{source} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+    except _DuplicateKey as exc:
+        raise PodsimError(f"{source}: {exc}") from None
     except ValueError as exc:
         raise PodsimError(f"{source} is not valid JSON for podsim: {exc}") from None
     except RecursionError:
         raise PodsimError(f"{source}: nested deeper than {MAX_DEPTH} levels; podsim files need fewer than 10") from None
-    check_finite(data, source)
+    check_finite(data, source, floats=False)  # parse_float and parse_constant refused non-finite numbers
     return data
 
 
@@ -179,23 +307,39 @@ def read_structured(path: str | Path, what: str = "input") -> Any:
     return read_json(path, what) if Path(path).suffix.lower() == ".json" else read_yaml(path, what)
 
 
-def check_finite(data: Any, source: str) -> None:
-    """Refuse nesting past MAX_DEPTH and any NaN or infinite number, naming its path."""
-    stack: list[tuple[Any, tuple, int]] = [(data, (), 0)]
+def check_finite(data: Any, source: str, floats: bool = True) -> None:
+    """Refuse nesting past MAX_DEPTH and any NaN or infinite number, naming its path. Only
+    containers are pushed (a trace of 10^5 ops walks in well under a second); the path of a
+    bad value is rebuilt from parent links only when one is found."""
+    isfinite = math.isfinite
+
+    def where(link: tuple | None) -> str:
+        parts = []
+        while link is not None:
+            link, k = link
+            parts.append(k)
+        return ".".join(str(p) for p in reversed(parts)) or "value"
+
+    if isinstance(data, float) and not isfinite(data):
+        raise PodsimError(f"{source}: value: {data} is not a finite number; podsim reads only finite numbers")
+    stack: list[tuple[Any, int, tuple | None]] = [(data, 0, None)]
     seen: set[int] = set()
     while stack:
-        x, path, depth = stack.pop()
-        if isinstance(x, float) and not math.isfinite(x):
-            where = ".".join(str(p) for p in path) or "value"
-            raise PodsimError(f"{source}: {where}: {x} is not a finite number; podsim reads only finite numbers")
-        if isinstance(x, (dict, list)):
-            if depth >= MAX_DEPTH:
-                raise PodsimError(f"{source}: nested deeper than {MAX_DEPTH} levels; podsim files need fewer than 10")
+        x, depth, link = stack.pop()
+        if not isinstance(x, (dict, list)):
+            continue
+        if depth >= MAX_DEPTH:
+            raise PodsimError(f"{source}: nested deeper than {MAX_DEPTH} levels; podsim files need fewer than 10")
+        if floats:
             if id(x) in seen:  # a YAML alias: its content is checked once
                 continue
             seen.add(id(x))
-            items = x.items() if isinstance(x, dict) else enumerate(x)
-            stack.extend((v, (*path, k), depth + 1) for k, v in items)
+        for k, v in (x.items() if isinstance(x, dict) else enumerate(x)):
+            if isinstance(v, float) and floats:
+                if not isfinite(v):
+                    raise PodsimError(f"{source}: {where((link, k))}: {v} is not a finite number; podsim reads only finite numbers")
+            elif isinstance(v, (dict, list)):
+                stack.append((v, depth + 1, (link, k)))
 
 
 # CSV --------------------------------------------------------------------------------------------
@@ -210,6 +354,9 @@ def read_csv(path: str | Path, what: str = "CSV") -> tuple[list[str], Iterator[t
     except csv.Error as exc:
         raise PodsimError(f"{path.name} line 1: not valid CSV: {exc}") from None
     header = [h.strip() for h in header]
+    dup = next((h for i, h in enumerate(header) if h in header[:i]), None)
+    if dup is not None:
+        raise PodsimError(f"{path.name} line 1: column {dup!r} appears twice in the header; which one is meant?")
 
     def rows() -> Iterator[tuple[int, dict[str, str]]]:
         while True:
@@ -280,9 +427,158 @@ def write_text_atomic(path: str | Path, text: str, make_parents: bool = False) -
     return write_bytes_atomic(path, text.encode("utf-8"), make_parents)
 
 
+def write_parquet(path: str | Path, table) -> Path:
+    """A pyarrow Table as Parquet at `path`, written beside it and renamed into place."""
+    import pyarrow.parquet as pq
+
+    buf = io.BytesIO()
+    pq.write_table(table, buf)
+    return write_bytes_atomic(path, buf.getvalue())
+
+
+MAX_NAME_BYTES = 200  # a file name; most file systems stop at 255
+
+
+def plain_name(name: str, what: str = "file name") -> str:
+    """A name the user gives for a file inside an output folder (a prefix, a run or scenario
+    file name), as is, if it is a plain name: no folder separator, no '..', not absolute, not
+    hidden, no NUL, at most MAX_NAME_BYTES; else one line saying why. Every writer joins a
+    user-given name to its folder through this (or `inside`)."""
+    text = str(name)
+    seps = [c for c in ("/", "\\", os.sep, os.altsep) if c]
+    if not text.strip():
+        raise PodsimError(f"{what} {name!r} is empty; give a plain file name")
+    if any(c in text for c in seps) or Path(text).is_absolute():
+        raise PodsimError(f"{what} {name!r} must be a plain name inside the output folder: no '/' or '\\', not an absolute path")
+    if text in (".", "..") or text.startswith("."):
+        raise PodsimError(f"{what} {name!r} must be a plain name inside the output folder: not '.', '..' or a hidden name")
+    if "\x00" in text or any(ord(c) < 32 for c in text):
+        raise PodsimError(f"{what} {name!r} holds a control character; give a plain file name")
+    if len(text.encode()) > MAX_NAME_BYTES:
+        raise PodsimError(f"{what} is {len(text.encode())} bytes long; a file name is at most {MAX_NAME_BYTES} bytes")
+    return text
+
+
+def inside(folder: str | Path, name: str, what: str = "file name") -> Path:
+    """FOLDER/NAME for a user-given `name` (checked by plain_name): never outside FOLDER."""
+    return Path(folder) / plain_name(name, what)
+
+
+class Staging:
+    """Files written into a hidden folder inside the output folder, moved into place together
+    (`staged`): an interrupted or failed write leaves the output folder as it was."""
+
+    def __init__(self, out: Path, folder: Path):
+        self.out, self.folder = out, folder
+        self.files: list[Path] = []
+        self.stale: list[Path] = []
+        self.moved: list[Path] = []
+
+    def path(self, name: str, what: str = "output file") -> Path:
+        """Where to write output `name` (a plain name) in the staging folder."""
+        path = inside(self.folder, name, what)
+        self.files.append(path)
+        return path
+
+    def write(self, name: str, data: bytes, what: str = "output file") -> Path:
+        """Output `name` (a plain name) with these bytes, in the staging folder."""
+        path = self.path(name, what)
+        with open(path, "wb") as fh:
+            fh.write(data)
+        return path
+
+    def add(self, path: str | Path) -> None:
+        """Take a file another writer put in the staging folder."""
+        path = Path(path)
+        if path.parent.resolve() != self.folder.resolve():
+            raise ValueError(f"{path} is not in the staging folder")
+        self.files.append(path)
+
+    def replaces(self, paths) -> None:
+        """Files of the output folder this output supersedes: removed when it is moved in."""
+        self.stale.extend(Path(p) for p in paths)
+
+    def _commit(self) -> list[Path]:
+        for p in self.stale:
+            p.unlink(missing_ok=True)
+        moved = []
+        for p in dict.fromkeys(self.files):
+            if p.exists():
+                target = self.out / p.name
+                os.replace(p, target)
+                moved.append(target)
+        return moved
+
+
+@contextmanager
+def staged(out: str | Path, what: str = "output folder") -> Iterator[Staging]:
+    """Stage an output of several files: write them through `Staging.path` / `Staging.write`;
+    when the block ends without an error they replace the folder's `replaces` files and move
+    in; on an error or an interrupt (Ctrl-C, SIGTERM) the staging folder is removed and the
+    output folder keeps what it had."""
+    out = output_folder(out, what)
+    try:
+        folder = Path(tempfile.mkdtemp(prefix=".staging-", dir=out))
+    except OSError as exc:
+        raise PodsimError(f"cannot write into {what} {str(out)!r}: {exc.strerror or exc}") from None
+    stage = Staging(out, folder)
+    try:
+        yield stage
+        stage.moved = stage._commit()
+    except OSError as exc:
+        raise PodsimError(f"cannot write into {what} {str(out)!r}: {exc.strerror or exc}") from None
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def replace_folder(new: Path, out: Path) -> None:
+    """Put the folder `new` (beside `out`) in place of `out`: renames on one file system, so
+    `out` holds the old contents or the new, never a mix."""
+    if not out.exists():
+        os.replace(new, out)
+        return
+    old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))
+    os.replace(out, old / out.name)
+    try:
+        os.replace(new, out)
+    except OSError:
+        os.replace(old / out.name, out)  # put the old contents back
+        raise
+    finally:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+@contextmanager
+def staged_folder(out: str | Path, what: str = "output folder") -> Iterator[Path]:
+    """A whole output folder staged beside `out` (a hidden sibling) and renamed into its place
+    when the block ends without an error; on an error or an interrupt it is removed and `out`
+    keeps what it had."""
+    out = Path(out)
+    parent = output_folder(out.parent, f"{what}'s parent")
+    try:
+        staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.staging-", dir=parent))
+    except OSError as exc:
+        raise PodsimError(f"cannot write beside {what} {str(out)!r}: {exc.strerror or exc}") from None
+    try:
+        yield staging
+        replace_folder(staging, out)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
 def safe_component(name: str, default: str = "run") -> str:
     """A name from a file (a scenario's, a sweep's) as one path component: separators, '..',
     and characters outside letters, digits, '.', '_', '-' become '_'; never empty or hidden."""
     parts = [p for p in re.split(r"[/\\]+", str(name)) if p not in ("", ".", "..")]
     text = re.sub(r"[^\w.-]+", "_", "_".join(parts)).lstrip(".")
     return text[:100] or default
+
+
+def safe_file_name(name: str, default: str = "upload") -> str:
+    """An uploaded file's name as a safe file name that keeps its suffix (the loaders read it):
+    safe_component of the rest, at most 100 characters in all."""
+    base = Path(str(name).replace("\\", "/")).name
+    stem, dot, suffix = base.rpartition(".")
+    if not dot or not re.fullmatch(r"[A-Za-z0-9]{1,10}", suffix) or not stem.strip("."):
+        return safe_component(base, default)[:100]
+    return f"{safe_component(stem, default)[:89]}.{suffix}"

@@ -300,7 +300,7 @@ for _k in ("eps", "ocs"):
 _V = "serving"
 register(
     _m("replicas", "count", "replicas of the model, each on its own slice (prefill + decode when disaggregated)", _V),
-    _m("batch_policy", "text", "continuous/chunked, continuous/separate (prefill-only steps) or static batches", _V),
+    _m("batch_policy", "text", "continuous/chunked, continuous/separate (prefill-only steps), static/idle or static/saxml (who forms static batches)", _V),
     _m("serving_mode", "text", "colocated (prefill and decode on every replica) or disaggregated", _V),
     _m("requests", "count", "requests counted: arrived in [warmup, duration) (offline: all)", _V),
     _m("requests_completed", "count", "counted requests whose last token was generated", _V),

@@ -33,6 +33,7 @@ import numpy as np
 import pyarrow as pa
 
 from podsim.errors import PodsimError
+from podsim.files import inside, output_folder, write_parquet
 from podsim.metrics import store_columns
 from podsim.scenario.result import TABLES, RunResult, _clean, normalise_table
 
@@ -80,7 +81,7 @@ def connect(store: str | Path, read_only: bool = False, wait_s: float = 15.0) ->
     if read_only and not path.exists():
         raise PodsimError(f"results store {str(path)!r} does not exist; `podsim run` or `podsim sweep` creates it")
     if not read_only:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        output_folder(path.parent, "results store folder")
     deadline = time.monotonic() + wait_s
     while True:
         try:
@@ -355,21 +356,16 @@ def _nan(metrics: dict) -> dict:
 def write_tables(result: RunResult, folder: str | Path) -> list[Path]:
     """Each non-empty result table as FOLDER/<table>.parquet (with run_id), plus the key
     figures as FOLDER/summary.parquet (one row); returns the paths written."""
-    import pyarrow.parquet as pq
-
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
+    folder = output_folder(folder)
     paths = []
     for name in TABLES:
         table = result.tables.get(name)
         if table is None or not len(next(iter(table.values()), [])):
             continue
-        path = folder / f"{name}.parquet"
-        pq.write_table(_arrow(name, result.run_id, table), path)
+        path = write_parquet(inside(folder, f"{name}.parquet"), _arrow(name, result.run_id, table))
         paths.append(path)
     flat = {k: v for k, v in _clean(result.metrics).items() if isinstance(v, (int, float, str, bool)) or v is None}
     summary = {"run_id": result.run_id, "name": result.name, "kind": result.kind, "targets_met": result.targets_met, **flat}
-    path = folder / "summary.parquet"
-    pq.write_table(pa.Table.from_pylist([summary]), path)
+    path = write_parquet(folder / "summary.parquet", pa.Table.from_pylist([summary]))
     paths.append(path)
     return paths

@@ -245,7 +245,7 @@ def test_time_series_and_progress():
     cfg = ClusterConfig(generation="tpu-v4", horizon_s=86400, sample_interval_s=3600)
     result = simulate(cfg, busy_v4_jobs(30), on_progress=lambda t, h: calls.append((t, h)))
     ts = result.timeseries
-    assert len(ts["t_s"]) == 24 and np.all(np.diff(ts["t_s"]) == 3600)
+    assert len(ts["t_s"]) == 25 and np.all(np.diff(ts["t_s"]) == 3600) and ts["t_s"][-1] == 86400  # 0 h .. the horizon
     assert np.all(ts["busy_chips"] <= ts["healthy_chips"])
     assert np.all(ts["largest_placeable_chips"] <= ts["healthy_chips"] - ts["busy_chips"])
     assert calls[-1] == (86400, 86400) and len(calls) == 25

@@ -26,7 +26,7 @@ def test_synthetic_json_has_the_documented_keys(capsys):
     assert d["jobs_total"] == 60 == d["jobs_completed"] + d["jobs_running"] + d["jobs_queued"] + d["jobs_unplaceable"] + d["jobs_not_arrived"]
     config = full["scenario"]["cluster"]
     assert d["failures_host"] > 0 and config["failures"]["host"]["mtbf_s"] == pytest.approx(3600 * 0.995 / 0.005)
-    assert len(full["tables"]["timeseries"]["t_s"]) == 500 and d["unplaceable"] == []
+    assert len(full["tables"]["timeseries"]["t_s"]) == 501 and d["unplaceable"] == []
     code2, out2, _ = podsim(capsys, "cluster", "--generation", "tpu-v4", "--pods", "1", "--synthetic",
                             "jobs=60,rate=4/h,median=2h", "--policy", "backfill", "--host-availability", "0.995",
                             "--horizon", "2d", "--seed", "3", "--json")
@@ -54,7 +54,7 @@ def test_trace_replay_static_wiring_and_a_failure_trace(capsys, tmp_path):
     (["--horizon", "1d", "--synthetic", "jobs=5", "--trace", "x.csv"], "exactly one job stream"),
     (["--horizon", "1d", "--synthetic", "jobs=5", "--policy", "lifo"], "policy"),
     (["--horizon", "soon", "--synthetic", "jobs=5"], "duration 'soon'"),
-    (["--horizon", "1d", "--synthetic", "jobs=5", "--host-availability", "1.5"], "strictly between 0 and 1"),
+    (["--horizon", "1d", "--synthetic", "jobs=5", "--host-availability", "1.5"], "an availability is (0, 1)"),
     (["--horizon", "1d", "--synthetic", "jobs=5", "--host-availability", "0.99", "--mtbf", "9h"], "not both"),
     (["--horizon", "1d", "--synthetic", "jobs=5", "--mttr", "9h"], "needs an MTBF"),
     (["--horizon", "1d", "--trace", "missing.csv"], "does not exist"),

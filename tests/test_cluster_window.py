@@ -146,3 +146,15 @@ def test_drain_lets_the_window_jobs_finish():
         assert d[k] == pytest.approx(c[k], rel=1e-9), k
     check_breakdown(d)
     assert d["jobs_completed"] > c["jobs_completed"]
+
+
+def test_the_time_series_ends_at_the_horizon_so_the_last_day_has_its_goodput_bar():
+    """A 3-day run has 3 per-day goodput bars (the last sample used to fall one step short of
+    the horizon, so the report lost the last day's bar)."""
+    from podsim.report.figures import daily_goodput
+
+    r = cluster_run_result(simulate(config(), v4_jobs(), seed=2))
+    ts = r.table("timeseries")
+    assert ts["t_s"][-1] == 3 * 86400
+    days, goodput = daily_goodput(ts)
+    assert list(days) == [0.5, 1.5, 2.5] and np.all(np.isfinite(goodput))

@@ -92,7 +92,7 @@ def test_cli_topology_fleet(capsys):
     code, _, err = run_podsim(capsys, "topology", "tpu-v4", "--pods", "3", "--sites", "2")
     assert code == 2 and "dcn.sites 2 does not divide the 3 pod(s)" in err
     code, _, err = run_podsim(capsys, "topology", "tpu-v4", "--sites", "2")
-    assert code == 2 and "--sites needs --pods" in err
+    assert code == 2 and "--sites does not apply without --pods" in err
 
 
 def test_three_level_all_reduce_across_sites():

@@ -68,7 +68,7 @@ def d(tmp_path_factory) -> Path:
         "s_horizon_huge.yaml": _scenario(horizon=1e300).encode(),
         "s_mix_nan.yaml": _scenario().replace('{"2x2": 1}', '{"2x2": .nan}').encode(),
         "s_prio_nan.yaml": _scenario().replace('"mix"', '"priorities": {"0": .nan}, "mix"').encode(),
-        "s_mtbf_tiny.yaml": _scenario(failures={"host": {"mtbf": "1s", "mttr": "1s"}}, horizon="3650d").encode(),
+        "s_mtbf_tiny.yaml": _scenario(failures={"host": {"mtbf": "1min", "mttr": "1s"}}, horizon="3650d").encode(),
         "sweep_huge.yaml": ("sweep: huge\nbase: s_ok.yaml\ngrid:\n"
                             + "".join(f"  targets.x{i}: [{', '.join(str(v) for v in range(10))}]\n" for i in range(10))).encode(),
         "s_ok.yaml": _scenario().encode(),
@@ -99,8 +99,8 @@ CASES = [
     ("utf8-network", ("steptime", "--trace", ASTRA_WL, "--network", "{d}/bad_utf8.yml"), "not UTF-8"),
     # -- tracebacks: deep nesting, alias bombs
     ("deep-json-trace", ("trace", "show", "{d}/deep.json"), "nested deeper than 100"),
-    ("deep-yaml-requests", ("place", "-g", "tpu-v4", "-r", "{d}/deep.yaml"), "nested deeper than 100"),
-    ("deep-yaml-validate", ("validate", "{d}/deep.yaml"), "nested deeper than 100"),
+    ("deep-yaml-requests", ("place", "-g", "tpu-v4", "-r", "{d}/deep.yaml"), "nest"),  # libyaml: "maximum nesting depth"
+    ("deep-yaml-validate", ("validate", "{d}/deep.yaml"), "nest"),
     ("billion-laughs", ("validate", "{d}/laughs.yaml"), "aliases expand"),
     # -- tracebacks: odd output paths
     ("out-is-folder-generate", (*GEN, "-o", "{d}/dir.json"), "is a folder"),
@@ -130,11 +130,11 @@ CASES = [
     ("topology-oversubscription-zero", ("topology", "tpu-v4", "--pods", "2", "--oversubscription", "0"), "--oversubscription"),
     # -- hangs (each with an input that used to hang, refused before any work)
     ("network-bandwidth-nan", ("steptime", "--trace", ASTRA_WL, "--network", "{d}/net_nan.yml"), "not a finite number"),
-    ("network-bandwidth-zero", ("steptime", "--trace", ASTRA_WL, "--network", "{d}/net_zero.yml"), "bandwidth 0.0 GB/s"),
+    ("network-bandwidth-zero", ("steptime", "--trace", ASTRA_WL, "--network", "{d}/net_zero.yml"), "bandwidth 0 GB/s is out of range"),
     ("sample-1ms", (*CL, "--synthetic", SYN, "--sample", "1ms"), "samples"),
     ("horizon-inf", ("validate", "{d}/s_horizon_inf.yaml"), "horizon"),
     ("horizon-1e300", ("validate", "{d}/s_horizon_huge.yaml"), "horizon"),
-    ("cli-horizon-1e300", (*CL[:-1], "1e300", "--synthetic", SYN), "horizon_s"),
+    ("cli-horizon-1e300", (*CL[:-1], "1e300", "--synthetic", SYN), "--horizon"),
     ("grid-1e10-points", ("validate", "{d}/sweep_huge.yaml"), "1e+10 points"),
     ("failures-past-budget", ("validate", "{d}/s_mtbf_tiny.yaml"), "host failures"),
     # -- silently wrong results

@@ -15,7 +15,9 @@ PODSIM = Path(__file__).resolve().parents[1] / "podsim"
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("errors", "_lazy"),
     ("units",),
-    ("quantities", "bounds", "files", "metrics", "maxmin", "stats"),
+    ("quantities",),
+    ("bounds",),
+    ("files", "metrics", "maxmin", "stats"),
     ("topology",),
     ("perf", "economics", "placement", "sources"),
     ("trace",),

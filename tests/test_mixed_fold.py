@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from podsim.bounds import budgets
 from podsim.collectives import (
     Placement,
     RouterPool,
@@ -141,14 +142,20 @@ def test_generated_mixed_plan_folds_to_the_full_step_1024_chips(dcn):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("dcn", [DcnSpec(ecmp="split"), DcnSpec(ecmp="hash"), DcnSpec(tiers="fat-tree-k40-4.7to1")],
-                         ids=["split", "hash", "tiered"])
-def test_generated_mixed_plan_folds_to_the_full_step_4096_chips(dcn):
-    """The same at 4,096 chips (4 slices of 8x8x16, data over `z:8:2,dcn`) and a MoE plan."""
+@pytest.mark.parametrize("ecmp", ["split", "hash"])
+def test_generated_mixed_plan_folds_to_the_full_step_4096_chips(ecmp):
+    """The same at 4,096 chips (4 slices of 8x8x16, data over `z:8:2,dcn`)."""
     tr = _mixed_plan("llama2-70b", "8x8x16", "dcn=4,data=8,fsdp=64,tensor=2", 2048)
-    _assert_same(build_job(tr, "tpu-v4", "8x8x16", 4, dcn=dcn))
+    _assert_same(build_job(tr, "tpu-v4", "8x8x16", 4, dcn=DcnSpec(ecmp=ecmp)))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("ecmp", ["split", "hash"])
+def test_generated_mixed_moe_plan_folds_to_the_full_step(ecmp):
+    """A MoE plan (Mixtral, expert=8, data=4 across 4 slices of 256 chips): its data-parallel
+    all-reduces over `z:4:4,dcn` beside the expert all-to-alls inside the slices."""
     moe = _mixed_plan("mixtral-8x7b", "4x4x16", "dcn=4,data=4,expert=8,fsdp=8", 1024)
-    _assert_same(build_job(moe, "tpu-v4", "4x4x16", 4, dcn=dcn))
+    _assert_same(build_job(moe, "tpu-v4", "4x4x16", 4, dcn=DcnSpec(ecmp=ecmp)))
 
 
 # --- algorithm choice ------------------------------------------------------------------------
@@ -206,6 +213,24 @@ def test_a_candidate_that_cannot_win_is_never_built():
     n = pool.router([pairs]).flows_to_route(pairs)
     assert n > 16384 * 12288 and "direct ruled out by its bound" in plan.why and f"({n:,} flows not built)" in plan.why
     assert built and all(k is not True and k <= 64 for k in built)  # only the flows of a few chips
+
+
+def test_no_simulable_candidate_names_its_largest_pattern(monkeypatch):
+    """When every candidate has a pattern over the flows budget (--max-flows), the one-line error names the largest
+    pattern of one of them, its group and its flow count (not its first pattern)."""
+    monkeypatch.setattr(choice_mod, "RANK_FLOWS", 0)
+    job = _job(4)
+    pool = RouterPool(Placement(job.fabric, job.views))
+    lay = group_layout(job.views, parse_group("x,y,z,dcn"))
+    with budgets(flows=0), pytest.raises(PodsimError) as err:
+        plan_collective("all_reduce", lay, 2**20, "auto", pool)
+    msg = str(err.value)
+    alg = msg.split(" of ", 1)[1].split(" on group", 1)[0]
+    sched = build_schedule("all_reduce", lay, 2**20, alg)
+    router = pool.router(sched.patterns())
+    n, name = max((router.flows_to_route(p), p.name) for p in sched.patterns())
+    assert msg.startswith(f"{name} of {alg} on group {lay.name}: {n:,} flows, more than the 0 ")
+    assert "\n" not in msg
 
 
 # --- saying what cannot be folded, and why this algorithm -------------------------------------

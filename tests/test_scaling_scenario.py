@@ -112,18 +112,18 @@ def _with(path: str, value) -> str:
 
 
 @pytest.mark.parametrize(("path", "value", "field", "text"), [
-    ("scaling.slices", [0, 1, 2], "scaling.slices.0", "slice count 0: give whole numbers >= 1"),
+    ("scaling.slices", [0, 1, 2], "scaling.slices.0", "0 is out of range: slices of one job is [1, 4,096]"),
     ("scaling.slices", [1, 4, 2], "scaling.slices.2", "must increase (2 after 4)"),
     ("scaling.slices", [1, 2, 2], "scaling.slices.2", "must increase"),
     ("scaling.slices", [4], "scaling.slices", "give two or more slice counts"),
     ("scaling.parallelism", "fsdp=16,tensor=4,dcn=2", "scaling.parallelism", "leave dcn out"),
     ("scaling.parallelism", "fsdp=8,tensor=4", "scaling.parallelism", "uses 32 chips per slice; slice 4x4x4 has 64"),
     ("scaling.batch_per_slice", 8, "scaling.batch_per_slice", "8 does not split over data x fsdp x expert = 16"),
-    ("scaling.batch_per_slice", 0, "scaling.batch_per_slice", "greater than or equal to 1"),
+    ("scaling.batch_per_slice", 0, "scaling.batch_per_slice", "0 is out of range: a batch size is [1, "),
     ("scaling.model_overrides", {"global_batch": 64}, "scaling.model_overrides.global_batch", "leave global_batch out"),
     ("scaling.model", "gpt-9", "scaling.model", "gpt-9"),
     ("scaling.slice", "2x2x1", "scaling.slice", "whole-cube slices of an OCS pod"),
-    ("scaling.slices", [1, 100000], "scaling.slices.1", "more than 4,194,304 chips"),
+    ("scaling.slices", [1, 100000], "scaling.slices.1", "100,000 is out of range: slices of one job"),
     ("scaling.steps", 3, "scaling.steps", "unknown field 'steps'"),
 ])
 def test_bad_input_is_one_line_naming_the_field(path, value, field, text):

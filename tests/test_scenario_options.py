@@ -80,7 +80,7 @@ def test_step_options_are_the_generators_own_model():
     assert Scaling.model_fields["options"].annotation is GenerateOptions
     w = StepWorkload(model="gpt3-175b", slice="4x4x4", options={f.name: f.default for f in fields(GenerateOptions)})
     assert w.options == GenerateOptions()
-    for bad, msg in (({"grad_bytes": 9}, "less than or equal to 8"), ({"microbatches": 0}, "greater than or equal to 1"),
+    for bad, msg in (({"grad_bytes": 9}, r"bytes per element is \[1, 8\]"), ({"microbatches": 0}, r"micro-batches per step is \[1, "),
                      ({"no_such_option": 1}, "nexpected")):
         with pytest.raises(ValueError, match=msg):
             StepWorkload(model="gpt3-175b", slice="4x4x4", options=bad)

@@ -201,3 +201,77 @@ def test_decode_runs_ahead_of_the_clock_with_the_same_result(case):
         assert np.array_equal(fast.tables["serving_requests"][col], slow.tables["serving_requests"][col], equal_nan=True), col
     keys = [k for k in fast.metrics if k != "engine_wall_s"]
     assert {k: fast.metrics[k] for k in keys} == pytest.approx({k: slow.metrics[k] for k in keys}, nan_ok=True)
+
+
+def _saxml(**batch) -> ServingConfig:
+    return config(batch={"kind": "static", "batcher": "saxml", "kv": "reserve", "max_batch": 2, "batch_sizes": [2],
+                         "max_wait": "10s", **batch})
+
+
+def test_saxml_batcher_pipelines_two_batches_and_starts_the_wait_at_the_take():
+    """Saxml's batcher (google/saxml model_service_base.PerMethodBatcher, utils.RpcQueue): two
+    batches live past the batcher, the third started only when the first returns, its wait
+    clock started when it takes its first request, not at that request's arrival; every batch
+    runs at its compiled size (2). Arrivals at 0, 0.1, 0.2, 0.3, 0.4 and 100 s."""
+    from podsim.serving.simulate import ServingSim
+    from podsim.serving.workload import Requests
+
+    cfg = _saxml()
+    sim = ServingSim(cfg, Requests(np.zeros(1), np.full(1, 1500), np.full(1, 40)))
+    t = sim.timer.tokens_step_s
+    T = t(2 * 1500, 2, 2 * 1500, 2 * 1500 * 1501 / 2, 0, 2 * 1500) + sum(
+        t(2, 2, 2, 2 * (1500 + k), 2 * (1500 + k - 1), 2) for k in range(1, 40))
+    a = T / 8  # the fifth request arrives while the first batch runs
+    req = Requests(np.array([0.0, a, 2 * a, 3 * a, 4 * a, 100.0]), np.full(6, 1500), np.full(6, 40))
+    e2e = simulate_serving(cfg, requests=req).tables["serving_requests"]["e2e_s"]
+    # batch 3 takes request 4 when batch 1 returns (a + T) and waits its 10 s from then; the last
+    # request closes its batch at once (nothing more will arrive)
+    end = np.array([a + T, a + T, a + 2 * T, a + 2 * T, a + 2 * T + 10.0, 100.0 + T])
+    assert np.allclose(e2e, end - req.arrival_s, rtol=1e-12)
+    # the idle batcher (wait from the first request's arrival, one batch at a time) differs
+    idle = simulate_serving(_saxml(batcher="idle"), requests=req).tables["serving_requests"]["e2e_s"]
+    assert not np.allclose(idle, e2e)
+
+
+def test_saxml_turns_away_requests_beyond_its_live_limit_and_the_client_retries():
+    """At most max_batch x max_live_batches requests alive; the Sax client retries the rest with
+    backoff, so every request still completes, later; a run's results are seeded."""
+    from podsim.serving.simulate import ServingSim
+
+    cfg = _saxml(max_live_batches=1, max_wait="0s")
+    cfg = cfg.model_copy(update={"requests": RequestStream.model_validate(
+        {"arrivals": {"kind": "offline"}, "requests": 12, "prompt": {"kind": "fixed", "mean": 300},
+         "output": {"kind": "fixed", "mean": 8}})})
+    sim = ServingSim(cfg)
+    sim.run()
+    assert sim.retries_total > 0 and not sim.retrying
+    assert np.isfinite(sim.log.end_s).all() and not sim.log.rejected.any()
+    again = ServingSim(cfg)
+    again.run()
+    assert np.array_equal(again.log.end_s, sim.log.end_s)
+
+
+def test_clients_bound_the_requests_outstanding():
+    """One client: each request is sent when the previous one has returned."""
+    cfg = config(requests={"arrivals": {"kind": "offline"}, "requests": 6, "clients": 1,
+                           "prompt": {"kind": "fixed", "mean": 300}, "output": {"kind": "fixed", "mean": 6}})
+    tab = simulate_serving(cfg).tables["serving_requests"]
+    from podsim.serving.simulate import ServingSim
+
+    sim = ServingSim(cfg)
+    sim.run()
+    first, end = sim.log.first_s, sim.log.end_s
+    assert np.isfinite(end).all()
+    assert (first[1:] > end[:-1] - 1e-12).all()
+    assert tab["e2e_s"][-1] == pytest.approx(end[-1])
+
+
+def test_saxml_refuses_a_batch_whose_cache_does_not_fit():
+    with pytest.raises(PodsimError, match="a Saxml batch of 2 requests x 1 beams at 2048 prompt and 2000000 output"):
+        simulate_serving(_saxml(buckets=[2048]).model_copy(update={"requests": RequestStream.model_validate(
+            {"arrivals": {"kind": "poisson", "rate": "1/s"}, "prompt": {"kind": "fixed", "mean": 600},
+             "output": {"kind": "fixed", "mean": 2_000_000, "high": 2_000_000}})}))
+    with pytest.raises(ValueError, match="batcher and batch_sizes are for static"):
+        config(batch={"batcher": "saxml"})
+    with pytest.raises(ValueError, match="the largest must hold max_batch"):
+        config(batch={"kind": "static", "max_batch": 8, "batch_sizes": [4]})

@@ -317,7 +317,7 @@ def test_pipeline_stays_on_one_physical_axis():
     (("llama2-70b", "16x16x16", "data=4096"), {}, "global batch of 1024 sequences does not split over data x fsdp x expert x dcn = 4096; use a multiple of 4096"),
     (("gpt3-175b", "16x16", "data=16,tensor=16"), {"generation": "tpu-v5e", "options": GenerateOptions(mesh={"tensor": "z", "data": "x"})}, "group axis 'z' is not an axis of this slice (x, y)"),
     (("resnet50", "4x4x4", "data=8,tensor=8"), {}, "resnet50 is generated data-parallel only; drop tensor=8"),
-    (("gpt3-175b", "4x4x4", "data=64,expert=1"), {"overrides": {"n_layers": 0}}, "n_layers: Input should be greater than 0"),
+    (("gpt3-175b", "4x4x4", "data=64,expert=1"), {"overrides": {"n_layers": 0}}, "n_layers: 0 is out of range: a layer count is [1, 1,000]"),
     (("gpt3-175b", "4x4x4", "data=64"), {"overrides": {"depth": 3}}, "'depth' cannot be set"),
     (("llama2-70b", "4x4x4", "data=8,expert=8"), {}, "expert=8 needs a mixture-of-experts model"),
     (("gpt3-175b", "4x4x4", "data=64,warp=2"), {}, "parallelism axis 'warp' is not known"),

@@ -97,7 +97,7 @@ def test_replay_column_mapping_and_errors(tmp_path):
         TraceColumns.parse("bogus=1")
     with pytest.raises(PodsimError, match="time_scale='abc': Input should be a valid number"):
         TraceColumns.parse("time_scale=abc")
-    with pytest.raises(PodsimError, match="greater than 0"):
+    with pytest.raises(PodsimError, match="an arrival-time scale is"):
         TraceColumns.parse("time_scale=0")
     g = tmp_path / "bad.csv"
     g.write_text("job_id,submission_time,duration,num_gpu\na,1,x,4\n")

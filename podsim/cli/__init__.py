@@ -6,7 +6,8 @@ module and one-line summary, `podsim --help` lists them without importing any, a
 (with the library it needs: ortools, simpy, duckdb, plotly, ...) is imported only when its
 command runs or shows its own help (benchmarks/bench_startup.py measures it).
 
-Bad input (a PodsimError or a usage error) prints one line and exits with code 2, and so does
+Bad input (a PodsimError or a usage error: an unknown command or option, with the closest
+match, or a value that does not parse) prints one line and exits with code 2, and so does
 a file-system error (one line naming the path); a failed
 check of podsim's own output (InternalError) or any other exception is a bug: the traceback,
 then "internal error, please report" with the details, and exit code 1
@@ -17,9 +18,14 @@ from __future__ import annotations
 
 import importlib
 import os
+import re
+import signal
 import sys
+import threading
 import traceback
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from difflib import get_close_matches
 
 import typer
@@ -83,6 +89,10 @@ class LazyGroup(TyperGroup):
         return super().resolve_command(ctx, args)
 
 
+# The click typer runs on (typer >= 0.22 vendors its own copy): its exceptions, for main().
+click = sys.modules[typer.BadParameter.__module__]
+_NoArgsIsHelp = getattr(click, "NoArgsIsHelpError", ())
+
 app = typer.Typer(
     name="podsim",
     cls=LazyGroup,
@@ -105,14 +115,75 @@ def _root(version: bool = typer.Option(False, "--version", callback=_print_versi
     """Simulate TPU-style accelerator pods: topology, placement, step time, cluster, capacity."""
 
 
-def main(argv: list[str] | None = None) -> None:
-    """Console entry point. Typer reports usage errors itself (exit 2); a PodsimError from the
-    library becomes one line on stderr and exit code 2; an InternalError or any other exception
-    is a bug: its traceback, one line asking for a report, and exit code 1. A PodsimWarning
-    (a step podsim cannot fold, said before it runs) is one `warning:` line on stderr."""
-    warnings.showwarning = _show_warning
+def usage_line(exc: click.UsageError) -> str:
+    """A click usage error (unknown command or option, a value that does not parse, a missing
+    option) as one line: the command, the problem, the closest match click or podsim found,
+    and where the help is."""
+    ctx = exc.ctx
+    where = ctx.command_path if ctx is not None else "podsim"
+    text = " ".join(exc.format_message().split())
+    if text.startswith("No such command") and "Did you mean" not in text and ctx is not None:
+        name = text.split("'")[1] if text.count("'") >= 2 else ""
+        near = get_close_matches(name, ctx.command.list_commands(ctx), n=1, cutoff=0.5)
+        if near:
+            text += f" Did you mean {near[0]!r}?"
+    if isinstance(exc, click.NoSuchOption) and ctx is not None:
+        text = re.sub(r"\s*\(Possible options: [^)]*\)", "", text)
+        names = [o for p in ctx.command.params for o in (*p.opts, *p.secondary_opts) if o.startswith("-")]
+        near = get_close_matches(exc.option_name, names, n=1, cutoff=0.5)
+        if near and "Did you mean" not in text:
+            text += f"; did you mean {near[0]}?"
+    return f"error: {where}: {text} (see {where} --help)"
+
+
+@contextmanager
+def _sigterm_as_interrupt() -> Iterator[dict]:
+    """While a command runs, SIGTERM is handled as Ctrl-C (KeyboardInterrupt in the main thread),
+    so one path stops everything: staged outputs are removed, a sweep's worker pool is terminated
+    and its stored points kept, the dashboard's server is killed. Restored afterwards."""
+    seen: dict = {"signal": None}
+    if threading.current_thread() is not threading.main_thread():
+        yield seen
+        return
+
+    def handler(signum, frame):
+        seen["signal"] = signum
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, handler)
     try:
-        typer.main.get_group(app).main(args=argv, prog_name="podsim")
+        yield seen
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console entry point. A usage error (unknown command or option, a bad value) and a
+    PodsimError from the library are one line on stderr and exit code 2; Ctrl-C is exit 130
+    and SIGTERM exit 143 (each after stopping workers and removing partial outputs); an
+    InternalError or any other exception is a bug: its traceback, one line asking for a
+    report, and exit code 1. A PodsimWarning (a step podsim cannot fold, said before it runs)
+    is one `warning:` line on stderr."""
+    warnings.showwarning = _show_warning
+    with _sigterm_as_interrupt() as seen:
+        _run(argv, seen)
+
+
+def _run(argv: list[str] | None, seen: dict) -> None:
+    try:
+        code = typer.main.get_group(app).main(args=argv, prog_name="podsim", standalone_mode=False)
+    except _NoArgsIsHelp as exc:
+        print(exc.format_message())
+        sys.exit(2)
+    except click.UsageError as exc:
+        print(usage_line(exc), file=sys.stderr)
+        sys.exit(2)
+    except click.ClickException as exc:  # a click.BadParameter outside parsing, a FileError
+        print(f"error: {' '.join(exc.format_message().split())}", file=sys.stderr)
+        sys.exit(2)
+    except typer.Abort:
+        print("interrupted", file=sys.stderr)
+        sys.exit(130)
     except PodsimError as exc:
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(2)
@@ -127,6 +198,12 @@ def main(argv: list[str] | None = None) -> None:
         kind = "" if isinstance(exc, InternalError) else f"{type(exc).__name__}: "
         print(f"internal error, please report (podsim {_version()}): {kind}{exc}", file=sys.stderr)
         sys.exit(1)
+    if isinstance(code, int) and code:  # typer.Exit(n) and Ctrl-C (130) in non-standalone mode
+        if code == 130:  # Ctrl-C or SIGTERM: whatever was staged is gone, workers are stopped
+            terminated = seen["signal"] == signal.SIGTERM
+            print("terminated" if terminated else "interrupted", file=sys.stderr)
+            sys.exit(143 if terminated else 130)
+        sys.exit(code)
 
 
 _SHOW_WARNING = warnings.showwarning

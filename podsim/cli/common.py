@@ -5,6 +5,9 @@ import rich (start-up time, benchmarks/bench_startup.py)."""
 
 from __future__ import annotations
 
+import datetime
+import functools
+import inspect
 import json
 import math
 import sys
@@ -12,9 +15,13 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import cache
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
+import typer
+
+from podsim.bounds import BUDGET_FLAGS, BUDGET_HELP, Budget, budgets
+from podsim.errors import PodsimError
 
 
 @cache
@@ -39,6 +46,8 @@ def _default(o: Any):
         return o.tolist()
     if isinstance(o, (set, tuple)):
         return list(o)
+    if isinstance(o, (datetime.datetime, datetime.date)):  # a store's created_at: ISO 8601
+        return o.isoformat()
     raise TypeError(f"cannot serialise {type(o).__name__}")
 
 
@@ -145,3 +154,83 @@ def warn_inferred_shapes(metrics: dict) -> None:
     print(f"warning: {n} of {metrics.get('jobs_total', n)} trace jobs have no shape, so their accelerator counts were "
           f"mapped to {metrics.get('generation', 'the generation')}'s shapes{rounded}; a shape column replays exact shapes",
           file=sys.stderr)
+
+
+def _budget_value(kind: str):
+    def check(value: str | None):
+        if value is None:
+            return None
+        from podsim.units import parse_bytes
+
+        flag = BUDGET_FLAGS[kind]
+        try:
+            number = parse_bytes(value) if kind == "input_bytes" else float(str(value).replace("_", "").replace(",", ""))
+        except (PodsimError, ValueError):
+            raise PodsimError(f"{flag} {value!r} is not a number" + (" of bytes (e.g. 512MiB)" if kind == "input_bytes" else "")) from None
+        if not math.isfinite(number) or number < 1 or not float(number).is_integer():
+            raise PodsimError(f"{flag} {value!r} must be a whole number >= 1")
+        return int(number)
+    return check
+
+
+def _budget_default(kind: str) -> str:
+    value = getattr(Budget(), kind)
+    return "the format's cap: 16 MiB YAML, 64 MiB JSON and text, 1 GiB CSV and Chakra" if value is None else f"{value:,}"
+
+
+def with_budgets(*kinds: str) -> Callable:
+    """Give a command the work-budget options of `kinds` (podsim.bounds.Budget fields: --max-ops,
+    --max-flows, --max-requests, --max-events, --max-files, --max-input) and run it inside
+    `budgets(...)`, so the library refuses work past a budget with the flag that raises it."""
+    known = {f for f in Budget.__dataclass_fields__}
+    assert set(kinds) <= known, kinds
+
+    def deco(fn: Callable) -> Callable:
+        sig = inspect.signature(fn, eval_str=True)
+        extra = [inspect.Parameter(f"budget_{k}", inspect.Parameter.KEYWORD_ONLY, default=None,
+                                   annotation=Annotated[str | None, typer.Option(
+                                       BUDGET_FLAGS[k], metavar="N" if k != "input_bytes" else "SIZE",
+                                       help=f"budget: at most this many {BUDGET_HELP[k]} (default {_budget_default(k)})",
+                                       callback=_budget_value(k))])
+                 for k in kinds]
+
+        @functools.wraps(fn)
+        def run(*args, **kwargs):
+            given = {k: kwargs.pop(f"budget_{k}", None) for k in kinds}
+            with budgets(**given):
+                return fn(*args, **kwargs)
+
+        run.__signature__ = sig.replace(parameters=[*sig.parameters.values(), *extra])
+        run.__annotations__ = {p.name: p.annotation for p in run.__signature__.parameters.values()
+                               if p.annotation is not inspect.Parameter.empty}
+        del run.__wrapped__  # typer reads the signature above, not the wrapped function's
+        return run
+
+    return deco
+
+
+def given_options(ctx) -> set[str]:
+    """The parameters of the running command the user gave (command line or environment),
+    as opposed to the defaults: what "an option that does not apply is refused" checks."""
+    out = set()
+    for name in ctx.params:
+        source = ctx.get_parameter_source(name)
+        if source is not None and source.name in ("COMMANDLINE", "ENVIRONMENT"):
+            out.add(name)
+    return out
+
+
+def _flag(ctx, name: str) -> str:
+    for p in ctx.command.params:
+        if p.name == name:
+            longs = [o for o in (*p.opts, *p.secondary_opts) if o.startswith("--")]
+            return longs[0] if longs else p.opts[0]
+    return name
+
+
+def refuse_options(ctx, names, why: str) -> None:
+    """One line naming the first of `names` the user gave: it does not apply `why` (e.g. 'without
+    --pods'), so it would be ignored; podsim refuses it instead."""
+    hits = [n for n in names if n in given_options(ctx)]
+    if hits:
+        raise PodsimError(f"{_flag(ctx, hits[0])} does not apply {why}; drop it (an option podsim would ignore is refused)")

@@ -10,6 +10,7 @@ import typer
 
 from podsim.cli import app
 from podsim.cli.run import print_run, run_with_progress, save_run
+from podsim.files import output_folder
 from podsim.scenario import load_scenario
 
 
@@ -23,6 +24,7 @@ def demo_cmd(out: Path = typer.Option(Path("out/demo"), "--out", "-o", help="fol
     """Run the demo scenario end to end and say where its report is."""
     with demo_scenario_path() as path:
         scenario = load_scenario(path)
+    output_folder(out)  # a file in the way or no permission: refused before the run, not after it
     print(f"demo scenario: {scenario.question}")
     result = run_with_progress(scenario)
     result, paths = save_run(result, out, None, force=True)  # the demo's own folder, replaced on each run

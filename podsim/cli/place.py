@@ -9,9 +9,9 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from podsim.bounds import MAX_HORIZON_S, opt_count, opt_finite, opt_seed
+from podsim import quantities as q
 from podsim.cli import app
-from podsim.cli.common import console, emit_json, table
+from podsim.cli.common import console, emit_json, refuse_options, table, with_budgets
 from podsim.placement import (
     PlacementSettings,
     PodState,
@@ -39,25 +39,29 @@ def _where(d: dict) -> str:
 
 
 @app.command("place")
+@with_budgets("requests", "input_bytes")
 def place_cmd(
+    ctx: typer.Context,
     generation: Annotated[str, typer.Option("--generation", "-g", help="generation id, e.g. tpu-v4, tpu-v5e")],
     requests: Annotated[Path, typer.Option("--requests", "-r", help="YAML list of {id, shape, priority, twisted, allow_degraded, slices, span_sites}")],
     failed: Annotated[Path | None, typer.Option("--failed", "-f", help="YAML {hosts, cubes, ocs, ocs_ports} of failed parts")] = None,
     solver: str = typer.Option("cpsat", "--solver", help="cpsat (optimisation) or greedy"),
     policy: str = typer.Option("best", "--policy", help="greedy policy (and CP-SAT's first hint): best or first"),
-    time_limit: float = typer.Option(1.0, "--time-limit", help="CP-SAT limit in s (deterministic work units unless --wall-clock)", callback=opt_finite("--time-limit", low=0, low_open=True)),
-    seed: int = typer.Option(0, "--seed", help="CP-SAT random seed, 0 .. 2^63-1", callback=opt_seed()),
-    workers: int = typer.Option(1, "--workers", help="CP-SAT workers (>= 1; several use interleaved search)", callback=opt_count("--workers", 1, 256, "CP-SAT workers are threads")),
+    time_limit: float = typer.Option(1.0, "--time-limit", help="CP-SAT limit in s (deterministic work units unless --wall-clock)", callback=q.SOLVER_TIME_LIMIT.option("--time-limit")),
+    seed: int = typer.Option(0, "--seed", help="CP-SAT random seed, 0 .. 2^63-1", callback=q.SEED.option("--seed")),
+    workers: int = typer.Option(1, "--workers", help="CP-SAT workers (>= 1; several use interleaved search)", callback=q.WORKERS.option("--workers")),
     wall_clock: bool = typer.Option(False, "--wall-clock", help="apply --time-limit as wall-clock time (not reproducible)"),
-    pods: int = typer.Option(1, "--pods", help="pods in the fleet (multislice requests use several)", callback=opt_count("--pods", 1, 64, "pods")),
-    sites: int = typer.Option(1, "--sites", help="data centres the pods are split over (consecutive pods); a multislice request crosses them only with span_sites", callback=opt_count("--sites", 1, 64, "sites")),
+    pods: int = typer.Option(1, "--pods", help="pods in the fleet (multislice requests use several)", callback=q.PLACE_PODS.option("--pods")),
+    sites: int = typer.Option(1, "--sites", help="data centres the pods are split over (consecutive pods); a multislice request crosses them only with span_sites", callback=q.SITES.option("--sites")),
     no_ocs: bool = typer.Option(False, "--no-ocs", help="static wiring: cubes fixed in their home arrangement"),
-    block_cubes: int = typer.Option(8, "--block-cubes", help="cubes per DCN aggregation block (locality preference)", callback=opt_count("--block-cubes")),
-    now: float = typer.Option(0.0, "--now", help="current time in s, for the age term (requests' arrival_s)", callback=opt_finite("--now", low=-MAX_HORIZON_S, high=MAX_HORIZON_S)),
+    block_cubes: int = typer.Option(8, "--block-cubes", help="cubes per DCN aggregation block (locality preference)", callback=q.BLOCK_CUBES.option("--block-cubes")),
+    now: float = typer.Option(0.0, "--now", help="current time in s, for the age term (requests' arrival_s)", callback=q.ARRIVAL_TIME.option("--now")),
     spare_ports: bool = typer.Option(False, "--spare-ports", help="first move fibers off failed OCS ports onto spare ports of their OCS"),
     as_json: bool = typer.Option(False, "--json", help="one JSON object on stdout"),
 ) -> None:
     """Place slice requests on a pod: which cubes or chips each gets, and its OCS circuits."""
+    if solver == "greedy":
+        refuse_options(ctx, ("time_limit", "seed", "workers", "wall_clock"), "with --solver greedy (they set CP-SAT)")
     state = PodState.empty(generation, pods=pods, ocs=not no_ocs)
     reqs = load_requests(requests, state.layout.generation)
     if failed is not None:

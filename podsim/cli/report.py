@@ -7,8 +7,9 @@ from pathlib import Path
 
 import typer
 
+from podsim import quantities as q
 from podsim.cli import app
-from podsim.cli.common import emit_json
+from podsim.cli.common import emit_json, refuse_options
 from podsim.errors import PodsimError
 from podsim.files import write_text_atomic
 from podsim.report import render_report
@@ -31,16 +32,18 @@ def _listing(store: Path) -> None:
 
 @app.command("report")
 def report_cmd(
+    ctx: typer.Context,
     store: Path = typer.Option(..., "--store", help="DuckDB results store (podsim run / podsim sweep)"),
     runs: str = typer.Option(None, "--runs", help="comma-separated run ids (default: the newest runs)"),
     sweep: str = typer.Option(None, "--sweep", help="a sweep id: all its stored points"),
-    last: int = typer.Option(8, "--last", help="without --runs or --sweep: the newest N runs"),
+    last: int = typer.Option(8, "--last", help="without --runs or --sweep: the newest N runs", callback=q.REPORT_RUNS.option("--last")),
     out: Path = typer.Option(None, "--out", "-o", help="HTML file to write"),
     listing: bool = typer.Option(False, "--list", help="list the store's runs and sweeps instead"),
     as_json: bool = typer.Option(False, "--json", help="one JSON object on stdout"),
 ) -> None:
     """Compare stored runs side by side in one self-contained HTML report."""
     if listing:
+        refuse_options(ctx, ("runs", "sweep", "last", "out"), "with --list (it lists the store, writing no report)")
         if as_json:
             emit_json({"sweeps": list_sweeps(store), "runs": list_runs(store)})
         else:
@@ -52,6 +55,8 @@ def report_cmd(
         raise PodsimError(f"--out {str(out)!r} is a folder; give a file name such as {str(out / 'report.html')!r}")
     if runs and sweep:
         raise PodsimError("give --runs or --sweep, not both")
+    if runs or sweep:
+        refuse_options(ctx, ("last",), "with --runs or --sweep (they say which runs)")
     stored_sweep = None
     if sweep:
         stored_sweep = load_stored_sweep(store, sweep)

@@ -6,17 +6,21 @@ whole once the run is done)."""
 from __future__ import annotations
 
 import dataclasses
-import os
-import shutil
-import tempfile
 from pathlib import Path
 
 import typer
 
 from podsim.cli import app
-from podsim.cli.common import console, emit_json, progress_reporter, table, warn_inferred_shapes
+from podsim.cli.common import (
+    console,
+    emit_json,
+    progress_reporter,
+    table,
+    warn_inferred_shapes,
+    with_budgets,
+)
 from podsim.errors import PodsimError
-from podsim.files import output_folder, safe_component, write_text_atomic
+from podsim.files import output_folder, safe_component, staged_folder, write_text_atomic
 from podsim.report import render_report
 from podsim.report.render import interval_rows, key_rows, threshold_text
 from podsim.scenario import RunResult, Scenario, load_scenario, run_scenario
@@ -49,23 +53,6 @@ def check_out(out: Path, force: bool = False) -> Path:
     return out
 
 
-def replace_folder(new: Path, out: Path) -> None:
-    """Put the folder `new` (beside `out`) in place of `out`: renames on one file system, so
-    `out` holds the old run or the new one, never a mix."""
-    if not out.exists():
-        os.replace(new, out)
-        return
-    old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))
-    os.replace(out, old / out.name)
-    try:
-        os.replace(new, out)
-    except OSError:
-        os.replace(old / out.name, out)  # put the old run back
-        raise
-    finally:
-        shutil.rmtree(old, ignore_errors=True)
-
-
 def save_run(result: RunResult, out: Path, store: Path | None, report: bool = True,
              force: bool = False) -> tuple[RunResult, dict[str, Path]]:
     """Store the run, write its Parquet tables and its report into `out`; the run (with its id)
@@ -80,17 +67,13 @@ def save_run(result: RunResult, out: Path, store: Path | None, report: bool = Tr
     inside = store is None or Path(store).resolve().is_relative_to(out.resolve())  # replaced with the folder
     rel = Path("results.duckdb") if store is None else Path(store).resolve().relative_to(out.resolve()) if inside else None
     result = dataclasses.replace(result, run_id=new_run_id(result.name))
-    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.staging-", dir=out.parent))
-    try:
+    with staged_folder(out) as staging:
         write_tables(result, staging)
         if report:
             write_text_atomic(staging / "report.html", render_report(result))
         if inside:
             output_folder((staging / rel).parent)
         append_run(staging / rel if inside else store, result, run_id=result.run_id)
-        replace_folder(staging, out)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
     paths = {"store": out / rel if inside else Path(store), "tables": out}
     if report:
         paths["report"] = out / "report.html"
@@ -116,6 +99,7 @@ def print_run(result: RunResult, paths: dict[str, Path]) -> None:
 
 
 @app.command("run")
+@with_budgets("ops", "flows", "events", "input_bytes")
 def run_cmd(
     scenario: Path = typer.Argument(..., help="scenario YAML file"),
     out: Path = typer.Option(None, "--out", "-o", help="output folder (default out/<scenario name>)"),

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import typer
 
-from podsim.bounds import opt_finite
+from podsim import quantities as q
 from podsim.cli import app
-from podsim.cli.common import emit_json
+from podsim.cli.common import emit_json, refuse_options, with_budgets
 from podsim.cli.steptime import step_options
 from podsim.collectives.routes import check_routing
 from podsim.errors import PodsimError
@@ -24,23 +24,25 @@ from podsim.units import format_seconds
 
 
 @app.command("scaling")
+@with_budgets("ops", "flows")
 def scaling_cmd(
+    ctx: typer.Context,
     model: str = typer.Argument(..., help="model preset, e.g. llama2-70b"),
     generation: str = typer.Option("tpu-v4", "--generation", help="generation id"),
     slice_shape: str = typer.Option(..., "--slice", help="shape of each slice, e.g. 4x4x8"),
     parallelism: str = typer.Option(..., "--parallelism", "-p", help="plan inside a slice (no dcn), e.g. fsdp=32,tensor=4"),
     slices: str = typer.Option("1,2,4,8,16,32", "--slices", help="slice counts, comma-separated"),
-    batch_per_slice: int = typer.Option(..., "--batch-per-slice", help="global batch per slice (weak scaling)"),
+    batch_per_slice: int = typer.Option(..., "--batch-per-slice", help="global batch per slice (weak scaling)", callback=q.BATCH.option("--batch-per-slice")),
     dcn: str = typer.Option("eps", "--dcn", help="eps, ocs or ocs-job (see podsim steptime)"),
-    oversubscription: float = typer.Option(1.0, "--oversubscription", help="with --dcn eps: NIC : spine uplink bandwidth"),
+    oversubscription: float = typer.Option(1.0, "--oversubscription", help="with --dcn eps: NIC : spine uplink bandwidth", callback=q.OVERSUBSCRIPTION.option("--oversubscription")),
     ecmp: str = typer.Option("split", "--ecmp", help="with --dcn eps: split (each flow evenly over the spines) or hash (one spine per NIC pair)"),
-    sites: int = typer.Option(1, "--sites", help="data centres the slices split over (EPS DCN; WAN between)"),
-    wan_latency_ms: float = typer.Option(1.0, "--wan-latency-ms", help="one-way WAN latency (assumption: 1 ms)"),
-    wan_gbps: float = typer.Option(12800.0, "--wan-gbps", help="WAN Gb/s per site pair and direction (assumption)"),
+    sites: int = typer.Option(1, "--sites", help="data centres the slices split over (EPS DCN; WAN between)", callback=q.SITES.option("--sites")),
+    wan_latency_ms: float = typer.Option(1.0, "--wan-latency-ms", help="one-way WAN latency (assumption: 1 ms)", callback=q.WAN_LATENCY.option("--wan-latency-ms", scale=1e-3, unit="ms")),
+    wan_gbps: float = typer.Option(12800.0, "--wan-gbps", help="WAN Gb/s per site pair and direction (assumption)", callback=q.WAN_GBPS.option("--wan-gbps")),
     dcn_tiers: str = typer.Option(None, "--dcn-tiers", help=f"the DCN in tiers (NIC -> ToR -> aggregation block -> spine): {TIERS_HELP}"),
     set_: list[str] = typer.Option(None, "--set", help="override a model field, e.g. --set n_layers=8 (repeatable)"),
     option: list[str] = typer.Option(None, "--option", help="a generator option KEY=VALUE, e.g. --option recompute=full (repeatable; the fields of podsim.trace.GenerateOptions)"),
-    efficiency: float = typer.Option(None, "--compute-efficiency", help="a flat fraction of peak FLOP/s for every compute op instead of the per-op model", callback=opt_finite("--compute-efficiency", low=0, high=1, low_open=True)),
+    efficiency: float = typer.Option(None, "--compute-efficiency", help="a flat fraction of peak FLOP/s for every compute op instead of the per-op model", callback=q.EFFICIENCY.option("--compute-efficiency")),
     routing: str = typer.Option("dimension_order", "--routing", help=f"ICI routing in each slice: {', '.join(ROUTING_POLICIES)}"),
     static: bool = typer.Option(False, "--static", help="static wiring (no OCS between cubes)"),
     plot: Path = typer.Option(None, "--plot", help="write the figure to this .html file"),
@@ -48,9 +50,13 @@ def scaling_cmd(
 ) -> None:
     """Weak-scaling study of a multislice job: step time, MFU, DCN/WAN time, parallel efficiency."""
     try:
-        counts = [int(v) for v in slices.split(",") if v.strip()]
-    except ValueError:
+        counts = [q.JOB_SLICES.check(int(v), "--slices") for v in slices.split(",") if v.strip()]
+    except ValueError as exc:
+        if isinstance(exc, PodsimError):
+            raise
         raise PodsimError(f"--slices {slices!r}: give whole numbers separated by commas, e.g. 1,2,4,8") from None
+    if sites == 1:
+        refuse_options(ctx, ("wan_latency_ms", "wan_gbps"), "without --sites > 1 (no WAN links)")
     spec, engineer = dcn_choice(dcn, oversubscription, sites, wan_latency_ms, wan_gbps, ecmp, tiers=dcn_tiers)
     if engineer:
         raise PodsimError("--dcn ocs-job is not offered for a scaling study; use eps or ocs")

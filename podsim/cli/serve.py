@@ -58,6 +58,14 @@ def parse_range(text: str) -> tuple[int, int]:
         raise PodsimError(f"--capacity-replicas {text!r}: give LOW:HIGH replicas, e.g. 1:32 (or HIGH)") from None
 
 
+def parse_counts(text: str, flag: str) -> list[int]:
+    """'512,1024,2048' -> [512, 1024, 2048]."""
+    try:
+        return [int(b) for b in text.split(",") if b.strip()]
+    except ValueError:
+        raise PodsimError(f"{flag} {text!r}: give whole numbers separated by commas, e.g. 512,1024,2048") from None
+
+
 def _rows(result) -> list[tuple[str, str]]:
     from podsim.report.render import key_rows
 
@@ -94,6 +102,10 @@ def serve_cmd(
     max_batch: int = typer.Option(32, "--max-batch", help="static: requests per batch", callback=opt_count("--max-batch")),
     max_wait: str = typer.Option("0s", "--max-wait", help="static: how long a batch waits to fill"),
     buckets: str = typer.Option("", "--buckets", help="static: prompt lengths a batch pads to, e.g. 512,1024,2048"),
+    batch_sizes: str = typer.Option("", "--batch-sizes", help="static: batch sizes the server runs (a batch pads to the smallest that holds it), e.g. 32"),
+    batcher: str = typer.Option("idle", "--batcher", help="static: idle (form a batch when the slice is idle) or saxml (Saxml's pipelined batcher)"),
+    max_live_batches: int = typer.Option(4, "--max-live-batches", help="static, saxml: requests alive at most --max-batch x this", callback=opt_count("--max-live-batches")),
+    clients: int = typer.Option(None, "--clients", help="at most this many requests outstanding (a load generator's client threads)", callback=opt_count("--clients")),
     replicas: int = typer.Option(1, "--replicas", help="replicas, each on its own slice", callback=opt_count("--replicas")),
     disaggregated: str = typer.Option(None, "--disaggregated", help="PREFILL:DECODE replicas on separate slices, e.g. 1:3"),
     transfer: str = typer.Option("dcn", "--transfer", help="disaggregated: KV moves over the dcn, or ici (halves of one torus)"),
@@ -126,9 +138,10 @@ def serve_cmd(
                   "parallel_block": parallel_block, "precision": {"weights": weights, "kv_cache": kv_cache, "matmul": matmul}},
         "batch": {"kind": batch, "token_budget": token_budget, "max_seqs": max_seqs, "prefill": prefill, "kv": kv,
                   "page_tokens": page_tokens, "max_batch": max_batch, "max_wait": max_wait,
-                  "buckets": [int(b) for b in buckets.split(",") if b.strip()] if buckets else []},
+                  "buckets": parse_counts(buckets, "--buckets"), "batch_sizes": parse_counts(batch_sizes, "--batch-sizes"),
+                  "batcher": batcher, "max_live_batches": max_live_batches},
         "requests": {"arrivals": arr, "prompt": parse_lengths(prompt, "--prompt"), "output": parse_lengths(output, "--output"),
-                     "trace": trace, "beams": beams, "requests": requests},
+                     "trace": trace, "beams": beams, "requests": requests, "clients": clients},
         "slo": {"ttft": slo_ttft, "tpot": slo_tpot},
     }
     if drain is not None:

@@ -16,9 +16,16 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from podsim.bounds import opt_count, opt_finite
+from podsim import quantities as q
 from podsim.cli import app
-from podsim.cli.common import check_timeline_path, emit_json, table, write_timeline
+from podsim.cli.common import (
+    check_timeline_path,
+    emit_json,
+    refuse_options,
+    table,
+    with_budgets,
+    write_timeline,
+)
 from podsim.collectives import ALGORITHMS, KINDS
 from podsim.collectives.routes import check_routing
 from podsim.engine import (
@@ -214,7 +221,9 @@ def _step_mode(study: StepStudy, as_json: bool, timeline: str | None, title: str
 
 
 @app.command("steptime")
+@with_budgets("ops", "flows", "input_bytes")
 def steptime_cmd(
+    ctx: typer.Context,
     generation: str = typer.Option(None, "--generation", help="generation id, e.g. tpu-v4"),
     trace_files: list[str] = typer.Option(None, "--trace", help="a step trace (podsim JSON/YAML, ASTRA-sim text, Chakra .et/.json); for Chakra, one file per rank: repeat --trace or quote a pattern like 'all_reduce.*.et'"),
     network: str = typer.Option(None, "--network", help="with --trace: an ASTRA-sim network .yml instead of --generation"),
@@ -223,19 +232,19 @@ def steptime_cmd(
     parallelism: str = typer.Option(None, "--parallelism", "-p", help="with --model: the plan inside a slice, e.g. fsdp=16,tensor=4 (one axis may be auto; dcn is set to --slices); default: FSDP as far as the batch splits, tensor parallel over the rest"),
     set_: list[str] = typer.Option(None, "--set", help="with --model: override a model field, e.g. --set global_batch=2048 (repeatable)"),
     option: list[str] = typer.Option(None, "--option", help="with --model: a generator option KEY=VALUE, e.g. --option recompute=full (repeatable; the fields of podsim.trace.GenerateOptions)"),
-    efficiency: float = typer.Option(None, "--compute-efficiency", help=f"with a step: a flat fraction of peak FLOP/s for every compute op (e.g. {DEFAULT_COMPUTE_EFFICIENCY}, hardware.md perf.3) instead of the per-op model", callback=opt_finite("--compute-efficiency", low=0, high=1, low_open=True)),
+    efficiency: float = typer.Option(None, "--compute-efficiency", help=f"with a step: a flat fraction of peak FLOP/s for every compute op (e.g. {DEFAULT_COMPUTE_EFFICIENCY}, hardware.md perf.3) instead of the per-op model", callback=q.EFFICIENCY.option("--compute-efficiency")),
     slice_shape: str = typer.Option(None, "--slice", help="slice shape, e.g. 4x4x8; default: the whole pod"),
     twisted: bool = typer.Option(False, "--twisted", help="twisted torus (k x k x 2k or k x 2k x 2k)"),
     collective: str = typer.Option(None, "--collective", help=f"one of: {', '.join(KINDS)}"),
     size: str = typer.Option(None, "--bytes", help="size in the nccl-tests convention, e.g. 1GiB, 256MB, 4096"),
     group: str = typer.Option("all", "--group", help="slice axes of the group: x, x,y, all, x:4 ..."),
     algorithm: str = typer.Option("auto", "--algorithm", help=f"auto (fastest by closed form) or one of: {', '.join(ALGORITHMS)}"),
-    slices: int = typer.Option(None, "--slices", help="with a step: slices of a multislice job (default: a trace's dcn=N, else 1)", callback=opt_count("--slices", 1, 4096, "slices of one job")),
+    slices: int = typer.Option(None, "--slices", help="with a step: slices of a multislice job (default: a trace's dcn=N, else 1)", callback=q.JOB_SLICES.option("--slices")),
     dcn: str = typer.Option("eps", "--dcn", help="with a step: data-centre network between slices: eps (leaf-spine Clos), ocs (uniform OCS mesh), ocs-job (OCS circuits engineered for the job)"),
-    oversubscription: float = typer.Option(1.0, "--oversubscription", help="with --dcn eps: NIC bandwidth : spine uplink bandwidth", callback=opt_finite("--oversubscription", low=1, high=1000)),
-    sites: int = typer.Option(1, "--sites", help="with a step: data centres the slices split over, joined by WAN links (EPS DCN)", callback=opt_count("--sites", 1, 64, "data centres of one job")),
-    wan_latency_ms: float = typer.Option(1.0, "--wan-latency-ms", help="with --sites: one-way WAN latency (assumption: 1 ms, ~200 km of fibre)", callback=opt_finite("--wan-latency-ms", low=0, high=1000)),
-    wan_gbps: float = typer.Option(12800.0, "--wan-gbps", help="with --sites: WAN capacity per site pair and direction, Gb/s (assumption: 16 x 800GbE)", callback=opt_finite("--wan-gbps", low=0, low_open=True)),
+    oversubscription: float = typer.Option(1.0, "--oversubscription", help="with --dcn eps: NIC bandwidth : spine uplink bandwidth", callback=q.OVERSUBSCRIPTION.option("--oversubscription")),
+    sites: int = typer.Option(1, "--sites", help="with a step: data centres the slices split over, joined by WAN links (EPS DCN)", callback=q.SITES.option("--sites")),
+    wan_latency_ms: float = typer.Option(1.0, "--wan-latency-ms", help="with --sites: one-way WAN latency (assumption: 1 ms, ~200 km of fibre)", callback=q.WAN_LATENCY.option("--wan-latency-ms", scale=1e-3, unit="ms")),
+    wan_gbps: float = typer.Option(12800.0, "--wan-gbps", help="with --sites: WAN capacity per site pair and direction, Gb/s (assumption: 16 x 800GbE)", callback=q.WAN_GBPS.option("--wan-gbps")),
     ecmp: str = typer.Option("split", "--ecmp", help="with --dcn eps: split (each flow evenly over the spines) or hash (one spine per NIC pair, collisions included)"),
     dcn_tiers: str = typer.Option(None, "--dcn-tiers", help=f"with a step: the DCN in tiers (NIC -> ToR -> aggregation block -> spine): {TIERS_HELP}"),
     no_fast_path: bool = typer.Option(False, "--no-fast-path", help="simulate every flow (no symmetry folding)"),
@@ -251,6 +260,8 @@ def steptime_cmd(
                             ("--group", group != "all"), ("--algorithm", algorithm != "auto")):
             if given:
                 raise PodsimError(f"{flag} applies to one collective (--collective KIND --bytes SIZE), not to a step")
+        if sites == 1:
+            refuse_options(ctx, ("wan_latency_ms", "wan_gbps"), "without --sites > 1 (no WAN links)")
         study = cli_study(trace_files, model, generation, network, slice_shape, twisted, efficiency, not no_fast_path, slices,
                           dcn, oversubscription, (sites, wan_latency_ms, wan_gbps, ecmp), routing, parallelism, set_, option,
                           system, dcn_tiers)
@@ -271,7 +282,7 @@ def steptime_cmd(
     if collective is None or size is None:
         raise PodsimError("give --collective KIND and --bytes SIZE (e.g. --collective all_reduce --bytes 1GiB)")
     collective, algorithm = normalise_kind(collective, field="--collective"), normalise_algorithm(algorithm, field="--algorithm")
-    nbytes = parse_bytes(size)
+    nbytes = q.OP_BYTES.check(parse_bytes(size), "--bytes")
     built = build_slice(generation, slice_shape, twisted=twisted)
     r = simulate_collective(built, collective, nbytes, group=group, algorithm=algorithm, fast_path=not no_fast_path,
                             routing=routing)

@@ -9,7 +9,8 @@ from pathlib import Path
 import typer
 
 from podsim.cli import app
-from podsim.cli.common import emit_json
+from podsim.cli.common import emit_json, refuse_options, with_budgets
+from podsim.errors import PodsimError
 from podsim.files import output_folder, safe_component, write_text_atomic
 from podsim.report import render_report
 from podsim.report.render import threshold_text
@@ -35,7 +36,9 @@ def point_line(row: dict, show: tuple[str, ...]) -> str:
 
 
 @app.command("sweep")
+@with_budgets("ops", "flows", "events", "input_bytes")
 def sweep_cmd(
+    ctx: typer.Context,
     file: Path = typer.Argument(..., help="sweep YAML file (sweep:, base:, grid:/points:/capacity:)"),
     out: Path = typer.Option(None, "--out", "-o", help="output folder (default out/sweeps/<name>)"),
     store: Path = typer.Option(None, "--store", help="DuckDB results store (default OUT/results.duckdb)"),
@@ -48,6 +51,12 @@ def sweep_cmd(
     as_json: bool = typer.Option(False, "--json", help="one JSON object on stdout at the end"),
 ) -> None:
     """Run a sweep on one machine or a Dask cluster, storing each point as it finishes."""
+    if executor == "serial":
+        refuse_options(ctx, ("workers",), "with --executor serial (one point at a time in this process)")
+    if executor != "dask":
+        refuse_options(ctx, ("address",), f"with --executor {executor} (it names a Dask scheduler)")
+    if resume and restart:
+        raise PodsimError("give --resume (skip stored points) or --restart (forget them), not both")
     sweep = load_sweep(file)
     out = output_folder(out or Path("out") / "sweeps" / safe_component(sweep.spec.sweep))
     store = store or out / "results.duckdb"
@@ -66,7 +75,7 @@ def sweep_cmd(
         try:
             outcome = run_sweep(sweep, handle, store, resume=resume, restart=restart, on_point=on_point)
         except KeyboardInterrupt:
-            print(f"interrupted: {seen['stored']} point(s) stored in {store}; run the same command with --resume to go on",
+            print(f"{seen['stored']} point(s) stored in {store}; run the same command with --resume to go on",
                   file=sys.stderr, flush=True)
             raise typer.Exit(130) from None
     paths = {"store": str(store)}

@@ -2,20 +2,22 @@
 
 from __future__ import annotations
 
+import glob
 import math
+import re
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from podsim.bounds import opt_count, opt_finite
+from podsim import quantities as q
+from podsim.bounds import check_budget
 from podsim.cli import app
-from podsim.cli.common import console, emit_json, table
+from podsim.cli.common import console, emit_json, refuse_options, table, with_budgets
 from podsim.errors import PodsimError
-from podsim.files import output_folder, write_text_atomic
+from podsim.files import output_folder, plain_name, safe_component, staged, write_text_atomic
 from podsim.topology import format_shape, get_generation, parse_shape
 from podsim.trace import (
-    ASTRA_CLOCK_HZ,
     PRESETS,
     GenerateOptions,
     generate_trace,
@@ -94,6 +96,7 @@ def _overlaps_off(items: list[str] | None) -> dict[str, bool]:
 
 
 @trace_app.command("generate")
+@with_budgets("ops")
 def generate_cmd(
     model: Annotated[str, typer.Argument(help=f"model preset: {', '.join(PRESETS)}")],
     slice_shape: Annotated[str, typer.Option("--slice", help="slice shape, e.g. 8x16x16")],
@@ -101,20 +104,20 @@ def generate_cmd(
     out: Annotated[Path, typer.Option("--out", "-o", help="output file (.json, .yaml or .yml)")],
     generation: Annotated[str, typer.Option("--generation", "-g", help="hardware generation")] = "tpu-v4",
     twisted: Annotated[bool, typer.Option("--twisted", help="twisted torus slice")] = False,
-    microbatches: Annotated[int | None, typer.Option("--microbatches", "-m", help="micro-batches per step (default: 1; with a pipeline the largest divisor of the local batch <= 4 x stages)", callback=opt_count("--microbatches", 1, 1_000_000, "one op set each"))] = None,
+    microbatches: Annotated[int | None, typer.Option("--microbatches", "-m", help="micro-batches per step (default: 1; with a pipeline the largest divisor of the local batch <= 4 x stages)", callback=q.MICROBATCHES.option("--microbatches"))] = None,
     recompute: Annotated[str, typer.Option("--recompute", help="activation recomputation: none, minimal (attention core) or full")] = "none",
     precision: Annotated[str, typer.Option("--precision", help="matmul precision: bf16, int8 or fp8 (where the generation publishes the rate)")] = "bf16",
     no_overlap: Annotated[list[str] | None, typer.Option("--no-overlap", help="switch an overlap off: fsdp_prefetch, grad_reduce or dcn (repeatable)")] = None,
     collective_matmul: Annotated[str, typer.Option("--collective-matmul", help="tensor-parallel collectives and their matmuls: auto (XLA's default), exposed, chunked (decomposed, XLA's windowed einsum; implies sequence parallelism), all_gather, reduce_scatter (one side only) or hidden (the ideal bound)")] = "auto",
     attention: Annotated[str, typer.Option("--attention", help="flash (fused, causal half) or materialized (score matrix through HBM)")] = "flash",
     sequence_parallel: Annotated[bool, typer.Option("--sequence-parallel", help="Megatron sequence parallelism (all-gather + reduce-scatter instead of all-reduce)")] = False,
-    capacity_factor: Annotated[float, typer.Option("--capacity-factor", help="MoE expert capacity factor", callback=opt_finite("--capacity-factor", low=0, low_open=True))] = 1.0,
-    grad_bytes: Annotated[int, typer.Option("--grad-bytes", help="bytes per gradient element as reduced (2 bf16, 4 fp32)", callback=opt_count("--grad-bytes", 1, 8, "fp64 is the widest gradient element"))] = 2,
+    capacity_factor: Annotated[float, typer.Option("--capacity-factor", help="MoE expert capacity factor", callback=q.CAPACITY_FACTOR.option("--capacity-factor"))] = 1.0,
+    grad_bytes: Annotated[int, typer.Option("--grad-bytes", help="bytes per gradient element as reduced (2 bf16, 4 fp32)", callback=q.GRAD_BYTES.option("--grad-bytes"))] = 2,
     combine_grad_reduce: Annotated[bool, typer.Option("--combine-grad-reduce", help="one data-parallel gradient all-reduce after the backward pass (XLA's combiner on a TF1 program) instead of one per layer under it")] = False,
-    replicas_per_chip: Annotated[int, typer.Option("--replicas-per-chip", help="CNN data parallelism: replicas per chip (2: one per TensorCore, TF's num_cores on v2-v4); each updates its own weights", callback=opt_count("--replicas-per-chip", 1, 2, "a chip has at most two TensorCores"))] = 1,
-    bn_group: Annotated[int, typer.Option("--bn-group", help="CNN distributed batch norm: replicas whose batch statistics are all-reduced together (TF's distributed_group_size), forward and backward, over a compact block of chips", callback=opt_count("--bn-group", 1, 4096, "a group larger than a pod's chips"))] = 1,
+    replicas_per_chip: Annotated[int, typer.Option("--replicas-per-chip", help="CNN data parallelism: replicas per chip (2: one per TensorCore, TF's num_cores on v2-v4); each updates its own weights", callback=q.REPLICAS_PER_CHIP.option("--replicas-per-chip"))] = 1,
+    bn_group: Annotated[int, typer.Option("--bn-group", help="CNN distributed batch norm: replicas whose batch statistics are all-reduced together (TF's distributed_group_size), forward and backward, over a compact block of chips", callback=q.BN_GROUP.option("--bn-group"))] = 1,
     input_pipeline: Annotated[str, typer.Option("--input-pipeline", help="the hosts' input pipeline: none, or jpeg (JPEGs decoded every step at the generation's host rate)")] = "none",
-    input_rate: Annotated[float | None, typer.Option("--input-rate", help="images (CNN) or tokens (transformer) per second one host feeds its chips; the step waits when they are slower", callback=opt_finite("--input-rate", low=0, low_open=True))] = None,
+    input_rate: Annotated[float | None, typer.Option("--input-rate", help="images (CNN) or tokens (transformer) per second one host feeds its chips; the step waits when they are slower", callback=q.INPUT_RATE.option("--input-rate"))] = None,
     set_: Annotated[list[str] | None, typer.Option("--set", help="override a model field, e.g. --set global_batch=2048 (repeatable)")] = None,
     mesh_order: Annotated[str | None, typer.Option("--mesh-order", help="logical axes heaviest first, e.g. tensor,fsdp,data (default: measured)")] = None,
     mesh_map: Annotated[list[str] | None, typer.Option("--map", help="explicit mapping LOGICAL=GROUP, e.g. --map tensor=z --map data=x,y (repeatable)")] = None,
@@ -134,24 +137,28 @@ def generate_cmd(
 
 
 @trace_app.command("import")
+@with_budgets("ops", "input_bytes")
 def import_cmd(
     files: Annotated[list[Path], typer.Argument(help="Chakra .et / JSON files (one per rank; current or 2023 schema, told by their bytes), or one ASTRA-sim text workload or podsim trace")],
     out: Annotated[Path, typer.Option("--out", "-o", help="output file (.json, .yaml or .yml)")],
     slice_shape: Annotated[str | None, typer.Option("--slice", help="network shape the trace runs on, e.g. 8 or 4x8 (its axes bound the groups)")] = None,
     group: Annotated[str | None, typer.Option("--group", help="axes a Chakra collective spans when the file does not say (default: all)")] = None,
-    rank: Annotated[int | None, typer.Option("--rank", help="import one Chakra rank when the ranks' programs differ", callback=opt_count("--rank", 0))] = None,
-    clock_ghz: Annotated[float, typer.Option("--clock-ghz", help="clock of ASTRA-sim compute cycles (default 1 GHz: 1 cycle = 1 ns)", callback=opt_finite("--clock-ghz", low=0, low_open=True))] = ASTRA_CLOCK_HZ / 1e9,
+    rank: Annotated[int | None, typer.Option("--rank", help="import one Chakra rank when the ranks' programs differ", callback=q.RANK.option("--rank"))] = None,
+    clock_ghz: Annotated[float | None, typer.Option("--clock-ghz", help="clock of ASTRA-sim compute cycles (default 1 GHz: 1 cycle = 1 ns)", callback=q.CLOCK_GHZ.option("--clock-ghz"))] = None,
     keep_cpu_ops: Annotated[bool, typer.Option("--keep-cpu-ops", help="keep Chakra host (CPU) compute nodes")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="one JSON object on stdout")] = False,
 ) -> None:
     """Convert Chakra or ASTRA-sim traces into a podsim trace file."""
     output_format(out)
-    trace = load_trace(files, shape=_shape(slice_shape), group=group, rank=rank, clock_hz=clock_ghz * 1e9, keep_cpu_ops=keep_cpu_ops)
+    trace = load_trace(files, shape=_shape(slice_shape), group=group, rank=rank,
+                       clock_hz=None if clock_ghz is None else clock_ghz * 1e9, keep_cpu_ops=keep_cpu_ops or None)
     _write(trace, out, as_json)
 
 
 @trace_app.command("export")
+@with_budgets("ops", "files", "input_bytes")
 def export_cmd(
+    ctx: typer.Context,
     file: Annotated[Path, typer.Argument(help="a trace in any supported format (podsim JSON/YAML, ASTRA-sim text, Chakra)")],
     out_dir: Annotated[Path, typer.Option("--out", "-o", help="output folder (created if missing)")],
     fmt: Annotated[str, typer.Option("--format", help="output format: chakra (one current-schema .et per rank) or astra-sim (network .yml, system .json and the .et workload)")] = "chakra",
@@ -160,7 +167,7 @@ def export_cmd(
     prefix: Annotated[str | None, typer.Option("--prefix", help="file prefix: PREFIX.RANK.et (default: the input file's stem)")] = None,
     extras: Annotated[bool, typer.Option("--extras/--no-extras", help="keep podsim's own attributes (exact sizes and times, ids, groups, matmul shapes) beside the schema's fields")] = True,
     generation: Annotated[str | None, typer.Option("--generation", "-g", help="the chip whose per-op model times each compute node (default: the generation a generated trace was made for)")] = None,
-    efficiency: Annotated[float | None, typer.Option("--compute-efficiency", help="time compute at this flat fraction of peak instead of the per-op model", callback=opt_finite("--compute-efficiency", low=0, high=1, low_open=True))] = None,
+    efficiency: Annotated[float | None, typer.Option("--compute-efficiency", help="time compute at this flat fraction of peak instead of the per-op model", callback=q.EFFICIENCY.option("--compute-efficiency"))] = None,
     as_json: Annotated[bool, typer.Option("--json", help="one JSON object on stdout")] = False,
 ) -> None:
     """Write a trace as Chakra execution traces ASTRA-sim reads: PREFIX.RANK.et per chip, every compute node with its duration."""
@@ -173,25 +180,35 @@ def export_cmd(
         raise PodsimError(f"{file.name}: give --slice SHAPE (one .et per chip, e.g. --slice 4x4x8); the trace does not say its slice")
     shape = parse_shape(str(shape_text))
     check_fits(trace, shape)
-    name = prefix or file.name.split(".")[0]
+    ranks = math.prod(shape)
+    check_budget("files", ranks, f"--slice {format_shape(shape)}: one .et per chip", "each is a file of the export")
+    name = plain_name(prefix, "--prefix") if prefix is not None else safe_component(file.name.split(".")[0], "trace")
     out_dir = output_folder(out_dir)  # a file in the way or no permission: one line naming the path
     configs = []
     et_dir = out_dir
-    if fmt != "chakra":  # an ASTRA-sim case: network and system configs beside the workload
+    if fmt == "chakra":
+        refuse_options(ctx, ("algorithm",), "with --format chakra (it sets the ASTRA-sim system file's collectives)")
+    else:  # an ASTRA-sim case: network and system configs beside the workload
         gen = generation or trace.meta.get("generation")
         if gen is None:
             raise PodsimError("give --generation GEN: the network and system files describe its chip and ICI")
         network, system = astra_configs(gen, shape, normalise_algorithm(algorithm, field="--algorithm"))
-        configs = [write_text_atomic(out_dir / "network.yml", network_yaml(network)),
-                   write_text_atomic(out_dir / "system.json", system_json(system))]
-        et_dir = output_folder(out_dir / "workload")
+        et_dir = out_dir / "workload"
         generation = gen
-    paths = [et_dir / n for n in et_file_names(name, math.prod(shape))]
     nodes = len(trace.ops) + sum(isinstance(op, SendRecv) for op in trace.ops)
     total = 0
-    for path, data in zip(paths, chakra_files(trace, shape, extras=extras, generation=generation, efficiency=efficiency), strict=True):
-        path.write_bytes(data)
-        total += len(data)
+    # Staged, then moved in: Ctrl-C or a full disk leaves the folder as it was, and a new export
+    # replaces an older one's rank files of the same prefix (extra ranks would read back as one trace).
+    with staged(et_dir) as stage:
+        stage.replaces(p for p in stage.out.glob(f"{glob.escape(name)}.*.et") if re.fullmatch(rf"{re.escape(name)}\.\d+\.et", p.name))
+        for n, data in zip(et_file_names(name, ranks), chakra_files(trace, shape, extras=extras, generation=generation,
+                                                                     efficiency=efficiency), strict=True):
+            stage.write(n, data)
+            total += len(data)
+    paths = stage.moved
+    if fmt != "chakra":  # after the workload, so a failed export leaves no configs naming it
+        configs = [write_text_atomic(out_dir / "network.yml", network_yaml(network)),
+                   write_text_atomic(out_dir / "system.json", system_json(system))]
     if as_json:
         emit_json({"output": str(out_dir), "files": len(paths), "first": paths[0].name, "bytes": total,
                    "nodes_per_rank": nodes, "ops": len(trace.ops), "slice": format_shape(shape),
@@ -207,18 +224,19 @@ def export_cmd(
 
 
 @trace_app.command("show")
+@with_budgets("ops", "input_bytes")
 def show_cmd(
     files: Annotated[list[Path], typer.Argument(help="a trace file in any supported format (Chakra: one per rank)")],
     generation: Annotated[str | None, typer.Option("--generation", "-g", help="also give the compute time at this generation's peak")] = None,
     slice_shape: Annotated[str | None, typer.Option("--slice", help="check the trace fits this slice shape")] = None,
-    clock_ghz: Annotated[float, typer.Option("--clock-ghz", help="clock of ASTRA-sim compute cycles", callback=opt_finite("--clock-ghz", low=0, low_open=True))] = ASTRA_CLOCK_HZ / 1e9,
+    clock_ghz: Annotated[float | None, typer.Option("--clock-ghz", help="clock of ASTRA-sim compute cycles", callback=q.CLOCK_GHZ.option("--clock-ghz"))] = None,
     as_json: Annotated[bool, typer.Option("--json", help="one JSON object on stdout")] = False,
 ) -> None:
     """Summarise a trace: ops, FLOPs, bytes per collective kind and per group."""
     shape = _shape(slice_shape)
     if generation and shape:
         parse_shape(slice_shape, get_generation(generation).dims)
-    trace = load_trace(files, shape=shape, clock_hz=clock_ghz * 1e9)
+    trace = load_trace(files, shape=shape, clock_hz=None if clock_ghz is None else clock_ghz * 1e9)
     s = summarize_trace(trace, generation)
     if as_json:
         emit_json(s)

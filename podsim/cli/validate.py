@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 
 from podsim.cli import app
-from podsim.cli.common import emit_json
+from podsim.cli.common import emit_json, with_budgets
 from podsim.scenario.load import read_yaml_doc, scenario_from_doc
 from podsim.scenario.schema import Scenario
 from podsim.sweep import load_sweep
@@ -51,6 +51,7 @@ def check_input_files(s: Scenario) -> None:
 
 
 @app.command("validate")
+@with_budgets("ops", "events", "input_bytes")
 def validate_cmd(
     file: Path = typer.Argument(..., help="scenario or sweep YAML file"),
     as_json: bool = typer.Option(False, "--json", help="one JSON object on stdout"),

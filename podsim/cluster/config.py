@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from podsim.bounds import MAX_HORIZON_S, check_fleet, check_samples
+from podsim import quantities as q
+from podsim.bounds import check_fleet, check_samples
 from podsim.cluster.failures import FailureModel
 from podsim.errors import PodsimError, first_error
-from podsim.quantities import Duration
 from podsim.topology import PodLayout, get_generation
 
 Policy = Literal["fifo", "backfill", "priority"]  # the queue policies (podsim.cluster.policies.QUEUE_POLICIES)
@@ -18,7 +18,7 @@ SolverKind = Literal["greedy", "cpsat"]
 PlacementFit = Literal["best", "first", "hilbert"]
 
 
-class ClusterConfig(BaseModel):
+class ClusterConfig(q.NoBoolNumbers):
     """A fleet of `pods` pods of one generation, OCS or static wiring, and how it is run.
 
     Restarts: a job interrupted by a failure or a preemption loses the work since its last
@@ -32,36 +32,36 @@ class ClusterConfig(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
     generation: str = Field(..., description="generation id, e.g. tpu-v4, tpu-v5e")
-    pods: int = Field(1, ge=1, description="pods in the fleet")
-    sites: int = Field(1, ge=1, description="data centres the pods are split over (consecutive pods, equal numbers); "
+    pods: q.PODS.type = Field(1, description="pods in the fleet")
+    sites: q.SITES.type = Field(1, description="data centres the pods are split over (consecutive pods, equal numbers); "
                                             "a multislice job crosses sites only with span_sites")
     ocs: bool = Field(True, description="OCS wiring (False: cubes fixed in their home arrangement)")
     policy: Policy = Field("fifo", description="fifo, backfill (FIFO + EASY backfilling) or priority (with preemption)")
     solver: SolverKind = Field("greedy", description="greedy: fast path per job; cpsat: batch admission")
     placement: PlacementFit = Field("best", description="greedy fit policy: best, first, or hilbert (any free chips "
                                     "along a Hilbert curve: the non-contiguous baseline of a statically wired pod)")
-    decision_time_limit_s: float = Field(1.0, gt=0, description="CP-SAT limit per scheduling decision (deterministic units)")
-    batch_window: int = Field(32, ge=1, description="queued jobs offered to CP-SAT per decision, in policy order")
-    cpsat_workers: int = Field(1, ge=1, description="CP-SAT search workers per decision (keep 1 inside sweep workers)")
-    schedule_depth: int = Field(500, ge=1, description="queued jobs behind the head a full pass looks at (backfill, priority; cf. Slurm's bf_max_job_test)")
-    horizon_s: Duration = Field(..., gt=0, le=MAX_HORIZON_S, description="simulated time (at most a century)")
-    warmup_s: Duration = Field(0.0, ge=0, description="steady-state metrics leave out the time before this (the fleet "
-                                                       "starts empty) and the jobs submitted in it")
+    decision_time_limit_s: q.DECISION_TIME_LIMIT.type = Field(1.0, description="CP-SAT limit per scheduling decision (deterministic units)")
+    batch_window: q.BATCH_WINDOW.type = Field(32, description="queued jobs offered to CP-SAT per decision, in policy order")
+    cpsat_workers: q.WORKERS.type = Field(1, description="CP-SAT search workers per decision (keep 1 inside sweep workers)")
+    schedule_depth: q.SCHEDULE_DEPTH.type = Field(500, description="queued jobs behind the head a full pass looks at (backfill, priority; cf. Slurm's bf_max_job_test)")
+    horizon_s: q.HORIZON.duration = Field(..., description="simulated time (a second to a century)")
+    warmup_s: q.Duration = Field(0.0, ge=0, le=q.MAX_HORIZON_S, description="steady-state metrics leave out the time before this (the fleet "
+                                                                      "starts empty) and the jobs submitted in it")
     drain: bool = Field(False, description="after the horizon, let the jobs submitted in the window run on (no arrivals, "
                                            "failures go on) so their waits and slowdowns are whole; fleet figures stay over the window")
-    drain_limit_s: Duration | None = Field(None, gt=0, description="how long a drain may run past the horizon (default: one horizon)")
-    checkpoint_interval_s: Duration = Field(3600.0, gt=0, description="run time between checkpoints")
-    restart_overhead_s: Duration = Field(300.0, ge=0, description="time to restart from a checkpoint")
-    reconfigure_s: Duration | None = Field(None, ge=0, description="OCS reconfiguration delay (default: the generation's)")
+    drain_limit_s: q.Duration | None = Field(None, gt=0, le=q.MAX_HORIZON_S, description="how long a drain may run past the horizon (default: one horizon)")
+    checkpoint_interval_s: q.CHECKPOINT_INTERVAL.duration = Field(3600.0, description="run time between checkpoints")
+    restart_overhead_s: q.RESTART_OVERHEAD.duration = Field(300.0, description="time to restart from a checkpoint")
+    reconfigure_s: q.RECONFIGURE.duration | None = Field(None, description="OCS reconfiguration delay (default: the generation's)")
     untwist_on_static: bool = Field(True, description="on a fleet without OCS, run twisted requests as plain tori")
     failures: FailureModel = Field(FailureModel(), description="failure processes (used when no failure list is given)")
-    sample_interval_s: Duration | None = Field(None, gt=0, description="time-series step (default: horizon / 500)")
+    sample_interval_s: q.Duration | None = Field(None, gt=0, description="time-series step (default: horizon / 500)")
     fragmentation: bool = Field(True, description="sample the largest placeable slice with the time series")
     degraded_placement: Literal["off", "requested", "all"] = Field(
         "off", description="which jobs may run on a cube-level torus whose circuits on down OCS units are dark: "
                            "none, those with allow_degraded, or every job")
     spare_ports: bool = Field(False, description="move a cube's fiber off a failed OCS port onto a spare port of that OCS (ocs.4), at once")
-    degraded_slowdown: float = Field(1.0, ge=1, le=100, description="run time factor on a degraded slice (1: compute-bound, see docs/cluster.md)")
+    degraded_slowdown: q.DEGRADED_SLOWDOWN.type = Field(1.0, description="run time factor on a degraded slice (1: compute-bound, see docs/cluster.md)")
     fold: Literal["none", "allowed"] = Field("none", description="allowed: a request may be folded onto another box or "
                                              "split into whole blocks plus pieces (podsim.placement.reshape), at the "
                                              "slowdown the step-time model charges")

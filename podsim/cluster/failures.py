@@ -26,23 +26,25 @@ from pydantic import (
     model_validator,
 )
 
+from podsim import quantities as q
+from podsim.bounds import budget, check_budget
 from podsim.errors import PodsimError, first_error
 from podsim.files import read_csv
-from podsim.quantities import Duration
 from podsim.units import finite_number, fraction, parse_duration
 
 Component = Literal["host", "ocs", "link"]
+FAILED_ID = q.count("a part id", 0, 64 * q.MAX_FLEET_CHIPS, "ids of the largest fleet's hosts, OCS units and cables")
 
 
-class FailureProcess(BaseModel):
+class FailureProcess(q.NoBoolNumbers):
     """Up/down renewal process of one kind of component."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
-    mtbf_s: float = Field(..., gt=0, description="mean time between failures of one component")
-    mttr_s: float = Field(3600.0, gt=0, description="mean time to repair")
+    mtbf_s: q.MTBF.type = Field(..., description="mean time between failures of one component")
+    mttr_s: q.MTTR.type = Field(3600.0, description="mean time to repair")
     distribution: Literal["exponential", "weibull"] = "exponential"
-    weibull_shape: float = Field(1.0, gt=0, description="Weibull shape k (k < 1: infant mortality)")
+    weibull_shape: q.WEIBULL_SHAPE.type = Field(1.0, description="Weibull shape k (k < 1: infant mortality)")
 
     @classmethod
     def from_availability(cls, availability: float, mttr_s: float = 3600.0, **kw) -> FailureProcess:
@@ -70,17 +72,17 @@ def _availability(value: Any) -> float:
     return x
 
 
-class FailureSpec(BaseModel):
+class FailureSpec(q.NoBoolNumbers):
     """A failure process as a user writes it: availability (e.g. '99.5%') or MTBF, and MTTR
     (durations with units). A scenario's `failures.host` and `podsim cluster --mtbf` are this."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
     availability: Annotated[float, BeforeValidator(_availability)] | None = Field(None, description="steady-state availability, e.g. 99.5%")
-    mtbf_s: Duration | None = Field(None, gt=0, validation_alias=AliasChoices("mtbf_s", "mtbf"), description="mean time between failures of one part")
-    mttr_s: Duration = Field(3600.0, gt=0, validation_alias=AliasChoices("mttr_s", "mttr"), description="mean time to repair")
+    mtbf_s: q.MTBF.duration | None = Field(None, validation_alias=AliasChoices("mtbf_s", "mtbf"), description="mean time between failures of one part")
+    mttr_s: q.MTTR.duration = Field(3600.0, validation_alias=AliasChoices("mttr_s", "mttr"), description="mean time to repair")
     distribution: Literal["exponential", "weibull"] = "exponential"
-    weibull_shape: float = Field(1.0, gt=0)
+    weibull_shape: q.WEIBULL_SHAPE.type = 1.0
 
     @model_validator(mode="after")
     def _one(self) -> FailureSpec:
@@ -95,7 +97,19 @@ class FailureSpec(BaseModel):
         return FailureProcess(mtbf_s=self.mtbf_s, mttr_s=self.mttr_s, **kw)
 
 
-MAX_FAILURE_EVENTS = 5_000_000  # one event object each (~200 B) and a pass of the scheduler
+
+
+def expected_failures(process: FailureProcess, count: int, horizon_s: float) -> float:
+    """About how many failure events `count` parts draw over the horizon (renewals plus the
+    parts that start down): the estimate the events budget is checked against."""
+    return count * (horizon_s / (process.mtbf_s + process.mttr_s) + 1)
+
+
+def check_failure_budget(process: FailureProcess, component: str, count: int, horizon_s: float) -> None:
+    """Refuse a failure process whose events would pass the events budget, before drawing."""
+    expected = expected_failures(process, count, horizon_s)
+    check_budget("events", expected, f"{component} failures: about {expected:.3g} failures of {count:,} parts over "
+                 f"{horizon_s:.3g} s (MTBF {process.mtbf_s:.3g} s)", "each is a simulation event")
 
 
 @dataclass(frozen=True, order=True)
@@ -118,10 +132,7 @@ def draw_failures(process: FailureProcess, component: Component, count: int, hor
     events: list[FailureEvent] = []
     if count <= 0 or horizon_s <= 0:
         return events
-    expected = count * (horizon_s / (process.mtbf_s + process.mttr_s) + 1)
-    if expected > MAX_FAILURE_EVENTS:
-        raise PodsimError(f"{component} failures: about {expected:.3g} failures of {count} parts over {horizon_s:.3g} s "
-                          f"(MTBF {process.mtbf_s:.3g} s); podsim draws at most {MAX_FAILURE_EVENTS:,} (each is a simulation event)")
+    check_failure_budget(process, component, count, horizon_s)
     t = np.zeros(count)
     if start_down_fraction:
         down = rng.random(count) > process.availability
@@ -175,8 +186,7 @@ def _checked(component: str, **fields) -> FailureProcess:
 def _shape_fields(weibull_shape: float | None) -> dict:
     if weibull_shape is None:
         return {"distribution": "exponential"}
-    if not (math.isfinite(weibull_shape) and weibull_shape > 0):
-        raise PodsimError(f"--weibull-shape {weibull_shape} must be a finite number > 0 (1 is exponential; leave it out for exponential)")
+    q.WEIBULL_SHAPE.check(weibull_shape, "--weibull-shape")
     return {"distribution": "weibull", "weibull_shape": weibull_shape}
 
 
@@ -236,8 +246,6 @@ def draw_fleet_failures(layout, model: FailureModel, horizon_s: float, seed: int
 def load_failure_trace(path: str | Path) -> list[FailureEvent]:
     """A CSV of `time_s, component, id, repair_s` rows (component: host, ocs or link)."""
     path = Path(path)
-    if not path.is_file():
-        raise PodsimError(f"failure trace {str(path)!r} does not exist")
     events = []
     header, rows = read_csv(path, "failure trace")
     need = {"time_s", "component", "id", "repair_s"}
@@ -250,10 +258,18 @@ def load_failure_trace(path: str | Path) -> list[FailureEvent]:
         try:
             ev = FailureEvent(float(row["time_s"]), comp, int(row["id"]), float(row["repair_s"]))
         except ValueError:
-            raise PodsimError(f"{path.name} line {line}: time_s, id and repair_s must be numbers") from None
+            raise PodsimError(f"{path.name} line {line}: time_s, id and repair_s must be numbers (id a whole number)") from None
         if not (math.isfinite(ev.time_s) and math.isfinite(ev.repair_s)):
             raise PodsimError(f"{path.name} line {line}: time_s and repair_s must be finite numbers of seconds")
         if ev.time_s < 0 or ev.repair_s < 0 or ev.id < 0:
             raise PodsimError(f"{path.name} line {line}: negative time, id or repair")
+        try:
+            q.EVENT_TIME.check(ev.time_s, "time_s")
+            q.REPAIR_TIME.check(ev.repair_s, "repair_s")
+            FAILED_ID.check(ev.id, "id")
+        except PodsimError as exc:
+            raise PodsimError(f"{path.name} line {line}: {exc}") from None
+        if len(events) >= budget().events:
+            check_budget("events", len(events) + 1, f"{path.name}: more than {len(events):,} failure events")
         events.append(ev)
     return sorted(events)

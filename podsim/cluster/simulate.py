@@ -470,6 +470,8 @@ class ClusterSim:
         self.env.process(self._arrivals())
         self.env.process(self._sampler())
         self.env.run(until=self.horizon_s)
+        if not self.series["t_s"] or self.series["t_s"][-1] < self.horizon_s:
+            self._sample()  # the horizon itself, so the last day's figures (per-day goodput) are whole
         if self.config.drain:  # the window's jobs run on (no arrivals) until they end or the limit
             t0 = self.window[0]
             todo = [j for j in self.jobs if t0 <= j.job.submit_s < self.horizon_s]

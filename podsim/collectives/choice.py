@@ -7,7 +7,7 @@ alpha-beta closed form on those routes (`schedule_time_s`). A candidate over it 
 ranked by a lower bound of that closed form, from the flows of a few representative chips
 (`schedule_bound_s`); only if the bound could beat the best price so far is it priced in full
 (building its flows, which simulating it would need anyway), and a candidate with more flows
-than the engine simulates (`MAX_FLOWS`) is never taken. The choice is the one pricing every
+than the engine simulates (the flows budget, `--max-flows`) is never taken. The choice is the one pricing every
 candidate in full would make (the fastest; ties to the earlier name in ALGORITHMS), without
 building the flows of those that cannot win. `Plan.why` says it in one line.
 """
@@ -16,10 +16,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from podsim.bounds import budget
 from podsim.collectives.algorithms import ALGORITHMS, KINDS, applicable, build_schedule
 from podsim.collectives.closed_form import schedule_bound_s, schedule_time_s
 from podsim.collectives.groups import GroupLayout
-from podsim.collectives.routes import MAX_FLOWS, RouterPool
+from podsim.collectives.routes import RouterPool
 from podsim.collectives.schedule import Schedule
 from podsim.errors import PodsimError
 
@@ -47,11 +48,12 @@ def closed_form_s(schedule: Schedule, pool: RouterPool) -> float:
     return schedule_time_s(schedule, pool.router(schedule.patterns()))
 
 
-def _flows(schedule: Schedule, pool: RouterPool) -> tuple[object, int, int]:
-    """The router pricing the schedule uses, the flows it routes, and the most of one pattern."""
+def _flows(schedule: Schedule, pool: RouterPool) -> tuple[object, int, tuple[int, str]]:
+    """The router pricing the schedule uses, the flows it routes, and (flows, name) of its
+    largest pattern."""
     router = pool.router(schedule.patterns())
-    n = [router.flows_to_route(p) for p in schedule.patterns()]
-    return router, sum(n), max(n, default=0)
+    n = [(router.flows_to_route(p), p.name) for p in schedule.patterns()]
+    return router, sum(k for k, _ in n), max(n, default=(0, ""))
 
 
 def _us(t: float) -> str:
@@ -74,7 +76,7 @@ def plan_collective(kind: str, layout: GroupLayout, size_bytes: float, algorithm
     cands: dict[str, float] = {}
     bounds: dict[str, float] = {}
     scheds: dict[str, Schedule] = {}
-    large: list[tuple[str, object, int, int]] = []
+    large: list[tuple[str, object, int, tuple[int, str]]] = []
     refused: list[str] = []
     for alg in ok:
         sched = scheds[alg] = build_schedule(kind, layout, size_bytes, alg, shift)
@@ -91,9 +93,9 @@ def plan_collective(kind: str, layout: GroupLayout, size_bytes: float, algorithm
         if best is not None and bounds[alg] > best:
             notes.append(f"{alg} ruled out by its bound {_us(bounds[alg])} ({n:,} flows not built)")
             continue
-        if most > MAX_FLOWS:
-            refused.append(f"{scheds[alg].patterns()[0].name} of {alg}: {n:,} flows, more than the {MAX_FLOWS:,} "
-                           "podsim simulates at once")
+        if most[0] > budget().flows:
+            refused.append(f"{most[1]} of {alg} on group {layout.name}: {most[0]:,} flows, more than the {budget().flows:,} "
+                           "podsim simulates at once (--max-flows); use a smaller group or another algorithm")
             notes.append(f"{alg} not simulable ({n:,} flows; bound {_us(bounds[alg])})")
             continue
         cands[alg] = schedule_time_s(scheds[alg], router)

@@ -28,6 +28,7 @@ from functools import partial
 
 import numpy as np
 
+from podsim.bounds import budget, check_budget
 from podsim.collectives.adaptive import adaptive_split
 from podsim.collectives.dcnfold import DcnFold, fold_crossing
 from podsim.collectives.routeparts import RoutePart, _subset, join_parts, route_sums
@@ -371,7 +372,8 @@ def check_routing(routing: str) -> None:
 
 
 MAX_FLOWS = 2_000_000
-"""Most flows one pattern may route at once (memory: every flow keeps its route's links)."""
+"""The default flows budget (podsim.bounds.Budget.flows, --max-flows): most flows one pattern may
+route at once (memory: every flow keeps its route's links)."""
 
 
 class Router:
@@ -481,9 +483,8 @@ class Router:
 
     @staticmethod
     def _check_size(pattern: Pattern, n: int) -> None:
-        if n > MAX_FLOWS:
-            raise PodsimError(f"{pattern.name} on group {pattern.layout.name} has {n:,} flows to route, more than the "
-                              f"{MAX_FLOWS:,} podsim simulates at once; use a smaller group, another algorithm or the fast path")
+        check_budget("flows", n, f"{pattern.name} on group {pattern.layout.name}",
+                     "every flow keeps its route's links in memory; or use a smaller group, another algorithm or the fast path")
 
     def _route(self, src: np.ndarray, dst: np.ndarray, weight: np.ndarray | None, sym: Symmetry | None):
         """(indptr, links, frac or None, latency) of flows, on representative links under `sym`."""
@@ -566,9 +567,7 @@ def crossing_routes(placement: Placement, pattern: Pattern, cache: dict, groups)
     hit = cache.get(id(pattern))
     if hit is not None:
         return hit[1]
-    n = pattern.split.crossing
-    if n > MAX_FLOWS:
-        Router._check_size(pattern, n)
+    Router._check_size(pattern, pattern.split.crossing)
     src, dst, w = crossing_flows(placement, pattern)
     fab = placement.fabric
     g = dcn_split_groups(fab, src, dst) if groups is not None else None
@@ -628,8 +627,8 @@ def fold_reason(placement: Placement, patterns: Sequence[Pattern], symmetry: Sym
     crossing = [p.split.crossing for p in patterns if p.split is not None and p.split.crossing]
     ecmp = placement.fabric.dcn.ecmp if placement.fabric.dcn.kind == "eps" else placement.fabric.dcn.kind
     if crossing and symmetry.dcn is None:
-        if max(crossing) > MAX_FLOWS:
-            return f"a pattern has {max(crossing):,} flows across slices, more than the DCN fold takes ({MAX_FLOWS:,})"
+        if max(crossing) > budget().flows:
+            return f"a pattern has {max(crossing):,} flows across slices, more than the DCN fold takes ({budget().flows:,}, --max-flows)"
         return f"the flows across slices fall into no fewer classes (dcn {ecmp})"
     if symmetry.dcn is not None:
         return f"the {symmetry.dcn.flows:,} flows across slices fold into {symmetry.dcn.classes:,} classes (dcn {ecmp})"
@@ -690,7 +689,7 @@ class RouterPool:
 def _with_dcn_fold(placement: Placement, sym: Symmetry, patterns: Sequence[Pattern],
                    cache: dict[frozenset, DcnFold | None], routed: dict | None = None) -> Symmetry:
     """The slice symmetry with the cross-slice flows folded into classes (dcnfold)."""
-    if (fold := fold_crossing(placement, patterns, cache, MAX_FLOWS, routed)) is None:
+    if (fold := fold_crossing(placement, patterns, cache, budget().flows, routed)) is None:
         return sym
     moved = fold.canon_link != np.arange(len(sym.canon_link))
     canon = np.where(moved, fold.canon_link, sym.canon_link)

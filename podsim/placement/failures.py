@@ -17,14 +17,15 @@ import re
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import ConfigDict, Field, ValidationError, field_validator
 
 from podsim.errors import PodsimError, first_error
 from podsim.files import read_structured
+from podsim.quantities import NoBoolNumbers
 from podsim.topology import PodLayout
 
 
-class Failures(BaseModel):
+class Failures(NoBoolNumbers):
     """Failed parts of a pod by id. Empty lists mean healthy."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)

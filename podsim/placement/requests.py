@@ -23,15 +23,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import ConfigDict, Field, ValidationError, field_validator
 
-from podsim.bounds import MAX_HORIZON_S, MAX_PRIORITY, Priority
+from podsim import quantities as q
+from podsim.bounds import MAX_HORIZON_S, MAX_PRIORITY, Priority, check_budget
 from podsim.errors import PodsimError, first_error
 from podsim.files import read_structured
 from podsim.topology import Generation, parse_shape, slice_name, validate_shape
 
 WEIGHT_RESOLUTION = 10  # CP-SAT needs integers: weights are kept in tenths of a chip
-MAX_SLICES = 1024  # slices of one multislice request (bounds the weight; the largest fleets hold fewer pods' worth)
+MAX_SLICES = int(q.REQUEST_SLICES.high)  # slices of one multislice request (bounds the weight; the largest fleets hold fewer pods' worth)
 
 
 @dataclass(frozen=True)
@@ -86,7 +87,7 @@ class SliceRequest:
         return round(WEIGHT_RESOLUTION * self.priority_weighted_chips() * (1.0 + age_s / age_scale_s))
 
 
-class RequestEntry(BaseModel):
+class RequestEntry(q.NoBoolNumbers):
     """One entry of a requests file."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
@@ -95,9 +96,9 @@ class RequestEntry(BaseModel):
     shape: str = Field(..., description="slice shape, e.g. 4x4x8 (v4) or 8x16 (v5e)")
     priority: Priority = Field(0, description=f"0 = normal, at most {MAX_PRIORITY}; the weight is chips x (1 + priority)")
     twisted: bool = Field(False, description="twisted torus (k x k x 2k or k x 2k x 2k, OCS pods only)")
-    arrival_s: float = Field(0.0, description="arrival time in seconds (for the age term)")
+    arrival_s: q.ARRIVAL_TIME.type = Field(0.0, description="arrival time in seconds (for the age term)")
     allow_degraded: bool = Field(False, description="accept a cube-level torus missing the circuits of a down OCS unit")
-    slices: int = Field(1, ge=1, le=MAX_SLICES, description="a multislice request: this many slices of the shape, all or none")
+    slices: q.REQUEST_SLICES.type = Field(1, description="a multislice request: this many slices of the shape, all or none")
     span_sites: bool = Field(False, description="a multislice request may be split over data centres (WAN links)")
 
     @field_validator("id", mode="before")
@@ -128,6 +129,7 @@ def parse_requests(raw: Any, gen: Generation, source: str = "requests") -> list[
     """Validate a parsed requests list: fields, unique ids, and each shape against `gen`'s rules."""
     if not isinstance(raw, list):
         raise PodsimError(f"{source}: expected a YAML list of requests ({{id, shape, priority, twisted}}), got {type(raw).__name__}")
+    check_budget("requests", len(raw), f"{source}: {len(raw):,} requests", "each is a CP-SAT decision or a greedy pass")
     out: list[SliceRequest] = []
     seen: set[str] = set()
     for i, item in enumerate(raw):

@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import math
 
+from pydantic import ValidationError
+
+from podsim import quantities as q
 from podsim.bounds import MAX_FLEET_CHIPS, check_fleet
-from podsim.cluster.failures import MAX_FAILURE_EVENTS
-from podsim.errors import PodsimError
+from podsim.cluster.failures import check_failure_budget
+from podsim.errors import PodsimError, first_error
 from podsim.metrics import target_metrics
 from podsim.scenario.fields import parse_target
 from podsim.scenario.schema import Scenario
@@ -63,6 +66,9 @@ def scenario_generation(s: Scenario) -> Generation:
             raise FieldError(loc + ("value",), f"{name} = {ov.value} must be a whole number >= 1 ({fig.unit})")
         if is_rate_unit(fig.unit) and ov.value <= 0:
             raise FieldError(loc + ("value",), f"{name} = {ov.value} must be > 0 {fig.unit}: work divided by a zero rate never finishes")
+        quantity = q.FIGURE_RANGES.get(fig.unit)
+        if quantity is not None:
+            _wrap(loc + ("value",), quantity.check, ov.value, name)
         note = ov.note or f"scenario override (published: {fig.value} {fig.unit}, {fig.source})"
         new = fig.model_copy(update={"value": float(ov.value), "source": ov.source, "note": note, "alt": None})
         if name.startswith("ocs."):
@@ -97,16 +103,19 @@ def _check_odd(s: Scenario, gen) -> None:
 
 
 def _check_failure_events(s: Scenario, gen: Generation) -> None:
-    """Host failures drawn over the horizon stay within what the simulation draws (an estimate
-    from the MTBF, refused before the run rather than in the middle of it)."""
-    host = s.failures.host
-    if host is None or host.mtbf_s is None:
+    """Failures drawn over the horizon (hosts, OCS units, ICI cables) stay within the events
+    budget: the estimate draw_failures checks, refused before the run rather than in it."""
+    from podsim.topology import PodLayout
+
+    parts = [("host", s.failures.host), ("ocs", s.failures.ocs), ("link", s.failures.link)]
+    if not any(spec is not None for _, spec in parts):
         return
-    hosts = s.topology.pods * gen.pod_chips / max(1.0, float(gen.chips_per_host.value))
-    expected = hosts * (s.horizon / (host.mtbf_s + host.mttr_s) + 1)
-    if expected > MAX_FAILURE_EVENTS:
-        raise FieldError(("failures", "host", "mtbf"), f"about {expected:.3g} host failures over the horizon "
-                         f"({hosts:.0f} hosts, MTBF {host.mtbf_s:g} s); podsim draws at most {MAX_FAILURE_EVENTS:,}")
+    layout = PodLayout(gen, pods=s.topology.pods, ocs=s.topology.wiring == "ocs")
+    counts = {"host": layout.n_hosts, "ocs": layout.n_ocs,
+              "link": layout.n_chips * int(gen.ici_links_per_chip.value) // 2}  # each cable joins two chips
+    for name, spec in parts:
+        if spec is not None:
+            _wrap(("failures", name, "mtbf"), check_failure_budget, spec.process(), name, counts[name], s.horizon)
 
 
 def _check_multislice(loc: tuple, spec: SliceSpec, gen: Generation, ocs: bool, shape: str) -> None:
@@ -216,6 +225,39 @@ def _check_dcn(s: Scenario) -> None:
                                                 "the workload has no such job and there is no scaling section")
 
 
+# ClusterConfig's fields -> where the scenario sets them (for errors the preflight finds)
+_CONFIG_LOC = {"horizon_s": ("horizon",), "checkpoint_interval_s": ("policy", "checkpoint_interval"),
+               "restart_overhead_s": ("policy", "restart_overhead"), "schedule_depth": ("policy", "schedule_depth"),
+               "decision_time_limit_s": ("solver", "decision_time_limit"), "batch_window": ("solver", "batch_window"),
+               "cpsat_workers": ("solver", "workers"), "degraded_slowdown": ("solver", "degraded_slowdown"),
+               "pods": ("topology", "pods"), "sites": ("dcn", "sites"), "sample_interval_s": ("samples",)}
+
+
+def _preflight_cluster(s: Scenario, gen: Generation) -> None:
+    """Build what `run` builds before it simulates a job stream (the ClusterConfig, the
+    synthetic stream's spec, the failure model), so a scenario that loads never fails on its
+    inputs inside `run`: each error is a FieldError at the field that set it."""
+    from podsim.scenario.run import cluster_run  # run imports this module
+
+    if s.workload.synthetic is not None:
+        try:
+            s.workload.synthetic.spec(gen.id)
+        except (ValidationError, PodsimError) as exc:
+            where, msg = first_error(exc) if isinstance(exc, ValidationError) else ("", str(exc))
+            raise FieldError(("workload", "synthetic", *[p for p in where.split(".") if p]), msg) from None
+    try:
+        cluster_run(s, gen)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        loc = tuple(err["loc"])
+        head = _CONFIG_LOC.get(str(loc[1]) if len(loc) > 1 and loc[0] == "config" else str(loc[0]) if loc else "", ())
+        raise FieldError(head, first_error(exc)[1]) from None
+    except PodsimError as exc:
+        if isinstance(exc, FieldError):
+            raise
+        raise FieldError((), str(exc)) from None
+
+
 def _check_serving_scenario(s: Scenario, gen: Generation) -> None:
     """A serving fleet: its own duration, warm-up and drain; no study that runs a training step."""
     from podsim.scenario.serving import check_serving
@@ -235,7 +277,8 @@ def _check_serving_scenario(s: Scenario, gen: Generation) -> None:
 
 
 def check_scenario(s: Scenario) -> Generation:
-    """Every cross-field rule; returns the generation with overrides. Raises FieldError."""
+    """Every cross-field rule, and for a job stream what `run` builds before it simulates
+    (_preflight_cluster); returns the generation with overrides. Raises FieldError."""
     gen = scenario_generation(s)
     if s.topology.wiring == "ocs" and not gen.has_ocs:
         raise FieldError(("topology", "wiring"), f"{gen.id} has no OCS; use wiring: static")
@@ -285,4 +328,6 @@ def check_scenario(s: Scenario) -> Generation:
             what = {"step": "step study", "serving": "serving fleet"}.get(s.kind, "job stream")
             raise FieldError(loc, f"no target on {metric!r} for a {what}; targets: {', '.join(allowed)}")
         _wrap(loc, parse_target, metric, value)
+    if s.kind == "cluster":
+        _preflight_cluster(s, gen)  # last: every field-level rule above names its own field first
     return gen

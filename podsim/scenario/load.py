@@ -18,7 +18,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from podsim.errors import PodsimError
-from podsim.files import parse_yaml_node, read_text
+from podsim.files import MAX_YAML_BYTES, parse_yaml_node, read_text
 from podsim.scenario.check import FieldError, check_scenario
 from podsim.scenario.schema import Scenario
 
@@ -50,7 +50,7 @@ def _field_above(text: str, line: int) -> str | None:
 def read_yaml_doc(path: str | Path, what: str = "scenario") -> YamlDoc:
     """Parse a YAML file keeping node positions; bad YAML is a one-line error with its line."""
     path = Path(path)
-    return parse_yaml_doc(read_text(path, what), str(path), path.parent)
+    return parse_yaml_doc(read_text(path, what, MAX_YAML_BYTES), str(path), path.parent)
 
 
 def parse_yaml_doc(text: str, source: str, base_dir: Path | None = None) -> YamlDoc:

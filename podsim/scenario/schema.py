@@ -14,15 +14,24 @@ import math
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
-from podsim.bounds import MAX_FLEET_CHIPS, MAX_HORIZON_S, JobCount, Priority, Seed
+from podsim import quantities as q
+from podsim.bounds import JobCount, Priority, Seed
 from podsim.cluster.config import PlacementFit, SolverKind, default
 from podsim.cluster.config import Policy as QueuePolicy
 from podsim.cluster.failures import FailureSpec
 from podsim.economics.assumptions import DEFAULTS as SPINE_DEFAULTS
 from podsim.errors import PodsimError
-from podsim.quantities import Duration, Fraction, Rate
+from podsim.files import check_input_file
+from podsim.quantities import Duration, Fraction, Rate, Weight
 from podsim.serving.spec import ServingWorkload
 from podsim.topology import DcnSpec, get_generation
 from podsim.trace.generate import GenerateOptions
@@ -32,7 +41,7 @@ from podsim.workload.replay import TraceSpec
 from podsim.workload.synthetic import ArrivalSpec, DurationSpec, StepsSpec, SyntheticSpec
 
 
-class _Model(BaseModel):
+class _Model(q.NoBoolNumbers):
     model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
 
@@ -44,9 +53,9 @@ def _existing_file(value: Any, info: ValidationInfo) -> Path | None:
     base = (info.context or {}).get("base_dir")
     if not path.is_absolute() and base is not None:
         path = Path(base) / path
-    if not path.is_file():
+    if not path.exists():
         raise PodsimError(f"file {str(value)!r} does not exist (looked for {path})")
-    return path
+    return check_input_file(path, "input")  # a folder, a FIFO or a device: one line, nothing opened
 
 
 class FigureOverride(_Model):
@@ -62,7 +71,7 @@ class Topology(_Model):
     """The fleet: `pods` pods of one generation, wired through OCS or statically."""
 
     generation: str = Field(..., description="generation id, e.g. tpu-v4, tpu-v5p")
-    pods: int = Field(1, ge=1, le=MAX_FLEET_CHIPS, description="pods in the fleet")
+    pods: q.PODS.type = Field(1, description="pods in the fleet")
     wiring: Literal["ocs", "static"] = Field("ocs", description="ocs: cubes joined by OCS; static: cubes fixed in the home arrangement")
     routing: Literal["dimension_order", "shortest_paths", "adaptive"] = Field(
         "dimension_order", description="ICI routing inside a slice: one dimension-order path, an even split over all "
@@ -125,14 +134,14 @@ class Synthetic(_Model):
     (`rate` or `gaps` for its `arrival`, `mix` for its `slice_mix`; `spec()` gives the SyntheticSpec)."""
 
     jobs: JobCount = SyntheticSpec.model_fields["jobs"].default
-    rate: Rate | None = Field(None, description="Poisson arrivals, e.g. 2/h, 48/d or 5/w")
-    gaps: tuple[Duration, ...] | None = Field(None, description="given inter-arrival gaps, cycled")
+    rate: Annotated[Rate, AfterValidator(q.ARRIVAL_RATE.check)] | None = Field(None, description="Poisson arrivals, e.g. 2/h, 48/d or 5/w")
+    gaps: tuple[q.JOB_GAP.duration, ...] | None = Field(None, min_length=1, description="given inter-arrival gaps, cycled (at least one)")
     duration: DurationSpec = DurationSpec()
     mix: Any = Field("v4", description="'v4' (the v4 paper's popularity table) or SHAPE[_T|_NT] -> weight")
-    priorities: dict[Priority, float] = Field(default_factory=SyntheticSpec.model_fields["priorities"].default_factory)
-    models: dict[str, float] = Field(default_factory=dict, description="model preset -> weight: jobs given in steps")
+    priorities: dict[Priority, Weight] = Field(default_factory=SyntheticSpec.model_fields["priorities"].default_factory)
+    models: dict[str, Weight] = Field(default_factory=dict, description="model preset -> weight: jobs given in steps")
     steps: StepsSpec = StepsSpec()
-    slices: dict[int, float] = Field(default_factory=lambda: {1: 1.0},
+    slices: dict[q.JOB_SLICES.type, Weight] = Field(default_factory=lambda: {1: 1.0},
                                      description="slices per job -> weight: multislice jobs (all or none, fewest pods)")
     span_sites: bool = Field(False, description="multislice jobs may be split over the DCN's sites")
 
@@ -149,7 +158,7 @@ class Synthetic(_Model):
         for k, w in v.items():
             if isinstance(w, bool) or not isinstance(w, (int, float)) or not math.isfinite(w) or w < 0:
                 raise PodsimError(f"mix weight of {k!r} is {w!r}; weights are numbers >= 0")
-            out[str(k)] = float(w)
+            out[str(k)] = float(q.WEIGHT.check(w, f"mix weight of {k!r}"))
         return out
 
     @model_validator(mode="after")
@@ -180,10 +189,10 @@ class StepWorkload(_Model):
     model_overrides: dict[str, Any] = Field(default_factory=dict, description="preset fields, e.g. {global_batch: 2048}")
     slice: str = Field(..., description="slice shape, e.g. 4x4x8")
     twisted: bool = False
-    slices: int = Field(1, ge=1, description="slices of a multislice job (data parallel over the DCN)")
+    slices: q.JOB_SLICES.type = Field(1, description="slices of a multislice job (data parallel over the DCN)")
     parallelism: str | None = Field(None, description="e.g. 'fsdp=16,tensor=8'; default: data (ResNet) or fsdp over every chip")
-    steps: int | None = Field(None, ge=1, description="training steps, for time to train, chip-hours and cost")
-    compute_efficiency: float | None = Field(None, gt=0, le=1, description="a flat fraction of peak FLOP/s for every "
+    steps: q.TRAINING_STEPS_INT.type | None = Field(None, description="training steps, for time to train, chip-hours and cost")
+    compute_efficiency: q.EFFICIENCY.type | None = Field(None, description="a flat fraction of peak FLOP/s for every "
                                              "compute op (e.g. 0.6, perf.3); default: the per-op compute model (podsim.perf)")
     options: GenerateOptions = Field(default_factory=GenerateOptions, description="how the generated step runs "
                                      "(podsim.trace.GenerateOptions; a preset model only)")
@@ -252,9 +261,9 @@ class Policy(_Model):
     """The queue policy and restarts (defaults: podsim.cluster.ClusterConfig's)."""
 
     name: QueuePolicy = default("policy")
-    checkpoint_interval: Duration = default("checkpoint_interval_s")
-    restart_overhead: Duration = default("restart_overhead_s")
-    schedule_depth: int = Field(default("schedule_depth"), ge=1)
+    checkpoint_interval: q.CHECKPOINT_INTERVAL.duration = default("checkpoint_interval_s")
+    restart_overhead: q.RESTART_OVERHEAD.duration = default("restart_overhead_s")
+    schedule_depth: q.SCHEDULE_DEPTH.type = default("schedule_depth")
     untwist_on_static: bool = default("untwist_on_static")
 
 
@@ -265,11 +274,11 @@ class Solver(_Model):
     placement: PlacementFit = default("placement")
     degraded_placement: Literal["off", "requested", "all"] = default("degraded_placement")
     spare_ports: bool = default("spare_ports")
-    degraded_slowdown: float = Field(default("degraded_slowdown"), ge=1, le=100,
-                                     description="run time factor on a degraded slice (1: compute-bound)")
-    decision_time_limit: float = Field(default("decision_time_limit_s"), gt=0, description="CP-SAT limit per decision (deterministic units)")
-    batch_window: int = Field(default("batch_window"), ge=1)
-    workers: int = Field(default("cpsat_workers"), ge=1, description="CP-SAT workers (a sweep caps this at 1 per sweep worker)")
+    degraded_slowdown: q.DEGRADED_SLOWDOWN.type = Field(default("degraded_slowdown"),
+                                                        description="run time factor on a degraded slice (1: compute-bound)")
+    decision_time_limit: q.DECISION_TIME_LIMIT.type = Field(default("decision_time_limit_s"), description="CP-SAT limit per decision (deterministic units)")
+    batch_window: q.BATCH_WINDOW.type = default("batch_window")
+    workers: q.WORKERS.type = Field(default("cpsat_workers"), description="CP-SAT workers (a sweep caps this at 1 per sweep worker)")
     fold: Literal["none", "allowed"] = Field(default("fold"), description="allowed: fold a request onto another box or split "
                                              "it into whole blocks plus pieces, at the slowdown the step-time model charges")
     slowdown_model: str | None = Field(None, description="model preset whose step prices a non-native placement of a job given in time")
@@ -282,7 +291,7 @@ class StepTime(_Model):
     engine; either runs each job's step study with the model's plan from `parallelism`."""
 
     model: Literal["roofline", "engine"] = "roofline"
-    compute_efficiency: float | None = Field(None, gt=0, le=1, description="a flat fraction of peak FLOP/s for every "
+    compute_efficiency: q.EFFICIENCY.type | None = Field(None, description="a flat fraction of peak FLOP/s for every "
                                              "compute op (e.g. 0.6, perf.3); default: the per-op compute model (podsim.perf)")
     parallelism: dict[str, str] = Field(default_factory=dict, description="model preset -> plan, e.g. 'tensor=4,fsdp=auto'; "
                                         "default: FSDP as far as the batch splits, tensor parallel over the rest")
@@ -302,19 +311,19 @@ class SpineGeneration(_Model):
     """Hosts and optics arriving in `year`: the DCN link (port) speed from then on."""
 
     year: int = Field(..., ge=0, le=50, description="year of the fleet's life it arrives (0 = first)")
-    link_gbps: float = Field(..., gt=0, description="DCN link speed of its optics and switch ports, Gbps")
-    host_gbps: float | None = Field(None, gt=0, description="DCN bandwidth per host; default: the generation's, scaled with link_gbps")
-    transceiver_usd: float | None = Field(None, gt=0, description="price of one transceiver; default: link_gbps x assumption")
-    transceiver_w: float | None = Field(None, gt=0, description="power of one transceiver; default: link_gbps x assumption")
-    eps_usd_per_gbps: float | None = Field(None, gt=0, description="electrical switch ports bought from this year; default: the assumption (eps.17)")
-    eps_w_per_gbps: float | None = Field(None, gt=0, description="their power per Gbps; default: eps_switch_w / eps_switch_gbps (apo.7, eps.2)")
+    link_gbps: q.PORT_GBPS.type = Field(..., description="DCN link speed of its optics and switch ports, Gbps")
+    host_gbps: q.PORT_GBPS.type | None = Field(None, description="DCN bandwidth per host; default: the generation's, scaled with link_gbps")
+    transceiver_usd: q.USD.type | None = Field(None, description="price of one transceiver; default: link_gbps x assumption")
+    transceiver_w: q.WATTS.type | None = Field(None, description="power of one transceiver; default: link_gbps x assumption")
+    eps_usd_per_gbps: q.USD_PER_GBPS.type | None = Field(None, description="electrical switch ports bought from this year; default: the assumption (eps.17)")
+    eps_w_per_gbps: q.W_PER_GBPS.type | None = Field(None, description="their power per Gbps; default: eps_switch_w / eps_switch_gbps (apo.7, eps.2)")
     source: str = Field("", description="where this generation's figures come from")
 
 
 class SpineFigure(_Model):
     """A spine-model figure replaced for this scenario (podsim.economics.assumptions names)."""
 
-    value: float = Field(..., gt=0)
+    value: q.SPINE_FIGURE.type
     source: str = Field(..., min_length=1, description="a row id, a quote or 'assumption'")
     note: str = ""
 
@@ -328,7 +337,7 @@ class Spine(_Model):
 
     years: int = Field(6, ge=1, le=30, description="years of the fleet's life")
     generations: tuple[SpineGeneration, ...] = Field(..., min_length=1, description="hosts and optics by year, the first in year 0")
-    pods: int | None = Field(None, ge=1, description="pods the DCN spans (default topology.pods)")
+    pods: q.PODS.type | None = Field(None, description="pods the DCN spans (default topology.pods)")
     busy_fraction: Fraction = Field(1.0, description="share of the fleet's chip-hours running the step workload (an assumption)")
     assumptions: dict[str, SpineFigure] = Field(default_factory=dict, description="figure name -> {value, source}")
 
@@ -360,9 +369,9 @@ class Scaling(_Model):
     slice: str = Field(..., description="shape of each slice, e.g. 4x4x4 (whole cubes of an OCS pod)")
     parallelism: str | None = Field(None, description="plan inside a slice, no dcn (the study adds dcn = slices), e.g. "
                                     "'fsdp=16,tensor=4'; default: data (ResNet) or fsdp over every chip")
-    slices: tuple[int, ...] = Field(..., description="slice counts, increasing, e.g. [1, 2, 4, 8]")
-    batch_per_slice: int = Field(..., ge=1, description="global batch per slice (weak scaling: global batch = this x slices)")
-    compute_efficiency: float | None = Field(None, gt=0, le=1, description="flat fraction of peak FLOP/s; default: "
+    slices: tuple[q.JOB_SLICES.type, ...] = Field(..., description="slice counts, increasing, e.g. [1, 2, 4, 8]")
+    batch_per_slice: q.BATCH.type = Field(..., description="global batch per slice (weak scaling: global batch = this x slices)")
+    compute_efficiency: q.EFFICIENCY.type | None = Field(None, description="flat fraction of peak FLOP/s; default: "
                                              "the per-op compute model (as `podsim scaling`)")
     options: GenerateOptions = Field(default_factory=GenerateOptions, description="how each generated step runs (podsim.trace.GenerateOptions)")
 
@@ -380,17 +389,16 @@ class Scenario(_Model):
     policy: Policy = Policy()
     solver: Solver = Solver()
     step_time: StepTime = StepTime()
-    horizon: Annotated[Duration, Field(gt=0, le=MAX_HORIZON_S)] | None = Field(None, description="simulated time of a job stream, e.g. 14d (at most a century)")
-    warmup: Duration = Field(0.0, ge=0, description="job streams: leave the time before this (the fleet filling up) and "
-                                                     "the jobs submitted in it out of the steady-state metrics, e.g. 2d")
+    horizon: q.HORIZON.duration | None = Field(None, description="simulated time of a job stream, e.g. 14d (a second to a century)")
+    warmup: q.JOB_GAP.duration = Field(0.0, description="job streams: leave the time before this (the fleet filling up) and "
+                                                          "the jobs submitted in it out of the steady-state metrics, e.g. 2d")
     drain: bool = Field(False, description="job streams: after the horizon, let the jobs of the measured window run on "
                                            "(no arrivals) so their waits and slowdowns are whole")
-    drain_limit: Annotated[Duration, Field(gt=0, le=MAX_HORIZON_S)] | None = Field(
-        None, description="how long a drain may run past the horizon (default: one horizon)")
+    drain_limit: q.HORIZON.duration | None = Field(None, description="how long a drain may run past the horizon (default: one horizon)")
     seed: Seed = 0
-    replicates: int = Field(1, ge=1, le=1000, description="independent repeats of a job stream, seeds from "
-                            "numpy SeedSequence(seed).spawn(n); key figures are the mean with a 95% interval")
-    samples: int = Field(500, ge=2, le=20000, description="time-series samples over the horizon")
+    replicates: q.REPLICATES.type = Field(1, description="independent repeats of a job stream, seeds from "
+                                          "numpy SeedSequence(seed).spawn(n); key figures are the mean with a 95% interval")
+    samples: q.SAMPLES.type = Field(500, description="time-series samples over the horizon")
     targets: dict[str, Any] = Field(default_factory=dict, description="metric -> '<= 1h' / '>= 95%'")
     references: dict[str, Reference] = Field(default_factory=dict, description="metric -> published figure")
     spine: Spine | None = Field(None, description="spine economics: EPS against OCS over the fleet's life (needs a step workload)")

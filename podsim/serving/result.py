@@ -91,7 +91,7 @@ def serving_metrics(sim: ServingSim, wall_s: float) -> tuple[dict, dict[str, dic
     m = {
         "generation": gen.id, "slice": cfg.slice, "replicas": cfg.replica_count, "chips": chips,
         "model": sim.shard.cfg.name, "parallelism": f"tensor={sim.shard.tensor}" + (f",expert={sim.shard.expert}" if sim.shard.expert > 1 else ""),
-        "batch_policy": cfg.batch.kind if cfg.batch.kind == "static" else f"continuous/{cfg.batch.prefill}",
+        "batch_policy": f"static/{cfg.batch.batcher}" if cfg.batch.kind == "static" else f"continuous/{cfg.batch.prefill}",
         "serving_mode": "disaggregated" if cfg.disaggregated else "colocated",
         "requests": n, "requests_completed": int(finished.sum()), "requests_unfinished": int((counted & np.isnan(log.end_s) & ~log.rejected).sum()),
         "requests_rejected": int((counted & log.rejected).sum()),

@@ -159,11 +159,13 @@ class Replica:
         self.sending = 0  # prefill role: pages of prefilled requests not yet sent
         self.arriving = 0  # decode role: pages taken for KV caches on their way here
         self.ahead_until = 0.0  # steps committed ahead of the clock end here (_decode_run)
+        self.in_batches = 0  # static: requests taken into batches (forming, formed or running), not yet returned
 
     # Queue ---------------------------------------------------------------------------------
     @property
     def outstanding(self) -> int:
-        return len(self.waiting) + len(self.prefilling) + len(self.seqs) + len(self.ready) + len(self.incoming)
+        return (len(self.waiting) + len(self.prefilling) + len(self.seqs) + len(self.ready) + len(self.incoming)
+                + self.in_batches)
 
     def poke(self) -> None:
         if self.wake is not None and not self.wake.triggered:
@@ -180,7 +182,7 @@ class Replica:
         prompt, out = int(req.prompt[rid]), int(req.output[rid])
         if pol.kind == "static":
             length = next((b for b in pol.buckets if b >= prompt), prompt)
-            return int(seq_pages(length, out - 1, req.beams, self.pt))
+            return int(seq_pages(length, out - 1, req.beams, self.pt)) * self.padded(1)
         return int(seq_pages(prompt, out - 1, req.beams, self.pt)) if not self.paged else pages_for(prompt, self.pt)
 
     def admit_pages(self, prompt_tokens: int, generated: int, target: int) -> int:
@@ -346,7 +348,10 @@ class Replica:
             while self.finish and self.finish[0][0] <= self.s:
                 _, sid = heapq.heappop(self.finish)
                 if sid in self.seqs:
-                    log.end_s[self._remove(sid).rid] = now
+                    done = self._remove(sid).rid
+                    log.end_s[done] = now
+                    if sim.clients is not None:
+                        sim.release_client(done, now)
         for p, n in plan.chunks:
             p.done += n
             if p.done < p.tokens:
@@ -358,6 +363,8 @@ class Replica:
             generated = p.generated + 1
             if generated >= int(sim.req.output[rid]):
                 log.end_s[rid] = now
+                if sim.clients is not None:
+                    sim.release_client(rid, now)
                 self.ledger.give(p.pages)
             elif self.role == "prefill":
                 sim.hand_over(self, rid, p.pages)
@@ -432,7 +439,10 @@ class Replica:
             while finish and finish[0][0] <= self.s:
                 sid = heapq.heappop(finish)[1]
                 if sid in seqs:
-                    end_s[self._remove(sid).rid] = t
+                    done = self._remove(sid).rid
+                    end_s[done] = t
+                    if sim.clients is not None:
+                        sim.release_client(done, t)
             add((t, dt, n, n, d, self.ledger.used, kv))
             if kv > sim.kv_tokens_max:
                 sim.kv_tokens_max = kv
@@ -441,10 +451,47 @@ class Replica:
             self.by_order = [sid for sid in self.by_order if sid in seqs]
         return t
 
+    def padded(self, n: int) -> int:
+        """The batch size a static batch of `n` requests runs at (the policy's batch_sizes)."""
+        return next((b for b in self.policy.batch_sizes if b >= n), n)
+
+    def _batch_shape(self, batch: list[int]) -> tuple[int, int, int]:
+        """A static batch's padded prompt length, decode steps and KV pages per padded row."""
+        req, pol = self.sim.req, self.policy
+        longest = int(req.prompt[batch].max())
+        length = next((b for b in pol.buckets if b >= longest), longest)
+        steps = int(req.output[batch].max()) - 1
+        return length, steps, int(seq_pages(length, steps, req.beams, self.pt))
+
+    def _run_batch(self, batch: list[int], length: int, steps: int, per: int):
+        """Run one static batch on the slice (its pages already taken): one prefill of every
+        padded row, `steps` decode steps, every result returned when it ends."""
+        sim, env, beams = self.sim, self.sim.env, self.beams
+        n, m = len(batch), self.padded(len(batch))
+        t0 = env.now
+        step = sim.timer.tokens_step_s
+        prefill = step(m * length, m, m * length, m * length * (length + 1) / 2.0, 0.0, m * length)
+        decode = 0.0
+        for k in range(1, steps + 1):
+            decode += step(m * beams, m * beams, m * beams, m * beams * (length + k), m * (length + beams * (k - 1)), m * beams)
+        self.max_seqs_seen = max(self.max_seqs_seen, m)
+        kv = float(m * (length + beams * steps))
+        sim.kv_tokens_max = max(sim.kv_tokens_max, kv)
+        yield env.timeout(prefill + decode)
+        for rid in batch:
+            sim.log.first_s[rid] = t0 + prefill
+            sim.log.end_s[rid] = env.now
+            if sim.clients is not None:
+                sim.release_client(rid, env.now)
+        self.ledger.give(per * m)
+        self.in_batches -= n
+        self.steps.add((env.now, env.now - t0, m * length + steps * m * beams, steps * m * beams, m, per * m, kv))
+        self.busy_s += env.now - t0
+
     def run_static(self):
-        """Request-level batches (see BatchPolicy): form, prefill, decode to the end, return."""
+        """Request-level batches formed when the replica is idle (batcher `idle`, see BatchPolicy):
+        form, prefill, decode to the end, return."""
         sim, env, pol, req = self.sim, self.sim.env, self.policy, self.sim.req
-        beams = req.beams
         while True:
             if not self.waiting:
                 self.wake = env.event()
@@ -457,31 +504,65 @@ class Replica:
                 yield env.any_of([self.wake, env.timeout(deadline - env.now)])
                 self.wake = None
             batch = [self.waiting[i][0] for i in range(min(pol.max_batch, len(self.waiting)))]
-            longest = int(req.prompt[batch].max())
-            length = next((b for b in pol.buckets if b >= longest), longest)
-            steps = int(req.output[batch].max()) - 1
-            per = int(seq_pages(length, steps, beams, self.pt))
-            n = min(len(batch), self.ledger.free // per) if per > 0 else len(batch)
+            length, steps, per = self._batch_shape(batch)
+            n = len(batch)
+            while n > 1 and per * self.padded(n) > self.ledger.free:  # as many as the cache holds
+                n -= 1
             batch = batch[:n]
             for _ in range(n):
                 self.waiting.popleft()
-            self.ledger.take(per * n)
-            t0 = env.now
-            step = sim.timer.tokens_step_s
-            prefill = step(n * length, n, n * length, n * length * (length + 1) / 2.0, 0.0, n * length)
-            decode = 0.0
-            for k in range(1, steps + 1):
-                decode += step(n * beams, n * beams, n * beams, n * beams * (length + k), n * (length + beams * (k - 1)), n * beams)
-            self.max_seqs_seen = max(self.max_seqs_seen, n)
-            kv = float(n * (length + beams * steps))
-            sim.kv_tokens_max = max(sim.kv_tokens_max, kv)
-            yield env.timeout(prefill + decode)
-            for rid in batch:
-                sim.log.first_s[rid] = t0 + prefill
-                sim.log.end_s[rid] = env.now
-            self.ledger.give(per * n)
-            self.steps.add((env.now, env.now - t0, n * length + steps * n * beams, steps * n * beams, n, per * n, kv))
-            self.busy_s += env.now - t0
+            self.ledger.take(per * self.padded(n))
+            self.in_batches += n
+            yield from self._run_batch(batch, length, steps, per)
+
+    def run_saxml(self):
+        """Saxml's batcher (batcher `saxml`, see BatchPolicy): a batch is started only when fewer
+        than `depth` are live, by taking the queue's first request (waiting for one), then
+        collecting until `max_batch` or `max_wait` after that take; formed batches go to the
+        device first in, first out (`_device`), and their slot frees when their results return.
+        google/saxml@fe1d6b48e5824e9d89b921e7d339074a43f0351b (2023-08-18, the round 3.1 code):
+        PerMethodBatcher._batching (batch_sem of 2), utils.RpcQueue.take_batch (the wait clock
+        starts at the first take); the depth of 1 when MAX_LIVE_BATCHES <= 2 is d290a4c (2024)."""
+        sim, env, pol = self.sim, self.sim.env, self.policy
+        slots = simpy.Resource(env, capacity=1 if pol.max_live_batches <= 2 else 2)
+        formed: simpy.Store = simpy.Store(env)
+        env.process(self._device(formed, slots))
+        while True:
+            slot = slots.request()
+            yield slot
+            while not self.waiting:
+                self.wake = env.event()
+                yield self.wake
+                self.wake = None
+            end = env.now + pol.max_wait
+            batch = [self.waiting.popleft()[0]]
+            self.in_batches += 1
+            while len(batch) < pol.max_batch:
+                if self.waiting:
+                    batch.append(self.waiting.popleft()[0])
+                    self.in_batches += 1
+                    continue
+                if env.now >= end or (sim.arrivals_done and not sim.retrying):
+                    break
+                self.wake = env.event()
+                yield env.any_of([self.wake, env.timeout(end - env.now)])
+                self.wake = None
+            formed.put((batch, slot))
+
+    def _device(self, formed: simpy.Store, slots: simpy.Resource):
+        """The slice under the Saxml batcher: the formed batches one at a time, in order."""
+        while True:
+            batch, slot = yield formed.get()
+            length, steps, per = self._batch_shape(batch)
+            pages = per * self.padded(len(batch))
+            if pages > self.ledger.free:
+                raise PodsimError(f"a static batch of {len(batch)} requests (run at {self.padded(len(batch))}) padded to "
+                                  f"{length} tokens with {steps} decode steps needs {pages} KV pages; the cache holds "
+                                  f"{self.ledger.capacity} (a Saxml server allocates the whole batch's cache): lower "
+                                  "max_batch or batch_sizes, or use more chips")
+            self.ledger.take(pages)
+            yield from self._run_batch(batch, length, steps, per)
+            slots.release(slot)
 
 
 class ServingSim:
@@ -507,6 +588,8 @@ class ServingSim:
         self.budget: KvBudget = kv_budget(self.shard, self.generation, pol.page_tokens, max_tokens, max_seqs, config.hbm_reserve)
         self.req = requests if requests is not None else draw_requests(config.requests, config.duration, config.seed)
         self.log = RequestLog.empty(len(self.req))
+        if pol.kind == "static" and pol.batcher == "saxml" and len(self.req):
+            self._check_saxml_cache()
         self.env = simpy.Environment()
         self.audit = audit
         self.on_progress = on_progress
@@ -524,7 +607,29 @@ class ServingSim:
             self.replicas = self.pool + self.decoders
         self.kv_transfer = KvTransfer(self.generation, self.shape, d.transfer, dcn, config.routing) if d is not None else None
         self._rr = 0
+        self.rng = np.random.default_rng([config.seed, 28])  # the Sax client's retry jitter
+        self.retrying = 0  # requests waiting to retry (batcher saxml)
+        self.retries_total = 0
+        n_clients = config.requests.clients
+        self.clients = simpy.Resource(self.env, capacity=n_clients) if n_clients is not None else None
+        self._client_of: dict[int, simpy.resources.resource.Request] = {}
         self._source: dict[int, tuple[Replica, int]] = {}  # request handed over -> (prefill replica, its pages)
+
+    def _check_saxml_cache(self) -> None:
+        """A Saxml server allocates the KV cache of its largest compiled batch at its longest
+        bucket when it loads the model: refuse a configuration whose cache cannot hold it."""
+        pol, req = self.config.batch, self.req
+        length = max(pol.buckets) if pol.buckets else int(req.prompt.max())
+        steps = int(req.output.max()) - 1
+        rows = pol.batch_sizes[-1] if pol.batch_sizes else pol.max_batch
+        need = rows * int(seq_pages(length, steps, req.beams, pol.page_tokens))
+        if need > self.budget.pages:
+            b = self.budget
+            raise PodsimError(
+                f"a Saxml batch of {rows} requests x {req.beams} beams at {length} prompt and {steps + 1} output tokens "
+                f"needs {need * pol.page_tokens:,} KV tokens; {self.shard.cfg.name} on this slice leaves room for "
+                f"{b.tokens:,} ({b.weight_bytes / 1e9:.2f} GB of weights and {b.workspace_bytes / 1e9:.2f} GB of workspace "
+                f"per chip): lower max_batch, batch_sizes or buckets, or use more chips")
 
     # Routing ---------------------------------------------------------------------------------
     def _pick(self, pool: list[Replica]) -> Replica:
@@ -536,21 +641,59 @@ class ServingSim:
     def arrivals(self):
         env, req, log = self.env, self.req, self.log
         cap = self.budget.pages
+        pol = self.config.batch
+        alive = pol.max_batch * pol.max_live_batches if pol.kind == "static" and pol.batcher == "saxml" else math.inf
         for rid in range(len(req)):
             t = float(req.arrival_s[rid])
             self.next_arrival_s = t
             if t > env.now:
                 yield env.timeout(t - env.now)
+            if self.clients is not None:  # wait for a free client (latency still counts from t)
+                token = self.clients.request()
+                yield token
+                self._client_of[rid] = token
             r = self._pick(self.pool)
             log.replica[rid] = r.index
             if r.alone_pages(rid) > cap:
                 log.rejected[rid] = True
+                if self.clients is not None:
+                    self.release_client(rid, env.now)
+                continue
+            if r.outstanding >= alive:
+                env.process(self.retry(rid, alive))
                 continue
             r.submit(rid)
         self.arrivals_done = True
         self.next_arrival_s = math.inf
         for r in self.pool:
             r.poke()
+
+    def release_client(self, rid: int, t: float) -> None:
+        """Request `rid` ended at `t` (now, or later for steps committed ahead): its client is free then."""
+        token = self._client_of.pop(rid)
+        if t <= self.env.now:
+            self.clients.release(token)
+        else:
+            self.env.timeout(t - self.env.now).callbacks.append(lambda _e: self.clients.release(token))
+
+    def retry(self, rid: int, alive: int):
+        """A request Saxml turned away (its replica has `alive` requests alive: RESOURCE_EXHAUSTED):
+        the Sax client retries it with exponential backoff until admitted (google/saxml@fe1d6b4
+        saxml/common/retrier.go: cenkalti/backoff's ExponentialBackOff from 10 ms, no time limit;
+        the library's multiplier 1.5, randomisation +-50%, interval at most 60 s). Its latency
+        counts from its first arrival."""
+        interval = 0.010
+        self.retrying += 1
+        while True:
+            yield self.env.timeout(interval * (1.0 + 0.5 * (2.0 * self.rng.random() - 1.0)))
+            interval = min(interval * 1.5, 60.0)
+            r = self._pick(self.pool)
+            if r.outstanding < alive:
+                self.log.replica[rid] = r.index
+                self.retrying -= 1
+                r.submit(rid)
+                return
+            self.retries_total += 1
 
     # Disaggregated: prefill -> decode --------------------------------------------------------
     def hand_over(self, src: Replica, rid: int, pages: int) -> None:
@@ -588,7 +731,8 @@ class ServingSim:
         env = self.env
         env.process(self.arrivals())
         for r in self.replicas:
-            env.process(r.run_static() if self.config.batch.kind == "static" else r.run())
+            pol = self.config.batch
+            env.process(r.run() if pol.kind != "static" else r.run_saxml() if pol.batcher == "saxml" else r.run_static())
         offline = self.config.requests.arrivals.kind == "offline"
         horizon = (float(self.req.arrival_s.max()) if len(self.req) else 0.0) if offline else self.config.duration
         horizon += self.config.drain_s if not offline else 1e9
@@ -600,7 +744,7 @@ class ServingSim:
         def watch():
             while True:
                 yield env.timeout(max(self.config.duration / 50.0, 1.0))
-                if (self.arrivals_done and not any(r.outstanding for r in self.replicas) and not self._source
+                if (self.arrivals_done and not self.retrying and not any(r.outstanding for r in self.replicas) and not self._source
                         and all(r.ahead_until <= env.now for r in self.replicas)):
                     done.succeed()
                     return

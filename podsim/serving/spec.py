@@ -76,7 +76,18 @@ class BatchPolicy(_Model):
     `separate` (a step prefills whole prompts only, before any decoding). `static`: request-level
     batches (FasterTransformer, Saxml): up to `max_batch` requests, formed when that many wait
     or the first has waited `max_wait`, prefilled together (prompts padded to the smallest of
-    `buckets` that holds the longest, if given) and decoded until every one has finished.
+    `buckets` that holds the longest, if given) and decoded until every one has finished; a
+    batch runs at the smallest of `batch_sizes` that holds it (a server compiled for those
+    shapes pads the rest: Saxml pads to its BATCH_SIZE list), or at its own size.
+    Who forms static batches (`batcher`): `idle` forms one when the replica is idle, from the
+    requests waiting, once `max_batch` wait or the first has waited `max_wait` since it arrived;
+    `saxml` is Saxml's PerMethodBatcher (google/saxml, saxml/server/model_service_base.py and
+    utils.py): up to two batches live past the batcher (one on the device, the next formed
+    behind it; one when `max_live_batches` <= 2), a new one started only when a live batch has
+    returned, by taking the queue's first request and then collecting until `max_batch` or
+    `max_wait` after that take; the device runs them first in, first out; and at most
+    `max_batch` x `max_live_batches` requests alive (queued, in batches, running), a request
+    beyond that rejected (Saxml answers RESOURCE_EXHAUSTED).
     KV cache: `paged` allocates `page_tokens`-token pages as sequences grow and, when none is
     free, preempts the latest admitted sequence (its pages freed, recomputed later: vLLM's
     recompute); `reserve` admits a request only when pages for its prompt and whole output are
@@ -90,6 +101,12 @@ class BatchPolicy(_Model):
     max_wait: Duration = Field(0.0, le=3600.0, description="static: how long the first request waits for the batch to fill")
     buckets: tuple[int, ...] = Field((), description="static: prompt lengths a batch pads to (the smallest that holds "
                                                      "its longest prompt); none: the longest prompt")
+    batch_sizes: tuple[int, ...] = Field((), description="static: batch sizes the server runs (a batch pads to the "
+                                                         "smallest that holds it); none: its own size")
+    batcher: Literal["idle", "saxml"] = Field("idle", description="static: who forms batches: when the replica is idle, or "
+                                                                  "Saxml's pipelined batcher (see the policy's docstring)")
+    max_live_batches: int = Field(4, ge=1, le=4096, description="static, saxml: requests alive at most max_batch x this "
+                                                                "(Saxml's MAX_LIVE_BATCHES, default 4)")
     kv: Literal["paged", "reserve"] = Field("paged", description="KV-cache admission: paged with preemption, or reserve")
     page_tokens: int = Field(16, ge=1, le=4096, description="tokens per KV-cache page")
 
@@ -97,6 +114,13 @@ class BatchPolicy(_Model):
     def _sane(self) -> BatchPolicy:
         if list(self.buckets) != sorted(set(self.buckets)) or any(b < 1 for b in self.buckets):
             raise PodsimError(f"batch policy buckets {list(self.buckets)} must be increasing positive token counts")
+        if list(self.batch_sizes) != sorted(set(self.batch_sizes)) or any(b < 1 for b in self.batch_sizes):
+            raise PodsimError(f"batch policy batch_sizes {list(self.batch_sizes)} must be increasing positive counts")
+        if self.batch_sizes and self.batch_sizes[-1] < self.max_batch:
+            raise PodsimError(f"batch policy batch_sizes {list(self.batch_sizes)}: the largest must hold max_batch "
+                              f"{self.max_batch}")
+        if self.kind != "static" and (self.batcher != "idle" or self.batch_sizes):
+            raise PodsimError("batch policy batcher and batch_sizes are for static batches: set kind static")
         return self
 
 
@@ -154,6 +178,9 @@ class RequestStream(_Model):
     trace: Path | str | None = Field(None, description="request trace CSV; 'azure-conv' / 'azure-code' for the shipped samples")
     beams: int = Field(1, ge=1, le=64, description="beams per request (beam search): the prompt's KV shared by all")
     requests: int | None = Field(None, ge=1, le=MAX_REQUESTS, description="at most this many requests")
+    clients: int | None = Field(None, ge=1, le=1_000_000, description="at most this many requests outstanding (a load "
+                                "generator's client threads, as an MLPerf harness has); a request waits for a free "
+                                "client, its latency counted from its arrival; none: no limit")
 
     @model_validator(mode="after")
     def _trace(self) -> RequestStream:

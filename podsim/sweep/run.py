@@ -12,6 +12,7 @@ a point; then in-flight points are abandoned and KeyboardInterrupt goes on to th
 
 from __future__ import annotations
 
+import dataclasses
 import signal
 import threading
 import time
@@ -21,6 +22,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from podsim.bounds import Budget, budget, budgets
 from podsim.errors import PodsimError
 from podsim.metrics import units as metric_units
 from podsim.scenario.fields import parse_target, target_met
@@ -47,12 +49,15 @@ class PointFailure:
     error: str
 
 
-def run_point(base: dict, base_dir: str | None, overrides: dict, seed: int) -> RunResult | PointFailure:
-    """Worker side: validate and run one point with CP-SAT capped at one worker. Errors come
-    back as a PointFailure, so one bad point never stops a sweep."""
+def run_point(base: dict, base_dir: str | None, overrides: dict, seed: int,
+              limits: Budget | None = None) -> RunResult | PointFailure:
+    """Worker side: validate and run one point with CP-SAT capped at one worker, under the work
+    budgets of the sweep's command (`limits`: a worker process does not inherit them). Errors
+    come back as a PointFailure, so one bad point never stops a sweep."""
     try:
-        scenario = point_scenario(base, overrides, seed, base_dir)
-        return run_scenario(scenario, cpsat_workers_cap=1)
+        with budgets(**dataclasses.asdict(limits or budget())):
+            scenario = point_scenario(base, overrides, seed, base_dir)
+            return run_scenario(scenario, cpsat_workers_cap=1)
     except Exception as exc:  # noqa: BLE001 - stored with the point
         return PointFailure(f"{type(exc).__name__}: {' '.join(str(exc).split())}" if not isinstance(exc, PodsimError)
                             else " ".join(str(exc).split()))
@@ -75,27 +80,35 @@ class SweepOutcome:
 
 
 class _SigintGuard:
-    """Holds SIGINT off inside `held()` (main thread only) and re-raises it after."""
+    """Holds SIGINT and SIGTERM off inside `held()` (main thread only) and delivers them after:
+    to the handler that was in place (the CLI's SIGTERM handler says it was a SIGTERM), or as
+    KeyboardInterrupt."""
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
     def __init__(self):
-        self.pending = False
+        self.pending: int | None = None
 
     @contextmanager
     def held(self) -> Iterator[None]:
         if threading.current_thread() is not threading.main_thread():
             yield
             return
-        self.pending = False
+        self.pending = None
 
-        def hold(_sig, _frame):
-            self.pending = True
+        def hold(sig, _frame):
+            self.pending = sig
 
-        previous = signal.signal(signal.SIGINT, hold)
+        previous = {sig: signal.signal(sig, hold) for sig in self.SIGNALS}
         try:
             yield
         finally:
-            signal.signal(signal.SIGINT, previous)
-        if self.pending:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+        if self.pending is not None:
+            handler = previous[self.pending]
+            if callable(handler) and handler is not signal.default_int_handler:
+                handler(self.pending, None)
             raise KeyboardInterrupt
 
 
@@ -156,7 +169,7 @@ class SweepRunner:
         """Hand a point to the executor. A pool's submit takes its locks: an interrupt raised while
         one is held would leave it held and hang the pool's shutdown, so SIGINT waits until it is
         out (the serial executor runs the point here, where an interrupt must stop it at once)."""
-        args = (run_point, self.sweep.base, self.sweep.base_dir, p.overrides, p.seed)
+        args = (run_point, self.sweep.base, self.sweep.base_dir, p.overrides, p.seed, budget())
         if self.handle.kind == "serial":
             return self.handle.executor.submit(*args)
         with self.guard.held():

@@ -18,10 +18,11 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+from pydantic import ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
+from podsim import quantities as q
 from podsim.errors import PodsimError
-from podsim.quantities import Duration
+from podsim.quantities import NoBoolNumbers
 from podsim.topology.dcntiers import DcnTiers, TierPlan, parse_tiers, tier_plan
 from podsim.topology.pod import MINUS, PLUS, PodLayout
 
@@ -70,7 +71,7 @@ class Circuit(tuple):
         return self[2]
 
 
-class DcnSpec(BaseModel):
+class DcnSpec(NoBoolNumbers):
     """The data-centre network every host's NICs attach to.
 
     `eps`: an electrical packet-switched leaf-spine Clos; each leaf has one link to every spine,
@@ -107,16 +108,16 @@ class DcnSpec(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
     kind: Literal["eps", "ocs"] = Field("eps", description="eps: leaf-spine Clos; ocs: direct-connect blocks through OCS")
-    hosts_per_leaf: int = Field(16, ge=1, description="hosts under one leaf / aggregation block")
-    spines: int = Field(8, ge=1, description="spine switches (eps only)")
+    hosts_per_leaf: q.HOSTS_PER_LEAF.type = Field(16, description="hosts under one leaf / aggregation block")
+    spines: q.SPINES.type = Field(8, description="spine switches (eps only)")
     ecmp: Literal["hash", "split"] = Field("split", description="eps only: hash puts each NIC pair's flows on one spine "
                                            "(a deterministic hash, collisions included); split spreads every flow evenly over the spines")
-    oversubscription: float = Field(1.0, ge=1.0, description="host NIC bandwidth : leaf uplink bandwidth")
-    switch_latency_s: Duration = Field(500e-9, ge=0, description="per switch traversal, e.g. 500ns; eps.11 suggests 300-600 ns")
+    oversubscription: q.OVERSUBSCRIPTION.type = Field(1.0, description="host NIC bandwidth : leaf uplink bandwidth")
+    switch_latency_s: q.SWITCH_LATENCY.duration = Field(500e-9, description="per switch traversal, e.g. 500ns; eps.11 suggests 300-600 ns")
     ocs_groups: tuple[tuple[int, ...], ...] = Field((), description="ocs only: leaf groups whose uplinks are engineered into circuits among themselves")
-    sites: int = Field(1, ge=1, description="data centres the pods are split over (consecutive pods), joined by WAN links")
-    wan_latency_s: Duration = Field(1e-3, ge=0, description="one-way latency of a WAN hop between two sites, e.g. 1ms (assumption: ~200 km of fibre)")
-    wan_gbps: float = Field(12800.0, gt=0, description="WAN capacity per site pair and direction, Gb/s (assumption: 16 x 800GbE)")
+    sites: q.SITES.type = Field(1, description="data centres the pods are split over (consecutive pods), joined by WAN links")
+    wan_latency_s: q.WAN_LATENCY.duration = Field(1e-3, description="one-way latency of a WAN hop between two sites, e.g. 1ms (assumption: ~200 km of fibre)")
+    wan_gbps: q.WAN_GBPS.type = Field(12800.0, description="WAN capacity per site pair and direction, Gb/s (assumption: 16 x 800GbE)")
     tiers: DcnTiers | None = Field(None, description="NIC -> ToR -> aggregation block -> spine tiers (a preset name, a spec or a mapping)")
 
     @field_validator("tiers", mode="before")

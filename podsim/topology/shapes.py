@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from podsim.errors import PodsimError
+from podsim.quantities import MAX_FLEET_CHIPS
 from podsim.topology.generations import Generation
 
 SliceKind = Literal["cubes", "subcube", "rectangle", "gpu", "blocks"]
@@ -63,6 +64,9 @@ def parse_shape(text: str | tuple[int, ...] | list[int], dims: int | None = None
         shape = tuple(int(v) for v in t.split("x"))
     if any(v < 1 for v in shape):
         raise PodsimError(f"slice shape {text!r} has a zero dimension; every dimension must be >= 1")
+    if math.prod(shape) > MAX_FLEET_CHIPS:  # no pod times pods is larger (podsim.quantities)
+        raise PodsimError(f"slice shape {text!r} has {math.prod(shape):,} chips; podsim models at most "
+                          f"{MAX_FLEET_CHIPS:,} (the largest pod times the most pods)")
     if dims is not None and len(shape) != dims:
         form = {1: "N", 2: "AxB", 3: "AxBxC"}[dims]
         raise PodsimError(f"slice shape {text!r} has {len(shape)} dimension(s); this generation needs {form}")

@@ -34,6 +34,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from podsim import quantities as q
+from podsim.bounds import check_budget
 from podsim.errors import PodsimError
 from podsim.files import read_text
 from podsim.trace.kinds import normalise_kind
@@ -53,6 +55,8 @@ ASTRA_POLICIES = (
     "DATA", "MODEL", "HYBRID_DATA_MODEL", "HYBRID_MODEL_DATA", "HYBRID_TRANSFORMER", "HYBRID_DLRM",
     "HYBRID_DLRM_ENHANCED", "HYBRID_CUSTOMIZED", "MICRO", "DISTRIBUTED_INFERENCE", "HYBRID_TRANSFORMER_FWD_IN_BCKWD",
 )
+# Compute cycles of one phase: a week at the fastest clock podsim takes (quantities.CLOCK_HZ)
+CYCLES = q.Quantity("compute cycles of one phase", 0, q.MAX_OP_S * q.CLOCK_HZ.high, why="a week of cycles at 1 THz")
 # Policies a HYBRID_CUSTOMIZED layer may name, with the loop it then follows.
 LAYER_POLICIES = ("DATA", "MODEL", "HYBRID_DATA_MODEL", "HYBRID_MODEL_DATA", "HYBRID_TRANSFORMER")
 
@@ -96,13 +100,18 @@ class _Tokens:
         self.i += 1
         return tok
 
-    def integer(self, what: str, *, signed: bool = False) -> int:
+    def integer(self, what: str, *, signed: bool = False, quantity: q.Quantity | None = None) -> int:
         tok, ln = self.next(what)
         if not re.fullmatch(r"-?[0-9]+", tok):
             raise PodsimError(f"{self.name} line {ln}: {what} {tok!r} is not a whole number")
         v = int(tok)
         if v < 0 and not signed:
             raise PodsimError(f"{self.name} line {ln}: {what} {v} is negative")
+        if quantity is not None:
+            try:
+                quantity.check(v)
+            except PodsimError as exc:
+                raise PodsimError(f"{self.name} line {ln}: {what} {exc}") from None
         return v
 
     def comm(self, what: str) -> str | None:
@@ -113,7 +122,7 @@ class _Tokens:
             kind = normalise_kind(tok, field=what, send_recv=False)
         except PodsimError:
             kind = None
-        if kind not in COMM_TYPES.values():
+        if kind is None or kind not in COMM_TYPES.values():
             raise PodsimError(f"{self.name} line {ln}: {what} {tok!r} is not supported; use {', '.join(COMM_TYPES)} "
                               "(or another spelling of one: all-reduce, AllGather ...)")
         return kind
@@ -139,16 +148,17 @@ def parse_workload(path: str | Path, text: str | None = None) -> Workload:
     elif policy.startswith("HYBRID_DLRM"):
         last_bottom = tk.integer("DLRM last bottom layer")
     n = tk.integer("the number of layers")
+    check_budget("ops", n, f"{path.name}: {n:,} layers", "at least one op each; each op is an event of the step engine")
     layers = []
     for i in range(n):
         name, line = tk.next(f"layer {i + 1}'s name")
         tk.integer(f"layer {name!r} reserved field", signed=True)
         fields = {}
         for phase, label in (("fwd", "forward"), ("ig", "input-gradient"), ("wg", "weight-gradient")):
-            fields[f"{phase}_cycles"] = tk.integer(f"layer {name!r} {label} compute cycles")
+            fields[f"{phase}_cycles"] = tk.integer(f"layer {name!r} {label} compute cycles", quantity=CYCLES)
             fields[f"{phase}_type"] = tk.comm(f"layer {name!r} {label} communication type")
-            fields[f"{phase}_bytes"] = tk.integer(f"layer {name!r} {label} communication size")
-        fields["update_cycles"] = tk.integer(f"layer {name!r} update cycles")
+            fields[f"{phase}_bytes"] = tk.integer(f"layer {name!r} {label} communication size", quantity=q.OP_BYTES)
+        fields["update_cycles"] = tk.integer(f"layer {name!r} update cycles", quantity=CYCLES)
         lp = None
         if policy == "HYBRID_CUSTOMIZED":
             lp, pl = tk.next(f"layer {name!r} policy")
@@ -235,8 +245,7 @@ def import_astra_text(
     text: str | None = None,
 ) -> StepTrace:
     """An ASTRA-sim 1.0 text workload -> a StepTrace of one training pass (module docstring)."""
-    if clock_hz <= 0:
-        raise PodsimError(f"clock {clock_hz} Hz must be > 0")
+    q.CLOCK_HZ.check(clock_hz, "clock")
     path = Path(path)
     wl = parse_workload(path, text)
     axes = tuple(axes) if axes is not None else (SLICE_AXES[: len(shape)] if shape is not None else SLICE_AXES)

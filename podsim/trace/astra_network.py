@@ -23,13 +23,22 @@ import math
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from podsim import quantities as q
 from podsim.errors import PodsimError
 from podsim.files import read_json, read_yaml
 from podsim.topology.generations import Generation, custom_generation, get_generation
 from podsim.trace.kinds import normalise_algorithm
 from podsim.trace.model import SLICE_AXES, Collective, StepTrace
 
-MAX_NPUS = 65536  # per dimension: past the largest pod podsim models (tpu-v4: 4096 chips)
+MAX_NPUS = q.NPUS_PER_DIM.high  # per dimension: past the largest pod podsim models (tpu-v4: 4096 chips)
+
+
+def _checked(path: Path, name: str, values: list, quantity: q.Quantity) -> list:
+    """Each entry of one per-dimension list in range (one line naming the file and the field)."""
+    try:
+        return [quantity.check(v) for v in values]
+    except PodsimError as exc:
+        raise PodsimError(f"{path.name}: {name} {exc}") from None
 # ASTRA-sim's implementation names per dimension (system/collective/*) -> podsim's algorithms
 ASTRA_IMPLEMENTATIONS = {"ring": "ring", "direct": "direct", "halvingdoubling": "halving_doubling",
                          "oneRing": "ring", "oneDirect": "direct", "oneHalvingDoubling": "halving_doubling"}
@@ -43,9 +52,7 @@ UNMODELLED = ("scheduling-policy", "endpoint-delay", "active-chunks-per-dimensio
 
 def _config(path: Path, reader, what: str, shape: str) -> dict:
     """An ASTRA-sim config file as a mapping (podsim.files reads it); one line if it is missing or not one."""
-    if not path.is_file():
-        raise PodsimError(f"{what} {str(path)!r} does not exist")
-    cfg = reader(path, what)
+    cfg = reader(path, what)  # missing, a folder, a FIFO or a device: one line from podsim.files
     if not isinstance(cfg, dict):
         raise PodsimError(f"{path.name}: {shape}")
     return cfg
@@ -56,22 +63,13 @@ def network_generation(path: str | Path, system: AstraSystem | None = None) -> G
     system file's roofline, its chip's peak and memory bandwidth)."""
     path = Path(path)
     cfg = _config(path, read_yaml, "network config", "expected topology, npus_count, bandwidth and latency")
-    try:
-        topo = [str(t) for t in cfg["topology"]]
-        npus = [int(n) for n in cfg["npus_count"]]
-        bw = [float(b) for b in cfg["bandwidth"]]
-        lat = [float(x) for x in cfg["latency"]]
-    except (KeyError, TypeError, ValueError) as exc:
-        raise PodsimError(f"{path.name}: field {exc} missing or not a list of numbers (topology, npus_count, bandwidth, latency)") from None
-    bad_bw = next((b for b in bw if not (math.isfinite(b) and b > 0)), None)
-    if bad_bw is not None:
-        raise PodsimError(f"{path.name}: bandwidth {bad_bw} GB/s must be a finite number > 0")
-    bad_lat = next((x for x in lat if not (math.isfinite(x) and x >= 0)), None)
-    if bad_lat is not None:
-        raise PodsimError(f"{path.name}: latency {bad_lat} ns must be a finite number >= 0")
-    bad_n = next((n for n in npus if not 1 <= n <= MAX_NPUS), None)
-    if bad_n is not None:
-        raise PodsimError(f"{path.name}: npus_count {bad_n} must be between 1 and {MAX_NPUS} per dimension")
+    missing = [k for k in ("topology", "npus_count", "bandwidth", "latency") if not isinstance(cfg.get(k), list)]
+    if missing:
+        raise PodsimError(f"{path.name}: field {missing[0]!r} missing or not a list (topology, npus_count, bandwidth, latency: one entry per dimension)")
+    topo = [str(t) for t in cfg["topology"]]
+    npus = [int(n) for n in _checked(path, "npus_count", cfg["npus_count"], q.NPUS_PER_DIM)]
+    bw = [float(b) for b in _checked(path, "bandwidth", cfg["bandwidth"], q.LINK_GBYTES_PER_S)]
+    lat = [float(x) for x in _checked(path, "latency", cfg["latency"], q.LINK_LATENCY_NS)]
     if not (len(topo) == len(npus) == len(bw) == len(lat)) or not topo:
         raise PodsimError(f"{path.name}: topology, npus_count, bandwidth and latency need one entry per dimension")
     note = f"ASTRA-sim network {path.name}"
@@ -158,6 +156,8 @@ def read_system(path: str | Path) -> AstraSystem:
             raise PodsimError(f"{path.name}: roofline-enabled needs peak-perf (TFLOP/s) and local-mem-bw (GB/s) as numbers") from None
         if not (math.isfinite(peak) and peak > 0 and math.isfinite(mem) and mem > 0):
             raise PodsimError(f"{path.name}: peak-perf {peak} and local-mem-bw {mem} must be finite numbers > 0")
+        _checked(path, "peak-perf", [peak], q.FIGURE_RANGES["TFLOP/s"])
+        _checked(path, "local-mem-bw", [mem], q.FIGURE_RANGES["GB/s"])
     return AstraSystem(path.name, impls, peak, mem, unmodelled)
 
 

@@ -46,7 +46,10 @@ from typing import Any
 from google.protobuf import json_format
 from google.protobuf.message import DecodeError
 
+from podsim import quantities as q
+from podsim.bounds import budget, check_budget
 from podsim.errors import PodsimError
+from podsim.files import MAX_BINARY_BYTES, read_bytes
 from podsim.trace.astra import ASTRA_CLOCK_HZ
 from podsim.trace.chakra_export import KIND_COMM, rank_coords
 from podsim.trace.chakra_schema import chakra_et_pb2 as pb
@@ -82,6 +85,9 @@ COMM_KINDS = {
     pb.BARRIER: "all_reduce",
 }
 SKIPPED_TYPES = (pb.METADATA_NODE, pb.STORAGE_NODE, pb.BATCH_NODE, pb.CHECKPOINT_NODE)
+# Records a rank file may hold per op of the ops budget: host (CPU) and metadata nodes are left
+# out of the trace, and PyTorch execution traces hold several per accelerator op.
+MAX_NODES_PER_OP = 10
 
 
 @dataclass
@@ -110,14 +116,11 @@ def read_et(path: str | Path, rank: int = 0, clock_hz: float = ASTRA_CLOCK_HZ) -
     """Decode an `.et` file of any vintage (chakra_wire.py): GlobalMetadata then Nodes, or 2023
     Node records from the first byte (their run times are ticks at `clock_hz`)."""
     path = Path(path)
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise PodsimError(f"cannot read {str(path)!r}: {exc.strerror}") from None
+    data = read_bytes(path, "Chakra trace", MAX_BINARY_BYTES)
     if not data:
         raise PodsimError(f"{path.name}: the file is empty; a Chakra trace starts with a GlobalMetadata or a node record")
     try:
-        records = split_records(data)
+        records = split_records(data, max_records=MAX_NODES_PER_OP * budget().ops + 1)
     except PodsimError as exc:
         raise PodsimError(f"{path.name}: {exc}") from None
     vintage, has_meta = detect_vintage(records, path.name)
@@ -177,6 +180,8 @@ def read_chakra_json(path: str | Path, data: Any, rank: int = 0) -> RankTrace:
     if not isinstance(data, dict) or not isinstance(data.get("nodes"), list):
         raise PodsimError(f"{path.name}: not a Chakra JSON trace (needs a list of `nodes`)")
     version = str((data.get("metadata") or {}).get("version", ""))
+    check_budget("ops", len(data["nodes"]) / MAX_NODES_PER_OP, f"{path.name}: {len(data['nodes']):,} nodes",
+                 f"counted as 1/{MAX_NODES_PER_OP} op each: host and metadata nodes are left out")
     nodes, where = [], []
     for i, raw in enumerate(data["nodes"]):
         node = pb.Node()
@@ -356,9 +361,9 @@ def _convert(rt: RankTrace, n_ranks: int, axes: Sequence[str], default_group, ke
             # podsim's exports mark ops the per-op model times (duration_micros is then that time
             # on the exporting chip, for other readers): they come back as modelled ops
             modelled = bool(a.get("podsim_modelled", False))
-            dur = None if modelled else a.get("podsim_duration_s", duration_s(rt, node))
-            flops = float(a.get("podsim_flops", a.get("num_ops", 0))) if node.type == pb.COMP_NODE else 0.0
-            hbm = float(a.get("podsim_hbm_bytes", a.get("tensor_size", 0)))
+            dur = None if modelled else _bounded(a.get("podsim_duration_s", duration_s(rt, node)), q.OP_SECONDS, where, "run time")
+            flops = _bounded(float(a.get("podsim_flops", a.get("num_ops", 0))), q.OP_FLOPS, where, "num_ops") if node.type == pb.COMP_NODE else 0.0
+            hbm = _bounded(float(a.get("podsim_hbm_bytes", a.get("tensor_size", 0))), q.OP_BYTES, where, "tensor_size")
             if dur is None and not flops and not hbm and not modelled:
                 dur = 0.0
             eff = a.get("podsim_efficiency")
@@ -377,7 +382,7 @@ def _convert(rt: RankTrace, n_ranks: int, axes: Sequence[str], default_group, ke
                 known = ", ".join(pb.CollectiveCommType.Name(k) for k in COMM_KINDS)
                 name = pb.CollectiveCommType.Name(ctype) if ctype in pb.CollectiveCommType.values() else str(ctype)
                 raise PodsimError(f"{where}: collective type {name} is not supported; supported: {known}")
-            size = 0.0 if ctype == pb.BARRIER else float(a.get("podsim_bytes", a.get("comm_size", 0)))
+            size = 0.0 if ctype == pb.BARRIER else _bounded(float(a.get("podsim_bytes", a.get("comm_size", 0))), q.OP_BYTES, where, "comm_size")
             grp = _group(a, axes, default_group, where)
             alg = normalise_algorithm(a.get("podsim_algorithm", "auto"), field=f"{where}: podsim_algorithm")
             ops.append(Collective(oid, COMM_KINDS[ctype], size, grp, alg, dep_ids, node.name, layer))
@@ -391,7 +396,7 @@ def _convert(rt: RankTrace, n_ranks: int, axes: Sequence[str], default_group, ke
                 if match:
                     alias[node.id] = match[0]  # the send of the same permute stands for this receive
                     continue
-            size = float(a.get("podsim_bytes", a.get("comm_size", 0)))
+            size = _bounded(float(a.get("podsim_bytes", a.get("comm_size", 0))), q.OP_BYTES, where, "comm_size")
             if "podsim_shift" in a:  # podsim's exports keep the shift as written (-1, not size - 1)
                 shift = int(a["podsim_shift"])
             ops.append(SendRecv(oid, size, axis, shift, dep_ids, node.name, layer))
@@ -401,6 +406,16 @@ def _convert(rt: RankTrace, n_ranks: int, axes: Sequence[str], default_group, ke
     ops = [replace(op, deps=tuple(dict.fromkeys(op_id[alias.get(d, d)] for d in op.deps if op_id[alias.get(d, d)] != op.id)))
            for op in ops]
     return ops, skipped
+
+
+def _bounded(value: float | None, quantity: q.Quantity, where: str, name: str) -> float | None:
+    """A node's size or time in range (a corrupt or hostile file: one line naming the node)."""
+    if value is None:
+        return None
+    try:
+        return float(quantity.check(float(value), name))
+    except PodsimError as exc:
+        raise PodsimError(f"{where}: {exc}") from None
 
 
 def _axis(a: dict, axes: Sequence[str], default_group, where: str) -> AxisGroup:

@@ -77,11 +77,15 @@ def read_varint(data: bytes, pos: int) -> tuple[int, int]:
             raise PodsimError(f"byte offset {start}: corrupt length prefix (varint longer than 10 bytes)")
 
 
-def split_records(data: bytes) -> list[tuple[int, bytes]]:
-    """The (byte offset, body) of each length-prefixed record."""
+def split_records(data: bytes, max_records: int | None = None) -> list[tuple[int, bytes]]:
+    """The (byte offset, body) of each length-prefixed record; more than `max_records` (the
+    ops budget's worth) is refused before the rest is split."""
     records = []
     pos = 0
     while pos < len(data):
+        if max_records is not None and len(records) >= max_records:
+            raise PodsimError(f"byte offset {pos}: more than {max_records - 1:,} records (nodes), past the ops budget "
+                              "(a corrupt file, or raise it with --max-ops N)")
         start = pos
         n, pos = read_varint(data, pos)
         if pos + n > len(data):

@@ -20,36 +20,37 @@ import math
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import ConfigDict, Field, ValidationError, model_validator
 
+from podsim import quantities as q
 from podsim.errors import PodsimError, first_error
 
 
-class TransformerConfig(BaseModel):
+class TransformerConfig(q.NoBoolNumbers):
     """A decoder-only transformer; `n_experts > 1` makes every layer's MLP a mixture of experts."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     name: str
     source: str = Field(description="where the configuration is published")
-    n_layers: int = Field(gt=0)
-    d_model: int = Field(gt=0)
-    n_heads: int = Field(gt=0)
-    n_kv_heads: int = Field(gt=0, description="key/value heads (grouped-query attention); = n_heads for multi-head")
-    d_ff: int = Field(gt=0, description="hidden width of the MLP (of each expert)")
-    vocab: int = Field(gt=0)
-    seq_len: int = Field(gt=0)
-    global_batch: int = Field(gt=0, description="sequences per training step")
+    n_layers: q.N_LAYERS.type
+    d_model: q.WIDTH.type
+    n_heads: q.HEADS.type
+    n_kv_heads: q.HEADS.type = Field(description="key/value heads (grouped-query attention); = n_heads for multi-head")
+    d_ff: q.WIDTH.type = Field(description="hidden width of the MLP (of each expert)")
+    vocab: q.VOCAB.type
+    seq_len: q.SEQ_LEN.type
+    global_batch: q.BATCH.type = Field(description="sequences per training step")
     mlp: Literal["gelu", "swiglu"] = Field(description="gelu: 2 matrices (GPT); swiglu: 3 (LLaMA, Mixtral)")
     norm: Literal["layernorm", "rmsnorm"]
     bias: bool = Field(description="linear layers and norms carry biases (GPT-2/3 style)")
     tied_embeddings: bool = Field(description="the LM head reuses the input embedding matrix")
     learned_positions: bool = Field(description="learned position embeddings (GPT); rotary otherwise")
-    n_experts: int = Field(1, gt=0)
-    top_k: int = Field(1, gt=0)
-    head_dim: int | None = Field(None, gt=0, description="per-head width; None: d_model / n_heads")
+    n_experts: q.EXPERTS.type = 1
+    top_k: q.EXPERTS.type = 1
+    head_dim: q.WIDTH.type | None = Field(None, description="per-head width; None: d_model / n_heads")
     causal: bool = Field(True, description="decoder (causal attention); False: a bidirectional encoder")
-    loss_positions: int | None = Field(None, gt=0, description="positions per sequence through the LM head; None: all")
+    loss_positions: q.SEQ_LEN.type | None = Field(None, description="positions per sequence through the LM head; None: all")
 
     @model_validator(mode="after")
     def _consistent(self) -> TransformerConfig:
@@ -217,17 +218,17 @@ class ConvLayer:
         return self.c_out * self.h_out * self.h_out
 
 
-class ResNetConfig(BaseModel):
+class ResNetConfig(q.NoBoolNumbers):
     """ResNet-50 v1.5 (stride 2 on the 3x3 convolution of each down-sampling block)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     name: str
     source: str
-    image_size: int = Field(224, gt=0)
-    classes: int = Field(1000, gt=0)
-    global_batch: int = Field(gt=0, description="images per training step")
-    blocks: tuple[int, int, int, int] = (3, 4, 6, 3)
+    image_size: q.IMAGE_SIZE.type = 224
+    classes: q.VOCAB.type = 1000
+    global_batch: q.BATCH.type = Field(description="images per training step")
+    blocks: tuple[q.N_LAYERS.type, q.N_LAYERS.type, q.N_LAYERS.type, q.N_LAYERS.type] = (3, 4, 6, 3)
 
     @property
     def kind(self) -> str:

@@ -59,11 +59,12 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Annotated, Literal, get_args
+from typing import Literal, get_args
 
-from pydantic import ConfigDict, Field
+from pydantic import ConfigDict
 
-from podsim.bounds import MAX_FLEET_CHIPS
+from podsim import quantities as q
+from podsim.bounds import check_budget
 from podsim.errors import PodsimError
 from podsim.perf.chips import INPUT_PIPELINES, host_input_rate
 from podsim.topology import get_generation, validate_shape
@@ -105,7 +106,7 @@ class GenerateOptions:
     __pydantic_config__ = ConfigDict(extra="forbid")
 
     # None: 1 without a pipeline, else the largest divisor of the local batch <= 4p
-    microbatches: Annotated[int | None, Field(ge=1)] = None
+    microbatches: q.MICROBATCHES.type | None = None
     # Activation recomputation: none; minimal (Korthikanti et al. 2022 selective: the attention
     # core, QK^T, softmax and AV, re-runs in backward); full (each layer's forward re-runs).
     # True/False are accepted for full/none.
@@ -122,22 +123,22 @@ class GenerateOptions:
     collective_matmul: CollectiveMatmul | bool = "auto"
     attention: Attention = "flash"  # flash: fused, causal half, scores stay on chip; materialized: scores through HBM
     sequence_parallel: bool = False  # Megatron sequence parallelism (all-gather + reduce-scatter)
-    capacity_factor: Annotated[float, Field(ge=1.0, le=64.0)] = 1.0  # MoE dispatch buffer per expert / (tokens x top_k / experts)
-    act_bytes: Annotated[int, Field(ge=1, le=8)] = 2  # bf16 activations
-    weight_bytes: Annotated[int, Field(ge=1, le=8)] = 2  # bf16 weights as used and gathered
-    grad_bytes: Annotated[int, Field(ge=1, le=8)] = 2  # bf16 gradients as reduced (4: fp32)
+    capacity_factor: q.CAPACITY_FACTOR.type = 1.0  # MoE dispatch buffer per expert / (tokens x top_k / experts)
+    act_bytes: q.GRAD_BYTES.type = 2  # bf16 activations
+    weight_bytes: q.GRAD_BYTES.type = 2  # bf16 weights as used and gathered
+    grad_bytes: q.GRAD_BYTES.type = 2  # bf16 gradients as reduced (4: fp32)
     # XLA's all-reduce combiner on a TF1 program: the data-parallel gradient all-reduces merged
     # into one after the backward pass (then none overlaps backward, whatever overlap_grad_reduce says)
     combine_grad_reduce: bool = False
     # CNN data parallelism: one replica per TensorCore (TF's num_cores = 2 x chips on v2-v4)
-    replicas_per_chip: Annotated[int, Field(ge=1, le=2)] = 1
+    replicas_per_chip: q.REPLICAS_PER_CHIP.type = 1
     # CNN distributed batch norm: replicas whose batch statistics are summed (TF's distributed_group_size)
-    bn_group: Annotated[int, Field(ge=1, le=MAX_FLEET_CHIPS)] = 1
+    bn_group: q.BN_GROUP.type = 1
     # The hosts' input pipeline (podsim.perf.chips.INPUT_PIPELINES): none (never holds a step up),
     # or jpeg (JPEGs decoded every step, at the generation's host rate); input_rate_per_host gives
     # the rate instead: images (CNN) or tokens (transformer) per second one host feeds its chips.
     input_pipeline: InputPipeline = "none"
-    input_rate_per_host: Annotated[float | None, Field(gt=0, le=1e12)] = None
+    input_rate_per_host: q.INPUT_RATE.type | None = None
     mesh_order: tuple[str, ...] | None = None  # logical axes, heaviest first; None: by measured volume
     mesh: Mapping[str, str] | None = field(default=None, hash=False)  # explicit mapping {'tensor': 'z', ...}
 
@@ -258,6 +259,8 @@ def generate_trace(
         raise PodsimError(f"parallelism {plan} uses {plan.ici_chips} chips per slice but slice {spec} has {spec.chips}; the sizes other than dcn must multiply to {spec.chips}")
     if opts.capacity_factor < 1.0:
         raise PodsimError(f"capacity_factor {opts.capacity_factor} is below 1; MoE dispatch buffers must hold every routed token")
+    if opts.capacity_factor != 1.0 and not (isinstance(cfg, TransformerConfig) and cfg.is_moe):
+        raise PodsimError(f"capacity_factor {opts.capacity_factor} does not apply to {cfg.name}: it has no experts; leave it at 1")
     opts = replace(opts, recompute=_recompute_policy(opts.recompute))
     if opts.replicas_per_chip not in (1, 2) or (opts.replicas_per_chip > 1 and not isinstance(cfg, ResNetConfig)):
         raise PodsimError(f"replicas_per_chip {opts.replicas_per_chip} is not allowed for {cfg.name}; use 1, or 2 (one replica per TensorCore) for a data-parallel CNN")
@@ -561,6 +564,10 @@ def _transformer_program(cfg: TransformerConfig, plan: ParallelPlan, opts: Gener
     local = local_batch(cfg.global_batch, plan, "sequences")
     m = microbatches(local, plan, opts)
     sh = TransformerShard(cfg, plan, opts, b=local // m, layers=cfg.n_layers // p)
+    # At least a forward and a backward compute op per layer of the stage per stage-iteration
+    # (m + p - 1 of each): refused before the program is built if that passes the ops budget.
+    check_budget("ops", 2 * sh.layers * (m + p - 1), f"{cfg.name} with {m} micro-batch(es) over {p} stage(s)",
+                 f"at least 2 x {sh.layers} layers x {m + p - 1} stage-iterations")
     mode, why = _collective_matmul(opts.collective_matmul, sh, generation, vendor)
     opts = replace(opts, collective_matmul=mode, sequence_parallel=opts.sequence_parallel or mode in _DECOMPOSED)
     if opts.sequence_parallel and cfg.seq_len % t:

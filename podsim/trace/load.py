@@ -16,7 +16,7 @@ from functools import partial
 from pathlib import Path
 
 from podsim.errors import PodsimError
-from podsim.files import read_bytes
+from podsim.files import check_input_file, decode_text, read_bytes
 from podsim.topology import get_generation
 from podsim.trace.astra import ASTRA_CLOCK_HZ, ASTRA_POLICIES, import_astra_text
 from podsim.trace.chakra import RankFile, import_chakra, rank_of, read_chakra_json, read_et
@@ -36,8 +36,7 @@ from podsim.trace.native import load_native, read_structured
 def _kind(path: Path) -> tuple[str, object]:
     """('native' | 'chakra-json' | 'chakra-et' | 'astra', parsed content if any)."""
     suffix = path.suffix.lower()
-    if not path.exists():
-        raise PodsimError(f"trace file {str(path)!r} does not exist")
+    check_input_file(path, "trace")  # missing, a folder, a FIFO or a device: one line, nothing opened
     if suffix in (".et", ".eg"):  # .eg: the 2023 converters' name for the same records
         return "chakra-et", None
     if suffix in (".json", ".yaml", ".yml"):
@@ -54,7 +53,9 @@ def _kind(path: Path) -> tuple[str, object]:
         return "chakra-bin", None  # binary: Chakra records are the only binary format podsim reads
     first = text.split(maxsplit=1)[0] if text.strip() else ""
     if first in ASTRA_POLICIES:
-        return "astra", text
+        return "astra", decode_text(data, path.name)  # a NUL byte is refused with its offset
+    if "\x00" in text:
+        return "chakra-bin", None  # protobuf records can be valid UTF-8; text never holds NUL
     raise PodsimError(f"{path.name}: unknown trace format (first word {first!r}); use .json/.yaml (podsim), .et or Chakra .json, or an ASTRA-sim text workload starting with a policy such as DATA")
 
 
@@ -64,15 +65,17 @@ def load_trace(
     shape: Sequence[int] | None = None,
     group: str | None = None,
     rank: int | None = None,
-    clock_hz: float = ASTRA_CLOCK_HZ,
-    keep_cpu_ops: bool = False,
+    clock_hz: float | None = None,
+    keep_cpu_ops: bool | None = None,
 ) -> StepTrace:
     """Load a trace from any supported file (several files only for Chakra's one per rank).
 
     `shape`: the slice the trace will run on; its axes bound the groups (default x, y, z), and
     the trace is checked to fit it. `group`: the axes a Chakra collective spans when the file
     does not say (default: every axis). `rank`: import one Chakra rank. `clock_hz`: the clock
-    of ASTRA-sim compute cycles (default 1 GHz).
+    of ASTRA-sim compute cycles and 2023 Chakra ticks (default 1 GHz). Each option is refused
+    for a format it does not apply to (it would be ignored): group, rank and keep_cpu_ops are
+    Chakra's, clock_hz ASTRA-sim text's and Chakra .et's.
     """
     items = [Path(paths)] if isinstance(paths, (str, Path)) else [Path(p) for p in paths]
     if not items:
@@ -83,6 +86,9 @@ def load_trace(
     if len(items) > 1 and not names <= {"chakra-et", "chakra-bin", "chakra-json"}:
         raise PodsimError("several files make one trace only for Chakra traces (one file per rank); give one podsim or ASTRA-sim file")
     kind, content = kinds[0]
+    _refuse_options(kind, items[0].name, group=group, rank=rank, keep_cpu_ops=keep_cpu_ops, clock_hz=clock_hz)
+    keep_cpu_ops = bool(keep_cpu_ops)
+    clock_hz = ASTRA_CLOCK_HZ if clock_hz is None else clock_hz
     if kind == "native":
         trace = load_native(items[0], content)
     elif kind == "astra":
@@ -99,6 +105,20 @@ def load_trace(
     if shape is not None:
         check_fits(trace, shape)
     return trace
+
+
+_APPLIES = {"group": ("chakra-et", "chakra-bin", "chakra-json"), "rank": ("chakra-et", "chakra-bin", "chakra-json"),
+            "keep_cpu_ops": ("chakra-et", "chakra-bin", "chakra-json"), "clock_hz": ("astra", "chakra-et", "chakra-bin")}
+_FORMAT_NAMES = {"native": "a podsim trace", "astra": "an ASTRA-sim text workload", "chakra-json": "a Chakra JSON trace",
+                 "chakra-et": "Chakra records", "chakra-bin": "Chakra records"}
+_FLAGS = {"group": "--group", "rank": "--rank", "keep_cpu_ops": "--keep-cpu-ops", "clock_hz": "--clock-ghz"}
+
+
+def _refuse_options(kind: str, name: str, **given) -> None:
+    """An import option given for a format that has no use for it is an error, not ignored."""
+    for key, value in given.items():
+        if value is not None and value is not False and kind not in _APPLIES[key]:
+            raise PodsimError(f"{key} ({_FLAGS[key]}) does not apply to {name}, {_FORMAT_NAMES[kind]}; drop it")
 
 
 def _read_binary(path: Path, rank: int, clock_hz: float, sniffed: bool):
@@ -120,11 +140,17 @@ def check_fits(trace: StepTrace, shape: Sequence[int]) -> None:
     for op in trace.ops:
         groups: tuple[AxisGroup, ...] = op.group if isinstance(op, Collective | SendRecv) else ()
         for g in groups:
-            if g.axis == DCN_AXIS or g.size is None:
+            if g.axis == DCN_AXIS:
                 continue
-            span = g.size * g.stride
-            if length[g.axis] % span:
-                raise PodsimError(f"op {op.id!r}: group {g} spans {span} chips along {g.axis} but the slice has {length[g.axis]}; the span must divide it")
+            if g.size is not None:
+                span = g.size * g.stride
+                if length[g.axis] % span:
+                    raise PodsimError(f"op {op.id!r}: group {g} spans {span} chips along {g.axis} but the slice has {length[g.axis]}; the span must divide it")
+            if isinstance(op, SendRecv):
+                members = g.size or length[g.axis] // g.stride
+                if op.shift % members == 0:
+                    raise PodsimError(f"op {op.id!r}: send_recv shift {op.shift} along {g} ({members} chips) sends every chip's "
+                                      "bytes to itself; give a shift that is not a multiple of the group size")
 
 
 def summarize_trace(trace: StepTrace, generation: str | None = None) -> dict:

@@ -79,7 +79,13 @@ def parse_parallelism(text: str | Mapping[str, int] | ParallelPlan) -> ParallelP
     """'data=8,tensor=16' (aliases dp, tp, pp, ep, zero3, dcn) -> ParallelPlan."""
     if isinstance(text, ParallelPlan):
         return text
-    items = text.items() if isinstance(text, Mapping) else [p.partition("=")[::2] for p in re.split(r"[,\s]+", str(text).strip()) if p]
+    if isinstance(text, Mapping):
+        items = list(text.items())
+    else:
+        parts = re.split(r"\s*,\s*|\s+", str(text).strip())
+        if str(text).strip() and any(not p for p in parts):
+            raise PodsimError(f"parallelism {str(text)!r} has an empty entry (a stray comma?); give e.g. 'data=8,tensor=16'")
+        items = [p.partition("=")[::2] for p in parts if p]
     sizes: dict[str, int] = {}
     for key, value in items:
         axis = ALIASES.get(str(key).strip().lower())

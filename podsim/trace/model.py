@@ -206,8 +206,17 @@ class StepTrace:
         return order
 
     def validate(self, axes: Sequence[str] = SLICE_AXES) -> None:
-        """Sizes non-negative, kinds known, groups on axes the slice has, no cycles."""
+        """Within the ops budget; sizes non-negative, kinds known, groups on axes the slice
+        has, send/recv shifts nonzero, no op depending on itself, no cycles."""
+        from podsim.bounds import check_budget
+
+        check_budget("ops", len(self.ops), f"trace {self.name!r}" if self.name else "the trace",
+                     "each op is an event of the step engine")
         for op in self.ops:
+            if op.id in op.deps:
+                raise PodsimError(f"op {op.id!r} depends on itself")
+            if isinstance(op, SendRecv) and op.shift == 0:
+                raise PodsimError(f"op {op.id!r}: send_recv shift 0 sends every chip's bytes to itself; give a shift != 0 (1: the next chip)")
             if isinstance(op, Collective):
                 if op.kind not in COLLECTIVE_KINDS:
                     raise PodsimError(f"op {op.id!r}: unknown collective kind {op.kind!r}; known: {', '.join(COLLECTIVE_KINDS)}")

@@ -27,9 +27,11 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
+from pydantic import ConfigDict, ValidationError, field_validator
 
 from podsim import files
+from podsim import quantities as q
+from podsim.bounds import check_budget
 from podsim.errors import PodsimError, first_error
 from podsim.files import write_text_atomic
 from podsim.trace.kinds import normalise_algorithm, normalise_kind
@@ -50,7 +52,7 @@ OP_KINDS = ("compute", *COLLECTIVE_KINDS, "send_recv")
 SUFFIXES = (".json", ".yaml", ".yml")
 
 
-class _Strict(BaseModel):
+class _Strict(q.NoBoolNumbers):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
@@ -75,27 +77,32 @@ class _OpBase(_Strict):
 
 
 def _size(v: Any) -> float:
-    """Bytes as a number or a size with a unit; the sign is checked by StepTrace.validate."""
+    """Bytes as a number or a size with a unit, at most a petabyte (quantities.OP_BYTES); the
+    sign is checked by StepTrace.validate."""
     if isinstance(v, bool):
         raise ValueError("must be a number of bytes")
     if isinstance(v, (int, float)):
         if not math.isfinite(v):
             raise ValueError(f"{v} is not a finite number")
-        return float(v)
-    text = str(v).strip()
-    if text.startswith("-"):
-        return -parse_bytes(text[1:])
-    return parse_bytes(text)
+        value = float(v)
+    else:
+        text = str(v).strip()
+        value = -parse_bytes(text[1:]) if text.startswith("-") else parse_bytes(text)
+    return value if value < 0 else float(q.OP_BYTES.check(value))  # a negative size: StepTrace.validate says so
+
+
+def _matmul_flops(mm: list[float]) -> float:
+    return 2.0 * mm[0] * mm[1] * mm[2] * mm[3] if len(mm) >= 4 else 0.0
 
 
 class _ComputeIn(_OpBase):
     kind: Literal["compute"]
-    duration_s: float | None = None
-    flops: float = 0.0
+    duration_s: q.OP_SECONDS.type | None = None
+    flops: q.OP_FLOPS.type = 0.0
     hbm_bytes: float = 0.0
-    efficiency: float | None = None
+    efficiency: q.EFFICIENCY.type | None = None
     bubble: bool = False
-    matmuls: list[list[float]] = []
+    matmuls: list[list[q.MATMUL_DIM.type]] = []
     precision: str = "bf16"
     host: bool = False
 
@@ -104,11 +111,11 @@ class _ComputeIn(_OpBase):
     def _bytes(cls, v: Any) -> float:
         return _size(v)
 
-    @field_validator("efficiency")
+    @field_validator("matmuls")
     @classmethod
-    def _eff(cls, v: float | None) -> float | None:
-        if v is not None and not 0 < v <= 1:
-            raise ValueError(f"{v} is not a fraction in (0, 1]")
+    def _matmul_work(cls, v: list[list[float]]) -> list[list[float]]:
+        for mm in v:
+            q.OP_FLOPS.check(_matmul_flops(mm), f"matmul {[_num(x) for x in mm]}: 2 x count x m x k x n =")
         return v
 
 
@@ -127,7 +134,7 @@ class _SendRecvIn(_OpBase):
     kind: Literal["send_recv"]
     bytes: float
     axis: str
-    shift: int = 1
+    shift: q.SHIFT.type = 1
 
     @field_validator("bytes", mode="before")
     @classmethod
@@ -140,6 +147,12 @@ class _TraceFile(_Strict):
     name: str = ""
     meta: dict = {}
     ops: list[Any]
+
+    @field_validator("ops")
+    @classmethod
+    def _budget(cls, v: list[Any]) -> list[Any]:
+        check_budget("ops", len(v), "the trace", "each op is an event of the step engine")
+        return v
 
 
 def _one_line(exc: ValidationError) -> str:
@@ -179,17 +192,48 @@ def _op_from_dict(raw: Any, index: int) -> Op:
         raise PodsimError(text if text.startswith("op ") else f"op {op_id!r}: {text}") from None
 
 
+_META_NUMBERS = {"chips": q.Quantity("meta.chips", 1, q.MAX_FLEET_CHIPS, integer=True, why="the fleet bound"),
+                 "slices": q.JOB_SLICES,
+                 "model_flops_per_step": q.Quantity("FLOPs per step", 0, 1e30, low_open=True),
+                 "hardware_flops_per_step": q.Quantity("FLOPs per step", 0, 1e30, low_open=True)}
+
+
+def check_meta(meta: dict) -> dict:
+    """The `meta` fields podsim reads (chips, slices, FLOPs per step, the HBM footprint, the
+    parallelism and slice it was made for) have the types and ranges the summaries need."""
+    from podsim.topology import parse_shape
+    from podsim.trace.mesh import parse_parallelism
+
+    for key, quantity in _META_NUMBERS.items():
+        if key in meta:
+            quantity.check(meta[key], f"meta.{key}")
+    hbm = meta.get("hbm_footprint")
+    if hbm is not None:
+        if not isinstance(hbm, dict) or "total_bytes" not in hbm:
+            raise PodsimError("meta.hbm_footprint must be a mapping with total_bytes")
+        q.Quantity("HBM bytes per chip", 0, 1e18, "B").check(hbm["total_bytes"], "meta.hbm_footprint.total_bytes")
+    for key, parse in (("parallelism", parse_parallelism), ("slice", parse_shape)):
+        if key in meta:
+            if not isinstance(meta[key], str):
+                raise PodsimError(f"meta.{key} {meta[key]!r} must be text, e.g. 'fsdp=16,tensor=4' or '4x4x8'")
+            try:
+                parse(meta[key])
+            except PodsimError as exc:
+                raise PodsimError(f"meta.{key}: {exc}") from None
+    return meta
+
+
 def trace_from_dict(data: Any) -> StepTrace:
     """A parsed native file -> a validated StepTrace (sizes, kinds, groups, no cycles)."""
     if not isinstance(data, dict) or "podsim_trace" not in data:
         raise PodsimError("not a podsim trace: the top level needs `podsim_trace: 1` and a list of `ops`")
-    if data["podsim_trace"] != FORMAT_VERSION:
+    if isinstance(data["podsim_trace"], bool) or data["podsim_trace"] != FORMAT_VERSION:
         raise PodsimError(f"podsim_trace version {data['podsim_trace']!r} is not supported; this podsim reads version {FORMAT_VERSION}")
     try:
         f = _TraceFile.model_validate(data)
     except ValidationError as exc:
         raise PodsimError(f"trace file: {_one_line(exc)}") from None
-    trace = StepTrace(tuple(_op_from_dict(raw, i) for i, raw in enumerate(f.ops)), f.name, dict(f.meta))
+    trace = StepTrace(tuple(_op_from_dict(raw, i) for i, raw in enumerate(f.ops)), f.name, check_meta(dict(f.meta)))
     trace.validate()
     return trace
 

@@ -7,14 +7,18 @@ round 4.1 and 5.0 TPU submissions (v5e, Trillium) are Stable Diffusion XL only, 
 was submitted on GPUs only (checked: the `closed/Google/systems` folders of those rounds). Each
 row is one submission's scenario:
 
-- `offline`: every sample at once; the submission's static batches of 32 prompts, each with 4
+- `offline`: every sample at once; the submission's static batches of 32 prompts (its class's BATCH_SIZE), each with 4
   beams sharing its prompt's KV cache, padded to the longest of Saxml's buckets and decoded to
   MLPerf's 128-token cap: one prefill step and 127 decode steps per batch. The measured figure
   is seconds per batch, 32 / the samples per second the run logged, so the row checks the
   step model's prefill and decode step times;
-- `server`: Poisson arrivals at the scheduled rate the run logged, the same batches formed as
-  Saxml's batcher does (full at 32 or after 4 s); the measured figure is the run's 99th
-  percentile latency, so the row checks the serving simulation (queueing and batching) too.
+- `server`: Poisson arrivals at the scheduled rate the run logged, batched as the submission's
+  Saxml class and Saxml's batcher do (batch policy `batcher: saxml`: the class's BATCH_SIZE,
+  BATCH_WAIT_SECS counted from the batch's first take, two batches live past the batcher, at
+  most BATCH_SIZE x MAX_LIVE_BATCHES requests alive, every batch run at its compiled size); the
+  measured figure is the run's 99th percentile latency (MLPerf's GPT-J Server bound: 20 s), so
+  the row checks the serving simulation (queueing and batching) too. The run's minimum latency
+  is kept beside it as a diagnostic: it bounds one batch's time on the chips from below.
 
 Error = predicted / measured - 1. No row sets a constant: the step model's constants are the
 training table's (MATMUL_FRACTION, HBM_FRACTION) and the on-chip memory figure of v5e.
@@ -26,6 +30,9 @@ import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import numpy as np
+
+from podsim.errors import PodsimError
 from podsim.serving.result import simulate_serving
 from podsim.serving.spec import ServingConfig
 
@@ -35,90 +42,126 @@ GPTJ_DIMS = {"name": "gptj-6b", "n_layers": 28, "d_model": 4096, "n_heads": 16, 
 GPTJ_SOURCE = ("mlcommons/inference_results_v3.1@ba621a0d11e5dff0eeed1148efd80571f7acc554 closed/Google/code/gptj-99/params/gptj.py, "
                "class GPTJ (28 layers, model dims 4096, 16 heads x 256, hidden 4 x 4096, GELU, vocabulary 50401, parallel "
                "attention and MLP on one layer norm; MLP biases, none on attention)")
-BATCH, BEAMS, BUCKETS, DECODE_CAP = 32, 4, (512, 1024, 1919), 128
+BEAMS, DECODE_CAP = 4, 128
 V31 = "mlcommons/inference_results_v3.1@eaf622a25c00f2b4b1d2c4f5b4f430570429d24a"
 V40 = "mlcommons/inference_results_v4.0@3c4a1cf196b70175cfe7c59e067cd1d923aa4f3f"
-SETUP = (f"static batches of {BATCH} x {BEAMS} beams (prompt KV shared), prompts padded to the longest bucket {BUCKETS[-1]}, "
-         f"{DECODE_CAP} output tokens each; int8 weights, bf16 matmuls (weight-only); tensor=4 on one 2x2 v5e slice")
-ASSUMED = ("every batch of 32 CNN/DailyMail articles holds one over 1,024 tokens (so pads to 1,919) and one beam that "
-           "runs to the 128-token cap (early exit ends a batch when all beams end); Saxml's int8 quantises weights only")
+# the Saxml model classes the submissions published (their BATCH_SIZE, BUCKET_KEYS, BATCH_WAIT_SECS,
+# MAX_LIVE_BATCHES): round 3.1's in the results repository; round 4.0's in the Saxml branch its
+# README checks out (`saxml_git,checkout=mlperf4.0`), public as tpu-inference/saxml's mlperf4.0
+V31_CLASSES = ("mlcommons/inference_results_v3.1@ba621a0d11e5dff0eeed1148efd80571f7acc554 "
+               "closed/Google/code/gptj-99/params/gptj.py")
+V40_CLASSES = "tpu-inference/saxml@8d3aa0791964605182055c210557cee309927bba (branch mlperf4.0) saxml/server/pax/lm/params/gptj.py"
+V40_HARNESS = ("; the round 4.0 harness (krai's axs) is not in the results: taken as round 3.1's (200 client threads), "
+               "whether it sorts Offline samples not known")
+# round 3.1's harness sends each sample as one blocking Generate from a pool of --num_client_threads threads,
+# default 200 (closed/Google/code/gptj-99/backend.py, main.py; the run's flags are not in the results); round
+# 4.0's harness (krai's axs) is not in the results: taken as the same
+CLIENTS_V31 = 200
+OFFLINE_SAMPLES = 24_576  # an Offline run's samples at least (configs/mlperf.conf, *.Offline.min_query_count)
+SETUP = (f"Saxml static batches of the class's BATCH_SIZE x {BEAMS} beams (prompt KV shared), run at that size (Saxml pads "
+         f"a batch to its compiled size), formed by Saxml's batcher (batcher saxml); prompts padded to the longest bucket "
+         f"1919, {DECODE_CAP} output tokens each; int8 weights, bf16 matmuls (weight-only); tensor=4 on one 2x2 v5e slice")
+ASSUMED = ("every batch holds an article over the second-longest bucket (so pads to 1,919) and one beam that runs to the "
+           "128-token cap (early exit ends a batch when all beams end); Saxml's int8 quantises weights only")
+SORTED = ("; but the round 3.1 harness issues an Offline query's samples sorted by length (backend.py, issue_queries), so "
+          "its batches pad to the bucket of their own prompts: this row's agreement rests on an assumption its harness "
+          "contradicts (the length distribution of the 13,368 articles is not in the results)")
 
 
 @dataclass(frozen=True)
 class ServingRow:
-    """One MLPerf Inference submission's scenario and what it measured."""
+    """One MLPerf Inference submission's scenario, its Saxml class's batching, and what it measured."""
 
     id: str
     system: str
     scenario: str  # offline | server
-    measured: float  # offline: seconds per 32-sample batch; server: p99 latency (s)
+    measured: float  # offline: seconds per batch; server: p99 latency (s)
     logged: str  # the figure as the run logged it
+    batch: int  # the class's BATCH_SIZE (one compiled size: every batch runs at it)
+    buckets: tuple[int, ...]  # its BUCKET_KEYS
+    max_wait_s: float  # its BATCH_WAIT_SECS
+    max_live_batches: int  # its MAX_LIVE_BATCHES
     rate_per_s: float | None = None  # server: the scheduled rate
-    max_wait_s: float = 0.0  # server: Saxml's BATCH_WAIT_SECS
+    clients: int | None = None  # the harness's client threads (requests outstanding at most), where it says
+    measured_min_s: float | None = None  # server: the run's minimum latency (a diagnostic, not a row)
     source: str = ""
     assumed: str = ""
     calibration: str = ""
 
     @property
     def metric(self) -> str:
-        return "s per 32-sample batch" if self.scenario == "offline" else "p99 latency"
+        return f"s per {self.batch}-sample batch" if self.scenario == "offline" else "p99 latency"
 
 
 ROWS: tuple[ServingRow, ...] = (
-    ServingRow("I1", "TPU v5e, 4 chips (TPU-v5e-4_SAX, preview); MLPerf Inference v3.1 closed", "offline", BATCH / 9.81226,
-               "9.81226 samples/s", source=f"{V31} closed/Google/results/TPU-v5e-4_SAX/gptj-99/Offline/performance/run_1/"
-               "mlperf_log_summary.txt; model class GPTJ4BS32Int8Opt10Early (code/gptj-99/README.md, params/gptj.py)",
-               assumed=ASSUMED),
-    ServingRow("I2", "TPU v5e, 4 chips (tpu-v5e-4, available); MLPerf Inference v4.0 closed", "offline", BATCH / 10.1502,
-               "10.1502 samples/s", source=f"{V40} closed/Google/results/tpu_v5e_x4/gptj-99/offline/performance/run_1/"
-               "mlperf_log_summary.txt; systems/tpu_v5e_x4.json; model class GPTJ4TokenizedINT8BS32XLAWait40MB6Offline "
-               "(code/gptj/gptj_using_saxml_loadgen/README.md)",
-               assumed=ASSUMED + "; the round 4.0 class (defined in Saxml, not in the results repository) as round 3.1's: its name "
-               "gives 4 chips, int8, batch 32"),
+    ServingRow("I1", "TPU v5e, 4 chips (TPU-v5e-4_SAX, preview); MLPerf Inference v3.1 closed", "offline", 32 / 9.81226,
+               "9.81226 samples/s", 32, (512, 1024, 1919), 0.2, 2, clients=CLIENTS_V31,
+               source=f"{V31} closed/Google/results/TPU-v5e-4_SAX/gptj-99/Offline/performance/run_1/mlperf_log_summary.txt; "
+               f"class GPTJ4BS32Int8Opt10Early (code/gptj-99/README.md; {V31_CLASSES}: BATCH_SIZE 32, buckets 512/1024/1919, "
+               "BATCH_WAIT_SECS 0.2 and MAX_LIVE_BATCHES 2 from class GPTJ)", assumed=ASSUMED + SORTED),
+    ServingRow("I2", "TPU v5e, 4 chips (tpu-v5e-4, available); MLPerf Inference v4.0 closed", "offline", 32 / 10.1502,
+               "10.1502 samples/s", 32, (512, 1024, 1536, 1919), 4.0, 10, clients=CLIENTS_V31,
+               source=f"{V40} closed/Google/results/tpu_v5e_x4/gptj-99/offline/performance/run_1/mlperf_log_summary.txt; "
+               "systems/tpu_v5e_x4.json; class GPTJ4TokenizedINT8BS32XLAWait40MB6Offline (code/gptj/gptj_using_saxml_loadgen/"
+               f"README.md; {V40_CLASSES}: BATCH_SIZE 32, buckets 512/1024/1536/1919, BATCH_WAIT_SECS 4.0, MAX_LIVE_BATCHES 10)",
+               assumed=ASSUMED + V40_HARNESS),
     ServingRow("I3", "TPU v5e, 4 chips (TPU-v5e-4_SAX, preview); MLPerf Inference v3.1 closed", "server", 17.802509927,
-               "p99 17.80 s at 7.13 scheduled samples/s (bound 20 s)", rate_per_s=7.13, max_wait_s=4.0,
+               "p99 17.80 s at 7.13 scheduled samples/s (bound 20 s); min 4.58 s", 32, (512, 1024, 1919), 4.0, 6,
+               rate_per_s=7.13, measured_min_s=4.581708162, clients=CLIENTS_V31,
                source=f"{V31} closed/Google/results/TPU-v5e-4_SAX/gptj-99/Server/performance/run_1/mlperf_log_summary.txt; "
-               "model class GPTJ4BS32Int8Opt10Wait40MB6 (BATCH_WAIT_SECS 4.0, MAX_LIVE_BATCHES 6)",
-               assumed=ASSUMED + "; batches run one after another (Saxml may keep up to 6 live: not modelled)"),
+               f"class GPTJ4BS32Int8Opt10Wait40MB6 ({V31_CLASSES}: BATCH_WAIT_SECS 4.0, MAX_LIVE_BATCHES 6); the latency "
+               "bound gptj.Server.target_latency = 20000 ms at the 99th percentile (configs/mlperf.conf)", assumed=ASSUMED),
     ServingRow("I4", "TPU v5e, 4 chips (tpu-v5e-4, available); MLPerf Inference v4.0 closed", "server", 18.830208737,
-               "p99 18.83 s at 7.25 scheduled samples/s (bound 20 s)", rate_per_s=7.25, max_wait_s=4.0,
+               "p99 18.83 s at 7.25 scheduled samples/s (bound 20 s); min 5.02 s", 36, (512, 1024, 1536, 1919), 4.0, 10,
+               rate_per_s=7.25, measured_min_s=5.022518838, clients=CLIENTS_V31,
                source=f"{V40} closed/Google/results/tpu_v5e_x4/gptj-99/server/performance/run_1/mlperf_log_summary.txt; "
-               "model class GPTJ4TokenizedINT8BS32XLAWait40MB6Server",
-               assumed=ASSUMED + "; batches run one after another (Saxml may keep up to 6 live: not modelled)"),
+               f"class GPTJ4TokenizedINT8BS32XLAWait40MB6Server ({V40_CLASSES}: BATCH_SIZE 36, buckets 512/1024/1536/1919, "
+               "BATCH_WAIT_SECS 4.0, MAX_LIVE_BATCHES 10)", assumed=ASSUMED + V40_HARNESS),
 )
 
 
 def row_config(row: ServingRow, seed: int = 1) -> ServingConfig:
     """The serving configuration of a row (see the module docstring)."""
     if row.scenario == "offline":
-        arrivals, duration, n = {"kind": "offline"}, 600.0, 10 * BATCH
+        arrivals, duration, n = {"kind": "offline"}, 600.0, OFFLINE_SAMPLES
     else:
         arrivals, duration, n = {"kind": "poisson", "rate": row.rate_per_s * 3600.0}, 600.0, None  # MLPerf's 600 s minimum
     return ServingConfig.model_validate({
         "generation": "tpu-v5e", "slice": "2x2", "duration": duration, "seed": seed,
         "model": {"dims": GPTJ_DIMS, "parallel_block": True, "precision": {"weights": "int8"}},
-        "batch": {"kind": "static", "max_batch": BATCH, "max_wait": row.max_wait_s, "buckets": list(BUCKETS), "kv": "reserve"},
-        "requests": {"arrivals": arrivals, "requests": n, "beams": BEAMS, "prompt": {"kind": "fixed", "mean": BUCKETS[-1]},
+        "batch": {"kind": "static", "batcher": "saxml", "max_batch": row.batch, "batch_sizes": [row.batch],
+                  "max_wait": row.max_wait_s, "max_live_batches": row.max_live_batches, "buckets": list(row.buckets),
+                  "kv": "reserve"},
+        "requests": {"arrivals": arrivals, "requests": n, "beams": BEAMS, "clients": row.clients, "prompt": {"kind": "fixed", "mean": row.buckets[-1]},
                      "output": {"kind": "fixed", "mean": DECODE_CAP}}})
 
 
 def predict(row: ServingRow) -> dict:
-    """The row's prediction and the serving metrics behind it."""
-    r = simulate_serving(row_config(row))
+    """The row's prediction and the serving metrics behind it; `refused` when podsim cannot run
+    the submission's setup (its KV cache does not fit), with the reason."""
+    try:
+        r = simulate_serving(row_config(row))
+    except PodsimError as exc:
+        return {"predicted": None, "metrics": {}, "min_s": None, "refused": str(exc)}
     m = r.metrics
-    predicted = BATCH / m["throughput_rps"] if row.scenario == "offline" else m["e2e_p99_s"]
-    return {"predicted": predicted, "metrics": m}
+    predicted = row.batch / m["throughput_rps"] if row.scenario == "offline" else m["e2e_p99_s"]
+    e2e = r.tables["serving_requests"]["e2e_s"]
+    return {"predicted": predicted, "metrics": m, "min_s": float(np.nanmin(e2e)) if np.isfinite(e2e).any() else None,
+            "refused": ""}
 
 
 def run_table(rows: tuple[ServingRow, ...] = ROWS, on_row: Callable[[dict], None] | None = None) -> list[dict]:
     out = []
     for row in rows:
         p = predict(row)
+        m = p["metrics"]
         rec = {"id": row.id, "system": row.system, "model": "gptj-6b", "scenario": row.scenario, "metric": row.metric,
                "measured": row.measured, "logged": row.logged, "predicted": p["predicted"],
-               "error": p["predicted"] / row.measured - 1, "calibration": row.calibration, "setup": SETUP,
-               "assumed": row.assumed, "source": row.source, "engine_wall_s": p["metrics"]["engine_wall_s"],
-               "throughput_rps": p["metrics"]["throughput_rps"]}
+               "error": None if p["predicted"] is None else p["predicted"] / row.measured - 1, "refused": p["refused"],
+               "calibration": row.calibration, "setup": SETUP, "assumed": row.assumed, "source": row.source,
+               "engine_wall_s": m.get("engine_wall_s"), "throughput_rps": m.get("throughput_rps"),
+               "rejected": m.get("requests_rejected"), "measured_min_s": row.measured_min_s,
+               "predicted_min_s": p["min_s"] if row.scenario == "server" else None}
         out.append(rec)
         if on_row:
             on_row(rec)
@@ -126,8 +169,50 @@ def run_table(rows: tuple[ServingRow, ...] = ROWS, on_row: Callable[[dict], None
 
 
 def summarise(table: list[dict]) -> dict:
-    """Median |error| over the step-time rows (offline) and over every row (none sets a constant)."""
-    step = [abs(r["error"]) for r in table if r["scenario"] == "offline" and not r["calibration"]]
-    every = [abs(r["error"]) for r in table if not r["calibration"]]
-    return {"rows": len(table), "offline_median_abs_error": statistics.median(step) if step else 0.0,
+    """Median |error| over the step-time rows (offline) and over every row (none sets a constant);
+    a row podsim refuses counts as a miss of 100%."""
+    def miss(r: dict) -> float:
+        return 1.0 if r["error"] is None else abs(r["error"])
+
+    step = [miss(r) for r in table if r["scenario"] == "offline" and not r["calibration"]]
+    every = [miss(r) for r in table if not r["calibration"]]
+    return {"rows": len(table), "refused": sum(r["error"] is None for r in table),
+            "offline_median_abs_error": statistics.median(step) if step else 0.0,
             "median_abs_error": statistics.median(every) if every else 0.0, "max_abs_error": max(every, default=0.0)}
+
+
+class _ScaledTimer:
+    """A step timer whose step times are `factor` times another's (a what-if, never a row)."""
+
+    def __init__(self, inner, factor: float):
+        self._inner, self._factor = inner, factor
+
+    def tokens_step_s(self, *args) -> float:
+        return self._factor * self._inner.tokens_step_s(*args)
+
+    def __getattr__(self, name):
+        return getattr(self._inner, name)
+
+
+def batch_time_sensitivity(row: ServingRow, batch_s: tuple[float, ...]) -> list[dict]:
+    """A Server row's latency percentiles were one 1,919-token batch to take each of `batch_s`
+    seconds on the chips (every step scaled alike): whether Saxml's scheduling, given the
+    batch time the run implies, reproduces the run's latencies. A diagnostic beside the table;
+    no row uses it."""
+    from podsim.serving.simulate import ServingSim
+
+    cfg = row_config(row)
+    base = ServingSim(cfg)
+    length, steps, per = base.replicas[0]._batch_shape([0])
+    m, beams, step = row.batch, BEAMS, base.timer.tokens_step_s
+    t_b = step(m * length, m, m * length, m * length * (length + 1) / 2.0, 0.0, m * length) + sum(
+        step(m * beams, m * beams, m * beams, m * beams * (length + k), m * (length + beams * (k - 1)), m * beams)
+        for k in range(1, steps + 1))
+    out = []
+    for target in (t_b, *batch_s):
+        sim = ServingSim(cfg, timer=_ScaledTimer(base.timer, target / t_b))
+        sim.run()
+        e2e = sim.log.end_s - sim.req.arrival_s
+        out.append({"batch_s": target, "podsim": target == t_b, "retries": sim.retries_total,
+                    **{f"p{q}_s": float(np.nanpercentile(e2e, q)) for q in (0, 50, 99)}})
+    return out

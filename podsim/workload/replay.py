@@ -18,14 +18,17 @@ import functools
 import math
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import ConfigDict, Field, ValidationError
 
+from podsim import quantities as q
 from podsim.bounds import MAX_JOBS
 from podsim.errors import PodsimError, first_error
 from podsim.files import read_csv
 from podsim.topology.generations import Generation, get_generation
 from podsim.topology.shapes import parse_shape, validate_shape
 from podsim.workload.jobs import Job
+
+ACCELERATORS = q.count("accelerators of one job", 1, q.MAX_FLEET_CHIPS, "the fleet bound")
 
 # Shape ladders: each generation's shapes in increasing chip count (xpk / Cloud TPU docs).
 LADDERS: dict[str, tuple[str, ...]] = {
@@ -35,7 +38,7 @@ LADDERS: dict[str, tuple[str, ...]] = {
 }
 
 
-class TraceColumns(BaseModel):
+class TraceColumns(q.NoBoolNumbers):
     """Which CSV column holds each field; times and durations in seconds times `time_scale`."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -46,7 +49,7 @@ class TraceColumns(BaseModel):
     accelerators: str = "num_gpu"
     shape: str = "shape"  # optional: used when the header has it
     twisted: str = "twisted"  # optional likewise
-    time_scale: float = Field(1.0, gt=0)
+    time_scale: q.ARRIVAL_SCALE.type = 1.0
 
     @classmethod
     def parse(cls, text: str | None) -> TraceColumns:
@@ -66,15 +69,15 @@ class TraceColumns(BaseModel):
             raise PodsimError(f"--columns {where}={fields.get(where)!r}: {msg}") from None
 
 
-class TraceSpec(BaseModel):
+class TraceSpec(q.NoBoolNumbers):
     """A job trace to replay: the CSV, its columns, how many jobs and how fast they arrive."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
     path: Path
     columns: TraceColumns = TraceColumns()
-    arrival_scale: float = Field(1.0, gt=0, description="multiply submission times (0.9: 11% more load)")
-    limit: int | None = Field(None, ge=1, le=MAX_JOBS, description="read at most this many jobs")
+    arrival_scale: q.ARRIVAL_SCALE.type = Field(1.0, description="multiply submission times (0.9: 11% more load)")
+    limit: q.TRACE_JOBS.type | None = Field(None, description="read at most this many jobs")
 
     def jobs(self, generation: str | Generation) -> list[Job]:
         return load_trace_csv(self.path, generation, self.columns, limit=self.limit, arrival_scale=self.arrival_scale)
@@ -126,7 +129,10 @@ def _count(row: dict, column: str, path: Path, line: int) -> int | None:
         raise PodsimError(f"{path.name} line {line}: {column} {text!r} is not a number of accelerators") from None
     if not (math.isfinite(value) and value >= 1 and value.is_integer()):
         raise PodsimError(f"{path.name} line {line}: {column} {text!r} must be a whole number >= 1")
-    return int(value)
+    try:
+        return int(ACCELERATORS.check(value, column))
+    except PodsimError as exc:
+        raise PodsimError(f"{path.name} line {line}: {exc}") from None
 
 
 def _exact_shape(text: str, twist_text: str, gen: Generation, path: Path, line: int,
@@ -171,8 +177,6 @@ def load_trace_csv(path: str | Path, generation: str, columns: TraceColumns | No
     gen = get_generation(generation)
     cols = columns or TraceColumns()
     path = Path(path)
-    if not path.is_file():
-        raise PodsimError(f"trace file {str(path)!r} does not exist")
     header, rows = read_csv(path, "job trace")
     has_shape, has_twist = cols.shape in header, cols.twisted in header
     needed = [cols.id, cols.submit, cols.duration] + ([] if has_shape else [cols.accelerators])
@@ -193,6 +197,13 @@ def load_trace_csv(path: str | Path, generation: str, columns: TraceColumns | No
             raise PodsimError(f"{path.name} line {line}: {cols.submit} and {cols.duration} must be finite numbers")
         if duration < 0 or submit < 0:
             raise PodsimError(f"{path.name} line {line}: negative {cols.submit} or {cols.duration}")
+        try:
+            q.EVENT_TIME.check(submit, cols.submit)
+            q.EVENT_TIME.check(duration, cols.duration)
+        except PodsimError as exc:
+            raise PodsimError(f"{path.name} line {line}: {exc}") from None
+        if len(jobs) >= MAX_JOBS:
+            raise PodsimError(f"{path.name}: more than {MAX_JOBS:,} jobs (the simulation's job bound); read fewer with --limit (a trace's limit)")
         n = _count(row, cols.accelerators, path, line) if has_count else None
         text = row[cols.shape].strip() if has_shape else ""
         if text:

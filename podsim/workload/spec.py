@@ -53,6 +53,14 @@ def _number(text: str, key: str) -> float:
     return value
 
 
+def _whole(text: str, key: str) -> int:
+    """A whole number (2.5 is refused, not truncated to 2)."""
+    value = _number(text, key)
+    if not value.is_integer():
+        raise PodsimError(f"--synthetic {key}={text!r}: a whole number is expected")
+    return int(value)
+
+
 def _rate(text: str) -> float:
     try:
         return rate_per_h(text)
@@ -73,7 +81,7 @@ def parse_synthetic_pairs(text: str) -> dict[str, Any]:
         kv[key] = value.strip()
     spec: dict[str, Any] = {}
     if "jobs" in kv:
-        spec["jobs"] = int(_number(kv["jobs"], "jobs"))
+        spec["jobs"] = _whole(kv["jobs"], "jobs")
     if "rate" in kv and "gaps" in kv:
         raise PodsimError("--synthetic: give rate (Poisson arrivals) or gaps (given inter-arrival gaps), not both")
     if "rate" in kv:
@@ -97,10 +105,10 @@ def parse_synthetic_pairs(text: str) -> dict[str, Any]:
             spec["slice_mix"] = {k: _number(v, "mix") for k, v in _pairs(kv["mix"], "mix", "4x4x4:2;4x4x8_T:1").items()}
     if "priorities" in kv:
         pairs = _pairs(kv["priorities"], "priorities", "0:3;2:1")
-        spec["priorities"] = {int(_number(k, "priorities")): _number(v, "priorities") for k, v in pairs.items()}
+        spec["priorities"] = {_whole(k, "priorities"): _number(v, "priorities") for k, v in pairs.items()}
     if "slices" in kv:
         pairs = _pairs(kv["slices"], "slices", "1:3;4:1")
-        spec["slices"] = {int(_number(k, "slices")): _number(v, "slices") for k, v in pairs.items()}
+        spec["slices"] = {_whole(k, "slices"): _number(v, "slices") for k, v in pairs.items()}
     if "span_sites" in kv:
         spec["span_sites"] = kv["span_sites"]
     if "models" in kv:

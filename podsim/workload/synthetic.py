@@ -3,21 +3,22 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Literal
+from typing import Annotated, Literal
 
 import numpy as np
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, AliasChoices, ConfigDict, Field, model_validator
 
+from podsim import quantities as q
 from podsim.bounds import JobCount, Priority
 from podsim.errors import PodsimError
-from podsim.quantities import Duration, Rate
+from podsim.quantities import Rate, Weight
 from podsim.topology.generations import get_generation
 from podsim.trace.configs import get_model
 from podsim.workload.jobs import Job
 from podsim.workload.popularity import V4_SLICE_POPULARITY, SliceMix
 
 
-class _Spec(BaseModel):
+class _Spec(q.NoBoolNumbers):
     model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
 
@@ -42,8 +43,8 @@ class ArrivalSpec(_Spec):
     """Poisson arrivals at `rate_per_h`, or a fixed list of inter-arrival gaps repeated."""
 
     kind: Literal["poisson", "given"] = "poisson"
-    rate_per_h: Rate | None = Field(None, gt=0, description="mean arrivals per hour (poisson), e.g. 4, '2/h', '48/d'")
-    gaps_s: tuple[Duration, ...] = Field((), description="inter-arrival gaps, cycled (given), e.g. ['10min', '1h'] or seconds")
+    rate_per_h: Annotated[Rate, AfterValidator(q.ARRIVAL_RATE.check)] | None = Field(None, description="mean arrivals per hour (poisson), e.g. 4, '2/h', '48/d'")
+    gaps_s: tuple[q.JOB_GAP.duration, ...] = Field((), description="inter-arrival gaps, cycled (given), e.g. ['10min', '1h'] or seconds")
 
     @model_validator(mode="after")
     def _check(self):
@@ -70,33 +71,35 @@ class DurationSpec(_Spec):
     """
 
     kind: Literal["lognormal", "exponential", "fixed", "uniform"] = "lognormal"
-    median_s: Duration = Field(3 * 3600.0, gt=0, validation_alias=_short("median_s"))
-    sigma: float = Field(1.0, ge=0)
-    mean_s: Duration = Field(3 * 3600.0, gt=0, validation_alias=_short("mean_s"))
-    low_s: Duration = Field(600.0, gt=0, validation_alias=_short("low_s"))
-    high_s: Duration = Field(86400.0, gt=0, validation_alias=_short("high_s"))
-    max_s: Duration | None = Field(None, gt=0, validation_alias=_short("max_s"), description="cap on any single duration")
+    median_s: q.JOB_DURATION.duration = Field(3 * 3600.0, validation_alias=_short("median_s"))
+    sigma: q.DURATION_SIGMA.type = 1.0
+    mean_s: q.JOB_DURATION.duration = Field(3 * 3600.0, validation_alias=_short("mean_s"))
+    low_s: q.JOB_DURATION.duration = Field(600.0, validation_alias=_short("low_s"))
+    high_s: q.JOB_DURATION.duration = Field(86400.0, validation_alias=_short("high_s"))
+    max_s: q.JOB_DURATION.duration | None = Field(None, validation_alias=_short("max_s"), description="cap on any single duration")
 
     def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
         if self.kind == "exponential":
             d = rng.exponential(self.mean_s, size=n)
         else:
             d = _draw(rng, n, self.kind, self.median_s, self.sigma, self.low_s, self.high_s, "durations", "_s")
-        return np.minimum(d, self.max_s) if self.max_s else d
+        # a lognormal tail is unbounded: no draw past the longest job podsim takes (a century)
+        return np.minimum(d, self.max_s or q.JOB_DURATION.high)
 
 
 class StepsSpec(_Spec):
     """Length of a job in training steps: lognormal (median, sigma), fixed (median) or uniform."""
 
     kind: Literal["lognormal", "fixed", "uniform"] = "lognormal"
-    median: float = Field(10000, gt=0, description="median number of steps")
-    sigma: float = Field(0.5, ge=0)
-    low: float = Field(1000, gt=0)
-    high: float = Field(100000, gt=0)
+    median: q.TRAINING_STEPS.type = Field(10000, description="median number of steps")
+    sigma: q.STEPS_SIGMA.type = 0.5
+    low: q.TRAINING_STEPS.type = 1000
+    high: q.TRAINING_STEPS.type = 100000
 
     def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
         s = _draw(rng, n, self.kind, self.median, self.sigma, self.low, self.high, "steps", "")
-        return np.maximum(1, np.rint(s)).astype(np.int64)
+        # a lognormal tail is unbounded: clip to the range (an int64 past 2^63 would wrap negative)
+        return np.clip(np.rint(s), 1, q.TRAINING_STEPS.high).astype(np.int64)
 
 
 class SyntheticSpec(_Spec):
@@ -110,13 +113,13 @@ class SyntheticSpec(_Spec):
     generation: str = "tpu-v4"
     jobs: JobCount = Field(200, description="number of jobs to draw")
     arrival: ArrivalSpec = ArrivalSpec(rate_per_h=4.0)
-    slice_mix: dict[str, float] = Field(default_factory=lambda: dict(V4_SLICE_POPULARITY),
+    slice_mix: dict[str, Weight] = Field(default_factory=lambda: dict(V4_SLICE_POPULARITY),
                                         description="shape[_T|_NT] -> weight; default: the TPU v4 paper's popularity table")
     duration: DurationSpec = DurationSpec()
-    priorities: dict[Priority, float] = Field(default_factory=lambda: {0: 1.0}, description="priority -> weight")
-    models: dict[str, float] = Field(default_factory=dict, description="model preset -> weight; empty: durations in time")
+    priorities: dict[Priority, Weight] = Field(default_factory=lambda: {0: 1.0}, description="priority -> weight")
+    models: dict[str, Weight] = Field(default_factory=dict, description="model preset -> weight; empty: durations in time")
     steps: StepsSpec = StepsSpec()
-    slices: dict[int, float] = Field(default_factory=lambda: {1: 1.0},
+    slices: dict[q.JOB_SLICES.type, Weight] = Field(default_factory=lambda: {1: 1.0},
                                      description="slices per job -> weight (multislice jobs; default: all single-slice)")
     span_sites: bool = Field(False, description="multislice jobs may be split over data centres")
 

@@ -1,0 +1,524 @@
+"""The fuzz tier: a seeded generator of hostile command lines and input files over every verb
+and every format podsim reads, driven through the CLI in-process.
+
+Each case must answer with exit 0 (a result) or 2 (one line on stderr, `error: ...`), never a
+traceback or "internal error"; write nothing outside its output folder; put no NaN or infinity
+in its JSON output or its output files; and finish within CASE_LIMIT_S (a hang fails the case).
+The seed, the case count and the time limit are fixed for CI and can be changed for a longer
+hunt: PODSIM_FUZZ_SEED, PODSIM_FUZZ_CASES (per run, split over the verbs), PODSIM_FUZZ_CASE_S.
+A failure prints the case's argv and files so it reproduces.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import random
+import shutil
+import signal
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import yaml
+from helpers import run_podsim
+
+SEED = int(os.environ.get("PODSIM_FUZZ_SEED", "26"))
+CASES = int(os.environ.get("PODSIM_FUZZ_CASES", "1100"))
+CASE_LIMIT_S = float(os.environ.get("PODSIM_FUZZ_CASE_S", "30"))
+DATA = Path(__file__).parent / "data"
+ASTRA = DATA / "astra-sim"
+
+pytestmark = pytest.mark.slow  # ~2 minutes: in `make test`, not in the quick tier
+
+# Values a hostile or careless user types --------------------------------------------------------
+NUMBERS = ["nan", "inf", "-inf", "-1", "0", "-0", "1e308", "1e-300", "1e400", str(2**64), "99999999999999999999",
+           "abc", "", "1,5", "0x10", "true", "3.5", "1_000", " 7", "1e6", "2", "1", "0.5", "10"]
+DURATIONS = ["1ns", "0", "-1h", "1e300s", "nan", "inf", "3h", "1s", "2d", "1e9h", "abc", "", "90", "1min", "6h"]
+SIZES = ["1MiB", "0", "-1", "1e308", "nan", "1PB", "2PB", "abc", "", "4096", "1e15", "1e16", "1KiB"]
+TEXT = ["", " ", "../x", "../../escape", "/abs/path", "a/b", "..", ".", ".hidden", "x" * 300, "🙂", "--json", "-1",
+        "ok", "NUL\\x00"]
+SHAPES = ["2x2x2", "4x4x4", "0x2x2", "2x2", "8", "1024x1024x1024", "64x64x64", "-1x2x2", "2x2x2x2", "abc", "",
+          "4x4x8", "1x1x1"]
+SCALARS = [float("nan"), float("inf"), -1, 0, 1, 2.5, 1e308, 1e-300, 2**64, -(2**63), True, False, None, "", "abc",
+           "1e400", "3h", "2/h", "99%", [], {}, [1, 2], {"a": 1}, "x" * 200]
+
+
+def _pick(rng: random.Random, values):
+    return values[rng.randrange(len(values))]
+
+
+# The input files every case may name -----------------------------------------------------------
+OK_TRACE = {"podsim_trace": 1, "name": "t", "ops": [
+    {"id": "c", "kind": "compute", "flops": 1e9, "hbm_bytes": 1e6},
+    {"id": "a", "kind": "all_reduce", "bytes": 1048576, "group": "x", "deps": ["c"]},
+    {"id": "s", "kind": "send_recv", "bytes": 4096, "axis": "y", "deps": ["a"]}]}
+REQUESTS = [{"id": "a", "shape": "2x2x2"}, {"id": "b", "shape": "4x4x4", "priority": 1}, {"id": "c", "shape": "1x1x2"}]
+FAILED = {"hosts": [3], "cubes": [], "ocs": [], "chips": [5]}
+SCENARIO = {"name": "fuzz", "topology": {"generation": "tpu-v5e", "wiring": "static"},
+            "workload": {"synthetic": {"jobs": 4, "rate": "2/h", "mix": {"2x2": 1}}}, "horizon": "4h", "seed": 1}
+SYNTHETIC = {"jobs": 4, "arrival": {"rate_per_h": 2}, "slice_mix": {"2x2": 1}}
+NETWORK = "topology: [Ring]\nnpus_count: [8]\nbandwidth: [50]\nlatency: [500]\n"
+JOBS_CSV = "job_id,submission_time,duration,num_gpu\nj1,0,600,4\nj2,60,1200,8\nj3,90,300,1\n"
+FAILURES_CSV = "time_s,component,id,repair_s\n100,host,1,600\n"
+
+
+def _mutate(rng: random.Random, data):
+    """A copy of `data` with one hostile change at a random place: a value replaced by a hostile
+    scalar, a key dropped, an unknown key added, or a list emptied or grown."""
+    data = json.loads(json.dumps(data))
+    paths = []
+
+    def walk(x, path):
+        paths.append(path)
+        if isinstance(x, dict):
+            for k, v in x.items():
+                walk(v, (*path, k))
+        elif isinstance(x, list):
+            for i, v in enumerate(x):
+                walk(v, (*path, i))
+
+    walk(data, ())
+    path = _pick(rng, paths[1:] or paths)
+    parent = data
+    for p in path[:-1]:
+        parent = parent[p]
+    key = path[-1] if path else None
+    op = rng.randrange(5)
+    if key is None:
+        return _pick(rng, SCALARS)
+    if op == 0 and isinstance(parent, dict):
+        del parent[key]
+    elif op == 1 and isinstance(parent, dict):
+        parent[_pick(rng, ["bogus", "x", "", "id", "ops"])] = _pick(rng, SCALARS)
+    elif op == 2 and isinstance(parent[key], list):
+        parent[key] = [] if rng.random() < 0.5 else parent[key] * rng.choice((2, 50))
+    else:
+        parent[key] = _pick(rng, SCALARS)
+    return data
+
+
+def _dump(rng: random.Random, data, suffix: str) -> str:
+    """YAML or JSON text of `data` (NaN and infinities as each format spells them), sometimes
+    with a key duplicated or the text cut short."""
+    if suffix == ".json":
+        text = json.dumps(data)  # NaN, Infinity: refused by the reader
+    else:
+        text = yaml.safe_dump(data, sort_keys=False)
+    r = rng.random()
+    if r < 0.08 and text.count(":") > 1:
+        line = text.splitlines()[min(1, len(text.splitlines()) - 1)]
+        text = text + ("\n" + line + "\n" if suffix != ".json" else "")
+        if suffix == ".json":
+            text = text.replace('{"', '{"name": 1, "name": 2, "', 1)
+    elif r < 0.14:
+        text = text[: rng.randrange(1, max(2, len(text)))]
+    return text
+
+
+class Inputs:
+    """The fuzz root: `in/` holds the files (valid ones, hostile ones, and mutated ones written
+    per case); each case runs in `work/<n>/` and may write only there."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        self.dir = root / "in"
+        self.dir.mkdir()
+        self.static: dict[str, Path] = {}
+        w = self._write
+        w("ok.json", json.dumps(OK_TRACE))
+        w("ok.yaml", yaml.safe_dump(OK_TRACE))
+        w("requests.yaml", yaml.safe_dump(REQUESTS))
+        w("failed.yaml", yaml.safe_dump(FAILED))
+        w("scenario.yaml", yaml.safe_dump(SCENARIO))
+        w("synthetic.yaml", yaml.safe_dump(SYNTHETIC))
+        w("sweep.yaml", "sweep: fz\nbase: scenario.yaml\ngrid: {seed: [1, 2]}\n")
+        w("network.yml", NETWORK)
+        w("jobs.csv", JOBS_CSV)
+        w("failures.csv", FAILURES_CSV)
+        w("empty.yaml", "")
+        w("random.bin", bytes(random.Random(SEED).getrandbits(8) for _ in range(3000)))
+        w("nul.txt", "DATA\n1\nl1\x00 -1 1 NONE 0 1 NONE 0 1 ALLREDUCE 8 1\n")
+        w("deep.json", "[" * 5000 + "]" * 5000)
+        w("deep.yaml", "[" * 3000 + "]" * 3000)
+        w("nan.yaml", "podsim_trace: 1\nops:\n- {id: c, kind: compute, duration_s: .nan}\n")
+        w("dup.json", '{"podsim_trace": 1, "podsim_trace": 1, "ops": []}')
+        w("latin1.yaml", "name: caf\xe9\n".encode("latin-1"))
+        shutil.copy(ASTRA / "text-workloads" / "microAllReduce.txt", self.dir / "astra.txt")
+        self.static["astra.txt"] = self.dir / "astra.txt"
+        os.mkfifo(self.dir / "fifo.yaml")
+        self.static["fifo.yaml"] = self.dir / "fifo.yaml"
+        (self.dir / "folder.json").mkdir()
+        self.static["folder.json"] = self.dir / "folder.json"
+        self.static["missing.yaml"] = self.dir / "missing.yaml"
+        self.count = 0
+
+    def _write(self, name: str, data) -> Path:
+        path = self.dir / name
+        path.write_bytes(data.encode() if isinstance(data, str) else data)
+        self.static[name] = path
+        return path
+
+    def chakra(self) -> list[Path]:
+        """Chakra .et files of the valid trace on a 2x2x2 slice (made once)."""
+        et = sorted(self.dir.glob("ok.*.et"))
+        if not et:
+            from podsim.trace import load_trace
+            from podsim.trace.chakra_export import chakra_files
+
+            for r, data in enumerate(chakra_files(load_trace(self.static["ok.json"]), (2, 2, 2), generation="tpu-v4")):
+                (self.dir / f"ok.{r}.et").write_bytes(data)
+            et = sorted(self.dir.glob("ok.*.et"))
+        return et
+
+    def mutated(self, rng: random.Random, data, suffix: str) -> Path:
+        self.count += 1
+        path = self.dir / f"m{self.count}{suffix}"
+        path.write_text(_dump(rng, _mutate(rng, data) if rng.random() < 0.8 else data, suffix))
+        return path
+
+    def file(self, rng: random.Random, valid: str, data=None, suffix: str | None = None) -> str:
+        """A file argument: mostly `valid` or a mutation of `data`, sometimes a hostile file."""
+        r = rng.random()
+        if data is not None and r < 0.55:
+            return str(self.mutated(rng, data, suffix or Path(valid).suffix))
+        if r < 0.75:
+            return str(self.static[valid])
+        return str(self.static[_pick(rng, sorted(self.static))])
+
+
+def _opt(rng: random.Random, flag: str, valid: list[str], hostile: list[str], p_hostile: float = 0.3) -> list[str]:
+    return [flag, _pick(rng, hostile if rng.random() < p_hostile else valid)]
+
+
+def _sprinkle(rng: random.Random, argv: list[str], optional: list[list[str]], k: int = 3) -> list[str]:
+    """argv with up to k optional option groups, sometimes an unknown option or a dropped token."""
+    extra = [o for o in optional if rng.random() < k / max(len(optional), 1)]
+    out = [*argv, *(t for o in extra for t in o)]
+    r = rng.random()
+    if r < 0.05:
+        out.append(_pick(rng, ["--bogus", "--slcie", "--jsn", "-Z", "--max-ops"]))
+    elif r < 0.09 and len(out) > 2:
+        del out[rng.randrange(1, len(out))]
+    return out
+
+
+# One generator per verb: argv for a case, writing the files it needs ---------------------------
+def g_topology(rng, inp):
+    gen = _pick(rng, ["tpu-v4", "tpu-v5e", "tpu-v5p", "gpu-h100", "tpu-v9", ""])
+    opts = [_opt(rng, "--slice", ["2x2x2", "4x4x4"] if gen != "tpu-v5e" else ["4x4", "2x4"], SHAPES), ["--twisted"], ["--no-ocs"],
+            ["--json"], ["--detail"], _opt(rng, "--pods", ["2", "4"], NUMBERS), _opt(rng, "--sites", ["2"], NUMBERS),
+            _opt(rng, "--dcn", ["eps", "ocs"], TEXT), _opt(rng, "--oversubscription", ["2", "4"], NUMBERS),
+            _opt(rng, "--wan-latency-ms", ["5"], NUMBERS), _opt(rng, "--wan-gbps", ["800"], NUMBERS)]
+    return _sprinkle(rng, ["topology", gen], opts, 2)
+
+
+def g_place(rng, inp):
+    opts = [_opt(rng, "--failed", [inp.file(rng, "failed.yaml", FAILED)], [inp.file(rng, "random.bin")]),
+            _opt(rng, "--solver", ["greedy", "greedy", "cpsat"], TEXT), _opt(rng, "--policy", ["best", "first"], TEXT),
+            _opt(rng, "--time-limit", ["0.2"], NUMBERS), _opt(rng, "--seed", ["3"], NUMBERS), _opt(rng, "--pods", ["2"], NUMBERS),
+            _opt(rng, "--block-cubes", ["4"], NUMBERS), _opt(rng, "--now", ["10"], NUMBERS), ["--no-ocs"], ["--json"],
+            _opt(rng, "--max-requests", ["2", "100"], NUMBERS)]
+    return _sprinkle(rng, ["place", "-g", _pick(rng, ["tpu-v4", "tpu-v4", "tpu-v5e"]), "-r",
+                           inp.file(rng, "requests.yaml", REQUESTS), "--solver", "greedy"], opts, 2)
+
+
+def g_steptime(rng, inp):
+    if rng.random() < 0.5:
+        base = ["steptime", "--generation", "tpu-v4", "--slice", _pick(rng, ["2x2x2", "2x2x2", *SHAPES]),
+                "--collective", _pick(rng, ["all_reduce", "all_gather", "all-to-all", "send_recv", "bogus"]),
+                "--bytes", _pick(rng, ["1MiB", "64KiB", *SIZES])]
+        opts = [_opt(rng, "--group", ["x", "x,y", "all"], ["z:3", "q", "", "x:0", "dcn"]),
+                _opt(rng, "--algorithm", ["auto", "ring"], TEXT), ["--json"], ["--no-fast-path"],
+                _opt(rng, "--routing", ["shortest_paths"], TEXT), _opt(rng, "--compute-efficiency", ["0.5"], NUMBERS),
+                _opt(rng, "--slices", ["2"], NUMBERS)]
+    else:
+        src = _pick(rng, ["ok.json", "ok.yaml", "astra.txt", "chakra", "mut"])
+        files = ([str(p) for p in inp.chakra()] if src == "chakra" else [inp.file(rng, "ok.json", OK_TRACE)] if src == "mut"
+                 else [inp.file(rng, src)])
+        base = ["steptime", *(t for f in files for t in ("--trace", f))]
+        base += ["--network", inp.file(rng, "network.yml")] if src == "astra.txt" and rng.random() < 0.5 else \
+            ["--generation", "tpu-v4", "--slice", _pick(rng, ["2x2x2", "2x2x2", *SHAPES])]
+        opts = [_opt(rng, "--compute-efficiency", ["0.5"], NUMBERS), _opt(rng, "--slices", ["2"], NUMBERS),
+                _opt(rng, "--dcn", ["eps", "ocs"], TEXT), _opt(rng, "--oversubscription", ["2"], NUMBERS),
+                _opt(rng, "--sites", ["2"], NUMBERS), _opt(rng, "--wan-gbps", ["100"], NUMBERS), ["--json"],
+                _opt(rng, "--timeline", ["tl.json"], ["tl.txt", "../tl.json", "/proc/tl.json"]), _opt(rng, "--max-ops", ["2", "1000"], NUMBERS)]
+    return _sprinkle(rng, base, opts, 2)
+
+
+def _mostly(rng: random.Random, valid: list[str], hostile: list[str], p_hostile: float = 0.2) -> str:
+    return _pick(rng, hostile if rng.random() < p_hostile else valid)
+
+
+def g_generate(rng, inp):
+    model = _mostly(rng, ["gpt3-175b", "llama2-70b", "resnet50", "mixtral-8x7b"], ["bogus", ""])
+    plan = {"gpt3-175b": "fsdp=2,tensor=4", "llama2-70b": "fsdp=8", "resnet50": "data=8", "mixtral-8x7b": "data=1,expert=8"}.get(model, "data=8")
+    sets = ["n_layers=1", _pick(rng, ["n_layers=100000", f"n_layers={2**64}", "global_batch=0", "seq_len=1e9", "bogus=1",
+                                      "n_layers=true", "d_model=-1", "global_batch=64"])] if model != "resnet50" else ["global_batch=64"]
+    base = ["trace", "generate", model, "--slice", _mostly(rng, ["2x2x2"], SHAPES), "-p", _mostly(rng, [plan], ["fsdp=8,", "data=0", "tensor=3", ""]),
+            "-o", _mostly(rng, ["t.json", "t.yaml"], ["t.txt", "../t.json", "sub/t.json", ""])]
+    base += [t for s in sets[: 2 if rng.random() < 0.25 else 1] for t in ("--set", s)]
+    opts = [_opt(rng, "--microbatches", ["2"], NUMBERS), _opt(rng, "--recompute", ["full", "minimal"], TEXT),
+            _opt(rng, "--precision", ["int8"], TEXT), _opt(rng, "--capacity-factor", ["1.25"], NUMBERS),
+            _opt(rng, "--grad-bytes", ["4"], NUMBERS), _opt(rng, "--bn-group", ["2"], NUMBERS), ["--json"],
+            _opt(rng, "--no-overlap", ["dcn"], TEXT), _opt(rng, "--map", ["fsdp=x,y"], TEXT)]
+    return _sprinkle(rng, base, opts, 2)
+
+
+def g_import(rng, inp):
+    src = _pick(rng, ["astra.txt", "chakra", "ok.json", "random.bin", "nul.txt", "mut"])
+    files = ([str(p) for p in inp.chakra()] if src == "chakra" else [inp.file(rng, "ok.json", OK_TRACE)] if src == "mut"
+             else [inp.file(rng, src)])
+    base = ["trace", "import", *files, "-o", _pick(rng, ["i.json", "i.yaml", "i.bin", "../i.json"])]
+    opts = [_opt(rng, "--slice", ["2x2x2", "8"], SHAPES), _opt(rng, "--group", ["x"], TEXT), _opt(rng, "--rank", ["1"], NUMBERS),
+            _opt(rng, "--clock-ghz", ["2"], NUMBERS), ["--keep-cpu-ops"], ["--json"], _opt(rng, "--max-input", ["1MiB"], SIZES)]
+    return _sprinkle(rng, base, opts, 2)
+
+
+def g_export(rng, inp):
+    base = ["trace", "export", inp.file(rng, "ok.json", OK_TRACE), "-o", _pick(rng, ["ex", "ex", "ex/sub", ""]),
+            "--slice", _pick(rng, ["2x2x2", "2x2x2", "2x2x1", *SHAPES])]
+    base += ["--generation", _mostly(rng, ["tpu-v4"], ["tpu-v5e", "bogus", ""])] if rng.random() < 0.8 else []
+    opts = [_opt(rng, "--compute-efficiency", ["0.5"], NUMBERS), _opt(rng, "--prefix", ["t", "run.a"], TEXT, 0.6), _opt(rng, "--format", ["chakra"], TEXT), ["--no-extras"], ["--json"],
+            _opt(rng, "--max-files", ["4", "100"], NUMBERS)]
+    return _sprinkle(rng, base, opts, 2)
+
+
+def g_show(rng, inp):
+    src = _pick(rng, ["ok.json", "ok.yaml", "astra.txt", "chakra", "nan.yaml", "dup.json", "deep.json", "deep.yaml", "mut", "mut"])
+    files = ([str(p) for p in inp.chakra()] if src == "chakra" else
+             [inp.file(rng, "ok.json", OK_TRACE, _pick(rng, [".json", ".yaml"]))] if src == "mut" else [inp.file(rng, src)])
+    opts = [_opt(rng, "--generation", ["tpu-v4"], TEXT), _opt(rng, "--slice", ["2x2x2"], SHAPES), _opt(rng, "--clock-ghz", ["2"], NUMBERS),
+            ["--json"], _opt(rng, "--max-ops", ["1", "100"], NUMBERS)]
+    return _sprinkle(rng, ["trace", "show", *files], opts, 2)
+
+
+def g_models(rng, inp):
+    return _sprinkle(rng, ["trace", "models"], [["--json"], ["--bogus"]], 1)
+
+
+def g_scaling(rng, inp):
+    base = ["scaling", "llama2-70b", "--slice", _pick(rng, ["4x4x4", "4x4x4", *SHAPES]), "-p", _pick(rng, ["fsdp=64", "fsdp=64", "fsdp=64,dcn=2", "x"]),
+            "--slices", _pick(rng, ["1,2", "1,2", "0,1", "2,1", "1,100000", "a,b", ""]),
+            "--batch-per-slice", _pick(rng, ["8", "8", *NUMBERS]), "--set", "n_layers=1"]
+    if rng.random() < 0.6:  # the study's options: most cases refused here, before any simulation
+        base += _opt(rng, "--oversubscription", ["2"], NUMBERS, 0.9) + _opt(rng, "--batch-per-slice", ["8"], NUMBERS, 0.9)
+    opts = [_opt(rng, "--dcn", ["eps", "ocs"], TEXT), _opt(rng, "--sites", ["2"], NUMBERS), _opt(rng, "--wan-gbps", ["100"], NUMBERS),
+            _opt(rng, "--wan-latency-ms", ["2"], NUMBERS), ["--json"], _opt(rng, "--plot", ["p.html"], ["p.txt", "../p.html"]),
+            _opt(rng, "--set", ["seq_len=512"], ["global_batch=5", "n_layers=0", "bogus=1"])]
+    return _sprinkle(rng, base, opts, 2)
+
+
+def g_cluster(rng, inp):
+    if rng.random() < 0.6:
+        stream = ["--synthetic", _pick(rng, ["jobs=4,rate=2/h,mix=2x2:1"] * 6 + ["jobs=2.5,rate=2/h,mix=2x2:1",
+                                             "jobs=4,rate=0/h,mix=2x2:1", "jobs=4,rate=2/h,mix=2x2:1e308;2x4:1e308",
+                                             "jobs=4,gaps=10min;,mix=2x2:1", "jobs=4,rate=2/h,mix=2x2:1,models=llama2-70b:1,steps=1e300",
+                                             "jobs=4,rate=2/h,mix=2x2:nan", "rate=2/h", "jobs=1e9,rate=2/h,mix=2x2:1", "", "bogus=1",
+                                             inp.file(rng, "synthetic.yaml", SYNTHETIC)])]
+    else:
+        stream = ["--trace", inp.file(rng, "jobs.csv")]
+    base = ["cluster", "-g", "tpu-v5e", "--no-ocs", "--horizon", _mostly(rng, ["4h"], DURATIONS), *stream]
+    opts = [_opt(rng, "--mtbf", ["500h"], DURATIONS), _opt(rng, "--mttr", ["1h"], DURATIONS), _opt(rng, "--host-availability", ["0.99"], NUMBERS),
+            _opt(rng, "--weibull-shape", ["1.5"], NUMBERS), _opt(rng, "--link-mtbf", ["1000h"], DURATIONS),
+            _opt(rng, "--policy", ["backfill", "priority"], TEXT), _opt(rng, "--seed", ["2"], NUMBERS), _opt(rng, "--pods", ["2"], NUMBERS),
+            _opt(rng, "--checkpoint-interval", ["1h"], DURATIONS), _opt(rng, "--restart-overhead", ["5min"], DURATIONS),
+            _opt(rng, "--sample", ["10min"], DURATIONS), _opt(rng, "--failure-trace", [inp.file(rng, "failures.csv")], [inp.file(rng, "jobs.csv")]),
+            _opt(rng, "--limit", ["2"], NUMBERS), _opt(rng, "--compute-efficiency", ["0.5"], NUMBERS), ["--json"],
+            _opt(rng, "--max-events", ["10", "1000"], NUMBERS)]
+    return _sprinkle(rng, base, opts, 2)
+
+
+def g_run(rng, inp):
+    scenario = inp.file(rng, "scenario.yaml", SCENARIO) if rng.random() < 0.85 else inp.file(rng, "sweep.yaml")
+    base = ["run", scenario, "--no-report", "-o", _pick(rng, ["o", "o", "o/deeper", str(inp.static["ok.json"])])]
+    opts = [["--overwrite"], ["--json"], _opt(rng, "--store", ["s.duckdb"], [str(inp.static["ok.json"]), "folder/"]),
+            _opt(rng, "--max-events", ["10"], NUMBERS)]
+    return _sprinkle(rng, base, opts, 1)
+
+
+def g_sweep(rng, inp):
+    text = _pick(rng, ["sweep: fz\nbase: scenario.yaml\ngrid: {seed: [1, 2]}\n",
+                       "sweep: fz\nbase: scenario.yaml\ngrid: {seed: [1, 2], horizon: [1ns]}\n",
+                       "sweep: ../../fz\nbase: scenario.yaml\ngrid: {seed: [1]}\n",
+                       "sweep: fz\nbase: missing.yaml\ngrid: {seed: [1]}\n",
+                       "sweep: fz\nbase: scenario.yaml\ngrid: {" + ", ".join(f"targets.x{i}: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]" for i in range(6)) + "}\n",
+                       "sweep: fz\nsweep: fz2\nbase: scenario.yaml\ngrid: {seed: [1]}\n",
+                       "sweep: fz\nbase: scenario.yaml\ngrid: {bogus.field: [1]}\n",
+                       "sweep: fz\nbase: scenario.yaml\ngrid: {workload.synthetic.jobs: [true, 2.5]}\n"])
+    inp.count += 1
+    path = inp.dir / f"sw{inp.count}.yaml"
+    path.write_text(text if rng.random() < 0.8 else _dump(rng, _mutate(rng, yaml.safe_load(text)), ".yaml"))
+    base = ["sweep", str(path) if rng.random() < 0.9 else inp.file(rng, _pick(rng, ["fifo.yaml", "empty.yaml", "deep.yaml"])),
+            "--no-report", "-o", _pick(rng, ["sw", "sw"])]
+    opts = [_opt(rng, "--executor", ["serial"], TEXT), _opt(rng, "--workers", ["2"], NUMBERS), ["--resume"], ["--restart"], ["--json"],
+            _opt(rng, "--address", ["tcp://127.0.0.1:1"], TEXT)]
+    return _sprinkle(rng, base, opts, 1)
+
+
+def g_report(rng, inp, store):
+    base = ["report", "--store", _pick(rng, [str(store), str(store), str(inp.static["ok.json"]), "missing.duckdb"])]
+    mode = rng.random()
+    if mode < 0.4:
+        base += ["--list"] + (["--json"] if rng.random() < 0.5 else [])
+    else:
+        base += ["-o", _pick(rng, ["r.html", "r.html", "sub/r.html", str(inp.static["folder.json"])])]
+    opts = [_opt(rng, "--last", ["2"], NUMBERS), _opt(rng, "--runs", ["bogus-id"], TEXT), _opt(rng, "--sweep", ["nope"], TEXT), ["--json"]]
+    return _sprinkle(rng, base, opts, 1)
+
+
+def g_metrics(rng, inp):
+    return _sprinkle(rng, ["metrics"], [_opt(rng, "--kind", ["cluster", "step"], TEXT), ["--json"]], 1)
+
+
+def g_serve(rng, inp):
+    base = ["serve", "-g", _mostly(rng, ["tpu-v5e"], ["tpu-v4", "gpu-h100", "bogus"]), "--slice", _mostly(rng, ["2x4"], SHAPES),
+            "--model", _mostly(rng, ["llama2-70b"], ["resnet50", "bogus"]), "--override", "n_layers=2", "--weights", "int8",
+            "--rate", _mostly(rng, ["3/s"], ["0/s", "-1/s", "1e308/s", "nan/s", "abc", ""]), "--duration", _mostly(rng, ["20s"], ["1ns", "0", "-1h", "1e300s", "nan", "abc", "", "1e9h", "100d", "1s"]),
+            "--prompt", _mostly(rng, ["fixed:256"], ["fixed:0", "fixed:1e12", "lognormal:mean=nan,cv=1", "bogus", ""]),
+            "--output", _mostly(rng, ["fixed:32"], ["fixed:-1", "fixed:99999999999", "uniform:5", ""])]
+    opts = [_opt(rng, "--replicas", ["2"], NUMBERS), _opt(rng, "--requests", ["20"], NUMBERS), _opt(rng, "--beams", ["1"], NUMBERS),
+            _opt(rng, "--token-budget", ["512"], NUMBERS), _opt(rng, "--max-seqs", ["32"], NUMBERS), _opt(rng, "--page-tokens", ["16"], NUMBERS),
+            _opt(rng, "--cv", ["2"], NUMBERS), _opt(rng, "--hbm-reserve", ["0.1"], NUMBERS), _opt(rng, "--seed", ["3"], NUMBERS),
+            _opt(rng, "--slo-ttft", ["1s"], DURATIONS), _opt(rng, "--warmup", ["5s"], DURATIONS), _opt(rng, "--batch", ["static"], TEXT),
+            _opt(rng, "--disaggregated", ["1:1"], ["0:1", "1:0", "x", "1e9:1"]), ["--json"]]
+    return _sprinkle(rng, base, opts, 2)
+
+
+def g_sources(rng, inp):
+    ident = _pick(rng, ["", "v4.10", "ocs.17", "perf.3", "CACM20", "bogus", "../x", "x" * 300])
+    return _sprinkle(rng, ["sources", *([ident] if ident else [])], [["--json"]], 1)
+
+
+def g_validate(rng, inp):
+    if rng.random() < 0.25:
+        f = inp.file(rng, _pick(rng, sorted(inp.static)))
+    else:
+        f = inp.file(rng, "scenario.yaml", SCENARIO)
+    return _sprinkle(rng, ["validate", f], [["--json"], _opt(rng, "--max-events", ["10"], NUMBERS)], 1)
+
+
+def g_demo(rng, inp):
+    # The demo's hostile outputs only (a full demo run is the README tour's test): a file in the
+    # way, a folder under a file, a place nobody may write, an unknown option.
+    out = _pick(rng, [str(inp.static["ok.json"]), str(inp.static["ok.json"]) + "/x", "/proc/podsim-demo"])
+    argv = ["demo", "-o", out]
+    return argv + (["--bogus"] if rng.random() < 0.2 else [])
+
+
+def g_dashboard(rng, inp):
+    return _sprinkle(rng, ["dashboard", "--dry-run"], [_opt(rng, "--port", ["8600"], NUMBERS, 0.7),
+                                                       _opt(rng, "--address", ["127.0.0.1"], TEXT), ["--headless"],
+                                                       _opt(rng, "--store", ["s.duckdb"], TEXT)], 2)
+
+
+VERBS = {  # verb -> (generator, share of the cases)
+    "topology": (g_topology, 8), "place": (g_place, 6), "steptime": (g_steptime, 8), "trace generate": (g_generate, 6),
+    "trace import": (g_import, 6), "trace export": (g_export, 6), "trace show": (g_show, 8), "trace models": (g_models, 2),
+    "scaling": (g_scaling, 3),
+    "cluster": (g_cluster, 7), "run": (g_run, 4), "sweep": (g_sweep, 3), "report": (g_report, 5),
+    "metrics": (g_metrics, 2), "sources": (g_sources, 2), "serve": (g_serve, 4), "validate": (g_validate, 12), "demo": (g_demo, 2), "dashboard": (g_dashboard, 3),
+}
+SHARE = sum(w for _, w in VERBS.values())
+
+
+class _Hang(Exception):
+    pass
+
+
+def _alarm(signum, frame):
+    raise _Hang
+
+
+def _no_nonfinite_json(text: str, where: str) -> None:
+    def refuse(token):
+        raise AssertionError(f"{where}: {token} in the output")
+
+    json.loads(text, parse_constant=refuse, parse_float=lambda s: (math.isfinite(float(s)) or refuse(s)) and float(s))
+
+
+def _check_outputs(work: Path, where: str) -> None:
+    for p in work.rglob("*"):
+        if p.is_file() and p.suffix in (".json", ".yaml", ".yml") and p.stat().st_size < 20 * 2**20:
+            text = p.read_text(errors="replace")
+            if p.suffix == ".json":
+                _no_nonfinite_json(text, f"{where}: {p.name}")
+            else:
+                assert not any(t in text for t in (".nan", ".inf", ".NaN", ".Inf")), f"{where}: {p.name} holds a non-finite number"
+
+
+@pytest.fixture(scope="module")
+def fuzz_root(tmp_path_factory):
+    root = tmp_path_factory.mktemp("fuzz")
+    inputs = Inputs(root)
+    (root / "work").mkdir()
+    store_dir = root / "store"
+    from podsim.cli.run import save_run
+    from podsim.scenario import load_scenario, run_scenario
+
+    save_run(run_scenario(load_scenario(inputs.static["scenario.yaml"])), store_dir, None, report=False)
+    return root, inputs, store_dir / "results.duckdb"
+
+
+OUTPUT_FLAGS = ("-o", "--out", "--timeline", "--plot", "--store")
+
+
+def _allowed(work: Path, argv: list[str]) -> list[Path]:
+    """Where a case may write: its folder, and the paths its output options name."""
+    outs = [argv[i + 1] for i, a in enumerate(argv[:-1]) if a in OUTPUT_FLAGS]
+    return [work, *((work / v).resolve() for v in outs if v and "\x00" not in v)]
+
+
+def _tree(root: Path) -> set[Path]:
+    return set(root.rglob("*"))
+
+
+@pytest.mark.parametrize("verb", list(VERBS))
+def test_fuzz(verb, fuzz_root, capsys, monkeypatch):
+    root, inputs, store = fuzz_root
+    generator, share = VERBS[verb]
+    n = max(20, round(CASES * share / SHARE))
+    rng = random.Random(f"{SEED}:{verb}")
+    outcomes: Counter = Counter()
+    previous = signal.signal(signal.SIGALRM, _alarm)
+    try:
+        for i in range(n):
+            work = root / "work" / f"{verb.replace(' ', '_')}{i}"
+            work.mkdir()
+            argv = generator(rng, inputs, store) if verb == "report" else generator(rng, inputs)
+            monkeypatch.chdir(work)
+            before = _tree(root) | set(root.parent.iterdir())
+            allowed = _allowed(work, argv)
+            where = f"{verb} case {i}: podsim {' '.join(repr(a) if not a or ' ' in a else a for a in argv)}"
+            t0 = time.monotonic()
+            signal.setitimer(signal.ITIMER_REAL, CASE_LIMIT_S)
+            try:
+                code, out, err = run_podsim(capsys, *argv)
+            except _Hang:
+                pytest.fail(f"{where}: no answer in {CASE_LIMIT_S:.0f} s")
+            finally:
+                signal.setitimer(signal.ITIMER_REAL, 0)
+            wall = time.monotonic() - t0
+            outcomes[code] += 1
+            lines = err.strip().splitlines()
+            assert "Traceback" not in err and "internal error" not in err, f"{where}: {err}"
+            if verb == "sweep" and code == 1:  # failed points: named after the sweep's output
+                assert "point(s) failed" in lines[-1], f"{where}: {err}"
+            else:
+                assert code in (0, 2), f"{where}: exit {code}: {err}"
+            if code == 2:
+                assert len(lines) == 1 and lines[0].startswith("error: "), f"{where}: {err!r}"
+            if code == 0 and "--json" in argv and out.lstrip()[:1] in ("{", "["):
+                _no_nonfinite_json(out, where)
+            new = (_tree(root) | set(root.parent.iterdir())) - before
+            outside = [p for p in new if not any(p.resolve().is_relative_to(a) for a in allowed)]
+            assert not outside, f"{where}: wrote outside its output folder: {sorted(map(str, outside))[:3]}"
+            _check_outputs(work, where)
+            assert wall < CASE_LIMIT_S, f"{where}: {wall:.1f} s"
+            shutil.rmtree(work, ignore_errors=True)
+    finally:
+        signal.signal(signal.SIGALRM, previous)
+    print(f"\n{verb}: {n} cases, exits {dict(sorted(outcomes.items()))}")
+    assert outcomes[0] + outcomes[2] + outcomes[1] == n
