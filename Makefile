@@ -2,7 +2,7 @@
 #   make demo   set up .venv with podsim's runtime dependencies only, run the demo end to end
 #   make test   add the test tools (pytest, Hypothesis, Dask, MLCommons' Chakra reader, Chromium for the
 #               browser tests) and run every test tier (what CI runs)
-#   make check  the quick tier for the inner loop: no slow, browser, Dask or golden tests
+#   make check  the quick tier for the inner loop, on two cores: no slow, browser, Dask or golden tests
 # All are safe to run again: the venv is reused and reinstalled only when pyproject.toml changes.
 
 PYTHON ?= python3
@@ -53,14 +53,14 @@ browser:
 		exit 1; \
 	fi
 
-# Every tier. The engine matrix and the validation table's slow rows (pure CPU, most of the slow
-# tier) run on two cores.
+# Every tier, on two cores; the browser and Dask tests (they start servers and clusters of their
+# own) after, one at a time.
 test: $(VENV)/.installed browser
-	$(BIN)/python -m pytest -q --durations=15 --ignore=tests/test_engine_matrix.py --deselect tests/test_validation.py::test_every_row_holds_its_fidelity
-	$(BIN)/python -m pytest -q --durations=5 -n 2 tests/test_engine_matrix.py tests/test_validation.py::test_every_row_holds_its_fidelity
+	$(BIN)/python -m pytest -q --durations=15 -n 2 -m "not (e2e or dask)"
+	$(BIN)/python -m pytest -q --durations=5 -m "e2e or dask"
 
 check: $(VENV)/.installed
-	$(BIN)/python -m pytest -q -m "$(QUICK)"
+	$(BIN)/python -m pytest -q -n 2 -m "$(QUICK)"
 
 lint: $(VENV)/.installed
 	$(BIN)/ruff check podsim tests benchmarks

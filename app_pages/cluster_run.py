@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from podsim.cluster import ClusterRun, FailureModel, FailureSpec, make_config, make_run
+from podsim.cluster import ClusterRun, FailureModel, make_config, make_run
+from podsim.cluster.failures import FailureSpec
 from podsim.errors import PodsimError
 from podsim.workload import TraceSpec, parse_synthetic
 

@@ -15,7 +15,8 @@ import streamlit as st
 
 from podsim.errors import InternalError, PodsimError
 from podsim.files import inside, safe_file_name, write_bytes_atomic
-from podsim.topology import Generation, generations, get_generation
+from podsim.topology import Generation, get_generation
+from podsim.topology.generations import generations
 from podsim.units import format_duration, format_percent
 
 MAX_UPLOAD_BYTES = 20 * 2**20

@@ -19,18 +19,12 @@ from app_pages.common import (
 )
 from podsim.errors import PodsimError
 from podsim.files import parse_yaml
-from podsim.placement import (
-    PlacementSettings,
-    PodState,
-    SolverParams,
-    free_space_summary,
-    parse_failures,
-    parse_requests,
-    place,
-    placement_report,
-    pod_map,
-    validate_placement,
-)
+from podsim.placement import PodState, SolverParams, place, validate_placement
+from podsim.placement.failures import parse_failures
+from podsim.placement.metrics import free_space_summary, placement_report
+from podsim.placement.podmap import pod_map
+from podsim.placement.problem import PlacementSettings
+from podsim.placement.requests import parse_requests
 from podsim.units import format_rate
 
 CUBE_REQUESTS = [  # the README's example batch
@@ -54,12 +48,12 @@ COLUMNS = ["id", "shape", "twisted", "priority", "arrival_s"]
 
 @st.cache_data(max_entries=32, show_spinner="Placing...")
 def run_placement(gen: str, ocs: bool, requests: list[dict], failures_text: str, solver: str, policy: str,
-                  time_limit_s: float, seed: int, workers: int, wall_clock: bool, block_cubes: int) -> dict:
+                  time_limit: float, seed: int, workers: int, wall_clock: bool, block_cubes: int) -> dict:
     """The library's placement path, as `podsim place` runs it: validate, place, prove, report."""
     state = PodState.empty(gen, ocs=ocs)
     reqs = parse_requests(requests, state.layout.generation, source="requests table")
     state.apply_failures(parse_failures(parse_yaml(failures_text, "failures"), state.layout))
-    params = SolverParams(time_limit_s=time_limit_s, num_workers=workers, random_seed=seed, deterministic=not wall_clock)
+    params = SolverParams(time_limit=time_limit, num_workers=workers, random_seed=seed, deterministic=not wall_clock)
     settings = PlacementSettings(block_cubes=block_cubes)
     result = place(state, reqs, solver=solver, policy=policy, params=params, settings=settings)
     views = validate_placement(state, result, reqs)
@@ -171,8 +165,8 @@ ocs = c2.toggle("OCS", value=bool(gen.ocs and cube_pod), key="ocs", disabled=not
 solver = c3.radio("Solver", ["cpsat", "greedy"], key="solver", horizontal=True,
                   help="CP-SAT batch admission (never worse than greedy), or greedy first/best fit")
 policy = c4.selectbox("Greedy policy", ["best", "first"], key="policy", help="greedy fit, and CP-SAT's first hint")
-time_limit = c5.number_input("Time limit (s)", min_value=0.05, max_value=30.0, value=1.0, step=0.5, key="time_limit",
-                             disabled=solver != "cpsat", help="CP-SAT deterministic time unless wall-clock is ticked")
+time_limit = c5.number_input("Time limit", min_value=0.05, max_value=30.0, value=1.0, step=0.5, key="time_limit",
+                             disabled=solver != "cpsat", help="CP-SAT deterministic time units (work, not seconds: reproducible); wall-clock seconds when ticked below")
 with st.expander("Solver settings"):
     s1, s2, s3, s4 = st.columns(4)
     seed = s1.number_input("Seed", min_value=0, value=0, step=1, key="seed")

@@ -4,11 +4,12 @@ here, so a test runs exactly what the page runs)."""
 
 from __future__ import annotations
 
-from podsim.engine import port_utilisation, step_summary
+from podsim.engine import step_summary
 from podsim.engine.linkload import record_link_load
+from podsim.engine.summary import port_utilisation
 from podsim.engine.timeline import build_timeline, timeline_json
 from podsim.study import StepStudy, run_study
-from podsim.topology import dcn_choice
+from podsim.topology.fabric import dcn_choice
 from podsim.trace import StepTrace
 from podsim.trace.generate import GenerateOptions
 

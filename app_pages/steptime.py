@@ -21,13 +21,15 @@ from app_pages.common import (
     upload_bytes,
 )
 from app_pages.step_run import ROUTINGS, page_study, step_view
-from podsim.engine import DEFAULT_COMPUTE_EFFICIENCY, declared_slices
+from podsim.engine.jobs import declared_slices
 from podsim.errors import PodsimError
-from podsim.perf import compute_timing
-from podsim.topology import format_shape, get_generation, is_twistable, parse_shape
+from podsim.perf.opmodel import compute_timing
+from podsim.topology import format_shape, get_generation, parse_shape
+from podsim.topology.shapes import is_twistable
 from podsim.trace import PRESETS, load_trace
 from podsim.trace.configs import ResNetConfig
 from podsim.trace.memory import fits_message
+from podsim.trace.model import DEFAULT_COMPUTE_EFFICIENCY
 from podsim.trace.plans import resolve_plan
 from podsim.units import format_bytes
 

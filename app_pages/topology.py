@@ -8,17 +8,10 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from app_pages.common import colour, inline_errors, pick_generation
-from podsim.topology import (
-    build_slice,
-    chip_cubes,
-    circuit_rows,
-    format_shape,
-    is_twistable,
-    parse_shape,
-    slice_cables,
-    summary_rows,
-    topology_summary,
-)
+from podsim.topology import build_slice, format_shape, parse_shape, topology_summary
+from podsim.topology.cables import chip_cubes, circuit_rows, slice_cables
+from podsim.topology.shapes import is_twistable
+from podsim.topology.summary import summary_rows
 from podsim.units import format_rate
 
 DRAW_MAX_CHIPS = 4096  # a v4 pod draws in about a second; larger pods are summarised only

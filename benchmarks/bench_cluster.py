@@ -22,7 +22,8 @@ import sys
 import time
 from pathlib import Path
 
-from podsim.cluster import ClusterConfig, FailureModel, FailureProcess, simulate
+from podsim.cluster import ClusterConfig, FailureModel, simulate
+from podsim.cluster.failures import FailureProcess
 from podsim.topology import get_generation
 from podsim.workload import load_trace_csv
 

@@ -16,9 +16,12 @@ import statistics
 import sys
 
 from podsim.collectives.bounds import all_to_all_time_s
-from podsim.engine import Job, place_slices, simulate_collective, simulate_jobs
+from podsim.engine import simulate_collective
+from podsim.engine.core import simulate_jobs
+from podsim.engine.jobs import Job, place_slices
 from podsim.topology import DcnSpec, build_slice
-from podsim.trace import Collective, Compute, StepTrace, parse_group
+from podsim.trace import StepTrace
+from podsim.trace.model import Collective, Compute, parse_group
 
 GiB = 2**30
 

@@ -26,15 +26,8 @@ import time
 
 import numpy as np
 
-from podsim.placement import (
-    PodState,
-    SliceRequest,
-    SolverParams,
-    count_fitting,
-    place,
-    place_one,
-    validate_placement,
-)
+from podsim.placement import PodState, SliceRequest, SolverParams, place, validate_placement
+from podsim.placement.place import count_fitting, place_one
 from podsim.topology import get_generation
 from podsim.workload.popularity import V4_SLICE_POPULARITY, SliceMix
 
@@ -54,12 +47,12 @@ def draw_requests(rng: np.random.Generator, n: int, table: dict[str, float] = V4
     return [SliceRequest(f"job-{k}", shape, twisted, int(prio[k]), 0.0) for k, (shape, twisted) in enumerate(shapes)]
 
 
-def compare(state: PodState, reqs: list[SliceRequest], time_limit_s: float, wall_clock: bool) -> dict[str, dict]:
+def compare(state: PodState, reqs: list[SliceRequest], time_limit: float, wall_clock: bool) -> dict[str, dict]:
     """Greedy first/best and CP-SAT on one case; every result validated."""
     out = {}
     runs = (("greedy-first", "greedy", "first"), ("greedy-best", "greedy", "best"), ("cpsat", "cpsat", "best"))
     for name, solver, policy in runs:
-        params = SolverParams(time_limit_s=time_limit_s, num_workers=1, random_seed=0, deterministic=not wall_clock)
+        params = SolverParams(time_limit=time_limit, num_workers=1, random_seed=0, deterministic=not wall_clock)
         t0 = time.perf_counter()
         result = place(state, reqs, solver=solver, policy=policy, params=params)
         wall = time.perf_counter() - t0
@@ -91,23 +84,23 @@ def report(title: str, cases: list[dict[str, dict]]) -> bool:
     return ok
 
 
-def bench_v4(seeds: int, time_limit_s: float, wall_clock: bool) -> bool:
+def bench_v4(seeds: int, time_limit: float, wall_clock: bool) -> bool:
     cases = []
     for seed in range(seeds):
         rng = np.random.default_rng(seed)
         state = PodState.empty("tpu-v4")
         state.fail(hosts=rng.choice(state.layout.n_hosts, round(0.10 * state.layout.n_hosts), replace=False).tolist())
-        cases.append(compare(state, draw_requests(rng, 200), time_limit_s, wall_clock))
+        cases.append(compare(state, draw_requests(rng, 200), time_limit, wall_clock))
     return report("(i) tpu-v4, 64 cubes, 10% of hosts failed, 200 requests from the slc.4-slc.7 popularity table", cases)
 
 
-def bench_v5e(seeds: int, time_limit_s: float, wall_clock: bool) -> bool:
+def bench_v5e(seeds: int, time_limit: float, wall_clock: bool) -> bool:
     cases = []
     for seed in range(seeds):
         rng = np.random.default_rng(seed)
         state = PodState.empty("tpu-v5e")
         state.fail(hosts=rng.choice(state.layout.n_hosts, 2, replace=False).tolist())
-        cases.append(compare(state, draw_requests(rng, 60, table=V5E_MIX, generation="tpu-v5e"), time_limit_s, wall_clock))
+        cases.append(compare(state, draw_requests(rng, 60, table=V5E_MIX, generation="tpu-v5e"), time_limit, wall_clock))
     return report("(ii) tpu-v5e static 16x16, 2 of 32 hosts failed, 60 mixed 2-D requests", cases)
 
 
@@ -128,7 +121,7 @@ def bench_ocs_vs_static(seeds: int) -> None:
           f"(mean over {seeds} failure draws; no-OCS counts are CP-SAT packings, 2 s limit)")
     print(f"{'hosts failed':>12} {'wiring':7} {'usable cubes':>12} " + " ".join(f"{s:>8}" for s in OCS_SHAPES)
           + "   chips in 4x4x8 / 8x8x8 slices")
-    params = SolverParams(time_limit_s=2.0)
+    params = SolverParams(time_limit=2.0)
     unproven = 0
     for frac in (0.005, 0.01, 0.02, 0.05, 0.10):
         rows = {True: [], False: []}

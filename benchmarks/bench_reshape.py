@@ -20,14 +20,9 @@ import argparse
 import collections
 import time
 
-from podsim.placement import (
-    PlacementSettings,
-    PodState,
-    SliceRequest,
-    SolverParams,
-    place,
-    place_one,
-)
+from podsim.placement import PodState, SliceRequest, SolverParams, place
+from podsim.placement.place import place_one
+from podsim.placement.problem import PlacementSettings
 from podsim.topology import PodLayout, get_generation
 from podsim.topology.torus import torus_id
 from podsim.workload.odd import OddShapeSpec, odd_shape_jobs
@@ -85,7 +80,7 @@ def main() -> None:
             settings = PlacementSettings(fold=mode)
             g = place(state, batch, solver="greedy", settings=settings)
             t0 = time.perf_counter()
-            c = place(state, batch, solver="cpsat", settings=settings, params=SolverParams(time_limit_s=1.0))
+            c = place(state, batch, solver="cpsat", settings=settings, params=SolverParams(time_limit=1.0))
             wall = time.perf_counter() - t0
             print(f"{gen:<34} {mode:<8} greedy {g.stats.value:>8} cpsat {c.stats.value:>8} ({c.stats.status}, {wall:.1f} s)")
 

@@ -24,13 +24,18 @@ import sys
 
 import numpy as np
 
-from podsim.collectives import ALGORITHMS, Placement, RouterPool, group_layout, plan_collective
+from podsim.collectives import ALGORITHMS, plan_collective
 from podsim.collectives.bounds import all_to_all_time_s
-from podsim.engine import Job, place_slices, simulate_collective, simulate_jobs
+from podsim.collectives.groups import group_layout
+from podsim.collectives.routes import Placement, RouterPool
+from podsim.engine import simulate_collective
+from podsim.engine.core import simulate_jobs
+from podsim.engine.jobs import Job, place_slices
 from podsim.topology import DcnSpec, build_slice, multipath
 from podsim.topology.degraded import ocs_failed_links
 from podsim.topology.multipath import ROUTING_POLICIES
-from podsim.trace import Collective, Compute, StepTrace, parse_group
+from podsim.trace import StepTrace
+from podsim.trace.model import Collective, Compute, parse_group
 
 GiB = 2**30
 

@@ -11,15 +11,11 @@ import statistics
 import sys
 import time
 
-from podsim.topology import (
-    PodLayout,
-    build_fabric,
-    get_generation,
-    plan_slice,
-    pod_spec,
-    slice_view,
-)
+from podsim.topology import PodLayout, get_generation
+from podsim.topology.fabric import build_fabric
 from podsim.topology.metrics import slice_figures
+from podsim.topology.slices import plan_slice, slice_view
+from podsim.topology.summary import pod_spec
 
 
 def build(gen_id: str):

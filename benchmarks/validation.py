@@ -26,16 +26,13 @@ import time
 from dataclasses import replace
 
 from podsim.perf import chips
-from podsim.validation import (
-    ROWS,
-    SERIES,
+from podsim.validation import ROWS, SERIES, run_table, series_table
+from podsim.validation.table import (
     SERIES_TOLERANCE,
     UPPER_BOUND_BAND,
     calibrate,
     error,
     predict,
-    run_table,
-    series_table,
     summarise,
 )
 

@@ -166,7 +166,7 @@ BLOCK_CUBES = count("cubes per DCN aggregation block", 1, MAX_FLEET_CHIPS // 64,
 WORKERS = count("a worker count", 1, 256, "threads or processes on one machine")
 BATCH_WINDOW = count("queued jobs offered to CP-SAT per decision", 1, 10_000, "the requests budget of one decision")
 SCHEDULE_DEPTH = count("queued jobs a scheduling pass looks at", 1, 1_000_000, "at most the job bound")
-REPLICATES = count("replicates of a job stream", 1, 1000, "each is a whole simulation")
+REPLICATES = count("a replicate count", 1, 1000, "each replicate is a whole simulation")
 SAMPLES = count("time-series samples", 2, 20_000, "points drawn over the horizon")
 TRACE_JOBS = count("a job limit", 1, MAX_JOBS, "the simulation's job bound")
 RANK = count("a rank", 0, MAX_FLEET_CHIPS - 1, "one per chip of the largest fleet")
@@ -217,8 +217,13 @@ EVENT_TIME = seconds("an event time", 0, MAX_HORIZON_S, "within a century")
 REPAIR_TIME = seconds("a repair time", 0, YEAR_S, "at most a year")
 ARRIVAL_SCALE = Quantity("an arrival-time scale", 1e-6, 1e6, why="a million times faster or slower")
 DEGRADED_SLOWDOWN = Quantity("a degraded-slice slowdown", 1, 100, why="1 is compute-bound; 100 is a slice that barely runs")
-SOLVER_TIME_LIMIT = seconds("a CP-SAT time limit", 0, DAY_S, "a day per solve", low_open=True)
-DECISION_TIME_LIMIT = seconds("a CP-SAT limit per decision", 0, 3600.0, "an hour per scheduling decision", low_open=True)
+# CP-SAT limits are deterministic time units (work, ~1 s of one core each), not seconds
+SOLVER_TIME_LIMIT = Quantity("a CP-SAT time limit", 0, DAY_S, low_open=True,
+                             why="deterministic units, not seconds: a day's work per solve")
+DECISION_TIME_LIMIT = Quantity("a CP-SAT limit per decision", 0, 3600.0, low_open=True,
+                               why="deterministic units, not seconds: an hour's work per scheduling decision")
+SLO_TTFT = seconds("a time-to-first-token target", 0, DAY_S, "a day: offline batches wait hours, no one waits longer", low_open=True)
+SLO_TPOT = seconds("a time-per-output-token target", 0, 3600.0, "an hour per token: a decode step takes milliseconds", low_open=True)
 
 # Model and step options (trace generate, scenario step/scaling)
 MICROBATCHES = count("micro-batches per step", 1, 65536, "one op set each")

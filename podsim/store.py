@@ -3,7 +3,7 @@ dashboard.
 
 Tables: `runs` (one row per run or sweep point: key figures as columns, the scenario, metrics,
 cost, targets and references as JSON), `sweeps` (one row per sweep: its spec and, for capacity
-sweeps, the answer), and one table per result table of podsim.scenario.TABLES (timeseries,
+sweeps, the answer), and one table per result table of podsim.scenario.result.TABLES (timeseries,
 jobs, step_times, step_ops, step_kinds), each row keyed by `run_id`.
 
 Every call opens the file, does its work in one transaction and closes it again, so a sweep

@@ -18,9 +18,11 @@ import argparse
 import time
 
 from podsim.cli.common import progress_reporter
-from podsim.cluster import ClusterConfig, FailureModel, FailureProcess, simulate
+from podsim.cluster import ClusterConfig, FailureModel, simulate
+from podsim.cluster.failures import FailureProcess
 from podsim.cluster.goodput import FIG4_AVAILABILITY, PAPER_POINTS, fig4_goodput, goodput_table
-from podsim.workload import ArrivalSpec, DurationSpec, SyntheticSpec, generate_jobs
+from podsim.workload import SyntheticSpec, generate_jobs
+from podsim.workload.synthetic import ArrivalSpec, DurationSpec
 
 SIM_SHAPES = ("8x8x16", "8x16x16", "12x16x16")
 

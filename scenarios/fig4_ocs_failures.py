@@ -28,11 +28,13 @@ import time
 from fig4_goodput import markdown  # the sibling script (its folder is on the path when run)
 
 from podsim.cli.common import progress_reporter
-from podsim.cluster import ClusterConfig, FailureModel, FailureProcess, simulate
+from podsim.cluster import ClusterConfig, FailureModel, simulate
+from podsim.cluster.failures import FailureProcess
 from podsim.engine import simulate_collective
 from podsim.topology import build_slice
 from podsim.topology.degraded import ocs_failed_links
-from podsim.workload import ArrivalSpec, DurationSpec, SyntheticSpec, generate_jobs
+from podsim.workload import SyntheticSpec, generate_jobs
+from podsim.workload.synthetic import ArrivalSpec, DurationSpec
 
 SHAPES = ("8x8x16", "8x16x16", "12x16x16")
 OCS_AVAILABILITY = (0.99, 0.999)

@@ -97,7 +97,8 @@ def flat_cross_slice(trace):
     group over data x slices: the generator splits it (reduce-scatter inside, all-reduce of the
     shard across, all-gather inside), a Chakra or native trace need not. The flat all-reduce
     takes the all-gather's place and id, so the ops after it keep their dependencies."""
-    from podsim.trace import Collective, StepTrace
+    from podsim.trace import StepTrace
+    from podsim.trace.model import Collective
 
     ops = {op.id: op for op in trace.ops}
     flat, gone = {}, set()

@@ -10,9 +10,11 @@ import json
 import numpy as np
 import pytest
 
-from podsim.engine import build_job, simulate_collective, simulate_jobs
+from podsim.engine import build_job, simulate_collective
+from podsim.engine.core import simulate_jobs
 from podsim.errors import PodsimError
-from podsim.topology import LinkKind, build_slice, get_generation
+from podsim.topology import build_slice, get_generation
+from podsim.topology.fabric import LinkKind
 from podsim.trace import generate_trace, load_trace, save_trace
 from podsim.trace.astra_network import apply_system, network_generation, read_system
 from tests.helpers import astra_samples, run_podsim

@@ -8,7 +8,8 @@ import pytest
 
 from podsim.engine import simulate_step, step_summary
 from podsim.topology import build_slice
-from podsim.trace import Collective, Compute, StepTrace, parse_group
+from podsim.trace import StepTrace
+from podsim.trace.model import Collective, Compute, parse_group
 
 MiB = 2**20
 

@@ -9,15 +9,7 @@ from dataclasses import replace
 import pytest
 
 from podsim.errors import PodsimError
-from podsim.trace import (
-    Collective,
-    Compute,
-    SendRecv,
-    StepTrace,
-    load_trace,
-    parse_group,
-    save_trace,
-)
+from podsim.trace import StepTrace, load_trace, save_trace
 from podsim.trace.chakra import read_et
 from podsim.trace.chakra_export import (
     encode_et,
@@ -28,6 +20,7 @@ from podsim.trace.chakra_export import (
 )
 from podsim.trace.chakra_schema import chakra_et_pb2 as pb
 from podsim.trace.chakra_wire import split_records
+from podsim.trace.model import Collective, Compute, SendRecv, parse_group
 from tests.helpers import astra_samples, run_podsim
 
 SHAPE = (2, 4, 4)

@@ -8,12 +8,14 @@ import os
 
 import pytest
 
-from podsim.engine import build_job, simulate_jobs, step_summary
+from podsim.engine import build_job, step_summary
+from podsim.engine.core import simulate_jobs
 from podsim.perf import chip_compute
 from podsim.perf.opmodel import op_time_s
 from podsim.topology import get_generation
-from podsim.trace import Compute, GenerateOptions, SendRecv, generate_trace, load_trace
+from podsim.trace import GenerateOptions, generate_trace, load_trace
 from podsim.trace.chakra_export import encode_et, et_file_names, export_chakra
+from podsim.trace.model import Compute, SendRecv
 
 if os.environ.get("CI"):  # CI installs it (make test): a missing reader is a failure there, not a skip
     import chakra  # noqa: F401

@@ -13,11 +13,12 @@ import pytest
 from google.protobuf.internal.encoder import _VarintBytes
 
 from podsim.errors import PodsimError
-from podsim.trace import Collective, Compute, SendRecv, load_trace
+from podsim.trace import load_trace
 from podsim.trace.chakra import read_et
 from podsim.trace.chakra_schema import chakra_et_pb2 as pb
 from podsim.trace.chakra_schema import chakra_legacy_pb2 as legacy
 from podsim.trace.chakra_wire import make_attr as _attr
+from podsim.trace.model import Collective, Compute, SendRecv
 from tests.helpers import astra_samples, run_podsim
 
 SCHEMA_DIR = Path(__file__).resolve().parents[1] / "podsim" / "trace" / "chakra_schema"

@@ -8,14 +8,9 @@ import math
 import numpy as np
 import pytest
 
-from podsim.cluster import (
-    ClusterConfig,
-    FailureEvent,
-    FailureModel,
-    FailureProcess,
-    IciLinks,
-    simulate,
-)
+from podsim.cluster import ClusterConfig, FailureModel, simulate
+from podsim.cluster.failures import FailureEvent, FailureProcess
+from podsim.cluster.links import IciLinks
 from podsim.errors import PodsimError
 from podsim.workload import Job, SyntheticSpec, generate_jobs, parse_synthetic
 
@@ -63,8 +58,10 @@ def check_conservation(result, total):
     assert m["healthy_chip_h"] <= m["fleet_chip_h"] + 1e-6
 
 
-@pytest.mark.parametrize("policy", ["fifo", "backfill", "priority"])
-@pytest.mark.parametrize("ocs", [True, False])
+@pytest.mark.parametrize("policy,ocs", [("fifo", True), ("backfill", False), pytest.param("priority", True, marks=pytest.mark.slow),
+                                        pytest.param("fifo", False, marks=pytest.mark.slow),
+                                        pytest.param("backfill", True, marks=pytest.mark.slow),
+                                        pytest.param("priority", False, marks=pytest.mark.slow)])  # slow: make test only
 def test_conservation_and_no_chip_in_two_jobs(policy, ocs):
     """Host, OCS and link failures on; the audit checks the state at every scheduling pass and
     validates every placement (topology included) before it is taken."""
@@ -97,7 +94,7 @@ def test_same_seed_same_metrics_other_seed_other_failures():
 
 def test_cpsat_batch_admission_conserves_and_is_reproducible():
     jobs = busy_v4_jobs(30)
-    cfg = ClusterConfig(generation="tpu-v4", solver="cpsat", decision_time_limit_s=0.2, batch_window=8,
+    cfg = ClusterConfig(generation="tpu-v4", solver="cpsat", decision_time_limit=0.2, batch_window=8,
                         horizon_s=86400, failures=failing(0.995))
     a, b = simulate(cfg, jobs, seed=2, audit=True), simulate(cfg, jobs, seed=2)
     check_conservation(a, len(jobs))

@@ -10,7 +10,8 @@ import pytest
 from podsim.cluster import goodput as gp
 from podsim.cluster.goodput import FIG4_SHAPES, fig4_goodput, fitting_slices, goodput_table
 from podsim.errors import PodsimError
-from podsim.placement import PodState, SolverParams, count_fitting
+from podsim.placement import PodState, SolverParams
+from podsim.placement.place import count_fitting
 
 
 def failed_state(ocs: bool, hosts) -> PodState:
@@ -29,7 +30,7 @@ def test_exact_counts_match_the_placement_solvers(ocs):
         state = failed_state(ocs, np.flatnonzero(rng.random(1024) < p))
         for shape in FIG4_SHAPES:
             sub = math.prod(int(v) for v in shape.split("x")) < 64
-            ref = count_fitting(state, shape, solver="greedy" if sub else "cpsat", params=SolverParams(time_limit_s=20))
+            ref = count_fitting(state, shape, solver="greedy" if sub else "cpsat", params=SolverParams(time_limit=20))
             assert fitting_slices(state, shape) == ref, (ocs, p, shape)
 
 

@@ -7,7 +7,8 @@ import dataclasses
 
 import pytest
 
-from podsim.cluster import ClusterConfig, FailureEvent, FailureModel, FailureProcess, simulate
+from podsim.cluster import ClusterConfig, FailureModel, simulate
+from podsim.cluster.failures import FailureEvent, FailureProcess
 from podsim.workload import Job, generate_jobs, parse_synthetic
 
 H = 3600.0
@@ -31,14 +32,15 @@ def check_accounting(result):
     assert m["allocated_chip_h"] == pytest.approx(m["useful_chip_h"] + m["lost_chip_h"] + m["overhead_chip_h"], rel=1e-9)
 
 
-@pytest.mark.parametrize("policy,solver", [("fifo", "greedy"), ("backfill", "greedy"), ("priority", "greedy"),
-                                           ("fifo", "cpsat")])
+@pytest.mark.parametrize("policy,solver", [("fifo", "greedy"), pytest.param("backfill", "greedy", marks=pytest.mark.slow),
+                                           pytest.param("priority", "greedy", marks=pytest.mark.slow),
+                                           pytest.param("fifo", "cpsat", marks=pytest.mark.slow)])  # slow: make test only
 def test_accounting_and_audit_with_gangs_and_failures(policy, solver):
     jobs = gangs()
     assert sum(j.slices > 1 for j in jobs) >= 8
     fm = FailureModel(host=FailureProcess.from_availability(0.99, mttr_s=4 * H),
                       ocs=FailureProcess(mtbf_s=2000 * H, mttr_s=H))
-    cfg = ClusterConfig(generation="tpu-v4", pods=2, policy=policy, solver=solver, decision_time_limit_s=0.2,
+    cfg = ClusterConfig(generation="tpu-v4", pods=2, policy=policy, solver=solver, decision_time_limit=0.2,
                         batch_window=8, horizon_s=2 * 86400, failures=fm)
     result = simulate(cfg, jobs, seed=5, audit=True)  # audit: no chip in two jobs, every gang validated
     check_accounting(result)

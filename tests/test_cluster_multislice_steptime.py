@@ -13,8 +13,8 @@ from podsim.cluster.gang import GangSlice, sites_spanned
 from podsim.engine import build_job, simulate_step
 from podsim.errors import PodsimError
 from podsim.scenario.steptime import RecordingStepTime
-from podsim.study import CachedStepTime, EngineStepTime, RooflineStepTime, StepEstimate
-from podsim.study.steptime import default_study
+from podsim.study import CachedStepTime, EngineStepTime, RooflineStepTime
+from podsim.study.steptime import StepEstimate, default_study
 from podsim.topology import DcnSpec, PodLayout, build_slice, get_generation
 from podsim.trace import generate_trace
 from podsim.trace.configs import get_model

@@ -10,10 +10,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from podsim.cluster import Scheduler
 from podsim.cluster import search as search_module
 from podsim.cluster.config import ClusterConfig
-from podsim.cluster.policies import QUEUE_POLICIES, get_policy
+from podsim.cluster.policies import QUEUE_POLICIES, Scheduler, get_policy
 from podsim.cluster.simulate import ClusterSim
 from podsim.workload import Job
 

@@ -6,7 +6,8 @@ import pytest
 from helpers import ask
 
 from podsim.errors import PodsimError
-from podsim.study import CachedStepTime, RooflineStepTime, StepEstimate, StepStudy, StepTimeModel
+from podsim.study import CachedStepTime, RooflineStepTime, StepStudy, StepTimeModel
+from podsim.study.steptime import StepEstimate
 from podsim.topology import get_generation
 from podsim.trace import generate_trace
 

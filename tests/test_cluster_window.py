@@ -8,13 +8,9 @@ import math
 import numpy as np
 import pytest
 
-from podsim.cluster import (
-    ClusterConfig,
-    FailureModel,
-    FailureProcess,
-    chip_hour_breakdown,
-    simulate,
-)
+from podsim.cluster import ClusterConfig, FailureModel, simulate
+from podsim.cluster.breakdown import chip_hour_breakdown
+from podsim.cluster.failures import FailureProcess
 from podsim.cluster.result import BREAKDOWN
 from podsim.report.render import jobs_text, key_rows
 from podsim.scenario.run import cluster_run_result
@@ -48,7 +44,8 @@ def check_breakdown(m: dict) -> None:
     assert m["goodput"] == pytest.approx(parts["useful_chip_h"] / held, rel=1e-9)
 
 
-@pytest.mark.parametrize("policy", ["fifo", "backfill", "priority"])
+@pytest.mark.parametrize("policy", ["fifo", pytest.param("backfill", marks=pytest.mark.slow),
+                                    pytest.param("priority", marks=pytest.mark.slow)])  # slow: make test only
 def test_breakdown_adds_up_and_names_where_chip_hours_went(policy):
     r = simulate(config(policy=policy), v4_jobs(), seed=2)
     m = r.metrics
@@ -68,7 +65,7 @@ def test_breakdown_adds_up_and_names_where_chip_hours_went(policy):
 def test_reconfiguration_and_restart_split_by_hand():
     """One 4x4x8 job on an OCS pod, one host failure after 2.5 h, checkpoints hourly: the first
     run waits 10 s for circuits (ocs.17), the second 10 s + the 5 min restart; 0.5 h is lost."""
-    from podsim.cluster import FailureEvent
+    from podsim.cluster.failures import FailureEvent
 
     jobs = [Job(id="a", submit_s=0.0, shape=(4, 4, 8), duration_s=5 * H)]
     cfg = ClusterConfig(generation="tpu-v4", pods=1, horizon_s=2 * 86400)
@@ -111,6 +108,7 @@ def test_every_job_in_one_state_in_every_summary():
     assert row == text
 
 
+@pytest.mark.slow
 def test_warmup_measures_the_window_only():
     """With a one-day warm-up: fleet figures over the last two days (the breakdown adds up to
     chips x 2 d), waits and slowdowns over the jobs submitted after the warm-up only."""

@@ -7,34 +7,28 @@ import math
 import numpy as np
 import pytest
 
-from podsim.collectives import (
-    Placement,
-    RouterPool,
+from podsim.collectives import plan_collective
+from podsim.collectives.algorithms import build_schedule
+from podsim.collectives.bounds import all_to_all_link_load, all_to_all_time_s
+from podsim.collectives.choice import closed_form_s
+from podsim.collectives.closed_form import (
     bidir_ring_all_reduce_s,
-    build_schedule,
-    closed_form_s,
-    group_layout,
     halving_doubling_all_reduce_s,
-    plan_collective,
     ring_all_reduce_s,
     ring_reduce_scatter_s,
     torus_all_reduce_s,
 )
-from podsim.collectives.bounds import all_to_all_link_load, all_to_all_time_s
+from podsim.collectives.groups import group_layout
 from podsim.collectives.patterns import ring_pattern, snake_order
-from podsim.collectives.routes import translation_symmetry
-from podsim.engine import simulate_collective, validating
+from podsim.collectives.routes import Placement, RouterPool, translation_symmetry
+from podsim.engine import simulate_collective
+from podsim.engine.validate import validating
 from podsim.errors import PodsimError
-from podsim.topology import (
-    PodLayout,
-    build_fabric,
-    build_slice,
-    get_generation,
-    plan_slice,
-    slice_view,
-    validate_shape,
-)
+from podsim.topology import PodLayout, build_slice, get_generation
+from podsim.topology.fabric import build_fabric
 from podsim.topology.metrics import bfs_levels
+from podsim.topology.shapes import validate_shape
+from podsim.topology.slices import plan_slice, slice_view
 
 V4_LINK = 45e9
 HOP = 1e-6

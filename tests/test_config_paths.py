@@ -15,7 +15,7 @@ from app_pages.cluster_run import job_stream, page_run
 from podsim.cluster import ClusterConfig, ClusterRun, run_cluster
 from podsim.cluster.config import POLICY_NAMES, Policy
 from podsim.cluster.policies import QUEUE_POLICIES
-from podsim.scenario import scenario_from_dict
+from podsim.scenario.load import scenario_from_dict
 from podsim.scenario.run import cluster_run, run_scenario
 from podsim.scenario.schema import Policy as ScenarioPolicy
 from podsim.scenario.schema import StepTime, StepWorkload

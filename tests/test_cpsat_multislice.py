@@ -16,20 +16,13 @@ from helpers import v4_fleet
 from test_cluster_multislice import check_accounting, gangs
 
 from podsim.cluster import ClusterConfig, simulate
-from podsim.placement import (
-    PlacementSettings,
-    PodState,
-    SliceRequest,
-    SolverParams,
-    place,
-    validate_placement,
-)
+from podsim.placement import PodState, SliceRequest, SolverParams, place, validate_placement
 from podsim.placement.cpsat import build_model, hint_model, read_solution, solve_model, solver_for
 from podsim.placement.multislice import dcn_span, gang_first
-from podsim.placement.problem import expand_gangs, make_problem
+from podsim.placement.problem import PlacementSettings, expand_gangs, make_problem
 from podsim.topology import PodLayout, get_generation
 
-FAST = SolverParams(time_limit_s=0.5)
+FAST = SolverParams(time_limit=0.5)
 
 
 def small_v5e(pods: int, cornered: list[int]) -> PodState:
@@ -164,7 +157,7 @@ def test_timeout_without_a_solution_falls_back_to_gang_first():
     and says so (kept_hint, the solver's status)."""
     state = v4_fleet([3, 3, 4])
     reqs = [SliceRequest("gang", "4x4x8", slices=2), SliceRequest("big", "4x8x8")]
-    res = run(state, reqs, "cpsat", params=SolverParams(time_limit_s=1e-9))
+    res = run(state, reqs, "cpsat", params=SolverParams(time_limit=1e-9))
     greedy = run(state, reqs, "greedy")
     assert res.stats.status not in ("OPTIMAL", "FEASIBLE")  # the limit is below any search
     assert res.stats.kept_hint and res.stats.value == greedy.stats.value
@@ -178,7 +171,7 @@ def test_cluster_batch_admission_with_gangs_audited():
     through validate_placement (audit), chip-seconds add up, gangs complete."""
     jobs = gangs(n=20, seed=4)
     cfg = ClusterConfig(generation="tpu-v4", pods=2, sites=2, policy="fifo", solver="cpsat",
-                        decision_time_limit_s=0.2, batch_window=6, horizon_s=2 * 86400)
+                        decision_time_limit=0.2, batch_window=6, horizon_s=2 * 86400)
     jobs = [dataclasses.replace(j, span_sites=j.slices > 1 and k % 2 == 0) for k, j in enumerate(jobs)]
     result = simulate(cfg, jobs, seed=5, audit=True)
     check_accounting(result)
@@ -187,7 +180,8 @@ def test_cluster_batch_admission_with_gangs_audited():
     assert any(out[j.id].status == "completed" for j in jobs if j.slices > 1)
 
 
-@pytest.mark.parametrize("gen,ocs", [("tpu-v4", True), ("tpu-v4", False), ("tpu-v5e", False)])
+@pytest.mark.parametrize("gen,ocs", [pytest.param("tpu-v4", True, marks=pytest.mark.slow),
+                                     pytest.param("tpu-v4", False, marks=pytest.mark.slow), ("tpu-v5e", False)])
 def test_gang_first_hint_is_feasible_and_copies_are_ordered(gen, ocs):
     """The greedy gang-first hint satisfies every constraint of the joint model, the copies'
     symmetry breaking included (solved with every variable fixed to its hint); the model's own
@@ -207,11 +201,11 @@ def test_gang_first_hint_is_feasible_and_copies_are_ordered(gen, ocs):
         assert any(hint[c] is not None for g in problem.gangs for c in g.copies)
         pm = build_model(problem, hint)
         hint_model(pm, hint)
-        solver = solver_for(SolverParams(time_limit_s=2))
+        solver = solver_for(SolverParams(time_limit=2))
         solver.parameters.fix_variables_to_their_hinted_value = True
         assert solver.status_name(solver.solve(pm.model)) in ("OPTIMAL", "FEASIBLE"), policy
         if policy == "best":  # the model's own answer from that start keeps each cube-level gang in pod order
-            solver = solver_for(SolverParams(time_limit_s=2))
+            solver = solver_for(SolverParams(time_limit=2))
             assert solver.status_name(solver.solve(pm.model)) in ("OPTIMAL", "FEASIBLE")
             sol = read_solution(pm, solver)
             for g in problem.gangs:

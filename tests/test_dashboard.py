@@ -221,6 +221,7 @@ def test_steptime_page_preset_model():
     assert faster < compute_s * 0.99
 
 
+@pytest.mark.slow  # every preset model through the page (make test)
 def test_steptime_page_default_fits_and_every_preset_opens():
     """The page's default step is a run that can happen (it fits the chip's HBM); a batch that
     cannot fit gets the warning; every preset opens (two had no default plan and raised)."""

@@ -8,13 +8,20 @@ import math
 import numpy as np
 import pytest
 
-from podsim.cluster import ClusterConfig, FailureModel, FailureProcess, by_shape, simulate
-from podsim.engine import port_utilisation, simulate_collective, simulate_step
-from podsim.placement import PodState, SliceRequest, place_one, pod_map
+from podsim.cluster import ClusterConfig, FailureModel, simulate
+from podsim.cluster.breakdown import by_shape
+from podsim.cluster.failures import FailureProcess
+from podsim.engine import simulate_collective, simulate_step
+from podsim.engine.summary import port_utilisation
+from podsim.placement import PodState, SliceRequest
+from podsim.placement.place import place_one
+from podsim.placement.podmap import pod_map
 from podsim.scenario.run import cluster_run_result
-from podsim.topology import build_slice, chip_cubes, circuit_rows, slice_cables
+from podsim.topology import build_slice
+from podsim.topology.cables import chip_cubes, circuit_rows, slice_cables
 from podsim.topology.metrics import ici_cables
-from podsim.trace import Collective, Compute, StepTrace, parse_group
+from podsim.trace import StepTrace
+from podsim.trace.model import Collective, Compute, parse_group
 from podsim.workload import generate_jobs, parse_synthetic
 
 

@@ -13,11 +13,11 @@ from podsim.engine import build_job, simulate_step
 from podsim.errors import PodsimError
 from podsim.study import StepStudy
 from podsim.study.scaling import scaling_study
-from podsim.topology import DcnSpec, dcn_choice
-from podsim.topology.fabric import LinkKind
+from podsim.topology import DcnSpec
+from podsim.topology.fabric import LinkKind, dcn_choice
 from podsim.topology.routing import dcn_routes, dcn_split_routes
-from podsim.trace import Compute, StepTrace
-from podsim.trace.model import Collective, parse_group
+from podsim.trace import StepTrace
+from podsim.trace.model import Collective, Compute, parse_group
 
 
 def _dcn_only(slices: int) -> StepTrace:

@@ -9,11 +9,12 @@ import pytest
 
 from podsim.engine import build_job, simulate_step, step_summary
 from podsim.errors import PodsimError
-from podsim.topology import DcnSpec, LinkKind, PodLayout, build_fabric, get_generation
+from podsim.topology import DcnSpec, PodLayout, get_generation
 from podsim.topology.dcntiers import parse_tiers, tier_plan, tier_presets
+from podsim.topology.fabric import LinkKind, build_fabric
 from podsim.topology.routing import dcn_routes, dcn_split_groups, dcn_split_routes
-from podsim.trace import Compute, StepTrace
-from podsim.trace.model import Collective, parse_group
+from podsim.trace import StepTrace
+from podsim.trace.model import Collective, Compute, parse_group
 
 # 16 hosts (4 v4 chips and one 200 Gb/s NIC each: one 4x4x4 slice) per ToR at 2:1, 4 ToRs per
 # block at 2:1, 4 spine blocks: a slice's chips get 25/4 GB/s from their NICs, half that over

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from podsim.collectives import Placement, RouterPool, group_layout, plan_collective
+from podsim.collectives import plan_collective
 from podsim.collectives.dcnfold import (
     _expand,
     fold_crossing,
@@ -14,12 +14,14 @@ from podsim.collectives.dcnfold import (
     is_equitable,
     refine,
 )
+from podsim.collectives.groups import group_layout
+from podsim.collectives.routes import Placement, RouterPool
 from podsim.engine import build_job, simulate_step
 from podsim.maxmin import max_min_rates
 from podsim.topology import DcnSpec
 from podsim.topology.routing import dcn_split_groups, dcn_split_routes
-from podsim.trace import Compute, StepTrace, generate_trace
-from podsim.trace.model import Collective, parse_group
+from podsim.trace import StepTrace, generate_trace
+from podsim.trace.model import Collective, Compute, parse_group
 
 
 def _csr(routes: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:

@@ -10,23 +10,20 @@ import numpy as np
 import pytest
 from helpers import run_podsim
 
-from podsim.cluster import ClusterConfig, FailureEvent, simulate
+from podsim.cluster import ClusterConfig, simulate
 from podsim.cluster.config import make_config
+from podsim.cluster.failures import FailureEvent
 from podsim.errors import PodsimError
-from podsim.placement import (
-    InvalidPlacement,
-    PodState,
-    SlicePlacement,
-    SliceRequest,
-    darken,
-    parse_requests,
-    place,
-    place_one,
-    placement_report,
-    validate_placement,
-)
-from podsim.placement.degraded import dark_circuits
-from podsim.topology import get_generation, plan_slice, validate_shape
+from podsim.placement import PodState, SliceRequest, place, validate_placement
+from podsim.placement.degraded import dark_circuits, darken
+from podsim.placement.metrics import placement_report
+from podsim.placement.place import place_one
+from podsim.placement.requests import parse_requests
+from podsim.placement.result import SlicePlacement
+from podsim.placement.validate import InvalidPlacement
+from podsim.topology import get_generation
+from podsim.topology.shapes import validate_shape
+from podsim.topology.slices import plan_slice
 from podsim.workload import Job
 
 H = 3600.0

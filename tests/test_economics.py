@@ -8,18 +8,15 @@ import math
 
 import pytest
 
-from podsim.economics import (
-    DEFAULTS,
-    Period,
-    add_useful_cost,
-    assumptions,
-    spine_counts,
-    spine_timeline,
-    useful_fraction,
-)
+from podsim.economics import spine_counts, spine_timeline
+from podsim.economics.assumptions import DEFAULTS, assumptions
+from podsim.economics.timeline import Period
+from podsim.economics.useful import add_useful_cost, useful_fraction
 from podsim.errors import PodsimError
-from podsim.scenario import check_scenario, load_scenario_text
-from podsim.topology import DcnSpec, PodLayout, build_fabric, get_generation
+from podsim.scenario import load_scenario_text
+from podsim.scenario.check import check_scenario
+from podsim.topology import DcnSpec, PodLayout, get_generation
+from podsim.topology.fabric import build_fabric
 
 SWITCH_GBPS = DEFAULTS["eps_switch_gbps"].value  # 51,200 (eps.2)
 OCS_PORTS = int(DEFAULTS["ocs_usable_ports"].value)  # 128 (ocs.4)

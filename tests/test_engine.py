@@ -12,22 +12,23 @@ from helpers import run_podsim
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from podsim.engine import (
+from podsim.engine import simulate_collective, simulate_step
+from podsim.engine.core import simulate_jobs
+from podsim.engine.jobs import Job, place_slices
+from podsim.engine.network import FlowNetwork
+from podsim.engine.validate import (
     EngineInvariantError,
-    Job,
-    place_slices,
-    simulate_collective,
-    simulate_jobs,
-    simulate_step,
+    RateValidator,
+    Recording,
+    validate_rates,
     validating,
 )
-from podsim.engine.network import FlowNetwork
-from podsim.engine.validate import RateValidator, Recording, validate_rates
 from podsim.errors import PodsimError
 from podsim.maxmin import max_min_rates
 from podsim.perf import chip_compute
 from podsim.topology import DcnSpec, build_slice
-from podsim.trace import Collective, Compute, SendRecv, StepTrace, parse_group
+from podsim.trace import StepTrace
+from podsim.trace.model import Collective, Compute, SendRecv, parse_group
 
 GiB = 2**30
 

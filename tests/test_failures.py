@@ -3,7 +3,8 @@
 import numpy as np
 import pytest
 
-from podsim.cluster import FailureProcess, draw_failures, load_failure_trace
+from podsim.cluster import load_failure_trace
+from podsim.cluster.failures import FailureProcess, draw_failures
 from podsim.errors import PodsimError
 
 
@@ -51,7 +52,9 @@ def test_bad_inputs(tmp_path):
 
 def test_fleet_failures_draw_each_part_from_its_own_stream():
     """Adding link failures leaves the host failures drawn unchanged; link events carry link ids."""
-    from podsim.cluster import FailureModel, IciLinks, draw_fleet_failures
+    from podsim.cluster import FailureModel
+    from podsim.cluster.failures import draw_fleet_failures
+    from podsim.cluster.links import IciLinks
     from podsim.topology import PodLayout, get_generation
 
     lay = PodLayout(get_generation("tpu-v4"))

@@ -8,9 +8,12 @@ import json
 import pytest
 
 from podsim.collectives.closed_form import torus_all_reduce_s
-from podsim.engine import build_job, place_slices, simulate_step
+from podsim.engine import build_job, simulate_step
+from podsim.engine.jobs import place_slices
 from podsim.errors import PodsimError
-from podsim.topology import DcnSpec, LinkKind, fleet_summary, get_generation
+from podsim.topology import DcnSpec, get_generation
+from podsim.topology.fabric import LinkKind
+from podsim.topology.summary import fleet_summary
 from podsim.trace import StepTrace
 from podsim.trace.model import Collective, parse_group
 from tests.helpers import run_podsim

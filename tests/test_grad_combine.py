@@ -12,7 +12,8 @@ from helpers import run_podsim
 from podsim.engine import simulate_step, step_summary
 from podsim.errors import PodsimError
 from podsim.topology import build_slice
-from podsim.trace import PRESETS, Collective, Compute, GenerateOptions, format_group, generate_trace
+from podsim.trace import PRESETS, GenerateOptions, generate_trace
+from podsim.trace.model import Collective, Compute, format_group
 from podsim.trace.resnet import bn_tile
 
 COMBINED = GenerateOptions(combine_grad_reduce=True)

@@ -6,6 +6,7 @@ placement never imports the cluster's workload models). Read from the source, no
 from __future__ import annotations
 
 import ast
+from functools import cache
 from pathlib import Path
 
 PODSIM = Path(__file__).resolve().parents[1] / "podsim"
@@ -13,7 +14,7 @@ PODSIM = Path(__file__).resolve().parents[1] / "podsim"
 # Lowest first. Modules of the top-level package (errors, units, files, ...) are the base; a
 # package may import only from layers below its own.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("errors", "_lazy"),
+    ("errors", "_lazy", "_arrays"),
     ("units",),
     ("quantities",),
     ("bounds",),
@@ -42,6 +43,7 @@ def unit_of(module: str) -> str:
     return parts[1] if len(parts) > 1 else "__init__"
 
 
+@cache
 def arrows() -> list[tuple[str, str, str]]:
     """(from unit, to unit, where) for every import of podsim by podsim, across units."""
     out = []

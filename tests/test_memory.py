@@ -72,6 +72,8 @@ def test_steptime_reports_hbm_and_warns_when_the_plan_does_not_fit(tmp_path, cap
     r = run_podsim(capsys, *["trace", "generate", "gpt3-175b", "-g", "tpu-v4", "--slice", "4x4x4", "--parallelism", "fsdp=64",
                             "--set", "n_layers=96", "--set", "global_batch=512", "-o", str(big)])
     assert r.code == 0, r.err
+    # the summary sets the peak it holds against the chip's HBM, apart from the bytes it moves
+    assert "HBM per chip (peak)" in r.out and "of 32 GiB: DOES NOT FIT" in r.out and "HBM traffic per chip" in r.out
     r = run_podsim(capsys, *["steptime", "--trace", str(big), "--generation", "tpu-v4", "--slice", "4x4x4", "--json"])
     assert r.code == 0, r.err
     s = json.loads(r.out)["metrics"]
@@ -81,6 +83,7 @@ def test_steptime_reports_hbm_and_warns_when_the_plan_does_not_fit(tmp_path, cap
     r = run_podsim(capsys, *["trace", "generate", "gpt3-175b", "-g", "tpu-v4", "--slice", "4x4x4", "--parallelism", "fsdp=64",
                             "--set", "n_layers=2", "--set", "global_batch=64", "--recompute", "full", "-o", str(small)])
     assert r.code == 0, r.err
+    assert "of 32 GiB" in r.out and "DOES NOT FIT" not in r.out
     r = run_podsim(capsys, *["steptime", "--trace", str(small), "--generation", "tpu-v4", "--slice", "4x4x4", "--json"])
     s = json.loads(r.out)["metrics"]
     assert s["hbm_fits"] is True and "warning" not in r.err

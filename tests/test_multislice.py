@@ -10,17 +10,12 @@ import sys
 import numpy as np
 import pytest
 
-from podsim.engine import (
-    build_job,
-    declared_slices,
-    simulate_collective,
-    simulate_step,
-    step_summary,
-)
+from podsim.engine import build_job, simulate_collective, simulate_step, step_summary
+from podsim.engine.jobs import declared_slices
 from podsim.errors import PodsimError
 from podsim.topology import DcnSpec, build_slice, get_generation
-from podsim.trace import Compute, StepTrace, generate_trace, save_trace
-from podsim.trace.model import Collective, parse_group
+from podsim.trace import StepTrace, generate_trace, save_trace
+from podsim.trace.model import Collective, Compute, parse_group
 from tests.helpers import run_podsim
 
 GRAD_BYTES = 2**27  # one chip's gradient buffer (nccl-tests convention)

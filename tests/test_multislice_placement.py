@@ -12,23 +12,17 @@ import pytest
 from helpers import run_podsim, v4_fleet
 
 from podsim.errors import PodsimError
-from podsim.placement import (
-    InvalidPlacement,
-    PlacementSettings,
-    PodState,
-    SlicePlacement,
-    SliceRequest,
-    SolverParams,
-    parse_requests,
-    place,
-    place_one,
-    placement_report,
-    validate_placement,
-)
+from podsim.placement import PodState, SliceRequest, SolverParams, place, validate_placement
+from podsim.placement.metrics import placement_report
 from podsim.placement.multislice import dcn_span
+from podsim.placement.place import place_one
+from podsim.placement.problem import PlacementSettings
+from podsim.placement.requests import parse_requests
+from podsim.placement.result import SlicePlacement
+from podsim.placement.validate import InvalidPlacement
 from podsim.topology import PodLayout, get_generation
 
-FAST = SolverParams(time_limit_s=0.5)
+FAST = SolverParams(time_limit=0.5)
 
 
 def run(state, reqs, solver="greedy", sites=1):

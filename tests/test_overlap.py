@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import pytest
 
-from podsim.engine import Job, place_slices, simulate_jobs, simulate_step, step_summary
+from podsim.engine import simulate_step, step_summary
+from podsim.engine.core import simulate_jobs
+from podsim.engine.jobs import Job, place_slices
 from podsim.topology import build_slice
 from podsim.trace import generate_trace
 from podsim.trace.generate import GenerateOptions

@@ -9,15 +9,8 @@ from helpers import run_podsim
 
 from podsim.engine import simulate_step, step_summary
 from podsim.errors import PodsimError
-from podsim.perf import (
-    Matmul,
-    backward_matmuls,
-    chip_compute,
-    compute_time_s,
-    matmul_time_s,
-    memory_time_s,
-    padded_flops,
-)
+from podsim.perf import chip_compute, compute_time_s
+from podsim.perf.opmodel import Matmul, backward_matmuls, matmul_time_s, memory_time_s, padded_flops
 from podsim.topology import build_slice
 from podsim.trace import generate_trace
 from podsim.trace.configs import PRESETS, get_model

@@ -9,27 +9,20 @@ import numpy as np
 import pytest
 
 from podsim.errors import PodsimError
-from podsim.placement import (
-    InvalidPlacement,
-    PlacementSettings,
-    PodState,
-    SlicePlacement,
-    SliceRequest,
-    SolverParams,
-    count_fitting,
-    free_space_summary,
-    largest_placeable,
-    place,
-    place_one,
-    placement_report,
-    validate_placement,
-)
+from podsim.placement import PodState, SliceRequest, SolverParams, place, validate_placement
 from podsim.placement.cpsat import build_model, hint_model, solver_for
 from podsim.placement.greedy import greedy_assign
-from podsim.placement.problem import make_problem
-from podsim.topology import Circuit, PodLayout, Slice, get_generation, plan_slice, validate_shape
+from podsim.placement.metrics import free_space_summary, largest_placeable, placement_report
+from podsim.placement.place import count_fitting, place_one
+from podsim.placement.problem import PlacementSettings, make_problem
+from podsim.placement.result import SlicePlacement
+from podsim.placement.validate import InvalidPlacement
+from podsim.topology import PodLayout, get_generation
+from podsim.topology.fabric import Circuit
+from podsim.topology.shapes import validate_shape
+from podsim.topology.slices import Slice, plan_slice
 
-FAST = SolverParams(time_limit_s=0.5)
+FAST = SolverParams(time_limit=0.5)
 
 
 def run(state, reqs, solver="cpsat", **kw):
@@ -217,7 +210,7 @@ def _v4_mixed(seed: int):
 @pytest.mark.parametrize("workers", [1, 2])
 def test_deterministic_mode_same_inputs_same_placement(workers):
     state, reqs = _v4_mixed(1)
-    params = SolverParams(time_limit_s=0.3, num_workers=workers, random_seed=7)
+    params = SolverParams(time_limit=0.3, num_workers=workers, random_seed=7)
     a, b = (run(state, reqs, params=params) for _ in range(2))
     assert [p.chips for p in a.placements] == [p.chips for p in b.placements]
     assert [p.ocs_circuits for p in a.placements] == [p.ocs_circuits for p in b.placements]
@@ -239,7 +232,7 @@ def test_greedy_hint_is_complete_and_feasible(gen, ocs):
         hint = greedy_assign(problem, policy)
         pm = build_model(problem, hint)
         hint_model(pm, hint)
-        solver = solver_for(SolverParams(time_limit_s=2))
+        solver = solver_for(SolverParams(time_limit=2))
         solver.parameters.fix_variables_to_their_hinted_value = True
         status = solver.status_name(solver.solve(pm.model))
         assert status in ("OPTIMAL", "FEASIBLE"), (policy, status)

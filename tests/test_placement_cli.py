@@ -8,7 +8,8 @@ import pytest
 from helpers import run_podsim
 
 from podsim.errors import PodsimError
-from podsim.placement import load_failures, load_requests
+from podsim.placement.failures import load_failures
+from podsim.placement.requests import load_requests
 from podsim.topology import PodLayout, get_generation
 
 REQUESTS = """\

@@ -12,20 +12,14 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from podsim.placement import (
-    PodState,
-    SliceRequest,
-    SolverParams,
-    place,
-    place_one,
-    validate_placement,
-)
+from podsim.placement import PodState, SliceRequest, SolverParams, place, validate_placement
+from podsim.placement.place import place_one
 from podsim.topology import PodLayout, get_generation
 
 V4_SHAPES = ["1x1x1", "1x2x2", "2x2x1", "2x2x2", "2x2x4", "2x4x4", "4x4x4", "4x4x8", "4x8x8", "8x8x8", "4x4x12", "8x8x16"]
 TWISTABLE = {"4x4x8", "4x8x8", "8x8x16"}
 V5E_SHAPES = ["1x1", "2x2", "2x4", "4x2", "4x4", "4x8", "8x4", "8x8", "8x16"]
-PARAMS = SolverParams(time_limit_s=0.2)
+PARAMS = SolverParams(time_limit=0.2)
 ARRAYS = ("chip_job", "chip_down", "host_failed", "cube_failed", "ocs_failed", "port_failed", "port_job")
 
 

@@ -93,6 +93,21 @@ def test_replicated_run_round_trips_the_store_and_shows_in_the_report(replicated
     assert "95% CI, n=3" in html
 
 
+def test_a_replicated_summary_shows_mean_counts_as_figures(replicated):
+    """Of replicates, job and failure counts are means: printed to 4 digits, still adding up."""
+    import re
+
+    from podsim.report.render import CLUSTER_ROWS, jobs_text
+
+    _, run = replicated
+    m = {**run.metrics, "jobs_completed": 235 / 3, "jobs_running": 5 / 3, "jobs_queued": 0.0, "jobs_unplaceable": 0.0,
+         "jobs_not_arrived": 0.0, "jobs_total": 80.0}
+    assert jobs_text(m) == "80 = 78.33 completed + 1.667 running + 0 queued + 0 never placeable + 0 not yet arrived"
+    for label, cell in CLUSTER_ROWS:
+        text = cell(run)
+        assert not re.search(r"\d\.\d{6,}", text), f"{label}: {text}"
+
+
 def test_step_study_refuses_replicates():
     s = load_scenario(DATA / "tiny_step.yaml")
     with pytest.raises(PodsimError, match="replicates 2: a step study draws nothing at random"):

@@ -48,7 +48,7 @@ def test_step_report_has_breakdown_and_timeline(runs):
 def test_the_report_says_how_compute_was_timed(runs):
     """A step study that sets no efficiency is timed by the per-op model and its report says so;
     a flat efficiency is reported as the fraction of peak it is."""
-    from podsim.perf import compute_timing
+    from podsim.perf.opmodel import compute_timing
     from podsim.report.render import key_rows
 
     assert runs[1].metrics["compute_efficiency"] is None

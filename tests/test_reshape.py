@@ -17,17 +17,13 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from podsim.errors import PodsimError
-from podsim.placement import (
-    PlacementSettings,
-    PodState,
-    SliceRequest,
-    SolverParams,
-    place,
-    validate_placement,
-)
+from podsim.placement import PodState, SliceRequest, SolverParams, place, validate_placement
+from podsim.placement.problem import PlacementSettings
 from podsim.placement.space import request_options
-from podsim.topology import PodLayout, build_fabric, get_generation, validate_shape
+from podsim.topology import PodLayout, get_generation
+from podsim.topology.fabric import build_fabric
 from podsim.topology.fold import check_fold, find_fold, grid_cycle, snake
+from podsim.topology.shapes import validate_shape
 from podsim.topology.torus import torus_id
 
 TORUS = torus_id("8x8x8", 4, 6, 400)  # 8 blocks: small enough for many draws
@@ -65,7 +61,8 @@ def pod_and_requests(draw):
     share, seed = draw(st.sampled_from([0.0, 0.05, 0.15, 0.33])), draw(st.integers(0, 2**16))
     held = np.random.default_rng(seed).choice(lay.n_chips, int(share * lay.n_chips), replace=False).tolist()
     if held:
-        from podsim.topology import Slice, SliceSpec
+        from podsim.topology.shapes import SliceSpec
+        from podsim.topology.slices import Slice
 
         spec = SliceSpec(lay.generation.id, (len(held),) + (1,) * (lay.dims - 1), False, "subcube", (False,) * lay.dims)
         state.allocate("busy", Slice(spec, np.array(sorted(held), np.int32), 0, tuple(sorted({h // 64 for h in held}))))
@@ -81,7 +78,7 @@ def test_every_fold_and_split_passes_the_ring_proof(case, solver):
     if not reqs:
         return
     result = place(state, reqs, solver=solver, settings=PlacementSettings(fold="allowed"),
-                   params=SolverParams(time_limit_s=0.2))
+                   params=SolverParams(time_limit=0.2))
     views = validate_placement(state, result)
     fabric = build_fabric(state.layout, circuits=tuple(c for s in state.jobs.values() for c in s.circuits)
                           + tuple(c for p in result.placed for c in p.slice.circuits))

@@ -10,11 +10,14 @@ import pytest
 
 from podsim.cluster import ClusterConfig, simulate
 from podsim.engine import simulate_collective
-from podsim.placement import PlacementSettings, PodState, SliceRequest, place
+from podsim.placement import PodState, SliceRequest, place
+from podsim.placement.problem import PlacementSettings
 from podsim.study import CachedStepTime, EngineStepTime, RooflineStepTime
-from podsim.topology import PodLayout, Slice, SliceSpec, get_generation
+from podsim.topology import PodLayout, get_generation
 from podsim.topology.placed import built_asked, built_placed
 from podsim.topology.routing import slice_routes
+from podsim.topology.shapes import SliceSpec
+from podsim.topology.slices import Slice
 from podsim.workload import Job
 
 V4 = get_generation("tpu-v4")

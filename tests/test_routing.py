@@ -9,11 +9,13 @@ import json
 import numpy as np
 import pytest
 
-from podsim.collectives import Placement, RouterPool, build_schedule, group_layout
 from podsim.collectives.adaptive import adaptive_split
+from podsim.collectives.algorithms import build_schedule
 from podsim.collectives.bounds import all_to_all_time_s
-from podsim.engine import simulate_collective, validating
-from podsim.engine.validate import EngineInvariantError, Recording, validate_rates
+from podsim.collectives.groups import group_layout
+from podsim.collectives.routes import Placement, RouterPool
+from podsim.engine import simulate_collective
+from podsim.engine.validate import EngineInvariantError, Recording, validate_rates, validating
 from podsim.errors import PodsimError
 from podsim.maxmin import max_min_rates
 from podsim.scenario import load_scenario_text

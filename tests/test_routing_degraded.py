@@ -7,8 +7,11 @@ import dataclasses
 import numpy as np
 import pytest
 
-from podsim.collectives import ALGORITHMS, Placement, RouterPool, group_layout, plan_collective
-from podsim.engine import simulate_collective, validating
+from podsim.collectives import ALGORITHMS, plan_collective
+from podsim.collectives.groups import group_layout
+from podsim.collectives.routes import Placement, RouterPool
+from podsim.engine import simulate_collective
+from podsim.engine.validate import validating
 from podsim.errors import PodsimError
 from podsim.topology import build_slice
 from podsim.topology.metrics import bfs_levels

@@ -13,7 +13,7 @@ from podsim.errors import PodsimError
 from podsim.scenario import load_scenario, load_scenario_text, run_scenario
 from podsim.scenario.fields import parse_target
 from podsim.scenario.run import cluster_run
-from podsim.sweep import apply_overrides
+from podsim.sweep.spec import apply_overrides
 from podsim.units import duration_s, fraction, rate_per_h
 
 DATA = Path(__file__).parent / "data" / "scenarios"
@@ -129,7 +129,7 @@ def test_v5p_has_no_price_unless_given_with_a_source():
 
 def test_cpsat_workers_capped_in_sweeps():
     s = load_scenario_text(V5P.replace("horizon: 6h", "horizon: 6h\nsolver: {kind: cpsat, workers: 4}"))
-    from podsim.scenario import scenario_generation
+    from podsim.scenario.check import scenario_generation
     gen = scenario_generation(s)
     assert cluster_run(s, gen).config.cpsat_workers == 4 and cluster_run(s, gen, cpsat_workers_cap=1).config.cpsat_workers == 1
 
@@ -156,7 +156,7 @@ def test_engineered_ocs_dcn_beats_a_uniform_mesh(step):
     give the pair a whole uplink, so the cross-slice all-reduce is much faster."""
     import yaml
     raw = yaml.safe_load((DATA / "tiny_step.yaml").read_text())
-    from podsim.scenario import scenario_from_dict
+    from podsim.scenario.load import scenario_from_dict
     uniform = run_scenario(scenario_from_dict(apply_overrides(raw, {"dcn.ocs_groups": "none"})))
     assert uniform.metrics["dcn_collective_busy_s"] > 5 * step.metrics["dcn_collective_busy_s"]
     assert uniform.metrics["step_time_s"] > step.metrics["step_time_s"]

@@ -9,8 +9,9 @@ import pytest
 import yaml
 
 from podsim.errors import PodsimError
-from podsim.scenario import load_scenario_text, run_scenario, scenario_from_dict
-from podsim.sweep import apply_overrides
+from podsim.scenario import load_scenario_text, run_scenario
+from podsim.scenario.load import scenario_from_dict
+from podsim.sweep.spec import apply_overrides
 from podsim.trace import generate_trace, save_trace
 
 DATA = Path(__file__).parent / "data" / "scenarios"

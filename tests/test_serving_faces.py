@@ -13,7 +13,8 @@ from streamlit.testing.v1 import AppTest
 
 from podsim.report import render_report
 from podsim.scenario import load_scenario_text, run_scenario
-from podsim.serving import CapacitySearch, ServingConfig, serving_capacity
+from podsim.serving import ServingConfig, serving_capacity
+from podsim.serving.spec import CapacitySearch
 from podsim.sweep import load_sweep, open_executor, run_sweep
 
 APP = Path(__file__).resolve().parent.parent / "app.py"

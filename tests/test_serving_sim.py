@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 
 from podsim.errors import PodsimError
-from podsim.serving import ServingConfig, draw_requests, load_request_trace, simulate_serving
+from podsim.serving import ServingConfig, simulate_serving
 from podsim.serving.spec import RequestStream
+from podsim.serving.workload import draw_requests, load_request_trace
 
 SMALL = {"model": "llama2-70b", "overrides": {"n_layers": 8}, "precision": {"weights": "int8"}}
 
@@ -228,6 +229,10 @@ def test_saxml_batcher_pipelines_two_batches_and_starts_the_wait_at_the_take():
     # request closes its batch at once (nothing more will arrive)
     end = np.array([a + T, a + T, a + 2 * T, a + 2 * T, a + 2 * T + 10.0, 100.0 + T])
     assert np.allclose(e2e, end - req.arrival_s, rtol=1e-12)
+    # one batch live (Saxml since 2024 with MAX_LIVE_BATCHES <= 2): batch 3 is started only when batch 2 returns
+    one = simulate_serving(_saxml(batcher_depth=1), requests=req).tables["serving_requests"]["e2e_s"]
+    assert np.allclose(one[4] + req.arrival_s[4], a + 3 * T + 10.0, rtol=1e-12)
+    assert np.allclose(one[:4], e2e[:4], rtol=1e-12)
     # the idle batcher (wait from the first request's arrival, one batch at a time) differs
     idle = simulate_serving(_saxml(batcher="idle"), requests=req).tables["serving_requests"]["e2e_s"]
     assert not np.allclose(idle, e2e)
@@ -249,6 +254,10 @@ def test_saxml_turns_away_requests_beyond_its_live_limit_and_the_client_retries(
     again = ServingSim(cfg)
     again.run()
     assert np.array_equal(again.log.end_s, sim.log.end_s)
+    # attempts that must fail (before a running batch returns) are counted without events: the same run
+    polled = ServingSim(cfg, retry_skip=False)
+    polled.run()
+    assert np.array_equal(polled.log.end_s, sim.log.end_s) and polled.retries_total == sim.retries_total
 
 
 def test_clients_bound_the_requests_outstanding():

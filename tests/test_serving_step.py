@@ -10,14 +10,9 @@ import pytest
 from podsim.engine import simulate_collective
 from podsim.errors import PodsimError
 from podsim.perf import chip_compute
-from podsim.serving import (
-    InferencePrecision,
-    InferenceShard,
-    Seq,
-    StepTimer,
-    kv_budget,
-)
-from podsim.serving.steptime import ONCHIP_MEMORY
+from podsim.serving.costs import InferencePrecision, InferenceShard, Seq
+from podsim.serving.kvcache import kv_budget
+from podsim.serving.steptime import ONCHIP_MEMORY, StepTimer
 from podsim.serving.trace import serving_step_study
 from podsim.study import run_study
 from podsim.topology import get_generation

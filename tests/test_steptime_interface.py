@@ -7,17 +7,12 @@ import pytest
 
 from podsim.errors import PodsimError
 from podsim.scenario.steptime import RecordingStepTime
-from podsim.study import (
-    CachedStepTime,
-    EngineStepTime,
-    RooflineStepTime,
-    StepEstimate,
-    StepStudy,
-    StepTimeModel,
-)
-from podsim.study.steptime import compute_critical_path_s
-from podsim.topology import custom_generation, get_generation
-from podsim.trace import Collective, Compute, StepTrace, parse_group
+from podsim.study import CachedStepTime, EngineStepTime, RooflineStepTime, StepStudy, StepTimeModel
+from podsim.study.steptime import StepEstimate, compute_critical_path_s
+from podsim.topology import get_generation
+from podsim.topology.generations import custom_generation
+from podsim.trace import StepTrace
+from podsim.trace.model import Collective, Compute, parse_group
 
 V4 = get_generation("tpu-v4")
 

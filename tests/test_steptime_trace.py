@@ -12,8 +12,9 @@ from helpers import run_podsim
 from podsim.engine import simulate_step, step_summary
 from podsim.errors import PodsimError
 from podsim.topology import build_slice, get_generation
-from podsim.trace import Compute, generate_trace, load_trace
+from podsim.trace import generate_trace, load_trace
 from podsim.trace.astra_network import network_generation
+from podsim.trace.model import Compute
 
 DATA = Path(__file__).parent / "data" / "astra-sim"
 RING8 = DATA / "configs" / "inputs_network_tpu_v3_8.yml"

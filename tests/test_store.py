@@ -11,7 +11,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from podsim.errors import PodsimError
-from podsim.scenario import TABLES, load_scenario, run_scenario
+from podsim.scenario import load_scenario, run_scenario
+from podsim.scenario.result import TABLES
 from podsim.store import (
     append_run,
     list_runs,

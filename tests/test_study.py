@@ -14,15 +14,9 @@ from helpers import run_podsim
 from podsim.engine import build_job, simulate_step, step_summary
 from podsim.errors import PodsimError
 from podsim.scenario import load_scenario_text, run_scenario
-from podsim.study import (
-    EngineStepTime,
-    RooflineStepTime,
-    StepStudy,
-    run_study,
-    study_plan,
-    study_trace,
-)
+from podsim.study import EngineStepTime, RooflineStepTime, StepStudy, run_study
 from podsim.study.scaling import scaling_study
+from podsim.study.study import study_plan, study_trace
 from podsim.topology import DcnSpec, get_generation
 from podsim.trace import GenerateOptions, generate_trace, save_trace
 
@@ -162,7 +156,8 @@ def test_roofline_honours_the_plan_it_is_given():
 
 def test_validation_rows_run_the_same_study():
     """A validation row is a StepStudy of its fields (M4: ResNet-50 on 8 v4 chips, TF1 settings)."""
-    from podsim.validation import ROWS, predict
+    from podsim.validation import ROWS
+    from podsim.validation.table import predict
 
     row = next(r for r in ROWS if r.id == "M4")
     study = StepStudy("tpu-v4", "2x2x2", model="resnet50", plan="data=8", model_overrides={"global_batch": 2048},

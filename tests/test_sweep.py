@@ -144,7 +144,7 @@ def test_capacity_bisection_matches_a_linear_scan(tmp_path):
     met = {}
     for n in range(1, 7):
         p = sw.point(0, 0, {"topology.pods": n})
-        from podsim.sweep import run_point
+        from podsim.sweep.run import run_point
         met[n] = bool(run_point(sw.base, sw.base_dir, p.overrides, p.seed).targets_met)
     smallest = next((n for n in range(1, 7) if met[n]), None)
     assert cell["answer"] == smallest and smallest is not None and smallest > 1
@@ -160,7 +160,7 @@ def test_capacity_with_replicates_judges_each_size_on_their_mean(tmp_path):
     sw = load_sweep(DATA / "capacity.yaml")
     spec = sw.spec.model_copy(update={"replicates": 2, "seed": 4})
     from podsim.stats import replicate_seeds
-    from podsim.sweep import run_point
+    from podsim.sweep.run import run_point
     from podsim.sweep.spec import Sweep
 
     sw = Sweep(spec, sw.source, sw.base, sw.base_dir, sw.sweep_id + "-r2", sw.cells, replicate_seeds(4, 2))

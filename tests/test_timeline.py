@@ -9,7 +9,8 @@ import jsonschema
 import numpy as np
 import pytest
 
-from podsim.engine import Job, place_slices, simulate_step
+from podsim.engine import simulate_step
+from podsim.engine.jobs import Job, place_slices
 from podsim.engine.linkload import bytes_per_link, record_link_load
 from podsim.engine.timeline import (
     PID_COLLECTIVES,
@@ -19,8 +20,10 @@ from podsim.engine.timeline import (
     build_timeline,
     timeline_json,
 )
-from podsim.topology import DcnSpec, LinkKind, build_slice
-from podsim.trace import Collective, Compute, SendRecv, StepTrace, parse_group
+from podsim.topology import DcnSpec, build_slice
+from podsim.topology.fabric import LinkKind
+from podsim.trace import StepTrace
+from podsim.trace.model import Collective, Compute, SendRecv, parse_group
 from tests.helpers import run_podsim
 from tests.perfetto_json import import_json
 
@@ -240,7 +243,7 @@ def test_the_perfetto_reader_catches_shared_tids():
 
 
 def test_recording_inside_a_validating_block_still_checks_the_engine():
-    from podsim.engine import validating
+    from podsim.engine.validate import validating
 
     with validating() as v, record_link_load() as load:
         simulate_step(small_trace(), build_slice("tpu-v4", "4x4x4"))

@@ -13,24 +13,14 @@ import numpy as np
 import pytest
 
 from podsim.errors import PodsimError
-from podsim.topology import (
-    DcnSpec,
-    PodLayout,
-    build_fabric,
-    build_slice,
-    check_slice_topology,
-    dcn_routes,
-    generations,
-    get_generation,
-    plan_slice,
-    slice_routes,
-    slice_view,
-    sources,
-    topology_summary,
-    validate_shape,
-)
+from podsim.topology import DcnSpec, PodLayout, build_slice, get_generation, topology_summary
+from podsim.topology.fabric import build_fabric
+from podsim.topology.generations import generations, sources
 from podsim.topology.metrics import bfs_levels
 from podsim.topology.pod import MINUS, PLUS
+from podsim.topology.routing import dcn_routes, slice_routes
+from podsim.topology.shapes import validate_shape
+from podsim.topology.slices import check_slice_topology, plan_slice, slice_view
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 SHAPES_FILE = SHARED / "data" / "tpu" / "tpu_slice_shapes.json"

@@ -8,18 +8,10 @@ import math
 import pytest
 
 from podsim.errors import PodsimError
-from podsim.trace import (
-    PRESETS,
-    Collective,
-    Compute,
-    GenerateOptions,
-    ParallelPlan,
-    SendRecv,
-    format_group,
-    generate_trace,
-    get_model,
-    map_mesh,
-)
+from podsim.trace import PRESETS, GenerateOptions, generate_trace
+from podsim.trace.configs import get_model
+from podsim.trace.mesh import ParallelPlan, map_mesh
+from podsim.trace.model import Collective, Compute, SendRecv, format_group
 
 
 def useful_flops(trace) -> float:

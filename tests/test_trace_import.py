@@ -10,16 +10,10 @@ from pathlib import Path
 import pytest
 
 from podsim.errors import PodsimError
-from podsim.trace import (
-    PRESETS,
-    Collective,
-    Compute,
-    SendRecv,
-    import_astra_text,
-    load_trace,
-    parse_group,
-)
+from podsim.trace import PRESETS, load_trace
+from podsim.trace.astra import import_astra_text
 from podsim.trace.chakra_schema import chakra_et_pb2 as pb
+from podsim.trace.model import Collective, Compute, SendRecv, parse_group
 from tests.helpers import astra_samples
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -3,7 +3,8 @@
 import pytest
 
 from podsim.errors import PodsimError
-from podsim.trace import AxisGroup, Collective, Compute, StepTrace, parse_group
+from podsim.trace import StepTrace
+from podsim.trace.model import AxisGroup, Collective, Compute, parse_group
 
 
 def test_parse_group_forms():

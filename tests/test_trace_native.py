@@ -8,17 +8,8 @@ import os
 import pytest
 
 from podsim.errors import PodsimError
-from podsim.trace import (
-    AxisGroup,
-    Collective,
-    Compute,
-    SendRecv,
-    StepTrace,
-    generate_trace,
-    load_trace,
-    parse_group,
-    save_trace,
-)
+from podsim.trace import StepTrace, generate_trace, load_trace, save_trace
+from podsim.trace.model import AxisGroup, Collective, Compute, SendRecv, parse_group
 from podsim.trace.native import dumps_trace, trace_from_dict
 
 README_EXAMPLE = """\

@@ -13,8 +13,9 @@ import pytest
 from helpers import run_podsim as podsim
 
 from podsim.errors import PodsimError
-from podsim.workload import TraceColumns, load_trace_csv
+from podsim.workload import load_trace_csv
 from podsim.workload.popularity import V4_SLICE_POPULARITY
+from podsim.workload.replay import TraceColumns
 
 TABLE2 = Path(__file__).resolve().parent.parent / "scenarios" / "data" / "tpu_v4_table2_sample.csv"
 

@@ -10,16 +10,10 @@ from helpers import shared_data
 
 from podsim.errors import PodsimError
 from podsim.topology import get_generation
-from podsim.workload import (
-    V4_SLICE_POPULARITY,
-    ArrivalSpec,
-    DurationSpec,
-    SyntheticSpec,
-    TraceColumns,
-    generate_jobs,
-    load_trace_csv,
-    shape_for_count,
-)
+from podsim.workload import SyntheticSpec, generate_jobs, load_trace_csv
+from podsim.workload.popularity import V4_SLICE_POPULARITY
+from podsim.workload.replay import TraceColumns, shape_for_count
+from podsim.workload.synthetic import ArrivalSpec, DurationSpec
 
 ELASTICFLOW = shared_data("traces", "elasticflow", "cluster01.csv")
 SAMPLE = Path(__file__).parent / "data" / "elasticflow_sample.csv"

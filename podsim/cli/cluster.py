@@ -20,13 +20,15 @@ from podsim.cli.common import (
     warn_inferred_shapes,
     with_budgets,
 )
-from podsim.cluster import failure_model, make_config, make_run, run_cluster
+from podsim.cluster import make_config, make_run, run_cluster
 from podsim.cluster.config import POLICY_NAMES, default
+from podsim.cluster.failures import failure_model
 from podsim.errors import PodsimError
 from podsim.scenario.run import cluster_run_result
 from podsim.trace.model import DEFAULT_COMPUTE_EFFICIENCY
 from podsim.units import format_seconds, parse_duration
-from podsim.workload import TraceColumns, TraceSpec, parse_synthetic
+from podsim.workload import TraceSpec, parse_synthetic
+from podsim.workload.replay import TraceColumns
 
 
 def _rows(result) -> list[tuple[str, str]]:
@@ -73,7 +75,7 @@ def cluster_cmd(
     fold: str = typer.Option(default("fold"), "--fold", help="none, or allowed: fold a request onto another box or split it into whole blocks plus pieces"),
     placement: str = typer.Option(default("placement"), "--placement", help="greedy fit: best, first, or hilbert (any free chips along a Hilbert curve; static pods)"),
     slowdown_model: str | None = typer.Option(None, "--slowdown-model", help="model preset whose step prices a non-native placement of a job given in time"),
-    decision_time_limit: float = typer.Option(default("decision_time_limit_s"), "--decision-time-limit", help="CP-SAT limit per scheduling decision", callback=q.DECISION_TIME_LIMIT.option("--decision-time-limit")),
+    decision_time_limit: float = typer.Option(default("decision_time_limit"), "--decision-time-limit", help="CP-SAT limit per scheduling decision, in deterministic time units (work, not wall-clock seconds)", callback=q.DECISION_TIME_LIMIT.option("--decision-time-limit")),
     checkpoint_interval: str = typer.Option(format_seconds(default("checkpoint_interval_s")), "--checkpoint-interval", help="run time between checkpoints"),
     restart_overhead: str = typer.Option(format_seconds(default("restart_overhead_s")), "--restart-overhead", help="time to restart from a checkpoint"),
     efficiency: float = typer.Option(None, "--compute-efficiency", help=f"a flat fraction of peak FLOP/s for step-based jobs (e.g. {DEFAULT_COMPUTE_EFFICIENCY}, hardware.md perf.3) instead of the per-op compute model", callback=q.EFFICIENCY.option("--compute-efficiency")),
@@ -103,7 +105,7 @@ def cluster_cmd(
         raise PodsimError("give --failure-trace or failure processes (--host-availability, --mtbf, ...), not both")
     config = make_config(
         generation=generation, pods=pods, sites=sites, ocs=ocs, policy=policy, solver=solver,
-        decision_time_limit_s=decision_time_limit, horizon_s=q.HORIZON.check(parse_duration(horizon), "--horizon"),
+        decision_time_limit=decision_time_limit, horizon_s=q.HORIZON.check(parse_duration(horizon), "--horizon"),
         checkpoint_interval_s=q.CHECKPOINT_INTERVAL.check(parse_duration(checkpoint_interval), "--checkpoint-interval"),
         restart_overhead_s=q.RESTART_OVERHEAD.check(parse_duration(restart_overhead), "--restart-overhead"),
         failures=failures, sample_interval_s=parse_duration(sample) if sample else None,

@@ -12,17 +12,11 @@ from rich.table import Table
 from podsim import quantities as q
 from podsim.cli import app
 from podsim.cli.common import console, emit_json, refuse_options, table, with_budgets
-from podsim.placement import (
-    PlacementSettings,
-    PodState,
-    SolverParams,
-    free_space_summary,
-    load_failures,
-    load_requests,
-    place,
-    placement_report,
-    validate_placement,
-)
+from podsim.placement import PodState, SolverParams, place, validate_placement
+from podsim.placement.failures import load_failures
+from podsim.placement.metrics import free_space_summary, placement_report
+from podsim.placement.problem import PlacementSettings
+from podsim.placement.requests import load_requests
 from podsim.units import format_rate
 
 
@@ -47,7 +41,7 @@ def place_cmd(
     failed: Annotated[Path | None, typer.Option("--failed", "-f", help="YAML {hosts, cubes, ocs, ocs_ports} of failed parts")] = None,
     solver: str = typer.Option("cpsat", "--solver", help="cpsat (optimisation) or greedy"),
     policy: str = typer.Option("best", "--policy", help="greedy policy (and CP-SAT's first hint): best or first"),
-    time_limit: float = typer.Option(1.0, "--time-limit", help="CP-SAT limit in s (deterministic work units unless --wall-clock)", callback=q.SOLVER_TIME_LIMIT.option("--time-limit")),
+    time_limit: float = typer.Option(1.0, "--time-limit", help="CP-SAT limit: deterministic time units (work, not seconds; reproducible), or wall-clock seconds with --wall-clock", callback=q.SOLVER_TIME_LIMIT.option("--time-limit")),
     seed: int = typer.Option(0, "--seed", help="CP-SAT random seed, 0 .. 2^63-1", callback=q.SEED.option("--seed")),
     workers: int = typer.Option(1, "--workers", help="CP-SAT workers (>= 1; several use interleaved search)", callback=q.WORKERS.option("--workers")),
     wall_clock: bool = typer.Option(False, "--wall-clock", help="apply --time-limit as wall-clock time (not reproducible)"),
@@ -68,7 +62,7 @@ def place_cmd(
         state.apply_failures(load_failures(failed, state.layout))
     if spare_ports:
         state.remap_spares()
-    params = SolverParams(time_limit_s=time_limit, num_workers=workers, random_seed=seed, deterministic=not wall_clock)
+    params = SolverParams(time_limit=time_limit, num_workers=workers, random_seed=seed, deterministic=not wall_clock)
     settings = PlacementSettings(block_cubes=block_cubes, sites=sites)
     result = place(state, reqs, solver=solver, policy=policy, params=params, settings=settings, now_s=now)
     views = validate_placement(state, result, reqs)

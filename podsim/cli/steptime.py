@@ -28,18 +28,17 @@ from podsim.cli.common import (
 )
 from podsim.collectives import ALGORITHMS, KINDS
 from podsim.collectives.routes import check_routing
-from podsim.engine import (
-    DEFAULT_COMPUTE_EFFICIENCY,
-    CollectiveResult,
-    declared_slices,
-    simulate_collective,
-)
+from podsim.engine import simulate_collective
+from podsim.engine.jobs import declared_slices
 from podsim.engine.linkload import record_link_load
+from podsim.engine.results import CollectiveResult
 from podsim.errors import PodsimError, first_error
-from podsim.topology import build_slice, dcn_choice, format_shape, get_generation, parse_shape
+from podsim.topology import build_slice, format_shape, get_generation, parse_shape
 from podsim.topology.dcntiers import TIERS_HELP
+from podsim.topology.fabric import dcn_choice
 from podsim.topology.multipath import ROUTING_POLICIES
 from podsim.trace.kinds import normalise_algorithm, normalise_kind
+from podsim.trace.model import DEFAULT_COMPUTE_EFFICIENCY
 from podsim.units import format_bytes, format_rate, format_seconds, parse_bytes
 
 if TYPE_CHECKING:
@@ -177,6 +176,8 @@ def cli_study(files: list[str] | None, model: str | None, generation: str | None
         raise PodsimError("--system ASTRA_SYSTEM.json goes with --network ASTRA_NETWORK.yml (an ASTRA-sim case)")
     astra = read_system(system) if system else None
     gen = network_generation(network, astra) if network else get_generation(generation)
+    if astra is not None:
+        astra.check_dimensions(sum(1 for n in gen.pod_shape if n > 1))
     shape = parse_shape(slice_shape, gen.dims) if slice_shape else None
     spec, engineer = dcn_choice(dcn, oversubscription, *wan, tiers=tiers)
     common = {"twisted": twisted, "compute_efficiency": efficiency, "fast_path": fast_path, "dcn": spec,

@@ -11,16 +11,10 @@ from podsim.bounds import check_fleet
 from podsim.cli import app
 from podsim.cli.common import emit_json, refuse_options, table
 from podsim.errors import PodsimError
-from podsim.topology import (
-    dcn_choice,
-    fleet_rows,
-    fleet_summary,
-    get_generation,
-    summary_rows,
-    topology_detail,
-    topology_summary,
-)
+from podsim.topology import get_generation, topology_summary
 from podsim.topology.dcntiers import TIERS_HELP
+from podsim.topology.fabric import dcn_choice
+from podsim.topology.summary import fleet_rows, fleet_summary, summary_rows, topology_detail
 
 
 @app.command("topology")

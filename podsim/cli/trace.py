@@ -13,24 +13,17 @@ import typer
 from podsim import quantities as q
 from podsim.bounds import check_budget
 from podsim.cli import app
-from podsim.cli.common import console, emit_json, refuse_options, table, with_budgets
+from podsim.cli.common import comma_list, console, emit_json, refuse_options, table, with_budgets
 from podsim.errors import PodsimError
 from podsim.files import output_folder, plain_name, safe_component, staged, write_text_atomic
 from podsim.topology import format_shape, get_generation, parse_shape
-from podsim.trace import (
-    PRESETS,
-    GenerateOptions,
-    generate_trace,
-    load_trace,
-    parse_overrides,
-    save_trace,
-    summarize_trace,
-)
+from podsim.trace import PRESETS, GenerateOptions, generate_trace, load_trace, save_trace
 from podsim.trace.astra_network import astra_configs, network_yaml, system_json
 from podsim.trace.chakra_export import chakra_files, et_file_names
-from podsim.trace.configs import parse_assignments
+from podsim.trace.configs import parse_assignments, parse_overrides
 from podsim.trace.kinds import normalise_algorithm
-from podsim.trace.load import check_fits
+from podsim.trace.load import check_fits, summarize_trace
+from podsim.trace.memory import hbm_text
 from podsim.trace.model import SendRecv
 from podsim.trace.native import output_format
 from podsim.units import format_bytes
@@ -52,8 +45,11 @@ def _summary_rows(s: dict) -> list[tuple[str, str]]:
     rows = [("ops", str(s["ops"])), ("compute ops", f"{c['ops']}" + (f" ({c['bubble_ops']} pipeline bubble)" if c["bubble_ops"] else ""))]
     if c["flops"]:
         rows.append(("FLOPs per chip", f"{c['flops']:.4g}" + (f" (+{c['bubble_flops']:.4g} in bubbles)" if c["bubble_flops"] else "")))
+    footprint = s["meta"].get("hbm_footprint")
+    if footprint and s["meta"].get("generation"):  # what the step holds at its peak, against the chip's HBM
+        rows.append(("HBM per chip (peak)", hbm_text(footprint["total_bytes"], get_generation(s["meta"]["generation"]).hbm_per_chip.si)))
     if c["hbm_bytes"]:
-        rows.append(("HBM bytes per chip", format_bytes(c["hbm_bytes"])))
+        rows.append(("HBM traffic per chip (read + written)", format_bytes(c["hbm_bytes"])))
     if c["fixed_duration_s"]:
         rows.append(("fixed compute time", f"{c['fixed_duration_s']:.6g} s"))
     if "compute_s_at_peak" in s:
@@ -88,7 +84,7 @@ def _overlaps_off(items: list[str] | None) -> dict[str, bool]:
     known = ("fsdp_prefetch", "grad_reduce", "dcn")
     out = {}
     for item in items or []:
-        for name in (x.strip() for x in item.split(",") if x.strip()):
+        for name in comma_list(item, "--no-overlap", "dcn,grad_reduce"):
             if name not in known:
                 raise PodsimError(f"--no-overlap {name!r} is not known; use one of: {', '.join(known)}")
             out[f"overlap_{name}"] = False
@@ -127,7 +123,7 @@ def generate_cmd(
     opts = GenerateOptions(
         microbatches=microbatches, recompute=recompute, sequence_parallel=sequence_parallel,
         capacity_factor=capacity_factor, grad_bytes=grad_bytes, combine_grad_reduce=combine_grad_reduce, replicas_per_chip=replicas_per_chip, bn_group=bn_group,
-        mesh_order=tuple(a.strip() for a in mesh_order.split(",") if a.strip()) if mesh_order else None,
+        mesh_order=tuple(comma_list(mesh_order, "--mesh-order", "tensor,fsdp,data")) or None,
         mesh=_mapping(mesh_map), precision=precision, attention=attention, collective_matmul=collective_matmul,
         input_pipeline=input_pipeline, input_rate_per_host=input_rate, **_overlaps_off(no_overlap),
     )
@@ -183,7 +179,8 @@ def export_cmd(
     ranks = math.prod(shape)
     check_budget("files", ranks, f"--slice {format_shape(shape)}: one .et per chip", "each is a file of the export")
     name = plain_name(prefix, "--prefix") if prefix is not None else safe_component(file.name.split(".")[0], "trace")
-    out_dir = output_folder(out_dir)  # a file in the way or no permission: one line naming the path
+    if out_dir.exists() and not out_dir.is_dir():  # made by staged() below, once the options hold
+        raise PodsimError(f"output folder {str(out_dir)!r} is a file, not a folder; give a folder path")
     configs = []
     et_dir = out_dir
     if fmt == "chakra":

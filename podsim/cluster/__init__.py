@@ -16,29 +16,12 @@ from typing import TYPE_CHECKING
 from podsim._lazy import lazy_face
 
 if TYPE_CHECKING:  # the face's names, each imported on first use (podsim._lazy: start-up)
-    from podsim.cluster.breakdown import by_shape, chip_hour_breakdown
     from podsim.cluster.config import ClusterConfig, make_config
-    from podsim.cluster.failures import (
-        FailureEvent,
-        FailureModel,
-        FailureProcess,
-        FailureSpec,
-        draw_failures,
-        draw_fleet_failures,
-        failure_model,
-        load_failure_trace,
-    )
-    from podsim.cluster.goodput import GoodputPoint, fig4_goodput, fitting_slices
-    from podsim.cluster.links import IciLinks
-    from podsim.cluster.policies import QUEUE_POLICIES, Scheduler
-    from podsim.cluster.result import ClusterResult, JobOutcome
+    from podsim.cluster.failures import FailureModel, load_failure_trace
+    from podsim.cluster.result import ClusterResult
     from podsim.cluster.run import ClusterRun, make_run, run_cluster
     from podsim.cluster.simulate import simulate
 
-__all__ = [
-    "QUEUE_POLICIES", "Scheduler", "by_shape", "chip_hour_breakdown", "ClusterConfig", "ClusterResult", "FailureEvent", "FailureModel", "FailureProcess", "FailureSpec", "ClusterRun", "make_run", "run_cluster",
-    "GoodputPoint", "IciLinks", "JobOutcome", "draw_failures",
-    "draw_fleet_failures", "failure_model", "make_config", "fig4_goodput", "fitting_slices", "load_failure_trace", "simulate",
-]
+__all__ = ["ClusterConfig", "ClusterResult", "ClusterRun", "FailureModel", "load_failure_trace", "make_config", "make_run", "run_cluster", "simulate"]
 
 lazy_face(__name__)

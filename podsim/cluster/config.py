@@ -40,7 +40,7 @@ class ClusterConfig(q.NoBoolNumbers):
     solver: SolverKind = Field("greedy", description="greedy: fast path per job; cpsat: batch admission")
     placement: PlacementFit = Field("best", description="greedy fit policy: best, first, or hilbert (any free chips "
                                     "along a Hilbert curve: the non-contiguous baseline of a statically wired pod)")
-    decision_time_limit_s: q.DECISION_TIME_LIMIT.type = Field(1.0, description="CP-SAT limit per scheduling decision (deterministic units)")
+    decision_time_limit: q.DECISION_TIME_LIMIT.type = Field(1.0, description="CP-SAT limit per scheduling decision, in CP-SAT's deterministic time units (work, not wall-clock seconds: reproducible)")
     batch_window: q.BATCH_WINDOW.type = Field(32, description="queued jobs offered to CP-SAT per decision, in policy order")
     cpsat_workers: q.WORKERS.type = Field(1, description="CP-SAT search workers per decision (keep 1 inside sweep workers)")
     schedule_depth: q.SCHEDULE_DEPTH.type = Field(500, description="queued jobs behind the head a full pass looks at (backfill, priority; cf. Slurm's bf_max_job_test)")

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from podsim.placement import PodState, SlicePlacement, darken
+from podsim.placement import PodState
+from podsim.placement.degraded import darken
 from podsim.placement.multislice import dcn_span
+from podsim.placement.result import SlicePlacement
 
 
 class _Gang:

@@ -28,7 +28,8 @@ import networkx as nx
 import numpy as np
 
 from podsim.errors import PodsimError
-from podsim.placement import PodState, SliceRequest, SolverParams, count_fitting
+from podsim.placement import PodState, SliceRequest, SolverParams
+from podsim.placement.place import count_fitting
 from podsim.placement.space import FreeSpace, box_candidates, request_options, subcube_candidates
 from podsim.topology import PodLayout, format_shape, get_generation, parse_shape
 
@@ -134,7 +135,7 @@ def _static_box_count(state: PodState, shape: tuple[int, ...], opts) -> int:
         else:
             n = _branch_and_bound(free, units)
             if n is None:
-                return count_fitting(state, shape, solver="cpsat", params=SolverParams(time_limit_s=10.0))
+                return count_fitting(state, shape, solver="cpsat", params=SolverParams(time_limit=10.0))
         total += n
     return total
 

@@ -12,7 +12,7 @@ import numpy as np
 
 from podsim.cluster.accounting import running_overhead_chip_s
 from podsim.errors import InternalError
-from podsim.placement import largest_placeable
+from podsim.placement.metrics import largest_placeable
 
 if TYPE_CHECKING:
     from podsim.cluster.simulate import ClusterSim

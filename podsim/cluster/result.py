@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from podsim.topology import slice_name
+from podsim.topology.shapes import slice_name
 
 SLOWDOWN_TAU_S = 10.0
 STATUSES = ("completed", "running", "queued", "unplaceable", "not_arrived")

@@ -23,17 +23,13 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from podsim.cluster.gang import GangFit
-from podsim.placement import (
-    FreeSpace,
-    PlacementSettings,
-    PodState,
-    SliceRequest,
-    options_or_reason,
-    to_slice,
-)
+from podsim.placement import PodState, SliceRequest
 from podsim.placement.greedy import fit_any
 from podsim.placement.multislice import fit_multislice
+from podsim.placement.place import to_slice
+from podsim.placement.problem import PlacementSettings, options_or_reason
 from podsim.placement.reshape import reshape_options
+from podsim.placement.space import FreeSpace
 
 if TYPE_CHECKING:
     from podsim.cluster.accounting import SimJob

@@ -50,14 +50,9 @@ from podsim.cluster.remedies import is_degraded, remap_spare_ports
 from podsim.cluster.result import ClusterResult, summarise
 from podsim.cluster.search import Fit, Reservation, SliceSearch
 from podsim.errors import InternalError, PodsimError, first_duplicate
-from podsim.placement import (
-    PlacementSettings,
-    PodState,
-    SlicePlacement,
-    SolverParams,
-    place,
-    validate_placement,
-)
+from podsim.placement import PodState, SolverParams, place, validate_placement
+from podsim.placement.problem import PlacementSettings
+from podsim.placement.result import SlicePlacement
 from podsim.study import CachedStepTime, RooflineStepTime, StepTimeModel
 from podsim.workload import Job
 from podsim.workload.replay import count_inferred
@@ -271,7 +266,7 @@ class ClusterSim:
     def batch_admit(self, window: list[SimJob]) -> None:
         """CP-SAT batch admission over `window`; start every job it places."""
         reqs = [j.request for j in window]
-        params = SolverParams(time_limit_s=self.config.decision_time_limit_s, num_workers=self.config.cpsat_workers,
+        params = SolverParams(time_limit=self.config.decision_time_limit, num_workers=self.config.cpsat_workers,
                               random_seed=self.seed, deterministic=True)
         t0 = time.perf_counter()
         result = place(self.state, reqs, solver="cpsat", policy=self.config.placement, params=params,

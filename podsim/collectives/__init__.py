@@ -2,7 +2,9 @@
 
 Typical use::
 
-    from podsim.collectives import RouterPool, Placement, group_layout, plan_collective
+    from podsim.collectives import plan_collective
+    from podsim.collectives.groups import group_layout
+    from podsim.collectives.routes import Placement, RouterPool
     placement = Placement(built.fabric, (built.view,))
     layout = group_layout(placement.views, "all")
     plan = plan_collective("all_reduce", layout, 2**30, "auto", RouterPool(placement))
@@ -16,32 +18,11 @@ from typing import TYPE_CHECKING
 from podsim._lazy import lazy_face
 
 if TYPE_CHECKING:  # the face's names, each imported on first use (podsim._lazy: start-up)
-    from podsim.collectives.algorithms import (
-        ALGORITHMS,
-        KINDS,
-        applicable,
-        build_schedule,
-        busbw_factor,
-    )
-    from podsim.collectives.choice import Plan, closed_form_s, plan_collective
-    from podsim.collectives.closed_form import (
-        bidir_ring_all_reduce_s,
-        halving_doubling_all_reduce_s,
-        ring_all_reduce_s,
-        ring_reduce_scatter_s,
-        torus_all_reduce_s,
-    )
-    from podsim.collectives.groups import GroupLayout, group_layout
-    from podsim.collectives.routes import Placement, Router, RouterPool
-    from podsim.collectives.schedule import Schedule
+    from podsim.collectives.algorithms import ALGORITHMS, KINDS
+    from podsim.collectives.choice import Plan, plan_collective
 
 # The public API: plan a collective (schedule + closed form) and the closed forms themselves.
 # A schedule's parts (Pattern, Phase), route symmetry and schedule_time_s stay in their modules.
-__all__ = [
-    "ALGORITHMS", "KINDS", "GroupLayout", "Placement", "Plan", "Router", "RouterPool", "Schedule",
-    "applicable", "bidir_ring_all_reduce_s", "build_schedule", "busbw_factor", "closed_form_s", "group_layout",
-    "halving_doubling_all_reduce_s", "plan_collective", "ring_all_reduce_s", "ring_reduce_scatter_s",
-    "torus_all_reduce_s",
-]
+__all__ = ["ALGORITHMS", "KINDS", "Plan", "plan_collective"]
 
 lazy_face(__name__)

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from podsim.topology import SliceView, slice_routes
 from podsim.topology.metrics import bfs_levels
+from podsim.topology.routing import slice_routes
+from podsim.topology.slices import SliceView
 
 
 def all_to_all_link_load(view: SliceView, routing: str = "dor") -> np.ndarray:

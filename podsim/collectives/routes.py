@@ -28,21 +28,23 @@ from functools import partial
 
 import numpy as np
 
+from podsim._arrays import unique
 from podsim.bounds import budget, check_budget
 from podsim.collectives.adaptive import adaptive_split
 from podsim.collectives.dcnfold import DcnFold, fold_crossing
 from podsim.collectives.routeparts import RoutePart, _subset, join_parts, route_sums
 from podsim.collectives.schedule import Pattern
 from podsim.errors import PodsimError
-from podsim.topology import Fabric, SliceView, slice_routes
 from podsim.topology.degraded import detour_routes
+from podsim.topology.fabric import Fabric
 from podsim.topology.multipath import (
     ROUTING_POLICIES,
     path_dag,
     reduce_coords,
     split_routes,
 )
-from podsim.topology.routing import dcn_group_members, dcn_split_groups, ecmp_routes
+from podsim.topology.routing import dcn_group_members, dcn_split_groups, ecmp_routes, slice_routes
+from podsim.topology.slices import SliceView
 from podsim.trace.model import SLICE_AXES
 
 
@@ -466,7 +468,7 @@ class Router:
         sp = pattern.split
         if sp.crossing:
             # whole NICs: the kept chips' NICs, as many as the flows allow (one at least)
-            nics = np.unique(fab.nic_of_chip[kept[:max(max_flows // per_chip, 1)]])
+            nics = unique(fab.nic_of_chip[kept[:max(max_flows // per_chip, 1)]])
             out = max(sp.crossing // max(pattern.layout.members.size, 1), 1)
             behind = np.flatnonzero(member & np.isin(fab.nic_of_chip, nics))
             chips_per_nic = max(len(behind) // max(len(nics), 1), 1)

@@ -10,12 +10,9 @@ from typing import TYPE_CHECKING
 from podsim._lazy import lazy_face
 
 if TYPE_CHECKING:  # the face's names, each imported on first use (podsim._lazy: start-up)
-    from podsim.economics.assumptions import DEFAULTS, Assumption, assumption_rows, assumptions
-    from podsim.economics.counts import SpineCounts, leaf_bandwidths_gbps, spine_counts
-    from podsim.economics.timeline import Period, spine_timeline
-    from podsim.economics.useful import add_useful_cost, useful_fraction
+    from podsim.economics.counts import spine_counts
+    from podsim.economics.timeline import spine_timeline
 
-__all__ = ["DEFAULTS", "Assumption", "Period", "SpineCounts", "add_useful_cost", "assumption_rows", "assumptions",
-           "leaf_bandwidths_gbps", "spine_counts", "spine_timeline", "useful_fraction"]
+__all__ = ["spine_counts", "spine_timeline"]
 
 lazy_face(__name__)

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from podsim.errors import PodsimError
-from podsim.topology import Fabric
+from podsim.topology.fabric import Fabric
 
 BITS = 8.0
 

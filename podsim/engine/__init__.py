@@ -13,20 +13,14 @@ from typing import TYPE_CHECKING
 from podsim._lazy import lazy_face
 
 if TYPE_CHECKING:  # the face's names, each imported on first use (podsim._lazy: start-up)
-    from podsim.engine.core import simulate_collective, simulate_jobs, simulate_step
-    from podsim.engine.jobs import Job, build_job, check_groups_exist, declared_slices, place_slices
-    from podsim.engine.results import CollectiveResult, OpTiming, StepResult
-    from podsim.engine.summary import port_utilisation, step_summary
-    from podsim.engine.validate import EngineInvariantError, validating
-    from podsim.trace.model import DEFAULT_COMPUTE_EFFICIENCY  # the flat override offered (perf.3)
+    from podsim.engine.core import simulate_collective, simulate_step
+    from podsim.engine.jobs import build_job
+    from podsim.engine.results import StepResult
+    from podsim.engine.summary import step_summary
 
-# The public API: simulate, the results and their summaries, and `validating()` to check every
-# simulation in a block. The flow network, max-min filling and the validator's parts are
-# internals (import them from their modules: engine.network, engine.validate; max-min filling is podsim.maxmin).
-__all__ = [
-    "DEFAULT_COMPUTE_EFFICIENCY", "CollectiveResult", "EngineInvariantError", "Job", "OpTiming", "StepResult",
-    "build_job", "check_groups_exist", "declared_slices", "place_slices", "port_utilisation", "simulate_collective",
-    "simulate_jobs", "simulate_step", "step_summary", "validating",
-]
+# The public API: simulate, the result and its summary. The rest imports from its module:
+# engine.validate (`validating()` checks every simulation in a block), engine.jobs (Job,
+# place_slices, declared_slices), engine.network; max-min filling is podsim.maxmin.
+__all__ = ["StepResult", "build_job", "simulate_collective", "simulate_step", "step_summary"]
 
 lazy_face(__name__)

@@ -18,25 +18,20 @@ from functools import partial
 
 import numpy as np
 
-from podsim.collectives import (
-    Placement,
-    Plan,
-    Router,
-    RouterPool,
-    Schedule,
-    busbw_factor,
-    group_layout,
-    plan_collective,
-)
-from podsim.collectives.groups import SITE_AXIS
-from podsim.collectives.routes import fold_reason
+from podsim._arrays import has_duplicates
+from podsim.collectives import Plan, plan_collective
+from podsim.collectives.algorithms import busbw_factor
+from podsim.collectives.groups import SITE_AXIS, group_layout
+from podsim.collectives.routes import Placement, Router, RouterPool, fold_reason
+from podsim.collectives.schedule import Schedule
 from podsim.engine import validate
 from podsim.engine.jobs import Job
 from podsim.engine.network import CountingEnvironment, FlowNetwork
 from podsim.engine.results import CollectiveResult, OpTiming, StepResult
 from podsim.errors import PodsimError, PodsimWarning
-from podsim.perf import chip_compute, op_timer
-from podsim.topology import Built
+from podsim.perf import chip_compute
+from podsim.perf.opmodel import op_timer
+from podsim.topology.summary import Built
 from podsim.trace.kinds import normalise_algorithm, normalise_kind
 from podsim.trace.model import (
     SLICE_AXES,
@@ -370,7 +365,7 @@ def _simulate(jobs: Sequence[Job], compute_efficiency: float | None, fast_path: 
     if any(j.fabric is not fabric for j in jobs):
         raise PodsimError("jobs simulated together must share one fabric (build it once with all their slices' circuits)")
     chips = np.concatenate([v.chips for j in jobs for v in j.views])
-    if len(np.unique(chips)) != len(chips):
+    if has_duplicates(chips):
         raise PodsimError("two jobs use the same chips")
     env = CountingEnvironment()
     net = FlowNetwork(env, fabric.link_capacity_bytes_per_s, owners=len(jobs),
@@ -452,9 +447,42 @@ def simulate_collective(built: Built, kind: str, size_bytes: float | str, group:
                         algorithm: str = "auto", fast_path: bool = True, routing: str = "dimension_order",
                         failed_links: Sequence[int] = (), failed_chips: Sequence[int] = ()) -> CollectiveResult:
     """One collective on one slice, alone on the fabric: simulated and closed-form time, algbw
-    and busbw (nccl-tests convention). `kind` may also be `send_recv` (group: one axis).
-    With failed ICI links or chips, flows go around them and `auto` prices every algorithm on
-    the degraded routes, so it falls back to the one that suffers least."""
+    and busbw (nccl-tests convention).
+
+    Parameters
+    ----------
+    built : Built
+        The slice (`build_slice`).
+    kind : str
+        all_reduce, all_gather, reduce_scatter, all_to_all, broadcast, reduce or send_recv
+        (group: one axis); any spelling `podsim.trace.kinds` knows.
+    size_bytes : float or str
+        The buffer in the nccl-tests convention, e.g. '1GiB'.
+    group : str
+        The slice axes of the group: 'x', 'x,y', 'all', 'x:4' ...
+    algorithm : str
+        'auto' (the fastest by closed form) or an algorithm of `podsim.collectives.ALGORITHMS`.
+    fast_path : bool
+        Fold symmetric flows (False: simulate every flow).
+    routing : str
+        ICI routing: dimension_order, shortest_paths or adaptive.
+    failed_links, failed_chips : sequence of int
+        Fabric ICI link / chip ids that are down: flows go around them and `auto` prices every
+        algorithm on the degraded routes, so it falls back to the one that suffers least.
+
+    Returns
+    -------
+    CollectiveResult
+        Simulated and closed-form seconds, algorithm bandwidth, bus bandwidth per chip, the
+        engine's events and flows.
+
+    Examples
+    --------
+    >>> from podsim import build_slice, simulate_collective
+    >>> r = simulate_collective(build_slice("tpu-v4", "4x4x4"), "all_reduce", "256MiB")
+    >>> r.algorithm, round(r.simulated_s / r.closed_form_s, 6), round(r.busbw_bytes_per_s / 1e9)
+    ('torus_all_links', 1.0, 268)
+    """
     size = parse_bytes(size_bytes)
     if isinstance(group, str) and group.strip() == "all":
         group = ",".join(SLICE_AXES[:len(built.slice.shape)])  # every axis the slice has

@@ -6,7 +6,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from podsim.topology import Fabric, LinkKind, SliceView
+from podsim.topology.fabric import Fabric, LinkKind
+from podsim.topology.slices import SliceView
 from podsim.trace.model import StepTrace
 
 

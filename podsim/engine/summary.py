@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from podsim.engine.results import StepResult
-from podsim.topology import SliceView
+from podsim.topology.slices import SliceView
 from podsim.trace.memory import fits_hbm
 from podsim.trace.model import Compute, StepTrace
 

@@ -35,7 +35,7 @@ import numpy as np
 
 from podsim.engine.linkload import LinkLoadRecorder, bytes_per_link, link_series
 from podsim.engine.results import OpTiming, StepResult
-from podsim.topology import LinkKind
+from podsim.topology.fabric import LinkKind
 
 US = 1e6  # trace-event timestamps are microseconds
 PID_COMPUTE, PID_COLLECTIVES, PID_DCN, PID_LINKS = 1, 2, 3, 4

@@ -86,7 +86,7 @@ CHIPS: dict[str, tuple[int, str, dict[str, float], str, tuple[str, ...]]] = {
 
 
 # generation id -> {precision: name of its own achievable-fraction constant}; looked up when a
-# chip is built, so `podsim.validation.fractions` (calibration) reaches it
+# chip is built, so `podsim.validation.table.fractions` (calibration) reaches it
 PRECISION_FRACTIONS: dict[str, dict[str, str]] = {"tpu-v6e": {"int8": "V6E_INT8_FRACTION"}}
 
 

@@ -1,5 +1,8 @@
 """Slice placement on TPU-style pods: which cubes or chips each job gets, and its OCS circuits.
 
+The face exports `__all__` (PodState, SliceRequest, SolverParams, place, validate_placement); the
+other names below import from their modules (state, requests, place, validate, space, fit, ...).
+
 State (mutable, cheap to update; what a scheduler keeps between events):
     PodState(layout) / PodState.empty("tpu-v4")   chips, hosts, cubes, OCS units and ports
     state.allocate(job_id, placement)             take a slice (checks it is free and healthy)
@@ -43,25 +46,12 @@ from typing import TYPE_CHECKING
 from podsim._lazy import lazy_face
 
 if TYPE_CHECKING:  # the face's names, each imported on first use (podsim._lazy: start-up)
-    from podsim.placement.cpsat import SolverParams, SolveStats
-    from podsim.placement.degraded import darken
-    from podsim.placement.failures import Failures, load_failures, parse_failures
-    from podsim.placement.greedy import fit_request
-    from podsim.placement.metrics import free_space_summary, largest_placeable, placement_report
-    from podsim.placement.place import count_fitting, place, place_one, to_slice
-    from podsim.placement.podmap import pod_map
-    from podsim.placement.problem import PlacementSettings, options_or_reason
-    from podsim.placement.requests import SliceRequest, load_requests, parse_requests
-    from podsim.placement.result import PlacementResult, SlicePlacement
-    from podsim.placement.space import FreeSpace
+    from podsim.placement.cpsat import SolverParams
+    from podsim.placement.place import place
+    from podsim.placement.requests import SliceRequest
     from podsim.placement.state import PodState
-    from podsim.placement.validate import InvalidPlacement, validate_placement
+    from podsim.placement.validate import validate_placement
 
-__all__ = [
-    "Failures", "FreeSpace", "InvalidPlacement", "PlacementResult", "PlacementSettings", "PodState", "SlicePlacement",
-    "SliceRequest", "SolveStats", "SolverParams", "count_fitting", "darken", "fit_request", "free_space_summary",
-    "largest_placeable", "load_failures", "load_requests", "options_or_reason", "parse_failures", "parse_requests",
-    "place", "place_one", "placement_report", "pod_map", "to_slice", "validate_placement",
-]
+__all__ = ["PodState", "SliceRequest", "SolverParams", "place", "validate_placement"]
 
 lazy_face(__name__)

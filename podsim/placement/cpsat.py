@@ -38,7 +38,7 @@ class SolverParams:
       between runs.
     """
 
-    time_limit_s: float = 1.0
+    time_limit: float = 1.0  # CP-SAT deterministic time units (deterministic=True), else wall-clock seconds
     num_workers: int = 1
     random_seed: int = 0
     deterministic: bool = True
@@ -47,13 +47,13 @@ class SolverParams:
     @property
     def wall_cap_s(self) -> float:
         """Wall-clock seconds after which a deterministic search is stopped anyway."""
-        return 30 * self.time_limit_s + 10.0 if self.deterministic else self.time_limit_s
+        return 30 * self.time_limit + 10.0 if self.deterministic else self.time_limit
 
     def __post_init__(self):
-        if not self.time_limit_s > 0:
-            raise PodsimError(f"time limit must be > 0 s, got {self.time_limit_s}")
-        if not math.isfinite(self.time_limit_s):
-            raise PodsimError(f"time limit must be a finite number of seconds, got {self.time_limit_s}")
+        if not self.time_limit > 0:
+            raise PodsimError(f"time limit must be > 0 (CP-SAT deterministic time units; wall-clock seconds when not deterministic), got {self.time_limit}")
+        if not math.isfinite(self.time_limit):
+            raise PodsimError(f"time limit must be a finite number (CP-SAT deterministic time units; wall-clock seconds when not deterministic), got {self.time_limit}")
         check_seed(self.random_seed, "random seed")
         if self.num_workers < 1:
             raise PodsimError(f"num_workers must be >= 1 (0 would use every core), got {self.num_workers}")
@@ -181,7 +181,7 @@ def solver_for(params: SolverParams) -> cp_model.CpSolver:
     # proves optimality in ~1 s where the single default search stalls at a 35-50% gap.
     sp.interleave_search = True
     if params.deterministic:
-        sp.max_deterministic_time = params.time_limit_s
+        sp.max_deterministic_time = params.time_limit
     sp.max_time_in_seconds = params.wall_cap_s
     return solver
 

@@ -15,8 +15,8 @@ from dataclasses import replace
 
 import numpy as np
 
-from podsim.topology import Slice, plan_slice
 from podsim.topology.degraded import _bfs, live_ports, ocs_failed_links
+from podsim.topology.slices import Slice, plan_slice
 
 
 def planned_circuits(layout, slc: Slice) -> tuple:

@@ -15,8 +15,9 @@ from podsim.placement.greedy import fit_request
 from podsim.placement.problem import PlacementSettings
 from podsim.placement.requests import SliceRequest
 from podsim.placement.space import FreeSpace, request_options
-from podsim.topology import SliceView, format_shape
+from podsim.topology import format_shape
 from podsim.topology.metrics import bisection_bytes_per_s
+from podsim.topology.slices import SliceView
 
 
 def _most_cubic(n: int) -> tuple[int, int, int]:

@@ -1,6 +1,6 @@
 """Place a batch of slice requests on a pod state: greedy or CP-SAT, with reasons for misses.
 
-    result = place(state, requests, solver="cpsat", params=SolverParams(time_limit_s=1))
+    result = place(state, requests, solver="cpsat", params=SolverParams(time_limit=1))
     validate_placement(state, result)         # no part used twice, none broken, right topology
     for p in result.placed:
         state.allocate(p.request.id, p)
@@ -51,8 +51,9 @@ from podsim.placement.requests import SliceRequest
 from podsim.placement.reshape import reshape_options
 from podsim.placement.result import PlacementResult, SlicePlacement
 from podsim.placement.space import Assignment, FreeSpace, cubes_needed, request_options
-from podsim.topology import Slice, format_shape, plan_slice
+from podsim.topology import format_shape
 from podsim.topology.shapes import asked_spec
+from podsim.topology.slices import Slice, plan_slice
 
 Solver = Literal["cpsat", "greedy"]
 SOLVERS: tuple[str, ...] = ("cpsat", "greedy")
@@ -63,8 +64,35 @@ def place(state, requests: Sequence[SliceRequest], *, solver: Solver = "cpsat", 
           now_s: float = 0.0) -> PlacementResult:
     """Decide which requests to place now and where; the state is not changed.
 
-    solver: "cpsat" (the optimisation models) or "greedy" (`policy` "first" or "best" fit).
-    now_s: the current time, for the age term of the admission weight.
+    Parameters
+    ----------
+    state : PodState
+        The pods, their jobs and failures.
+    requests : sequence of SliceRequest
+        The batch to place.
+    solver : {'cpsat', 'greedy'}
+        CP-SAT's optimisation models (batch admission; never worse than greedy), or the greedy
+        baseline (`policy` 'first' or 'best' fit; 'hilbert' on static pods).
+    params : SolverParams, optional
+        CP-SAT's limits (deterministic time units), workers and seed.
+    settings : PlacementSettings, optional
+        Sites, degraded placement, folds and splits.
+    now_s : float
+        The current time, for the age term of the admission weight.
+
+    Returns
+    -------
+    PlacementResult
+        One SlicePlacement per request (in order; `result[id]`), the solver's statistics and the
+        pods' chip totals; every placement has passed `validate_placement`.
+
+    Examples
+    --------
+    >>> from podsim import PodState, SliceRequest, place
+    >>> state = PodState.empty("tpu-v4")
+    >>> result = place(state, [SliceRequest("a", "4x4x8"), SliceRequest("b", "8x8x8")], solver="greedy")
+    >>> [p.placed for p in result.placements], result["a"].slice.chips.size
+    ([True, True], 128)
     """
     if solver not in SOLVERS:
         raise PodsimError(f"solver {solver!r} is not known; use one of {', '.join(SOLVERS)}")
@@ -129,7 +157,7 @@ def _cpsat(problem: Problem, params: SolverParams, policy: Policy) -> tuple[list
                        wall_capped=bool(params.deterministic and status != "OPTIMAL" and solver_s is not None
                                         and solver_s >= 0.99 * params.wall_cap_s),
                        n_vars=pm.n_vars, n_constraints=pm.n_constraints,
-                       params={"time_limit_s": params.time_limit_s, "num_workers": params.num_workers,
+                       params={"time_limit": params.time_limit, "num_workers": params.num_workers,
                                "random_seed": params.random_seed, "deterministic": params.deterministic})
     return final, stats
 

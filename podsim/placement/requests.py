@@ -29,7 +29,8 @@ from podsim import quantities as q
 from podsim.bounds import MAX_HORIZON_S, MAX_PRIORITY, Priority, check_budget
 from podsim.errors import PodsimError, first_error
 from podsim.files import read_structured
-from podsim.topology import Generation, parse_shape, slice_name, validate_shape
+from podsim.topology import Generation, parse_shape
+from podsim.topology.shapes import slice_name, validate_shape
 
 WEIGHT_RESOLUTION = 10  # CP-SAT needs integers: weights are kept in tenths of a chip
 MAX_SLICES = int(q.REQUEST_SLICES.high)  # slices of one multislice request (bounds the weight; the largest fleets hold fewer pods' worth)
@@ -37,7 +38,34 @@ MAX_SLICES = int(q.REQUEST_SLICES.high)  # slices of one multislice request (bou
 
 @dataclass(frozen=True)
 class SliceRequest:
-    """One job's slice request. `shape` accepts '4x4x8' or (4, 4, 8)."""
+    """One job's slice request.
+
+    Parameters
+    ----------
+    id : str
+        The job's name.
+    shape : str or tuple of int
+        '4x4x8' or (4, 4, 8).
+    twisted : bool
+        Ask for a twisted torus.
+    priority : int
+        Higher is placed first (and may preempt under the priority policy).
+    arrival_s : float
+        When the job arrived (the age term of the admission weight).
+    allow_degraded : bool
+        A cube-level torus missing the circuits of down OCS units will do.
+    slices : int
+        A multislice request: this many slices of `shape`, all or none.
+    span_sites : bool
+        A multislice request may be split over data centres (WAN).
+
+    Examples
+    --------
+    >>> from podsim import SliceRequest
+    >>> r = SliceRequest("a", "4x4x8", priority=1)
+    >>> r.shape, r.chips
+    ((4, 4, 8), 128)
+    """
 
     id: str
     shape: tuple[int, ...]

@@ -31,11 +31,10 @@ import numpy as np
 
 from podsim.errors import PodsimError
 from podsim.placement.space import Assignment, FreeSpace, Option, request_options
-from podsim.topology import SliceSpec, validate_shape
 from podsim.topology.blocks import BlockGeometry, axis_mode, geometry_params
 from podsim.topology.fold import Fold, find_fold
 from podsim.topology.pod import MINUS, PLUS, _row_major
-from podsim.topology.shapes import asked_spec
+from podsim.topology.shapes import SliceSpec, asked_spec, validate_shape
 
 FOLD_MODES = ("none", "allowed")
 MAX_FOLD_TARGETS = 6

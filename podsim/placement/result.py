@@ -6,7 +6,8 @@ from dataclasses import dataclass
 
 from podsim.placement.cpsat import SolveStats
 from podsim.placement.requests import SliceRequest
-from podsim.topology import Slice, format_shape, get_generation
+from podsim.topology import format_shape, get_generation
+from podsim.topology.slices import Slice
 
 
 @dataclass(frozen=True, eq=False)

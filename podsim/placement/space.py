@@ -23,9 +23,9 @@ import numpy as np
 
 from podsim.errors import PodsimError
 from podsim.placement.requests import SliceRequest
-from podsim.topology import Generation, PodLayout, SliceSpec, validate_shape
+from podsim.topology import Generation, PodLayout
 from podsim.topology.blocks import BlockGeometry
-from podsim.topology.shapes import split_sides
+from podsim.topology.shapes import SliceSpec, split_sides, validate_shape
 
 
 @dataclass(frozen=True)

@@ -25,11 +25,26 @@ from collections.abc import Iterable, Mapping
 import numpy as np
 
 from podsim.errors import PodsimError
-from podsim.topology import PodLayout, Slice, get_generation
+from podsim.topology import PodLayout, get_generation
+from podsim.topology.slices import Slice
 
 
 class PodState:
-    """Chips, hosts, cubes and OCS ports of a pod (or several), with jobs and failures."""
+    """Chips, hosts, cubes and OCS ports of a pod (or several), with jobs and failures: what
+    placement reads and changes (`allocate`, `release`, `fail`, `repair`).
+
+    Parameters
+    ----------
+    layout : PodLayout
+        The pods' generation, count and wiring; `PodState.empty(gen_id, pods, ocs)` builds one.
+
+    Examples
+    --------
+    >>> from podsim import PodState
+    >>> state = PodState.empty("tpu-v4")
+    >>> state.n_healthy_chips, state.n_busy_chips
+    (4096, 0)
+    """
 
     def __init__(self, layout: PodLayout):
         if layout.generation.slice_rule == "gpu_nodes":

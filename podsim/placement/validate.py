@@ -27,7 +27,8 @@ import numpy as np
 from podsim.errors import InternalError, PodsimError
 from podsim.placement.degraded import check_degraded, dark_circuits
 from podsim.placement.multislice import site_of_pod
-from podsim.topology import SliceView, build_fabric, check_slice_topology, slice_view
+from podsim.topology.fabric import build_fabric
+from podsim.topology.slices import SliceView, check_slice_topology, slice_view
 
 
 class InvalidPlacement(InternalError):

@@ -133,7 +133,7 @@ CHIP_HOURS = {"useful_chip_h": "#54A24B", "lost_failure_chip_h": "#E45756", "los
 
 
 def chip_hours(runs: Sequence[RunResult], labels: Sequence[str]) -> go.Figure | None:
-    """Where each job-stream run's chip-hours went (podsim.cluster.chip_hour_breakdown: useful,
+    """Where each job-stream run's chip-hours went (podsim.cluster.breakdown.chip_hour_breakdown: useful,
     lost to failures and preemptions, restarts, reconfiguration, degraded, idle while jobs waited,
     idle, down); the bars add up to chips x the measured window."""
     from podsim.cluster.breakdown import chip_hour_breakdown

@@ -24,7 +24,7 @@ from plotly.offline import get_plotlyjs
 
 from podsim.cluster.breakdown import chip_hour_breakdown
 from podsim.metrics import definition, unit_kind
-from podsim.perf import compute_timing
+from podsim.perf.opmodel import compute_timing
 from podsim.report import figures
 from podsim.report.pivot import sweep_pivot
 from podsim.report.reshape import reshape_details
@@ -87,8 +87,8 @@ CLUSTER_ROWS: list[Row] = [
     ("bounded slowdown p95", _m("slowdown_p95")),
     ("fragmentation (mean)", _m("fragmentation_mean", pct)),
     ("largest placeable slice (mean)", lambda r: f"{num(r.metrics.get('largest_placeable_mean_chips'))} chips"),
-    ("failures (host / OCS / link)", lambda r: f"{r.metrics['failures_host']} / {r.metrics['failures_ocs']} / {r.metrics['failures_link']}; "
-                                               f"{r.metrics['job_interruptions']} job interruptions"),
+    ("failures (host / OCS / link)", lambda r: " / ".join(num(r.metrics[k]) for k in ("failures_host", "failures_ocs", "failures_link"))
+                                               + f"; {num(r.metrics['job_interruptions'])} job interruptions"),
     ("where the chip-hours went", lambda r: "; ".join(f"{p['label']} {num(p['chip_h'])} ({pct(p['share'])})"
                                                      for p in chip_hour_breakdown(r.metrics) if p["chip_h"] > 0)),
     ("measured window", lambda r: window_text(r.metrics)),
@@ -98,10 +98,11 @@ CLUSTER_ROWS: list[Row] = [
     ("simulated / wall time", lambda r: f"{sec(r.metrics['horizon_s'])} / {r.wall_s:.2f} s"),
 ]
 def jobs_text(m: dict) -> str:
-    """Every job in exactly one state: completed, running, queued, never placeable, not arrived."""
-    parts = [f"{m['jobs_completed']:,} completed", f"{m['jobs_running']:,} running", f"{m['jobs_queued']:,} queued",
-             f"{m['jobs_unplaceable']:,} never placeable", f"{m.get('jobs_not_arrived', 0):,} not yet arrived"]
-    return f"{m['jobs_total']:,} = " + " + ".join(parts)
+    """Every job in exactly one state: completed, running, queued, never placeable, not arrived.
+    Counts of one run; of replicates, their means (num() keeps 4 significant digits)."""
+    parts = [f"{num(m['jobs_completed'])} completed", f"{num(m['jobs_running'])} running", f"{num(m['jobs_queued'])} queued",
+             f"{num(m['jobs_unplaceable'])} never placeable", f"{num(m.get('jobs_not_arrived', 0))} not yet arrived"]
+    return f"{num(m['jobs_total'])} = " + " + ".join(parts)
 
 
 def window_text(m: dict) -> str:
@@ -109,7 +110,7 @@ def window_text(m: dict) -> str:
     warm, drain = m.get("warmup_s") or 0.0, m.get("drain_s") or 0.0
     if not warm and not drain:
         return f"the whole horizon ({sec(m['horizon_s'])}), from an empty fleet"
-    text = f"{sec(warm)} to {sec(m['horizon_s'])} (warm-up left out; waits over the {m.get('jobs_measured', 0):,} jobs submitted in it)"
+    text = f"{sec(warm)} to {sec(m['horizon_s'])} (warm-up left out; waits over the {num(m.get('jobs_measured', 0))} jobs submitted in it)"
     return text + (f"; drained {sec(drain)} past the horizon" if drain else "")
 
 
@@ -348,9 +349,36 @@ def pivot_rows(sweep: dict, runs: Sequence[RunResult]) -> dict | None:
 
 def render_report(runs: RunResult | Sequence[RunResult], title: str | None = None, labels: Sequence[str] | None = None,
                   sweep: dict | None = None) -> str:
-    """The HTML report of one run or of several side by side (a sweep's points, runs picked
-    from a store). `labels` name the runs' columns (default: their names); `sweep` (from
-    podsim.store.load_stored_sweep) adds the sweep's question and capacity answer."""
+    r"""The HTML capacity-planning report of one run or of several side by side (a sweep's
+    points, runs picked from a store): key figures, targets, figures, tables; self-contained.
+
+    Parameters
+    ----------
+    runs : RunResult or sequence of RunResult
+        The runs (`run_scenario`, `podsim.store.load_run`).
+    title : str, optional
+        The page title.
+    labels : sequence of str, optional
+        The runs' column names (default: their names).
+    sweep : dict, optional
+        From `podsim.store.load_stored_sweep`: adds the sweep's question and capacity answer.
+
+    Returns
+    -------
+    str
+        One HTML document (plotly inlined: no network needed to view it).
+
+    Examples
+    --------
+    >>> import pathlib, tempfile
+    >>> from podsim import load_scenario, render_report, run_scenario
+    >>> path = pathlib.Path(tempfile.mkdtemp()) / "step.yaml"
+    >>> _ = path.write_text("name: r50\ntopology: {generation: tpu-v4}\nworkload: {step: {model: resnet50, slice: 2x2x2, "
+    ...                     "model_overrides: {global_batch: 64}}}")
+    >>> html = render_report(run_scenario(load_scenario(path)))
+    >>> html.startswith("<!DOCTYPE html>"), "r50" in html
+    (True, True)
+    """
     runs = [runs] if isinstance(runs, RunResult) else list(runs)
     if not runs:
         raise ValueError("render_report needs at least one run")

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from podsim.perf import compute_timing
+from podsim.perf.opmodel import compute_timing
 from podsim.report.figures import has_wan, scaling_figure
 from podsim.scenario.result import RunResult
 from podsim.units import format_duration as sec

@@ -17,15 +17,11 @@ from typing import TYPE_CHECKING
 from podsim._lazy import lazy_face
 
 if TYPE_CHECKING:  # the face's names, each imported on first use (podsim._lazy: start-up)
-    from podsim.scenario.check import FieldError, check_scenario, scenario_generation
-    from podsim.scenario.load import load_scenario, load_scenario_text, scenario_from_dict
-    from podsim.scenario.result import TABLES, RunResult, scenario_hash
+    from podsim.scenario.load import load_scenario, load_scenario_text
+    from podsim.scenario.result import RunResult
     from podsim.scenario.run import run_scenario
     from podsim.scenario.schema import Scenario
 
-__all__ = [
-    "TABLES", "FieldError", "RunResult", "Scenario", "check_scenario", "load_scenario", "load_scenario_text",
-    "run_scenario", "scenario_from_dict", "scenario_generation", "scenario_hash",
-]
+__all__ = ["RunResult", "Scenario", "load_scenario", "load_scenario_text", "run_scenario"]
 
 lazy_face(__name__)

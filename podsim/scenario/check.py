@@ -16,15 +16,17 @@ from podsim.metrics import target_metrics
 from podsim.scenario.fields import parse_target
 from podsim.scenario.schema import Scenario
 from podsim.scenario.studies import scaling_base, step_study
-from podsim.study import StepStudy, study_plan, study_trace
+from podsim.study import StepStudy
 from podsim.study.scaling import plan_error
-from podsim.topology import Generation, SliceSpec, get_generation, parse_shape, validate_shape
+from podsim.study.study import study_plan, study_trace
+from podsim.topology import Generation, get_generation, parse_shape
+from podsim.topology.shapes import SliceSpec, validate_shape
 from podsim.trace.configs import PRESETS, get_model
 from podsim.trace.generate import GenerateOptions
 from podsim.trace.mesh import parse_parallelism
 from podsim.trace.plans import names_dcn, plan_template, resolve_plan
 from podsim.units import is_rate_unit
-from podsim.workload import V4_SLICE_POPULARITY, SliceMix
+from podsim.workload.popularity import V4_SLICE_POPULARITY, SliceMix
 
 COUNT_UNITS = ("chips", "links", "ports", "ocs", "cubes", "nics", "hosts")  # figures that count parts
 
@@ -228,7 +230,7 @@ def _check_dcn(s: Scenario) -> None:
 # ClusterConfig's fields -> where the scenario sets them (for errors the preflight finds)
 _CONFIG_LOC = {"horizon_s": ("horizon",), "checkpoint_interval_s": ("policy", "checkpoint_interval"),
                "restart_overhead_s": ("policy", "restart_overhead"), "schedule_depth": ("policy", "schedule_depth"),
-               "decision_time_limit_s": ("solver", "decision_time_limit"), "batch_window": ("solver", "batch_window"),
+               "decision_time_limit": ("solver", "decision_time_limit"), "batch_window": ("solver", "batch_window"),
                "cpsat_workers": ("solver", "workers"), "degraded_slowdown": ("solver", "degraded_slowdown"),
                "pods": ("topology", "pods"), "sites": ("dcn", "sites"), "sample_interval_s": ("samples",)}
 

@@ -172,7 +172,36 @@ def scenario_from_doc(doc: YamlDoc) -> Scenario:
 
 
 def load_scenario(path: str | Path) -> Scenario:
-    """Read and validate a scenario file (paths inside it are relative to its folder)."""
+    r"""Read and validate a scenario file: one pydantic schema, then the rules across fields.
+
+    Parameters
+    ----------
+    path : str or Path
+        The YAML file; paths inside it are relative to its folder.
+
+    Returns
+    -------
+    Scenario
+        The validated scenario (`run_scenario` runs it).
+
+    Raises
+    ------
+    PodsimError
+        One line naming the file, line and field, the value and what is allowed.
+
+    Examples
+    --------
+    >>> import pathlib, tempfile
+    >>> from podsim import load_scenario
+    >>> path = pathlib.Path(tempfile.mkdtemp()) / "s.yaml"
+    >>> _ = path.write_text("name: x\ntopology: {generation: tpu-v4}\nworkload: {step: {model: resnet50, slice: 4x4x4}}")
+    >>> load_scenario(path).kind
+    'step'
+    >>> _ = path.write_text("name: x\ntopology: {generation: tpu-v9}\nworkload: {step: {model: resnet50, slice: 4x4x4}}")
+    >>> load_scenario(path)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    podsim.errors.PodsimError: ...s.yaml:2: topology.generation: unknown generation 'tpu-v9'...
+    """
     return scenario_from_doc(read_yaml_doc(path))
 
 

@@ -25,22 +25,10 @@ from podsim.scenario.spine import spine_study
 from podsim.scenario.steptime import RecordingStepTime
 from podsim.scenario.studies import job_studies, step_study
 from podsim.stats import metric_intervals, replicate_seeds
-from podsim.study import (
-    CachedStepTime,
-    EngineStepTime,
-    RooflineStepTime,
-    StepStudy,
-    run_study,
-    study_plan,
-)
-from podsim.topology import (
-    DcnSpec,
-    Generation,
-    format_shape,
-    get_generation,
-    slice_name,
-    topology_summary,
-)
+from podsim.study import CachedStepTime, EngineStepTime, RooflineStepTime, StepStudy, run_study
+from podsim.study.study import study_plan
+from podsim.topology import DcnSpec, Generation, format_shape, get_generation, topology_summary
+from podsim.topology.shapes import slice_name
 
 if TYPE_CHECKING:  # a job stream imports the cluster simulation (CP-SAT, ...) where it runs, not a step
     from podsim.cluster import ClusterResult, ClusterRun
@@ -147,7 +135,7 @@ def cluster_run(s: Scenario, gen: Generation, cpsat_workers_cap: int | None = No
     failures = FailureModel.of(s.failures.host, s.failures.ocs, s.failures.link)
     config = ClusterConfig(
         generation=gen.id, pods=s.topology.pods, sites=s.dcn.sites, ocs=s.topology.wiring == "ocs", policy=s.policy.name,
-        solver=s.solver.kind, placement=s.solver.placement, decision_time_limit_s=s.solver.decision_time_limit,
+        solver=s.solver.kind, placement=s.solver.placement, decision_time_limit=s.solver.decision_time_limit,
         batch_window=s.solver.batch_window, cpsat_workers=workers, schedule_depth=s.policy.schedule_depth,
         horizon_s=s.horizon, warmup_s=s.warmup, drain=s.drain, drain_limit_s=s.drain_limit,
         checkpoint_interval_s=s.policy.checkpoint_interval,
@@ -318,10 +306,36 @@ def _run_step(s: Scenario, gen: Generation, on_progress: ProgressFn | None):
 
 def run_scenario(scenario: Scenario, on_progress: ProgressFn | None = None, *,
                  cpsat_workers_cap: int | None = None) -> RunResult:
-    """Run one scenario; no I/O besides reading the files it names.
+    r"""Run one scenario: a job stream through the cluster simulation or a step study on the
+    engine, with cost, energy, targets, references and its spine or scaling study; no I/O
+    besides reading the files it names.
 
-    on_progress(done, total): simulated seconds of the horizon for a job stream, 0..1 for a step
-    study. cpsat_workers_cap: at most this many CP-SAT workers (sweeps pass 1 per worker).
+    Parameters
+    ----------
+    scenario : Scenario
+        A validated scenario (`load_scenario`).
+    on_progress : callable, optional
+        on_progress(done, total): simulated seconds of the horizon for a job stream, 0..1 for
+        a step study.
+    cpsat_workers_cap : int, optional
+        At most this many CP-SAT workers (sweeps pass 1 per worker).
+
+    Returns
+    -------
+    RunResult
+        `metrics` (names and units from `podsim.metrics`), `tables`, `topology`, `cost`,
+        `targets`, `references`; `summary()` is what `podsim run --json` prints.
+
+    Examples
+    --------
+    >>> import pathlib, tempfile
+    >>> from podsim import load_scenario, run_scenario
+    >>> path = pathlib.Path(tempfile.mkdtemp()) / "step.yaml"
+    >>> _ = path.write_text("name: l2\ntopology: {generation: tpu-v4}\nworkload: {step: {model: llama2-70b, "
+    ...                     "slice: 4x4x4, parallelism: 'fsdp=16,tensor=4', model_overrides: {n_layers: 2, global_batch: 32}}}")
+    >>> r = run_scenario(load_scenario(path))
+    >>> r.kind, round(r.metrics["step_time_s"], 4), r.metrics["parallelism"]
+    ('step', 0.1454, 'fsdp=16,tensor=4')
     """
     t0 = time.perf_counter()
     gen = check_scenario(scenario)

@@ -233,7 +233,7 @@ class Workload(_Model):
 
 
 class Failures(_Model):
-    """Failure processes of hosts, OCS units and ICI cables (podsim.cluster.FailureSpec), or a trace."""
+    """Failure processes of hosts, OCS units and ICI cables (podsim.cluster.failures.FailureSpec), or a trace."""
 
     host: FailureSpec | None = None
     ocs: FailureSpec | None = None
@@ -276,7 +276,7 @@ class Solver(_Model):
     spare_ports: bool = default("spare_ports")
     degraded_slowdown: q.DEGRADED_SLOWDOWN.type = Field(default("degraded_slowdown"),
                                                         description="run time factor on a degraded slice (1: compute-bound)")
-    decision_time_limit: q.DECISION_TIME_LIMIT.type = Field(default("decision_time_limit_s"), description="CP-SAT limit per decision (deterministic units)")
+    decision_time_limit: q.DECISION_TIME_LIMIT.type = Field(default("decision_time_limit"), description="CP-SAT limit per decision (deterministic units)")
     batch_window: q.BATCH_WINDOW.type = default("batch_window")
     workers: q.WORKERS.type = Field(default("cpsat_workers"), description="CP-SAT workers (a sweep caps this at 1 per sweep worker)")
     fold: Literal["none", "allowed"] = Field(default("fold"), description="allowed: fold a request onto another box or split "

@@ -11,18 +11,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from podsim.economics import (
-    Period,
-    add_useful_cost,
-    assumption_rows,
-    assumptions,
-    spine_counts,
-    spine_timeline,
-)
+from podsim.economics import spine_counts, spine_timeline
+from podsim.economics.assumptions import assumption_rows, assumptions
+from podsim.economics.timeline import Period
+from podsim.economics.useful import add_useful_cost
 from podsim.errors import PodsimError
 from podsim.scenario.check import check_scenario
 from podsim.scenario.schema import FigureOverride, Scenario, SpineGeneration
-from podsim.topology import Generation, PodLayout, build_fabric
+from podsim.topology import Generation, PodLayout
+from podsim.topology.fabric import build_fabric
 from podsim.units import UNIT_SCALE
 
 KINDS = ("eps", "ocs")

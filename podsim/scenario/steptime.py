@@ -4,7 +4,8 @@
 from __future__ import annotations
 
 from podsim.scenario.result import TABLES
-from podsim.study import StepEstimate, StepStudy, StepTimeModel
+from podsim.study import StepStudy, StepTimeModel
+from podsim.study.steptime import StepEstimate
 from podsim.topology import format_shape
 
 

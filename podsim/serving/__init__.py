@@ -14,8 +14,9 @@ and the capacity search (`serving_capacity`)::
     r = simulate_serving(cfg)
     r.metrics["ttft_p99_s"], r.metrics["cost_per_million_tokens_usd"]
 
-Names are imported from their modules on first use, so reading the configuration models (a
-scenario file's schema) does not load the simulator and the engine.
+The face's four names are imported from their modules on first use, so reading the configuration
+models (a scenario file's schema) does not load the simulator and the engine; the step model's
+pieces (`InferenceShard`, `StepTimer`, `kv_budget`, ...) are imported from their modules.
 """
 
 from __future__ import annotations
@@ -23,15 +24,7 @@ from __future__ import annotations
 import importlib
 
 _WHERE = {
-    "AttentionLoad": "costs", "InferencePrecision": "costs", "InferenceShard": "costs", "Seq": "costs",
-    "KvBudget": "kvcache", "kv_budget": "kvcache",
-    "ServingResult": "result", "latencies": "result", "simulate_serving": "result",
-    "Arrivals": "spec", "BatchPolicy": "spec", "CapacitySearch": "spec", "Disaggregated": "spec", "Lengths": "spec",
-    "RequestStream": "spec", "ServedModel": "spec", "ServingConfig": "spec", "ServingSetup": "spec",
-    "ServingWorkload": "spec", "Slo": "spec",
-    "StepTimer": "steptime", "serving_step_trace": "trace", "serving_step_study": "trace",
-    "Requests": "workload", "draw_requests": "workload", "load_request_trace": "workload",
-    "CapacityAnswer": "capacity", "serving_capacity": "capacity",
+    "ServingConfig": "spec", "ServingResult": "result", "simulate_serving": "result", "serving_capacity": "capacity",
 }
 __all__ = sorted(_WHERE)
 

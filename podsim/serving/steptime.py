@@ -24,7 +24,8 @@ import numpy as np
 
 from podsim.engine import simulate_collective
 from podsim.errors import PodsimError
-from podsim.perf import chip_compute, compute_time_s, memory_time_s, padded_flops
+from podsim.perf import chip_compute, compute_time_s
+from podsim.perf.opmodel import memory_time_s, padded_flops
 from podsim.serving.costs import AttentionLoad, InferenceShard
 from podsim.serving.program import (
     StepOp,
@@ -34,7 +35,8 @@ from podsim.serving.program import (
     weight_matrix_bytes,
     without_prefetched,
 )
-from podsim.topology import Built, build_slice, get_generation, parse_shape
+from podsim.topology import build_slice, get_generation, parse_shape
+from podsim.topology.summary import Built
 from podsim.trace.costs import Cost
 from podsim.trace.mesh import DEFAULT_INTENSITY, ParallelPlan, map_mesh
 from podsim.trace.model import format_group

@@ -14,7 +14,8 @@ from collections.abc import Sequence
 
 from podsim.errors import PodsimError
 from podsim.study import StepStudy, run_study
-from podsim.topology import DcnSpec, get_generation, validate_shape
+from podsim.topology import DcnSpec, get_generation
+from podsim.topology.shapes import validate_shape
 from podsim.trace.model import SLICE_AXES, AxisGroup, SendRecv, StepTrace
 
 _SIZES = (2.0**20, 2.0**26)

@@ -18,14 +18,10 @@ if TYPE_CHECKING:  # the face's names, each imported on first use (podsim._lazy:
         CachedStepTime,
         EngineStepTime,
         RooflineStepTime,
-        StepEstimate,
         StepTimeModel,
     )
-    from podsim.study.study import StepStudy, run_study, study_plan, study_trace
+    from podsim.study.study import StepStudy, run_study
 
-__all__ = [
-    "CachedStepTime", "EngineStepTime", "RooflineStepTime", "StepEstimate", "StepStudy", "StepTimeModel",
-    "run_study", "study_plan", "study_trace",
-]
+__all__ = ["CachedStepTime", "EngineStepTime", "RooflineStepTime", "StepStudy", "StepTimeModel", "run_study"]
 
 lazy_face(__name__)

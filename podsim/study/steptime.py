@@ -9,7 +9,7 @@ exposed-communication parts), keyed by the `StepStudy`, has two implementations:
 - `EngineStepTime`: `run_study(study)`, the flow-level engine (collectives as flows on the
   slices' ICI, DCN and WAN links);
 - `RooflineStepTime`: no communication. By default (`study.compute_efficiency` None) the study's
-  trace with each compute op timed by the per-op model (`podsim.perf.op_time_s`, the engine's
+  trace with each compute op timed by the per-op model (`podsim.perf.opmodel.op_time_s`, the engine's
   default) and every collective free, so the step is the compute critical path of the op DAG -
   the engine's number less its exposed communication, for the study's own plan and options;
   with a flat `compute_efficiency` (e.g. 0.6, the v4 paper's average for LLM training,
@@ -34,7 +34,8 @@ from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from podsim.errors import PodsimError
-from podsim.perf import chip_compute, compute_timing, op_timer
+from podsim.perf import chip_compute
+from podsim.perf.opmodel import compute_timing, op_timer
 from podsim.study.study import StepStudy, run_study, study_plan, study_trace
 from podsim.topology import DcnSpec, Generation
 from podsim.topology.placed import built_asked, built_placed

@@ -19,9 +19,12 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from podsim.collectives.routes import check_routing
-from podsim.engine import Job, StepResult, build_job, simulate_step
+from podsim.engine import StepResult, build_job, simulate_step
+from podsim.engine.jobs import Job
 from podsim.errors import PodsimError
-from podsim.topology import Built, DcnSpec, Generation, get_generation, parse_shape, validate_shape
+from podsim.topology import DcnSpec, Generation, get_generation, parse_shape
+from podsim.topology.shapes import validate_shape
+from podsim.topology.summary import Built
 from podsim.topology.torus import torus_id
 from podsim.trace.configs import ModelConfig
 from podsim.trace.generate import GenerateOptions, generate_trace
@@ -196,7 +199,27 @@ def study_job(study: StepStudy, trace: StepTrace | None = None) -> Job:
 
 
 def run_study(study: StepStudy) -> StepResult:
-    """Simulate one step of the study on the flow-level engine; its trace is `result.trace`,
-    its fabric (pods, DCN) `result.fabric`."""
+    """Simulate one step of the study on the flow-level engine: the one way podsim simulates a step.
+
+    Parameters
+    ----------
+    study : StepStudy
+        The step: model or trace, slices, plan, options, compute model, DCN, routing.
+
+    Returns
+    -------
+    StepResult
+        Step time, compute, busy and exposed communication (per level ici / dcn / wan and per
+        DCN tier), per-kind totals, the op timeline and link loads; its trace is `result.trace`,
+        its fabric (pods, DCN) `result.fabric`. `podsim.engine.step_summary` flattens it.
+
+    Examples
+    --------
+    >>> from podsim import StepStudy, run_study
+    >>> r = run_study(StepStudy("tpu-v4", "4x4x4", model="llama2-70b", plan="fsdp=16,tensor=4",
+    ...                         model_overrides={"n_layers": 2, "global_batch": 32}))
+    >>> round(r.step_time_s, 4), r.trace.meta["parallelism"]
+    (0.1454, 'fsdp=16,tensor=4')
+    """
     return simulate_step(None, study_job(study), compute_efficiency=study.compute_efficiency,
                          fast_path=study.fast_path, routing=study.routing)

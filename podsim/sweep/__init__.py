@@ -13,28 +13,10 @@ from typing import TYPE_CHECKING
 from podsim._lazy import lazy_face
 
 if TYPE_CHECKING:  # the face's names, each imported on first use (podsim._lazy: start-up)
-    from podsim.sweep.executors import ExecutorHandle, SerialExecutor, open_executor
-    from podsim.sweep.run import (
-        PointFailure,
-        SweepOutcome,
-        answer_text,
-        probe_text,
-        run_point,
-        run_sweep,
-    )
-    from podsim.sweep.spec import (
-        Point,
-        Sweep,
-        SweepSpec,
-        apply_overrides,
-        load_sweep,
-        point_scenario,
-    )
+    from podsim.sweep.executors import open_executor
+    from podsim.sweep.run import answer_text, probe_text, run_sweep
+    from podsim.sweep.spec import load_sweep
 
-__all__ = [
-    "answer_text", "probe_text",
-    "ExecutorHandle", "Point", "PointFailure", "SerialExecutor", "Sweep", "SweepOutcome", "SweepSpec", "apply_overrides",
-    "load_sweep", "open_executor", "point_scenario", "run_point", "run_sweep",
-]
+__all__ = ["answer_text", "load_sweep", "open_executor", "probe_text", "run_sweep"]
 
 lazy_face(__name__)

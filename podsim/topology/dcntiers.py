@@ -54,7 +54,7 @@ class DcnTier(BaseModel):
     """One tier's switches: `radix` ports of `gbps` each, `oversubscription` down : up of them
     (the ToR and aggregation tiers); the spine tier also has `count` spine blocks."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     radix: int = Field(..., ge=2, le=1_000_000, description="ports of one switch (ToR), of one aggregation block, of one spine block")
     gbps: float = Field(..., gt=0, le=1e6, description="port speed, Gb/s")
@@ -77,7 +77,7 @@ class DcnTiers(BaseModel):
     """The tiers of a DCN: `tor` and `aggregation` always; `spine` on an EPS Clos (none on an OCS
     DCN, where circuits join the blocks)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     tor: DcnTier
     aggregation: DcnTier
@@ -166,8 +166,9 @@ _SPEC = re.compile(r"\s*(?P<tier>[a-z]+)\s*=\s*(?P<radix>\d+)\s*x\s*(?P<gbps>[0-
 _ALIASES = {"tor": "tor", "leaf": "tor", "aggregation": "aggregation", "agg": "aggregation", "block": "aggregation",
             "spine": "spine"}
 SPEC_EXAMPLE = "tor=40x200/33:7,aggregation=800x200,spine=800x200*20"
-TIERS_HELP = (f"a preset (fat-tree-k64, fat-tree-k40-4.7to1), a spec TIER=RADIXxGBPS[/OVERSUB][*COUNT] for tor, "
-              f"aggregation and spine (e.g. {SPEC_EXAMPLE}), or a YAML file of the three")
+# no square brackets: --help draws option help as rich markup, where "[/OVERSUB]" is a closing tag
+TIERS_HELP = (f"a preset (fat-tree-k64, fat-tree-k40-4.7to1), a spec TIER=RADIXxGBPS, optionally /OVERSUB and *COUNT, "
+              f"for tor, aggregation and spine (e.g. {SPEC_EXAMPLE}), or a YAML file of the three")
 
 
 @cache

@@ -210,8 +210,31 @@ def sources() -> dict[str, str]:
 
 
 def get_generation(gen_id: str | Generation) -> Generation:
-    """The generation with this id (a Generation passes through); a one-line error listing
-    the known ids otherwise."""
+    """The chip generation with this id: its published figures, each with its source.
+
+    Parameters
+    ----------
+    gen_id : str or Generation
+        A generation id (`podsim topology --list`: tpu-v2 ... tpu-v7, gpu-h100) or a generic
+        torus id; a Generation passes through unchanged.
+
+    Returns
+    -------
+    Generation
+        Pod shape, cube shape, ICI and DCN bandwidths, peak FLOP/s, HBM, price and power.
+
+    Raises
+    ------
+    PodsimError
+        An unknown id, in one line listing the known ones.
+
+    Examples
+    --------
+    >>> from podsim import get_generation
+    >>> v4 = get_generation("tpu-v4")
+    >>> v4.name, v4.pod_shape, v4.pod_chips
+    ('Cloud TPU v4', (16, 16, 16), 4096)
+    """
     if isinstance(gen_id, Generation):
         return gen_id
     gens = generations()

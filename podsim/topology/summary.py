@@ -34,8 +34,37 @@ class Built:
 
 def build_slice(gen_id: str | Generation, shape: str | tuple[int, ...] | None = None, twisted: bool = False,
                 ocs: bool = True, dcn: DcnSpec | None = None, pods: int = 1) -> Built:
-    """Validate `shape` (None: the whole pod), place it on the first cubes / at the origin of
-    pod 0, set its OCS circuits and return the wired fabric with the slice's view."""
+    """A slice wired on a fabric of its own: `shape` validated (None: the whole pod), placed on
+    the first cubes (or at the origin) of pod 0, its OCS circuits set.
+
+    Parameters
+    ----------
+    gen_id : str or Generation
+        The chip generation.
+    shape : str or tuple of int, optional
+        The slice shape, e.g. '4x4x8'; None: the whole pod.
+    twisted : bool
+        A twisted torus (k x k x 2k or k x 2k x 2k shapes of an OCS pod).
+    ocs : bool
+        OCS wiring; False: the cubes' fixed home arrangement.
+    dcn : DcnSpec, optional
+        The data-centre network the hosts attach to (default: an EPS leaf-spine Clos).
+    pods : int
+        Pods on the fabric.
+
+    Returns
+    -------
+    Built
+        `fabric` (compiled link arrays, networkx view), `slice` (its chips and circuits) and
+        `view` (the slice's axes over the fabric) - what the engine runs on.
+
+    Examples
+    --------
+    >>> from podsim import build_slice
+    >>> built = build_slice("tpu-v4", "4x4x8", twisted=True)
+    >>> built.slice.spec.chips, built.slice.spec.topology
+    (128, 'twisted torus')
+    """
     gen = get_generation(gen_id)
     spec = pod_spec(gen) if shape is None else validate_shape(gen, shape, twisted, ocs)
     layout = PodLayout(gen, pods=pods, ocs=ocs)

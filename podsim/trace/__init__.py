@@ -29,37 +29,12 @@ from typing import TYPE_CHECKING
 from podsim._lazy import lazy_face
 
 if TYPE_CHECKING:  # the face's names, each imported on first use (podsim._lazy: start-up)
-    from podsim.trace.astra import ASTRA_CLOCK_HZ, import_astra_text
-    from podsim.trace.chakra import import_chakra, read_chakra_json, read_et
-    from podsim.trace.configs import (
-        PRESETS,
-        ResNetConfig,
-        TransformerConfig,
-        get_model,
-        parse_overrides,
-    )
+    from podsim.trace.configs import PRESETS
     from podsim.trace.generate import GenerateOptions, generate_trace
-    from podsim.trace.load import check_fits, load_trace, summarize_trace
-    from podsim.trace.mesh import MeshMapping, ParallelPlan, map_mesh, parse_parallelism
-    from podsim.trace.model import (
-        COLLECTIVE_KINDS,
-        AxisGroup,
-        Collective,
-        Compute,
-        Op,
-        SendRecv,
-        StepTrace,
-        format_group,
-        parse_group,
-    )
-    from podsim.trace.native import dumps_trace, save_trace, trace_from_dict, trace_to_dict
+    from podsim.trace.load import load_trace
+    from podsim.trace.model import StepTrace
+    from podsim.trace.native import save_trace
 
-__all__ = [
-    "ASTRA_CLOCK_HZ", "COLLECTIVE_KINDS", "PRESETS", "AxisGroup", "Collective", "Compute", "GenerateOptions",
-    "MeshMapping", "Op", "ParallelPlan", "ResNetConfig", "SendRecv", "StepTrace", "TransformerConfig",
-    "check_fits", "dumps_trace", "format_group", "generate_trace", "get_model", "import_astra_text",
-    "import_chakra", "load_trace", "map_mesh", "parse_group", "parse_overrides", "parse_parallelism",
-    "read_chakra_json", "read_et", "save_trace", "summarize_trace", "trace_from_dict", "trace_to_dict",
-]
+__all__ = ["GenerateOptions", "PRESETS", "StepTrace", "generate_trace", "load_trace", "save_trace"]
 
 lazy_face(__name__)

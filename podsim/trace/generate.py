@@ -67,7 +67,8 @@ from podsim import quantities as q
 from podsim.bounds import check_budget
 from podsim.errors import PodsimError
 from podsim.perf.chips import INPUT_PIPELINES, host_input_rate
-from podsim.topology import get_generation, validate_shape
+from podsim.topology import get_generation
+from podsim.topology.shapes import validate_shape
 from podsim.trace.builder import ProgramBuilder
 from podsim.trace.configs import ModelConfig, ResNetConfig, TransformerConfig, get_model
 from podsim.trace.costs import Block, TransformerShard, adam_update
@@ -245,10 +246,41 @@ def generate_trace(
     overrides: Mapping[str, object] | None = None,
     options: GenerateOptions | None = None,
 ) -> StepTrace:
-    """The step trace of `model` (a preset name or config) on a `generation` slice::
+    """The step trace of `model` trained with a parallelism plan on a `generation` slice: one
+    training step as an SPMD op DAG (see the module docstring for what each axis adds).
 
-        t = generate_trace("gpt3-175b", "8x16x16", "data=8,fsdp=16,tensor=16")
-        t.meta["mesh"]   # {'tensor': 'y', 'fsdp': 'z', 'data': 'x'}
+    Parameters
+    ----------
+    model : str or ModelConfig
+        A preset name (`podsim trace models`) or a config.
+    slice_shape : str or sequence of int
+        The slice, e.g. '8x16x16'.
+    parallelism : str, mapping or ParallelPlan
+        e.g. 'data=8,fsdp=16,tensor=16' (data, fsdp, pipeline, tensor, expert; dcn across
+        slices); the sizes other than dcn multiply to the slice's chips.
+    generation : str
+        The chip generation.
+    twisted : bool
+        A twisted torus slice.
+    overrides : mapping, optional
+        Preset fields replaced, e.g. {'global_batch': 2048, 'n_layers': 8}.
+    options : GenerateOptions, optional
+        Recompute, precision, overlap switches, micro-batches, ...
+
+    Returns
+    -------
+    StepTrace
+        The ops with their dependencies; `meta` holds the plan, mesh mapping, chips, model and
+        hardware FLOPs and the HBM footprint per chip.
+
+    Examples
+    --------
+    >>> from podsim import generate_trace
+    >>> t = generate_trace("gpt3-175b", "8x16x16", "data=8,fsdp=16,tensor=16")
+    >>> t.meta["mesh"]
+    {'tensor': 'y', 'fsdp': 'z', 'data': 'x'}
+    >>> t.meta["chips"]
+    2048
     """
     cfg = get_model(model, dict(overrides or {})) if isinstance(model, str) else model
     opts = options or GenerateOptions()

@@ -68,14 +68,42 @@ def load_trace(
     clock_hz: float | None = None,
     keep_cpu_ops: bool | None = None,
 ) -> StepTrace:
-    """Load a trace from any supported file (several files only for Chakra's one per rank).
+    """Load a trace from any supported file: podsim JSON/YAML, ASTRA-sim text workloads, Chakra
+    `.et` / JSON (one file per rank; any schema vintage, told by its bytes).
 
-    `shape`: the slice the trace will run on; its axes bound the groups (default x, y, z), and
-    the trace is checked to fit it. `group`: the axes a Chakra collective spans when the file
-    does not say (default: every axis). `rank`: import one Chakra rank. `clock_hz`: the clock
-    of ASTRA-sim compute cycles and 2023 Chakra ticks (default 1 GHz). Each option is refused
-    for a format it does not apply to (it would be ignored): group, rank and keep_cpu_ops are
-    Chakra's, clock_hz ASTRA-sim text's and Chakra .et's.
+    Each option is refused for a format it does not apply to (it would be ignored): group,
+    rank and keep_cpu_ops are Chakra's, clock_hz ASTRA-sim text's and Chakra .et's.
+
+    Parameters
+    ----------
+    paths : path or sequence of paths
+        The file (several only for Chakra's one per rank).
+    shape : sequence of int, optional
+        The slice the trace will run on; its axes bound the groups (default x, y, z), and the
+        trace is checked to fit it.
+    group : str, optional
+        The axes a Chakra collective spans when the file does not say (default: every axis).
+    rank : int, optional
+        Import one Chakra rank.
+    clock_hz : float, optional
+        The clock of ASTRA-sim compute cycles and 2023 Chakra ticks (default 1 GHz).
+    keep_cpu_ops : bool, optional
+        Keep Chakra host (CPU) compute nodes.
+
+    Returns
+    -------
+    StepTrace
+        The validated trace.
+
+    Examples
+    --------
+    >>> import pathlib, tempfile
+    >>> from podsim import generate_trace, load_trace
+    >>> from podsim.trace import save_trace
+    >>> path = pathlib.Path(tempfile.mkdtemp()) / "step.json"
+    >>> _ = save_trace(generate_trace("resnet50", "2x2x2", "data=8", overrides={"global_batch": 64}), path)
+    >>> load_trace(path, shape=(2, 2, 2)).name
+    'resnet50 data=8 on tpu-v4 2x2x2'
     """
     items = [Path(paths)] if isinstance(paths, (str, Path)) else [Path(p) for p in paths]
     if not items:

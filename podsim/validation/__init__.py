@@ -7,27 +7,8 @@ from typing import TYPE_CHECKING
 from podsim._lazy import lazy_face
 
 if TYPE_CHECKING:  # the face's names, each imported on first use (podsim._lazy: start-up)
-    from podsim.validation.table import (
-        CONSTANTS,
-        ROWS,
-        SERIES,
-        SERIES_TOLERANCE,
-        UPPER_BOUND_BAND,
-        Row,
-        Series,
-        calibrate,
-        error,
-        fitting_study,
-        fractions,
-        predict,
-        row_study,
-        row_trace,
-        run_table,
-        series_table,
-        summarise,
-    )
+    from podsim.validation.table import ROWS, SERIES, run_table, series_table
 
-__all__ = ["CONSTANTS", "ROWS", "SERIES", "SERIES_TOLERANCE", "UPPER_BOUND_BAND", "Row", "Series", "calibrate", "error",
-           "fitting_study", "fractions", "predict", "row_study", "row_trace", "run_table", "series_table", "summarise"]
+__all__ = ["ROWS", "SERIES", "run_table", "series_table"]
 
 lazy_face(__name__)

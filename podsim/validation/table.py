@@ -37,7 +37,8 @@ from dataclasses import dataclass, field, replace
 
 from podsim.engine import step_summary
 from podsim.perf import chips as chip_constants
-from podsim.study import StepStudy, run_study, study_trace
+from podsim.study import StepStudy, run_study
+from podsim.study.study import study_trace
 from podsim.topology import get_generation, parse_shape
 from podsim.trace.configs import PRESETS, TransformerConfig
 from podsim.trace.generate import RECOMPUTE_POLICIES, GenerateOptions

@@ -11,20 +11,10 @@ from podsim._lazy import lazy_face
 
 if TYPE_CHECKING:  # the face's names, each imported on first use (podsim._lazy: start-up)
     from podsim.workload.jobs import Job
-    from podsim.workload.popularity import V4_SLICE_POPULARITY, SliceMix
-    from podsim.workload.replay import TraceColumns, TraceSpec, load_trace_csv, shape_for_count
+    from podsim.workload.replay import TraceSpec, load_trace_csv
     from podsim.workload.spec import parse_synthetic
-    from podsim.workload.synthetic import (
-        ArrivalSpec,
-        DurationSpec,
-        StepsSpec,
-        SyntheticSpec,
-        generate_jobs,
-    )
+    from podsim.workload.synthetic import SyntheticSpec, generate_jobs
 
-__all__ = [
-    "ArrivalSpec", "DurationSpec", "Job", "SliceMix", "StepsSpec", "SyntheticSpec", "TraceColumns", "TraceSpec",
-    "V4_SLICE_POPULARITY", "generate_jobs", "load_trace_csv", "parse_synthetic", "shape_for_count",
-]
+__all__ = ["Job", "SyntheticSpec", "TraceSpec", "generate_jobs", "load_trace_csv", "parse_synthetic"]
 
 lazy_face(__name__)

@@ -3,7 +3,7 @@
     .venv/bin/python scenarios/data/make_v4_table2_trace.py [ELASTICFLOW_CSV] [--jobs N] [--seed S]
 
 Shapes: drawn (numpy default_rng(seed)) from the slice popularity of [ISCA23] Table 2
-(`podsim.workload.V4_SLICE_POPULARITY`, hardware.md slc.4-slc.7; `_T` twisted, `_NT` the same
+(`podsim.workload.popularity.V4_SLICE_POPULARITY`, hardware.md slc.4-slc.7; `_T` twisted, `_NT` the same
 shape plain). Submission times and durations: the first N jobs, in submission order, of
 microsoft/elasticflow-traces cluster01.csv (MIT licence, LICENSE.elasticflow beside this file),
 as shipped in the team's shared data folder. `num_gpu` is the chip count of the drawn shape (so
@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from podsim.workload import V4_SLICE_POPULARITY
+from podsim.workload.popularity import V4_SLICE_POPULARITY
 
 _PARTS = ("shared", "data", "traces", "elasticflow", "cluster01.csv")
 DEFAULT = next((p.joinpath(*_PARTS) for p in Path(__file__).resolve().parents if p.joinpath(*_PARTS).exists()),
