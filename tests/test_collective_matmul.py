@@ -16,7 +16,8 @@ import pytest
 
 from podsim.engine import simulate_step
 from podsim.errors import PodsimError
-from podsim.perf import chip_compute, op_timer
+from podsim.perf import chip_compute
+from podsim.perf.opmodel import op_timer
 from podsim.topology import build_slice, get_generation
 from podsim.trace import generate_trace
 from podsim.trace.chakra_export import export_chakra
