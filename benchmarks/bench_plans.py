@@ -16,7 +16,8 @@ Targets (issue 23): every row at 16,384 chips <= 5 s engine, at 65,536 chips <= 
 2 GB; engine cost at most 4x per 4x chips from 4k to 65k (rows of one plan at dcn=16, and
 dcn=4 from 4k to 16k); a 1 MiB all-reduce over 4 x 4,096 chips (`x,y,z,dcn`) <= 1 s engine;
 the case of issue 23 (GPT-3 175B on 4 pods, its gradient all-reduce over `z,dcn`) <= 5 s.
-The verdict reads engine wall time (`--by cpu`: CPU time, for a loaded machine).
+Both are judged and printed; the exit code follows engine wall time (`--by cpu`: CPU time,
+the fair measure on a shared machine, where a niced run's wall time is mostly waiting).
 Run: .venv/bin/python benchmarks/bench_plans.py [--layers N] [--only dense|moe] [--plans data,fsdp] [--by wall|cpu]
 """
 
@@ -130,11 +131,12 @@ def main() -> int:
                run_row(*(int(x) if x.isdigit() else x for x in args.row.split(":")), args.layers))
         print(json.dumps(out))
         return 0
-    key = "engine_s" if args.by == "wall" else "cpu_s"
     print(f"load average at start: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores (wall counts waiting for a core)")
     print(f"{'preset':6} {'plan':7} {'dcn':>3} {'pods':>4} {'chips':>7} {'engine s':>9} {'cpu s':>7} {'process s':>9} "
           f"{'flows sim.':>11} {'flows':>13} {'peak MB':>8} {'step s':>8}  plan")
-    rows, missed = {}, []
+    rows, errors = {}, []
+    missed = {"wall": [], "cpu": []}
+    keys = {"wall": "engine_s", "cpu": "cpu_s"}
     extra = ["--layers", str(args.layers)] if args.layers else []
     for preset in ([args.only] if args.only else PRESETS):
         for plan in args.plans.split(","):
@@ -147,48 +149,57 @@ def main() -> int:
                 r, wall = child(["--row", f"{preset}:{plan}:{dcn}:{pods}", *extra])
                 if "error" in r:
                     print(f"{label}  error: {r['error']}")
-                    missed.append(f"{preset} {plan} dcn={dcn} pods={pods}: {r['error']}")
+                    errors.append(f"{preset} {plan} dcn={dcn} pods={pods}: {r['error']}")
                     continue
                 rows[(preset, plan, dcn, pods)] = r
                 print(f"{label} {r['engine_s']:>9.2f} {r['cpu_s']:>7.2f} {wall:>9.2f} {r['flows_simulated']:>11,} "
                       f"{r['flows']:>13,} {r['rss_mb']:>8.0f} {r['step_s']:>8.3f}  {r['plan_text']}", flush=True)
-                t = r[key]
-                if chips == 16384 and t > 5.0:
-                    missed.append(f"{preset} {plan} dcn={dcn} at 16,384 chips: {args.by} {t:.2f} s > 5 s")
-                if chips == 65536 and (t > 30.0 or r["rss_mb"] > 2048):
-                    missed.append(f"{preset} {plan} dcn={dcn} at 65,536 chips: {args.by} {t:.2f} s, {r['rss_mb']:.0f} MB "
-                                  "(targets 30 s, 2 GB)")
-    print(f"\ngrowth of engine {args.by} time per 4x chips (target <= 4x)")
+                for by, key in keys.items():
+                    t = r[key]
+                    if chips == 16384 and t > 5.0:
+                        missed[by].append(f"{preset} {plan} dcn={dcn} at 16,384 chips: {t:.2f} s > 5 s")
+                    if chips == 65536 and (t > 30.0 or r["rss_mb"] > 2048):
+                        missed[by].append(f"{preset} {plan} dcn={dcn} at 65,536 chips: {t:.2f} s, {r['rss_mb']:.0f} MB "
+                                          "(targets 30 s, 2 GB)")
+    print("\ngrowth of engine time per 4x chips (target <= 4x), wall and CPU")
     for (preset, plan, dcn, pods), r in sorted(rows.items()):
         nxt = rows.get((preset, plan, dcn, pods * 4))
         if nxt is None:
             continue
-        g = nxt[key] / max(r[key], 1e-9)
-        print(f"  {preset:6} {plan:7} dcn={dcn:<3} {pods * POD_CHIPS:>6,} -> {pods * 4 * POD_CHIPS:>6,} chips: "
-              f"{r[key]:.2f} -> {nxt[key]:.2f} s = {g:.2f}x")
-        if g > 4.0:
-            missed.append(f"{preset} {plan} dcn={dcn}: {g:.2f}x from {pods * POD_CHIPS:,} to {pods * 4 * POD_CHIPS:,} chips")
+        line = f"  {preset:6} {plan:7} dcn={dcn:<3} {pods * POD_CHIPS:>6,} -> {pods * 4 * POD_CHIPS:>6,} chips:"
+        for by, key in keys.items():
+            g = nxt[key] / max(r[key], 1e-9)
+            line += f"  {by} {r[key]:.2f} -> {nxt[key]:.2f} s = {g:.2f}x"
+            if g > 4.0:
+                missed[by].append(f"{preset} {plan} dcn={dcn}: {g:.2f}x from {pods * POD_CHIPS:,} to {pods * 4 * POD_CHIPS:,} chips")
+        print(line)
     r, wall = child(["--row", "all_reduce"])
     if "error" in r:
-        missed.append(f"1 MiB all-reduce: {r['error']}")
+        errors.append(f"1 MiB all-reduce: {r['error']}")
     else:
         print(f"\n1 MiB all-reduce over 4 x 4,096 chips (x,y,z,dcn): engine {r['engine_s']:.3f} s (cpu {r['cpu_s']:.3f} s), "
               f"process {wall:.2f} s, {r['flows_simulated']:,} of {r['flows']:,} flows simulated, {r['rss_mb']:.0f} MB; "
               f"{r['why']}")
-        if r[key] > 1.0:
-            missed.append(f"1 MiB all-reduce over 16,384 chips: {args.by} {r[key]:.2f} s > 1 s")
+        for by, key in keys.items():
+            if r[key] > 1.0:
+                missed[by].append(f"1 MiB all-reduce over 16,384 chips: {r[key]:.2f} s > 1 s")
     r, wall = child(["--row", "mixed", *extra])
     if "error" in r:
-        missed.append(f"mixed-group step: {r['error']}")
+        errors.append(f"mixed-group step: {r['error']}")
     else:
         print(f"GPT-3 175B, 4 pods, gradient all-reduce over z,dcn (groups {', '.join(r['groups'])}): engine "
               f"{r['engine_s']:.2f} s (cpu {r['cpu_s']:.2f} s), process {wall:.2f} s, {r['flows_simulated']:,} of "
               f"{r['flows']:,} flows simulated, {r['rss_mb']:.0f} MB, step {r['step_s']:.3f} s")
-        if r[key] > 5.0:
-            missed.append(f"mixed-group step at 16,384 chips: {args.by} {r[key]:.2f} s > 5 s")
+        for by, key in keys.items():
+            if r[key] > 5.0:
+                missed[by].append(f"mixed-group step at 16,384 chips: {r[key]:.2f} s > 5 s")
     print(f"load average at end: {os.getloadavg()[0]:.1f}")
-    print("targets: " + ("met" if not missed else "MISSED: " + "; ".join(missed)))
-    return 1 if missed else 0
+    if errors:
+        print("errors: " + "; ".join(errors))
+    for by in sorted(keys, key=lambda b: b != args.by):  # the verdict's measure first
+        verdict = "met" if not missed[by] else "MISSED: " + "; ".join(missed[by])
+        print(f"targets by engine {by} time{' (the verdict)' if by == args.by else ''}: {verdict}")
+    return 1 if errors or missed[args.by] else 0
 
 
 if __name__ == "__main__":

@@ -37,6 +37,8 @@ ROWS = (
     ("mixtral-8x7b bf16, v5e 2x4 (expert 8)", "tpu-v5e", "2x4", {"model": "mixtral-8x7b", "expert": 8, "tensor": 1}, {}),
     ("llama3-8b dims bf16, v5e 2x2, chunked", "tpu-v5e", "2x2", {"dims": LLAMA3_8B}, {}),
     ("llama3-8b dims bf16, v5e 2x2, static 8", "tpu-v5e", "2x2", {"dims": LLAMA3_8B}, {"kind": "static", "max_batch": 8, "max_wait": 0.5, "kv": "reserve"}),
+    ("llama3-8b dims bf16, v5e 2x2, saxml 8", "tpu-v5e", "2x2", {"dims": LLAMA3_8B},
+     {"kind": "static", "batcher": "saxml", "max_batch": 8, "batch_sizes": [8], "max_wait": 0.5, "max_live_batches": 6, "kv": "reserve"}),
     ("llama3.2-1b dims bf16, v5e 1x1, chunked", "tpu-v5e", "1x1", {"dims": LLAMA32_1B}, {}),
 )
 

@@ -24,7 +24,7 @@ COMMANDS = (  # (arguments, target s)
     (("topology", "tpu-v4", "--json"), 0.4),
     (("steptime", "--generation", "tpu-v4", "--slice", "4x4x4", "--collective", "all_reduce", "--bytes", "1MiB"), 0.4),
 )
-HEAVY = ("ortools", "simpy", "duckdb", "plotly", "streamlit", "pyarrow", "dask", "pandas", "networkx", "scipy")
+HEAVY = ("ortools", "simpy", "duckdb", "plotly", "streamlit", "pyarrow", "dask", "pandas", "networkx", "scipy", "numpy.ma")
 ROOT = Path(__file__).resolve().parents[1]
 
 

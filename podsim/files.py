@@ -515,20 +515,36 @@ def staged(out: str | Path, what: str = "output folder") -> Iterator[Staging]:
     """Stage an output of several files: write them through `Staging.path` / `Staging.write`;
     when the block ends without an error they replace the folder's `replaces` files and move
     in; on an error or an interrupt (Ctrl-C, SIGTERM) the staging folder is removed and the
-    output folder keeps what it had."""
+    output folder keeps what it had (folders this call made for it are removed again)."""
+    out = Path(out)
+    made = [p for p in (out, *out.parents) if not p.exists()]
     out = output_folder(out, what)
     try:
         folder = Path(tempfile.mkdtemp(prefix=".staging-", dir=out))
     except OSError as exc:
+        _remove_empty(made)
         raise PodsimError(f"cannot write into {what} {str(out)!r}: {exc.strerror or exc}") from None
     stage = Staging(out, folder)
+    done = False
     try:
         yield stage
         stage.moved = stage._commit()
+        done = True
     except OSError as exc:
         raise PodsimError(f"cannot write into {what} {str(out)!r}: {exc.strerror or exc}") from None
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+        if not done:
+            _remove_empty(made)
+
+
+def _remove_empty(folders: list[Path]) -> None:
+    """Remove the folders (deepest first) that are still empty: those a failed write made."""
+    for d in folders:
+        try:
+            d.rmdir()
+        except OSError:
+            return
 
 
 def replace_folder(new: Path, out: Path) -> None:

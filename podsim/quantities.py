@@ -166,7 +166,7 @@ BLOCK_CUBES = count("cubes per DCN aggregation block", 1, MAX_FLEET_CHIPS // 64,
 WORKERS = count("a worker count", 1, 256, "threads or processes on one machine")
 BATCH_WINDOW = count("queued jobs offered to CP-SAT per decision", 1, 10_000, "the requests budget of one decision")
 SCHEDULE_DEPTH = count("queued jobs a scheduling pass looks at", 1, 1_000_000, "at most the job bound")
-REPLICATES = count("replicates of a job stream", 1, 1000, "each is a whole simulation")
+REPLICATES = count("a replicate count", 1, 1000, "each replicate is a whole simulation")
 SAMPLES = count("time-series samples", 2, 20_000, "points drawn over the horizon")
 TRACE_JOBS = count("a job limit", 1, MAX_JOBS, "the simulation's job bound")
 RANK = count("a rank", 0, MAX_FLEET_CHIPS - 1, "one per chip of the largest fleet")
@@ -222,6 +222,8 @@ SOLVER_TIME_LIMIT = Quantity("a CP-SAT time limit", 0, DAY_S, low_open=True,
                              why="deterministic units, not seconds: a day's work per solve")
 DECISION_TIME_LIMIT = Quantity("a CP-SAT limit per decision", 0, 3600.0, low_open=True,
                                why="deterministic units, not seconds: an hour's work per scheduling decision")
+SLO_TTFT = seconds("a time-to-first-token target", 0, DAY_S, "a day: offline batches wait hours, no one waits longer", low_open=True)
+SLO_TPOT = seconds("a time-per-output-token target", 0, 3600.0, "an hour per token: a decode step takes milliseconds", low_open=True)
 
 # Model and step options (trace generate, scenario step/scaling)
 MICROBATCHES = count("micro-batches per step", 1, 65536, "one op set each")

@@ -51,6 +51,18 @@ def _scenario(**changes) -> str:
 
 
 AR = {"id": "a", "kind": "all_reduce", "bytes": 1e6, "group": "x"}
+SERVE = ("serve", "-g", "tpu-v5e", "--slice", "2x4", "--model", "llama2-70b", "--override", "n_layers=2", "--weights", "int8",
+         "--duration", "20s")
+SERVING = {"name": "sv", "topology": {"generation": "tpu-v5e", "wiring": "static"},
+           "workload": {"serving": {"slice": "2x4", "model": {"model": "llama2-70b", "overrides": {"n_layers": 2},
+                                                              "precision": {"weights": "int8"}},
+                                    "requests": {"arrivals": {"kind": "poisson", "rate": "3/s"}}, "duration": "20s"}}}
+
+
+def _serving(**changes) -> str:
+    out = json.loads(json.dumps(SERVING))
+    out["workload"]["serving"].update(changes)
+    return json.dumps(out)
 
 
 @pytest.fixture(scope="module")
@@ -105,6 +117,11 @@ def d(tmp_path_factory) -> Path:
                                        failures={"link": {"mtbf": "2min"}}, horizon="100d"),
         "s_dup.yaml": "name: a\nname: b\n" + "\n".join(f"{k}: {json.dumps(v)}" for k, v in SMALL.items() if k != "name") + "\n",
         "a_file": "x\n",
+        "sv_ok.yaml": _serving(),
+        "sv_max_batch.yaml": _serving(batch={"kind": "continuous", "max_batch": 4}),
+        "sv_cv.yaml": _serving(requests={"arrivals": {"kind": "poisson", "rate": "3/s", "cv": 4}}),
+        "sv_tpot.yaml": _serving(slo={"tpot": "1e300s"}),
+        "sys_dims.json": json.dumps({"all-reduce-implementation": ["ring"] * 7}),
     }
     for name, data in files.items():
         (root / name).write_bytes(data if isinstance(data, bytes) else data.encode())
@@ -209,6 +226,39 @@ CASES = [
     ("scaling-set-global-batch", (*SCALE, "--set", "global_batch=5"), "--set global_batch: leave it out"),
     ("scaling-slices-past-range", (*SCALE[:-2], "--slices", "1,100000"), "--slices 100,000 is out of range"),
     ("scaling-oversubscription-on-ocs", (*SCALE, "--dcn", "ocs", "--oversubscription", "2"), "--oversubscription applies to an EPS spine"),
+    # -- the newer verbs and options: serve, ASTRA-sim system files, --dcn-tiers, generator options
+    ("serve-buckets-1e308", (*SERVE, "--rate", "3/s", "--batch", "static", "--buckets", "1e308"), "'1e308' is not a whole number"),
+    ("serve-buckets-stray-comma", (*SERVE, "--rate", "3/s", "--batch", "static", "--buckets", "512,,1024"), "has an empty entry (a stray comma?)"),
+    ("serve-replicates-hang", (*SERVE, "--rate", "3/s", "--replicates", "99999999"), "--replicates 99,999,999 is out of range: a replicate count is [1, 1,000]"),
+    ("serve-slo-tpot-1e300s", (*SERVE, "--rate", "3/s", "--slo-tpot", "1e300s"), "a time-per-output-token target is (0 s, 1 h]"),
+    ("serve-slo-ttft-2d", (*SERVE, "--rate", "3/s", "--slo-ttft", "2d"), "a time-to-first-token target is (0 s, 1 d]"),
+    ("serve-time-scale-1e-300", (*SERVE, "--arrivals", "trace", "--trace", "azure-conv", "--time-scale", "1e-300"), "an arrival-time scale is [1e-06, 1,000,000]"),
+    ("serve-max-batch-on-continuous", (*SERVE, "--rate", "3/s", "--max-batch", "4"), "--max-batch does not apply with --batch continuous"),
+    ("serve-token-budget-on-static", (*SERVE, "--rate", "3/s", "--batch", "static", "--token-budget", "512"), "--token-budget does not apply with --batch static"),
+    ("serve-transfer-without-pools", (*SERVE, "--rate", "3/s", "--transfer", "ici"), "--transfer does not apply without --disaggregated"),
+    ("serve-judge-without-capacity", (*SERVE, "--rate", "3/s", "--judge", "interval"), "--judge does not apply without --capacity-rate"),
+    ("serve-capacity-slices-stray-comma", (*SERVE, "--rate", "3/s", "--capacity-rate", "3/s", "--capacity-slices", "2x4,,"), "has an empty entry"),
+    ("serve-cv-on-poisson", (*SERVE, "--rate", "3/s", "--cv", "3"), "--cv does not apply with --arrivals poisson"),
+    ("serve-router-one-replica", (*SERVE, "--rate", "3/s", "--router", "round_robin"), "--router does not apply with one replica"),
+    ("serve-fifo-request-trace", (*SERVE, "--arrivals", "trace", "--trace", "{d}/fifo.csv"), "is a named pipe (FIFO)"),
+    ("validate-serving-max-batch-on-continuous", ("validate", "{d}/sv_max_batch.yaml"), "max_batch does not apply with batch kind continuous"),
+    ("validate-serving-cv-on-poisson", ("validate", "{d}/sv_cv.yaml"), "cv does not apply with poisson arrivals"),
+    ("validate-serving-tpot-1e300s", ("validate", "{d}/sv_tpot.yaml"), "a time-per-output-token target is"),
+    ("astra-system-more-dimensions", ("steptime", "--trace", ASTRA_WL, "--network", RING8, "--system", "{d}/sys_dims.json"), "names 7 dimension(s); the network has 1"),
+    ("astra-system-fifo", ("steptime", "--trace", ASTRA_WL, "--network", RING8, "--system", "{d}/fifo.json"), "is a named pipe (FIFO)"),
+    ("astra-system-without-network", ("steptime", "--trace", ASTRA_WL, *STEP, "--system", "{d}/sys_dims.json"), "goes with --network"),
+    ("export-astra-unknown-algorithm", ("trace", "export", "{d}/ok.json", "-o", "{d}/exa", "--slice", "2x2x2", "-g", "tpu-v4", "--format", "astra-sim", "--algorithm", "hierarchical"), "has no ASTRA-sim implementation"),
+    ("export-astra-interior-axis-of-one", ("trace", "export", "{d}/ok.json", "-o", "{d}/exi", "--slice", "2x1x2", "-g", "tpu-v4", "--format", "astra-sim"), "an axis of one chip between others"),
+    ("export-algorithm-on-chakra", ("trace", "export", "{d}/ok.json", "-o", "{d}/exc", "--slice", "2x2x2", "--algorithm", "direct"), "--algorithm does not apply with --format chakra"),
+    ("dcn-tiers-without-pods", ("topology", "tpu-v4", "--dcn-tiers", "fat-tree-k64"), "--dcn-tiers does not apply without --pods"),
+    ("dcn-tiers-radix-past-range", (*TOPO2, "--dcn-tiers", f"tor={10**20}x200,aggregation=800x200,spine=800x200*20"), "tor.radix"),
+    ("dcn-tiers-tier-twice", (*TOPO2, "--dcn-tiers", "tor=40x200,tor=40x200,aggregation=800x200,spine=800x200*2"), "tier tor is given twice"),
+    ("dcn-tiers-fifo", (*TOPO2, "--dcn-tiers", "{d}/fifo.yaml"), "is a named pipe (FIFO)"),
+    ("steptime-dcn-tiers-on-collective", ("steptime", *STEP, "--collective", "all_reduce", "--bytes", "1MiB", "--dcn-tiers", "fat-tree-k64"), "--dcn-tiers applies to a step"),
+    ("steptime-option-past-range", ("steptime", "--model", "llama2-70b", "-p", "fsdp=8", *STEP, "--option", "capacity_factor=1e308"), "an MoE capacity factor is [1, 64]"),
+    ("generate-mesh-order-stray-comma", (*GEN, "--mesh-order", "tensor,,fsdp", "-o", "{d}/g.json"), "--mesh-order 'tensor,,fsdp' has an empty entry"),
+    ("generate-replicas-per-chip-3", ("trace", "generate", "resnet50", "--slice", "2x2x2", "-p", "data=8", "--replicas-per-chip", "3", "-o", "{d}/g.json"), "replicas per chip is [1, 2]"),
+    ("scaling-slices-stray-comma", (*SCALE[:-2], "--slices", "1,,2"), "--slices '1,,2' has an empty entry"),
     # -- usage errors: one line with the closest suggestion
     ("unknown-command", ("topolgy", "tpu-v4"), "No such command 'topolgy'. Did you mean 'topology'?"),
     ("unknown-subcommand", ("trace", "genrate", "x"), "Did you mean 'generate'?"),
@@ -397,3 +447,29 @@ def test_a_signal_stops_a_process_sweep_and_its_workers(sig, code, tmp_path):
     while _alive(workers) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert not _alive(workers), f"workers left running: {_alive(workers)}"
+
+
+def test_an_astra_export_of_a_flat_slice_reads_back(d, tmp_path, capsys):
+    """`--format astra-sim --slice 2x2x1` wrote npus_count [2, 2, 1], which the network reader
+    refuses (a dimension of one NPU): the trailing axis of one chip is no dimension now, and the
+    case runs in podsim as written."""
+    out = tmp_path / "ex"
+    code, _, err = run_podsim(capsys, "trace", "export", str(d / "ok.json"), "-o", str(out), "--slice", "2x2x1", "-g", "tpu-v4",
+                              "--format", "astra-sim")
+    assert code == 0, err
+    assert "npus_count: [ 2, 2 ]" in (out / "network.yml").read_text()
+    assert json.loads((out / "system.json").read_text())["all-reduce-implementation"] == ["ring", "ring"]
+    code, out_json, err = run_podsim(capsys, "steptime", "--trace", str(out / "workload" / "ok.*.et"), "--network",
+                                     str(out / "network.yml"), "--system", str(out / "system.json"), "--json")
+    assert code == 0, err
+    assert json.loads(out_json)["metrics"]["step_time_s"] > 0
+
+
+def test_a_refused_export_leaves_no_folder(d, tmp_path, capsys):
+    """An export refused on its options removes the folders it made (it made them first)."""
+    for extra in (("--format", "astra-sim", "-g", "tpu-v4", "--algorithm", "hierarchical"), ("--algorithm", "direct"),
+                  ("--format", "astra-sim", "-g", "gpu-h100")):
+        code, _, err = run_podsim(capsys, "trace", "export", str(d / "ok.json"), "-o", str(tmp_path / "new" / "ex"),
+                                  "--slice", "2x2x2", *extra)
+        assert code == 2, err
+        assert not (tmp_path / "new").exists(), extra

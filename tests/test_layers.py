@@ -14,7 +14,7 @@ PODSIM = Path(__file__).resolve().parents[1] / "podsim"
 # Lowest first. Modules of the top-level package (errors, units, files, ...) are the base; a
 # package may import only from layers below its own.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("errors", "_lazy"),
+    ("errors", "_lazy", "_arrays"),
     ("units",),
     ("quantities",),
     ("bounds",),

@@ -87,16 +87,16 @@ def _mixed_step(algorithm: str, slices: int) -> StepTrace:
     return StepTrace(ops, name="mixed", meta={"slices": slices})
 
 
-def _assert_same(job, rtol: float = 1e-12):
-    """Folded == unfolded: step time and link bytes up to float rounding (in practice bit for
-    bit), link peaks up to float rounding (sums of rates in another order)."""
+def _assert_same(job):
+    """Folded == unfolded: step time and every link's bytes bit for bit, link peaks up to float
+    rounding (sums of rates in another order: 7e-16 apart under hashed ECMP)."""
     with validating() as checked:
         fast, full = (simulate_step(None, job, fast_path=fp) for fp in (True, False))
     assert checked.count == 2
     assert fast.fast_path and not full.fast_path and fast.flows == full.flows
     assert fast.flows_simulated < full.flows_simulated
-    assert fast.step_time_s == pytest.approx(full.step_time_s, rel=1e-14)
-    np.testing.assert_allclose(fast.link_bytes, full.link_bytes, rtol=rtol, atol=0)
+    assert fast.step_time_s == full.step_time_s
+    np.testing.assert_array_equal(fast.link_bytes, full.link_bytes)
     np.testing.assert_allclose(fast.link_peak_utilisation, full.link_peak_utilisation, rtol=1e-12, atol=1e-15)
     for level in ("ici", "dcn"):
         assert fast.levels[level]["busy_s"] == pytest.approx(full.levels[level]["busy_s"], rel=1e-12)

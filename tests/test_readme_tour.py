@@ -73,7 +73,7 @@ def test_every_readme_command_runs(tmp_path):
     for name in ("examples", "scenarios"):
         (tmp_path / name).symlink_to(ROOT / name)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    ran, t0 = [], time.perf_counter()
+    ran, outputs, t0 = [], {}, time.perf_counter()
     for cmd in readme_commands((ROOT / "README.md").read_text()):
         run = as_run(cmd)
         if run is None:
@@ -85,6 +85,7 @@ def test_every_readme_command_runs(tmp_path):
         # the tour's plans fit in the chip's HBM (the summaries say so; no warning)
         assert "DOES NOT FIT" not in p.stdout and "this plan needs" not in p.stderr, f"{cmd}\n{p.stdout[-2000:]}"
         ran.append((cmd, time.perf_counter() - t))
+        outputs[cmd] = p.stdout
     assert len(ran) >= 15
     tour = tmp_path / "out" / "tour"
     # the step written as an ASTRA-sim case reads back to the same ops
@@ -92,6 +93,10 @@ def test_every_readme_command_runs(tmp_path):
     for f in ("network.yml", "system.json"):
         assert (tour / "astra" / f).is_file()
     assert (tour / "run" / "report.html").is_file() and (tour / "sweep" / "report.html").is_file()
+    # what the README says of the scenario: three replicates, every figure a mean with its 95% interval
+    (run_out,) = [out for cmd, out in outputs.items() if " run examples/cluster.yaml" in cmd]
+    assert "3 replicates: mean [95% interval]" in run_out and "(95% CI, n=3)" in run_out
+    assert "95% CI, n=3" in (tour / "run" / "report.html").read_text()
     assert (tour / "gpt3_timeline.json").is_file() and (tmp_path / "out" / "demo" / "report.html").is_file()
     print(f"\nREADME tour: {len(ran)} commands in {time.perf_counter() - t0:.1f} s")
     for cmd, s in sorted(ran, key=lambda r: -r[1])[:5]:

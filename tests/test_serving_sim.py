@@ -229,6 +229,10 @@ def test_saxml_batcher_pipelines_two_batches_and_starts_the_wait_at_the_take():
     # request closes its batch at once (nothing more will arrive)
     end = np.array([a + T, a + T, a + 2 * T, a + 2 * T, a + 2 * T + 10.0, 100.0 + T])
     assert np.allclose(e2e, end - req.arrival_s, rtol=1e-12)
+    # one batch live (Saxml since 2024 with MAX_LIVE_BATCHES <= 2): batch 3 is started only when batch 2 returns
+    one = simulate_serving(_saxml(batcher_depth=1), requests=req).tables["serving_requests"]["e2e_s"]
+    assert np.allclose(one[4] + req.arrival_s[4], a + 3 * T + 10.0, rtol=1e-12)
+    assert np.allclose(one[:4], e2e[:4], rtol=1e-12)
     # the idle batcher (wait from the first request's arrival, one batch at a time) differs
     idle = simulate_serving(_saxml(batcher="idle"), requests=req).tables["serving_requests"]["e2e_s"]
     assert not np.allclose(idle, e2e)
@@ -250,6 +254,10 @@ def test_saxml_turns_away_requests_beyond_its_live_limit_and_the_client_retries(
     again = ServingSim(cfg)
     again.run()
     assert np.array_equal(again.log.end_s, sim.log.end_s)
+    # attempts that must fail (before a running batch returns) are counted without events: the same run
+    polled = ServingSim(cfg, retry_skip=False)
+    polled.run()
+    assert np.array_equal(polled.log.end_s, sim.log.end_s) and polled.retries_total == sim.retries_total
 
 
 def test_clients_bound_the_requests_outstanding():
@@ -276,3 +284,27 @@ def test_saxml_refuses_a_batch_whose_cache_does_not_fit():
         config(batch={"batcher": "saxml"})
     with pytest.raises(ValueError, match="the largest must hold max_batch"):
         config(batch={"kind": "static", "max_batch": 8, "batch_sizes": [4]})
+
+
+def test_sax_client_backoff_follows_cenkalti_backoff():
+    """Attempt k of a request turned away at 0 falls within the backoff's +-50% of 10 ms x 1.5^j
+    (capped at 60 s) summed; one slot at a time and all slots together draw the same times; the
+    jitter is the seed's."""
+    from podsim.serving.saxclient import SaxRetries
+
+    one, many, other = SaxRetries(5), SaxRetries(5), SaxRetries(6)
+    for q in (one, many, other):
+        for rid in range(40):
+            q.add(rid, 0.0)
+    for i in range(40):
+        one.fail_one(i, until=600.0)
+    many.fail_before(600.0)
+    other.fail_before(600.0)
+    assert np.array_equal(one.t[:40], many.t[:40]) and np.array_equal(one.k[:40], many.k[:40])
+    assert not np.array_equal(one.t[:40], other.t[:40])
+    intervals = np.minimum(0.010 * 1.5 ** np.arange(200), 60.0)
+    for i in range(40):
+        k = int(one.k[i])  # attempts drawn: the last is the first at or after 600 s
+        assert 0.5 * intervals[:k].sum() <= one.t[i] <= 1.5 * intervals[:k].sum()
+        assert one.t[i] >= 600.0 and one.t[i] - 1.5 * intervals[k - 1] < 600.0
+    assert one.failed == int(one.k[:40].sum()) - 40  # every attempt but each first drawn one failed

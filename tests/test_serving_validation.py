@@ -48,6 +48,7 @@ def test_the_rows_model_gptj_as_submitted():
     assert (c.generation, c.slice, c.model.precision.weights, c.batch.max_batch, c.requests.beams) == ("tpu-v5e", "2x2", "int8", 32, 4)
     assert c.batch.buckets == (512, 1024, 1919) and c.model.parallel_block
     assert (c.batch.batcher, c.batch.batch_sizes, c.batch.max_wait, c.batch.max_live_batches) == ("saxml", (32,), 0.2, 2)
+    assert c.batch.batcher_depth == 2 and c.requests.clients == 200 and c.requests.requests == 24_576
     server = row_config(ROWS[3])
     assert server.requests.arrivals.rate_per_s == pytest.approx(7.25) and server.batch.max_wait == 4.0
     assert (server.batch.max_batch, server.batch.batch_sizes, server.batch.max_live_batches) == (36, (36,), 10)

@@ -37,6 +37,29 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
+def comma_list(text: str | None, flag: str, example: str) -> list[str]:
+    """The comma-separated entries of a flag's value ('' or None: none); an empty entry (a stray
+    comma) is refused, not dropped."""
+    if not text or not text.strip():
+        return []
+    items = [x.strip() for x in text.split(",")]
+    if not all(items):
+        raise PodsimError(f"{flag} {text!r} has an empty entry (a stray comma?); give e.g. {example}")
+    return items
+
+
+def comma_counts(text: str | None, flag: str, example: str, quantity=None) -> list[int]:
+    """comma_list of whole numbers, each in `quantity`'s range when given."""
+    out = []
+    for item in comma_list(text, flag, example):
+        try:
+            n = int(item)
+        except ValueError:
+            raise PodsimError(f"{flag} {text!r}: {item!r} is not a whole number; give e.g. {example}") from None
+        out.append(quantity.check(n, flag) if quantity is not None else n)
+    return out
+
+
 def _default(o: Any):
     if isinstance(o, np.integer):
         return int(o)

@@ -9,7 +9,7 @@ import typer
 
 from podsim import quantities as q
 from podsim.cli import app
-from podsim.cli.common import emit_json, refuse_options
+from podsim.cli.common import comma_list, emit_json, refuse_options
 from podsim.errors import PodsimError
 from podsim.files import write_text_atomic
 from podsim.report import render_report
@@ -63,7 +63,7 @@ def report_cmd(
         rows = [r for r in stored_sweep["runs"] if r["status"] == "ok"]
         labels = [r["point_label"] for r in rows]
     elif runs:
-        ids = [x.strip() for x in runs.split(",") if x.strip()]
+        ids = comma_list(runs, "--runs", "ID1,ID2")
         rows = [{"run_id": i} for i in ids]
         labels = None
     else:

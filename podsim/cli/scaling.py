@@ -9,7 +9,7 @@ import typer
 
 from podsim import quantities as q
 from podsim.cli import app
-from podsim.cli.common import emit_json, refuse_options, with_budgets
+from podsim.cli.common import comma_counts, emit_json, refuse_options, with_budgets
 from podsim.cli.steptime import step_options
 from podsim.collectives.routes import check_routing
 from podsim.errors import PodsimError
@@ -49,12 +49,7 @@ def scaling_cmd(
     as_json: bool = typer.Option(False, "--json", help="one JSON object on stdout"),
 ) -> None:
     """Weak-scaling study of a multislice job: step time, MFU, DCN/WAN time, parallel efficiency."""
-    try:
-        counts = [q.JOB_SLICES.check(int(v), "--slices") for v in slices.split(",") if v.strip()]
-    except ValueError as exc:
-        if isinstance(exc, PodsimError):
-            raise
-        raise PodsimError(f"--slices {slices!r}: give whole numbers separated by commas, e.g. 1,2,4,8") from None
+    counts = comma_counts(slices, "--slices", "1,2,4,8", q.JOB_SLICES)
     if sites == 1:
         refuse_options(ctx, ("wan_latency_ms", "wan_gbps"), "without --sites > 1 (no WAN links)")
     spec, engineer = dcn_choice(dcn, oversubscription, sites, wan_latency_ms, wan_gbps, ecmp, tiers=dcn_tiers)

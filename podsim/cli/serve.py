@@ -10,9 +10,18 @@ from __future__ import annotations
 import typer
 from pydantic import ValidationError
 
+from podsim import quantities as q
 from podsim.bounds import opt_count, opt_finite, opt_seed
 from podsim.cli import app
-from podsim.cli.common import console, emit_json, progress_reporter, table
+from podsim.cli.common import (
+    comma_counts,
+    comma_list,
+    console,
+    emit_json,
+    progress_reporter,
+    refuse_options,
+    table,
+)
 from podsim.errors import PodsimError, first_error
 from podsim.trace.configs import parse_assignments, parse_overrides
 from podsim.units import format_seconds
@@ -58,14 +67,6 @@ def parse_range(text: str) -> tuple[int, int]:
         raise PodsimError(f"--capacity-replicas {text!r}: give LOW:HIGH replicas, e.g. 1:32 (or HIGH)") from None
 
 
-def parse_counts(text: str, flag: str) -> list[int]:
-    """'512,1024,2048' -> [512, 1024, 2048]."""
-    try:
-        return [int(b) for b in text.split(",") if b.strip()]
-    except ValueError:
-        raise PodsimError(f"{flag} {text!r}: give whole numbers separated by commas, e.g. 512,1024,2048") from None
-
-
 def _rows(result) -> list[tuple[str, str]]:
     from podsim.report.render import key_rows
 
@@ -74,6 +75,7 @@ def _rows(result) -> list[tuple[str, str]]:
 
 @app.command("serve")
 def serve_cmd(
+    ctx: typer.Context,
     generation: str = typer.Option(..., "--generation", "-g", help="generation id, e.g. tpu-v5e, tpu-v6e"),
     slice_: str = typer.Option(..., "--slice", help="slice shape of one replica, e.g. 2x4"),
     model: str = typer.Option(..., "--model", help="transformer preset (podsim trace models), e.g. llama2-70b"),
@@ -88,7 +90,7 @@ def serve_cmd(
     arrivals: str = typer.Option("poisson", "--arrivals", help="poisson, bursty (Gamma gaps, --cv), trace (--trace's times) or offline"),
     cv: float = typer.Option(2.0, "--cv", help="bursty: coefficient of variation of the gaps", callback=opt_finite("--cv", low=0, low_open=True)),
     trace: str = typer.Option(None, "--trace", help="request trace CSV (TIMESTAMP, ContextTokens, GeneratedTokens), or azure-conv / azure-code"),
-    time_scale: float = typer.Option(1.0, "--time-scale", help="trace arrivals: divide the gaps by this", callback=opt_finite("--time-scale", low=0, low_open=True)),
+    time_scale: float = typer.Option(1.0, "--time-scale", help="trace arrivals: divide the gaps by this", callback=q.ARRIVAL_SCALE.option("--time-scale")),
     requests: int = typer.Option(None, "--requests", help="at most this many requests (offline: how many)", callback=opt_count("--requests")),
     prompt: str = typer.Option("fixed:1024", "--prompt", help=f"prompt lengths: {LENGTH_HELP}"),
     output: str = typer.Option("fixed:256", "--output", help=f"output lengths: {LENGTH_HELP}"),
@@ -105,6 +107,7 @@ def serve_cmd(
     batch_sizes: str = typer.Option("", "--batch-sizes", help="static: batch sizes the server runs (a batch pads to the smallest that holds it), e.g. 32"),
     batcher: str = typer.Option("idle", "--batcher", help="static: idle (form a batch when the slice is idle) or saxml (Saxml's pipelined batcher)"),
     max_live_batches: int = typer.Option(4, "--max-live-batches", help="static, saxml: requests alive at most --max-batch x this", callback=opt_count("--max-live-batches")),
+    batcher_depth: int = typer.Option(None, "--batcher-depth", help="static, saxml: batches live past the batcher (default: Saxml's rule)", callback=opt_count("--batcher-depth")),
     clients: int = typer.Option(None, "--clients", help="at most this many requests outstanding (a load generator's client threads)", callback=opt_count("--clients")),
     replicas: int = typer.Option(1, "--replicas", help="replicas, each on its own slice", callback=opt_count("--replicas")),
     disaggregated: str = typer.Option(None, "--disaggregated", help="PREFILL:DECODE replicas on separate slices, e.g. 1:3"),
@@ -121,7 +124,7 @@ def serve_cmd(
     capacity_slices: str = typer.Option("", "--capacity-slices", help="candidate slice shapes, e.g. 2x4,4x4 (default: --slice)"),
     capacity_replicates: int = typer.Option(3, "--capacity-replicates", help="runs per probed size", callback=opt_count("--capacity-replicates")),
     judge: str = typer.Option("mean", "--judge", help="capacity: judge a size on the mean, or the 95% interval's upper end"),
-    replicates: int = typer.Option(1, "--replicates", help="repeat the run with independent seeds (means, 95% intervals)", callback=opt_count("--replicates")),
+    replicates: int = typer.Option(1, "--replicates", help="repeat the run with independent seeds (means, 95% intervals)", callback=q.REPLICATES.option("--replicates")),
     seed: int = typer.Option(0, "--seed", help="seed of the request stream, 0 .. 2^63-1", callback=opt_seed()),
     as_json: bool = typer.Option(False, "--json", help="one JSON object on stdout, the schema of `podsim run --json` with the capacity table"),
 ) -> None:
@@ -129,17 +132,20 @@ def serve_cmd(
     from podsim.scenario.serving import serving_run_result
     from podsim.serving.spec import ServingWorkload
 
-    arr = {"kind": arrivals, "cv": cv, "time_scale": time_scale} if arrivals in ("bursty", "trace") else {"kind": arrivals}
+    _refuse_inapplicable(ctx, batch, batcher, arrivals, disaggregated, capacity_rate, replicas)
+    arr = {"kind": arrivals, **({"cv": cv} if arrivals == "bursty" else {}), **({"time_scale": time_scale} if arrivals == "trace" else {})}
+    static = {"max_batch": max_batch, "max_wait": max_wait, "buckets": comma_counts(buckets, "--buckets", "512,1024,2048", q.SEQ_LEN),
+              "batch_sizes": comma_counts(batch_sizes, "--batch-sizes", "8,16,32"), "batcher": batcher,
+              "max_live_batches": max_live_batches, "batcher_depth": batcher_depth}
+    continuous = {"token_budget": token_budget, "max_seqs": max_seqs, "prefill": prefill}
     if rate is not None:
         arr["rate"] = rate
     body = {
         "slice": slice_, "replicas": replicas, "router": router, "duration": duration, "warmup": warmup, "hbm_reserve": hbm_reserve,
         "model": {"model": model, "overrides": parse_overrides(override), "tensor": tensor, "expert": expert,
                   "parallel_block": parallel_block, "precision": {"weights": weights, "kv_cache": kv_cache, "matmul": matmul}},
-        "batch": {"kind": batch, "token_budget": token_budget, "max_seqs": max_seqs, "prefill": prefill, "kv": kv,
-                  "page_tokens": page_tokens, "max_batch": max_batch, "max_wait": max_wait,
-                  "buckets": parse_counts(buckets, "--buckets"), "batch_sizes": parse_counts(batch_sizes, "--batch-sizes"),
-                  "batcher": batcher, "max_live_batches": max_live_batches},
+        "batch": {"kind": batch, "kv": kv, "page_tokens": page_tokens,
+                  **(static if batch == "static" else continuous if batch == "continuous" else {})},
         "requests": {"arrivals": arr, "prompt": parse_lengths(prompt, "--prompt"), "output": parse_lengths(output, "--output"),
                      "trace": trace, "beams": beams, "requests": requests, "clients": clients},
         "slo": {"ttft": slo_ttft, "tpot": slo_tpot},
@@ -150,7 +156,7 @@ def serve_cmd(
         body["disaggregated"] = {**parse_pools(disaggregated), "transfer": transfer}
     if capacity_rate:
         body["capacity"] = {"rate": capacity_rate, "ttft_p99": slo_ttft, "tpot_p99": slo_tpot, "replicas": parse_range(capacity_replicas),
-                            "slices": [s.strip() for s in capacity_slices.split(",") if s.strip()],
+                            "slices": comma_list(capacity_slices, "--capacity-slices", "2x4,4x4"),
                             "replicates": capacity_replicates, "judge": judge}
     try:
         workload = ServingWorkload.model_validate(body)
@@ -169,6 +175,29 @@ def serve_cmd(
     table(f"{result.name}: {format_seconds(workload.duration)} of traffic", _rows(result))
     for note in result.topology.get("notes", []):
         console.print(f"[dim]{note}[/dim]")
+
+
+def _refuse_inapplicable(ctx, batch: str, batcher: str, arrivals: str, disaggregated: str | None, capacity_rate: str | None,
+                         replicas: int) -> None:
+    """Options of another mode than the one given are refused (they would be ignored)."""
+    if batch == "continuous":
+        refuse_options(ctx, ("max_batch", "max_wait", "buckets", "batch_sizes", "batcher", "max_live_batches", "batcher_depth"),
+                       "with --batch continuous (they shape static batches)")
+    elif batch == "static":
+        refuse_options(ctx, ("token_budget", "max_seqs", "prefill"), "with --batch static (they shape continuous steps)")
+        if batcher != "saxml":
+            refuse_options(ctx, ("max_live_batches", "batcher_depth"), f"with --batcher {batcher} (they bound Saxml's live batches)")
+    if arrivals != "bursty":
+        refuse_options(ctx, ("cv",), f"with --arrivals {arrivals} (it shapes bursty gaps)")
+    if arrivals != "trace":
+        refuse_options(ctx, ("time_scale",), f"with --arrivals {arrivals} (it scales a trace's gaps)")
+    if not disaggregated:
+        refuse_options(ctx, ("transfer",), "without --disaggregated (it moves KV from prefill to decode replicas)")
+    if not capacity_rate:
+        refuse_options(ctx, ("capacity_replicas", "capacity_slices", "capacity_replicates", "judge"),
+                       "without --capacity-rate (they set the capacity search)")
+    if replicas == 1 and not disaggregated and not capacity_rate:
+        refuse_options(ctx, ("router",), "with one replica (it spreads requests over replicas)")
 
 
 FLAGS = {"model.precision": "--weights/--kv-cache/--matmul", "requests.arrivals": "--rate/--arrivals/--cv/--time-scale",

@@ -173,6 +173,8 @@ def cli_study(files: list[str] | None, model: str | None, generation: str | None
         raise PodsimError("--system ASTRA_SYSTEM.json goes with --network ASTRA_NETWORK.yml (an ASTRA-sim case)")
     astra = read_system(system) if system else None
     gen = network_generation(network, astra) if network else get_generation(generation)
+    if astra is not None:
+        astra.check_dimensions(sum(1 for n in gen.pod_shape if n > 1))
     shape = parse_shape(slice_shape, gen.dims) if slice_shape else None
     spec, engineer = dcn_choice(dcn, oversubscription, *wan, tiers=tiers)
     common = {"twisted": twisted, "compute_efficiency": efficiency, "fast_path": fast_path, "dcn": spec,

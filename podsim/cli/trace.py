@@ -13,7 +13,7 @@ import typer
 from podsim import quantities as q
 from podsim.bounds import check_budget
 from podsim.cli import app
-from podsim.cli.common import console, emit_json, refuse_options, table, with_budgets
+from podsim.cli.common import comma_list, console, emit_json, refuse_options, table, with_budgets
 from podsim.errors import PodsimError
 from podsim.files import output_folder, plain_name, safe_component, staged, write_text_atomic
 from podsim.topology import format_shape, get_generation, parse_shape
@@ -82,7 +82,7 @@ def _overlaps_off(items: list[str] | None) -> dict[str, bool]:
     known = ("fsdp_prefetch", "grad_reduce", "dcn")
     out = {}
     for item in items or []:
-        for name in (x.strip() for x in item.split(",") if x.strip()):
+        for name in comma_list(item, "--no-overlap", "dcn,grad_reduce"):
             if name not in known:
                 raise PodsimError(f"--no-overlap {name!r} is not known; use one of: {', '.join(known)}")
             out[f"overlap_{name}"] = False
@@ -119,7 +119,7 @@ def generate_cmd(
     opts = GenerateOptions(
         microbatches=microbatches, recompute=recompute, sequence_parallel=sequence_parallel,
         capacity_factor=capacity_factor, grad_bytes=grad_bytes, combine_grad_reduce=combine_grad_reduce, replicas_per_chip=replicas_per_chip, bn_group=bn_group,
-        mesh_order=tuple(a.strip() for a in mesh_order.split(",") if a.strip()) if mesh_order else None,
+        mesh_order=tuple(comma_list(mesh_order, "--mesh-order", "tensor,fsdp,data")) or None,
         mesh=_mapping(mesh_map), precision=precision, attention=attention, collective_matmul=collective_matmul, **_overlaps_off(no_overlap),
     )
     output_format(out)
@@ -174,7 +174,8 @@ def export_cmd(
     ranks = math.prod(shape)
     check_budget("files", ranks, f"--slice {format_shape(shape)}: one .et per chip", "each is a file of the export")
     name = plain_name(prefix, "--prefix") if prefix is not None else safe_component(file.name.split(".")[0], "trace")
-    out_dir = output_folder(out_dir)  # a file in the way or no permission: one line naming the path
+    if out_dir.exists() and not out_dir.is_dir():  # made by staged() below, once the options hold
+        raise PodsimError(f"output folder {str(out_dir)!r} is a file, not a folder; give a folder path")
     configs = []
     et_dir = out_dir
     if fmt == "chakra":

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from podsim._arrays import unique
 from podsim.collectives.routeparts import _subset, route_sums
 from podsim.collectives.schedule import Pattern
 from podsim.topology.routing import dcn_group_members, dcn_split_groups
@@ -247,7 +248,7 @@ def fold_flows(routed: Sequence[tuple], capacity: np.ndarray, latency: np.ndarra
     np.minimum.at(first, fc, np.arange(n_flows))
     out = {}
     for i, (p, src, dst, w, ip, lk, fr) in enumerate(routed):
-        reps = np.sort(first[np.unique(fc[base[i]:base[i + 1]])]) - base[i]
+        reps = np.sort(first[unique(fc[base[i]:base[i + 1]])]) - base[i]
         indptr, links, share = _expand(ip, np.asarray(lk, np.int64), fr, reps, members, n_links)
         hops = np.diff(indptr)
         flow_latency = route_sums(indptr, links, share, latency)  # as Router.routes sums a full route's
@@ -312,7 +313,7 @@ def fold_crossing(placement, patterns: Sequence[Pattern], cache: dict[frozenset,
             g = dcn_split_groups(fab, src, dst)
             rows.append((pat, src, dst, w, *(placement.route(src, dst) if g is None else g[:3])))
         n = fab.n_links
-        used = np.unique(np.concatenate([r[5][r[5] >= n] for r in rows]))
+        used = unique(np.concatenate([r[5][r[5] >= n] for r in rows]))
         if len(used):
             mem = members[used - n]
             cap, lat = fab.link_capacity_bytes_per_s, fab.link_latency_s

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from podsim._arrays import unique
 from podsim.errors import PodsimError
 from podsim.topology.slices import SliceView
 from podsim.trace.model import DCN_AXIS, SLICE_AXES, AxisGroup, format_group, parse_group
@@ -80,7 +81,7 @@ def slice_sites(views: Sequence[SliceView]) -> int:
         return 1
     first = np.array([v.chips[0] for v in views])
     site = fab.site_of_leaf[fab.leaf_of_nic[fab.nic_of_chip[first] - fab.first_nic]]
-    uniq = np.unique(site)
+    uniq = unique(site)
     if len(uniq) == 1:
         return 1
     per = len(views) // len(uniq)

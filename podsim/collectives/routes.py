@@ -28,6 +28,7 @@ from functools import partial
 
 import numpy as np
 
+from podsim._arrays import unique
 from podsim.bounds import budget, check_budget
 from podsim.collectives.adaptive import adaptive_split
 from podsim.collectives.dcnfold import DcnFold, fold_crossing
@@ -467,7 +468,7 @@ class Router:
         sp = pattern.split
         if sp.crossing:
             # whole NICs: the kept chips' NICs, as many as the flows allow (one at least)
-            nics = np.unique(fab.nic_of_chip[kept[:max(max_flows // per_chip, 1)]])
+            nics = unique(fab.nic_of_chip[kept[:max(max_flows // per_chip, 1)]])
             out = max(sp.crossing // max(pattern.layout.members.size, 1), 1)
             behind = np.flatnonzero(member & np.isin(fab.nic_of_chip, nics))
             chips_per_nic = max(len(behind) // max(len(nics), 1), 1)

@@ -18,6 +18,7 @@ from functools import partial
 
 import numpy as np
 
+from podsim._arrays import has_duplicates
 from podsim.collectives import Plan, plan_collective
 from podsim.collectives.algorithms import busbw_factor
 from podsim.collectives.groups import SITE_AXIS, group_layout
@@ -357,7 +358,7 @@ def _simulate(jobs: Sequence[Job], compute_efficiency: float | None, fast_path: 
     if any(j.fabric is not fabric for j in jobs):
         raise PodsimError("jobs simulated together must share one fabric (build it once with all their slices' circuits)")
     chips = np.concatenate([v.chips for j in jobs for v in j.views])
-    if len(np.unique(chips)) != len(chips):
+    if has_duplicates(chips):
         raise PodsimError("two jobs use the same chips")
     env = CountingEnvironment()
     net = FlowNetwork(env, fabric.link_capacity_bytes_per_s, owners=len(jobs),

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from podsim._arrays import has_duplicates, unique
 from podsim.errors import PodsimError
 from podsim.topology import DcnSpec, Generation, PodLayout, build_slice, get_generation
 from podsim.topology.fabric import Fabric, build_fabric
@@ -57,7 +58,7 @@ class Job:
         chips = np.concatenate([s.chips for s in slices])
         if (chips < 0).any() or (chips >= self.fabric.n_chips).any():
             raise PodsimError(f"job {self.name!r}: a slice uses chips outside the fabric (0..{self.fabric.n_chips - 1})")
-        if len(np.unique(chips)) != len(chips):
+        if has_duplicates(chips):
             raise PodsimError(f"job {self.name!r}: two of its slices share chips")
         views = tuple(slice_view(self.fabric, s) for s in slices)
         for v in views:
@@ -174,7 +175,7 @@ def job_leaves(fabric: Fabric, slices: tuple[Slice, ...]) -> tuple[int, ...]:
     """The DCN leaves (aggregation blocks) a job's slices sit under."""
     chips = np.concatenate([s.chips for s in slices])
     nics = fabric.nic_of_chip[chips] - fabric.first_nic
-    return tuple(int(x) for x in np.unique(fabric.leaf_of_nic[nics]))
+    return tuple(int(x) for x in unique(fabric.leaf_of_nic[nics]))
 
 
 def build_job(trace: StepTrace, gen: str | Generation, shape: str | tuple[int, ...] | None = None, slices: int = 1, *,

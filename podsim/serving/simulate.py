@@ -40,6 +40,7 @@ import simpy
 from podsim.errors import InternalError, PodsimError
 from podsim.serving.costs import InferenceShard
 from podsim.serving.kvcache import KvBudget, PageLedger, kv_budget, pages_for, seq_pages
+from podsim.serving.saxclient import SaxRetries
 from podsim.serving.spec import ServingConfig
 from podsim.serving.steptime import StepTimer
 from podsim.serving.transfer import KvTransfer
@@ -160,6 +161,7 @@ class Replica:
         self.arriving = 0  # decode role: pages taken for KV caches on their way here
         self.ahead_until = 0.0  # steps committed ahead of the clock end here (_decode_run)
         self.in_batches = 0  # static: requests taken into batches (forming, formed or running), not yet returned
+        self.busy_until = 0.0  # static: when the batch running on the slice returns
 
     # Queue ---------------------------------------------------------------------------------
     @property
@@ -477,6 +479,7 @@ class Replica:
         self.max_seqs_seen = max(self.max_seqs_seen, m)
         kv = float(m * (length + beams * steps))
         sim.kv_tokens_max = max(sim.kv_tokens_max, kv)
+        self.busy_until = t0 + prefill + decode
         yield env.timeout(prefill + decode)
         for rid in batch:
             sim.log.first_s[rid] = t0 + prefill
@@ -522,9 +525,11 @@ class Replica:
         device first in, first out (`_device`), and their slot frees when their results return.
         google/saxml@fe1d6b48e5824e9d89b921e7d339074a43f0351b (2023-08-18, the round 3.1 code):
         PerMethodBatcher._batching (batch_sem of 2), utils.RpcQueue.take_batch (the wait clock
-        starts at the first take); the depth of 1 when MAX_LIVE_BATCHES <= 2 is d290a4c (2024)."""
+        starts at the first take); the depth of 1 when MAX_LIVE_BATCHES <= 2 is d290a4c (2024-04-01;
+        `batcher_depth` sets the depth, 2 for the 2023 code)."""
         sim, env, pol = self.sim, self.sim.env, self.policy
-        slots = simpy.Resource(env, capacity=1 if pol.max_live_batches <= 2 else 2)
+        depth = pol.batcher_depth if pol.batcher_depth is not None else 1 if pol.max_live_batches <= 2 else 2
+        slots = simpy.Resource(env, capacity=depth)
         formed: simpy.Store = simpy.Store(env)
         env.process(self._device(formed, slots))
         while True:
@@ -570,7 +575,7 @@ class ServingSim:
 
     def __init__(self, config: ServingConfig, requests: Requests | None = None, *, timer: StepTimer | None = None,
                  on_progress: ProgressFn | None = None, audit: bool = False, dcn: DcnSpec | None = None,
-                 generation: Generation | None = None, run_ahead: bool = True):
+                 generation: Generation | None = None, run_ahead: bool = True, retry_skip: bool = True):
         self.config = config
         self.generation = generation if generation is not None else get_generation(config.generation)
         if self.generation.id != config.generation:
@@ -607,9 +612,10 @@ class ServingSim:
             self.replicas = self.pool + self.decoders
         self.kv_transfer = KvTransfer(self.generation, self.shape, d.transfer, dcn, config.routing) if d is not None else None
         self._rr = 0
-        self.rng = np.random.default_rng([config.seed, 28])  # the Sax client's retry jitter
-        self.retrying = 0  # requests waiting to retry (batcher saxml)
-        self.retries_total = 0
+        self.retry_skip = retry_skip and config.router == "least_loaded"  # round robin moves with every attempt
+        self.sax_retries = SaxRetries(config.seed)  # requests Saxml turned away, retried by the Sax client
+        self._retry_wake: simpy.Event | None = None
+        self._retry_wait_until = math.inf
         n_clients = config.requests.clients
         self.clients = simpy.Resource(self.env, capacity=n_clients) if n_clients is not None else None
         self._client_of: dict[int, simpy.resources.resource.Request] = {}
@@ -660,7 +666,7 @@ class ServingSim:
                     self.release_client(rid, env.now)
                 continue
             if r.outstanding >= alive:
-                env.process(self.retry(rid, alive))
+                self.turn_away(rid)
                 continue
             r.submit(rid)
         self.arrivals_done = True
@@ -676,24 +682,55 @@ class ServingSim:
         else:
             self.env.timeout(t - self.env.now).callbacks.append(lambda _e: self.clients.release(token))
 
-    def retry(self, rid: int, alive: int):
-        """A request Saxml turned away (its replica has `alive` requests alive: RESOURCE_EXHAUSTED):
-        the Sax client retries it with exponential backoff until admitted (google/saxml@fe1d6b4
-        saxml/common/retrier.go: cenkalti/backoff's ExponentialBackOff from 10 ms, no time limit;
-        the library's multiplier 1.5, randomisation +-50%, interval at most 60 s). Its latency
-        counts from its first arrival."""
-        interval = 0.010
-        self.retrying += 1
+    def turn_away(self, rid: int) -> None:
+        """Saxml turned request `rid` away (RESOURCE_EXHAUSTED: its replica has `max_batch` x
+        `max_live_batches` requests alive): the Sax client retries it with backoff until admitted
+        (`podsim.serving.saxclient`). Its latency counts from its first arrival."""
+        t = self.sax_retries.add(rid, self.env.now)
+        if self._retry_wake is not None and not self._retry_wake.triggered and t < self._retry_wait_until:
+            self._retry_wake.succeed()
+
+    @property
+    def retrying(self) -> int:
+        """Requests waiting to retry (batcher saxml)."""
+        return len(self.sax_retries)
+
+    @property
+    def retries_total(self) -> int:
+        """Retries that failed, over the run."""
+        return self.sax_retries.failed
+
+    def _retries(self, alive: int):
+        """The Sax client's retries, earliest first: admitted when a replica has a place; else
+        every attempt before a running batch returns (the first moment a place can free) fails,
+        counted without events (`retry_skip`)."""
+        env, q, log = self.env, self.sax_retries, self.log
         while True:
-            yield self.env.timeout(interval * (1.0 + 0.5 * (2.0 * self.rng.random() - 1.0)))
-            interval = min(interval * 1.5, 60.0)
+            t, i = q.earliest() if len(q) else (math.inf, -1)
+            if t > env.now:
+                self._retry_wait_until = t
+                self._retry_wake = env.event()
+                yield env.any_of([self._retry_wake, env.timeout(t - env.now)]) if i >= 0 else self._retry_wake
+                self._retry_wake = None
+                continue
             r = self._pick(self.pool)
             if r.outstanding < alive:
-                self.log.replica[rid] = r.index
-                self.retrying -= 1
+                rid = q.admit(i)
+                log.replica[rid] = r.index
                 r.submit(rid)
-                return
-            self.retries_total += 1
+                continue
+            if self.retry_skip:
+                free_at = self._saxml_free_at(alive)
+                q.fail_one(i, free_at)
+                q.fail_before(free_at)
+            else:
+                q.fail_one(i)
+
+    def _saxml_free_at(self, alive: int) -> float:
+        """The earliest time a pool replica can have fewer than `alive` requests alive: now if one
+        has; else when the first running batch returns (only a returning batch frees places)."""
+        now = self.env.now
+        return min((now if r.outstanding < alive else max(r.busy_until, now) for r in self.pool), default=now)
 
     # Disaggregated: prefill -> decode --------------------------------------------------------
     def hand_over(self, src: Replica, rid: int, pages: int) -> None:
@@ -730,8 +767,10 @@ class ServingSim:
         t0 = time.perf_counter()
         env = self.env
         env.process(self.arrivals())
+        pol = self.config.batch
+        if pol.kind == "static" and pol.batcher == "saxml":
+            env.process(self._retries(pol.max_batch * pol.max_live_batches))
         for r in self.replicas:
-            pol = self.config.batch
             env.process(r.run() if pol.kind != "static" else r.run_saxml() if pol.batcher == "saxml" else r.run_static())
         offline = self.config.requests.arrivals.kind == "offline"
         horizon = (float(self.req.arrival_s.max()) if len(self.req) else 0.0) if offline else self.config.duration

@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from podsim import quantities as q
 from podsim.bounds import MAX_HORIZON_S, Seed
 from podsim.errors import PodsimError, first_error
 from podsim.quantities import Duration, Fraction, Rate
@@ -83,11 +84,12 @@ class BatchPolicy(_Model):
     requests waiting, once `max_batch` wait or the first has waited `max_wait` since it arrived;
     `saxml` is Saxml's PerMethodBatcher (google/saxml, saxml/server/model_service_base.py and
     utils.py): up to two batches live past the batcher (one on the device, the next formed
-    behind it; one when `max_live_batches` <= 2), a new one started only when a live batch has
-    returned, by taking the queue's first request and then collecting until `max_batch` or
-    `max_wait` after that take; the device runs them first in, first out; and at most
-    `max_batch` x `max_live_batches` requests alive (queued, in batches, running), a request
-    beyond that rejected (Saxml answers RESOURCE_EXHAUSTED).
+    behind it; one when `max_live_batches` <= 2 since 2024; `batcher_depth` sets it), a new
+    one started only when a live batch has returned, by taking the queue's first request and
+    then collecting until `max_batch` or `max_wait` after that take; the device runs them
+    first in, first out; at most `max_batch` x `max_live_batches` requests alive (queued, in
+    batches, running), a request beyond that turned away (RESOURCE_EXHAUSTED) and retried by
+    the Sax client with backoff.
     KV cache: `paged` allocates `page_tokens`-token pages as sequences grow and, when none is
     free, preempts the latest admitted sequence (its pages freed, recomputed later: vLLM's
     recompute); `reserve` admits a request only when pages for its prompt and whole output are
@@ -107,6 +109,8 @@ class BatchPolicy(_Model):
                                                                   "Saxml's pipelined batcher (see the policy's docstring)")
     max_live_batches: int = Field(4, ge=1, le=4096, description="static, saxml: requests alive at most max_batch x this "
                                                                 "(Saxml's MAX_LIVE_BATCHES, default 4)")
+    batcher_depth: int | None = Field(None, ge=1, le=64, description="static, saxml: batches live past the batcher; none: "
+                                      "Saxml's rule since 2024-04 (1 when max_live_batches <= 2, else 2; before: 2)")
     kv: Literal["paged", "reserve"] = Field("paged", description="KV-cache admission: paged with preemption, or reserve")
     page_tokens: int = Field(16, ge=1, le=4096, description="tokens per KV-cache page")
 
@@ -119,9 +123,22 @@ class BatchPolicy(_Model):
         if self.batch_sizes and self.batch_sizes[-1] < self.max_batch:
             raise PodsimError(f"batch policy batch_sizes {list(self.batch_sizes)}: the largest must hold max_batch "
                               f"{self.max_batch}")
-        if self.kind != "static" and (self.batcher != "idle" or self.batch_sizes):
+        if self.kind != "static" and (self.batcher != "idle" or self.batch_sizes or self.batcher_depth is not None):
             raise PodsimError("batch policy batcher and batch_sizes are for static batches: set kind static")
+        _refuse_changed(self, ("max_batch", "max_wait", "buckets", "max_live_batches") if self.kind == "continuous" else
+                        ("token_budget", "max_seqs", "prefill"), f"batch kind {self.kind}")
+        if self.kind == "static" and self.batcher != "saxml":
+            _refuse_changed(self, ("max_live_batches",), f"batcher {self.batcher}")
         return self
+
+
+def _refuse_changed(model: BaseModel, names: tuple[str, ...], where: str) -> None:
+    """A field of another mode set away from its default would be ignored: refused instead (a
+    default-valued one, as a model dump carries, is harmless)."""
+    fields = type(model).model_fields
+    for name in names:
+        if getattr(model, name) != fields[name].get_default(call_default_factory=True):
+            raise PodsimError(f"{name} does not apply with {where}; leave it out (a field podsim would ignore is refused)")
 
 
 class Lengths(_Model):
@@ -153,7 +170,7 @@ class Arrivals(_Model):
     kind: Literal["poisson", "bursty", "trace", "offline"] = "poisson"
     rate: Rate | None = Field(None, description="requests per hour; e.g. 10/s, 600/min")
     cv: float = Field(2.0, gt=0, le=100.0, description="bursty: coefficient of variation of the gaps")
-    time_scale: float = Field(1.0, gt=0, le=1e6, description="trace: divide the trace's gaps by this (2: twice the rate)")
+    time_scale: q.ARRIVAL_SCALE.type = Field(1.0, description="trace: divide the trace's gaps by this (2: twice the rate)")
 
     @model_validator(mode="after")
     def _rate(self) -> Arrivals:
@@ -161,6 +178,8 @@ class Arrivals(_Model):
             raise PodsimError(f"{self.kind} arrivals need a rate, e.g. 10/s")
         if self.kind in ("trace", "offline") and self.rate is not None:
             raise PodsimError(f"{self.kind} arrivals take no rate (the trace sets the times; offline sends all at once)")
+        _refuse_changed(self, (*(("cv",) if self.kind != "bursty" else ()), *(("time_scale",) if self.kind != "trace" else ())),
+                        f"{self.kind} arrivals")
         return self
 
     @property
@@ -207,8 +226,8 @@ class Disaggregated(_Model):
 class Slo(_Model):
     """Latency targets a request must meet to count towards SLO attainment and goodput."""
 
-    ttft: Duration = Field(2.0, gt=0, description="time to first token")
-    tpot: Duration = Field(0.1, gt=0, description="time per output token after the first")
+    ttft: q.SLO_TTFT.duration = Field(2.0, description="time to first token")
+    tpot: q.SLO_TPOT.duration = Field(0.1, description="time per output token after the first")
 
 
 class ServingSetup(_Model):
@@ -226,7 +245,7 @@ class ServingSetup(_Model):
     duration: Duration = Field(600.0, gt=0, le=MAX_HORIZON_S, description="arrivals for this long (offline: ignored)")
     drain: Duration | None = Field(None, ge=0, le=MAX_HORIZON_S, description="time after the arrivals end for requests "
                                                                            "in flight (default: duration)")
-    warmup: Duration = Field(0.0, ge=0, description="requests arriving before this are run but not counted")
+    warmup: Duration = Field(0.0, ge=0, le=MAX_HORIZON_S, description="requests arriving before this are run but not counted")
     routing: Literal["dimension_order", "shortest_paths", "adaptive"] = "dimension_order"
     hbm_reserve: Fraction = Field(0.0, description="share of HBM the runtime keeps (not for weights or KV cache)")
 
@@ -270,8 +289,8 @@ class CapacitySearch(_Model):
     """Fewest chips to serve `rate` within the p99 targets (podsim.serving.capacity)."""
 
     rate: Rate = Field(..., description="the request rate to serve, e.g. 20/s (Poisson, or the stream's own kind)")
-    ttft_p99: Duration = Field(..., gt=0, description="p99 time-to-first-token target")
-    tpot_p99: Duration = Field(..., gt=0, description="p99 time-per-output-token target")
+    ttft_p99: q.SLO_TTFT.duration = Field(..., description="p99 time-to-first-token target")
+    tpot_p99: q.SLO_TPOT.duration = Field(..., description="p99 time-per-output-token target")
     replicas: tuple[int, int] = Field((1, 64), description="[low, high]: the replica counts searched")
     slices: tuple[str, ...] = Field((), description="candidate slice shapes of one replica; default: the workload's")
     replicates: int = Field(3, ge=1, le=100, description="runs per size with independent seeds")

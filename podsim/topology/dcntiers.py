@@ -54,7 +54,7 @@ class DcnTier(BaseModel):
     """One tier's switches: `radix` ports of `gbps` each, `oversubscription` down : up of them
     (the ToR and aggregation tiers); the spine tier also has `count` spine blocks."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     radix: int = Field(..., ge=2, le=1_000_000, description="ports of one switch (ToR), of one aggregation block, of one spine block")
     gbps: float = Field(..., gt=0, le=1e6, description="port speed, Gb/s")
@@ -77,7 +77,7 @@ class DcnTiers(BaseModel):
     """The tiers of a DCN: `tor` and `aggregation` always; `spine` on an EPS Clos (none on an OCS
     DCN, where circuits join the blocks)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     tor: DcnTier
     aggregation: DcnTier

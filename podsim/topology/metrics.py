@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from podsim._arrays import unique
 from podsim.topology.pod import PLUS
 from podsim.topology.routing import slice_routes
 from podsim.topology.slices import SliceView
@@ -30,7 +31,7 @@ def allreduce_bytes_per_s(view: SliceView) -> float:
     fab = view.fabric
     gen = fab.generation
     if view.slice.spec.kind == "gpu":
-        nodes = len(np.unique(fab.layout.host_of_chip[view.chips]))
+        nodes = len(unique(fab.layout.host_of_chip[view.chips]))
         per_chip = gen.link_bytes_per_s if nodes == 1 else min(gen.link_bytes_per_s, _nic_bytes_per_s(view))
         return float(view.n * per_chip)
     live = view.port_link[view.port_link >= 0]
@@ -64,7 +65,7 @@ def bisection_bytes_per_s(view: SliceView) -> float:
     fab = view.fabric
     gen = fab.generation
     if view.slice.spec.kind == "gpu":
-        nodes = len(np.unique(fab.layout.host_of_chip[view.chips]))
+        nodes = len(unique(fab.layout.host_of_chip[view.chips]))
         if nodes == 1:
             return float(view.n // 2 * gen.link_bytes_per_s)
         return float(view.n // 2 * _nic_bytes_per_s(view) / fab.dcn.oversubscription)
@@ -102,7 +103,7 @@ def bfs_levels(port_peer: np.ndarray, source: int) -> np.ndarray:
     level = 0
     while len(frontier):
         nb = flat[frontier].ravel()
-        nb = np.unique(nb[nb >= 0])
+        nb = unique(nb[nb >= 0])
         nb = nb[dist[nb] < 0]
         level += 1
         dist[nb] = level
@@ -115,7 +116,7 @@ def slice_figures(view: SliceView) -> dict:
     lay = view.fabric.layout
     chips = view.chips
     gen = lay.generation
-    hosts = len(np.unique(lay.host_of_chip[chips]))
+    hosts = len(unique(lay.host_of_chip[chips]))
     cubes = len(view.slice.cubes) if view.slice.spec.kind == "cubes" else 0
     ocs_units = len({c[0] for c in view.slice.circuits})
     return {

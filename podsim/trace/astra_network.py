@@ -107,6 +107,14 @@ class AstraSystem:
     local_mem_gbps: float | None = None
     unmodelled: dict[str, object] = field(default_factory=dict)
 
+    def check_dimensions(self, n: int) -> None:
+        """Each implementation list names one entry per network dimension, as ASTRA-sim reads
+        them: a list of another length is refused, not cut or padded."""
+        for kind, impl in self.implementations.items():
+            if len(impl) != n:
+                raise PodsimError(f"{self.path}: {kind.replace('_', '-')}-implementation names {len(impl)} dimension(s); "
+                                  f"the network has {n}: give one implementation per dimension")
+
     def algorithm(self, kind: str, dims: tuple[int, ...]) -> str | None:
         """The podsim algorithm for a `kind` collective over network dimensions `dims` (None:
         the file sets none for that kind)."""
@@ -196,7 +204,14 @@ def astra_configs(generation: str | Generation, shape: tuple[int, ...], algorith
     gen = get_generation(generation)
     if gen.wraparound == "switched":
         raise PodsimError(f"{gen.id}: a switched GPU node has no ring dimensions to write; podsim writes ASTRA-sim rings for TPU slices")
-    dims = [n for n in shape]
+    dims = list(shape)
+    while len(dims) > 1 and dims[-1] == 1:  # a trailing axis of one chip is no dimension (2x2x1: a 2x2 network)
+        dims.pop()
+    if dims == [1]:
+        raise PodsimError("a slice of one chip has no network for ASTRA-sim; export a slice of 2 chips or more")
+    if 1 in dims:
+        raise PodsimError(f"slice {'x'.join(map(str, shape))}: an axis of one chip between others has no ASTRA-sim "
+                          "network dimension (each has 2 NPUs or more); give the axes of one chip last, e.g. 2x2x1")
     bw = list(gen.ici_axis_bandwidth) if gen.ici_axis_bandwidth else [gen.link_bytes_per_s] * len(dims)
     lat = list(gen.ici_axis_latency) if gen.ici_axis_latency else [gen.hop_latency_s] * len(dims)
     network = {"topology": ["Ring"] * len(dims), "npus_count": dims,
