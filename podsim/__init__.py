@@ -1,7 +1,8 @@
 """podsim: a simulator of TPU-style accelerator pod networks.
 
 Topology (torus + OCS + DCN), slice placement, step-time engine, cluster simulation and
-capacity planning. See README.md for a tour and DESIGN.md for the architecture.
+capacity planning. See README.md for a tour, docs/ for each area and DESIGN.md for the
+architecture.
 
 The front door: the entry points a user needs, each documented with a working example
 (numpydoc; `help(podsim.place)`):

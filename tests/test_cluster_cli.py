@@ -14,6 +14,7 @@ KEYS = ("jobs_total", "jobs_completed", "jobs_running", "jobs_queued", "jobs_unp
 RUN_KEYS = ("run_id", "name", "kind", "metrics", "cost", "targets", "targets_met", "references", "scenario_hash", "wall_s")
 
 
+@pytest.mark.slow  # issue 24: the quick tier under 2 min of 2 cores; runs in make test
 def test_synthetic_json_has_the_documented_keys(capsys):
     code, out, err = podsim(capsys, "cluster", "--generation", "tpu-v4", "--pods", "1", "--synthetic",
                             "jobs=60,rate=4/h,median=2h", "--policy", "backfill", "--host-availability", "0.995",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from helpers import ask
 
@@ -123,3 +125,15 @@ def test_a_batch_too_small_for_the_slice_is_timed_on_the_chips_it_uses():
     # ResNet is data parallel: its replicated work would not shrink by 1/k, so no such part
     with pytest.raises(PodsimError, match="resnet50 on 1 x 4096 chips"):
         ask(RooflineStepTime(), "resnet50", V4, (16, 16, 16))
+
+
+def test_a_job_streams_studies_are_named_by_model_and_slice():
+    """The engine's warnings name a job stream's step as its model on its slice, not 'job'."""
+    from podsim.scenario import load_scenario
+    from podsim.scenario.studies import job_studies
+
+    s = load_scenario(Path(__file__).resolve().parents[1] / "podsim" / "scenario" / "demo.yaml")
+    gen = get_generation("tpu-v4")
+    study_of = job_studies(s, gen)
+    assert study_of("mixtral-8x7b", gen, (4, 4, 8), True, 1, 1).name == "mixtral-8x7b on 4x4x8_T"
+    assert study_of("mixtral-8x7b", gen, (4, 4, 4), False, 2, 1).name == "mixtral-8x7b on 4x4x4 x2"

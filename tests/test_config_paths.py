@@ -42,6 +42,7 @@ def _pick(metrics: dict) -> dict:
     return {k: metrics[k] for k in KEYS}
 
 
+@pytest.mark.slow  # issue 24: the quick tier under 2 min of 2 cores; runs in make test
 def test_scenario_cli_flags_and_dashboard_give_identical_numbers(capsys):
     scenario = scenario_from_dict(SCENARIO)
     via_run = _pick(run_scenario(scenario).metrics)

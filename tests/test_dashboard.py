@@ -290,6 +290,7 @@ def test_steptime_page_uploaded_trace_and_bad_uploads():
 
 # --- Cluster -------------------------------------------------------------------------------------
 
+@pytest.mark.slow  # issue 24: the quick tier under 2 min of 2 cores; runs in make test
 def test_cluster_page_ocs_against_static():
     at = ok(open_page("cluster"))
     m, d = metrics(at), deltas(at)
@@ -369,6 +370,7 @@ def store(tmp_path_factory) -> Path:
     return make_store(tmp_path_factory.mktemp("store"))
 
 
+@pytest.mark.slow  # issue 24: the quick tier under 2 min of 2 cores; runs in make test
 def test_capacity_page_runs_side_by_side(store):
     rows = list_runs(store)
     at = ok(open_page("capacity", store=str(store)))
@@ -395,6 +397,7 @@ def test_capacity_page_runs_side_by_side(store):
     assert [b.proto.label for b in at.get("download_button")][0] == "Download the HTML report"
 
 
+@pytest.mark.slow  # issue 24: the quick tier under 2 min of 2 cores; runs in make test
 def test_capacity_page_sweeps(store):
     at = ok(open_page("capacity", store=str(store)))
     sweeps = at.selectbox(key="sweep")

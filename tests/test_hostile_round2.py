@@ -423,6 +423,7 @@ def _alive(pids: set[int]) -> set[int]:
     return alive
 
 
+@pytest.mark.slow  # issue 24: the quick tier under 2 min of 2 cores; runs in make test
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="needs /proc to list the worker processes")
 @pytest.mark.parametrize("sig,code", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
 def test_a_signal_stops_a_process_sweep_and_its_workers(sig, code, tmp_path):

@@ -284,3 +284,27 @@ def test_saxml_refuses_a_batch_whose_cache_does_not_fit():
         config(batch={"batcher": "saxml"})
     with pytest.raises(ValueError, match="the largest must hold max_batch"):
         config(batch={"kind": "static", "max_batch": 8, "batch_sizes": [4]})
+
+
+def test_sax_client_backoff_follows_cenkalti_backoff():
+    """Attempt k of a request turned away at 0 falls within the backoff's +-50% of 10 ms x 1.5^j
+    (capped at 60 s) summed; one slot at a time and all slots together draw the same times; the
+    jitter is the seed's."""
+    from podsim.serving.saxclient import SaxRetries
+
+    one, many, other = SaxRetries(5), SaxRetries(5), SaxRetries(6)
+    for q in (one, many, other):
+        for rid in range(40):
+            q.add(rid, 0.0)
+    for i in range(40):
+        one.fail_one(i, until=600.0)
+    many.fail_before(600.0)
+    other.fail_before(600.0)
+    assert np.array_equal(one.t[:40], many.t[:40]) and np.array_equal(one.k[:40], many.k[:40])
+    assert not np.array_equal(one.t[:40], other.t[:40])
+    intervals = np.minimum(0.010 * 1.5 ** np.arange(200), 60.0)
+    for i in range(40):
+        k = int(one.k[i])  # attempts drawn: the last is the first at or after 600 s
+        assert 0.5 * intervals[:k].sum() <= one.t[i] <= 1.5 * intervals[:k].sum()
+        assert one.t[i] >= 600.0 and one.t[i] - 1.5 * intervals[k - 1] < 600.0
+    assert one.failed == int(one.k[:40].sum()) - 40  # every attempt but each first drawn one failed

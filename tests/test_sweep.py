@@ -153,6 +153,7 @@ def test_capacity_bisection_matches_a_linear_scan(tmp_path):
     assert {int(k): v["met"] for k, v in cell["evaluated"].items()} == {int(k): met[int(k)] for k in cell["evaluated"]}
 
 
+@pytest.mark.slow  # issue 24: the quick tier under 2 min of 2 cores; runs in make test
 def test_capacity_with_replicates_judges_each_size_on_their_mean(tmp_path):
     """With 2 replicates every probed size runs both seeds; a size meets the targets when the
     replicates' mean does (checked by running each size's replicates here), and the answer says
@@ -272,6 +273,7 @@ def test_address_needs_the_dask_executor():
             pass
 
 
+@pytest.mark.slow  # issue 24: the quick tier under 2 min of 2 cores; runs in make test
 def test_wait_metric_is_finite(serial16):
     _, _, serial = serial16
     assert all(not math.isnan(r["metrics"]["wait_p95_with_queued_s"]) for r in serial.values())

@@ -32,6 +32,7 @@ def swept(tmp_path_factory):
     return stored, ok, [load_run(store, r["run_id"]) for r in ok]
 
 
+@pytest.mark.slow  # issue 24: the quick tier under 2 min of 2 cores; runs in make test
 def test_pivot_groups_replicates_and_divides_by_the_first_variant(swept):
     stored, rows, runs = swept
     p = sweep_pivot(stored, runs)
@@ -48,6 +49,7 @@ def test_pivot_groups_replicates_and_divides_by_the_first_variant(swept):
         assert ratios[0] == pytest.approx(1.0) and ratios[1] == pytest.approx(cells[1]["mean"] / cells[0]["mean"])
 
 
+@pytest.mark.slow  # issue 24: the quick tier under 2 min of 2 cores; runs in make test
 def test_report_shows_the_pivot_and_shared_sections_once(swept):
     stored, rows, runs = swept
     html = render_report(runs, labels=[r["point_label"] for r in rows], sweep=stored)

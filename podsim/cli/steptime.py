@@ -88,6 +88,9 @@ def step_rows(result) -> list[tuple[str, str]]:
     for i in sorted(range(len(k["kind"])), key=lambda i: k["kind"][i]):
         rows.append((k["kind"][i], f"{int(k['ops'][i])} ops, {format_bytes(k['bytes'][i])}, {format_seconds(k['busy_s'][i])} busy; "
                                    f"op time {format_seconds(k['op_s'][i])} (closed form {format_seconds(k['closed_form_s'][i])})"))
+    if m.get("input_s"):
+        rows.append(("host input", f"{format_seconds(m['input_s'])} per step on the hosts; " + (
+            f"input-bound: the chips wait {format_seconds(m['input_wait_s'])} for it" if m["input_bound"] else "the chips take longer (not input-bound)")))
     if not math.isnan(m.get("mfu", math.nan)):
         rows.append(("model FLOPs utilisation", f"{m['mfu']:.1%}"))
     if not math.isnan(m.get("hfu", math.nan)):

@@ -8,7 +8,7 @@ from __future__ import annotations
 from podsim.scenario.schema import Scenario
 from podsim.study import StepStudy
 from podsim.study.steptime import StudyOf
-from podsim.topology import Generation, parse_shape
+from podsim.topology import Generation, format_shape, parse_shape
 from podsim.trace import load_trace
 
 
@@ -33,7 +33,8 @@ def job_studies(s: Scenario, gen: Generation) -> StudyOf:
                  sites: int) -> StepStudy:
         return StepStudy(gen, shape, model=model, plan=plans.get(model), slices=slices, twisted=twisted, ocs=ocs,
                          compute_efficiency=eff, dcn=dcn if dcn.sites == sites else dcn.model_copy(update={"sites": sites}),
-                         routing=routing)
+                         routing=routing, name=f"{model} on {format_shape(shape)}{'_T' if twisted else ''}"
+                                               + (f" x{slices}" if slices > 1 else ""))  # names its engine warnings
 
     return study_of
 

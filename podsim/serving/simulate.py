@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import heapq
 import math
-import random
 import time
 from collections import deque
 from collections.abc import Callable
@@ -41,6 +40,7 @@ import simpy
 from podsim.errors import InternalError, PodsimError
 from podsim.serving.costs import InferenceShard
 from podsim.serving.kvcache import KvBudget, PageLedger, kv_budget, pages_for, seq_pages
+from podsim.serving.saxclient import SaxRetries
 from podsim.serving.spec import ServingConfig
 from podsim.serving.steptime import StepTimer
 from podsim.serving.transfer import KvTransfer
@@ -613,12 +613,9 @@ class ServingSim:
         self.kv_transfer = KvTransfer(self.generation, self.shape, d.transfer, dcn, config.routing) if d is not None else None
         self._rr = 0
         self.retry_skip = retry_skip and config.router == "least_loaded"  # round robin moves with every attempt
-        self._retry_heap: list[tuple[float, int, int]] = []  # (next attempt, order, request): the Sax client's retries
-        self._retry_state: dict[int, tuple[float, random.Random]] = {}  # request -> (interval after next, jitter)
-        self._retry_seq = 0
+        self.sax_retries = SaxRetries(config.seed)  # requests Saxml turned away, retried by the Sax client
         self._retry_wake: simpy.Event | None = None
         self._retry_wait_until = math.inf
-        self.retries_total = 0
         n_clients = config.requests.clients
         self.clients = simpy.Resource(self.env, capacity=n_clients) if n_clients is not None else None
         self._client_of: dict[int, simpy.resources.resource.Request] = {}
@@ -687,66 +684,47 @@ class ServingSim:
 
     def turn_away(self, rid: int) -> None:
         """Saxml turned request `rid` away (RESOURCE_EXHAUSTED: its replica has `max_batch` x
-        `max_live_batches` requests alive): the Sax client retries it with exponential backoff
-        until admitted (google/saxml@fe1d6b4 saxml/common/retrier.go: cenkalti/backoff's
-        ExponentialBackOff from 10 ms, no time limit; the library's multiplier 1.5, randomisation
-        +-50%, interval at most 60 s). Its latency counts from its first arrival. Every retrying
-        request's next attempt waits in one heap (`_retries`), its jitter from its own seeded
-        stream."""
-        rng = random.Random((self.config.seed * 2**32 + rid) * 64 + 28)  # its own stream, from the run's seed
-        t = self.env.now + 0.010 * (0.5 + rng.random())
-        self._retry_state[rid] = (0.015, rng)
-        self._retry_seq += 1
-        heapq.heappush(self._retry_heap, (t, self._retry_seq, rid))
+        `max_live_batches` requests alive): the Sax client retries it with backoff until admitted
+        (`podsim.serving.saxclient`). Its latency counts from its first arrival."""
+        t = self.sax_retries.add(rid, self.env.now)
         if self._retry_wake is not None and not self._retry_wake.triggered and t < self._retry_wait_until:
             self._retry_wake.succeed()
 
     @property
     def retrying(self) -> int:
         """Requests waiting to retry (batcher saxml)."""
-        return len(self._retry_state)
+        return len(self.sax_retries)
+
+    @property
+    def retries_total(self) -> int:
+        """Retries that failed, over the run."""
+        return self.sax_retries.failed
 
     def _retries(self, alive: int):
-        """The Sax client's retries, earliest first: admitted when a replica has a place, else
-        the next attempt drawn; attempts before a running batch returns (the first moment a
-        place can free) must fail, and are counted without events (`retry_skip`)."""
-        env, heap, state, log = self.env, self._retry_heap, self._retry_state, self.log
+        """The Sax client's retries, earliest first: admitted when a replica has a place; else
+        every attempt before a running batch returns (the first moment a place can free) fails,
+        counted without events (`retry_skip`)."""
+        env, q, log = self.env, self.sax_retries, self.log
         while True:
-            if not heap or heap[0][0] > env.now:
-                self._retry_wait_until = heap[0][0] if heap else math.inf
+            t, i = q.earliest() if len(q) else (math.inf, -1)
+            if t > env.now:
+                self._retry_wait_until = t
                 self._retry_wake = env.event()
-                yield env.any_of([self._retry_wake, env.timeout(self._retry_wait_until - env.now)]) if heap else self._retry_wake
+                yield env.any_of([self._retry_wake, env.timeout(t - env.now)]) if i >= 0 else self._retry_wake
                 self._retry_wake = None
                 continue
-            _, _, rid = heapq.heappop(heap)
-            interval, rng = state[rid]
             r = self._pick(self.pool)
             if r.outstanding < alive:
-                del state[rid]
+                rid = q.admit(i)
                 log.replica[rid] = r.index
                 r.submit(rid)
                 continue
-            self.retries_total += 1
-            free_at = self._saxml_free_at(alive) if self.retry_skip else -math.inf
-            self._retry_next(rid, env.now, interval, rng, free_at)
-            # every other attempt before free_at fails too: take them now, without their events
-            while heap and heap[0][0] < free_at:
-                t, _, other = heapq.heappop(heap)
-                self.retries_total += 1
-                self._retry_next(other, t, *state[other], free_at)
-
-    def _retry_next(self, rid: int, t: float, interval: float, rng: random.Random, free_at: float) -> None:
-        """Request `rid`'s attempt at `t` failed: queue its next one, counting those before
-        `free_at` (they must fail) as failed."""
-        t += interval * (0.5 + rng.random())
-        interval = min(interval * 1.5, 60.0)
-        while t < free_at:
-            self.retries_total += 1
-            t += interval * (0.5 + rng.random())
-            interval = min(interval * 1.5, 60.0)
-        self._retry_state[rid] = (interval, rng)
-        self._retry_seq += 1
-        heapq.heappush(self._retry_heap, (t, self._retry_seq, rid))
+            if self.retry_skip:
+                free_at = self._saxml_free_at(alive)
+                q.fail_one(i, free_at)
+                q.fail_before(free_at)
+            else:
+                q.fail_one(i)
 
     def _saxml_free_at(self, alive: int) -> float:
         """The earliest time a pool replica can have fewer than `alive` requests alive: now if one
