@@ -306,6 +306,7 @@ def g_generate(rng, inp):
             _opt(rng, "--grad-bytes", ["4"], NUMBERS), _opt(rng, "--bn-group", ["2"], NUMBERS), ["--json"],
             _opt(rng, "--no-overlap", ["dcn"], TEXT), _opt(rng, "--map", ["fsdp=x,y"], TEXT), ["--collective-matmul"],
             ["--sequence-parallel"], ["--combine-grad-reduce"], _opt(rng, "--attention", ["flash", "materialized"], TEXT),
+            _opt(rng, "--input-pipeline", ["none", "jpeg"], TEXT), _opt(rng, "--input-rate", ["5000", "1e6"], NUMBERS),
             _opt(rng, "--replicas-per-chip", ["1", "2"], NUMBERS), _opt(rng, "--mesh-order", ["tensor,fsdp,data", "fsdp"],
                                                                            ["bogus", ",", "fsdp,fsdp", "tensor,,fsdp", *TEXT])]
     return _sprinkle(rng, base, opts, 2)
