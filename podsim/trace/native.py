@@ -71,9 +71,13 @@ class _OpBase(_Strict):
     @field_validator("deps", mode="before")
     @classmethod
     def _dep_list(cls, v: Any) -> Any:
-        if isinstance(v, (str, int)):
+        if v is None:  # `deps:` with nothing after it (YAML's null): no dependencies
+            return []
+        if isinstance(v, (str, int)) and not isinstance(v, bool):
             v = [v]
-        return [str(d) if isinstance(d, int) else d for d in v]
+        if not isinstance(v, (list, tuple)):
+            return v  # pydantic refuses it in one line: a list is expected
+        return [str(d) if isinstance(d, int) and not isinstance(d, bool) else d for d in v]
 
 
 def _size(v: Any) -> float:
