@@ -616,31 +616,3 @@ def test_fuzz(verb, fuzz_root, capsys, monkeypatch):
     print(f"\n{verb}: {n} cases, exits {dict(sorted(outcomes.items()))}")
     assert outcomes[0] + outcomes[2] + outcomes[1] == n
 
-
-def _commands():
-    """(name, click command) of every leaf command: sub-commands of `podsim trace` included."""
-    import typer
-
-    from podsim.cli import COMMANDS, app
-
-    group = typer.main.get_group(app)
-    for name in COMMANDS:
-        cmd = group.get_command(None, name)
-        subs = getattr(cmd, "commands", None)
-        yield from ((f"{name} {s}", c) for s, c in subs.items()) if subs else [(name, cmd)]
-
-
-def test_the_fuzz_tier_covers_every_verb_and_option():
-    """A new command or option reaches the generators: each verb has one, and each option of it
-    is given by some generator (by any of its names)."""
-    import inspect
-
-    source = inspect.getsource(inspect.getmodule(test_the_fuzz_tier_covers_every_verb_and_option))
-    missing = []
-    for name, cmd in _commands():
-        assert name in VERBS, f"no fuzz generator for podsim {name}"
-        for p in cmd.params:
-            if p.param_type_name == "option" and "--help" not in p.opts:
-                if not any(f'"{o}"' in source for o in (*p.opts, *p.secondary_opts)):
-                    missing.append(f"{name} {max(p.opts, key=len)}")
-    assert not missing, f"options no generator gives: {missing}"
