@@ -258,6 +258,9 @@ register(
     _m("hbm_bytes_per_chip", "bytes", "peak HBM bytes per chip of the step: training state, gathered weights, kept activations, logits (podsim.trace.memory)", _S),
     _m("hbm_capacity_bytes", "bytes", "the chip's HBM capacity", _S),
     _m("hbm_fits", "bool", "the step's HBM bytes per chip fit the chip's HBM", _S),
+    _m("input_s", "s", "the hosts' input pipeline busy per step, beside the chips (0: not modelled)", _S),
+    _m("input_wait_s", "s", "the part of the step the chips wait for their hosts' input", _S),
+    _m("input_bound", "bool", "the step waits for its hosts' input (input_wait_s > 0)", _S),
     # spine economics (podsim.scenario.spine.spine_metrics); per spine kind below
     _m("spine_years", "count", "years of the fleet's life the spine study covers", _B),
     _m("spine_capex_ratio", "ratio", "OCS spine capex / EPS spine capex over the life", _B),

@@ -62,6 +62,24 @@ SCENARIO = {"name": "fuzz", "topology": {"generation": "tpu-v5e", "wiring": "sta
 SYNTHETIC = {"jobs": 4, "arrival": {"rate_per_h": 2}, "slice_mix": {"2x2": 1}}
 NETWORK = "topology: [Ring]\nnpus_count: [8]\nbandwidth: [50]\nlatency: [500]\n"
 JOBS_CSV = "job_id,submission_time,duration,num_gpu\nj1,0,600,4\nj2,60,1200,8\nj3,90,300,1\n"
+# exact shapes and twists (the v4 paper's notation), under other column names (--columns)
+SHAPES_CSV = "jid,t,dur,n,shp,tw\nj1,0,600,8,2x2x2,false\nj2,60,1200,64,4x4x4_T,\nj3,90,300,16,,\nj4,100,300,32,4x4x2,yes\n"
+TIERS = {"tor": {"radix": 64, "gbps": 800, "oversubscription": 1}, "aggregation": {"radix": 2048, "gbps": 800},
+         "spine": {"radix": 2048, "gbps": 800, "count": 32}}
+SYSTEM = {"all-reduce-implementation": ["ring"], "all-gather-implementation": ["ring"], "reduce-scatter-implementation": ["ring"],
+          "all-to-all-implementation": ["direct"], "roofline-enabled": 1, "peak-perf": 123, "local-mem-bw": 800, "endpoint-delay": 10}
+SERVING = {"name": "sv", "topology": {"generation": "tpu-v5e", "wiring": "static"}, "seed": 1,
+           "workload": {"serving": {"slice": "2x4", "model": {"model": "llama2-70b", "overrides": {"n_layers": 2},
+                                                              "precision": {"weights": "int8"}},
+                                    "batch": {"kind": "continuous", "token_budget": 512},
+                                    "requests": {"arrivals": {"kind": "poisson", "rate": "3/s"},
+                                                 "prompt": {"kind": "fixed", "mean": 256}, "output": {"kind": "fixed", "mean": 16}},
+                                    "slo": {"ttft": "2s", "tpot": "100ms"}, "duration": "10s"}}}
+TIERS_SPECS = ["tor=40x200/33:7,aggregation=800x200,spine=800x200*20", "tor=0x200,aggregation=800x200,spine=800x200*20",
+               "tor=40x1e308,aggregation=800x200,spine=800x200*2", "tor=40x200/0:7,aggregation=800x200,spine=800x200*20",
+               f"tor=40x200,aggregation=800x200,spine=800x200*{2**64}", "tor=40x200,tor=40x200,aggregation=800x200,spine=800x200*2",
+               "tor=2x200,aggregation=2x200,spine=2x200*1", "tor=40x0.0001,aggregation=800x200,spine=800x200*2", "bogus", "",
+               "spine=800x200*20", "tor=40x200,,aggregation=800x200,spine=800x200*2"]
 FAILURES_CSV = "time_s,component,id,repair_s\n100,host,1,600\n"
 
 
@@ -138,6 +156,12 @@ class Inputs:
         w("network.yml", NETWORK)
         w("jobs.csv", JOBS_CSV)
         w("failures.csv", FAILURES_CSV)
+        w("shapes.csv", SHAPES_CSV)
+        w("tiers.yaml", yaml.safe_dump(TIERS))
+        w("system.json", json.dumps(SYSTEM))
+        w("serving.yaml", yaml.safe_dump(SERVING))
+        w("requests.csv", "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.68,374,44\n"
+                          "2023-11-16 18:15:50.99,396,109\n2023-11-16 18:15:51.5,100,10\n")
         w("empty.yaml", "")
         w("random.bin", bytes(random.Random(SEED).getrandbits(8) for _ in range(3000)))
         w("nul.txt", "DATA\n1\nl1\x00 -1 1 NONE 0 1 NONE 0 1 ALLREDUCE 8 1\n")
@@ -211,7 +235,8 @@ def g_topology(rng, inp):
     opts = [_opt(rng, "--slice", ["2x2x2", "4x4x4"] if gen != "tpu-v5e" else ["4x4", "2x4"], SHAPES), ["--twisted"], ["--no-ocs"],
             ["--json"], ["--detail"], _opt(rng, "--pods", ["2", "4"], NUMBERS), _opt(rng, "--sites", ["2"], NUMBERS),
             _opt(rng, "--dcn", ["eps", "ocs"], TEXT), _opt(rng, "--oversubscription", ["2", "4"], NUMBERS),
-            _opt(rng, "--wan-latency-ms", ["5"], NUMBERS), _opt(rng, "--wan-gbps", ["800"], NUMBERS)]
+            _opt(rng, "--wan-latency-ms", ["5"], NUMBERS), _opt(rng, "--wan-gbps", ["800"], NUMBERS),
+            _opt(rng, "--dcn-tiers", ["fat-tree-k64", "fat-tree-k40-4.7to1", inp.file(rng, "tiers.yaml", TIERS)], TIERS_SPECS, 0.6)]
     return _sprinkle(rng, ["topology", gen], opts, 2)
 
 
@@ -220,7 +245,7 @@ def g_place(rng, inp):
             _opt(rng, "--solver", ["greedy", "greedy", "cpsat"], TEXT), _opt(rng, "--policy", ["best", "first"], TEXT),
             _opt(rng, "--time-limit", ["0.2"], NUMBERS), _opt(rng, "--seed", ["3"], NUMBERS), _opt(rng, "--pods", ["2"], NUMBERS),
             _opt(rng, "--block-cubes", ["4"], NUMBERS), _opt(rng, "--now", ["10"], NUMBERS), ["--no-ocs"], ["--json"],
-            _opt(rng, "--max-requests", ["2", "100"], NUMBERS)]
+            _opt(rng, "--max-requests", ["2", "100"], NUMBERS), ["--wall-clock"], ["--spare-ports"]]
     return _sprinkle(rng, ["place", "-g", _pick(rng, ["tpu-v4", "tpu-v4", "tpu-v5e"]), "-r",
                            inp.file(rng, "requests.yaml", REQUESTS), "--solver", "greedy"], opts, 2)
 
@@ -233,18 +258,34 @@ def g_steptime(rng, inp):
         opts = [_opt(rng, "--group", ["x", "x,y", "all"], ["z:3", "q", "", "x:0", "dcn"]),
                 _opt(rng, "--algorithm", ["auto", "ring"], TEXT), ["--json"], ["--no-fast-path"],
                 _opt(rng, "--routing", ["shortest_paths"], TEXT), _opt(rng, "--compute-efficiency", ["0.5"], NUMBERS),
-                _opt(rng, "--slices", ["2"], NUMBERS)]
+                _opt(rng, "--slices", ["2"], NUMBERS), _opt(rng, "--ecmp", ["hash"], TEXT), _opt(rng, "--dcn-tiers", ["fat-tree-k64"], TEXT),
+                _opt(rng, "--system", [inp.file(rng, "system.json")], TEXT), _opt(rng, "--option", ["recompute=full"], TEXT)]
+    elif rng.random() < 0.3:  # a generated step: a preset on a plan, with generator options
+        base = ["steptime", "--model", _mostly(rng, ["llama2-70b", "gpt3-175b", "mixtral-8x7b"], ["bogus", "resnet50"]),
+                "--generation", "tpu-v4", "--slice", _mostly(rng, ["4x4x4"], SHAPES), "--set", "n_layers=1"]
+        opts = [_opt(rng, "-p", ["fsdp=64", "fsdp=16,tensor=4", "fsdp=auto,tensor=4"], ["fsdp=8,", "data=0", "tensor=3", "", "bogus=2"]),
+                _opt(rng, "--option", ["recompute=full", "collective_matmul=true", "sequence_parallel=true", "attention=materialized"],
+                     ["microbatches=1e308", "capacity_factor=nan", "replicas_per_chip=3", "bogus=1", "=", "recompute", "grad_bytes=true"]),
+                _opt(rng, "--slices", ["2"], NUMBERS), _opt(rng, "--dcn", ["eps", "ocs"], TEXT), _opt(rng, "--ecmp", ["split", "hash"], TEXT),
+                _opt(rng, "--dcn-tiers", ["fat-tree-k64", inp.file(rng, "tiers.yaml", TIERS)], TIERS_SPECS, 0.5),
+                _opt(rng, "--max-flows", ["100", "10000000"], NUMBERS), _opt(rng, "--compute-efficiency", ["0.5"], NUMBERS), ["--json"],
+                _opt(rng, "--system", [inp.file(rng, "system.json")], TEXT, 0.0)]
     else:
         src = _pick(rng, ["ok.json", "ok.yaml", "astra.txt", "chakra", "mut"])
         files = ([str(p) for p in inp.chakra()] if src == "chakra" else [inp.file(rng, "ok.json", OK_TRACE)] if src == "mut"
                  else [inp.file(rng, src)])
         base = ["steptime", *(t for f in files for t in ("--trace", f))]
-        base += ["--network", inp.file(rng, "network.yml")] if src == "astra.txt" and rng.random() < 0.5 else \
+        astra = src == "astra.txt" and rng.random() < 0.5
+        base += ["--network", inp.file(rng, "network.yml")] if astra else \
             ["--generation", "tpu-v4", "--slice", _pick(rng, ["2x2x2", "2x2x2", *SHAPES])]
+        if astra and rng.random() < 0.6:
+            base += ["--system", inp.file(rng, "system.json", SYSTEM)]
         opts = [_opt(rng, "--compute-efficiency", ["0.5"], NUMBERS), _opt(rng, "--slices", ["2"], NUMBERS),
                 _opt(rng, "--dcn", ["eps", "ocs"], TEXT), _opt(rng, "--oversubscription", ["2"], NUMBERS),
                 _opt(rng, "--sites", ["2"], NUMBERS), _opt(rng, "--wan-gbps", ["100"], NUMBERS), ["--json"],
-                _opt(rng, "--timeline", ["tl.json"], ["tl.txt", "../tl.json", "/proc/tl.json"]), _opt(rng, "--max-ops", ["2", "1000"], NUMBERS)]
+                _opt(rng, "--timeline", ["tl.json"], ["tl.txt", "../tl.json", "/proc/tl.json"]), _opt(rng, "--max-ops", ["2", "1000"], NUMBERS),
+                _opt(rng, "--ecmp", ["hash"], TEXT), _opt(rng, "--max-flows", ["10", "100000"], NUMBERS),
+                _opt(rng, "--dcn-tiers", ["fat-tree-k64"], TIERS_SPECS), _opt(rng, "-p", ["fsdp=8"], TEXT)]
     return _sprinkle(rng, base, opts, 2)
 
 
@@ -263,7 +304,11 @@ def g_generate(rng, inp):
     opts = [_opt(rng, "--microbatches", ["2"], NUMBERS), _opt(rng, "--recompute", ["full", "minimal"], TEXT),
             _opt(rng, "--precision", ["int8"], TEXT), _opt(rng, "--capacity-factor", ["1.25"], NUMBERS),
             _opt(rng, "--grad-bytes", ["4"], NUMBERS), _opt(rng, "--bn-group", ["2"], NUMBERS), ["--json"],
-            _opt(rng, "--no-overlap", ["dcn"], TEXT), _opt(rng, "--map", ["fsdp=x,y"], TEXT)]
+            _opt(rng, "--no-overlap", ["dcn"], TEXT), _opt(rng, "--map", ["fsdp=x,y"], TEXT), ["--collective-matmul"],
+            ["--sequence-parallel"], ["--combine-grad-reduce"], _opt(rng, "--attention", ["flash", "materialized"], TEXT),
+            _opt(rng, "--input-pipeline", ["none", "jpeg"], TEXT), _opt(rng, "--input-rate", ["5000", "1e6"], NUMBERS),
+            _opt(rng, "--replicas-per-chip", ["1", "2"], NUMBERS), _opt(rng, "--mesh-order", ["tensor,fsdp,data", "fsdp"],
+                                                                           ["bogus", ",", "fsdp,fsdp", "tensor,,fsdp", *TEXT])]
     return _sprinkle(rng, base, opts, 2)
 
 
@@ -281,8 +326,10 @@ def g_export(rng, inp):
     base = ["trace", "export", inp.file(rng, "ok.json", OK_TRACE), "-o", _pick(rng, ["ex", "ex", "ex/sub", ""]),
             "--slice", _pick(rng, ["2x2x2", "2x2x2", "2x2x1", *SHAPES])]
     base += ["--generation", _mostly(rng, ["tpu-v4"], ["tpu-v5e", "bogus", ""])] if rng.random() < 0.8 else []
-    opts = [_opt(rng, "--compute-efficiency", ["0.5"], NUMBERS), _opt(rng, "--prefix", ["t", "run.a"], TEXT, 0.6), _opt(rng, "--format", ["chakra"], TEXT), ["--no-extras"], ["--json"],
-            _opt(rng, "--max-files", ["4", "100"], NUMBERS)]
+    opts = [_opt(rng, "--compute-efficiency", ["0.5"], NUMBERS), _opt(rng, "--prefix", ["t", "run.a"], TEXT, 0.6),
+            _opt(rng, "--format", ["chakra", "astra-sim", "astra-sim"], TEXT), ["--no-extras"], ["--extras"], ["--json"],
+            _opt(rng, "--max-files", ["4", "100"], NUMBERS), _opt(rng, "--algorithm", ["ring", "direct", "halving_doubling"],
+                                                                  ["auto", "hierarchical", *TEXT])]
     return _sprinkle(rng, base, opts, 2)
 
 
@@ -300,14 +347,16 @@ def g_models(rng, inp):
 
 
 def g_scaling(rng, inp):
-    base = ["scaling", "llama2-70b", "--slice", _pick(rng, ["4x4x4", "4x4x4", *SHAPES]), "-p", _pick(rng, ["fsdp=64", "fsdp=64", "fsdp=64,dcn=2", "x"]),
-            "--slices", _pick(rng, ["1,2", "1,2", "0,1", "2,1", "1,100000", "a,b", ""]),
-            "--batch-per-slice", _pick(rng, ["8", "8", *NUMBERS]), "--set", "n_layers=1"]
-    if rng.random() < 0.6:  # the study's options: most cases refused here, before any simulation
-        base += _opt(rng, "--oversubscription", ["2"], NUMBERS, 0.9) + _opt(rng, "--batch-per-slice", ["8"], NUMBERS, 0.9)
+    base = ["scaling", "llama2-70b", "--slice", _mostly(rng, ["4x4x4"], SHAPES, 0.1),
+            "-p", _mostly(rng, ["fsdp=64", "fsdp=16,tensor=4"], ["fsdp=64,dcn=2", "x", "fsdp=64,", ""], 0.1),
+            "--slices", _mostly(rng, ["1,2", "1,2,4"], ["0,1", "2,1", "1,100000", "a,b", "", "1,,2"], 0.1),
+            "--batch-per-slice", _mostly(rng, ["64"], ["8", *NUMBERS], 0.1), "--set", "n_layers=1"]
     opts = [_opt(rng, "--dcn", ["eps", "ocs"], TEXT), _opt(rng, "--sites", ["2"], NUMBERS), _opt(rng, "--wan-gbps", ["100"], NUMBERS),
             _opt(rng, "--wan-latency-ms", ["2"], NUMBERS), ["--json"], _opt(rng, "--plot", ["p.html"], ["p.txt", "../p.html"]),
-            _opt(rng, "--set", ["seq_len=512"], ["global_batch=5", "n_layers=0", "bogus=1"])]
+            _opt(rng, "--set", ["seq_len=512"], ["global_batch=5", "n_layers=0", "bogus=1"]), _opt(rng, "--oversubscription", ["2"], NUMBERS),
+            _opt(rng, "--ecmp", ["split", "hash"], TEXT), _opt(rng, "--dcn-tiers", ["fat-tree-k64", inp.file(rng, "tiers.yaml", TIERS)], TIERS_SPECS, 0.5),
+            _opt(rng, "--option", ["recompute=full"], ["bogus=1", "microbatches=0", "="]), ["--static"],
+            _opt(rng, "--max-flows", ["100000000"], NUMBERS), _opt(rng, "--compute-efficiency", ["0.5"], NUMBERS)]
     return _sprinkle(rng, base, opts, 2)
 
 
@@ -318,24 +367,37 @@ def g_cluster(rng, inp):
                                              "jobs=4,gaps=10min;,mix=2x2:1", "jobs=4,rate=2/h,mix=2x2:1,models=llama2-70b:1,steps=1e300",
                                              "jobs=4,rate=2/h,mix=2x2:nan", "rate=2/h", "jobs=1e9,rate=2/h,mix=2x2:1", "", "bogus=1",
                                              inp.file(rng, "synthetic.yaml", SYNTHETIC)])]
-    else:
+    elif rng.random() < 0.5:
         stream = ["--trace", inp.file(rng, "jobs.csv")]
-    base = ["cluster", "-g", "tpu-v5e", "--no-ocs", "--horizon", _mostly(rng, ["4h"], DURATIONS), *stream]
+    else:  # exact shapes and twists under other column names
+        stream = ["--trace", inp.file(rng, "shapes.csv"), "--columns", _mostly(rng, [
+            "id=jid,submit=t,duration=dur,accelerators=n,shape=shp,twisted=tw"], [
+            "id=jid,submit=t,duration=dur,accelerators=n,shape=tw", "id=jid,bogus=x", "id=jid,,submit=t", "shape", "",
+            "id=jid,submit=t,duration=dur,accelerators=n,shape=shp,twisted=tw,time_scale=1e308"], 0.4)]
+    v4 = "shapes.csv" in " ".join(stream)
+    base = ["cluster", "-g", "tpu-v4" if v4 else "tpu-v5e", *([] if v4 else ["--no-ocs"]), "--horizon", _mostly(rng, ["4h"], DURATIONS), *stream]
     opts = [_opt(rng, "--mtbf", ["500h"], DURATIONS), _opt(rng, "--mttr", ["1h"], DURATIONS), _opt(rng, "--host-availability", ["0.99"], NUMBERS),
             _opt(rng, "--weibull-shape", ["1.5"], NUMBERS), _opt(rng, "--link-mtbf", ["1000h"], DURATIONS),
             _opt(rng, "--policy", ["backfill", "priority"], TEXT), _opt(rng, "--seed", ["2"], NUMBERS), _opt(rng, "--pods", ["2"], NUMBERS),
             _opt(rng, "--checkpoint-interval", ["1h"], DURATIONS), _opt(rng, "--restart-overhead", ["5min"], DURATIONS),
             _opt(rng, "--sample", ["10min"], DURATIONS), _opt(rng, "--failure-trace", [inp.file(rng, "failures.csv")], [inp.file(rng, "jobs.csv")]),
             _opt(rng, "--limit", ["2"], NUMBERS), _opt(rng, "--compute-efficiency", ["0.5"], NUMBERS), ["--json"],
-            _opt(rng, "--max-events", ["10", "1000"], NUMBERS)]
+            _opt(rng, "--max-events", ["10", "1000"], NUMBERS), _opt(rng, "--arrival-scale", ["0.9"], NUMBERS),
+            _opt(rng, "--ocs-mtbf", ["1000h"], DURATIONS), _opt(rng, "--ocs-mttr", ["2h"], DURATIONS), _opt(rng, "--link-mttr", ["2h"], DURATIONS),
+            ["--ocs"], _opt(rng, "--degraded-placement", ["off", "requested", "all"], TEXT), _opt(rng, "--degraded-slowdown", ["1.5"], NUMBERS),
+            ["--spare-ports"], _opt(rng, "--fold", ["none", "allowed"], TEXT), _opt(rng, "--placement", ["best", "first", "hilbert"], TEXT),
+            _opt(rng, "--slowdown-model", ["llama2-70b"], ["bogus", "resnet50", ""]), _opt(rng, "--decision-time-limit", ["0.5"], NUMBERS),
+            ["--drain"], _opt(rng, "--solver", ["greedy", "cpsat"], TEXT)]
     return _sprinkle(rng, base, opts, 2)
 
 
 def g_run(rng, inp):
-    scenario = inp.file(rng, "scenario.yaml", SCENARIO) if rng.random() < 0.85 else inp.file(rng, "sweep.yaml")
+    r = rng.random()
+    scenario = (inp.file(rng, "scenario.yaml", SCENARIO) if r < 0.6 else inp.file(rng, "serving.yaml", SERVING) if r < 0.85
+                else inp.file(rng, "sweep.yaml"))
     base = ["run", scenario, "--no-report", "-o", _pick(rng, ["o", "o", "o/deeper", str(inp.static["ok.json"])])]
     opts = [["--overwrite"], ["--json"], _opt(rng, "--store", ["s.duckdb"], [str(inp.static["ok.json"]), "folder/"]),
-            _opt(rng, "--max-events", ["10"], NUMBERS)]
+            _opt(rng, "--max-events", ["10"], NUMBERS), ["--force"], _opt(rng, "--max-flows", ["1000"], NUMBERS)]
     return _sprinkle(rng, base, opts, 1)
 
 
@@ -354,7 +416,7 @@ def g_sweep(rng, inp):
     base = ["sweep", str(path) if rng.random() < 0.9 else inp.file(rng, _pick(rng, ["fifo.yaml", "empty.yaml", "deep.yaml"])),
             "--no-report", "-o", _pick(rng, ["sw", "sw"])]
     opts = [_opt(rng, "--executor", ["serial"], TEXT), _opt(rng, "--workers", ["2"], NUMBERS), ["--resume"], ["--restart"], ["--json"],
-            _opt(rng, "--address", ["tcp://127.0.0.1:1"], TEXT)]
+            _opt(rng, "--address", ["tcp://127.0.0.1:1"], TEXT), _opt(rng, "--max-flows", ["1000"], NUMBERS), ["--report"]]
     return _sprinkle(rng, base, opts, 1)
 
 
@@ -374,16 +436,44 @@ def g_metrics(rng, inp):
 
 
 def g_serve(rng, inp):
-    base = ["serve", "-g", _mostly(rng, ["tpu-v5e"], ["tpu-v4", "gpu-h100", "bogus"]), "--slice", _mostly(rng, ["2x4"], SHAPES),
-            "--model", _mostly(rng, ["llama2-70b"], ["resnet50", "bogus"]), "--override", "n_layers=2", "--weights", "int8",
-            "--rate", _mostly(rng, ["3/s"], ["0/s", "-1/s", "1e308/s", "nan/s", "abc", ""]), "--duration", _mostly(rng, ["20s"], ["1ns", "0", "-1h", "1e300s", "nan", "abc", "", "1e9h", "100d", "1s"]),
-            "--prompt", _mostly(rng, ["fixed:256"], ["fixed:0", "fixed:1e12", "lognormal:mean=nan,cv=1", "bogus", ""]),
-            "--output", _mostly(rng, ["fixed:32"], ["fixed:-1", "fixed:99999999999", "uniform:5", ""])]
-    opts = [_opt(rng, "--replicas", ["2"], NUMBERS), _opt(rng, "--requests", ["20"], NUMBERS), _opt(rng, "--beams", ["1"], NUMBERS),
-            _opt(rng, "--token-budget", ["512"], NUMBERS), _opt(rng, "--max-seqs", ["32"], NUMBERS), _opt(rng, "--page-tokens", ["16"], NUMBERS),
-            _opt(rng, "--cv", ["2"], NUMBERS), _opt(rng, "--hbm-reserve", ["0.1"], NUMBERS), _opt(rng, "--seed", ["3"], NUMBERS),
-            _opt(rng, "--slo-ttft", ["1s"], DURATIONS), _opt(rng, "--warmup", ["5s"], DURATIONS), _opt(rng, "--batch", ["static"], TEXT),
-            _opt(rng, "--disaggregated", ["1:1"], ["0:1", "1:0", "x", "1e9:1"]), ["--json"]]
+    base = ["serve", "-g", _mostly(rng, ["tpu-v5e"], ["tpu-v4", "gpu-h100", "bogus"], 0.05), "--slice", _mostly(rng, ["2x4"], SHAPES, 0.1),
+            "--model", _mostly(rng, ["llama2-70b"], ["resnet50", "bogus"], 0.05), "--override", "n_layers=2", "--weights", "int8",
+            "--duration", _mostly(rng, ["20s"], ["1ns", "0", "-1h", "1e300s", "nan", "abc", "", "1e9h", "100d", "1s"], 0.1),
+            "--prompt", _mostly(rng, ["fixed:256", "uniform:low=10,high=300", "lognormal:mean=200,cv=1"],
+                                ["fixed:0", "fixed:1e12", "lognormal:mean=nan,cv=1", "bogus", "", "trace"], 0.1),
+            "--output", _mostly(rng, ["fixed:32"], ["fixed:-1", "fixed:99999999999", "uniform:5", "", "trace"], 0.1)]
+    arrivals = _mostly(rng, ["poisson", "poisson", "bursty", "trace", "offline"], ["bogus", ""], 0.05)
+    base += ["--arrivals", arrivals]
+    if arrivals in ("poisson", "bursty") or rng.random() < 0.1:
+        base += ["--rate", _mostly(rng, ["3/s"], ["0/s", "-1/s", "1e308/s", "nan/s", "abc", ""])]
+    if arrivals == "trace" or rng.random() < 0.05:
+        base += ["--trace", _mostly(rng, ["azure-conv", "azure-code", inp.file(rng, "requests.csv")],
+                                    [inp.file(rng, _pick(rng, ["jobs.csv", "fifo.yaml", "random.bin", "folder.json"])), "bogus"])]
+    if arrivals == "offline" or rng.random() < 0.05:
+        base += ["--requests", _mostly(rng, ["10"], NUMBERS)]
+    opts = [_opt(rng, "--replicas", ["2"], NUMBERS), _opt(rng, "--beams", ["1", "2"], NUMBERS), _opt(rng, "--page-tokens", ["16"], NUMBERS),
+            _opt(rng, "--hbm-reserve", ["0.1"], NUMBERS), _opt(rng, "--seed", ["3"], NUMBERS), _opt(rng, "--slo-ttft", ["1s"], DURATIONS),
+            _opt(rng, "--slo-tpot", ["50ms"], DURATIONS), _opt(rng, "--warmup", ["5s"], DURATIONS), _opt(rng, "--drain", ["10s"], DURATIONS),
+            _opt(rng, "--tensor", ["8", "4"], NUMBERS), _opt(rng, "--expert", ["1"], NUMBERS), _opt(rng, "--kv-cache", ["int8", "fp8"], TEXT),
+            _opt(rng, "--matmul", ["bf16", "int8"], TEXT), ["--parallel-block"], _opt(rng, "--kv", ["paged", "reserve"], TEXT),
+            _opt(rng, "--router", ["round_robin"], TEXT), _opt(rng, "--replicates", ["2"], NUMBERS), _opt(rng, "--clients", ["4"], NUMBERS),
+            _opt(rng, "--cv", ["3"], NUMBERS), _opt(rng, "--time-scale", ["2"], NUMBERS), ["--json"]]
+    batch = _mostly(rng, ["continuous", "static"], TEXT, 0.05)
+    base += ["--batch", batch]
+    opts += [_opt(rng, "--token-budget", ["512"], NUMBERS), _opt(rng, "--max-seqs", ["32"], NUMBERS),
+             _opt(rng, "--prefill", ["chunked", "separate"], TEXT), _opt(rng, "--max-batch", ["8"], NUMBERS),
+             _opt(rng, "--max-wait", ["1s"], DURATIONS), _opt(rng, "--buckets", ["256,512"], ["512,,1024", "1e308", "0,-1", "x", *TEXT]),
+             _opt(rng, "--batch-sizes", ["8,16"], ["4", "8,,16", "1e9", "x"]), _opt(rng, "--batcher", ["idle", "saxml"], TEXT),
+             _opt(rng, "--max-live-batches", ["2"], NUMBERS), _opt(rng, "--batcher-depth", ["1", "2"], NUMBERS)]
+    if rng.random() < 0.2:
+        base += ["--disaggregated", _mostly(rng, ["1:1"], ["0:1", "1:0", "x", "1e9:1", ""])]
+        opts.append(_opt(rng, "--transfer", ["dcn", "ici"], TEXT))
+    if rng.random() < 0.2:
+        base += ["--capacity-rate", _mostly(rng, ["3/s"], ["0/s", "1e308/s", "nan/s"]), "--capacity-replicas", _mostly(rng, ["1:2"], ["2:1", "0:9", "x", "1:99999999999"]),
+                 "--capacity-replicates", _mostly(rng, ["1"], NUMBERS)]
+        opts += [_opt(rng, "--capacity-slices", ["2x4", "2x4,4x4"], ["2x4,,", "bogus", *SHAPES]), _opt(rng, "--judge", ["mean"], ["interval", *TEXT])]
+    else:
+        opts += [_opt(rng, "--capacity-slices", ["2x4"], SHAPES, 0.0), _opt(rng, "--judge", ["mean"], TEXT, 0.0)]  # refused: no search
     return _sprinkle(rng, base, opts, 2)
 
 
@@ -393,8 +483,11 @@ def g_sources(rng, inp):
 
 
 def g_validate(rng, inp):
-    if rng.random() < 0.25:
+    r = rng.random()
+    if r < 0.2:
         f = inp.file(rng, _pick(rng, sorted(inp.static)))
+    elif r < 0.4:
+        f = inp.file(rng, "serving.yaml", SERVING)
     else:
         f = inp.file(rng, "scenario.yaml", SCENARIO)
     return _sprinkle(rng, ["validate", f], [["--json"], _opt(rng, "--max-events", ["10"], NUMBERS)], 1)
@@ -409,9 +502,9 @@ def g_demo(rng, inp):
 
 
 def g_dashboard(rng, inp):
-    return _sprinkle(rng, ["dashboard", "--dry-run"], [_opt(rng, "--port", ["8600"], NUMBERS, 0.7),
-                                                       _opt(rng, "--address", ["127.0.0.1"], TEXT), ["--headless"],
-                                                       _opt(rng, "--store", ["s.duckdb"], TEXT)], 2)
+    argv = _sprinkle(rng, ["dashboard"], [_opt(rng, "--port", ["8600"], NUMBERS, 0.7), _opt(rng, "--address", ["127.0.0.1"], TEXT),
+                                          ["--headless"], _opt(rng, "--store", ["s.duckdb"], TEXT)], 2)
+    return [*argv, "--dry-run"]  # never dropped: a case must not start a server
 
 
 VERBS = {  # verb -> (generator, share of the cases)
@@ -424,7 +517,7 @@ VERBS = {  # verb -> (generator, share of the cases)
 SHARE = sum(w for _, w in VERBS.values())
 
 
-class _Hang(Exception):
+class _Hang(BaseException):  # not an Exception: the CLI's handler must not catch it as an internal error
     pass
 
 
@@ -522,3 +615,4 @@ def test_fuzz(verb, fuzz_root, capsys, monkeypatch):
         signal.signal(signal.SIGALRM, previous)
     print(f"\n{verb}: {n} cases, exits {dict(sorted(outcomes.items()))}")
     assert outcomes[0] + outcomes[2] + outcomes[1] == n
+

@@ -92,9 +92,10 @@ def test_grad_reduce_overlap_off_exposes_the_reduce_scatters():
     assert growth > 0.5 * busy
 
 
-def test_collective_matmul_hides_tensor_parallel_collectives():
-    r_off, _ = _run("fsdp=16,tensor=4")
-    r_on, _ = _run("fsdp=16,tensor=4", collective_matmul=True)
+def test_hidden_collective_matmul_bound_hides_tensor_parallel_collectives():
+    """The ideal extreme: each tensor-parallel collective beside the next compute op."""
+    r_off, _ = _run("fsdp=16,tensor=4", collective_matmul="exposed")
+    r_on, _ = _run("fsdp=16,tensor=4", collective_matmul="hidden")
     tp_busy = _busy(r_off, lambda op: op.name.startswith("tensor-parallel"))
     saved = r_off.step_time_s - r_on.step_time_s
     assert 0.5 * tp_busy < saved <= tp_busy + TOL

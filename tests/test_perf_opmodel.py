@@ -146,8 +146,9 @@ def test_cli_trace_generate_switches_and_steptime_mfu_hfu(capsys, tmp_path):
     path = tmp_path / "t.json"
     code, _, err = run_podsim(capsys, "trace", "generate", "gpt3-175b", "--slice", "4x4x4", "-p", "fsdp=16,tensor=4",
                               "--set", "n_layers=2", "--set", "global_batch=64", "--recompute", "full", "--no-overlap", "dcn,grad_reduce",
-                              "--collective-matmul", "-o", str(path))
+                              "--collective-matmul", "chunked", "-o", str(path))
     assert code == 0, err
+    assert json.loads(path.read_text())["meta"]["overlap"]["collective_matmul"] == "chunked"
     code, out, err = run_podsim(capsys, "steptime", "--trace", str(path), "--generation", "tpu-v4", "--slice", "4x4x4", "--json")
     assert code == 0, err
     doc = json.loads(out)
@@ -157,3 +158,5 @@ def test_cli_trace_generate_switches_and_steptime_mfu_hfu(capsys, tmp_path):
     assert "hardware FLOPs utilisation" in out
     code, _, err = run_podsim(capsys, "trace", "generate", "gpt3-175b", "--slice", "4x4x4", "-p", "fsdp=64", "--no-overlap", "tp", "-o", str(path))
     assert code == 2 and "--no-overlap 'tp' is not known" in err and len(err.strip().splitlines()) == 1
+    code, _, err = run_podsim(capsys, "trace", "generate", "gpt3-175b", "--slice", "4x4x4", "-p", "fsdp=16,tensor=4", "--collective-matmul", "yes", "-o", str(path))
+    assert code == 2 and "collective_matmul 'yes' is not known" in err and len(err.strip().splitlines()) == 1

@@ -97,6 +97,8 @@ def test_every_readme_command_runs(tmp_path):
     (run_out,) = [out for cmd, out in outputs.items() if " run examples/cluster.yaml" in cmd]
     assert "3 replicates: mean [95% interval]" in run_out and "(95% CI, n=3)" in run_out
     assert "95% CI, n=3" in (tour / "run" / "report.html").read_text()
+    (dash,) = [out for cmd, out in outputs.items() if " dashboard" in cmd]
+    assert "--server.port 8501" in dash  # the README's http://localhost:8501
     assert (tour / "gpt3_timeline.json").is_file() and (tmp_path / "out" / "demo" / "report.html").is_file()
     print(f"\nREADME tour: {len(ran)} commands in {time.perf_counter() - t0:.1f} s")
     for cmd, s in sorted(ran, key=lambda r: -r[1])[:5]:

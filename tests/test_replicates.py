@@ -81,9 +81,13 @@ def test_replicated_run_is_the_mean_of_its_seeds(replicated):
     assert target["value"] == run.metrics["wait_p95_s"] and target["interval"]["n"] == 3
 
 
-def test_replicated_run_round_trips_the_store_and_shows_in_the_report(replicated, tmp_path):
+def test_replicated_run_round_trips_the_store_and_shows_in_the_report(replicated, tmp_path, capsys):
+    from helpers import run_podsim
+
     _, run = replicated
     rid = append_run(tmp_path / "r.duckdb", run)
+    listed = run_podsim(capsys, "report", "--store", str(tmp_path / "r.duckdb"), "--list")
+    assert listed.code == 0 and f"run {rid}: tiny (cluster, ok, 3 replicates)" in listed.out
     back = load_run(tmp_path / "r.duckdb", rid)
     assert back.intervals.keys() == run.intervals.keys()
     assert back.interval("goodput").mean == pytest.approx(run.interval("goodput").mean)

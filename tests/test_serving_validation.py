@@ -12,7 +12,7 @@ from podsim.validation.serving import GPTJ_DIMS, ROWS, row_config, run_table, su
 
 # the errors as they stand (predicted / measured - 1); a change that moves a row away fails. I4
 # (round 4.0's batch of 36) is refused: podsim's KV cache is 0.8% too small for it (see its reason)
-PINNED = {"I1": -0.006, "I2": -0.002, "I3": -0.599, "I4": None}
+PINNED = {"I1": 0.026, "I2": 0.032, "I3": -0.593, "I4": None}  # at issue 22's constants (MATMUL_FRACTION 0.752)
 
 
 @pytest.fixture(scope="module")
@@ -34,7 +34,7 @@ def test_rows_hold_their_fidelity(table):
     s = summarise(table)
     assert s["offline_median_abs_error"] <= 0.15 and not any(r["calibration"] for r in table)
     assert s["refused"] == 1 and s["max_abs_error"] == 1.0  # a refused row counts as a full miss
-    # the diagnostic: one batch's time bounds the fastest request from below; podsim's is 31% under the run's
+    # the diagnostic: one batch's time bounds the fastest request from below; podsim's is 29% under the run's (3.25 s against 4.58 s)
     i3 = by_id["I3"]
     assert i3["predicted_min_s"] < i3["measured_min_s"]
 

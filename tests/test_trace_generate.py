@@ -111,7 +111,7 @@ def test_tensor_parallel_collectives_per_layer(sp, recompute):
     """Megatron: 2 all-reduces of [b, s, d] per layer forward and 2 backward, plus the embedding
     output, the head's input gradient and the vocab-parallel loss (3 fp32 values per token);
     sequence parallelism turns each into an all-gather and a reduce-scatter of the same size."""
-    opts = GenerateOptions(sequence_parallel=sp, recompute=recompute)
+    opts = GenerateOptions(sequence_parallel=sp, recompute=recompute, collective_matmul="exposed")
     t = generate_trace("gpt3-175b", "4x4x4", "data=8,tensor=8", options=opts)
     cfg = PRESETS["gpt3-175b"]
     tensor = t.meta["mesh"]["tensor"]

@@ -9,7 +9,7 @@ import pytest
 
 from podsim.errors import PodsimError
 from podsim.trace import StepTrace, generate_trace, load_trace, save_trace
-from podsim.trace.model import Collective, Compute, SendRecv, parse_group
+from podsim.trace.model import AxisGroup, Collective, Compute, SendRecv, parse_group
 from podsim.trace.native import dumps_trace, trace_from_dict
 
 README_EXAMPLE = """\
@@ -73,7 +73,9 @@ def test_errors_name_the_op_and_the_problem():
     assert _err({"podsim_trace": 1, "ops": [{**ok, "deps": ["zz"]}]}) == "op 'a' depends on 'zz', which is not in the trace"
     assert "op 'a': field 'group': is not a field of this kind of op" in _err({"podsim_trace": 1, "ops": [{**ok, "group": "x"}]})
     assert "op 'g': group axis 'w' is not understood" in _err({"podsim_trace": 1, "ops": [{"id": "g", "kind": "all_reduce", "bytes": 8, "group": "w"}]})
-    assert "send_recv axis 'x,y' must name one axis" in _err({"podsim_trace": 1, "ops": [{"id": "s", "kind": "send_recv", "bytes": 8, "axis": "x,y"}]})
+    assert "names an axis twice" in _err({"podsim_trace": 1, "ops": [{"id": "s", "kind": "send_recv", "bytes": 8, "axis": "x,x"}]})
+    two = trace_from_dict({"podsim_trace": 1, "ops": [{"id": "s", "kind": "send_recv", "bytes": 8, "axis": "x,y"}]})  # a ring over two axes
+    assert two.ops[0].group == (AxisGroup("x"), AxisGroup("y"))
     assert "op 'a': field 'efficiency'" in _err({"podsim_trace": 1, "ops": [{**ok, "efficiency": 1.5}]})
     assert "version 2 is not supported" in _err({"podsim_trace": 2, "ops": []})
     assert "op #0 is not a mapping" in _err({"podsim_trace": 1, "ops": ["compute"]})

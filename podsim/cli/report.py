@@ -27,7 +27,8 @@ def _listing(store: Path) -> None:
             print(f"sweep {s['sweep_id']}: grid, {s['ok']} ok / {s['failed']} failed of {s['points']} points")
     for r in list_runs(store):
         where = f" [{r['sweep_id']}: {r['point_label']}]" if r["sweep_id"] else ""
-        print(f"run {r['run_id']}: {r['name']} ({r['kind'] or '-'}, {r['status']}){where}")
+        reps = f", {int(r['replicates'])} replicates" if (r.get("replicates") or 1) > 1 else ""  # its figures: means
+        print(f"run {r['run_id']}: {r['name']} ({r['kind'] or '-'}, {r['status']}{reps}){where}")
 
 
 @app.command("report")

@@ -203,7 +203,11 @@ def _refuse_inapplicable(ctx, batch: str, batcher: str, arrivals: str, disaggreg
 FLAGS = {"model.precision": "--weights/--kv-cache/--matmul", "requests.arrivals": "--rate/--arrivals/--cv/--time-scale",
          "requests.prompt": "--prompt", "requests.output": "--output", "slice": "--slice", "replicas": "--replicas", "duration": "--duration", "warmup": "--warmup", "model": "--model",
          "batch": "--batch", "requests": "--rate/--arrivals/--prompt/--output", "slo": "--slo-ttft/--slo-tpot",
-         "capacity": "--capacity-*", "disaggregated": "--disaggregated"}
+         "capacity": "--capacity-*", "disaggregated": "--disaggregated",
+         **{f"batch.{f}": "--" + f.replace("_", "-") for f in ("token_budget", "max_seqs", "prefill", "kv", "page_tokens", "max_batch",
+                                                             "max_wait", "buckets", "batch_sizes", "batcher", "max_live_batches",
+                                                             "batcher_depth")},
+         "disaggregated.transfer": "--transfer", "requests.arrivals.cv": "--cv", "requests.arrivals.time_scale": "--time-scale"}
 
 
 def _flag(where: str) -> str:

@@ -88,6 +88,9 @@ def step_rows(result) -> list[tuple[str, str]]:
     for i in sorted(range(len(k["kind"])), key=lambda i: k["kind"][i]):
         rows.append((k["kind"][i], f"{int(k['ops'][i])} ops, {format_bytes(k['bytes'][i])}, {format_seconds(k['busy_s'][i])} busy; "
                                    f"op time {format_seconds(k['op_s'][i])} (closed form {format_seconds(k['closed_form_s'][i])})"))
+    if m.get("input_s"):
+        rows.append(("host input", f"{format_seconds(m['input_s'])} per step on the hosts; " + (
+            f"input-bound: the chips wait {format_seconds(m['input_wait_s'])} for it" if m["input_bound"] else "the chips take longer (not input-bound)")))
     if not math.isnan(m.get("mfu", math.nan)):
         rows.append(("model FLOPs utilisation", f"{m['mfu']:.1%}"))
     if not math.isnan(m.get("hfu", math.nan)):
@@ -155,9 +158,10 @@ def cli_study(files: list[str] | None, model: str | None, generation: str | None
               slice_shape: str | None, twisted: bool, efficiency: float | None, fast_path: bool, slices: int | None,
               dcn: str, oversubscription: float, wan: tuple[int, float, float, str], routing: str,
               plan: str | None = None, overrides: list[str] | None = None, options: list[str] | None = None,
-              system: str | None = None, tiers: str | None = None) -> StepStudy:
+              system: str | None = None, tiers: str | None = None) -> tuple[StepStudy, list[str]]:
     """The step study `podsim steptime --trace FILE | --model MODEL ...` asks for (`system`: an
-    ASTRA-sim system file beside `network`: its collective implementations and roofline)."""
+    ASTRA-sim system file beside `network`: its collective implementations and roofline), and the
+    notes to print with its result (after it: a run refused later says one line only)."""
     from podsim.study import StepStudy
     from podsim.trace import load_trace
     from podsim.trace.astra_network import apply_system, network_generation, read_system
@@ -181,20 +185,21 @@ def cli_study(files: list[str] | None, model: str | None, generation: str | None
               "engineer_dcn": engineer, "routing": routing}
     if model is not None:
         return StepStudy(gen, shape, model=model, plan=plan, model_overrides=parse_overrides(overrides),
-                         options=step_options(options), slices=slices or 1, name=model, **common)
+                         options=step_options(options), slices=slices or 1, name=model, **common), []
     for flag, given in (("--parallelism", plan), ("--set", overrides), ("--option", options)):
         if given:
             raise PodsimError(f"{flag} shapes a generated step (--model); a trace file holds its own ops and plan")
     trace = load_trace(expand_paths(files), shape=shape or gen.pod_shape)
+    notes = []
     if astra is not None:
         trace = apply_system(trace, astra, tuple(shape or gen.pod_shape))
         if astra.unmodelled:
-            typer.echo(f"note: {astra.path}: podsim's flow-level engine has no counterpart for "
-                       + ", ".join(f"{k} {v}" for k, v in astra.unmodelled.items()) + "; they are not modelled", err=True)
-    return StepStudy(gen, shape, trace=trace, slices=resolve_slices(trace, slices), name=trace.name or "trace", **common)
+            notes.append(f"note: {astra.path}: podsim's flow-level engine has no counterpart for "
+                         + ", ".join(f"{k} {v}" for k, v in astra.unmodelled.items()) + "; they are not modelled")
+    return StepStudy(gen, shape, trace=trace, slices=resolve_slices(trace, slices), name=trace.name or "trace", **common), notes
 
 
-def _step_mode(study: StepStudy, as_json: bool, timeline: str | None, title: str) -> None:
+def _step_mode(study: StepStudy, as_json: bool, timeline: str | None, title: str, notes: list[str] = ()) -> None:
     from podsim.scenario.run import STEP_JSON_TABLES, step_result
     from podsim.study import run_study
     from podsim.trace.memory import fits_message
@@ -206,6 +211,8 @@ def _step_mode(study: StepStudy, as_json: bool, timeline: str | None, title: str
         write_timeline(timeline, r, load.last, title=title)
     result = step_result(study, r=r)
     m = result.metrics
+    for note in notes:
+        typer.echo(note, err=True)
     if m.get("hbm_fits") is False:
         typer.echo("warning: " + fits_message(m["hbm_bytes_per_chip"], m["hbm_capacity_bytes"]), err=True)
     if as_json:
@@ -260,10 +267,10 @@ def steptime_cmd(
                 raise PodsimError(f"{flag} applies to one collective (--collective KIND --bytes SIZE), not to a step")
         if sites == 1:
             refuse_options(ctx, ("wan_latency_ms", "wan_gbps"), "without --sites > 1 (no WAN links)")
-        study = cli_study(trace_files, model, generation, network, slice_shape, twisted, efficiency, not no_fast_path, slices,
+        study, notes = cli_study(trace_files, model, generation, network, slice_shape, twisted, efficiency, not no_fast_path, slices,
                           dcn, oversubscription, (sites, wan_latency_ms, wan_gbps, ecmp), routing, parallelism, set_, option,
-                          system, dcn_tiers)
-        _step_mode(study, as_json, timeline, study.model_name or (trace_files or ["trace"])[0])
+                                 system, dcn_tiers)
+        _step_mode(study, as_json, timeline, study.model_name or (trace_files or ["trace"])[0], notes)
         return
     for flag, given in (("--timeline", timeline is not None), ("--slices", slices is not None), ("--network", network is not None),
                         ("--system", system is not None),

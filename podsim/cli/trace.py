@@ -60,6 +60,8 @@ def _summary_rows(s: dict) -> list[tuple[str, str]]:
         rows.append((kind, f"{v['ops']} ops, {format_bytes(v['bytes'])}"))
     if s["send_recv"]["ops"]:
         rows.append(("send_recv", f"{s['send_recv']['ops']} ops, {format_bytes(s['send_recv']['bytes'])}"))
+    if s.get("host", {}).get("ops"):
+        rows.append(("host input", f"{s['host']['duration_s']:.6g} s per step on the hosts, beside the chips"))
     meta = s["meta"]
     for key in ("parallelism", "mesh", "microbatches", "policy", "ranks", "chakra_vintage"):
         if key in meta:
@@ -102,7 +104,7 @@ def generate_cmd(
     recompute: Annotated[str, typer.Option("--recompute", help="activation recomputation: none, minimal (attention core) or full")] = "none",
     precision: Annotated[str, typer.Option("--precision", help="matmul precision: bf16, int8 or fp8 (where the generation publishes the rate)")] = "bf16",
     no_overlap: Annotated[list[str] | None, typer.Option("--no-overlap", help="switch an overlap off: fsdp_prefetch, grad_reduce or dcn (repeatable)")] = None,
-    collective_matmul: Annotated[bool, typer.Option("--collective-matmul", help="tensor-parallel collectives decomposed under the adjacent matmul")] = False,
+    collective_matmul: Annotated[str, typer.Option("--collective-matmul", help="tensor-parallel collectives and their matmuls: auto (XLA's default), exposed, chunked (decomposed, XLA's windowed einsum; implies sequence parallelism), all_gather, reduce_scatter (one side only) or hidden (the ideal bound)")] = "auto",
     attention: Annotated[str, typer.Option("--attention", help="flash (fused, causal half) or materialized (score matrix through HBM)")] = "flash",
     sequence_parallel: Annotated[bool, typer.Option("--sequence-parallel", help="Megatron sequence parallelism (all-gather + reduce-scatter instead of all-reduce)")] = False,
     capacity_factor: Annotated[float, typer.Option("--capacity-factor", help="MoE expert capacity factor", callback=q.CAPACITY_FACTOR.option("--capacity-factor"))] = 1.0,
@@ -110,6 +112,8 @@ def generate_cmd(
     combine_grad_reduce: Annotated[bool, typer.Option("--combine-grad-reduce", help="one data-parallel gradient all-reduce after the backward pass (XLA's combiner on a TF1 program) instead of one per layer under it")] = False,
     replicas_per_chip: Annotated[int, typer.Option("--replicas-per-chip", help="CNN data parallelism: replicas per chip (2: one per TensorCore, TF's num_cores on v2-v4); each updates its own weights", callback=q.REPLICAS_PER_CHIP.option("--replicas-per-chip"))] = 1,
     bn_group: Annotated[int, typer.Option("--bn-group", help="CNN distributed batch norm: replicas whose batch statistics are all-reduced together (TF's distributed_group_size), forward and backward, over a compact block of chips", callback=q.BN_GROUP.option("--bn-group"))] = 1,
+    input_pipeline: Annotated[str, typer.Option("--input-pipeline", help="the hosts' input pipeline: none, or jpeg (JPEGs decoded every step at the generation's host rate)")] = "none",
+    input_rate: Annotated[float | None, typer.Option("--input-rate", help="images (CNN) or tokens (transformer) per second one host feeds its chips; the step waits when they are slower", callback=q.INPUT_RATE.option("--input-rate"))] = None,
     set_: Annotated[list[str] | None, typer.Option("--set", help="override a model field, e.g. --set global_batch=2048 (repeatable)")] = None,
     mesh_order: Annotated[str | None, typer.Option("--mesh-order", help="logical axes heaviest first, e.g. tensor,fsdp,data (default: measured)")] = None,
     mesh_map: Annotated[list[str] | None, typer.Option("--map", help="explicit mapping LOGICAL=GROUP, e.g. --map tensor=z --map data=x,y (repeatable)")] = None,
@@ -120,7 +124,8 @@ def generate_cmd(
         microbatches=microbatches, recompute=recompute, sequence_parallel=sequence_parallel,
         capacity_factor=capacity_factor, grad_bytes=grad_bytes, combine_grad_reduce=combine_grad_reduce, replicas_per_chip=replicas_per_chip, bn_group=bn_group,
         mesh_order=tuple(comma_list(mesh_order, "--mesh-order", "tensor,fsdp,data")) or None,
-        mesh=_mapping(mesh_map), precision=precision, attention=attention, collective_matmul=collective_matmul, **_overlaps_off(no_overlap),
+        mesh=_mapping(mesh_map), precision=precision, attention=attention, collective_matmul=collective_matmul,
+        input_pipeline=input_pipeline, input_rate_per_host=input_rate, **_overlaps_off(no_overlap),
     )
     output_format(out)
     trace = generate_trace(model, slice_shape, parallelism, generation=generation, twisted=twisted, overrides=parse_overrides(set_), options=opts)

@@ -93,14 +93,14 @@ def _prepare(job: Job, pool: RouterPool, efficiency: float | None) -> tuple[list
     for op in order:
         deps = tuple(index[d] for d in op.deps)
         if isinstance(op, Compute):
-            out.append(_OpPlan(op, "compute", deps, duration_s=duration(op)))
+            out.append(_OpPlan(op, "input" if op.host else "compute", deps, duration_s=duration(op)))
         elif isinstance(op, Collective):
             lay = layout(op.group)
             out.append(_OpPlan(op, op.kind, deps, plan=plan(op.kind, op.group, op.bytes, op.algorithm),
                                group=lay.name, level=_level(lay)))
         elif isinstance(op, SendRecv):
-            lay = layout((op.axis,))
-            out.append(_OpPlan(op, "send_recv", deps, plan=plan("send_recv", (op.axis,), op.bytes, "auto", op.shift),
+            lay = layout(op.group)
+            out.append(_OpPlan(op, "send_recv", deps, plan=plan("send_recv", op.group, op.bytes, "auto", op.shift),
                                group=lay.name, level=_level(lay)))
         else:  # pragma: no cover - the trace model has three op types
             raise PodsimError(f"op {getattr(op, 'id', op)!r} has an unknown type {type(op).__name__}")
@@ -279,7 +279,14 @@ def _result(prog: _Program, net: FlowNetwork, owner: int, wall: float, events: i
     """The StepResult of one job's program (link loads unfolded onto every link)."""
     steps = prog.job.steps
     comp = [(t.start_s, t.end_s) for t in prog.timeline if t.kind == "compute"]
-    comm = [(t.start_s, t.end_s) for t in prog.timeline if t.kind != "compute"]
+    comm = [(t.start_s, t.end_s) for t in prog.timeline if t.kind not in ("compute", "input")]
+    # host input: its busy time, and how long each step waited for it after the chips were done
+    host = [(t.start_s, t.end_s) for t in prog.timeline if t.kind == "input"]
+    device_end = [0.0] * steps
+    for t in prog.timeline:
+        if t.kind != "input":
+            device_end[t.step] = max(device_end[t.step], t.end_s)
+    input_wait = sum(max(0.0, t.end_s - device_end[t.step]) for t in prog.timeline if t.kind == "input")
     totals: dict[str, dict] = {}
     for t in prog.timeline:
         d = totals.setdefault(t.kind, {"count": 0.0, "bytes": 0.0, "time_s": 0.0, "closed_form_s": 0.0, "algorithms": []})
@@ -319,7 +326,7 @@ def _result(prog: _Program, net: FlowNetwork, owner: int, wall: float, events: i
         exposed_comm_s=(_union_s(comp + comm) - compute_s) / steps, timeline=tuple(sorted(prog.timeline, key=lambda t: (t.start_s, t.end_s))),
         totals=totals, link_bytes=link_bytes, link_peak_utilisation=peak, fabric=prog.job.fabric, engine_wall_s=wall,
         events=events, flows=prog.flows, flows_simulated=prog.flows_simulated, fast_path=sym is not None,
-        levels=levels, tiers=tiers, slices=len(prog.job.slices),
+        levels=levels, tiers=tiers, slices=len(prog.job.slices), input_s=_union_s(host) / steps, input_wait_s=input_wait / steps,
         links_alike=None if sym is None else np.bincount(sym.canon_link, minlength=len(link_bytes)),
         algorithm_choices=prog.choices, fold=prog.fold,
         trace=prog.job.trace, views=prog.job.views,

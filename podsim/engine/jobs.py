@@ -89,10 +89,8 @@ def declared_slices(trace: StepTrace) -> int | None:
 
 
 def _op_axes(op) -> tuple[str, ...]:
-    if isinstance(op, Collective):
+    if isinstance(op, Collective | SendRecv):
         return tuple(g.axis for g in op.group)
-    if isinstance(op, SendRecv):
-        return (op.axis.axis,)
     return ()
 
 

@@ -17,7 +17,7 @@ class OpTiming:
 
     step: int
     id: str
-    kind: str  # compute, send_recv or a collective kind
+    kind: str  # compute, input (host input pipeline), send_recv or a collective kind
     start_s: float
     end_s: float
     name: str = ""
@@ -71,6 +71,8 @@ class StepResult:
     levels: dict[str, dict[str, float]] = field(default_factory=dict)
     tiers: dict[str, dict[str, float]] = field(default_factory=dict)
     slices: int = 1
+    input_s: float = 0.0  # the hosts' input pipeline busy per step (beside the chips)
+    input_wait_s: float = 0.0  # the part of the step the chips wait for it (> 0: input-bound)
     # per fabric link, how many links the load recorded on it stands for under the fast path
     # (a representative link: its orbit or class; others 0); None when every link was simulated
     links_alike: np.ndarray | None = field(default=None, repr=False)
@@ -98,6 +100,7 @@ class StepResult:
             "engine_wall_s": self.engine_wall_s, "events": self.events, "flows": self.flows,
             "flows_simulated": self.flows_simulated, "fast_path": self.fast_path, "levels": self.levels,
             "tiers": self.tiers, "slices": self.slices, "algorithm_choices": self.algorithm_choices, "fold": self.fold,
+            "input_s": self.input_s, "input_wait_s": self.input_wait_s,
         }
 
 

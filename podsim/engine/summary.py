@@ -11,10 +11,12 @@ from podsim.trace.model import Compute, StepTrace
 
 
 def step_summary(result: StepResult, trace: StepTrace | None = None) -> dict:
-    """Step time, its breakdown, per-kind totals per step (count, bytes, busy seconds: the time
-    an op of the kind is in flight, overlaps counted once, as comm_s; op seconds: their summed
-    durations; closed-form seconds), busy and exposed time per network level (`ici_busy_s`, `dcn_exposed_s`, ...) and per
-    DCN tier (`tiers`; `tier_spine_busy_s`, `tier_tor_link_busy_s`, ...: StepResult.tiers) and,
+    """Step time, its breakdown (compute, exposed communication, and the wait for the hosts'
+    input when they feed slower than the chips run: `input_bound`), per-kind totals per step
+    (count, bytes, busy seconds: the time an op of the kind is in flight, overlaps counted once,
+    as comm_s; op seconds: their summed durations; closed-form seconds), busy and exposed time
+    per network level (`ici_busy_s`, `dcn_exposed_s`, ...) and per DCN tier (`tiers`;
+    `tier_spine_busy_s`, `tier_tor_link_busy_s`, ...: StepResult.tiers) and,
     when the trace knows its chips, the FLOPs utilisations against the bf16 peak: `mfu` (model
     FLOPs, when the trace knows them) and `hfu` (hardware FLOPs: every compute op's FLOPs,
     recomputation included, bubbles left out). `trace` defaults to the result's own."""
@@ -23,13 +25,18 @@ def step_summary(result: StepResult, trace: StepTrace | None = None) -> dict:
     per_kind = {kind: {"ops": t["count"], "bytes": t["bytes"], "busy_s": t["busy_s"], "op_s": t["time_s"],
                        "closed_form_s": t["closed_form_s"],
                        "algorithms": t["algorithms"]}
-                for kind, t in result.totals.items() if kind != "compute"}
+                for kind, t in result.totals.items() if kind not in ("compute", "input")}
     out = {
         "step_time_s": result.step_time_s,
         "compute_s": result.compute_s,
         "comm_s": result.comm_s,
         "exposed_comm_s": result.exposed_comm_s,
         "overlapped_comm_s": result.comm_s - result.exposed_comm_s,
+        # the hosts' input pipeline (the next step's batch, beside the chips): busy per step, and
+        # the part of the step the chips wait for it; waiting at all makes the step input-bound
+        "input_s": result.input_s,
+        "input_wait_s": result.input_wait_s,
+        "input_bound": result.input_wait_s > 0,
         "slices": result.slices,
         "levels": result.levels,
         **{f"{lv}_{k}": v for lv, d in result.levels.items() for k, v in d.items()},

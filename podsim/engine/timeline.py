@@ -5,7 +5,8 @@
 Tracks (processes, each with threads):
 
 - **compute**: one thread per compute stream; ops that overlap in time go to separate streams
-  (the first stream free when the op starts), so each stream is a plain sequence;
+  (the first stream free when the op starts), so each stream is a plain sequence; the hosts'
+  input pipeline (a step's next batch) on its own thread, `host input`;
 - **collectives**: one thread per collective group (`all_reduce x`, `send_recv z:4` ...),
   split the same way when two ops of a group overlap (`x #2`);
 - **DCN**: ops whose group spans the DCN (`dcn` axis), and, when link load was recorded
@@ -61,6 +62,8 @@ def _lanes(ops: Sequence[OpTiming]) -> list[int]:
 def _track(op: OpTiming) -> tuple[int, str]:
     if op.kind == "compute":
         return PID_COMPUTE, "stream"
+    if op.kind == "input":
+        return PID_COMPUTE, "host input"
     dcn = any(part.split(":")[0].strip() == "dcn" for part in op.group.split(","))
     pid = PID_DCN if dcn else PID_COLLECTIVES
     return pid, f"{op.kind} {op.group}".strip()
@@ -77,7 +80,7 @@ def _op_event(op: OpTiming, pid: int, tid: int) -> dict:
     args = {"id": op.id, "kind": op.kind, "step": op.step, "duration_s": op.duration_s}
     if op.layer:
         args["layer"] = op.layer
-    if op.kind != "compute":
+    if op.kind not in ("compute", "input"):
         args.update(bytes=op.bytes, group=op.group, algorithm=op.algorithm)
         if op.closed_form_s is not None:
             args["closed_form_s"] = op.closed_form_s

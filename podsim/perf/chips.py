@@ -1,9 +1,10 @@
-"""Per-generation constants of the compute model, each with its source.
+"""Per-generation constants of the compute model and the hosts' input, each with its source.
 
 Row ids (v4.3, v6e.1 ...) are rows of shared/reference/hardware.md; `assumption` marks a
 figure the reference sheet does not give, with the reason in the note.
 
-Two achievable-fraction constants are shared by every generation, and one is v6e's own:
+Two achievable-fraction constants are shared by every generation, and one is v6e's own (the
+host input rate below is the fourth calibrated constant):
 
 - `MATMUL_FRACTION`: the fraction of the MXU's peak a tile-aligned matmul sustains (pipeline
   fill, VMEM tiling and the vector work XLA fuses into it);
@@ -16,9 +17,11 @@ them "calibration"): MATMUL_FRACTION from M17 (a 200B dense LM on 1024 TPU v4 ch
 matmuls, little else), HBM_FRACTION from M4 (ResNet-50 on 8 TPU v4 chips: convolutions plus
 memory-bound batch norm, no communication to speak of), V6E_INT8_FRACTION from M15 (GPT-3 175B
 on two v6e slices, int8; added after the first table showed both v6e rows 2x fast, and checked by
-M14 alone). `benchmarks/validation.py --calibrate` recomputes all three; the first two are
-measured on v4 and carried to the other generations unchanged (an assumption: no
-per-generation figure exists).
+M14 alone). `benchmarks/validation.py --calibrate` recomputes all four (with the host rate, from
+ML12); the first two are measured on v4 and carried to the other generations unchanged (an
+assumption: no per-generation figure exists). HBM_FRACTION sits at its bound, 1.0, since issue
+22's sharded activations moved M17 and with it MATMUL_FRACTION (0.845 before): M4 cannot be met
+exactly (+1.4%).
 """
 
 from __future__ import annotations
@@ -28,11 +31,11 @@ from dataclasses import dataclass, field
 from podsim.errors import PodsimError
 from podsim.topology import Generation, get_generation
 
-MATMUL_FRACTION = 0.845
+MATMUL_FRACTION = 0.752
 """Calibrated on validation row M17 (`benchmarks/validation.py --calibrate`, see the module docstring)."""
-HBM_FRACTION = 0.960
+HBM_FRACTION = 1.000
 """Calibrated on validation row M4 (`benchmarks/validation.py --calibrate`, see the module docstring)."""
-V6E_INT8_FRACTION = 0.395
+V6E_INT8_FRACTION = 0.394
 """The fraction of v6e's int8 peak (1836 TOP/s, v6e.1) an int8 matmul sustains. Calibrated on
 validation row M15 (`benchmarks/validation.py --calibrate`): the first table showed both v6e rows
 at 0.39 of their bounds with MATMUL_FRACTION, i.e. int8 on v6e does not reach twice the bf16 rate
@@ -85,6 +88,42 @@ CHIPS: dict[str, tuple[int, str, dict[str, float], str, tuple[str, ...]]] = {
 # generation id -> {precision: name of its own achievable-fraction constant}; looked up when a
 # chip is built, so `podsim.validation.table.fractions` (calibration) reaches it
 PRECISION_FRACTIONS: dict[str, dict[str, str]] = {"tpu-v6e": {"int8": "V6E_INT8_FRACTION"}}
+
+
+# Host input pipelines -----------------------------------------------------------------------
+
+V3_HOST_JPEG_IMAGES_PER_S = 11_046.4
+"""Images per second one TPU v3 host (8 chips, hardware.md v3.6) decodes, augments and feeds when
+its pipeline decodes JPEGs every step: the MLPerf v0.6 resnet_main.py without
+--cache_decoded_image (R06 Google/benchmarks/resnet/tpu-v3-512/run_and_time.sh sets
+num_prefetch_threads=16 and no cache). No source publishes a host's rate; it is the rate the
+sheet's ml.12 run implies (256 v3 chips, 32 hosts, 32768 images in ~92.7 ms: 11.0k per host),
+calibrated on validation row ML12 (`benchmarks/validation.py --calibrate`), the fourth calibration
+constant. M2 (the same code on 1024 chips, 10.2k per host measured) checks it."""
+
+INPUT_PIPELINES = ("none", "jpeg")
+"""none: the input never holds a step up (synthetic data, or cached decoded images fed faster
+than the chips consume them: no source gives that rate); jpeg: JPEGs decoded every step at the
+generation's host rate (HOST_INPUT_RATES)."""
+
+# generation id -> {pipeline: (name of its rate constant, unit)}; looked up by name when a trace is
+# generated, so calibration reaches it
+HOST_INPUT_RATES: dict[str, dict[str, tuple[str, str]]] = {"tpu-v3": {"jpeg": ("V3_HOST_JPEG_IMAGES_PER_S", "images")}}
+
+
+def host_input_rate(gen: str | Generation, pipeline: str) -> tuple[float, str]:
+    """(items per second one host feeds, unit: images or tokens) of a named input pipeline on a
+    generation's hosts; a one-line error where no figure exists."""
+    g = get_generation(gen)
+    if pipeline not in INPUT_PIPELINES or pipeline == "none":
+        raise PodsimError(f"input_pipeline {pipeline!r} has no rate; use one of: {', '.join(INPUT_PIPELINES)}")
+    try:
+        name, unit = HOST_INPUT_RATES[g.id][pipeline]
+    except KeyError:
+        have = ", ".join(f"{p} on {gid}" for gid, ps in HOST_INPUT_RATES.items() for p in ps)
+        raise PodsimError(f"input_pipeline {pipeline!r}: no published or calibrated rate for {g.id} hosts (podsim has: {have}); "
+                          "give the rate instead (input_rate_per_host)") from None
+    return float(globals()[name]), unit
 
 
 def chip_compute(gen: str | Generation) -> ChipCompute:

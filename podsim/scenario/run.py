@@ -213,6 +213,7 @@ def step_metrics(study: StepStudy, r: StepResult, steps: int | None = None, mode
         "dcn": dcn.kind, "dcn_oversubscription": dcn.oversubscription, "dcn_ocs_groups": [list(g) for g in dcn.ocs_groups],
         "sites": dcn.sites, "wan_latency_s": dcn.wan_latency_s, "pods": r.fabric.layout.pods,
         "chip_s_per_step": total_chips * r.step_time_s,
+        "input_s": r.input_s, "input_wait_s": r.input_wait_s, "input_bound": r.input_wait_s > 0,
     }
     if "hbm_bytes_per_chip" in summ:  # a generated trace: does the plan fit the chip at all?
         m.update({k: summ[k] for k in ("hbm_bytes_per_chip", "hbm_capacity_bytes", "hbm_fits")})
@@ -334,7 +335,7 @@ def run_scenario(scenario: Scenario, on_progress: ProgressFn | None = None, *,
     ...                     "slice: 4x4x4, parallelism: 'fsdp=16,tensor=4', model_overrides: {n_layers: 2, global_batch: 32}}}")
     >>> r = run_scenario(load_scenario(path))
     >>> r.kind, round(r.metrics["step_time_s"], 4), r.metrics["parallelism"]
-    ('step', 0.1454, 'fsdp=16,tensor=4')
+    ('step', 0.1582, 'fsdp=16,tensor=4')
     """
     t0 = time.perf_counter()
     gen = check_scenario(scenario)

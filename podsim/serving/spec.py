@@ -128,7 +128,7 @@ class BatchPolicy(_Model):
         _refuse_changed(self, ("max_batch", "max_wait", "buckets", "max_live_batches") if self.kind == "continuous" else
                         ("token_budget", "max_seqs", "prefill"), f"batch kind {self.kind}")
         if self.kind == "static" and self.batcher != "saxml":
-            _refuse_changed(self, ("max_live_batches",), f"batcher {self.batcher}")
+            _refuse_changed(self, ("max_live_batches", "batcher_depth"), f"batcher {self.batcher}")
         return self
 
 

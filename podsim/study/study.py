@@ -219,7 +219,7 @@ def run_study(study: StepStudy) -> StepResult:
     >>> r = run_study(StepStudy("tpu-v4", "4x4x4", model="llama2-70b", plan="fsdp=16,tensor=4",
     ...                         model_overrides={"n_layers": 2, "global_batch": 32}))
     >>> round(r.step_time_s, 4), r.trace.meta["parallelism"]
-    (0.1454, 'fsdp=16,tensor=4')
+    (0.1582, 'fsdp=16,tensor=4')
     """
     return simulate_step(None, study_job(study), compute_efficiency=study.compute_efficiency,
                          fast_path=study.fast_path, routing=study.routing)

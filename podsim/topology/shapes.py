@@ -131,7 +131,8 @@ def validate_shape(gen: Generation, shape: str | tuple[int, ...], twisted: bool 
     if rule == "listed":
         allowed = set(gen.slice_shapes)
         if name not in allowed and format_shape(shp[::-1]) not in allowed:
-            raise PodsimError(f"slice {name} is not a {gen.id} shape; allowed: {', '.join(gen.slice_shapes)}")
+            raise PodsimError(f"slice {name} is not a {gen.id} shape; allowed: {', '.join(gen.slice_shapes)}" if gen.slice_shapes else
+                              f"slice {name}: {gen.id} has no slice shapes (its network is one slice, not one of several)")
     elif rule == "pow2_rectangle":
         pow2 = all(v >= 2 and v & (v - 1) == 0 for v in shp)
         if not pow2 or max(shp) > 2 * min(shp):

@@ -98,12 +98,51 @@ class ProgramBuilder:
         self.held = {}
         return [i for i in ids if i]
 
-    def send(self, op_id: str, nbytes: float, shift: int, *, deps: Sequence[str], name: str = "") -> str | None:
-        if self.sizes["pipeline"] == 1:
+    def send(self, op_id: str, nbytes: float, shift: int, *, deps: Sequence[str | None], name: str = "", axis: str = "pipeline",
+             layer: str = "") -> str | None:
+        """A collective permute along the logical `axis` (the pipeline's stages, or the tensor
+        ring of a collective matmul); None when the axis is one chip."""
+        if self.sizes[axis] == 1:
             return None
-        self.ops.append(SendRecv(op_id, float(nbytes), AxisGroup("x"), shift, deps=tuple(dict.fromkeys(deps)), name=name))
-        self.logical[op_id] = ("pipeline",)
+        self.ops.append(SendRecv(op_id, float(nbytes), AxisGroup("x"), shift, deps=tuple(dict.fromkeys(d for d in deps if d)), name=name, layer=layer))
+        self.logical[op_id] = (axis,)
         return op_id
+
+    def windowed_matmul(self, op_id: str, side: str, cost: Cost, nbytes: float, axis: str, *, deps: Sequence[str | None] = (),
+                        name: str, layer: str, bubble: bool = False) -> None:
+        """A matmul fused with the collective on its input (`side` "all_gather") or output
+        ("reduce_scatter") over logical `axis`, decomposed as XLA's windowed einsum runs it (Wang et
+        al., ASPLOS 2023; openxla/xla SpmdPartitionerOptions: one direction, the loop not unrolled):
+        t = |axis| partial matmuls of cost / t (one per shard of the sharded dimension) and t - 1
+        collective permutes of one shard (nbytes / t) to the next chip of the ring. Iteration i runs
+        partial matmul i beside one permute and the next iteration waits for both:
+
+        - all_gather: iteration i multiplies the shard it holds while passing that shard on; the
+          last iteration passes nothing;
+        - reduce_scatter: iteration i computes its partial sum while the sums accumulated so far
+          move on; the first iteration has nothing to pass yet, and the next op waits for the last
+          permute (the chip's own reduced shard).
+
+        So the step pays max(partial matmul, permute) per iteration: what a permute outlasts its
+        partial matmul by is exposed, the rest hidden. One op per partial matmul and per permute;
+        the engine times both."""
+        if side not in ("all_gather", "reduce_scatter"):
+            raise ValueError(f"windowed_matmul side {side!r}")
+        t = self.sizes[axis]
+        part, shard = cost.times(1.0 / t), nbytes / t
+        ready = self.frontier()  # the input shard is ready when what came before is done
+        prev: list[str] = []  # the ops of the previous iteration
+        for i in range(t):
+            this = [self.compute(f"{op_id}.part{i}", part, deps=[*prev, *(deps if i == 0 else ())],
+                                 name=f"{name} (part {i + 1}/{t})", layer=layer, bubble=bubble)]
+            if side == "all_gather" and i < t - 1:
+                this.append(self.send(f"{op_id}.permute{i}", shard, +1, deps=prev or ready, axis=axis, layer=layer,
+                                      name=f"tensor-parallel shard to the next chip (collective matmul, {i + 1} of {t - 1})"))
+            elif side == "reduce_scatter" and i > 0:
+                this.append(self.send(f"{op_id}.permute{i - 1}", shard, +1, deps=prev, axis=axis, layer=layer,
+                                      name=f"tensor-parallel partial sums to the next chip (collective matmul, {i} of {t - 1})"))
+            prev = [x for x in this if x]
+        self.pending += prev[1:]  # reduce_scatter: the chip's reduced shard arrives with the last permute
 
     def volume_per_axis(self) -> dict[str, float]:
         """Bytes each chip moves on each logical axis per step (bus-bandwidth convention)."""
@@ -140,8 +179,7 @@ class ProgramBuilder:
                 continue
             parts = groups(axes)
             if isinstance(op, SendRecv):
-                (axis,) = parts[0]
-                out.append(SendRecv(op.id, op.bytes, axis, op.shift, op.deps, op.name, op.layer))
+                out.append(SendRecv(op.id, op.bytes, parts[0], op.shift, op.deps, op.name, op.layer))
                 continue
             inside = [a for a in axes if a != "dcn"]
             if op.kind == "all_reduce" and "dcn" in axes and inside and (grp := merge_groups(groups(inside), shape)):

@@ -8,7 +8,8 @@ types ASTRA-sim's ETFeeder reads:
   every node: a fixed-duration op's own, else the op's time on the chip of `generation` by the
   per-op model (podsim.perf, as the engine charges it; or a flat `efficiency`), so a replayer
   such as ASTRA-sim needs no compute model of its own; attributes `num_ops` (int64, FLOPs) and
-  `tensor_size` (uint64, HBM bytes) on every node too; `is_cpu_op` false.
+  `tensor_size` (uint64, HBM bytes) on every node too; `is_cpu_op` false, true for host work
+  (the input pipeline).
 - Collective -> COMM_COLL_NODE: `comm_type` (int64, CollectiveCommType), `comm_size` (int64,
   bytes in the nccl-tests convention, as the importer reads it), `involved_dim` (bool list, one
   per slice axis) when the group is whole slice axes (x, y,z ...).
@@ -101,9 +102,14 @@ def _check_shape(trace: StepTrace, shape: Sequence[int]) -> tuple[tuple[int, ...
     axes = SLICE_AXES[: len(shape)]
     trace.validate(axes=axes)
     for op in trace.ops:
-        if isinstance(op, SendRecv) and op.axis.axis == DCN_AXIS:
+        if not isinstance(op, SendRecv):
+            continue
+        if any(g.axis == DCN_AXIS for g in op.group):
             raise PodsimError(f"op {op.id!r}: a send/recv across the DCN has its peer in another slice; the export "
                               "writes one slice's ranks, so it cannot name it")
+        if len(op.group) > 1:
+            raise PodsimError(f"op {op.id!r}: a send/recv round a ring over several axes ({format_group(op.group)}) has no "
+                              "Chakra form (a send/recv names one axis); map the tensor axis onto one slice axis (--map tensor=z)")
     return shape, axes
 
 
@@ -189,7 +195,7 @@ def _nodes(op, nid: int, deps: list[int], rank: int, shape, axes, extras: bool, 
         common.append(_attr("podsim_layer", string_val=op.layer))
     if isinstance(op, Compute):
         node = pb.Node(id=nid, name=op.name, type=pb.COMP_NODE, data_deps=deps)
-        node.attr.append(_attr("is_cpu_op", bool_val=False))
+        node.attr.append(_attr("is_cpu_op", bool_val=op.host))
         seconds = op.duration_s if op.duration_s is not None else (times or {}).get(op.id)
         if seconds is not None:
             node.duration_micros = round(seconds * 1e6)

@@ -58,6 +58,23 @@ def _sum(*parts: Cost) -> Cost:
     return out
 
 
+@dataclass(frozen=True)
+class Block:
+    """One tensor-parallel block's forward cost per micro-batch, in program order: the norm on
+    its input, the matmul its input enters (QKV, MLP up: where the sequence-parallel all-gather
+    lands), the work between, the matmul its output leaves (attention output, MLP down: where
+    the partial sums are reduced), and the residual add."""
+
+    norm: Cost
+    first: Cost
+    mid: Cost
+    last: Cost
+    residual: Cost
+
+    def total(self) -> Cost:
+        return _sum(self.norm, self.first, self.mid, self.last, self.residual)
+
+
 
 @dataclass(frozen=True)
 class TransformerShard:
@@ -102,6 +119,18 @@ class TransformerShard:
     def act(self) -> float:
         """Bytes of one micro-batch's activations [b, s, d] on a chip."""
         return float(self.tokens * self.cfg.d_model * self.opts.act_bytes)
+
+    @property
+    def sharded(self) -> float:
+        """The share of a [b, s, d] tensor between blocks one chip holds: 1/tensor under sequence
+        parallelism (Korthikanti et al. 2022 §4.2.2: norms, residual adds and dropout run on a
+        1/t slice of the sequence), else 1 (every tensor-parallel chip holds it whole)."""
+        return 1.0 / self.t if self.opts.sequence_parallel else 1.0
+
+    def norm_residual_bytes(self) -> float:
+        """HBM bytes of one block's norm (read and write its input) and residual add (two reads,
+        one write) on one chip: 5 passes over its share of [b, s, d]."""
+        return 5.0 * self.act * self.sharded
 
     # Parameters per chip (before FSDP sharding) ------------------------------------------
     def attn_params(self) -> int:
@@ -149,29 +178,47 @@ class TransformerShard:
         scores = 0.0 if fused else 4.0 * heads * s * s * a
         return Cost(flops, hbm + scores, mms)
 
-    def attn_fwd(self) -> Cost:
+    def _norm(self) -> Cost:
+        return _mem(2.0 * self.act * self.sharded)  # the norm reads and writes its input
+
+    def _residual(self) -> Cost:
+        return _mem(3.0 * self.act * self.sharded)  # the residual add reads two, writes one
+
+    def attn_block(self) -> Block:
         c, T, a, dh = self.cfg, self.tokens, self.opts.act_bytes, self.cfg.d_head
         qkv = _matmul(T, c.d_model, (self.heads + 2 * self.kv_heads) * dh, a)
         out = _matmul(T, self.heads * dh, c.d_model, a)
-        elementwise = _mem(5.0 * T * c.d_model * a)  # norm read+write, residual add
-        return _sum(qkv, self.attn_core(), out, elementwise)
+        return Block(self._norm(), qkv, self.attn_core(), out, self._residual())
 
-    def mlp_fwd(self, tokens: float, experts: int = 1) -> Cost:
-        """Per expert: the input matrices [tokens/experts, d] x [d, d_ff] (1 or 2), the output one."""
+    def attn_fwd(self) -> Cost:
+        return self.attn_block().total()
+
+    def _mlp_parts(self, tokens: float, experts: int = 1) -> tuple[Cost, Cost, Cost]:
+        """Per expert: the input matrices [tokens/experts, d] x [d, d_ff] (1 or 2), the
+        activation (and gate product) pass, the output matrix."""
         c, a = self.cfg, self.opts.act_bytes
         fin = c.mlp_matrices - 1
         per = tokens / experts
         up = _matmul(per, c.d_model, self.d_ff, a, count=experts * fin)
         down = _matmul(per, self.d_ff, c.d_model, a, count=experts)
-        act = _mem(tokens * self.d_ff * fin * a)  # the activation (and gate product) pass
+        return up, _mem(tokens * self.d_ff * fin * a), down
+
+    def mlp_fwd(self, tokens: float, experts: int = 1) -> Cost:
+        up, act, down = self._mlp_parts(tokens, experts)
         return _sum(up, down, act)
 
+    def mlp_block(self) -> Block:
+        """The dense MLP block."""
+        up, act, down = self._mlp_parts(self.tokens)
+        return Block(self._norm(), up, act, down, self._residual())
+
     def dense_mlp_fwd(self) -> Cost:
-        return _sum(self.mlp_fwd(self.tokens), _mem(5.0 * self.tokens * self.cfg.d_model * self.opts.act_bytes))
+        return self.mlp_block().total()
 
     def router_fwd(self) -> Cost:
+        """The MoE block's router matmul with the block's norm and residual add."""
         c = self.cfg
-        return _sum(_matmul(self.tokens, c.d_model, c.n_experts, self.opts.act_bytes), _mem(5.0 * self.tokens * c.d_model * self.opts.act_bytes))
+        return _sum(_matmul(self.tokens, c.d_model, c.n_experts, self.opts.act_bytes), self._norm(), self._residual())
 
     def routed_tokens(self) -> float:
         cf = self.opts.capacity_factor if self.plan.expert > 1 else 1.0
@@ -193,7 +240,7 @@ class TransformerShard:
         T = self.b * c.head_positions
         logits = _matmul(T, c.d_model, self.vocab, self.opts.act_bytes)
         loss = _mem(2.0 * T * self.vocab * 4)
-        return _sum(logits, loss, _mem(2.0 * self.tokens * c.d_model * self.opts.act_bytes))
+        return _sum(logits, loss, self._norm())  # the final norm
 
 
 

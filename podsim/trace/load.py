@@ -166,7 +166,7 @@ def check_fits(trace: StepTrace, shape: Sequence[int]) -> None:
     trace.validate(axes=axes)
     length = dict(zip(axes, shape, strict=False))
     for op in trace.ops:
-        groups: tuple[AxisGroup, ...] = op.group if isinstance(op, Collective) else (op.axis,) if isinstance(op, SendRecv) else ()
+        groups: tuple[AxisGroup, ...] = op.group if isinstance(op, Collective | SendRecv) else ()
         for g in groups:
             if g.axis == DCN_AXIS:
                 continue
@@ -188,9 +188,13 @@ def summarize_trace(trace: StepTrace, generation: str | None = None) -> dict:
     colls: dict[str, dict] = {}
     groups: dict[str, float] = {}
     send = {"ops": 0, "bytes": 0.0}
+    host = {"ops": 0, "duration_s": 0.0}  # host work beside the chips (the input pipeline)
     at_peak = 0.0
     for op in trace.ops:
-        if isinstance(op, Compute):
+        if isinstance(op, Compute) and op.host:
+            host["ops"] += 1
+            host["duration_s"] += op.duration_s or 0.0
+        elif isinstance(op, Compute):
             comp["ops"] += 1
             comp["hbm_bytes"] += op.hbm_bytes
             if op.bubble:
@@ -212,7 +216,7 @@ def summarize_trace(trace: StepTrace, generation: str | None = None) -> dict:
         else:
             send["ops"] += 1
             send["bytes"] += op.bytes
-            key = f"send_recv {op.axis}"
+            key = f"send_recv {format_group(op.group)}"
             groups[key] = groups.get(key, 0.0) + op.bytes
     out = {
         "name": trace.name,
@@ -220,6 +224,7 @@ def summarize_trace(trace: StepTrace, generation: str | None = None) -> dict:
         "compute": comp,
         "collectives": dict(sorted(colls.items())),
         "send_recv": send,
+        "host": host,
         "bytes_per_group": dict(sorted(groups.items(), key=lambda kv: -kv[1])),
         "meta": trace.meta,
     }

@@ -60,9 +60,9 @@ def _state_per_param(opts) -> float:
 def layer_activation_elems(sh: TransformerShard) -> tuple[float, float]:
     """(elements one layer keeps for backward, elements of its full activations) per micro-batch
     on one chip, under the shard's recompute policy and attention kernel."""
-    c, T, t = sh.cfg, float(sh.tokens), sh.t
+    c, T = sh.cfg, float(sh.tokens)
     recompute, attention = sh.opts.recompute, sh.opts.attention
-    rep = 1.0 / t if sh.opts.sequence_parallel else 1.0  # [b, s, d] tensors: split by SP only
+    rep = sh.sharded  # [b, s, d] tensors between blocks: split by sequence parallelism only
     dh = c.d_head
     norms_in = 2 * T * c.d_model * rep
     qkv_in = T * c.d_model * rep

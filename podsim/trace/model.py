@@ -9,7 +9,8 @@ factors apply unchanged:
 - reduce_scatter: `bytes` is the input buffer; each chip ends with bytes / n;
 - all_to_all: `bytes` is each chip's send buffer; it sends bytes / n to every member;
 - send_recv (a collective permute): every chip sends `bytes` to the chip `shift` steps along
-  one axis group, as pipeline stages pass activations.
+  its group, as pipeline stages pass activations (one axis) or a collective matmul passes a
+  shard round the tensor-parallel ring (one axis or several).
 
 A group is named by axes of the slice, so one trace runs on any slice size: `x` is the chips
 along x; `x,y` the x-y plane; `x,y,z` (or `all`) every chip. `x:4` is contiguous blocks of 4
@@ -107,6 +108,9 @@ class Compute:
     # per chip, and the precision its matmuls run at (bf16, int8, fp8).
     matmuls: tuple[tuple[float, ...], ...] = ()
     precision: str = "bf16"
+    # Work on the host CPUs, beside the chips' program (the input pipeline producing the next
+    # step's batch): it holds the step up only when it outlasts the chips; not chip compute.
+    host: bool = False
 
     def duration_on(self, peak_flops_per_s: float, hbm_bytes_per_s: float, efficiency: float) -> float:
         """Its fixed duration, or the roofline: the slower of its FLOPs at `efficiency` of peak
@@ -136,15 +140,26 @@ class Collective:
 
 @dataclass(frozen=True)
 class SendRecv:
-    """A collective permute: every chip sends `bytes` to the chip `shift` steps along `axis`."""
+    """A collective permute: every chip sends `bytes` to the chip `shift` ranks on along its
+    group: one axis group (pipeline stages along an axis), or several (a tensor-parallel ring laid
+    over two axes; ranked as collective groups rank, the first axis fastest)."""
 
     id: str
     bytes: float
-    axis: AxisGroup
+    axis: AxisGroup | tuple[AxisGroup, ...]
     shift: int = 1
     deps: tuple[str, ...] = ()
     name: str = ""
     layer: str = ""
+
+    def __post_init__(self) -> None:
+        if isinstance(self.axis, tuple) and len(self.axis) == 1:  # one spelling per group: (x,) is x
+            object.__setattr__(self, "axis", self.axis[0])
+
+    @property
+    def group(self) -> tuple[AxisGroup, ...]:
+        """The axis groups the permute runs along (one for a pipeline's)."""
+        return self.axis if isinstance(self.axis, tuple) else (self.axis,)
 
 
 Op = Compute | Collective | SendRecv
@@ -207,7 +222,7 @@ class StepTrace:
                     raise PodsimError(f"op {op.id!r}: unknown collective kind {op.kind!r}; known: {', '.join(COLLECTIVE_KINDS)}")
                 groups = [g.axis for g in op.group]
             elif isinstance(op, SendRecv):
-                groups = [op.axis.axis]
+                groups = [g.axis for g in op.group]
             else:
                 groups = []
                 if op.duration_s is not None and op.duration_s < 0:

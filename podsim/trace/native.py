@@ -5,12 +5,14 @@ of ops, each with an `id`, a `kind` and its fields:
 
 - `kind: compute` — `duration_s`, or `flops` and `hbm_bytes` (per chip), optional
   `efficiency` (fraction of peak), `bubble` (pipeline fill/drain slot), `matmuls` (a list of
-  `[count, m, k, n, hbm_bytes]`, the op's matmuls for the per-op model) and `precision`
-  (`bf16`, `int8`, `fp8`);
+  `[count, m, k, n, hbm_bytes]`, the op's matmuls for the per-op model), `precision`
+  (`bf16`, `int8`, `fp8`) and `host` (work on the host CPUs beside the chips, e.g. the input
+  pipeline);
 - `kind: all_reduce | reduce_scatter | all_gather | all_to_all | broadcast | reduce` —
   `bytes` (nccl-tests convention, see model.py; a number or a size such as `1MiB`), `group`
   (slice axes: `x`, `x,y`, `all`, `x:4:2`, `dcn`) and optional `algorithm`;
-- `kind: send_recv` — `bytes`, `axis` (one axis group) and `shift`.
+- `kind: send_recv` — `bytes`, `axis` (the group it shifts along: one axis group such as `y` or
+  `x:4`, or several, `x,y`) and `shift`.
 
 Every op may have `deps` (ids it waits for), `name` and `layer`. Errors name the op and the
 field. Files are written atomically (a temporary file renamed into place), so a failed write
@@ -69,9 +71,13 @@ class _OpBase(_Strict):
     @field_validator("deps", mode="before")
     @classmethod
     def _dep_list(cls, v: Any) -> Any:
-        if isinstance(v, (str, int)):
+        if v is None:  # `deps:` with nothing after it (YAML's null): no dependencies
+            return []
+        if isinstance(v, (str, int)) and not isinstance(v, bool):
             v = [v]
-        return [str(d) if isinstance(d, int) else d for d in v]
+        if not isinstance(v, (list, tuple)):
+            return v  # pydantic refuses it in one line: a list is expected
+        return [str(d) if isinstance(d, int) and not isinstance(d, bool) else d for d in v]
 
 
 def _size(v: Any) -> float:
@@ -102,6 +108,7 @@ class _ComputeIn(_OpBase):
     bubble: bool = False
     matmuls: list[list[q.MATMUL_DIM.type]] = []
     precision: str = "bf16"
+    host: bool = False
 
     @field_validator("hbm_bytes", mode="before")
     @classmethod
@@ -175,13 +182,10 @@ def _op_from_dict(raw: Any, index: int) -> Op:
         if kind == "compute":
             c = _ComputeIn.model_validate(raw)
             return Compute(c.id, c.duration_s, c.flops, c.hbm_bytes, c.efficiency, tuple(c.deps), c.name, c.layer, c.bubble,
-                           tuple(tuple(float(x) for x in mm) for mm in c.matmuls), c.precision)
+                           tuple(tuple(float(x) for x in mm) for mm in c.matmuls), c.precision, c.host)
         if kind == "send_recv":
             s = _SendRecvIn.model_validate(raw)
-            axis = parse_group(s.axis)
-            if len(axis) != 1:
-                raise PodsimError(f"op {op_id!r}: send_recv axis {s.axis!r} must name one axis (e.g. y or x:4)")
-            return SendRecv(s.id, s.bytes, axis[0], s.shift, tuple(s.deps), s.name, s.layer)
+            return SendRecv(s.id, s.bytes, parse_group(s.axis), s.shift, tuple(s.deps), s.name, s.layer)
         c = _CollectiveIn.model_validate(raw)
         alg = normalise_algorithm(c.algorithm, field="field 'algorithm':")
         return Collective(c.id, kind, c.bytes, parse_group(c.group), alg, tuple(c.deps), c.name, c.layer)
@@ -261,12 +265,14 @@ def op_to_dict(op: Op) -> dict:
             out["matmuls"] = [[_num(x) for x in mm] for mm in op.matmuls]
         if op.precision != "bf16":
             out["precision"] = op.precision
+        if op.host:
+            out["host"] = True
     elif isinstance(op, Collective):
         out.update(kind=op.kind, bytes=_num(op.bytes), group=format_group(op.group))
         if op.algorithm != "auto":
             out["algorithm"] = op.algorithm
     else:
-        out.update(kind="send_recv", bytes=_num(op.bytes), axis=str(op.axis))
+        out.update(kind="send_recv", bytes=_num(op.bytes), axis=format_group(op.group))
         if op.shift != 1:
             out["shift"] = op.shift
     if op.deps:

@@ -19,8 +19,9 @@ section says, and PaLM on one pod (P1a) from its caveat 8. `SERIES` groups the r
 at several slice counts; `series_table` sets their measured per-chip throughput, relative to the
 fewest slices, beside podsim's.
 
-At most three rows set constants (`calibration`, see podsim.perf.chips); they are left out of
-the summary statistics. An upper-bound row is calibrated to the training part of its interval
+At most four rows set constants (`calibration`, see podsim.perf.chips); they are left out of
+the summary statistics. One row is not in measurements.md or its caveats: ML12 (hardware.md ml.12),
+which issue 22 allows as the calibration row of the hosts' JPEG input rate. An upper-bound row is calibrated to the training part of its interval
 (`calibration_target_s`). Each row is a `StepStudy` (`row_study`) run by `run_study`; multislice
 rows run as one job on several slices (`place_slices` packs them pod by pod), with the DCN
 between them.
@@ -88,11 +89,31 @@ LINGVO_DENSE_BUILDER = {"mlp": "swiglu", "n_kv_heads": 1, "head_dim": 128}
 
 
 INT8 = "int8"
+# GSPMD programs that shard each block's [b, s, d] activations over the model axis between blocks,
+# which is sequence parallelism's layout and traffic (Korthikanti et al. 2022: all-gather in,
+# reduce-scatter out, norms and residual adds on a 1/t share):
+# - MaxText (M11-M13): MaxText/configs/base.yml logical_axis_rules ['activation_embed', 'tensor'],
+#   ['norm', 'tensor'] (AI-Hypercomputer/maxtext 000e935); its MLPerf scripts also set
+#   --xla_tpu_decompose_all_gather_einsum=true and not the reduce-scatter counterpart
+#   (mlcommons/training_results_v4.0 62f111b, Google/benchmarks/gpt3/implementations/maxtext/v5p-*.sh;
+#   the v4.1 v5p-4096.sh likewise): collective matmul of the all-gathers only;
+# - Lingvo-JAX (M17): TransformerBertSpmdAdafactor calls set_sharding_annotations_v1, whose
+#   TransformerLm.set_sharding_params_v1 sets bld = [batch, None, mdl] (tensorflow/lingvo 98d104f,
+#   lingvo/jax/layers/transformer_models.py; lingvo/jax/tasks/lm/model_params.py);
+# - Lingvo-TF GShard (M16): wiki_bert.py BertTemplate blm_split=[0, -1, 1] (the file the sheet cites).
+# Collective matmul elsewhere as XLA's partitioner does by default (auto).
+MAXTEXT = {"sequence_parallel": True, "collective_matmul": "all_gather"}
+GSPMD_SHARDED = {"sequence_parallel": True}
+SHARDED_NOTE = "activations sharded over the model axis between blocks (as sequence parallelism)"
+MAXTEXT_NOTE = SHARDED_NOTE + "; collective matmul of the all-gathers only (the script's XLA flags)"
 R41 = "mlcommons/training_results_v4.1@b87b9e396f771345d4ef122ba33456304f15228d"
 # TF1 programs (the MLPerf ResNet-50 and BERT submissions): tf.gradients, then a cross_replica_sum
 # per variable, which XLA's all-reduce combiner merges into one after the backward pass.
 TF1 = GenerateOptions(combine_grad_reduce=True)
 UNFUSED = replace(TF1, attention="materialized")
+
+
+JPEG_NOTE = "hosts decode JPEGs every step (no --cache_decoded_image)"
 
 
 def _resnet_tf1(replicas: int, chips: int, bf16_threshold: int | None, bn_group: int = 1) -> GenerateOptions:
@@ -106,11 +127,15 @@ def _resnet_tf1(replicas: int, chips: int, bf16_threshold: int | None, bn_group:
 ROWS: tuple[Row, ...] = (
     Row("M1", "TPU v3, 16 chips", "resnet50", "tpu-v3", "4x4", "data=16", 0.1311, overrides={"global_batch": 4096}, options=_resnet_tf1(32, 16, None),
         source="measurements.md M1 (MLPerf v0.6, R06 Google tpu-v3-32)"),
-    Row("M2", "TPU v3, 1024 chips (pod)", "resnet50", "tpu-v3", "32x32", "data=1024", 0.0251, overrides={"global_batch": 32768}, options=_resnet_tf1(2048, 1024, None, 8),
+    Row("M2", "TPU v3, 1024 chips (pod)", "resnet50", "tpu-v3", "32x32", "data=1024", 0.0251, overrides={"global_batch": 32768},
+        options=replace(_resnet_tf1(2048, 1024, None, 8), input_pipeline="jpeg"), assumed=JPEG_NOTE,
         source="measurements.md M2 (MLPerf v0.6, R06 Google tpu-v3-2048)"),
     Row("M3", "TPU v3, 4096 chips (4 pods)", "resnet50", "tpu-v3", "32x32", "data=1024,dcn=4", 0.0141, slices=4,
         overrides={"global_batch": 65536}, options=_resnet_tf1(8192, 4096, 128, 8), assumed="the 4 pods joined by the DCN (podsim has no inter-pod ICI)",
         source="measurements.md M3 (MLPerf v0.7, R07 Google tpu-v3-8192-TF)"),
+    Row("ML12", "TPU v3, 256 chips", "resnet50", "tpu-v3", "16x16", "data=256", 0.0927, overrides={"global_batch": 32768},
+        options=replace(_resnet_tf1(512, 256, None), input_pipeline="jpeg"), calibration="V3_HOST_JPEG_IMAGES_PER_S", assumed=JPEG_NOTE,
+        source="hardware.md ml.12 (MLPerf v0.6, R06 Google tpu-v3-512: num_cores=512, distributed_group_size=1)"),
     Row("M4", "TPU v4, 8 chips", "resnet50", "tpu-v4", "2x2x2", "data=8", 0.0736, overrides={"global_batch": 2048}, options=_resnet_tf1(16, 8, 128),
         calibration="HBM_FRACTION", source="measurements.md M4 (MLPerf v0.7, R07 Google tpu-v4-16-TF)"),
     Row("M5", "TPU v4, 3456 chips", "resnet50", "tpu-v4", "12x12x24", "data=3456", 0.00698, overrides={"global_batch": 55296}, options=_resnet_tf1(3456, 3456, 8192, 4),
@@ -128,14 +153,14 @@ ROWS: tuple[Row, ...] = (
         overrides={"global_batch": 2048}, options=GenerateOptions(precision=INT8, recompute="full"), kind="upper_bound",
         assumed="in-slice sharding fsdp 128 x tensor 2 (not in the repo); remat not stated: full, the least that fits HBM", source="measurements.md M10 (MLPerf v3.1, R31)"),
     Row("M11", "TPU v5p, 512 chips", "gpt3-175b", "tpu-v5p", "8x8x8", "fsdp=64,tensor=8", 23.81,
-        overrides={"global_batch": 2048}, options=GenerateOptions(precision=INT8, recompute="full"), kind="upper_bound",
-        remat_stated=True, source="measurements.md M11 (MLPerf v4.0, R40 v5p-1024)"),
+        overrides={"global_batch": 2048}, options=GenerateOptions(precision=INT8, recompute="full", **MAXTEXT), kind="upper_bound",
+        assumed=MAXTEXT_NOTE, remat_stated=True, source="measurements.md M11 (MLPerf v4.0, R40 v5p-1024)"),
     Row("M12", "TPU v5p, 6144 chips", "gpt3-175b", "tpu-v5p", "8x16x48", "data=16,fsdp=48,tensor=8", 5.97,
-        overrides={"global_batch": 6144}, options=GenerateOptions(precision=INT8, recompute="minimal"), kind="upper_bound",
-        assumed="save_dot_except_logits as minimal recompute", remat_stated=True, source="measurements.md M12 (MLPerf v4.0, R40 v5p-12288)"),
+        overrides={"global_batch": 6144}, options=GenerateOptions(precision=INT8, recompute="minimal", **MAXTEXT), kind="upper_bound",
+        assumed="save_dot_except_logits as minimal recompute; " + MAXTEXT_NOTE, remat_stated=True, source="measurements.md M12 (MLPerf v4.0, R40 v5p-12288)"),
     Row("M13", "TPU v5p, 2048 chips", "gpt3-175b", "tpu-v5p", "4x8x64", "data=4,fsdp=64,tensor=8", 11.25,
-        overrides={"global_batch": 4096}, options=GenerateOptions(precision=INT8, recompute="minimal"), kind="upper_bound",
-        assumed="save_dot_except_mlpwi as minimal recompute", remat_stated=True, source="measurements.md M13 (MLPerf v4.1, R41 v5p-4096)"),
+        overrides={"global_batch": 4096}, options=GenerateOptions(precision=INT8, recompute="minimal", **MAXTEXT), kind="upper_bound",
+        assumed="save_dot_except_mlpwi as minimal recompute; " + MAXTEXT_NOTE, remat_stated=True, source="measurements.md M13 (MLPerf v4.1, R41 v5p-4096)"),
     Row("M14", "TPU v6e, 8 x 256 chips (multislice)", "gpt3-175b", "tpu-v6e", "16x16", "fsdp=256,dcn=8", 10.75, slices=8,
         overrides={"global_batch": 4096}, options=GenerateOptions(precision=INT8, recompute="full"), kind="upper_bound",
         assumed="data parallel across slices", remat_stated=True, source="measurements.md M14 (MLPerf v4.1, R41 trillium-2048)"),
@@ -144,11 +169,12 @@ ROWS: tuple[Row, ...] = (
         assumed="data parallel across slices", remat_stated=True, calibration="V6E_INT8_FRACTION",
         source="measurements.md M15 (MLPerf v4.1, R41 trillium-512)"),
     Row("M16", "TPU v4, 2048 chips", _encoder("lm-482b", 64, 16384, 131072, 256, 4096, "measurements.md M16", **LINGVO_DENSE_BUILDER), "tpu-v4", "8x16x16",
-        "fsdp=256,tensor=8", 22.0, options=UNFUSED, assumed="mesh [256, 8] as fsdp x tensor; bf16; remat not stated: full, the least that fits HBM; unfused attention",
+        "fsdp=256,tensor=8", 22.0, options=replace(UNFUSED, **GSPMD_SHARDED),
+        assumed="mesh [256, 8] as fsdp x tensor; bf16; remat not stated: the least that fits HBM; unfused attention; " + SHARDED_NOTE,
         source="measurements.md M16 (MLPerf v1.1 open, R11 tpu-v4-4096-TF)"),
     Row("M17", "TPU v4, 1024 chips", _encoder("lm-200b", 66, 12288, 98304, 128, 4096, "measurements.md M17"), "tpu-v4", "8x8x16",
-        "fsdp=64,tensor=16", 16.8, options=GenerateOptions(recompute="minimal", attention="materialized"), calibration="MATMUL_FRACTION",
-        assumed="mesh [1, 64, 16] as fsdp x tensor; SAVE_DOT as minimal recompute; unfused attention",
+        "fsdp=64,tensor=16", 16.8, options=GenerateOptions(recompute="minimal", attention="materialized", **GSPMD_SHARDED), calibration="MATMUL_FRACTION",
+        assumed="mesh [1, 64, 16] as fsdp x tensor; SAVE_DOT as minimal recompute; unfused attention; " + SHARDED_NOTE,
         remat_stated=True, source="measurements.md M17 (MLPerf v1.1 open, R11 tpu-v4-2048-JAX)"),
     Row("P1", "TPU v4, 2 pods x 3072 chips", "palm-540b", "tpu-v4", "12x16x16", "fsdp=256,tensor=12,dcn=2", 17.6, slices=2,
         options=GenerateOptions(recompute="full", attention="materialized"), assumed="rematerialisation as full recompute; unfused attention",
@@ -300,12 +326,15 @@ def summarise(table: list[dict]) -> dict:
             "max_abs_error": max(errs, default=0.0)}
 
 
-CONSTANTS = ("MATMUL_FRACTION", "HBM_FRACTION", "V6E_INT8_FRACTION")
+CONSTANTS = ("MATMUL_FRACTION", "HBM_FRACTION", "V6E_INT8_FRACTION", "V3_HOST_JPEG_IMAGES_PER_S")
+BOUNDS = {"V3_HOST_JPEG_IMAGES_PER_S": (1.0, 1e9)}
+"""Where a constant may range while it is solved (fractions: 0.05 to 1)."""
 
 
 @contextmanager
 def fractions(**values: float) -> Iterator[None]:
-    """Temporarily set achievable-fraction constants of podsim.perf.chips by name (calibration only)."""
+    """Temporarily set calibrated constants of podsim.perf.chips (achievable fractions, the host
+    input rate) by name (calibration only)."""
     unknown = set(values) - set(CONSTANTS)
     if unknown:
         raise ValueError(f"not a calibrated constant: {sorted(unknown)}")
@@ -332,22 +361,24 @@ def calibration_target_s(row: Row) -> float:
 
 
 def _solve(row: Row, which: str, others: dict[str, float], start: float, tol: float = 1e-3, evals: int = 8) -> float:
-    """The fraction (at most 1) that makes `row`'s prediction equal its calibration target: secant
-    steps on predicted / target - 1 (the step time falls as the fraction grows)."""
+    """The value (a fraction at most 1; a rate within BOUNDS) that makes `row`'s prediction equal
+    its calibration target: secant steps on predicted / target - 1 (the step time falls as the
+    value grows)."""
     target = calibration_target_s(row)
+    lo, hi = BOUNDS.get(which, (0.05, 1.0))
 
     def gap(f: float) -> float:
         with fractions(**{**others, which: f}):
             return predict(row)["step_time_s"] / target - 1
 
-    x0, x1 = start, min(start * 1.05, 1.0) if start < 1.0 else start * 0.95
+    x0, x1 = start, min(start * 1.05, hi) if start < hi else start * 0.95
     g0, g1 = gap(x0), gap(x1)
     for _ in range(evals):
         if abs(g1) < tol or g1 == g0:
             break
-        x0, x1, g0 = x1, min(max(x1 - g1 * (x1 - x0) / (g1 - g0), 0.05), 1.0), g1
+        x0, x1, g0 = x1, min(max(x1 - g1 * (x1 - x0) / (g1 - g0), lo), hi), g1
         g1 = gap(x1)
-        if x1 == 1.0 and g1 > 0:  # even the whole of peak / bandwidth is too slow: cap at 1
+        if x1 == hi and g1 > 0:  # even the whole of peak / bandwidth is too slow: cap at the bound
             break
     return x1
 
