@@ -1,6 +1,7 @@
 """Job-level cluster simulation: arrivals, queue policies, placement, failures, goodput.
 
-    from podsim.cluster import ClusterConfig, simulate
+    from podsim.cluster import ClusterConfig, FailureModel, simulate
+    from podsim.cluster.failures import FailureProcess
     result = simulate(ClusterConfig(generation="tpu-v4", pods=1, policy="backfill", horizon_s=7 * 86400,
                                     failures=FailureModel(host=FailureProcess.from_availability(0.995))),
                       jobs, seed=1)
