@@ -504,7 +504,7 @@ def g_demo(rng, inp):
 def g_dashboard(rng, inp):
     argv = _sprinkle(rng, ["dashboard"], [_opt(rng, "--port", ["8600"], NUMBERS, 0.7), _opt(rng, "--address", ["127.0.0.1"], TEXT),
                                           ["--headless"], _opt(rng, "--store", ["s.duckdb"], TEXT)], 2)
-    return [*argv, "--dry-run"]  # never dropped: a case must not start a server
+    return ["dashboard", "--dry-run", *argv[1:]]  # first, never dropped nor taken as a value: no case starts a server
 
 
 VERBS = {  # verb -> (generator, share of the cases)
