@@ -109,13 +109,14 @@ def test_ocs_remedies_are_scenario_fields_as_well_as_flags(capsys):
     """Degraded placement and spare ports reach the cluster run from a scenario's solver section
     exactly as from `podsim cluster --degraded-placement/--spare-ports/--degraded-slowdown`."""
     remedies = {"degraded_placement": "all", "spare_ports": True, "degraded_slowdown": 1.5}
-    scenario = scenario_from_dict({**SCENARIO, "solver": remedies})
+    ocs_failing = {**SCENARIO["failures"], "ocs": {"mtbf": "50d", "mttr": "4h"}}  # the remedies need failed OCS units
+    scenario = scenario_from_dict({**SCENARIO, "failures": ocs_failing, "solver": remedies})
     config = cluster_run(scenario, get_generation("tpu-v4")).config
     assert (config.degraded_placement, config.spare_ports, config.degraded_slowdown) == ("all", True, 1.5)
     via_run = _pick(run_scenario(scenario).metrics)
     code, out, err = podsim(capsys, "cluster", "-g", "tpu-v4", "--pods", "1", "--synthetic", SYNTHETIC,
                             "--policy", "backfill", "--host-availability", "0.995", "--mttr", "4h",
-                            "--checkpoint-interval", "1h", "--horizon", "2d", "--seed", "3", "--json",
-                            "--degraded-placement", "all", "--spare-ports", "--degraded-slowdown", "1.5")
+                            "--checkpoint-interval", "1h", "--horizon", "2d", "--seed", "3", "--json", "--ocs-mtbf", "50d",
+                            "--ocs-mttr", "4h", "--degraded-placement", "all", "--spare-ports", "--degraded-slowdown", "1.5")
     assert code == 0, err
     assert _pick(json.loads(out)["metrics"]) == via_run

@@ -98,6 +98,12 @@ def cluster_cmd(
         refuse_options(ctx, ("degraded_slowdown",), "with --degraded-placement off (no job runs on a degraded slice)")
     if not ocs:
         refuse_options(ctx, ("spare_ports",), "with --no-ocs (spare ports are OCS ports)")
+    if ocs_mtbf is None and failure_trace is None:  # only a failed OCS unit darkens circuits or ports
+        refuse_options(ctx, ("spare_ports", *(("degraded_placement",) if degraded_placement in ("requested", "all") else ())),
+                       "without OCS failures (--ocs-mtbf or --failure-trace): no OCS unit fails")
+    if fold != "allowed" and placement != "hilbert":
+        refuse_options(ctx, ("slowdown_model",), f"with --fold {fold} and --placement {placement} (every job runs on its own "
+                       "shape: no non-native placement to price)")
     if host_availability is None and mtbf is None and ocs_mtbf is None and link_mtbf is None:
         refuse_options(ctx, ("weibull_shape",), "without a failure process (--mtbf, --host-availability, --ocs-mtbf or --link-mtbf)")
     failures = failure_model(host_availability, mtbf, mttr, weibull_shape, ocs_mtbf, ocs_mttr, link_mtbf, link_mttr)

@@ -61,6 +61,8 @@ class TraceColumns(q.NoBoolNumbers):
             key, sep, value = part.partition("=")
             if not sep or key.strip() not in cls.model_fields:
                 raise PodsimError(f"--columns {part!r}: use key=column with keys {', '.join(cls.model_fields)}")
+            if key.strip() in fields:
+                raise PodsimError(f"--columns names {key.strip()!r} twice; the last would silently win")
             fields[key.strip()] = value.strip()
         try:
             return cls.model_validate(fields)
