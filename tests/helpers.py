@@ -111,3 +111,22 @@ def flat_cross_slice(trace):
                                             rs.deps, rs.name, rs.layer)
             gone.update({base + ".rs", op.id})
     return StepTrace(tuple(flat.get(op.id, op) for op in trace.ops if op.id not in gone), name=trace.name, meta=trace.meta)
+
+
+SMALL_SCENARIO = {"name": "small", "topology": {"generation": "tpu-v5e", "wiring": "static"},
+                  "workload": {"synthetic": {"jobs": 5, "rate": "2/h", "mix": {"2x2": 1}}}, "horizon": "6h"}
+
+
+def small_scenario(**changes) -> str:
+    """The hostile-input tests' small cluster scenario as JSON, with `a__b=value` set at a.b (None removes it)."""
+    out = json.loads(json.dumps(SMALL_SCENARIO))
+    for dotted, value in changes.items():
+        node = out
+        *head, last = dotted.split("__")
+        for k in head:
+            node = node.setdefault(k, {})
+        if value is None:
+            node.pop(last, None)
+        else:
+            node[last] = value
+    return json.dumps(out)

@@ -10,23 +10,11 @@ from pathlib import Path
 
 import pytest
 from helpers import run_podsim
+from helpers import small_scenario as _scenario
 
 DATA = Path(__file__).parent / "data"
 ASTRA = DATA / "astra-sim"
 TINY = (DATA / "scenarios" / "tiny.yaml").read_text()
-SMALL = {"name": "small", "topology": {"generation": "tpu-v5e", "wiring": "static"},
-         "workload": {"synthetic": {"jobs": 5, "rate": "2/h", "mix": {"2x2": 1}}}, "horizon": "6h"}
-
-
-def _scenario(**changes) -> str:
-    out = json.loads(json.dumps(SMALL))
-    for dotted, value in changes.items():
-        node = out
-        *head, last = dotted.split("__")
-        for k in head:
-            node = node.setdefault(k, {})
-        node[last] = value
-    return json.dumps(out)
 
 
 def _scenario_with_a_short_csv_row(tmp_path: Path) -> dict:

@@ -15,14 +15,14 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers import SMALL_SCENARIO as SMALL
 from helpers import run_podsim
+from helpers import small_scenario as _scenario
 
 DATA = Path(__file__).parent / "data"
 ASTRA = DATA / "astra-sim"
 ASTRA_WL = str(ASTRA / "text-workloads" / "microAllReduce.txt")
 RING8 = str(ASTRA / "configs" / "inputs_network_tpu_v3_8.yml")
-SMALL = {"name": "small", "topology": {"generation": "tpu-v5e", "wiring": "static"},
-         "workload": {"synthetic": {"jobs": 5, "rate": "2/h", "mix": {"2x2": 1}}}, "horizon": "6h"}
 GEN = ("trace", "generate", "gpt3-175b", "--slice", "4x4x4", "-p", "fsdp=16,tensor=4", "--set", "n_layers=1")
 SYN = "jobs=5,rate=2/h,mix=2x2:1"
 CL = ("cluster", "-g", "tpu-v5e", "--horizon", "6h", "--synthetic", SYN)
@@ -35,19 +35,6 @@ SCALE = ("scaling", "llama2-70b", "--slice", "4x4x4", "-p", "fsdp=64", "--batch-
 def _trace(ops, **top) -> str:
     return json.dumps({"podsim_trace": 1, **top, "ops": ops})
 
-
-def _scenario(**changes) -> str:
-    out = json.loads(json.dumps(SMALL))
-    for dotted, value in changes.items():
-        node = out
-        *head, last = dotted.split("__")
-        for k in head:
-            node = node.setdefault(k, {})
-        if value is None:
-            node.pop(last, None)
-        else:
-            node[last] = value
-    return json.dumps(out)
 
 
 AR = {"id": "a", "kind": "all_reduce", "bytes": 1e6, "group": "x"}
