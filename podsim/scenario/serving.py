@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 
-from podsim.serving.capacity import serving_capacity
+from podsim.serving.capacity import on_slice, serving_capacity
 from podsim.serving.result import ServingResult, simulate_serving
 from podsim.serving.simulate import ServingSim
 from podsim.serving.spec import ServingConfig, ServingWorkload
@@ -38,12 +38,11 @@ def check_serving(w: ServingWorkload, gen: Generation) -> None:
     is refused when the scenario loads."""
     if w.requests.trace is not None:
         load_request_trace(w.requests.trace)
-    ServingSim(serving_config(w, gen, 0), requests=_no_requests(), generation=gen)
+    cfg = serving_config(w, gen, 0)
+    ServingSim(cfg, requests=_no_requests(), generation=gen)
     if w.capacity is not None:
-        for shape in w.capacity.slices:
-            cfg = serving_config(w, gen, 0)
-            model = cfg.model if cfg.model.tensor is None else cfg.model.model_copy(update={"tensor": None})
-            ServingSim(cfg.model_copy(update={"slice": shape, "model": model}), requests=_no_requests(), generation=gen)
+        for shape in w.capacity.slices:  # as the search runs them (serving.capacity.on_slice)
+            ServingSim(on_slice(cfg, shape), requests=_no_requests(), generation=gen)
 
 
 def _no_requests():

@@ -102,6 +102,15 @@ def _verdict(search: CapacitySearch, ivs: dict, each: list[dict]) -> tuple[bool,
     return (not misses), "; ".join(misses) or "met"
 
 
+def on_slice(config: ServingConfig, shape: str) -> ServingConfig:
+    """`config` with each replica on slice `shape`: a tensor degree that does not fill the shape's
+    chips is dropped (a candidate shape takes its own)."""
+    model = config.model
+    if model.tensor is not None and model.tensor * model.expert != math.prod(parse_shape(shape)):
+        model = model.model_copy(update={"tensor": None})
+    return config.model_copy(update={"slice": shape, "model": model})
+
+
 def serving_capacity(config: ServingConfig, search: CapacitySearch, *, generation=None,
                      on_probe: Callable[[Probe], None] | None = None) -> CapacityAnswer:
     """Search every candidate slice for its fewest replicas (module docstring); no I/O."""
@@ -119,10 +128,7 @@ def serving_capacity(config: ServingConfig, search: CapacitySearch, *, generatio
     best: dict[str, Probe | None] = {}
     for shape in shapes:
         chips = math.prod(parse_shape(shape))
-        model = base.model
-        if model.tensor is not None and model.tensor * model.expert != chips:  # a candidate shape takes its own tensor degree
-            model = model.model_copy(update={"tensor": None})
-        cfg = base.model_copy(update={"slice": shape, "model": model})
+        cfg = on_slice(base, shape)
         seen: dict[int, Probe] = {}
 
         def probe(n: int, cfg=cfg, shape=shape, chips=chips, seen=seen) -> Probe:

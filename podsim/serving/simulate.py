@@ -465,17 +465,23 @@ class Replica:
         steps = int(req.output[batch].max()) - 1
         return length, steps, int(seq_pages(length, steps, req.beams, self.pt))
 
+    def batch_s(self, m: int, length: int, steps: int) -> tuple[float, float]:
+        """(prefill, decode) seconds on the slice of a static batch run at `m` rows padded to
+        `length` prompt tokens with `steps` decode steps."""
+        step, beams = self.sim.timer.tokens_step_s, self.beams
+        prefill = step(m * length, m, m * length, m * length * (length + 1) / 2.0, 0.0, m * length)
+        decode = 0.0
+        for k in range(1, steps + 1):
+            decode += step(m * beams, m * beams, m * beams, m * beams * (length + k), m * (length + beams * (k - 1)), m * beams)
+        return prefill, decode
+
     def _run_batch(self, batch: list[int], length: int, steps: int, per: int):
         """Run one static batch on the slice (its pages already taken): one prefill of every
         padded row, `steps` decode steps, every result returned when it ends."""
         sim, env, beams = self.sim, self.sim.env, self.beams
         n, m = len(batch), self.padded(len(batch))
         t0 = env.now
-        step = sim.timer.tokens_step_s
-        prefill = step(m * length, m, m * length, m * length * (length + 1) / 2.0, 0.0, m * length)
-        decode = 0.0
-        for k in range(1, steps + 1):
-            decode += step(m * beams, m * beams, m * beams, m * beams * (length + k), m * (length + beams * (k - 1)), m * beams)
+        prefill, decode = self.batch_s(m, length, steps)
         self.max_seqs_seen = max(self.max_seqs_seen, m)
         kv = float(m * (length + beams * steps))
         sim.kv_tokens_max = max(sim.kv_tokens_max, kv)
@@ -593,7 +599,9 @@ class ServingSim:
         self.budget: KvBudget = kv_budget(self.shard, self.generation, pol.page_tokens, max_tokens, max_seqs, config.hbm_reserve)
         self.req = requests if requests is not None else draw_requests(config.requests, config.duration, config.seed)
         self.log = RequestLog.empty(len(self.req))
-        if pol.kind == "static" and pol.batcher == "saxml" and len(self.req):
+        # batcher saxml: requests alive per replica at most (more are turned away); None for other batchers
+        self.saxml_alive = pol.max_batch * pol.max_live_batches if pol.kind == "static" and pol.batcher == "saxml" else None
+        if self.saxml_alive is not None and len(self.req):
             self._check_saxml_cache()
         self.env = simpy.Environment()
         self.audit = audit
@@ -647,8 +655,7 @@ class ServingSim:
     def arrivals(self):
         env, req, log = self.env, self.req, self.log
         cap = self.budget.pages
-        pol = self.config.batch
-        alive = pol.max_batch * pol.max_live_batches if pol.kind == "static" and pol.batcher == "saxml" else math.inf
+        alive = self.saxml_alive if self.saxml_alive is not None else math.inf
         for rid in range(len(req)):
             t = float(req.arrival_s[rid])
             self.next_arrival_s = t
@@ -768,10 +775,10 @@ class ServingSim:
         env = self.env
         env.process(self.arrivals())
         pol = self.config.batch
-        if pol.kind == "static" and pol.batcher == "saxml":
-            env.process(self._retries(pol.max_batch * pol.max_live_batches))
+        if self.saxml_alive is not None:
+            env.process(self._retries(self.saxml_alive))
         for r in self.replicas:
-            env.process(r.run() if pol.kind != "static" else r.run_saxml() if pol.batcher == "saxml" else r.run_static())
+            env.process(r.run() if pol.kind != "static" else r.run_saxml() if self.saxml_alive is not None else r.run_static())
         offline = self.config.requests.arrivals.kind == "offline"
         horizon = (float(self.req.arrival_s.max()) if len(self.req) else 0.0) if offline else self.config.duration
         horizon += self.config.drain_s if not offline else 1e9

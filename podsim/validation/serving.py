@@ -203,11 +203,9 @@ def batch_time_sensitivity(row: ServingRow, batch_s: tuple[float, ...]) -> list[
 
     cfg = row_config(row)
     base = ServingSim(cfg)
-    length, steps, per = base.replicas[0]._batch_shape([0])
-    m, beams, step = row.batch, BEAMS, base.timer.tokens_step_s
-    t_b = step(m * length, m, m * length, m * length * (length + 1) / 2.0, 0.0, m * length) + sum(
-        step(m * beams, m * beams, m * beams, m * beams * (length + k), m * (length + beams * (k - 1)), m * beams)
-        for k in range(1, steps + 1))
+    replica = base.replicas[0]
+    length, steps, _ = replica._batch_shape([0])
+    t_b = sum(replica.batch_s(row.batch, length, steps))
     out = []
     for target in (t_b, *batch_s):
         sim = ServingSim(cfg, timer=_ScaledTimer(base.timer, target / t_b))
