@@ -118,6 +118,20 @@ def child(args: list[str]) -> tuple[dict, float]:
     return json.loads(lines[-1]), wall
 
 
+def all_reduce_line(r: dict, wall: float) -> str:
+    """The printed line of the 1 MiB all-reduce row."""
+    return (f"\n1 MiB all-reduce over 4 x 4,096 chips (x,y,z,dcn): engine {r['engine_s']:.3f} s (cpu {r['cpu_s']:.3f} s), "
+            f"process {wall:.2f} s, {r['flows_simulated']:,} of {r['flows']:,} flows simulated, {r['rss_mb']:.0f} MB; "
+            f"{r['why']}")
+
+
+def mixed_line(r: dict, wall: float) -> str:
+    """The printed line of the mixed-group (issue 23) row."""
+    return (f"GPT-3 175B, 4 pods, gradient all-reduce over z,dcn (groups {', '.join(r['groups'])}): engine "
+            f"{r['engine_s']:.2f} s (cpu {r['cpu_s']:.2f} s), process {wall:.2f} s, {r['flows_simulated']:,} of "
+            f"{r['flows']:,} flows simulated, {r['rss_mb']:.0f} MB, step {r['step_s']:.3f} s")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--layers", type=int, default=None, help="simulate only this many layers (default: the preset's)")
@@ -173,26 +187,17 @@ def main() -> int:
             if g > 4.0:
                 missed[by].append(f"{preset} {plan} dcn={dcn}: {g:.2f}x from {pods * POD_CHIPS:,} to {pods * 4 * POD_CHIPS:,} chips")
         print(line)
-    r, wall = child(["--row", "all_reduce"])
-    if "error" in r:
-        errors.append(f"1 MiB all-reduce: {r['error']}")
-    else:
-        print(f"\n1 MiB all-reduce over 4 x 4,096 chips (x,y,z,dcn): engine {r['engine_s']:.3f} s (cpu {r['cpu_s']:.3f} s), "
-              f"process {wall:.2f} s, {r['flows_simulated']:,} of {r['flows']:,} flows simulated, {r['rss_mb']:.0f} MB; "
-              f"{r['why']}")
+    for argv, name, limit, what, fmt in (
+            (["--row", "all_reduce"], "1 MiB all-reduce", 1.0, "1 MiB all-reduce over 16,384 chips", all_reduce_line),
+            (["--row", "mixed", *extra], "mixed-group step", 5.0, "mixed-group step at 16,384 chips", mixed_line)):
+        r, wall = child(argv)
+        if "error" in r:
+            errors.append(f"{name}: {r['error']}")
+            continue
+        print(fmt(r, wall))
         for by, key in keys.items():
-            if r[key] > 1.0:
-                missed[by].append(f"1 MiB all-reduce over 16,384 chips: {r[key]:.2f} s > 1 s")
-    r, wall = child(["--row", "mixed", *extra])
-    if "error" in r:
-        errors.append(f"mixed-group step: {r['error']}")
-    else:
-        print(f"GPT-3 175B, 4 pods, gradient all-reduce over z,dcn (groups {', '.join(r['groups'])}): engine "
-              f"{r['engine_s']:.2f} s (cpu {r['cpu_s']:.2f} s), process {wall:.2f} s, {r['flows_simulated']:,} of "
-              f"{r['flows']:,} flows simulated, {r['rss_mb']:.0f} MB, step {r['step_s']:.3f} s")
-        for by, key in keys.items():
-            if r[key] > 5.0:
-                missed[by].append(f"mixed-group step at 16,384 chips: {r[key]:.2f} s > 5 s")
+            if r[key] > limit:
+                missed[by].append(f"{what}: {r[key]:.2f} s > {limit:g} s")
     print(f"load average at end: {os.getloadavg()[0]:.1f}")
     if errors:
         print("errors: " + "; ".join(errors))

@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 import types
 import typing
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Annotated, Any
 
@@ -129,9 +129,6 @@ class Quantity:
             return None if value is None else self.check(value, flag, scale=scale, unit=unit)
         return check
 
-    def _validator(self, value: Any, info: ValidationInfo | None = None) -> Any:
-        return self.check(value)
-
     @cached_property
     def type(self) -> Any:
         """A pydantic field type: a number (int if `integer`) in range, booleans refused."""
@@ -175,7 +172,7 @@ PORT = count("a TCP port", 1, 65535)
 HOSTS_PER_LEAF = count("hosts under one leaf", 1, 4096, "a leaf switch has at most a few hundred ports")
 SPINES = count("spine switches", 1, 4096, "past any Clos built")
 TRAINING_STEPS = Quantity("training steps", 1, 1e9, why="a billion steps: past any training run (~10^6)")
-TRAINING_STEPS_INT = count("training steps", 1, 10**9, "a billion steps: past any training run (~10^6)")
+TRAINING_STEPS_INT = replace(TRAINING_STEPS, integer=True)  # the same range, whole numbers (a scenario's step count)
 STEPS_SIGMA = Quantity("a lognormal sigma of steps", 0, 10, why="sigma 10 spans e^±30: past any job-length spread")
 DURATION_SIGMA = Quantity("a lognormal sigma of durations", 0, 10, why="sigma 10 spans e^±30: past any job-length spread")
 WEIGHT = Quantity("a weight", 0, MAX_WEIGHT, why="weights are relative: any scale works, and they sum finitely")

@@ -58,6 +58,11 @@ class Interval:
                    float(d.get("confidence") or CONFIDENCE), int(d.get("replicates") or 0))
 
 
+def percentile(values: Sequence[float] | np.ndarray, q: float) -> float:
+    """The q-th percentile of the values (numpy's linear interpolation); NaN when there are none."""
+    return float(np.percentile(values, q)) if len(values) else math.nan
+
+
 def t_quantile(p: float, df: float) -> float:
     """The p-quantile of Student's t distribution with df degrees of freedom (scipy)."""
     # lazy: scipy.special loads in ~0.2 s; only runs with replicates pay it

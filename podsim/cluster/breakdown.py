@@ -12,6 +12,7 @@ import math
 import numpy as np
 
 from podsim.cluster.result import BREAKDOWN
+from podsim.stats import percentile
 
 
 def by_shape(jobs: dict[str, np.ndarray]) -> list[dict]:
@@ -31,8 +32,8 @@ def by_shape(jobs: dict[str, np.ndarray]) -> list[dict]:
         rows.append({
             "shape": name, "chips": n, "jobs": int(sel.sum()),
             "completed": int((jobs["status"][sel] == "completed").sum()), "started": int(started.sum()),
-            "wait_p50_s": float(np.percentile(waits, 50)) if len(waits) else math.nan,
-            "wait_p95_s": float(np.percentile(waits, 95)) if len(waits) else math.nan,
+            "wait_p50_s": percentile(waits, 50),
+            "wait_p95_s": percentile(waits, 95),
             "allocated_chip_h": alloc, "useful_chip_h": useful,
             "lost_chip_h": float(jobs["lost_chip_s"][sel].sum()) / 3600,
             "overhead_chip_h": float(jobs["overhead_chip_s"][sel].sum()) / 3600,

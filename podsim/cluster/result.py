@@ -33,6 +33,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from podsim.stats import percentile
 from podsim.topology.shapes import slice_name
 
 SLOWDOWN_TAU_S = 10.0
@@ -103,10 +104,6 @@ class ClusterResult:
     config: dict
 
 
-def _pct(values: np.ndarray, q: float) -> float:
-    return float(np.percentile(values, q)) if len(values) else math.nan
-
-
 def derived_series(ts: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """Ratios over time from the sampled counts (NaN where undefined): utilisation = busy /
     healthy chips; goodput so far = 1 - (lost + overhead) / busy chip-seconds; fragmentation =
@@ -164,18 +161,18 @@ def summarise(config, layout, outcomes: list[JobOutcome], series: dict[str, np.n
         "goodput": useful / alloc if alloc > 0 else math.nan,
         "fleet_goodput": useful / fleet_chip_s,
         "availability": healthy / fleet_chip_s,
-        "wait_p50_s": _pct(waits, 50), "wait_p95_s": _pct(waits, 95), "wait_p99_s": _pct(waits, 99),
+        "wait_p50_s": percentile(waits, 50), "wait_p95_s": percentile(waits, 95), "wait_p99_s": percentile(waits, 99),
         "wait_mean_s": float(waits.mean()) if len(waits) else math.nan,
-        "wait_p50_started_s": _pct(started, 50), "wait_p95_started_s": _pct(started, 95),
-        "wait_p99_started_s": _pct(started, 99),
-        "wait_p95_with_queued_s": _pct(waits, 95), "wait_p99_with_queued_s": _pct(waits, 99),
-        "jct_mean_s": float(jct.mean()) if len(jct) else math.nan, "jct_p50_s": _pct(jct, 50),
-        "jct_p95_s": _pct(jct, 95),
+        "wait_p50_started_s": percentile(started, 50), "wait_p95_started_s": percentile(started, 95),
+        "wait_p99_started_s": percentile(started, 99),
+        "wait_p95_with_queued_s": percentile(waits, 95), "wait_p99_with_queued_s": percentile(waits, 99),
+        "jct_mean_s": float(jct.mean()) if len(jct) else math.nan, "jct_p50_s": percentile(jct, 50),
+        "jct_p95_s": percentile(jct, 95),
         "wait_shape_mean_s": float(split[:, 0].mean()) if len(split) else math.nan,
         "wait_resource_mean_s": float(split[:, 1].mean()) if len(split) else math.nan,
         "wait_shape_share": float(split[:, 0].sum() / split.sum()) if split.sum() > 0 else math.nan,
         "slowdown_mean": float(slowdown.mean()) if len(slowdown) else math.nan,
-        "slowdown_p50": _pct(slowdown, 50), "slowdown_p95": _pct(slowdown, 95), "slowdown_p99": _pct(slowdown, 99),
+        "slowdown_p50": percentile(slowdown, 50), "slowdown_p95": percentile(slowdown, 95), "slowdown_p99": percentile(slowdown, 99),
         "fleet_chip_h": fleet_chip_s / h, "healthy_chip_h": healthy / h, "busy_chip_h": busy / h,
         "allocated_chip_h": alloc / h, "useful_chip_h": useful / h, "lost_chip_h": lost / h,
         "overhead_chip_h": overhead / h,

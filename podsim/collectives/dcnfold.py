@@ -100,10 +100,11 @@ def refine(entry_flow: np.ndarray, entry_link: np.ndarray, flow_colour: np.ndarr
     return fc, lc
 
 
-def _same_rows(own: np.ndarray, oc: np.ndarray, ew: np.ndarray, own_class: np.ndarray, k: int) -> bool:
+def _same_rows(own: np.ndarray, oc: np.ndarray, ew: np.ndarray, own_class: np.ndarray, k: int, ordered: bool) -> bool:
     """Whether every member of a class (own_class) has the weight its class's first member
     has on each of the k other classes: per member a row of k weights (bincount), compared
-    with the first member's row, members a block at a time (no sort of the entries)."""
+    with the first member's row, members a block at a time (no sort of the entries);
+    `ordered`: `own` is non-decreasing (the caller has checked), so a block is a slice."""
     n = len(own_class)
     n_cls = int(own_class.max(initial=-1)) + 1
     first = np.full(n_cls, n, np.int64)
@@ -113,7 +114,6 @@ def _same_rows(own: np.ndarray, oc: np.ndarray, ew: np.ndarray, own_class: np.nd
     sel = rep_rank[own] >= 0
     ref = np.bincount(rep_rank[own[sel]] * k + oc[sel], weights=ew[sel], minlength=n_cls * k).reshape(n_cls, k)
     rows = max(1, _CELLS // max(k, 1))
-    ordered = bool((own[1:] >= own[:-1]).all()) if len(own) > 1 else True
     for a in range(0, n, rows):
         b = min(n, a + rows)
         if ordered:
@@ -145,7 +145,7 @@ def is_equitable(entry_flow: np.ndarray, entry_link: np.ndarray, fc: np.ndarray,
         k = int(other_class.max(initial=-1)) + 1
         ordered = len(own) < 2 or bool((own[1:] >= own[:-1]).all())
         if len(own_class) * k <= (1 << 26) and (ordered or len(own_class) * k <= 4 * _CELLS):
-            if not _same_rows(own, other_class[other], ew, own_class, k):
+            if not _same_rows(own, other_class[other], ew, own_class, k, ordered):
                 return False
             continue
         # many classes on the other side: per (member, other class) weights by sorting

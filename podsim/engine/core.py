@@ -338,16 +338,17 @@ NOTE_FLOWS = 1_000_000
 (a PodsimWarning) before it runs: at ~1-2 us per flow and event that is seconds to minutes."""
 
 
-def _fold_note(job: Job, plans: list[_OpPlan], router: Router, pool: RouterPool, fast_path: bool, jobs: int) -> str:
+def _fold_note(job: Job, plans: list[_OpPlan], patterns: list, router: Router, pool: RouterPool, fast_path: bool,
+               jobs: int) -> str:
     """How many flows the job's steps simulate and why not fewer (one line); a PodsimWarning
-    with it, before simulating, when they are more than NOTE_FLOWS."""
+    with it, before simulating, when they are more than NOTE_FLOWS. `patterns`: the plans'
+    distinct patterns (the router's)."""
     per_step = 0
     for p in plans:
         if p.plan is not None:
             per_step += sum(ph.repeat * router.flows_to_simulate(ph.pattern)
                             for stage in p.plan.schedule.stages for stream in stage for ph in stream)
     n = per_step * job.steps
-    patterns = list({id(pat): pat for p in plans if p.plan for pat in p.plan.schedule.patterns()}.values())
     why = "the fast path is off" if not fast_path else fold_reason(pool.placement, patterns, router.symmetry, jobs)
     note = f"{n:,} flows to simulate ({why})"
     if fast_path and n > NOTE_FLOWS:
@@ -381,7 +382,7 @@ def _simulate(jobs: Sequence[Job], compute_efficiency: float | None, fast_path: 
         pool.release(router)
         prog = _Program(env, net, router, owner, job, plans)
         prog.choices = choices
-        prog.fold = _fold_note(job, plans, router, pool, fast_path, len(jobs))
+        prog.fold = _fold_note(job, plans, patterns, router, pool, fast_path, len(jobs))
         env.process(prog.run())
         programs.append(prog)
         all_plans.append(plans)

@@ -25,12 +25,9 @@ from podsim.serving.kvcache import KvBudget
 from podsim.serving.simulate import RequestLog, ServingSim
 from podsim.serving.spec import ServingConfig
 from podsim.serving.workload import Requests
+from podsim.stats import percentile
 
 PERCENTILES = (50, 95, 99)
-
-
-def _pct(values: np.ndarray, q: float) -> float:
-    return float(np.percentile(values, q)) if len(values) else math.nan
 
 
 @dataclass(frozen=True, eq=False)
@@ -100,7 +97,7 @@ def serving_metrics(sim: ServingSim, wall_s: float) -> tuple[dict, dict[str, dic
     for name, values in (("ttft", ttft), ("tpot", tpot), ("e2e", e2e)):
         m[f"{name}_mean_s"] = float(values.mean()) if len(values) else math.nan
         for q in PERCENTILES:
-            m[f"{name}_p{q}_s"] = _pct(values, q)
+            m[f"{name}_p{q}_s"] = percentile(values, q)
     m.update({
         "slo_ttft_s": cfg.slo.ttft, "slo_tpot_s": cfg.slo.tpot,
         "slo_attainment": float(met[counted].mean()) if n else math.nan,
