@@ -246,6 +246,8 @@ CASES = [
     ("steptime-dcn-tiers-on-collective", ("steptime", *STEP, "--collective", "all_reduce", "--bytes", "1MiB", "--dcn-tiers", "fat-tree-k64"), "--dcn-tiers applies to a step"),
     ("steptime-option-past-range", ("steptime", "--model", "llama2-70b", "-p", "fsdp=8", *STEP, "--option", "capacity_factor=1e308"), "an MoE capacity factor is [1, 64]"),
     ("generate-mesh-order-stray-comma", (*GEN, "--mesh-order", "tensor,,fsdp", "-o", "{d}/g.json"), "--mesh-order 'tensor,,fsdp' has an empty entry"),
+    ("generate-mesh-order-axis-twice", (*GEN, "--mesh-order", "fsdp,fsdp", "-o", "{d}/g.json"),
+     "mesh order fsdp,fsdp names 'fsdp' twice; name each logical axis at most once, heaviest first (logical axes: data, fsdp,"),
     ("generate-replicas-per-chip-3", ("trace", "generate", "resnet50", "--slice", "2x2x2", "-p", "data=8", "--replicas-per-chip", "3", "-o", "{d}/g.json"), "replicas per chip is [1, 2]"),
     ("scaling-slices-stray-comma", (*SCALE[:-2], "--slices", "1,,2"), "--slices '1,,2' has an empty entry"),
     # -- usage errors: one line with the closest suggestion
