@@ -138,7 +138,7 @@ def serve_cmd(
     static = {"max_batch": max_batch, "max_wait": max_wait, "buckets": comma_counts(buckets, "--buckets", "512,1024,2048", q.SEQ_LEN),
               "batch_sizes": comma_counts(batch_sizes, "--batch-sizes", "8,16,32"), "batcher": batcher,
               "max_live_batches": max_live_batches, "batcher_depth": batcher_depth,
-              "decode_segments": comma_counts(decode_segments, "--decode-segments", "32,64,128")}
+              "decode_segments": comma_counts(decode_segments, "--decode-segments", "32,64,128", q.SEQ_LEN)}
     continuous = {"token_budget": token_budget, "max_seqs": max_seqs, "prefill": prefill}
     if rate is not None:
         arr["rate"] = rate
