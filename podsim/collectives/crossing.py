@@ -114,14 +114,21 @@ class DcnTranslation:
     stab: np.ndarray
 
 
+def _present(a: np.ndarray, n: int) -> np.ndarray:
+    """The distinct values of `a` (in 0..n-1), sorted, by a presence map (no sort)."""
+    seen = np.zeros(n, bool)
+    seen[a] = True
+    return np.flatnonzero(seen)
+
+
 def _induced(a: np.ndarray, b: np.ndarray, n: int) -> np.ndarray | None:
     """The map a[i] -> b[i] over 0..n-1 when it is well defined and one-to-one, else None."""
     m = np.full(n, -1, np.int64)
     m[a] = b
     if not np.array_equal(m[a], b):
         return None
-    u = unique(a)
-    return m if len(unique(m[u])) == len(u) else None
+    u = _present(a, n)
+    return m if len(_present(m[u], n)) == len(u) else None
 
 
 def _vertex_map(fab: Fabric, groups, chips: np.ndarray, moved: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
@@ -132,7 +139,7 @@ def _vertex_map(fab: Fabric, groups, chips: np.ndarray, moved: np.ndarray) -> tu
     sigma = _induced(nics, fab.nic_of_chip[moved] - fab.first_nic, len(fab.leaf_of_nic))
     if sigma is None:
         return None
-    u = unique(nics)
+    u = _present(nics, len(sigma))
     pairs = [(fab.chip_up[chips], fab.chip_up[moved]), (fab.chip_down[chips], fab.chip_down[moved]),
              (fab.nic_up[u], fab.nic_up[sigma[u]]), (fab.nic_down[u], fab.nic_down[sigma[u]])]
     if fab.tiered:
@@ -140,14 +147,14 @@ def _vertex_map(fab: Fabric, groups, chips: np.ndarray, moved: np.ndarray) -> tu
         tmap = _induced(tors, fab.tor_of_nic[sigma[u]], int(fab.tor_of_nic.max()) + 1)
         if tmap is None:
             return None
-        t = unique(tors)
+        t = _present(tors, len(tmap))
         pairs += [(fab.tor_up[t], fab.tor_up[tmap[t]]), (fab.tor_down[t], fab.tor_down[tmap[t]])]
     leaves = fab.leaf_of_nic[u]
     n_leaves = fab.leaf_spine.shape[0]
     lam = _induced(leaves, fab.leaf_of_nic[sigma[u]], n_leaves)
     if lam is None:
         return None
-    lu = unique(leaves)
+    lu = _present(leaves, n_leaves)
     base = fab.n_links
     pairs += [(base + lu, base + lam[lu]), (base + n_leaves + lu, base + n_leaves + lam[lu])]
     sites = fab.wan.shape[0]
@@ -156,7 +163,7 @@ def _vertex_map(fab: Fabric, groups, chips: np.ndarray, moved: np.ndarray) -> tu
         mu = _induced(su, fab.site_of_leaf[lam[lu]], sites)
         if mu is None:
             return None
-        s = unique(su)
+        s = _present(su, sites)
         a, b = (x.ravel() for x in np.meshgrid(s, s, indexing="ij"))
         other = a != b
         a, b = a[other], b[other]
@@ -188,18 +195,22 @@ def dcn_translation(placement, patterns: Sequence[Pattern], cache: dict | None =
     spec = v0.slice.spec
     if spec.kind not in ("cubes", "rectangle") or any(v.slice.spec != spec or v.slice.form != "native" for v in views):
         return None
-    groups = dcn_groups(fab)
+    if "groups" not in cache:
+        cache["groups"] = dcn_groups(fab)
+    groups = cache["groups"]
     if groups is None or any(p.split is None for p in patterns):
         return None
     shape = v0.shape
-    chips = np.concatenate([v.chips for v in views]).astype(np.int64)
-    coords = np.concatenate([v.coords for v in views]).astype(np.int64)
-    offset = np.repeat(np.arange(len(views)) * v0.n, v0.n)  # chips[offset + local]: a slice's chip
+    if "chips" not in cache:
+        cache["chips"] = (np.concatenate([v.chips for v in views]).astype(np.int64),
+                          np.concatenate([v.coords for v in views]).astype(np.int64))
+    chips, coords = cache["chips"]
 
     def shifted(axis: int, q: int) -> np.ndarray:
+        """Each chip moved by q along the axis in its slice."""
         c = coords.copy()
         c[:, axis] = (c[:, axis] + q) % shape[axis]
-        return chips[offset + np.ravel_multi_index(tuple(c.T), shape)]
+        return chips[np.repeat(np.arange(len(views)) * v0.n, v0.n) + np.ravel_multi_index(tuple(c.T), shape)]
 
     periods, maps = [], []
     for a, n in enumerate(shape):
@@ -234,7 +245,7 @@ def _orbits(fab: Fabric, groups, chips: np.ndarray, coords: np.ndarray, periods:
     if order == 1:
         return None
     n_vertices = len(groups[1])
-    vertices = unique(maps[0][0][0])
+    vertices = _present(maps[0][0][0], len(groups[1]))
     rep = np.arange(n_vertices)
     for (src, dst), k in maps:
         perm = np.arange(n_vertices)

@@ -173,7 +173,7 @@ def translation_symmetry(view: SliceView, patterns: Sequence[Pattern], routing: 
 
 
 def slice_symmetry(views: Sequence[SliceView], patterns: Sequence[Pattern],
-                   routing: str = "dimension_order") -> Symmetry | None:
+                   routing: str = "dimension_order", cache: dict | None = None) -> Symmetry | None:
     """Slices of a multislice job run one SPMD program, and flows inside a slice never share a
     link with flows of another slice or with flows between slices (those go chip -> NIC ->
     ...). So slices whose inside flows agree (every pattern's, on the same local chips: one
@@ -183,7 +183,9 @@ def slice_symmetry(views: Sequence[SliceView], patterns: Sequence[Pattern],
     slices (a ring over `z,dcn`): its inside part folds as any other, its crossing part is
     routed in full or folded into classes (dcnfold). None when the slices differ in shape,
     twist or wiring, are switched GPU slices (their own flows use the DCN), or a pattern
-    cannot say how its flows fall on the slices."""
+    cannot say how its flows fall on the slices. `cache` (one per set of views and routing)
+    keeps the symmetry of each slice classing and translation periods: the links' fold is the
+    same for every set of patterns that gives them (it is linear in links)."""
     if len(views) < 2:
         return None
     v0 = views[0]
@@ -203,6 +205,24 @@ def slice_symmetry(views: Sequence[SliceView], patterns: Sequence[Pattern],
     rank = np.empty_like(order)
     rank[order] = np.arange(len(order))
     classes, rep, size = rank[inverse.ravel()], rep[order], size[order]
+    reps = [views[i] for i in rep]
+    inside = [p for p, sp in zip(patterns, splits, strict=True) if sp.inside]
+    t = _translation(reps, inside, routing) if inside else None
+    key = (tuple(int(c) for c in classes), None if t is None else t.periods)
+    if cache is None or key not in cache:
+        sym = _slice_fold(views, classes, rep, size, t)
+        if cache is None:
+            return sym
+        cache[key] = sym
+    return cache[key]
+
+
+def _slice_fold(views: Sequence[SliceView], classes: np.ndarray, rep: np.ndarray, size: np.ndarray,
+                t: _Translation | None) -> Symmetry | None:
+    """The slice symmetry of slice classes (`classes` per slice, `rep` and `size` per class)
+    and the inside translation `t` (see slice_symmetry)."""
+    v0 = views[0]
+    reps = [views[i] for i in rep]
     fab = v0.fabric
     canon = np.arange(fab.n_links)
     live = v0.port_link >= 0
@@ -211,9 +231,6 @@ def slice_symmetry(views: Sequence[SliceView], patterns: Sequence[Pattern],
             return None
     for v, c in zip(views, classes, strict=True):
         canon[v.port_link[live]] = views[rep[c]].port_link[live]
-    reps = [views[i] for i in rep]
-    inside = [p for p, sp in zip(patterns, splits, strict=True) if sp.inside]
-    t = _translation(reps, inside, routing) if inside else None
     if t is not None:
         inner = np.arange(fab.n_links)
         if all(t.fold_links(inner, v) for v in reps):
@@ -372,7 +389,7 @@ class Router:
     (`crossing`, by pattern)."""
 
     def __init__(self, placement: Placement, symmetry: Symmetry | None = None, crossing: dict | None = None,
-                 grouped: bool = False, translation: DcnTranslation | None = None):
+                 grouped: bool = False, translation: DcnTranslation | None = None, groups: tuple | None = None):
         self.placement = placement
         self.symmetry = symmetry
         self._cache: dict[int, tuple[Pattern, PatternRoutes]] = {}
@@ -381,7 +398,7 @@ class Router:
         # entries (routing.dcn_split_groups), which `capacity` and `latency` cover, and (with
         # `translation`, crossing.dcn_translation) one flow per orbit on orbit representatives
         self.grouped = grouped
-        self._groups = dcn_groups(placement.fabric) if grouped else None
+        self._groups = (groups if groups is not None else dcn_groups(placement.fabric)) if grouped else None
         self.translation = translation if grouped else None
         self.prices: dict = {}  # closed_form's per-byte phase costs, by pattern ids (held with them)
 
@@ -586,6 +603,8 @@ class RouterPool:
         self._crossing: dict = {}  # routes of flows across slices, by pattern [and translation] (held with it)
         self._symmetries: dict[frozenset, tuple] = {}  # by the patterns' ids (held with them)
         self._translations: dict = {}  # crossing.dcn_translation's cache (the placement's)
+        self._slice_folds: dict = {}  # slice_symmetry's cache (the placement's)
+        self._groups: list = []  # crossing.dcn_groups of the fabric, once asked
         self._crossing_translations: dict[frozenset, tuple] = {}  # by the patterns' ids (held with them)
 
     def _symmetry(self, patterns: Sequence[Pattern]) -> Symmetry | None:
@@ -596,7 +615,7 @@ class RouterPool:
         if hit is None:
             views, routing = self.placement.views, self.placement.routing
             sym = (translation_symmetry(views[0], patterns, routing) if len(views) == 1
-                   else slice_symmetry(views, patterns, routing))
+                   else slice_symmetry(views, patterns, routing, self._slice_folds))
             hit = self._symmetries[key] = (tuple(patterns), sym)
         return hit[1]
 
@@ -612,7 +631,10 @@ class RouterPool:
         dcn = frozenset(sym.dcn.patterns) if sym is not None and sym.dcn is not None else None
         key = ((sym.periods, sym.slice_classes, dcn) if sym is not None else (), fold_dcn, trans and trans.periods)
         if key not in self._routers:
-            self._routers[key] = Router(self.placement, sym, self._crossing, grouped=not fold_dcn, translation=trans)
+            if not fold_dcn and not self._groups:
+                self._groups.append(dcn_groups(self.placement.fabric))
+            self._routers[key] = Router(self.placement, sym, self._crossing, grouped=not fold_dcn, translation=trans,
+                                        groups=self._groups[0] if self._groups else None)
         return self._routers[key]
 
     def _crossing_translation(self, patterns: Sequence[Pattern]) -> DcnTranslation | None:
@@ -641,6 +663,7 @@ class RouterPool:
         self._symmetries.clear()
         self._crossing_translations.clear()
         self._translations.clear()
+        self._slice_folds.clear()
         keep._crossing = {}
 
 
