@@ -11,8 +11,9 @@ from podsim.trace.configs import TransformerConfig
 from podsim.validation.serving import GPTJ_DIMS, ROWS, row_config, run_table, summarise
 
 # the errors as they stand (predicted / measured - 1); a change that moves a row away fails. I4
-# (round 4.0's batch of 36) is refused: podsim's KV cache is 0.8% too small for it (see its reason)
-PINNED = {"I1": 0.026, "I2": 0.032, "I3": -0.593, "I4": None}  # at issue 22's constants (MATMUL_FRACTION 0.752)
+# (round 4.0's batch of 36) runs since the Saxml fit counts the prefill's activations beside the
+# prompts' KV only (praxis's program order); None would pin a refused row
+PINNED = {"I1": 0.026, "I2": 0.032, "I3": -0.593, "I4": -0.593}  # at issue 22's constants (MATMUL_FRACTION 0.752)
 
 
 @pytest.fixture(scope="module")
@@ -33,10 +34,10 @@ def test_rows_hold_their_fidelity(table):
             assert abs(r["error"]) <= 0.05, r
     s = summarise(table)
     assert s["offline_median_abs_error"] <= 0.15 and not any(r["calibration"] for r in table)
-    assert s["refused"] == 1 and s["max_abs_error"] == 1.0  # a refused row counts as a full miss
+    assert s["refused"] == sum(e is None for e in PINNED.values())  # a refused row counts as a full miss
     # the diagnostic: one batch's time bounds the fastest request from below; podsim's is 29% under the run's (3.25 s against 4.58 s)
-    i3 = by_id["I3"]
-    assert i3["predicted_min_s"] < i3["measured_min_s"]
+    for rid in ("I3", "I4"):
+        assert by_id[rid]["predicted_min_s"] < by_id[rid]["measured_min_s"], by_id[rid]
 
 
 def test_the_rows_model_gptj_as_submitted():
@@ -53,3 +54,20 @@ def test_the_rows_model_gptj_as_submitted():
     assert server.requests.arrivals.rate_per_s == pytest.approx(7.25) and server.batch.max_wait == 4.0
     assert (server.batch.max_batch, server.batch.batch_sizes, server.batch.max_live_batches) == (36, (36,), 10)
     assert server.batch.buckets == (512, 1024, 1536, 1919) and server.requests.clients == 200
+
+
+def test_a_saxml_batch_fits_in_two_phases():
+    """praxis runs a Saxml batch as one program: the prompts' fprop beside their KV only, then the
+    decode loop beside the whole cache. Round 4.0's Server batch (36 x 1,919 tokens, 4 beams)
+    fits both; the same batch charged the prefill's activations beside the whole cache would not
+    (87,552 KV tokens against 86,816)."""
+    from podsim.serving.simulate import ServingSim
+
+    sim = ServingSim(row_config(ROWS[3]))
+    b, pt = sim.budget, 16
+    need = 36 * (120 + 4 * 8) * pt  # 120 prompt pages + 4 beams x 8 pages of 127 own tokens, per request
+    assert need == 87_552 and b.tokens >= need
+    prompts = 36 * 120 * pt * b.kv_bytes_per_token
+    room = b.hbm_bytes - b.weight_bytes - sim.prefill_workspace_bytes
+    assert prompts <= room < (need * b.kv_bytes_per_token)  # fits beside the prefill only for the prompts' KV
+    assert b.workspace_bytes < 0.01 * sim.prefill_workspace_bytes  # a decode step's activations: 144 tokens

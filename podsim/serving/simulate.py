@@ -596,6 +596,14 @@ class ServingSim:
         longest = max(pol.buckets) if pol.buckets else self.shard.cfg.seq_len
         max_tokens = pol.token_budget if pol.kind == "continuous" else pol.max_batch * longest
         max_seqs = pol.max_seqs if pol.kind == "continuous" else pol.max_batch
+        self.prefill_workspace_bytes: float | None = None
+        if pol.kind == "static" and pol.batcher == "saxml":
+            # a Saxml batch is one praxis program: the prompts' fprop (its activations beside the
+            # prompts' KV only), then the decode loop, whose output KV buffers are made after the
+            # fprop (see _check_saxml_cache): the cache sits beside a decode step's workspace
+            rows, beams = (pol.batch_sizes[-1] if pol.batch_sizes else pol.max_batch), config.requests.beams
+            self.prefill_workspace_bytes = self.shard.workspace_bytes(rows * longest, rows)
+            max_tokens = max_seqs = rows * beams
         self.budget: KvBudget = kv_budget(self.shard, self.generation, pol.page_tokens, max_tokens, max_seqs, config.hbm_reserve)
         self.req = requests if requests is not None else draw_requests(config.requests, config.duration, config.seed)
         self.log = RequestLog.empty(len(self.req))
@@ -630,20 +638,35 @@ class ServingSim:
         self._source: dict[int, tuple[Replica, int]] = {}  # request handed over -> (prefill replica, its pages)
 
     def _check_saxml_cache(self) -> None:
-        """A Saxml server allocates the KV cache of its largest compiled batch at its longest
-        bucket when it loads the model: refuse a configuration whose cache cannot hold it."""
+        """A Saxml server compiles its largest batch at its longest bucket when it loads the
+        model: refuse a configuration whose program cannot fit. praxis runs the batch as one
+        program (google/praxis@c46c844 praxis/layers/models.py `LanguageModel.decode_with_params`,
+        praxis/beam_search.py `beam_search_after_prefix_fprop`): the prompts' fprop writes their
+        KV, then the decode loop's KV buffers are made (`lazy_broadcast_prefix_fn`: each beam's
+        own buffer of the first MAX_DECODE_STEPS segment; `decoder_utils.pad_state_fn` grows them
+        between segments), so the fprop's activations live beside the prompts' KV only, and the
+        whole cache beside a decode step's activations. Both phases must fit."""
         pol, req = self.config.batch, self.req
         length = max(pol.buckets) if pol.buckets else int(req.prompt.max())
         steps = int(req.output.max()) - 1
         rows = pol.batch_sizes[-1] if pol.batch_sizes else pol.max_batch
         need = rows * int(seq_pages(length, steps, req.beams, pol.page_tokens))
-        if need > self.budget.pages:
-            b = self.budget
+        b = self.budget
+        if need > b.pages:
             raise PodsimError(
                 f"a Saxml batch of {rows} requests x {req.beams} beams at {length} prompt and {steps + 1} output tokens "
                 f"needs {need * pol.page_tokens:,} KV tokens; {self.shard.cfg.name} on this slice leaves room for "
-                f"{b.tokens:,} ({b.weight_bytes / 1e9:.2f} GB of weights and {b.workspace_bytes / 1e9:.2f} GB of workspace "
-                f"per chip): lower max_batch, batch_sizes or buckets, or use more chips")
+                f"{b.tokens:,} ({b.weight_bytes / 1e9:.2f} GB of weights and {b.workspace_bytes / 1e9:.2f} GB of a decode "
+                f"step's workspace per chip): lower max_batch, batch_sizes or buckets, or use more chips")
+        prompts = rows * int(seq_pages(length, 0, 1, pol.page_tokens))
+        room = b.hbm_bytes - b.reserve_bytes - b.weight_bytes - (self.prefill_workspace_bytes or 0.0)
+        if prompts * b.page_bytes > room:
+            raise PodsimError(
+                f"the prefill of a Saxml batch of {rows} requests at {length} prompt tokens needs their "
+                f"{prompts * pol.page_tokens:,} KV tokens beside {(self.prefill_workspace_bytes or 0.0) / 1e9:.2f} GB of "
+                f"activations per chip; {self.shard.cfg.name} on this slice leaves room for "
+                f"{max(int(room // b.page_bytes), 0) * pol.page_tokens:,} ({b.weight_bytes / 1e9:.2f} GB of weights per chip): "
+                f"lower max_batch, batch_sizes or buckets, or use more chips")
 
     # Routing ---------------------------------------------------------------------------------
     def _pick(self, pool: list[Replica]) -> Replica:
