@@ -20,7 +20,7 @@ from podsim.scenario.check import check_scenario
 from podsim.scenario.fields import parse_target, target_met
 from podsim.scenario.result import TABLES, RunResult, normalise_table
 from podsim.scenario.scaling import scenario_scaling
-from podsim.scenario.schema import Scenario
+from podsim.scenario.schema import POLICY_FIELDS, SOLVER_FIELDS, Scenario
 from podsim.scenario.spine import spine_study
 from podsim.scenario.steptime import RecordingStepTime
 from podsim.scenario.studies import job_studies, step_study
@@ -131,19 +131,13 @@ def cluster_run(s: Scenario, gen: Generation, cpsat_workers_cap: int | None = No
     """The scenario's job stream as the library's ClusterRun (what `podsim cluster` flags build too)."""
     from podsim.cluster import ClusterConfig, ClusterRun, FailureModel
 
-    workers = s.solver.workers if cpsat_workers_cap is None else min(s.solver.workers, cpsat_workers_cap)
+    sections = {c: getattr(s.policy, n) for n, c in POLICY_FIELDS.items()} | {c: getattr(s.solver, n) for n, c in SOLVER_FIELDS.items()}
+    if cpsat_workers_cap is not None:
+        sections["cpsat_workers"] = min(s.solver.workers, cpsat_workers_cap)
     failures = FailureModel.of(s.failures.host, s.failures.ocs, s.failures.link)
     config = ClusterConfig(
-        generation=gen.id, pods=s.topology.pods, sites=s.dcn.sites, ocs=s.topology.wiring == "ocs", policy=s.policy.name,
-        solver=s.solver.kind, placement=s.solver.placement, decision_time_limit=s.solver.decision_time_limit,
-        batch_window=s.solver.batch_window, cpsat_workers=workers, schedule_depth=s.policy.schedule_depth,
-        horizon_s=s.horizon, warmup_s=s.warmup, drain=s.drain, drain_limit_s=s.drain_limit,
-        checkpoint_interval_s=s.policy.checkpoint_interval,
-        restart_overhead_s=s.policy.restart_overhead,
-        untwist_on_static=s.policy.untwist_on_static, failures=failures,
-        degraded_placement=s.solver.degraded_placement, spare_ports=s.solver.spare_ports,
-        degraded_slowdown=s.solver.degraded_slowdown,
-        fold=s.solver.fold, slowdown_model=s.solver.slowdown_model, slowdown_overrides=s.solver.slowdown_overrides,
+        generation=gen.id, pods=s.topology.pods, sites=s.dcn.sites, ocs=s.topology.wiring == "ocs", **sections,
+        horizon_s=s.horizon, warmup_s=s.warmup, drain=s.drain, drain_limit_s=s.drain_limit, failures=failures,
         sample_interval_s=s.horizon / s.samples)
     w = s.workload
     return ClusterRun(config=config, synthetic=w.synthetic.spec(gen.id) if w.synthetic is not None else None,
