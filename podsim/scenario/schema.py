@@ -25,13 +25,12 @@ from pydantic import (
 )
 
 from podsim import quantities as q
-from podsim.bounds import JobCount, Priority, Seed
 from podsim.cluster.config import config_fields
 from podsim.cluster.failures import FailureSpec
 from podsim.economics.assumptions import DEFAULTS as SPINE_DEFAULTS
 from podsim.errors import PodsimError
 from podsim.files import check_input_file
-from podsim.quantities import Duration, Fraction, Rate, Weight
+from podsim.quantities import Duration, Fraction, JobCount, Priority, Rate, Seed, Weight
 from podsim.serving.spec import ServingWorkload
 from podsim.topology import DcnSpec, get_generation
 from podsim.trace.generate import GenerateOptions
