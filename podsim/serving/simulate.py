@@ -162,6 +162,7 @@ class Replica:
         self.ahead_until = 0.0  # steps committed ahead of the clock end here (_decode_run)
         self.in_batches = 0  # static: requests taken into batches (forming, formed or running), not yet returned
         self.busy_until = 0.0  # static: when the batch running on the slice returns
+        self._praxis_s: dict[tuple[int, int, int], tuple[float, float]] = {}  # saxml: batch_s by (rows, length, steps)
 
     # Queue ---------------------------------------------------------------------------------
     @property
@@ -468,11 +469,40 @@ class Replica:
     def batch_s(self, m: int, length: int, steps: int) -> tuple[float, float]:
         """(prefill, decode) seconds on the slice of a static batch run at `m` rows padded to
         `length` prompt tokens with `steps` decode steps."""
+        if self.policy.batcher == "saxml":
+            key = (m, length, steps)
+            if key not in self._praxis_s:
+                self._praxis_s[key] = self._praxis_batch_s(m, length, steps)
+            return self._praxis_s[key]
         step, beams = self.sim.timer.tokens_step_s, self.beams
         prefill = step(m * length, m, m * length, m * length * (length + 1) / 2.0, 0.0, m * length)
         decode = 0.0
         for k in range(1, steps + 1):
             decode += step(m * beams, m * beams, m * beams, m * beams * (length + k), m * (length + beams * (k - 1)), m * beams)
+        return prefill, decode
+
+    def _praxis_batch_s(self, m: int, length: int, steps: int) -> tuple[float, float]:
+        """`batch_s` as praxis runs a Saxml batch (google/praxis@c46c844, the round 3.1 code):
+        the prompts' fprop (`LanguageModel.decode_with_params`' `fprop_fn`) is dense attention
+        over every key of the bucket (`_dot_atten`: logits materialised, fp32 softmax) and
+        samples nothing (its logits are unused); then `steps + 1` extend steps
+        (`beam_search_after_prefix_fprop`: the prompt's last token is re-run as the first), each
+        attending to the shared prompt and its beam's whole static buffer of the current
+        segment of `decode_segments` plus 1 (`lazy_broadcast_prefix_fn`, `pad_state_fn`), and
+        reordering every beam's buffer across beams (`shuffle_state`)."""
+        sim, beams = self.sim, self.beams
+        timer, shard = sim.timer, sim.shard
+        n = m * length
+        keys = float(n) * length
+        prefill = timer.tokens_step_s(n, 0, n, keys, 0.0, n) + timer.memory_s(shard.dense_logits_bytes(keys))
+        segments = self.policy.decode_segments or (steps + 1,)
+        rows = m * beams
+        decode = 0.0
+        for k in range(1, steps + 2):
+            buffer = next((s for s in segments if s >= k), k) + 1
+            step_keys = float(rows) * (length + buffer)
+            decode += (timer.tokens_step_s(rows, rows, rows, step_keys, m * length + rows * buffer, rows)
+                       + timer.memory_s(shard.dense_logits_bytes(step_keys) + shard.beam_reorder_bytes(rows * buffer)))
         return prefill, decode
 
     def _run_batch(self, batch: list[int], length: int, steps: int, per: int):
@@ -650,6 +680,10 @@ class ServingSim:
         length = max(pol.buckets) if pol.buckets else int(req.prompt.max())
         steps = int(req.output.max()) - 1
         rows = pol.batch_sizes[-1] if pol.batch_sizes else pol.max_batch
+        if pol.decode_segments and steps + 1 > pol.decode_segments[-1]:
+            raise PodsimError(f"requests of up to {steps + 1} output tokens exceed decode_segments' last, "
+                              f"{pol.decode_segments[-1]} (Saxml's MAX_DECODE_STEPS caps a request's output): "
+                              "raise it or shorten the outputs")
         need = rows * int(seq_pages(length, steps, req.beams, pol.page_tokens))
         b = self.budget
         if need > b.pages:
