@@ -104,3 +104,22 @@ def test_a_saxml_batch_costs_what_praxis_runs():
     one = ServingSim(row_config(ROWS[0]).model_copy(update={"batch": row_config(ROWS[0]).batch.model_copy(
         update={"decode_segments": ()})})).replicas[0].batch_s(m, L, 127)[1]
     assert fine < decode < one
+
+
+def test_each_praxis_cost_lengthens_a_batch_and_the_what_ifs_bound_it():
+    """The ablation's cumulative subsets of praxis's costs each lengthen a 32 x 1,919 batch;
+    the what-ifs: collectives hidden shortens it, int8 materialised lengthens it; an unknown
+    cost is refused."""
+    from podsim.errors import PodsimError
+    from podsim.serving.simulate import ServingSim
+    from podsim.validation.serving import ABLATION
+
+    def batch(costs):
+        return sum(ServingSim(row_config(ROWS[0]), praxis_costs=frozenset(costs)).replicas[0].batch_s(32, 1919, 127))
+
+    times = [batch(c) for _, c in ABLATION]
+    assert all(a < b for a, b in zip(times[:4], times[1:5], strict=True))
+    assert times[5] < times[4] < times[6]
+    assert times[4] == pytest.approx(sum(ServingSim(row_config(ROWS[0])).replicas[0].batch_s(32, 1919, 127)))
+    with pytest.raises(PodsimError, match="praxis costs \\['flash'\\] are not known"):
+        ServingSim(row_config(ROWS[0]), praxis_costs=frozenset({"flash"}))

@@ -126,6 +126,14 @@ class _Plan:
     kv_tokens: float  # tokens in the KV cache while the step runs
 
 
+PRAXIS_COSTS = frozenset({"dense_prefill", "logits", "static_buffers", "beam_reorder"})
+"""The costs of a Saxml batch praxis's code implies (`Replica._praxis_batch_s`), all charged."""
+PRAXIS_WHAT_IFS = frozenset({"prefill_collectives_hidden", "int8_materialised"})
+"""Bounds no row uses: the prefill's tensor collectives all hidden under its matmuls (the
+classes' windowed-einsum flags at their best), and int8 weights materialised as bf16 at every
+decode step (written and read: 4 bytes more per weight)."""
+
+
 class Replica:
     """One replica: its queue, prefills in progress, decoding sequences and KV pages."""
 
@@ -491,18 +499,25 @@ class Replica:
         segment of `decode_segments` plus 1 (`lazy_broadcast_prefix_fn`, `pad_state_fn`), and
         reordering every beam's buffer across beams (`shuffle_state`)."""
         sim, beams = self.sim, self.beams
-        timer, shard = sim.timer, sim.shard
+        timer, shard, on = sim.timer, sim.shard, sim.praxis_costs
         n = m * length
-        keys = float(n) * length
-        prefill = timer.tokens_step_s(n, 0, n, keys, 0.0, n) + timer.memory_s(shard.dense_logits_bytes(keys))
+        keys = float(n) * length if "dense_prefill" in on else n * (length + 1) / 2.0
+        prefill = timer.tokens_step_s(n, 0, n, keys, 0.0, n)
+        if "logits" in on:
+            prefill += timer.memory_s(shard.dense_logits_bytes(keys))
+        if "prefill_collectives_hidden" in on:  # what-if: every collective beside the prefill's matmuls
+            prefill -= timer.breakdown(n, 0, shard.load(n, keys, 0.0, n)).comm_exposed_s
         segments = self.policy.decode_segments or (steps + 1,)
         rows = m * beams
+        dequant = 4.0 * (shard.weight_bytes() - shard.embed_weight_bytes()) if "int8_materialised" in on else 0.0
         decode = 0.0
         for k in range(1, steps + 2):
-            buffer = next((s for s in segments if s >= k), k) + 1
+            buffer = next((s for s in segments if s >= k), k) + 1 if "static_buffers" in on else k
             step_keys = float(rows) * (length + buffer)
-            decode += (timer.tokens_step_s(rows, rows, rows, step_keys, m * length + rows * buffer, rows)
-                       + timer.memory_s(shard.dense_logits_bytes(step_keys) + shard.beam_reorder_bytes(rows * buffer)))
+            extra = (shard.dense_logits_bytes(step_keys) if "logits" in on else 0.0) + dequant
+            if "beam_reorder" in on:
+                extra += shard.beam_reorder_bytes(rows * buffer)
+            decode += timer.tokens_step_s(rows, rows, rows, step_keys, m * length + rows * buffer, rows) + timer.memory_s(extra)
         return prefill, decode
 
     def _run_batch(self, batch: list[int], length: int, steps: int, per: int):
@@ -611,8 +626,14 @@ class ServingSim:
 
     def __init__(self, config: ServingConfig, requests: Requests | None = None, *, timer: StepTimer | None = None,
                  on_progress: ProgressFn | None = None, audit: bool = False, dcn: DcnSpec | None = None,
-                 generation: Generation | None = None, run_ahead: bool = True, retry_skip: bool = True):
+                 generation: Generation | None = None, run_ahead: bool = True, retry_skip: bool = True,
+                 praxis_costs: frozenset[str] | None = None):
         self.config = config
+        # saxml batches: which of praxis's costs `Replica._praxis_batch_s` charges (all by default;
+        # fewer, or PRAXIS_WHAT_IFS, only for diagnostics)
+        self.praxis_costs = PRAXIS_COSTS if praxis_costs is None else frozenset(praxis_costs)
+        if unknown := self.praxis_costs - PRAXIS_COSTS - PRAXIS_WHAT_IFS:
+            raise PodsimError(f"praxis costs {sorted(unknown)} are not known; use: {', '.join(sorted(PRAXIS_COSTS | PRAXIS_WHAT_IFS))}")
         self.generation = generation if generation is not None else get_generation(config.generation)
         if self.generation.id != config.generation:
             raise PodsimError(f"generation {self.generation.id!r} given for a config of {config.generation!r}")

@@ -139,11 +139,12 @@ def row_config(row: ServingRow, seed: int = 1) -> ServingConfig:
                      "output": {"kind": "fixed", "mean": DECODE_CAP}}})
 
 
-def predict(row: ServingRow) -> dict:
+def predict(row: ServingRow, praxis_costs: frozenset[str] | None = None) -> dict:
     """The row's prediction and the serving metrics behind it; `refused` when podsim cannot run
-    the submission's setup (its KV cache does not fit), with the reason."""
+    the submission's setup (its KV cache does not fit), with the reason. `praxis_costs`: which of
+    a Saxml batch's costs to charge (all by default; the ablation's subsets)."""
     try:
-        r = simulate_serving(row_config(row))
+        r = simulate_serving(row_config(row), praxis_costs=praxis_costs)
     except PodsimError as exc:
         return {"predicted": None, "metrics": {}, "min_s": None, "refused": str(exc)}
     m = r.metrics
@@ -153,10 +154,11 @@ def predict(row: ServingRow) -> dict:
             "refused": ""}
 
 
-def run_table(rows: tuple[ServingRow, ...] = ROWS, on_row: Callable[[dict], None] | None = None) -> list[dict]:
+def run_table(rows: tuple[ServingRow, ...] = ROWS, on_row: Callable[[dict], None] | None = None,
+              praxis_costs: frozenset[str] | None = None) -> list[dict]:
     out = []
     for row in rows:
-        p = predict(row)
+        p = predict(row, praxis_costs)
         m = p["metrics"]
         rec = {"id": row.id, "system": row.system, "model": "gptj-6b", "scenario": row.scenario, "metric": row.metric,
                "measured": row.measured, "logged": row.logged, "predicted": p["predicted"],
@@ -220,3 +222,46 @@ def batch_time_sensitivity(row: ServingRow, batch_s: tuple[float, ...]) -> list[
         out.append({"batch_s": target, "podsim": target == t_b, "retries": sim.retries_total,
                     **{f"p{q}_s": float(np.nanpercentile(e2e, q)) for q in (0, 50, 99)}})
     return out
+
+
+ABLATION = (("none (praxis's step count only)", ()), ("+ dense prefill", ("dense_prefill",)),
+            ("+ logits materialised", ("dense_prefill", "logits")),
+            ("+ static beam buffers", ("dense_prefill", "logits", "static_buffers")),
+            ("+ beam reorder (all, the rows)", ("dense_prefill", "logits", "static_buffers", "beam_reorder")),
+            ("all, prefill collectives hidden (what-if)", ("dense_prefill", "logits", "static_buffers", "beam_reorder",
+                                                           "prefill_collectives_hidden")),
+            ("all, int8 weights materialised (what-if)", ("dense_prefill", "logits", "static_buffers", "beam_reorder",
+                                                          "int8_materialised")))
+"""Cumulative subsets of praxis's costs (podsim.serving.simulate.PRAXIS_COSTS), then two what-ifs."""
+
+
+def praxis_ablation(rows: tuple[ServingRow, ...] = ROWS) -> list[dict]:
+    """Every row's error with each cumulative subset of a Saxml batch's costs, and the time of
+    one round 3.1 batch (32 x 1,919 tokens, 128 output tokens) under it: what each mechanism
+    does to every row. A diagnostic beside the table."""
+    from podsim.serving.simulate import ServingSim
+
+    out = []
+    for name, costs in ABLATION:
+        on = frozenset(costs)
+        table = run_table(rows, praxis_costs=on)
+        replica = ServingSim(row_config(ROWS[0]), praxis_costs=on).replicas[0]
+        out.append({"name": name, "costs": costs, "batch_s": sum(replica.batch_s(32, ROWS[0].buckets[-1], DECODE_CAP - 1)),
+                    "errors": {r["id"]: r["error"] for r in table}, "median_abs_error": summarise(table)["median_abs_error"]})
+    return out
+
+
+def offline_mix(row: ServingRow) -> dict:
+    """An Offline row's batch time at each of its buckets (128 output tokens), and the share of
+    batches at the longest that the measured time per batch implies were the rest at the
+    longest bucket cheaper than it (`rest`): a reading of the run (its length mix is not
+    published), never a row. None when even the shortest bucket is slower than the run."""
+    from podsim.serving.simulate import ServingSim
+
+    replica = ServingSim(row_config(row)).replicas[0]
+    times = {b: sum(replica.batch_s(row.batch, b, DECODE_CAP - 1)) for b in row.buckets}
+    cheaper = [b for b in row.buckets[:-1] if times[b] < row.measured]
+    if not cheaper or times[row.buckets[-1]] <= row.measured:
+        return {"batch_s": times, "rest": None, "share_longest": None}
+    hi, lo = times[row.buckets[-1]], times[cheaper[-1]]
+    return {"batch_s": times, "rest": cheaper[-1], "share_longest": (row.measured - lo) / (hi - lo)}
