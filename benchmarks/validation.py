@@ -101,38 +101,60 @@ def setting_effects(settings: dict[str, dict], rows) -> None:
         print(f"{r.id:4} " + "  ".join(cells), flush=True)
 
 
-def _serving_cells(r: dict) -> tuple[str, str, str]:
-    """A serving row's podsim figure, error and minimum latency (podsim / measured), or 'refused'."""
+def _serving_figure(r: dict, value: float | None) -> str:
+    """A serving row's figure in its unit: seconds (offline) or samples/s (server)."""
+    if value is None:
+        return "refused"
+    return _fmt_s(value) if r["scenario"] == "offline" else f"{value:.2f}/s"
+
+
+def _serving_cells(r: dict) -> tuple[str, str, str, str]:
+    """A serving row's podsim figure, error, p99 and minimum latency at the run's scheduled rate
+    (podsim / measured), or 'refused'."""
+    p99 = f"{_fmt_s(r['predicted_p99_s'])} / {_fmt_s(r['measured_p99_s'])}" if r["measured_p99_s"] and r["predicted_p99_s"] else "-"
+    low = f"{_fmt_s(r['predicted_min_s'])} / {_fmt_s(r['measured_min_s'])}" if r["measured_min_s"] and r["predicted_min_s"] else "-"
     if r["error"] is None:
-        return "refused", "miss", "-"
-    low = f"{_fmt_s(r['predicted_min_s'])} / {_fmt_s(r['measured_min_s'])}" if r["measured_min_s"] else "-"
-    return _fmt_s(r["predicted"]), f"{r['error']:+.1%}", low
+        return "refused", "miss", p99, low
+    return _serving_figure(r, r["predicted"]), f"{r['error']:+.1%}", p99, low
 
 
 def _serving_markdown(table: list[dict]) -> str:
-    out = ["| id | system | scenario | measured (as logged) | measured | podsim | error | min latency podsim / measured | note |",
-           "|---|---|---|---|---|---|---|---|---|"]
+    out = ["| id | system | scenario | measured (as logged) | measured | podsim | error | at the run's rate: p99 podsim / measured "
+           "| min latency podsim / measured | note |",
+           "|---|---|---|---|---|---|---|---|---|---|"]
     for r in table:
         note = f"**calibration** ({r['calibration']}); " if r["calibration"] else ""
         note += f"podsim refuses: {r['refused']}; " if r["refused"] else ""
-        pred, err, low = _serving_cells(r)
-        out.append(f"| {r['id']} | {r['system']} | {r['scenario']}: {r['metric']} | {r['logged']} | {_fmt_s(r['measured'])} | "
-                   f"{pred} | {err} | {low} | {note}{r['assumed']} |")
+        if r["rate_probes"]:
+            note += (f"rate search: {r['rate_probes']} probes x {r['rate_replicates']} seeds, Poisson rate "
+                     f"{r['rate_rps']:.3f}/s meets (mean p99 {r['rate_p99_s']:.2f} s), {r['rate_missed_rps']:.3f}/s misses; ")
+        pred, err, p99, low = _serving_cells(r)
+        out.append(f"| {r['id']} | {r['system']} | {r['scenario']}: {r['metric']} | {r['logged']} | "
+                   f"{_serving_figure(r, r['measured'])} | {pred} | {err} | {p99} | {low} | {note}{r['assumed']} |")
     return "\n".join(out)
 
 
+SENSITIVITY_REPLICATES = 2  # seeds of the what-if's rate searches, to 0.05/s (the table's: serving.SERVER_REPLICATES, RATE_TOLERANCE_RPS)
+
+
 def serving_table(ids: list[str], markdown: bool) -> None:
-    """The MLPerf Inference rows: GPT-J on TPU v5e, offline (seconds per 32-sample batch) and server (p99 latency)."""
+    """The MLPerf Inference rows: GPT-J on TPU v5e, offline (seconds per 32-sample batch) and server (scheduled
+    samples/s within the p99 bound)."""
     from podsim.validation import serving
 
     rows = tuple(r for r in serving.ROWS if not ids or r.id in ids)
     if not rows:
         return
-    print(f"\n{'id':4} {'scenario':8} {'metric':22} {'measured':>10} {'podsim':>10} {'error':>7}  system")
+    print(f"\n{'id':4} {'scenario':8} {'metric':22} {'measured':>10} {'podsim':>10} {'error':>7}  "
+          f"{'p99 at the run rate':19}  {'min latency':17}  system")
     t0 = time.perf_counter()
     table = serving.run_table(rows, on_row=lambda r: print(
-        f"{r['id']:4} {r['scenario']:8} {r['metric']:22} {_fmt_s(r['measured']):>10} {_serving_cells(r)[0]:>10} "
-        f"{_serving_cells(r)[1]:>7}  min {_serving_cells(r)[2]:17} {r['system']}" + (f"\n     refused: {r['refused']}" if r["refused"] else ""),
+        f"{r['id']:4} {r['scenario']:8} {r['metric']:22} {_serving_figure(r, r['measured']):>10} {_serving_cells(r)[0]:>10} "
+        f"{_serving_cells(r)[1]:>7}  {_serving_cells(r)[2]:19}  {_serving_cells(r)[3]:17}  {r['system']}"
+        + (f"\n     refused: {r['refused']}" if r["refused"] else "")
+        + (f"\n     rate search: {r['rate_probes']} probes x {r['rate_replicates']} seeds (the same each probe), Poisson rate "
+           f"{r['rate_rps']:.3f}/s meets p99 <= {serving.SERVER_BOUND_S:g} s (mean {r['rate_p99_s']:.2f} s), "
+           f"{r['rate_missed_rps']:.3f}/s misses (tolerance {r['rate_tolerance_rps']:g}/s)" if r["rate_rps"] else ""),
         flush=True))
     s = serving.summarise(table)
     print(f"\nserving rows (none sets a constant; a refused row counts as a 100% miss): median |error| "
@@ -141,7 +163,8 @@ def serving_table(ids: list[str], markdown: bool) -> None:
           f"Wall time {time.perf_counter() - t0:.0f} s.")
     if markdown:
         print("\n" + _serving_markdown(table))
-    print("\nA Saxml batch's costs from praxis's code, cumulative (each row's error; a diagnostic, the rows charge all four):")
+    print("\nA Saxml batch's costs from praxis's code, cumulative (each row's error; a diagnostic, the rows charge all four; "
+          "Server rate searches with 2 seeds to 0.05/s here):")
     for a in serving.praxis_ablation(rows):
         print(f"  {a['name']:42} batch {a['batch_s']:.2f} s  " + "  ".join(
             f"{rid} {'refused' if e is None else f'{e:+.1%}'}" for rid, e in a["errors"].items())
@@ -156,10 +179,13 @@ def serving_table(ids: list[str], markdown: bool) -> None:
     for row in rows:
         if row.scenario == "server" and row.measured_min_s and not next(r for r in table if r["id"] == row.id)["refused"]:
             print(f"\n{row.id} were a batch to take longer on the chips (every step scaled alike; a what-if, no row uses it):"
-                  f" measured min {row.measured_min_s:.2f} s, p99 {row.measured:.2f} s")
-            for r in serving.batch_time_sensitivity(row, (4.0, 4.4, 4.5, row.measured_min_s)):
+                  f" measured min {row.measured_min_s:.2f} s, p99 {row.measured_p99_s:.2f} s at {row.rate_per_s:g}/s; "
+                  f"max rate: the rate search with {SENSITIVITY_REPLICATES} seeds to 0.05/s")
+            for r in serving.batch_time_sensitivity(row, (4.0, 4.4, 4.5, row.measured_min_s), rate_replicates=SENSITIVITY_REPLICATES,
+                                                        tolerance_rps=0.05):
                 print(f"  batch {r['batch_s']:.2f} s{' (podsim)' if r['podsim'] else '':9}  min {r['p0_s']:6.2f} s  "
-                      f"p50 {r['p50_s']:6.2f} s  p99 {r['p99_s']:6.2f} s  Sax client retries {r['retries']}")
+                      f"p50 {r['p50_s']:6.2f} s  p99 {r['p99_s']:6.2f} s  max rate {r['max_rps']:.2f}/s  "
+                      f"Sax client retries {r['retries']}")
 
 
 def series_lines(table: list[dict], markdown: bool) -> list[str]:

@@ -2,14 +2,16 @@
 on TPU v5e, batched as the submissions' Saxml classes and Saxml's batcher do, each batch costed
 as praxis runs it. Each row's error is pinned so fidelity can only go up; the offline rows
 (every batch at the costliest shape the harness can form: 1,919 tokens, 128 steps) must not be
-faster than the run, nor the fastest Server request faster than one batch."""
+faster than the run, nor the fastest Server request faster than one batch. The Server rows are
+MLPerf's own Server result (scheduled samples/s within p99 <= 20 s), from a rate search run here
+with fewer seeds and a coarser bracket than the benchmark's (TEST_REPLICATES, TEST_TOLERANCE)."""
 
 from __future__ import annotations
 
 import pytest
 
 from podsim.trace.configs import TransformerConfig
-from podsim.validation.serving import GPTJ_DIMS, ROWS, row_config, run_table, summarise
+from podsim.validation.serving import GPTJ_DIMS, ROWS, SERVER_BOUND_S, row_config, run_table, summarise
 
 # the errors as they stand (predicted / measured - 1); a change that moves a row away fails. I4
 # (round 4.0's batch of 36) runs since the Saxml fit counts the prefill's activations beside the
@@ -17,12 +19,17 @@ from podsim.validation.serving import GPTJ_DIMS, ROWS, row_config, run_table, su
 # praxis's costs (dense prefill attention, static beam buffers and their reorder) moved every batch
 # from 3.25 s to 4.03 s, and round 3.1's three cached states per token (pre-rotary keys kept) to 4.23 s:
 # the Server rows from -59% to -40% / -47%, the Offline rows from +3% to +32% / +28%
-PINNED = {"I1": 0.324, "I2": 0.277, "I3": -0.395, "I4": -0.473}  # at issue 22's constants (MATMUL_FRACTION 0.752)
+# the Server rows were scored as p99 latency at the run's rate (-39.5% / -47.3%) until they took MLPerf's
+# own Server metric, the highest scheduled rate within the p99 bound: +7.2% / +13.6% (8 seeds, 0.01/s)
+PINNED = {"I1": 0.324, "I2": 0.277, "I3": 0.072, "I4": 0.136}  # at issue 22's constants (MATMUL_FRACTION 0.752)
+TEST_REPLICATES, TEST_TOLERANCE = 2, 0.05  # the Server rows' rate search here (the benchmark's: 8 seeds, 0.01/s)
+# podsim's scheduled samples/s within p99 <= 20 s at TEST_REPLICATES / TEST_TOLERANCE, and how far they may move
+SERVER_RATES, RATE_BAND = {"I3": 7.64, "I4": 8.24}, 0.10
 
 
 @pytest.fixture(scope="module")
 def table():
-    return run_table()
+    return run_table(replicates=TEST_REPLICATES, tolerance_rps=TEST_TOLERANCE)
 
 
 def test_rows_hold_their_fidelity(table):
@@ -39,9 +46,42 @@ def test_rows_hold_their_fidelity(table):
     s = summarise(table)
     assert not any(r["calibration"] for r in table)
     assert s["refused"] == sum(e is None for e in PINNED.values())  # a refused row counts as a full miss
-    # the diagnostic: one batch's time bounds the fastest request from below; podsim's is 12% under the run's (4.03 s against 4.58 s)
+    # the diagnostics at the run's scheduled rate: one batch's time bounds the fastest request from below, podsim's
+    # 7% / 12% under the run's (4.24 s against 4.58 s; 4.42 s against 5.02 s); the p99 40% / 47% under the run's
     for rid in ("I3", "I4"):
-        assert by_id[rid]["predicted_min_s"] < by_id[rid]["measured_min_s"], by_id[rid]
+        r = by_id[rid]
+        assert r["predicted_min_s"] < r["measured_min_s"], r
+        assert r["predicted_p99_s"] == pytest.approx({"I3": 10.77, "I4": 9.93}[rid], abs=0.02), r
+        assert r["measured_p99_s"] < SERVER_BOUND_S
+
+
+def test_server_rows_are_mlperfs_rate_within_the_p99_bound(table):
+    """A Server row's figure is the highest rate whose mean p99 over the seeds is within 20 s:
+    pinned within RATE_BAND samples/s; the bracket's lower end meets (mean p99 <= 20 s) and is
+    within the tolerance of a rate that misses; the figure is that rate's scheduled samples/s
+    (within 3% of the Poisson rate: ~4,600 arrivals per seed); the measured rate is MLPerf's."""
+    by_id = {r["id"]: r for r in table}
+    for rid, want in SERVER_RATES.items():
+        r = by_id[rid]
+        assert r["metric"] == "samples/s, p99 <= 20 s" and r["measured"] == next(x.rate_per_s for x in ROWS if x.id == rid)
+        assert r["predicted"] == pytest.approx(want, abs=RATE_BAND), r
+        assert r["error"] == pytest.approx(r["predicted"] / r["measured"] - 1)
+        assert r["rate_p99_s"] <= SERVER_BOUND_S and 0 < r["rate_missed_rps"] - r["rate_rps"] <= TEST_TOLERANCE
+        assert r["predicted"] == pytest.approx(r["rate_rps"], rel=0.03)
+        assert (r["rate_replicates"], r["rate_tolerance_rps"]) == (TEST_REPLICATES, TEST_TOLERANCE) and r["rate_probes"] <= 12
+
+
+def test_the_rate_is_well_conditioned_in_the_batch_time():
+    """The what-if that motivates the metric: one I3 batch 6% longer (4.23 s -> 4.50 s) doubles
+    the p99 at the run's rate (10.77 s -> 22.08 s) but lowers the rate within the bound by about
+    as much as the batch grew (7.64/s -> 7.19/s at 2 seeds): elasticity ~1 against ~16."""
+    from podsim.validation.serving import batch_time_sensitivity
+
+    base, slow = batch_time_sensitivity(ROWS[2], (4.5,), rate_replicates=TEST_REPLICATES, tolerance_rps=TEST_TOLERANCE)
+    grew = slow["batch_s"] / base["batch_s"] - 1
+    assert 0.05 < grew < 0.08
+    assert slow["p99_s"] / base["p99_s"] - 1 > 10 * grew  # the p99: ill-conditioned near saturation
+    assert 0.5 * grew < 1 - slow["max_rps"] / base["max_rps"] < 1.5 * grew  # the rate: about proportional
 
 
 def test_the_rows_model_gptj_as_submitted():
@@ -142,3 +182,26 @@ def test_pre_rotary_keys_cost_cache_and_writes_not_reads():
     with pytest.raises(PodsimError, match="kv_states 4"):
         InferenceShard(cfg, 4, kv_states=4)
     assert row_config(ROWS[0]).model.kv_states == 3 and row_config(ROWS[1]).model.kv_states == 2
+
+
+def test_max_rate_bisects_reproducibly_and_refuses_what_it_cannot_search():
+    """podsim.serving.capacity.max_rate on round 3.1's Server setup: every probe at or under the
+    answer meets and every one over it misses (the seeds are the same at every probe), the bracket
+    is within the tolerance, a second call gives the same answer, a looser bound a higher rate;
+    offline arrivals, an unknown metric, a non-positive tolerance are refused in one line."""
+    from podsim.errors import PodsimError
+    from podsim.serving.capacity import max_rate
+
+    cfg = row_config(ROWS[2])
+    a = max_rate(cfg, 20.0, replicates=1, tolerance_rps=0.1)
+    assert a.rate_rps is not None and 0 < a.missed_rps - a.rate_rps <= 0.1
+    assert all(p.met == (p.rate_rps <= a.rate_rps) for p in a.probes), [(p.rate_rps, p.met) for p in a.probes]
+    assert a.at(a.rate_rps).interval["mean"] <= 20.0 < a.at(a.missed_rps).interval["mean"]
+    assert max_rate(cfg, 20.0, replicates=1, tolerance_rps=0.1) == a
+    assert max_rate(cfg, 30.0, replicates=1, tolerance_rps=0.1).rate_rps > a.rate_rps
+    with pytest.raises(PodsimError, match="offline arrivals have none"):
+        max_rate(row_config(ROWS[0]), 20.0)
+    with pytest.raises(PodsimError, match="metric 'p99' is not a serving metric"):
+        max_rate(cfg, 20.0, metric="p99", replicates=1)
+    with pytest.raises(PodsimError, match="tolerance 0"):
+        max_rate(cfg, 20.0, tolerance_rps=0)

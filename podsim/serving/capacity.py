@@ -9,6 +9,10 @@ its percentiles say (they are over the finished requests). The search assumes mo
 never miss what fewer meet: it doubles from `low` until a size meets (or `high` misses: no
 answer), then bisects. The answer over shapes is the fewest chips (then the lower cost per
 million tokens).
+
+`max_rate` answers the other way round, as MLPerf Inference's Server scenario reports: the
+highest Poisson (or bursty) arrival rate at which one configuration meets a latency percentile
+bound, bisected over the rate with the same replicate seeds at every probe.
 """
 
 from __future__ import annotations
@@ -17,7 +21,10 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from podsim.errors import PodsimError
+from podsim.quantities import MAX_REQUESTS
 from podsim.serving.result import simulate_serving
 from podsim.serving.spec import CapacitySearch, ServingConfig
 from podsim.stats import metric_intervals, replicate_seeds
@@ -85,10 +92,18 @@ class CapacityAnswer:
         return cols
 
 
-def _verdict(search: CapacitySearch, ivs: dict, each: list[dict]) -> tuple[bool, str]:
+def _incomplete(each: list[dict]) -> str:
+    """Why a probe misses whatever its percentiles say (a replicate left requests unfinished or
+    rejected them), or ''."""
     if any(m["requests_unfinished"] or m["requests_rejected"] for m in each):
         worst = max(each, key=lambda m: m["requests_unfinished"] + m["requests_rejected"])
-        return False, f"{worst['requests_unfinished']} unfinished, {worst['requests_rejected']} rejected requests in a replicate"
+        return f"{worst['requests_unfinished']} unfinished, {worst['requests_rejected']} rejected requests in a replicate"
+    return ""
+
+
+def _verdict(search: CapacitySearch, ivs: dict, each: list[dict]) -> tuple[bool, str]:
+    if why := _incomplete(each):
+        return False, why
     misses = []
     for metric, limit in (("ttft_p99_s", search.ttft_p99), ("tpot_p99_s", search.tpot_p99)):
         iv = ivs.get(metric)
@@ -178,3 +193,124 @@ def answer_text(ans: CapacityAnswer) -> str:
         return f"{head}: none within {s.replicas[0]}..{s.replicas[1]} replicas of {', '.join(ans.best)}"
     a = ans.answer
     return f"{head}: {a.chips} chips = {a.replicas} x {a.slice}"
+
+
+@dataclass(frozen=True)
+class RateProbe:
+    """One arrival rate's verdict: whether its replicates met the bound, and the metric's interval."""
+
+    rate_rps: float
+    met: bool
+    why: str
+    interval: dict  # the metric's Interval.to_dict() over the replicates
+    scheduled_rps: float  # the replicates' mean realised arrival rate (requests counted / window)
+
+
+@dataclass(frozen=True)
+class MaxRate:
+    """The highest arrival rate probed that meets `metric <= bound_s` (`rate_rps`; None: even the
+    lowest probed misses) and the lowest probed above it that misses (`missed_rps`; None: the
+    search's ceiling meets): the answer is within `tolerance_rps` of the crossing."""
+
+    metric: str
+    bound_s: float
+    replicates: int
+    judge: str
+    tolerance_rps: float
+    rate_rps: float | None
+    missed_rps: float | None
+    probes: tuple[RateProbe, ...]
+
+    def at(self, rate_rps: float | None) -> RateProbe | None:
+        """The probe at `rate_rps` (None when not probed)."""
+        return next((p for p in self.probes if p.rate_rps == rate_rps), None)
+
+
+RATE_STEP = 1.25  # the bracketing step: x or / this factor per probe until the verdict changes
+
+
+def max_rate(config: ServingConfig, bound_s: float, *, metric: str = "e2e_p99_s", replicates: int = 4,
+             judge: str = "mean", tolerance_rps: float = 0.01, start_rps: float | None = None, timer=None,
+             generation=None, praxis_costs: frozenset[str] | None = None,
+             on_probe: Callable[[RateProbe], None] | None = None) -> MaxRate:
+    """The highest arrival rate (requests/s) at which `config` meets `metric` <= `bound_s`: MLPerf
+    Inference's Server result (the scheduled rate of a run whose p99 latency is within the bound).
+
+    Every probe runs `replicates` simulations with the seeds `replicate_seeds(config.seed,
+    replicates)`, the same at every rate (common random numbers: a seed's Poisson arrival times
+    at rate r are its unit-rate times / r), judged on their mean (`judge: mean`) or the upper end
+    of the 95% interval (`interval`); a probe whose replicate leaves a request unfinished or
+    rejected misses. From `start_rps` (default: the config's rate) the rate is multiplied (or
+    divided) by RATE_STEP until the verdict changes, then bisected until the bracket is at most
+    `tolerance_rps` wide. The search assumes a higher rate never meets what a lower one misses
+    (near saturation the curve is noisy; the bisection then returns one crossing, reproducibly).
+    `timer`, `generation`, `praxis_costs`: passed to every simulation (what-ifs). No I/O."""
+    arrivals = config.requests.arrivals
+    if arrivals.kind in ("trace", "offline"):
+        raise PodsimError(f"the rate search sets the request rate; {arrivals.kind} arrivals have none "
+                          "(use poisson or bursty arrivals, lengths may still come from a trace)")
+    if not (bound_s > 0 and math.isfinite(bound_s)):
+        raise PodsimError(f"rate search bound {bound_s!r} s: give a positive, finite latency")
+    if not (tolerance_rps > 0 and math.isfinite(tolerance_rps)):
+        raise PodsimError(f"rate search tolerance {tolerance_rps!r} requests/s: give a positive, finite rate")
+    if replicates < 1:
+        raise PodsimError(f"rate search replicates {replicates!r}: give at least 1")
+    if judge not in ("mean", "interval"):
+        raise PodsimError(f"rate search judge {judge!r}: allowed mean, interval")
+    start = arrivals.rate_per_s if start_rps is None else float(start_rps)
+    if not (start > 0 and math.isfinite(start)):
+        raise PodsimError(f"rate search start {start_rps!r} requests/s: give a positive, finite rate")
+    window = config.duration - config.warmup
+    ceiling = MAX_REQUESTS / config.duration / 2  # draw_requests' limit, with room for the Poisson spread
+    floor = tolerance_rps
+    seeds = replicate_seeds(config.seed, replicates)
+    seen: dict[float, RateProbe] = {}
+
+    def probe(rate: float) -> RateProbe:
+        if rate not in seen:
+            cfg = config.model_copy(update={"requests": config.requests.model_copy(
+                update={"arrivals": arrivals.model_copy(update={"rate": rate * 3600.0})})})
+            each = [simulate_serving(cfg.model_copy(update={"seed": s}), timer=timer, generation=generation,
+                                     praxis_costs=praxis_costs).metrics for s in seeds]
+            if metric not in each[0]:
+                raise PodsimError(f"rate search metric {metric!r} is not a serving metric; e.g. e2e_p99_s, ttft_p99_s, "
+                                  "tpot_p99_s")
+            iv = metric_intervals(each, (metric,))[metric]
+            value = iv.high if judge == "interval" and iv.n > 1 else iv.mean
+            why = _incomplete(each)
+            if not why and math.isnan(value):
+                why = f"no {metric}"
+            elif not why and value > bound_s:
+                why = f"{metric} {format_seconds(value)} > {format_seconds(bound_s)}"
+            seen[rate] = RateProbe(rate, not why, why or "met", iv.to_dict(),
+                                   float(np.mean([m["requests"] for m in each])) / window)
+            if on_probe is not None:
+                on_probe(seen[rate])
+        return seen[rate]
+
+    lo, hi = None, None  # lo meets, hi misses
+    rate = min(start, ceiling)
+    if probe(rate).met:
+        lo = rate
+        while hi is None and lo < ceiling:
+            rate = min(lo * RATE_STEP, ceiling)
+            if probe(rate).met:
+                lo = rate
+            else:
+                hi = rate
+    else:
+        hi = rate
+        while lo is None and hi > floor:
+            rate = max(hi / RATE_STEP, floor)
+            if probe(rate).met:
+                lo = rate
+            else:
+                hi = rate
+    while lo is not None and hi is not None and hi - lo > tolerance_rps:
+        mid = (lo + hi) / 2
+        if probe(mid).met:
+            lo = mid
+        else:
+            hi = mid
+    return MaxRate(metric, bound_s, replicates, judge, tolerance_rps, lo, hi,
+                   tuple(sorted(seen.values(), key=lambda p: p.rate_rps)))

@@ -13,13 +13,19 @@ row is one submission's scenario:
   prefill, then 128 extend steps over static beam buffers). The measured figure is seconds per
   batch, 32 / the samples per second the run logged; podsim's batches are the costliest the
   harness can form, so the row is an upper bound (see SORTED);
-- `server`: Poisson arrivals at the scheduled rate the run logged, batched as the submission's
+- `server`: Poisson arrivals over MLPerf's 600 s minimum duration, batched as the submission's
   Saxml class and Saxml's batcher do (batch policy `batcher: saxml`: the class's BATCH_SIZE,
   BATCH_WAIT_SECS counted from the batch's first take, two batches live past the batcher, at
-  most BATCH_SIZE x MAX_LIVE_BATCHES requests alive, every batch run at its compiled size); the
-  measured figure is the run's 99th percentile latency (MLPerf's GPT-J Server bound: 20 s), so
-  the row checks the serving simulation (queueing and batching) too. The run's minimum latency
-  is kept beside it as a diagnostic: it bounds one batch's time on the chips from below.
+  most BATCH_SIZE x MAX_LIVE_BATCHES requests alive, every batch run at its compiled size). The
+  measured figure is MLPerf's own Server result, the run's scheduled samples per second (its
+  log's "Result is : VALID": 99th percentile latency within gptj.Server.target_latency, 20 s);
+  podsim's is the highest Poisson rate whose simulated p99 end-to-end latency is within the same
+  bound (`podsim.serving.capacity.max_rate`: SERVER_REPLICATES seeds, the same at every probe,
+  judged on their mean p99, bisected to RATE_TOLERANCE_RPS), as the replicates' mean scheduled
+  samples per second at that rate. The row checks the serving simulation (queueing and
+  batching) too. Beside it, as diagnostics: the p99 latency at the run's scheduled rate (the
+  rows' metric before; ill-conditioned near saturation, where a few % of batch time is tens of
+  % of p99) and the fastest request (it bounds one batch's time on the chips from below).
 
 Error = predicted / measured - 1. No row sets a constant: the step model's constants are the
 training table's (MATMUL_FRACTION, HBM_FRACTION) and the on-chip memory figure of v5e.
@@ -34,6 +40,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from podsim.errors import PodsimError
+from podsim.serving.capacity import MaxRate, max_rate
 from podsim.serving.result import simulate_serving
 from podsim.serving.spec import ServingConfig
 
@@ -58,6 +65,9 @@ V40_HARNESS = ("; the round 4.0 harness (krai's axs) is not in the results: take
 # default 200 (closed/Google/code/gptj-99/backend.py, main.py; the run's flags are not in the results); round
 # 4.0's harness (krai's axs) is not in the results: taken as the same
 CLIENTS_V31 = 200
+SERVER_BOUND_S = 20.0  # gptj.Server.target_latency = 20000 ms at the 99th percentile (configs/mlperf.conf; both runs' logs)
+SERVER_REPLICATES = 8  # seeds per rate probe of a Server row (the same at every probe: common random numbers)
+RATE_TOLERANCE_RPS = 0.01  # the bisection's bracket, samples/s
 OFFLINE_SAMPLES = 24_576  # an Offline run's samples at least (configs/mlperf.conf, *.Offline.min_query_count)
 SETUP = (f"Saxml static batches of the class's BATCH_SIZE x {BEAMS} beams (prompt KV shared), run at that size (Saxml pads "
          f"a batch to its compiled size), formed by Saxml's batcher (batcher saxml); prompts padded to the longest bucket "
@@ -76,7 +86,7 @@ class ServingRow:
     id: str
     system: str
     scenario: str  # offline | server
-    measured: float  # offline: seconds per batch; server: p99 latency (s)
+    measured: float  # offline: seconds per batch; server: the scheduled samples per second of the VALID run
     logged: str  # the figure as the run logged it
     batch: int  # the class's BATCH_SIZE (one compiled size: every batch runs at it)
     buckets: tuple[int, ...]  # its BUCKET_KEYS
@@ -90,13 +100,14 @@ class ServingRow:
     rate_per_s: float | None = None  # server: the scheduled rate
     clients: int | None = None  # the harness's client threads (requests outstanding at most), where it says
     measured_min_s: float | None = None  # server: the run's minimum latency (a diagnostic, not a row)
+    measured_p99_s: float | None = None  # server: the run's p99 latency at its scheduled rate (a diagnostic, not a row)
     source: str = ""
     assumed: str = ""
     calibration: str = ""
 
     @property
     def metric(self) -> str:
-        return f"s per {self.batch}-sample batch" if self.scenario == "offline" else "p99 latency"
+        return f"s per {self.batch}-sample batch" if self.scenario == "offline" else "samples/s, p99 <= 20 s"
 
 
 ROWS: tuple[ServingRow, ...] = (
@@ -111,15 +122,15 @@ ROWS: tuple[ServingRow, ...] = (
                "systems/tpu_v5e_x4.json; class GPTJ4TokenizedINT8BS32XLAWait40MB6Offline (code/gptj/gptj_using_saxml_loadgen/"
                f"README.md; {V40_CLASSES}: BATCH_SIZE 32, buckets 512/1024/1536/1919, BATCH_WAIT_SECS 4.0, MAX_LIVE_BATCHES 10)",
                assumed=ASSUMED + V40_HARNESS),
-    ServingRow("I3", "TPU v5e, 4 chips (TPU-v5e-4_SAX, preview); MLPerf Inference v3.1 closed", "server", 17.802509927,
-               "p99 17.80 s at 7.13 scheduled samples/s (bound 20 s); min 4.58 s", 32, (512, 1024, 1919), 4.0, 6,
-               rate_per_s=7.13, measured_min_s=4.581708162, clients=CLIENTS_V31,
+    ServingRow("I3", "TPU v5e, 4 chips (TPU-v5e-4_SAX, preview); MLPerf Inference v3.1 closed", "server", 7.13,
+               "7.13 scheduled samples/s, VALID (p99 17.80 s, bound 20 s); min 4.58 s", 32, (512, 1024, 1919), 4.0, 6,
+               rate_per_s=7.13, measured_min_s=4.581708162, measured_p99_s=17.802509927, clients=CLIENTS_V31,
                source=f"{V31} closed/Google/results/TPU-v5e-4_SAX/gptj-99/Server/performance/run_1/mlperf_log_summary.txt; "
                f"class GPTJ4BS32Int8Opt10Wait40MB6 ({V31_CLASSES}: BATCH_WAIT_SECS 4.0, MAX_LIVE_BATCHES 6); the latency "
                "bound gptj.Server.target_latency = 20000 ms at the 99th percentile (configs/mlperf.conf)", assumed=ASSUMED),
-    ServingRow("I4", "TPU v5e, 4 chips (tpu-v5e-4, available); MLPerf Inference v4.0 closed", "server", 18.830208737,
-               "p99 18.83 s at 7.25 scheduled samples/s (bound 20 s); min 5.02 s", 36, (512, 1024, 1536, 1919), 4.0, 10,
-               rate_per_s=7.25, measured_min_s=5.022518838, clients=CLIENTS_V31, segments=(32, 48, 64, 72, 80, 96, 102, 128),
+    ServingRow("I4", "TPU v5e, 4 chips (tpu-v5e-4, available); MLPerf Inference v4.0 closed", "server", 7.25,
+               "7.25 scheduled samples/s, VALID (p99 18.83 s, bound 20 s); min 5.02 s", 36, (512, 1024, 1536, 1919), 4.0, 10,
+               rate_per_s=7.25, measured_min_s=5.022518838, measured_p99_s=18.830208737, clients=CLIENTS_V31, segments=(32, 48, 64, 72, 80, 96, 102, 128),
                kv_states=2,
                source=f"{V40} closed/Google/results/tpu_v5e_x4/gptj-99/server/performance/run_1/mlperf_log_summary.txt; "
                f"class GPTJ4TokenizedINT8BS32XLAWait40MB6Server ({V40_CLASSES}: BATCH_SIZE 36, buckets 512/1024/1536/1919, "
@@ -144,34 +155,62 @@ def row_config(row: ServingRow, seed: int = 1) -> ServingConfig:
                      "output": {"kind": "fixed", "mean": DECODE_CAP}}})
 
 
-def predict(row: ServingRow, praxis_costs: frozenset[str] | None = None) -> dict:
-    """The row's prediction and the serving metrics behind it; `refused` when podsim cannot run
-    the submission's setup (its KV cache does not fit), with the reason. `praxis_costs`: which of
-    a Saxml batch's costs to charge (all by default; the ablation's subsets)."""
+def server_max_rate(row: ServingRow, replicates: int = SERVER_REPLICATES, tolerance_rps: float = RATE_TOLERANCE_RPS,
+                    timer=None, praxis_costs: frozenset[str] | None = None) -> MaxRate:
+    """A Server row's highest Poisson rate within MLPerf's bound (p99 end-to-end latency <= 20 s
+    over the 600 s run), from the run's scheduled rate: `replicates` seeds, the same at every
+    probe, judged on their mean p99 (module docstring)."""
+    return max_rate(row_config(row), SERVER_BOUND_S, metric="e2e_p99_s", replicates=replicates, judge="mean",
+                    tolerance_rps=tolerance_rps, start_rps=row.rate_per_s, timer=timer, praxis_costs=praxis_costs)
+
+
+def predict(row: ServingRow, praxis_costs: frozenset[str] | None = None, replicates: int = SERVER_REPLICATES,
+            tolerance_rps: float = RATE_TOLERANCE_RPS) -> dict:
+    """The row's prediction and the serving metrics behind it (a Server row's at the run's
+    scheduled rate, and its rate search); `refused` when podsim cannot run the submission's setup
+    (its KV cache does not fit), with the reason. `praxis_costs`: which of a Saxml batch's costs
+    to charge (all by default; the ablation's subsets); `replicates`, `tolerance_rps`: a Server
+    row's rate search."""
     try:
         r = simulate_serving(row_config(row), praxis_costs=praxis_costs)
+        rate = server_max_rate(row, replicates, tolerance_rps, praxis_costs=praxis_costs) if row.scenario == "server" else None
     except PodsimError as exc:
-        return {"predicted": None, "metrics": {}, "min_s": None, "refused": str(exc)}
+        return {"predicted": None, "metrics": {}, "min_s": None, "rate": None, "refused": str(exc)}
     m = r.metrics
-    predicted = row.batch / m["throughput_rps"] if row.scenario == "offline" else m["e2e_p99_s"]
+    if row.scenario == "offline":
+        predicted = row.batch / m["throughput_rps"]
+    else:
+        at = rate.at(rate.rate_rps)
+        predicted = None if at is None else at.scheduled_rps
     e2e = r.tables["serving_requests"]["e2e_s"]
     return {"predicted": predicted, "metrics": m, "min_s": float(np.nanmin(e2e)) if np.isfinite(e2e).any() else None,
-            "refused": ""}
+            "rate": rate, "refused": "" if predicted is not None else f"no rate from {rate.probes[0].rate_rps:g}/s "
+            f"down meets p99 <= {SERVER_BOUND_S:g} s: {rate.probes[0].why}"}
 
 
 def run_table(rows: tuple[ServingRow, ...] = ROWS, on_row: Callable[[dict], None] | None = None,
-              praxis_costs: frozenset[str] | None = None) -> list[dict]:
+              praxis_costs: frozenset[str] | None = None, replicates: int = SERVER_REPLICATES,
+              tolerance_rps: float = RATE_TOLERANCE_RPS) -> list[dict]:
+    """Every row's record: its figures, error, setup and sources; a Server row's also its rate
+    search (`rate_*`) and, at the run's scheduled rate, podsim's p99 and fastest request."""
     out = []
     for row in rows:
-        p = predict(row, praxis_costs)
+        p = predict(row, praxis_costs, replicates, tolerance_rps)
         m = p["metrics"]
+        rate: MaxRate | None = p["rate"]
         rec = {"id": row.id, "system": row.system, "model": "gptj-6b", "scenario": row.scenario, "metric": row.metric,
                "measured": row.measured, "logged": row.logged, "predicted": p["predicted"],
                "error": None if p["predicted"] is None else p["predicted"] / row.measured - 1, "refused": p["refused"],
                "calibration": row.calibration, "setup": SETUP, "assumed": row.assumed, "source": row.source,
                "engine_wall_s": m.get("engine_wall_s"), "throughput_rps": m.get("throughput_rps"),
                "rejected": m.get("requests_rejected"), "measured_min_s": row.measured_min_s,
-               "predicted_min_s": p["min_s"] if row.scenario == "server" else None}
+               "predicted_min_s": p["min_s"] if row.scenario == "server" else None,
+               "measured_p99_s": row.measured_p99_s,
+               "predicted_p99_s": m.get("e2e_p99_s") if row.scenario == "server" else None,
+               "rate_rps": rate.rate_rps if rate else None, "rate_missed_rps": rate.missed_rps if rate else None,
+               "rate_p99_s": rate.at(rate.rate_rps).interval["mean"] if rate and rate.rate_rps else None,
+               "rate_probes": len(rate.probes) if rate else 0, "rate_replicates": rate.replicates if rate else 0,
+               "rate_tolerance_rps": rate.tolerance_rps if rate else None}
         out.append(rec)
         if on_row:
             on_row(rec)
@@ -207,11 +246,14 @@ class _ScaledTimer:
         return getattr(self._inner, name)
 
 
-def batch_time_sensitivity(row: ServingRow, batch_s: tuple[float, ...]) -> list[dict]:
-    """A Server row's latency percentiles were one 1,919-token batch to take each of `batch_s`
-    seconds on the chips (every step scaled alike): whether Saxml's scheduling, given the
-    batch time the run implies, reproduces the run's latencies. A diagnostic beside the table;
-    no row uses it."""
+def batch_time_sensitivity(row: ServingRow, batch_s: tuple[float, ...], rate_replicates: int = 0,
+                           tolerance_rps: float = RATE_TOLERANCE_RPS) -> list[dict]:
+    """A Server row's latency percentiles at the run's scheduled rate were one 1,919-token batch
+    to take each of `batch_s` seconds on the chips (every step scaled alike): whether Saxml's
+    scheduling, given the batch time the run implies, reproduces the run's latencies; with
+    `rate_replicates`, also the row's rate search under each (`max_rps`: the scheduled samples/s
+    within the bound), which moves far less with the batch time than the p99 does. A diagnostic
+    beside the table; no row uses it."""
     from podsim.serving.simulate import ServingSim
 
     cfg = row_config(row)
@@ -221,11 +263,15 @@ def batch_time_sensitivity(row: ServingRow, batch_s: tuple[float, ...]) -> list[
     t_b = sum(replica.batch_s(row.batch, length, steps))
     out = []
     for target in (t_b, *batch_s):
-        sim = ServingSim(cfg, timer=_ScaledTimer(base.timer, target / t_b))
+        timer = _ScaledTimer(base.timer, target / t_b)
+        sim = ServingSim(cfg, timer=timer)
         sim.run()
         e2e = sim.log.end_s - sim.req.arrival_s
+        rate = server_max_rate(row, rate_replicates, tolerance_rps, timer=timer) if rate_replicates else None
+        at = rate.at(rate.rate_rps) if rate else None
         out.append({"batch_s": target, "podsim": target == t_b, "retries": sim.retries_total,
-                    **{f"p{q}_s": float(np.nanpercentile(e2e, q)) for q in (0, 50, 99)}})
+                    **{f"p{q}_s": float(np.nanpercentile(e2e, q)) for q in (0, 50, 99)},
+                    "max_rps": at.scheduled_rps if at else None})
     return out
 
 
@@ -240,16 +286,17 @@ ABLATION = (("none (praxis's step count only)", ()), ("+ dense prefill", ("dense
 """Cumulative subsets of praxis's costs (podsim.serving.simulate.PRAXIS_COSTS), then two what-ifs."""
 
 
-def praxis_ablation(rows: tuple[ServingRow, ...] = ROWS) -> list[dict]:
+def praxis_ablation(rows: tuple[ServingRow, ...] = ROWS, replicates: int = 2, tolerance_rps: float = 0.05) -> list[dict]:
     """Every row's error with each cumulative subset of a Saxml batch's costs, and the time of
     one round 3.1 batch (32 x 1,919 tokens, 128 output tokens) under it: what each mechanism
-    does to every row. A diagnostic beside the table."""
+    does to every row. A diagnostic beside the table; the Server rows' rate searches with fewer
+    `replicates` and a coarser `tolerance_rps` than the table's, to stay cheap."""
     from podsim.serving.simulate import ServingSim
 
     out = []
     for name, costs in ABLATION:
         on = frozenset(costs)
-        table = run_table(rows, praxis_costs=on)
+        table = run_table(rows, praxis_costs=on, replicates=replicates, tolerance_rps=tolerance_rps)
         replica = ServingSim(row_config(ROWS[0]), praxis_costs=on).replicas[0]
         out.append({"name": name, "costs": costs, "batch_s": sum(replica.batch_s(32, ROWS[0].buckets[-1], DECODE_CAP - 1)),
                     "errors": {r["id"]: r["error"] for r in table}, "median_abs_error": summarise(table)["median_abs_error"]})
