@@ -146,6 +146,18 @@ def serving_table(ids: list[str], markdown: bool) -> None:
           f"Wall time {time.perf_counter() - t0:.0f} s.")
     if markdown:
         print("\n" + _serving_markdown(table))
+    print("\nA Saxml batch's costs from praxis's code, cumulative (each row's error; a diagnostic, the rows charge all four):")
+    for a in serving.praxis_ablation(rows):
+        print(f"  {a['name']:42} batch {a['batch_s']:.2f} s  " + "  ".join(
+            f"{rid} {'refused' if e is None else f'{e:+.1%}'}" for rid, e in a["errors"].items())
+              + f"  median {a['median_abs_error']:.1%}")
+    for row in rows:
+        if row.scenario == "offline":
+            mix = serving.offline_mix(row)
+            print(f"\n{row.id} batch time per bucket (128 output tokens): "
+                  + ", ".join(f"{b}: {t:.2f} s" for b, t in mix["batch_s"].items())
+                  + ("" if mix["rest"] is None else f"; measured {row.measured:.2f} s = {mix['share_longest']:.0%} of batches at "
+                     f"{row.buckets[-1]} were the rest at {mix['rest']} (a reading, not a row: the articles' length mix is not published)"))
     for row in rows:
         if row.scenario == "server" and row.measured_min_s and not next(r for r in table if r["id"] == row.id)["refused"]:
             print(f"\n{row.id} were a batch to take longer on the chips (every step scaled alike; a what-if, no row uses it):"

@@ -264,6 +264,17 @@ USD_PER_GBPS = Quantity("a price per Gb/s", 0, 1e6, "USD/Gbps", low_open=True)
 W_PER_GBPS = Quantity("a power per Gb/s", 0, 1e4, "W/Gbps", low_open=True)
 SPINE_FIGURE = Quantity("a spine-model figure", 0, 1e12, low_open=True, why="prices, powers and ratios are finite")
 
+# Work budgets (podsim.bounds.Budget, --max-ops ...): how far a flag may raise one, past the
+# defaults (~20x the largest shipped case) to where the work itself no longer fits one machine
+BUDGETS: dict[str, Quantity] = {
+    "ops": count("an ops budget", 1, 10**9, "a billion ops of one step: days of engine time at ~0.15 ms each"),
+    "flows": count("a flows budget", 1, 10**9, "a billion flows of one pattern, each holding its route's links in memory"),
+    "requests": count("a requests budget", 1, 10**7, "ten million requests of one batch: hours of CP-SAT model at ~8 s per 10,000"),
+    "events": count("an events budget", 1, 10**9, "a billion failure events at ~200 B each: 200 GB of scheduler state"),
+    "files": count("a files budget", 1, MAX_FLEET_CHIPS, "one file per rank of the largest fleet"),
+    "input_bytes": Quantity("an input-size budget", 1, 2**40, "B", integer=True, why="1 TiB: past what one machine reads into memory"),
+}
+
 # Types for pydantic fields ---------------------------------------------------------------------
 Duration = Annotated[float, BeforeValidator(duration_s)]
 Rate = Annotated[float, BeforeValidator(rate_per_h)]

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from podsim.engine import simulate_collective, simulate_step
-from podsim.engine.core import simulate_jobs
+from podsim.engine.core import busy_time_s, simulate_jobs
 from podsim.engine.jobs import Job, place_slices
 from podsim.engine.network import FlowNetwork
 from podsim.engine.validate import (
@@ -382,3 +382,18 @@ def test_cli_steptime_bad_input(capsys, args, needle):
     assert r.code == 2
     lines = r.err.strip().splitlines()
     assert len(lines) == 1 and needle in lines[0] and "Traceback" not in r.err
+
+
+def test_busy_time_is_the_union_of_the_ops_intervals():
+    """`*busy_s` figures: overlapping ops count once, nested ones not at all, gaps are idle."""
+    assert busy_time_s([]) == 0.0
+    assert busy_time_s([(0.0, 2.0), (1.0, 3.0), (1.5, 2.5), (5.0, 6.0)]) == 4.0
+    assert busy_time_s(iter([(4.0, 5.0), (0.0, 1.0), (0.5, 0.75)])) == 2.0  # any iterable, any order
+
+
+@given(st.lists(st.tuples(st.floats(0, 100), st.floats(0, 10)), max_size=30))
+@settings(max_examples=60, deadline=None)
+def test_busy_time_is_at_most_the_sum_and_at_least_the_longest(spans):
+    intervals = [(a, a + d) for a, d in spans]
+    busy = busy_time_s(intervals)
+    assert max((d for _, d in spans), default=0.0) - 1e-9 <= busy <= sum(d for _, d in spans) + 1e-9

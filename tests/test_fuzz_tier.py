@@ -464,7 +464,8 @@ def g_serve(rng, inp):
              _opt(rng, "--prefill", ["chunked", "separate"], TEXT), _opt(rng, "--max-batch", ["8"], NUMBERS),
              _opt(rng, "--max-wait", ["1s"], DURATIONS), _opt(rng, "--buckets", ["256,512"], ["512,,1024", "1e308", "0,-1", "x", *TEXT]),
              _opt(rng, "--batch-sizes", ["8,16"], ["4", "8,,16", "1e9", "x"]), _opt(rng, "--batcher", ["idle", "saxml"], TEXT),
-             _opt(rng, "--max-live-batches", ["2"], NUMBERS), _opt(rng, "--batcher-depth", ["1", "2"], NUMBERS)]
+             _opt(rng, "--max-live-batches", ["2"], NUMBERS), _opt(rng, "--batcher-depth", ["1", "2"], NUMBERS),
+             _opt(rng, "--decode-segments", ["32,64,128"], ["64,32", "8,,16", "1e308", "0,-1", "x"])]
     if rng.random() < 0.2:
         base += ["--disaggregated", _mostly(rng, ["1:1"], ["0:1", "1:0", "x", "1e9:1", ""])]
         opts.append(_opt(rng, "--transfer", ["dcn", "ici"], TEXT))

@@ -53,6 +53,9 @@ def test_podsim_serve_and_podsim_run_give_one_result(capsys):
     (("--rate", "2/s", "--prompt", "gamma:3"), "--prompt 'gamma:3' is not understood"),
     (("--rate", "2/s", "--tensor", "4"), "must be equal"),
     (("--rate", "2/s", "--disaggregated", "two"), "give PREFILL:DECODE"),
+    (("--rate", "2/s", "--batch", "static", "--decode-segments", "32,64"), "--decode-segments does not apply with --batcher idle"),
+    (("--rate", "2/s", "--batch", "static", "--batcher", "saxml", "--kv", "reserve", "--decode-segments", "64,32"),
+     "decode_segments [64, 32] must be increasing"),
 ])
 def test_podsim_serve_bad_flags_are_one_line(capsys, args, message):
     code, out, err = run_podsim(capsys, "serve", "-g", "tpu-v5e", "--slice", "2x4", "--model", "llama2-70b", "--override",

@@ -222,9 +222,7 @@ def test_saxml_batcher_pipelines_two_batches_and_starts_the_wait_at_the_take():
 
     cfg = _saxml()
     sim = ServingSim(cfg, Requests(np.zeros(1), np.full(1, 1500), np.full(1, 40)))
-    t = sim.timer.tokens_step_s
-    T = t(2 * 1500, 2, 2 * 1500, 2 * 1500 * 1501 / 2, 0, 2 * 1500) + sum(
-        t(2, 2, 2, 2 * (1500 + k), 2 * (1500 + k - 1), 2) for k in range(1, 40))
+    T = sum(sim.replicas[0].batch_s(2, 1500, 39))
     a = T / 8  # the fifth request arrives while the first batch runs
     req = Requests(np.array([0.0, a, 2 * a, 3 * a, 4 * a, 100.0]), np.full(6, 1500), np.full(6, 40))
     e2e = simulate_serving(cfg, requests=req).tables["serving_requests"]["e2e_s"]

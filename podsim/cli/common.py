@@ -183,6 +183,7 @@ def _budget_value(kind: str):
     def check(value: str | None):
         if value is None:
             return None
+        from podsim.quantities import BUDGETS
         from podsim.units import parse_bytes
 
         flag = BUDGET_FLAGS[kind]
@@ -190,9 +191,7 @@ def _budget_value(kind: str):
             number = parse_bytes(value) if kind == "input_bytes" else float(str(value).replace("_", "").replace(",", ""))
         except (PodsimError, ValueError):
             raise PodsimError(f"{flag} {value!r} is not a number" + (" of bytes (e.g. 512MiB)" if kind == "input_bytes" else "")) from None
-        if not math.isfinite(number) or number < 1 or not float(number).is_integer():
-            raise PodsimError(f"{flag} {value!r} must be a whole number >= 1")
-        return int(number)
+        return BUDGETS[kind].check(number, flag)
     return check
 
 

@@ -108,6 +108,7 @@ def serve_cmd(
     batcher: str = typer.Option("idle", "--batcher", help="static: idle (form a batch when the slice is idle) or saxml (Saxml's pipelined batcher)"),
     max_live_batches: int = typer.Option(4, "--max-live-batches", help="static, saxml: requests alive at most --max-batch x this", callback=opt_count("--max-live-batches")),
     batcher_depth: int = typer.Option(None, "--batcher-depth", help="static, saxml: batches live past the batcher (default: Saxml's rule)", callback=opt_count("--batcher-depth")),
+    decode_segments: str = typer.Option("", "--decode-segments", help="static, saxml: praxis's MAX_DECODE_STEPS, e.g. 32,64,128 (beams' KV buffers sized to the current segment)"),
     clients: int = typer.Option(None, "--clients", help="at most this many requests outstanding (a load generator's client threads)", callback=opt_count("--clients")),
     replicas: int = typer.Option(1, "--replicas", help="replicas, each on its own slice", callback=opt_count("--replicas")),
     disaggregated: str = typer.Option(None, "--disaggregated", help="PREFILL:DECODE replicas on separate slices, e.g. 1:3"),
@@ -136,7 +137,8 @@ def serve_cmd(
     arr = {"kind": arrivals, **({"cv": cv} if arrivals == "bursty" else {}), **({"time_scale": time_scale} if arrivals == "trace" else {})}
     static = {"max_batch": max_batch, "max_wait": max_wait, "buckets": comma_counts(buckets, "--buckets", "512,1024,2048", q.SEQ_LEN),
               "batch_sizes": comma_counts(batch_sizes, "--batch-sizes", "8,16,32"), "batcher": batcher,
-              "max_live_batches": max_live_batches, "batcher_depth": batcher_depth}
+              "max_live_batches": max_live_batches, "batcher_depth": batcher_depth,
+              "decode_segments": comma_counts(decode_segments, "--decode-segments", "32,64,128", q.SEQ_LEN)}
     continuous = {"token_budget": token_budget, "max_seqs": max_seqs, "prefill": prefill}
     if rate is not None:
         arr["rate"] = rate
@@ -181,12 +183,13 @@ def _refuse_inapplicable(ctx, batch: str, batcher: str, arrivals: str, disaggreg
                          replicas: int) -> None:
     """Options of another mode than the one given are refused (they would be ignored)."""
     if batch == "continuous":
-        refuse_options(ctx, ("max_batch", "max_wait", "buckets", "batch_sizes", "batcher", "max_live_batches", "batcher_depth"),
-                       "with --batch continuous (they shape static batches)")
+        refuse_options(ctx, ("max_batch", "max_wait", "buckets", "batch_sizes", "batcher", "max_live_batches", "batcher_depth",
+                             "decode_segments"), "with --batch continuous (they shape static batches)")
     elif batch == "static":
         refuse_options(ctx, ("token_budget", "max_seqs", "prefill"), "with --batch static (they shape continuous steps)")
         if batcher != "saxml":
-            refuse_options(ctx, ("max_live_batches", "batcher_depth"), f"with --batcher {batcher} (they bound Saxml's live batches)")
+            refuse_options(ctx, ("max_live_batches", "batcher_depth", "decode_segments"),
+                           f"with --batcher {batcher} (they shape Saxml's batches)")
     if arrivals != "bursty":
         refuse_options(ctx, ("cv",), f"with --arrivals {arrivals} (it shapes bursty gaps)")
     if arrivals != "trace":
@@ -206,7 +209,7 @@ FLAGS = {"model.precision": "--weights/--kv-cache/--matmul", "requests.arrivals"
          "capacity": "--capacity-*", "disaggregated": "--disaggregated",
          **{f"batch.{f}": "--" + f.replace("_", "-") for f in ("token_budget", "max_seqs", "prefill", "kv", "page_tokens", "max_batch",
                                                              "max_wait", "buckets", "batch_sizes", "batcher", "max_live_batches",
-                                                             "batcher_depth")},
+                                                             "batcher_depth", "decode_segments")},
          "disaggregated.transfer": "--transfer", "requests.arrivals.cv": "--cv", "requests.arrivals.time_scale": "--time-scale"}
 
 

@@ -28,9 +28,15 @@ from dataclasses import dataclass
 import numpy as np
 
 from podsim._arrays import unique
+from podsim.collectives.crossing import (
+    DcnTranslation,
+    crossing_flows,
+    crossing_rows,
+    dcn_translation,
+)
 from podsim.collectives.routeparts import _subset, route_sums
 from podsim.collectives.schedule import Pattern
-from podsim.topology.routing import dcn_group_members, dcn_split_groups
+from podsim.topology.routing import dcn_group_members
 
 
 def _mix(x: np.ndarray) -> np.ndarray:
@@ -78,12 +84,16 @@ def _index(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def refine(entry_flow: np.ndarray, entry_link: np.ndarray, flow_colour: np.ndarray,
-           link_colour: np.ndarray, max_rounds: int = 64, entry_label: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+           link_colour: np.ndarray, max_rounds: int = 64, entry_label: np.ndarray | None = None,
+           link_mult: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Coarsest stable refinement of the given colours (flow class, link class per id);
     links crossed by no flow keep their colour; `entry_label` (dense, e.g. the fraction of
-    the flow's bytes on the entry) tags each entry. Multisets are summed 64-bit hashes; a
-    collision could only merge classes, which `is_equitable` then refuses."""
+    the flow's bytes on the entry) tags each entry; `link_mult` counts an entry that many
+    times in its link's multiset (a quotient graph: crossing.DcnTranslation.stab). Multisets
+    are summed 64-bit hashes; a collision could only merge classes, which `is_equitable`
+    then refuses."""
     tag = np.zeros(len(entry_flow), np.uint64) if entry_label is None else entry_label.astype(np.uint64) << np.uint64(32)
+    mult = np.uint64(1) if link_mult is None else link_mult.astype(np.uint64)
     fc, nf = _dense(flow_colour)
     lc, nl = _dense(link_colour)
     n_flows, n_links = len(fc), len(lc)
@@ -91,7 +101,7 @@ def refine(entry_flow: np.ndarray, entry_link: np.ndarray, flow_colour: np.ndarr
         for _ in range(max_rounds):
             sig = _segment_sum(_mix((lc[entry_link].astype(np.uint64) * np.uint64(2) + np.uint64(1)) ^ tag), entry_flow, n_flows)
             fc = _pair(fc, _dense(sig)[0])
-            sig = _segment_sum(_mix((fc[entry_flow].astype(np.uint64) * np.uint64(2)) ^ tag), entry_link, n_links)
+            sig = _segment_sum(_mix((fc[entry_flow].astype(np.uint64) * np.uint64(2)) ^ tag) * mult, entry_link, n_links)
             lc = _pair(lc, _dense(sig)[0])
             new = (int(fc.max(initial=-1)) + 1, int(lc.max(initial=-1)) + 1)
             if new == (nf, nl):
@@ -133,25 +143,27 @@ _CELLS = 1 << 22  # (members x classes) weights compared at once by _same_rows
 
 
 def is_equitable(entry_flow: np.ndarray, entry_link: np.ndarray, fc: np.ndarray, lc: np.ndarray,
-                 entry_weight: np.ndarray | None = None) -> bool:
+                 entry_weight: np.ndarray | None = None, link_mult: np.ndarray | None = None) -> bool:
     """Whether every flow of a class puts the same weight (number of crossings, each weighed by
     the fraction of the flow's bytes on it) on each link class, and every link of a class
-    carries the same weight of each flow class (exact up to float rounding of the sums)."""
+    carries the same weight of each flow class (exact up to float rounding of the sums);
+    `link_mult` weighs each entry that many times more on its link's side (as in `refine`)."""
     ew = np.ones(len(entry_flow)) if entry_weight is None else np.asarray(entry_weight, float)
+    lw = ew if link_mult is None else ew * link_mult
     n_fc = np.bincount(fc)
     n_lc = np.bincount(lc)
-    for own, other, own_class, other_class, size in ((entry_flow, entry_link, fc, lc, n_fc),
-                                                      (entry_link, entry_flow, lc, fc, n_lc)):
+    for own, other, own_class, other_class, size, w in ((entry_flow, entry_link, fc, lc, n_fc, ew),
+                                                          (entry_link, entry_flow, lc, fc, n_lc, lw)):
         k = int(other_class.max(initial=-1)) + 1
         ordered = len(own) < 2 or bool((own[1:] >= own[:-1]).all())
         if len(own_class) * k <= (1 << 26) and (ordered or len(own_class) * k <= 4 * _CELLS):
-            if not _same_rows(own, other_class[other], ew, own_class, k, ordered):
+            if not _same_rows(own, other_class[other], w, own_class, k, ordered):
                 return False
             continue
         # many classes on the other side: per (member, other class) weights by sorting
         oc = other_class[other]
         rows, inv_rows = np.unique(own * (int(oc.max(initial=0)) + 1) + oc, return_inverse=True)
-        n = np.bincount(inv_rows.ravel(), weights=ew, minlength=len(rows))
+        n = np.bincount(inv_rows.ravel(), weights=w, minlength=len(rows))
         member, ocls = np.divmod(rows, int(oc.max(initial=0)) + 1)
         mcls = own_class[member]
         group_key = mcls * (int(ocls.max(initial=0)) + 1) + ocls
@@ -196,7 +208,7 @@ class DcnFold:
 
 
 def fold_flows(routed: Sequence[tuple], capacity: np.ndarray, latency: np.ndarray,
-               members: np.ndarray | None = None) -> DcnFold | None:
+               members: np.ndarray | None = None, trans: DcnTranslation | None = None) -> DcnFold | None:
     """Fold the flows of patterns that run on the same links: `routed` holds, per pattern,
     (pattern, src, dst, weight, indptr, links, frac), routed in full (`frac`: the fraction of
     the flow's bytes on each entry, None on single paths). None when the partition is not
@@ -208,10 +220,19 @@ def fold_flows(routed: Sequence[tuple], capacity: np.ndarray, latency: np.ndarra
     latency, which the caller checks), so refinement never separates them: refining with one
     vertex per group gives the same classes, on S times fewer entries (and `is_equitable`
     weighs a flow's S entries on a group as one, the same test up to that constant factor).
-    Only the representatives' routes are expanded to their links."""
+    Only the representatives' routes are expanded to their links.
+
+    With `trans` (crossing.DcnTranslation), `routed` holds one flow of each orbit of the
+    translations (the flows from `trans.keep`), and refinement runs on the quotient: every
+    entry on its vertex's orbit representative, counted `stab` times on that vertex's side
+    (each vertex of an orbit carries `stab` times the load the representatives put on the
+    whole orbit), which gives the classes refinement of every flow gives (colours are
+    constant on orbits); classes then count `order` flows per representative and every
+    vertex of each orbit."""
     if not routed:
         return None
     n_links = len(capacity)
+    order = 1 if trans is None else trans.order
     sizes = [len(r[4]) - 1 for r in routed]
     base = np.concatenate([[0], np.cumsum(sizes)])
     n_flows = int(base[-1])
@@ -220,20 +241,25 @@ def fold_flows(routed: Sequence[tuple], capacity: np.ndarray, latency: np.ndarra
     ef = np.concatenate([np.repeat(np.arange(n) + b, np.diff(r[4])) for n, b, r in zip(sizes, base, routed, strict=False)])
     pat = np.repeat(np.arange(len(routed)), sizes)
     weight = np.concatenate([np.ones(n) if r[3] is None else np.asarray(r[3], float) for n, r in zip(sizes, routed, strict=True)])
+    if trans is not None:
+        el = trans.rep[el]
     used, local = _index(el)
-    group = used >= n_links
-    one = used.copy()  # a link of each vertex (the lowest), and how many links it stands for
-    size = np.ones(len(used), np.int64)
-    if group.any():
-        one[group] = members[used[group] - n_links].min(axis=1)
-        size[group] = members.shape[1]
-    link_colour = _pair(_dense(capacity[one])[0], _dense(latency[one])[0])
-    fc, lc = refine(ef, local, _pair(pat, _dense(weight)[0]), link_colour, entry_label=_dense(ew)[0])
+    stab = None if trans is None else trans.stab[el]
+    link_colour = _pair(*(_dense(x[_lowest(used, members, n_links)])[0] for x in (capacity, latency)))
+    fc, lc = refine(ef, local, _pair(pat, _dense(weight)[0]), link_colour, entry_label=_dense(ew)[0], link_mult=stab)
     n_classes = int(fc.max()) + 1
-    if n_classes == n_flows or not is_equitable(ef, local, fc, lc, ew):
+    if n_classes == n_flows * order or not is_equitable(ef, local, fc, lc, ew, stab):
         return None
-    del ef, local, el, ew
-    n_fc, n_lc = np.bincount(fc), np.bincount(lc, weights=size).astype(np.int64)
+    del ef, local, el, ew, stab
+    if trans is not None:  # every vertex of each orbit the representatives cross, in its orbit's class
+        at = np.full(len(trans.rep), -1, np.int64)
+        at[used] = np.arange(len(used))
+        verts = trans.vertices[at[trans.rep[trans.vertices]] >= 0]
+        lc, used = lc[at[trans.rep[verts]]], verts
+    group = used >= n_links
+    one = _lowest(used, members, n_links)  # a link of each vertex, and how many links it stands for
+    size = np.where(group, 1 if members is None else members.shape[1], 1)
+    n_fc, n_lc = np.bincount(fc) * order, np.bincount(lc, weights=size).astype(np.int64)
     rep_link = np.full(int(lc.max()) + 1, np.iinfo(np.int64).max)
     np.minimum.at(rep_link, lc, one)
     canon = np.arange(n_links)
@@ -254,8 +280,17 @@ def fold_flows(routed: Sequence[tuple], capacity: np.ndarray, latency: np.ndarra
         flow_latency = route_sums(indptr, links, share, latency)  # as Router.routes sums a full route's
         frac = share * n_fc[fc[base[i] + np.repeat(reps, hops)]] / n_lc[link_class[links]]
         out[id(p)] = FoldedFlows(src[reps], dst[reps], None if w is None else np.asarray(w)[reps], flow_latency,
-                                 indptr, canon[links], frac, sizes[i])
-    return DcnFold(out, canon, n_flows, n_classes)
+                                 indptr, canon[links], frac, sizes[i] * order)
+    return DcnFold(out, canon, n_flows * order, n_classes)
+
+
+def _lowest(vertices: np.ndarray, members: np.ndarray | None, n_links: int) -> np.ndarray:
+    """The lowest link of each vertex (a link, or a spine group n_links + g)."""
+    one = vertices.copy()
+    group = vertices >= n_links
+    if group.any():
+        one[group] = members[vertices[group] - n_links].min(axis=1)
+    return one
 
 
 def _expand(ip: np.ndarray, entries: np.ndarray, frac: np.ndarray | None, flows: np.ndarray,
@@ -276,14 +311,17 @@ def _expand(ip: np.ndarray, entries: np.ndarray, frac: np.ndarray | None, flows:
 
 
 def fold_crossing(placement, patterns: Sequence[Pattern], cache: dict[frozenset, DcnFold | None],
-                  max_flows: int, routed: dict | None = None) -> DcnFold | None:
+                  max_flows: int, routed: dict | None = None, translations: dict | None = None) -> DcnFold | None:
     """The fold of the flows of `patterns` that cross slices of `placement` (a
     routes.Placement), all together since they may run at once; a pattern that mixes flows
-    inside and across slices (a ring over `z,dcn`) brings its crossing flows. `routed`: routes
-    of crossing flows already made for pricing (routes.crossing_routes, by pattern id), used
-    as they are. None when a pattern cannot say which of its flows cross, or has more than
-    `max_flows` crossing (the router refuses it), when none crosses, or when folding saves
-    nothing. Cached by the set of crossing patterns."""
+    inside and across slices (a ring over `z,dcn`) brings its crossing flows. Where the
+    slices' translations map those flows and the DCN onto themselves
+    (crossing.dcn_translation), only one flow of each orbit is listed and routed; otherwise
+    every one, or (`routed`) the routes of crossing flows already made for pricing
+    (crossing.crossing_routes, by pattern id), used as they are. None when a pattern cannot
+    say which of its flows cross, or has more than `max_flows` crossing (the router refuses
+    it), when none crosses, or when folding saves nothing. Cached by the set of crossing
+    patterns; `translations`: the placement's crossing.dcn_translation cache."""
     crossing, seen = [], set()
     for pat in patterns:
         if id(pat) in seen:
@@ -299,25 +337,24 @@ def fold_crossing(placement, patterns: Sequence[Pattern], cache: dict[frozenset,
     key = frozenset(id(p) for p in crossing)
     if key not in cache:
         fab = placement.fabric
-        members = dcn_group_members(fab)
+        trans = dcn_translation(placement, crossing, translations)
         rows = []
         for pat in crossing:
-            hit = routed.get(id(pat)) if routed is not None else None
-            if hit is not None:
-                rows.append((pat, *hit[1][:6]))
-                continue
-            src, dst, w = pat.flows(None)
-            if pat.split.inside:
-                away = placement.slice_of_chip[src] != placement.slice_of_chip[dst]
-                src, dst, w = src[away], dst[away], None if w is None else w[away]
-            g = dcn_split_groups(fab, src, dst)
-            rows.append((pat, src, dst, w, *(placement.route(src, dst) if g is None else g[:3])))
+            hit = routed.get(id(pat)) if routed is not None and trans is None else None
+            rows.append((pat, *hit[1][:6]) if hit is not None else (pat, *crossing_rows(placement, pat, trans)))
+        if trans is not None and any(len(r[1]) * trans.order != r[0].split.crossing for r in rows):
+            trans = None  # a pattern not mapped onto itself after all: every flow
+            rows = [(pat, *crossing_rows(placement, pat, None)) for pat in crossing]
         n = fab.n_links
         used = unique(np.concatenate([r[5][r[5] >= n] for r in rows]))
+        members = dcn_group_members(fab)
         if len(used):
             mem = members[used - n]
             cap, lat = fab.link_capacity_bytes_per_s, fab.link_latency_s
             if (mem < 0).any() or not ((cap[mem] == cap[mem[:, :1]]).all() and (lat[mem] == lat[mem[:, :1]]).all()):
-                rows = [(p, src, dst, w, *placement.route(src, dst)) for p, src, dst, w, *_ in rows]
-        cache[key] = fold_flows(rows, fab.link_capacity_bytes_per_s, fab.link_latency_s, members)
+                trans, rows = None, []
+                for pat in crossing:  # some spine group's links differ: every flow on its links
+                    src, dst, w = crossing_flows(placement, pat)
+                    rows.append((pat, src, dst, w, *placement.route(src, dst)))
+        cache[key] = fold_flows(rows, fab.link_capacity_bytes_per_s, fab.link_latency_s, members, trans)
     return cache[key]

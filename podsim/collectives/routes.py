@@ -31,6 +31,14 @@ import numpy as np
 from podsim._arrays import unique
 from podsim.bounds import budget, check_budget
 from podsim.collectives.adaptive import adaptive_split
+from podsim.collectives.crossing import (
+    DcnTranslation,
+    crossing_flows,
+    crossing_routes,
+    dcn_groups,
+    dcn_translation,
+    pattern_periods,
+)
 from podsim.collectives.dcnfold import DcnFold, fold_crossing
 from podsim.collectives.routeparts import RoutePart, _subset, join_parts, route_sums
 from podsim.collectives.schedule import Pattern
@@ -43,9 +51,8 @@ from podsim.topology.multipath import (
     reduce_coords,
     split_routes,
 )
-from podsim.topology.routing import dcn_group_members, dcn_split_groups, ecmp_routes, slice_routes
+from podsim.topology.routing import ecmp_routes, slice_routes
 from podsim.topology.slices import SliceView
-from podsim.trace.model import SLICE_AXES
 
 
 @dataclass(frozen=True, eq=False)
@@ -64,25 +71,6 @@ class Symmetry:
     chip_weight: np.ndarray | None = None
     slice_classes: tuple[int, ...] | None = None  # per slice, its class (0 .. classes-1)
     dcn: DcnFold | None = None  # classes of the cross-slice flows (dcnfold), or None
-
-
-def pattern_periods(pattern: Pattern, view: SliceView) -> tuple[int, ...]:
-    """Translation periods (per slice axis) under which the pattern's full flow set is unchanged."""
-    lay = pattern.layout
-    out = []
-    for a, n in enumerate(view.shape):
-        span = lay.span[a] if a < len(lay.span) else 0
-        name = SLICE_AXES[a]
-        if span == 0:
-            period = 1
-        elif span < n:
-            period = span
-        elif name in lay.axes:
-            period = pattern.periods[lay.axes.index(name)] * (n // lay.grid[lay.axes.index(name)])
-        else:
-            period = 1
-        out.append(period)
-    return tuple(out)
 
 
 def _invariant(view: SliceView, pattern: Pattern) -> bool:
@@ -185,7 +173,7 @@ def translation_symmetry(view: SliceView, patterns: Sequence[Pattern], routing: 
 
 
 def slice_symmetry(views: Sequence[SliceView], patterns: Sequence[Pattern],
-                   routing: str = "dimension_order") -> Symmetry | None:
+                   routing: str = "dimension_order", cache: dict | None = None) -> Symmetry | None:
     """Slices of a multislice job run one SPMD program, and flows inside a slice never share a
     link with flows of another slice or with flows between slices (those go chip -> NIC ->
     ...). So slices whose inside flows agree (every pattern's, on the same local chips: one
@@ -195,7 +183,9 @@ def slice_symmetry(views: Sequence[SliceView], patterns: Sequence[Pattern],
     slices (a ring over `z,dcn`): its inside part folds as any other, its crossing part is
     routed in full or folded into classes (dcnfold). None when the slices differ in shape,
     twist or wiring, are switched GPU slices (their own flows use the DCN), or a pattern
-    cannot say how its flows fall on the slices."""
+    cannot say how its flows fall on the slices. `cache` (one per set of views and routing)
+    keeps the symmetry of each slice classing and translation periods: the links' fold is the
+    same for every set of patterns that gives them (it is linear in links)."""
     if len(views) < 2:
         return None
     v0 = views[0]
@@ -215,6 +205,24 @@ def slice_symmetry(views: Sequence[SliceView], patterns: Sequence[Pattern],
     rank = np.empty_like(order)
     rank[order] = np.arange(len(order))
     classes, rep, size = rank[inverse.ravel()], rep[order], size[order]
+    reps = [views[i] for i in rep]
+    inside = [p for p, sp in zip(patterns, splits, strict=True) if sp.inside]
+    t = _translation(reps, inside, routing) if inside else None
+    key = (tuple(int(c) for c in classes), None if t is None else t.periods)
+    if cache is None or key not in cache:
+        sym = _slice_fold(views, classes, rep, size, t)
+        if cache is None:
+            return sym
+        cache[key] = sym
+    return cache[key]
+
+
+def _slice_fold(views: Sequence[SliceView], classes: np.ndarray, rep: np.ndarray, size: np.ndarray,
+                t: _Translation | None) -> Symmetry | None:
+    """The slice symmetry of slice classes (`classes` per slice, `rep` and `size` per class)
+    and the inside translation `t` (see slice_symmetry)."""
+    v0 = views[0]
+    reps = [views[i] for i in rep]
     fab = v0.fabric
     canon = np.arange(fab.n_links)
     live = v0.port_link >= 0
@@ -223,9 +231,6 @@ def slice_symmetry(views: Sequence[SliceView], patterns: Sequence[Pattern],
             return None
     for v, c in zip(views, classes, strict=True):
         canon[v.port_link[live]] = views[rep[c]].port_link[live]
-    reps = [views[i] for i in rep]
-    inside = [p for p, sp in zip(patterns, splits, strict=True) if sp.inside]
-    t = _translation(reps, inside, routing) if inside else None
     if t is not None:
         inner = np.arange(fab.n_links)
         if all(t.fold_links(inner, v) for v in reps):
@@ -384,15 +389,17 @@ class Router:
     (`crossing`, by pattern)."""
 
     def __init__(self, placement: Placement, symmetry: Symmetry | None = None, crossing: dict | None = None,
-                 grouped: bool = False):
+                 grouped: bool = False, translation: DcnTranslation | None = None, groups: tuple | None = None):
         self.placement = placement
         self.symmetry = symmetry
         self._cache: dict[int, tuple[Pattern, PatternRoutes]] = {}
         self._crossing = {} if crossing is None else crossing
         # pricing only (never simulated): flows across slices may come as grouped spine
-        # entries (routing.dcn_split_groups), which `capacity` and `latency` cover
+        # entries (routing.dcn_split_groups), which `capacity` and `latency` cover, and (with
+        # `translation`, crossing.dcn_translation) one flow per orbit on orbit representatives
         self.grouped = grouped
-        self._groups = dcn_groups(placement.fabric) if grouped else None
+        self._groups = (groups if groups is not None else dcn_groups(placement.fabric)) if grouped else None
+        self.translation = translation if grouped else None
         self.prices: dict = {}  # closed_form's per-byte phase costs, by pattern ids (held with them)
 
     @property
@@ -523,69 +530,18 @@ class Router:
             if fold is not None:
                 parts.append((fold.src, fold.dst, fold.weight, fold.indptr, fold.links, fold.frac, fold.latency_s))
                 represented += fold.represented
-            else:  # every flow, on the DCN's own links
+            else:  # every flow on the DCN's own links (pricing: one per orbit of the translations)
+                trans = self.translation
                 if self.grouped:
-                    part = crossing_routes(self.placement, pattern, self._crossing, self._groups)
+                    part = crossing_routes(self.placement, pattern, self._crossing, self._groups, trans)
                 else:
                     self._check_size(pattern, sp.crossing)
                     src, dst, w = crossing_flows(self.placement, pattern)
                     part = (src, dst, w, *self._route(src, dst, w, None))
                 parts.append(part)
-                represented += len(part[0])
+                represented += len(part[0]) * (1 if trans is None else trans.order)
         pr = _join_routes(parts)
         return replace(pr, represented=represented)
-
-
-def crossing_flows(placement: Placement, pattern: Pattern) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
-    """(src, dst, weight) of the pattern's flows that cross slices."""
-    src, dst, w = pattern.flows(None)
-    if pattern.split is not None and pattern.split.inside:
-        away = placement.slice_of_chip[src] != placement.slice_of_chip[dst]
-        src, dst, w = src[away], dst[away], None if w is None else w[away]
-    return src, dst, w
-
-
-def dcn_groups(fabric: Fabric) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-    """(members, capacity, latency) extended by the spine groups of a split EPS DCN
-    (routing.dcn_split_groups: group g is link id n_links + g, its S twin links members[g]):
-    a group's capacity is its members' and its latency S times theirs (each carries 1/S of a
-    flow), for the groups whose members are alike; None without groups."""
-    cap, lat = fabric.link_capacity_bytes_per_s, fabric.link_latency_s
-    members = dcn_group_members(fabric)
-    if members is None:
-        return None
-    ok = (members >= 0).all(1)
-    m = np.where(members >= 0, members, 0)
-    ok &= (cap[m] == cap[m[:, :1]]).all(1) & (lat[m] == lat[m[:, :1]]).all(1)
-    return (np.where(ok[:, None], members, -1), np.concatenate([cap, np.where(ok, cap[m[:, 0]], 0.0)]),
-            np.concatenate([lat, np.where(ok, members.shape[1] * lat[m[:, 0]], 0.0)]))
-
-
-def crossing_routes(placement: Placement, pattern: Pattern, cache: dict, groups) -> tuple:
-    """(src, dst, weight, indptr, entries, frac, latency) of the pattern's flows across slices,
-    with spine groups as one entry where the DCN splits over alike spines (`groups`:
-    dcn_groups), routed once per pattern and kept in `cache` (the pool's: the DCN fold of the
-    step reads them there too)."""
-    hit = cache.get(id(pattern))
-    if hit is not None:
-        return hit[1]
-    Router._check_size(pattern, pattern.split.crossing)
-    src, dst, w = crossing_flows(placement, pattern)
-    fab = placement.fabric
-    g = dcn_split_groups(fab, src, dst) if groups is not None else None
-    if g is not None:
-        ip, ent, fr, _ = g
-        if not (groups[0][ent[ent >= fab.n_links] - fab.n_links, 0] >= 0).all():
-            g = None  # some spine group's links differ: route them one by one
-    if g is None:
-        parts = placement.route_parts(src, dst)
-        ip, ent, fr = join_parts(len(src), parts)
-        lat = route_sums(ip, ent, fr, fab.link_latency_s)
-        part = (src, dst, w, ip, ent, fr, lat)
-    else:
-        part = (src, dst, w, ip, ent, fr, route_sums(ip, ent, fr, groups[2]))
-    cache[id(pattern)] = (pattern, part, g is not None)
-    return part
 
 
 def _join_routes(parts: list[tuple]) -> PatternRoutes:
@@ -644,8 +600,12 @@ class RouterPool:
         self.placement = placement
         self._routers: dict[tuple, Router] = {}
         self._dcn_folds: dict[frozenset, DcnFold | None] = {}
-        self._crossing: dict[int, tuple] = {}  # routes of flows across slices, by pattern (held with it)
+        self._crossing: dict = {}  # routes of flows across slices, by pattern [and translation] (held with it)
         self._symmetries: dict[frozenset, tuple] = {}  # by the patterns' ids (held with them)
+        self._translations: dict = {}  # crossing.dcn_translation's cache (the placement's)
+        self._slice_folds: dict = {}  # slice_symmetry's cache (the placement's)
+        self._groups: list = []  # crossing.dcn_groups of the fabric, once asked
+        self._crossing_translations: dict[frozenset, tuple] = {}  # by the patterns' ids (held with them)
 
     def _symmetry(self, patterns: Sequence[Pattern]) -> Symmetry | None:
         """The symmetry the patterns share (translation on one slice, slices on several),
@@ -655,7 +615,7 @@ class RouterPool:
         if hit is None:
             views, routing = self.placement.views, self.placement.routing
             sym = (translation_symmetry(views[0], patterns, routing) if len(views) == 1
-                   else slice_symmetry(views, patterns, routing))
+                   else slice_symmetry(views, patterns, routing, self._slice_folds))
             hit = self._symmetries[key] = (tuple(patterns), sym)
         return hit[1]
 
@@ -665,19 +625,35 @@ class RouterPool:
         flows that cross slices into classes (worth it for a whole step, not one collective)."""
         sym = self._symmetry(patterns) if fold and not self.placement.degraded else None
         if sym is not None and len(self.placement.views) > 1 and fold_dcn:
-            sym = _with_dcn_fold(self.placement, sym, patterns, self._dcn_folds, self._crossing)
+            sym = _with_dcn_fold(self.placement, sym, patterns, self._dcn_folds, self._crossing, self._translations)
+        trans = self._crossing_translation(patterns) if sym is not None and sym.chip_weight is not None and not fold_dcn else None
         # a DCN fold holds only for the patterns it was built on
         dcn = frozenset(sym.dcn.patterns) if sym is not None and sym.dcn is not None else None
-        key = ((sym.periods, sym.slice_classes, dcn) if sym is not None else (), fold_dcn)
+        key = ((sym.periods, sym.slice_classes, dcn) if sym is not None else (), fold_dcn, trans and trans.periods)
         if key not in self._routers:
-            self._routers[key] = Router(self.placement, sym, self._crossing, grouped=not fold_dcn)
+            if not fold_dcn and not self._groups:
+                self._groups.append(dcn_groups(self.placement.fabric))
+            self._routers[key] = Router(self.placement, sym, self._crossing, grouped=not fold_dcn, translation=trans,
+                                        groups=self._groups[0] if self._groups else None)
         return self._routers[key]
+
+    def _crossing_translation(self, patterns: Sequence[Pattern]) -> DcnTranslation | None:
+        """The translations that map the patterns' flows across slices and the DCN onto
+        themselves (crossing.dcn_translation), once per set of patterns."""
+        key = frozenset(id(p) for p in patterns)
+        hit = self._crossing_translations.get(key)
+        if hit is None:
+            crossing = [p for p in patterns if p.split is not None and p.split.crossing]
+            trans = dcn_translation(self.placement, crossing, self._translations) if crossing else None
+            hit = self._crossing_translations[key] = (tuple(patterns), trans)
+        return hit[1]
 
     def drop_pricing(self) -> None:
         """Drop the routers that priced candidates (their routes), keeping the routes of flows
         across slices for the step's DCN fold: memory, before the fold's own peak."""
         self._routers.clear()
         self._symmetries.clear()
+        self._crossing_translations.clear()
 
     def release(self, keep: Router) -> None:
         """Drop every router but `keep` and the routes kept for pricing: once a step's plans are
@@ -685,13 +661,17 @@ class RouterPool:
         self._routers = {k: r for k, r in self._routers.items() if r is keep}
         self._crossing.clear()
         self._symmetries.clear()
+        self._crossing_translations.clear()
+        self._translations.clear()
+        self._slice_folds.clear()
         keep._crossing = {}
 
 
 def _with_dcn_fold(placement: Placement, sym: Symmetry, patterns: Sequence[Pattern],
-                   cache: dict[frozenset, DcnFold | None], routed: dict | None = None) -> Symmetry:
+                   cache: dict[frozenset, DcnFold | None], routed: dict | None = None,
+                   translations: dict | None = None) -> Symmetry:
     """The slice symmetry with the cross-slice flows folded into classes (dcnfold)."""
-    if (fold := fold_crossing(placement, patterns, cache, budget().flows, routed)) is None:
+    if (fold := fold_crossing(placement, patterns, cache, budget().flows, routed, translations)) is None:
         return sym
     moved = fold.canon_link != np.arange(len(sym.canon_link))
     canon = np.where(moved, fold.canon_link, sym.canon_link)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
 
@@ -257,15 +257,10 @@ LEVELS = ("ici", "dcn", "wan")
 """Network levels a step's communication is split by (StepResult.levels)."""
 
 
-def busy_time_s(intervals) -> float:
+def busy_time_s(intervals: Iterable[tuple[float, float]]) -> float:
     """Busy time of a set of ops, as every podsim figure named `*busy_s` means it: the time at
     least one of them is in flight (the union of their (start, end) intervals; overlapping ops
     count once), so a part's busy time never exceeds its whole's."""
-    return _union_s(list(intervals))
-
-
-def _union_s(intervals: list[tuple[float, float]]) -> float:
-    """Total length covered by a set of intervals."""
     total, end = 0.0, -np.inf
     for a, b in sorted(intervals):
         if b <= end:
@@ -297,18 +292,18 @@ def _result(prog: _Program, net: FlowNetwork, owner: int, wall: float, events: i
         if t.algorithm and t.algorithm not in d["algorithms"]:
             d["algorithms"].append(t.algorithm)
     for kind, d in totals.items():  # busy: in flight at all (union), beside time_s, the ops' summed durations
-        d["busy_s"] = _union_s([(t.start_s, t.end_s) for t in prog.timeline if t.kind == kind]) / steps
+        d["busy_s"] = busy_time_s([(t.start_s, t.end_s) for t in prog.timeline if t.kind == kind]) / steps
     sym = prog.router.symmetry
     link_bytes = net.link_bytes[owner] / steps
     peak = net.link_peak_utilisation.copy()
     if sym is not None:
         link_bytes, peak = link_bytes[sym.canon_link], peak[sym.canon_link]
     peak = np.where(link_bytes > 0, peak, 0.0)
-    compute_s, comm_s = _union_s(comp), _union_s(comm)
+    compute_s, comm_s = busy_time_s(comp), busy_time_s(comm)
     levels = {}
     for level in LEVELS:
         ivs = [(t.start_s, t.end_s) for t in prog.timeline if t.level == level]
-        levels[level] = {"busy_s": _union_s(ivs) / steps, "exposed_s": (_union_s(comp + ivs) - compute_s) / steps}
+        levels[level] = {"busy_s": busy_time_s(ivs) / steps, "exposed_s": (busy_time_s(comp + ivs) - compute_s) / steps}
     tiers = {}
     names, link_tier = prog.job.fabric.dcn_tiers
     cap = prog.job.fabric.link_capacity_bytes_per_s
@@ -318,15 +313,15 @@ def _result(prog: _Program, net: FlowNetwork, owner: int, wall: float, events: i
             continue
         ivs = [(t.start_s, t.end_s) for t in prog.timeline if t.tier == name]
         load = link_bytes[on] / cap[on]
-        tiers[name] = {"busy_s": _union_s(ivs) / steps, "exposed_s": (_union_s(comp + ivs) - compute_s) / steps,
+        tiers[name] = {"busy_s": busy_time_s(ivs) / steps, "exposed_s": (busy_time_s(comp + ivs) - compute_s) / steps,
                        "link_busy_s": float(load.max(initial=0.0)), "links": int((load > 0).sum())}
     return StepResult(
         job=prog.job.name, steps=steps, step_time_s=float(np.mean(prog.step_times)) if prog.step_times else 0.0,
         step_times_s=tuple(prog.step_times), compute_s=compute_s / steps, comm_s=comm_s / steps,
-        exposed_comm_s=(_union_s(comp + comm) - compute_s) / steps, timeline=tuple(sorted(prog.timeline, key=lambda t: (t.start_s, t.end_s))),
+        exposed_comm_s=(busy_time_s(comp + comm) - compute_s) / steps, timeline=tuple(sorted(prog.timeline, key=lambda t: (t.start_s, t.end_s))),
         totals=totals, link_bytes=link_bytes, link_peak_utilisation=peak, fabric=prog.job.fabric, engine_wall_s=wall,
         events=events, flows=prog.flows, flows_simulated=prog.flows_simulated, fast_path=sym is not None,
-        levels=levels, tiers=tiers, slices=len(prog.job.slices), input_s=_union_s(host) / steps, input_wait_s=input_wait / steps,
+        levels=levels, tiers=tiers, slices=len(prog.job.slices), input_s=busy_time_s(host) / steps, input_wait_s=input_wait / steps,
         links_alike=None if sym is None else np.bincount(sym.canon_link, minlength=len(link_bytes)),
         algorithm_choices=prog.choices, fold=prog.fold,
         trace=prog.job.trace, views=prog.job.views,

@@ -42,6 +42,10 @@ BYTES = {"bf16": 2, "int8": 1, "fp8": 1}
 ACT_BYTES = 2  # bf16 activations
 LOGIT_BYTES = 4  # fp32 logits for sampling
 SAMPLE_BYTES = 8  # per sampled token: the local best logit and its index (fp32 + int32)
+# dense attention as praxis runs it (google/praxis@c46c844 praxis/layers/attentions.py
+# `DotProductAttention._dot_atten`): the QK einsum writes the logits, cast to fp32, the softmax
+# reads them and writes bf16 probs, the PV einsum reads those; per logit, each tensor once
+DENSE_LOGIT_BYTES = 4 + 4 + ACT_BYTES + ACT_BYTES
 
 
 class InferencePrecision(BaseModel):
@@ -313,6 +317,18 @@ class InferenceShard:
         hbm = qo + load.kv_read_bytes + load.kv_write_bytes
         mms = (Matmul(q, dh, keys, h, hbm / 2), Matmul(q, keys, dh, h, hbm / 2))
         return Cost(load.flops, hbm, mms)
+
+    def dense_logits_bytes(self, keys: float) -> float:
+        """HBM one chip moves, over every layer, for the logits of dense attention (praxis's:
+        every query's logits over `keys`, summed over the step's queries, materialised;
+        `DENSE_LOGIT_BYTES` each), beyond the attention core's Q, K, V and output."""
+        return self.cfg.n_layers * self.heads * keys * DENSE_LOGIT_BYTES / self.expert
+
+    def beam_reorder_bytes(self, buffer_tokens: float) -> float:
+        """HBM one chip moves, over every layer, to reorder the beams' own KV buffers after a
+        beam-search step (praxis `beam_search.shuffle_state` on every decode-cache state: each
+        buffer read and written whole); `buffer_tokens` summed over the beams."""
+        return 2.0 * buffer_tokens * self.kv_bytes_per_token() / self.expert
 
     # Communication ------------------------------------------------------------------------
     def tensor_reduce_bytes(self, tokens: float) -> float:

@@ -156,12 +156,14 @@ def _timeseries(sim: ServingSim, span: float, bins: int = 120) -> dict[str, np.n
 
 
 def simulate_serving(config: ServingConfig, *, requests: Requests | None = None, on_progress=None, audit: bool = False,
-                     timer=None, dcn=None, generation=None, run_ahead: bool = True) -> ServingResult:
+                     timer=None, dcn=None, generation=None, run_ahead: bool = True,
+                     praxis_costs: frozenset[str] | None = None) -> ServingResult:
     """Run one serving simulation (see podsim.serving.simulate); no I/O. `generation`: the
     config's generation with figures overridden (a scenario's), else its published one.
-    `run_ahead=False`: every step through the clock (the same result, slower; for tests)."""
+    `run_ahead=False`: every step through the clock (the same result, slower; for tests).
+    `praxis_costs`: which of a Saxml batch's costs to charge (diagnostics; see ServingSim)."""
     sim = ServingSim(config, requests, timer=timer, on_progress=on_progress, audit=audit, dcn=dcn, generation=generation,
-                     run_ahead=run_ahead)
+                     run_ahead=run_ahead, praxis_costs=praxis_costs)
     wall = sim.run()
     metrics, tables = serving_metrics(sim, wall)
     notes = [f"on-chip prefetch: {sim.timer.onchip_source}"]

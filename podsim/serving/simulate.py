@@ -126,6 +126,14 @@ class _Plan:
     kv_tokens: float  # tokens in the KV cache while the step runs
 
 
+PRAXIS_COSTS = frozenset({"dense_prefill", "logits", "static_buffers", "beam_reorder"})
+"""The costs of a Saxml batch praxis's code implies (`Replica._praxis_batch_s`), all charged."""
+PRAXIS_WHAT_IFS = frozenset({"prefill_collectives_hidden", "int8_materialised"})
+"""Bounds no row uses: the prefill's tensor collectives all hidden under its matmuls (the
+classes' windowed-einsum flags at their best), and int8 weights materialised as bf16 at every
+decode step (written and read: 4 bytes more per weight)."""
+
+
 class Replica:
     """One replica: its queue, prefills in progress, decoding sequences and KV pages."""
 
@@ -162,6 +170,7 @@ class Replica:
         self.ahead_until = 0.0  # steps committed ahead of the clock end here (_decode_run)
         self.in_batches = 0  # static: requests taken into batches (forming, formed or running), not yet returned
         self.busy_until = 0.0  # static: when the batch running on the slice returns
+        self._praxis_s: dict[tuple[int, int, int], tuple[float, float]] = {}  # saxml: batch_s by (rows, length, steps)
 
     # Queue ---------------------------------------------------------------------------------
     @property
@@ -468,11 +477,47 @@ class Replica:
     def batch_s(self, m: int, length: int, steps: int) -> tuple[float, float]:
         """(prefill, decode) seconds on the slice of a static batch run at `m` rows padded to
         `length` prompt tokens with `steps` decode steps."""
+        if self.policy.batcher == "saxml":
+            key = (m, length, steps)
+            if key not in self._praxis_s:
+                self._praxis_s[key] = self._praxis_batch_s(m, length, steps)
+            return self._praxis_s[key]
         step, beams = self.sim.timer.tokens_step_s, self.beams
         prefill = step(m * length, m, m * length, m * length * (length + 1) / 2.0, 0.0, m * length)
         decode = 0.0
         for k in range(1, steps + 1):
             decode += step(m * beams, m * beams, m * beams, m * beams * (length + k), m * (length + beams * (k - 1)), m * beams)
+        return prefill, decode
+
+    def _praxis_batch_s(self, m: int, length: int, steps: int) -> tuple[float, float]:
+        """`batch_s` as praxis runs a Saxml batch (google/praxis@c46c844, the round 3.1 code):
+        the prompts' fprop (`LanguageModel.decode_with_params`' `fprop_fn`) is dense attention
+        over every key of the bucket (`_dot_atten`: logits materialised, fp32 softmax) and
+        samples nothing (its logits are unused); then `steps + 1` extend steps
+        (`beam_search_after_prefix_fprop`: the prompt's last token is re-run as the first), each
+        attending to the shared prompt and its beam's whole static buffer of the current
+        segment of `decode_segments` plus 1 (`lazy_broadcast_prefix_fn`, `pad_state_fn`), and
+        reordering every beam's buffer across beams (`shuffle_state`)."""
+        sim, beams = self.sim, self.beams
+        timer, shard, on = sim.timer, sim.shard, sim.praxis_costs
+        n = m * length
+        keys = float(n) * length if "dense_prefill" in on else n * (length + 1) / 2.0
+        prefill = timer.tokens_step_s(n, 0, n, keys, 0.0, n)
+        if "logits" in on:
+            prefill += timer.memory_s(shard.dense_logits_bytes(keys))
+        if "prefill_collectives_hidden" in on:  # what-if: every collective beside the prefill's matmuls
+            prefill -= timer.breakdown(n, 0, shard.load(n, keys, 0.0, n)).comm_exposed_s
+        segments = self.policy.decode_segments or (steps + 1,)
+        rows = m * beams
+        dequant = 4.0 * (shard.weight_bytes() - shard.embed_weight_bytes()) if "int8_materialised" in on else 0.0
+        decode = 0.0
+        for k in range(1, steps + 2):
+            buffer = next((s for s in segments if s >= k), k) + 1 if "static_buffers" in on else k
+            step_keys = float(rows) * (length + buffer)
+            extra = (shard.dense_logits_bytes(step_keys) if "logits" in on else 0.0) + dequant
+            if "beam_reorder" in on:
+                extra += shard.beam_reorder_bytes(rows * buffer)
+            decode += timer.tokens_step_s(rows, rows, rows, step_keys, m * length + rows * buffer, rows) + timer.memory_s(extra)
         return prefill, decode
 
     def _run_batch(self, batch: list[int], length: int, steps: int, per: int):
@@ -581,8 +626,14 @@ class ServingSim:
 
     def __init__(self, config: ServingConfig, requests: Requests | None = None, *, timer: StepTimer | None = None,
                  on_progress: ProgressFn | None = None, audit: bool = False, dcn: DcnSpec | None = None,
-                 generation: Generation | None = None, run_ahead: bool = True, retry_skip: bool = True):
+                 generation: Generation | None = None, run_ahead: bool = True, retry_skip: bool = True,
+                 praxis_costs: frozenset[str] | None = None):
         self.config = config
+        # saxml batches: which of praxis's costs `Replica._praxis_batch_s` charges (all by default;
+        # fewer, or PRAXIS_WHAT_IFS, only for diagnostics)
+        self.praxis_costs = PRAXIS_COSTS if praxis_costs is None else frozenset(praxis_costs)
+        if unknown := self.praxis_costs - PRAXIS_COSTS - PRAXIS_WHAT_IFS:
+            raise PodsimError(f"praxis costs {sorted(unknown)} are not known; use: {', '.join(sorted(PRAXIS_COSTS | PRAXIS_WHAT_IFS))}")
         self.generation = generation if generation is not None else get_generation(config.generation)
         if self.generation.id != config.generation:
             raise PodsimError(f"generation {self.generation.id!r} given for a config of {config.generation!r}")
@@ -596,6 +647,14 @@ class ServingSim:
         longest = max(pol.buckets) if pol.buckets else self.shard.cfg.seq_len
         max_tokens = pol.token_budget if pol.kind == "continuous" else pol.max_batch * longest
         max_seqs = pol.max_seqs if pol.kind == "continuous" else pol.max_batch
+        self.prefill_workspace_bytes: float | None = None
+        if pol.kind == "static" and pol.batcher == "saxml":
+            # a Saxml batch is one praxis program: the prompts' fprop (its activations beside the
+            # prompts' KV only), then the decode loop, whose output KV buffers are made after the
+            # fprop (see _check_saxml_cache): the cache sits beside a decode step's workspace
+            rows, beams = (pol.batch_sizes[-1] if pol.batch_sizes else pol.max_batch), config.requests.beams
+            self.prefill_workspace_bytes = self.shard.workspace_bytes(rows * longest, rows)
+            max_tokens = max_seqs = rows * beams
         self.budget: KvBudget = kv_budget(self.shard, self.generation, pol.page_tokens, max_tokens, max_seqs, config.hbm_reserve)
         self.req = requests if requests is not None else draw_requests(config.requests, config.duration, config.seed)
         self.log = RequestLog.empty(len(self.req))
@@ -630,20 +689,39 @@ class ServingSim:
         self._source: dict[int, tuple[Replica, int]] = {}  # request handed over -> (prefill replica, its pages)
 
     def _check_saxml_cache(self) -> None:
-        """A Saxml server allocates the KV cache of its largest compiled batch at its longest
-        bucket when it loads the model: refuse a configuration whose cache cannot hold it."""
+        """A Saxml server compiles its largest batch at its longest bucket when it loads the
+        model: refuse a configuration whose program cannot fit. praxis runs the batch as one
+        program (google/praxis@c46c844 praxis/layers/models.py `LanguageModel.decode_with_params`,
+        praxis/beam_search.py `beam_search_after_prefix_fprop`): the prompts' fprop writes their
+        KV, then the decode loop's KV buffers are made (`lazy_broadcast_prefix_fn`: each beam's
+        own buffer of the first MAX_DECODE_STEPS segment; `decoder_utils.pad_state_fn` grows them
+        between segments), so the fprop's activations live beside the prompts' KV only, and the
+        whole cache beside a decode step's activations. Both phases must fit."""
         pol, req = self.config.batch, self.req
         length = max(pol.buckets) if pol.buckets else int(req.prompt.max())
         steps = int(req.output.max()) - 1
         rows = pol.batch_sizes[-1] if pol.batch_sizes else pol.max_batch
+        if pol.decode_segments and steps + 1 > pol.decode_segments[-1]:
+            raise PodsimError(f"requests of up to {steps + 1} output tokens exceed decode_segments' last, "
+                              f"{pol.decode_segments[-1]} (Saxml's MAX_DECODE_STEPS caps a request's output): "
+                              "raise it or shorten the outputs")
         need = rows * int(seq_pages(length, steps, req.beams, pol.page_tokens))
-        if need > self.budget.pages:
-            b = self.budget
+        b = self.budget
+        if need > b.pages:
             raise PodsimError(
                 f"a Saxml batch of {rows} requests x {req.beams} beams at {length} prompt and {steps + 1} output tokens "
                 f"needs {need * pol.page_tokens:,} KV tokens; {self.shard.cfg.name} on this slice leaves room for "
-                f"{b.tokens:,} ({b.weight_bytes / 1e9:.2f} GB of weights and {b.workspace_bytes / 1e9:.2f} GB of workspace "
-                f"per chip): lower max_batch, batch_sizes or buckets, or use more chips")
+                f"{b.tokens:,} ({b.weight_bytes / 1e9:.2f} GB of weights and {b.workspace_bytes / 1e9:.2f} GB of a decode "
+                f"step's workspace per chip): lower max_batch, batch_sizes or buckets, or use more chips")
+        prompts = rows * int(seq_pages(length, 0, 1, pol.page_tokens))
+        room = b.hbm_bytes - b.reserve_bytes - b.weight_bytes - (self.prefill_workspace_bytes or 0.0)
+        if prompts * b.page_bytes > room:
+            raise PodsimError(
+                f"the prefill of a Saxml batch of {rows} requests at {length} prompt tokens needs their "
+                f"{prompts * pol.page_tokens:,} KV tokens beside {(self.prefill_workspace_bytes or 0.0) / 1e9:.2f} GB of "
+                f"activations per chip; {self.shard.cfg.name} on this slice leaves room for "
+                f"{max(int(room // b.page_bytes), 0) * pol.page_tokens:,} ({b.weight_bytes / 1e9:.2f} GB of weights per chip): "
+                f"lower max_batch, batch_sizes or buckets, or use more chips")
 
     # Routing ---------------------------------------------------------------------------------
     def _pick(self, pool: list[Replica]) -> Replica:

@@ -111,6 +111,9 @@ class BatchPolicy(_Model):
                                                                 "(Saxml's MAX_LIVE_BATCHES, default 4)")
     batcher_depth: int | None = Field(None, ge=1, le=64, description="static, saxml: batches live past the batcher; none: "
                                       "Saxml's rule since 2024-04 (1 when max_live_batches <= 2, else 2; before: 2)")
+    decode_segments: tuple[int, ...] = Field((), description="static, saxml: praxis's MAX_DECODE_STEPS, the decode "
+                                             "loop's segments (each beam's KV buffer sized to the current one, plus 1); "
+                                             "none: one segment of the longest output")
     kv: Literal["paged", "reserve"] = Field("paged", description="KV-cache admission: paged with preemption, or reserve")
     page_tokens: int = Field(16, ge=1, le=4096, description="tokens per KV-cache page")
 
@@ -118,6 +121,9 @@ class BatchPolicy(_Model):
     def _sane(self) -> BatchPolicy:
         if list(self.buckets) != sorted(set(self.buckets)) or any(b < 1 for b in self.buckets):
             raise PodsimError(f"batch policy buckets {list(self.buckets)} must be increasing positive token counts")
+        if list(self.decode_segments) != sorted(set(self.decode_segments)) or any(b < 1 for b in self.decode_segments):
+            raise PodsimError(f"batch policy decode_segments {list(self.decode_segments)} must be increasing positive "
+                              "token counts")
         if list(self.batch_sizes) != sorted(set(self.batch_sizes)) or any(b < 1 for b in self.batch_sizes):
             raise PodsimError(f"batch policy batch_sizes {list(self.batch_sizes)} must be increasing positive counts")
         if self.batch_sizes and self.batch_sizes[-1] < self.max_batch:
@@ -125,10 +131,10 @@ class BatchPolicy(_Model):
                               f"{self.max_batch}")
         if self.kind != "static" and (self.batcher != "idle" or self.batch_sizes or self.batcher_depth is not None):
             raise PodsimError("batch policy batcher and batch_sizes are for static batches: set kind static")
-        _refuse_changed(self, ("max_batch", "max_wait", "buckets", "max_live_batches") if self.kind == "continuous" else
+        _refuse_changed(self, ("max_batch", "max_wait", "buckets", "max_live_batches", "decode_segments") if self.kind == "continuous" else
                         ("token_budget", "max_seqs", "prefill"), f"batch kind {self.kind}")
         if self.kind == "static" and self.batcher != "saxml":
-            _refuse_changed(self, ("max_live_batches", "batcher_depth"), f"batcher {self.batcher}")
+            _refuse_changed(self, ("max_live_batches", "batcher_depth", "decode_segments"), f"batcher {self.batcher}")
         return self
 
 

@@ -280,6 +280,10 @@ class StepTimer:
         attn = self.attention_s(load)
         return StepBreakdown(body + attn, comp + attn, attn, exposed)
 
+    def memory_s(self, hbm_bytes: float) -> float:
+        """A memory-bound op's time on one chip: `hbm_bytes` at the achievable HBM rate."""
+        return memory_time_s(hbm_bytes, self.chip)
+
     def hbm_bound_s(self) -> float:
         """Weight bytes per chip over the HBM bandwidth: no decode step can be faster."""
         return self.shard.weight_bytes() / self.generation.hbm_bytes_per_s

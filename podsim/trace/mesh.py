@@ -226,10 +226,15 @@ def map_mesh(
             f"parallelism {plan} uses {plan.ici_chips} chips per slice but the slice "
             f"{'x'.join(map(str, shape))} has {math.prod(shape)}; the sizes other than dcn must multiply to the slice's chips"
         )
-    order = tuple(order) + tuple(a for a in DEFAULT_INTENSITY if a not in order)
-    bad = [a for a in order if a not in LOGICAL_AXES]
+    given = tuple(order)
+    bad = [a for a in given if a not in LOGICAL_AXES]
     if bad:
         raise PodsimError(f"mesh order names {bad[0]!r}; logical axes are {', '.join(LOGICAL_AXES)}")
+    repeated = next((a for i, a in enumerate(given) if a in given[:i]), None)
+    if repeated is not None:
+        raise PodsimError(f"mesh order {','.join(given)} names {repeated!r} twice; name each logical axis at most once, "
+                          f"heaviest first (logical axes: {', '.join(LOGICAL_AXES)})")
+    order = given + tuple(a for a in DEFAULT_INTENSITY if a not in given)
     if explicit:
         return _check_explicit(shape, axes, sizes, explicit, order)
     single = {"pipeline"}  # a pipeline shift runs along one physical axis

@@ -9,9 +9,10 @@ row is one submission's scenario:
 
 - `offline`: every sample at once; the submission's static batches of 32 prompts (its class's BATCH_SIZE), each with 4
   beams sharing its prompt's KV cache, padded to the longest of Saxml's buckets and decoded to
-  MLPerf's 128-token cap: one prefill step and 127 decode steps per batch. The measured figure
-  is seconds per batch, 32 / the samples per second the run logged, so the row checks the
-  step model's prefill and decode step times;
+  MLPerf's 128-token cap, costed as praxis runs the batch (`Replica._praxis_batch_s`: a dense
+  prefill, then 128 extend steps over static beam buffers). The measured figure is seconds per
+  batch, 32 / the samples per second the run logged; podsim's batches are the costliest the
+  harness can form, so the row is an upper bound (see SORTED);
 - `server`: Poisson arrivals at the scheduled rate the run logged, batched as the submission's
   Saxml class and Saxml's batcher do (batch policy `batcher: saxml`: the class's BATCH_SIZE,
   BATCH_WAIT_SECS counted from the batch's first take, two batches live past the batcher, at
@@ -64,8 +65,8 @@ SETUP = (f"Saxml static batches of the class's BATCH_SIZE x {BEAMS} beams (promp
 ASSUMED = ("every batch holds an article over the second-longest bucket (so pads to 1,919) and one beam that runs to the "
            "128-token cap (early exit ends a batch when all beams end); Saxml's int8 quantises weights only")
 SORTED = ("; but the round 3.1 harness issues an Offline query's samples sorted by length (backend.py, issue_queries), so "
-          "its batches pad to the bucket of their own prompts: this row's agreement rests on an assumption its harness "
-          "contradicts (the length distribution of the 13,368 articles is not in the results)")
+          "its batches pad to the bucket of their own prompts, most cheaper: this row is an upper bound (the length "
+          "distribution of the 13,368 articles is not in the results)")
 
 
 @dataclass(frozen=True)
@@ -81,6 +82,7 @@ class ServingRow:
     buckets: tuple[int, ...]  # its BUCKET_KEYS
     max_wait_s: float  # its BATCH_WAIT_SECS
     max_live_batches: int  # its MAX_LIVE_BATCHES
+    segments: tuple[int, ...] = (32, 64, 128)  # its MAX_DECODE_STEPS (praxis's decode-loop segments)
     rate_per_s: float | None = None  # server: the scheduled rate
     clients: int | None = None  # the harness's client threads (requests outstanding at most), where it says
     measured_min_s: float | None = None  # server: the run's minimum latency (a diagnostic, not a row)
@@ -113,10 +115,10 @@ ROWS: tuple[ServingRow, ...] = (
                "bound gptj.Server.target_latency = 20000 ms at the 99th percentile (configs/mlperf.conf)", assumed=ASSUMED),
     ServingRow("I4", "TPU v5e, 4 chips (tpu-v5e-4, available); MLPerf Inference v4.0 closed", "server", 18.830208737,
                "p99 18.83 s at 7.25 scheduled samples/s (bound 20 s); min 5.02 s", 36, (512, 1024, 1536, 1919), 4.0, 10,
-               rate_per_s=7.25, measured_min_s=5.022518838, clients=CLIENTS_V31,
+               rate_per_s=7.25, measured_min_s=5.022518838, clients=CLIENTS_V31, segments=(32, 48, 64, 72, 80, 96, 102, 128),
                source=f"{V40} closed/Google/results/tpu_v5e_x4/gptj-99/server/performance/run_1/mlperf_log_summary.txt; "
                f"class GPTJ4TokenizedINT8BS32XLAWait40MB6Server ({V40_CLASSES}: BATCH_SIZE 36, buckets 512/1024/1536/1919, "
-               "BATCH_WAIT_SECS 4.0, MAX_LIVE_BATCHES 10)", assumed=ASSUMED + V40_HARNESS),
+               "BATCH_WAIT_SECS 4.0, MAX_LIVE_BATCHES 10, MAX_DECODE_STEPS 32/48/64/72/80/96/102/128)", assumed=ASSUMED + V40_HARNESS),
 )
 
 
@@ -131,16 +133,18 @@ def row_config(row: ServingRow, seed: int = 1) -> ServingConfig:
         "model": {"dims": GPTJ_DIMS, "parallel_block": True, "precision": {"weights": "int8"}},
         "batch": {"kind": "static", "batcher": "saxml", "max_batch": row.batch, "batch_sizes": [row.batch],
                   "max_wait": row.max_wait_s, "max_live_batches": row.max_live_batches, "buckets": list(row.buckets),
+                  "decode_segments": list(row.segments),
                   "batcher_depth": 2, "kv": "reserve"},  # both rounds' Saxml predates d290a4c: always 2 live
         "requests": {"arrivals": arrivals, "requests": n, "beams": BEAMS, "clients": row.clients, "prompt": {"kind": "fixed", "mean": row.buckets[-1]},
                      "output": {"kind": "fixed", "mean": DECODE_CAP}}})
 
 
-def predict(row: ServingRow) -> dict:
+def predict(row: ServingRow, praxis_costs: frozenset[str] | None = None) -> dict:
     """The row's prediction and the serving metrics behind it; `refused` when podsim cannot run
-    the submission's setup (its KV cache does not fit), with the reason."""
+    the submission's setup (its KV cache does not fit), with the reason. `praxis_costs`: which of
+    a Saxml batch's costs to charge (all by default; the ablation's subsets)."""
     try:
-        r = simulate_serving(row_config(row))
+        r = simulate_serving(row_config(row), praxis_costs=praxis_costs)
     except PodsimError as exc:
         return {"predicted": None, "metrics": {}, "min_s": None, "refused": str(exc)}
     m = r.metrics
@@ -150,10 +154,11 @@ def predict(row: ServingRow) -> dict:
             "refused": ""}
 
 
-def run_table(rows: tuple[ServingRow, ...] = ROWS, on_row: Callable[[dict], None] | None = None) -> list[dict]:
+def run_table(rows: tuple[ServingRow, ...] = ROWS, on_row: Callable[[dict], None] | None = None,
+              praxis_costs: frozenset[str] | None = None) -> list[dict]:
     out = []
     for row in rows:
-        p = predict(row)
+        p = predict(row, praxis_costs)
         m = p["metrics"]
         rec = {"id": row.id, "system": row.system, "model": "gptj-6b", "scenario": row.scenario, "metric": row.metric,
                "measured": row.measured, "logged": row.logged, "predicted": p["predicted"],
@@ -190,6 +195,9 @@ class _ScaledTimer:
     def tokens_step_s(self, *args) -> float:
         return self._factor * self._inner.tokens_step_s(*args)
 
+    def memory_s(self, hbm_bytes: float) -> float:
+        return self._factor * self._inner.memory_s(hbm_bytes)
+
     def __getattr__(self, name):
         return getattr(self._inner, name)
 
@@ -214,3 +222,46 @@ def batch_time_sensitivity(row: ServingRow, batch_s: tuple[float, ...]) -> list[
         out.append({"batch_s": target, "podsim": target == t_b, "retries": sim.retries_total,
                     **{f"p{q}_s": float(np.nanpercentile(e2e, q)) for q in (0, 50, 99)}})
     return out
+
+
+ABLATION = (("none (praxis's step count only)", ()), ("+ dense prefill", ("dense_prefill",)),
+            ("+ logits materialised", ("dense_prefill", "logits")),
+            ("+ static beam buffers", ("dense_prefill", "logits", "static_buffers")),
+            ("+ beam reorder (all, the rows)", ("dense_prefill", "logits", "static_buffers", "beam_reorder")),
+            ("all, prefill collectives hidden (what-if)", ("dense_prefill", "logits", "static_buffers", "beam_reorder",
+                                                           "prefill_collectives_hidden")),
+            ("all, int8 weights materialised (what-if)", ("dense_prefill", "logits", "static_buffers", "beam_reorder",
+                                                          "int8_materialised")))
+"""Cumulative subsets of praxis's costs (podsim.serving.simulate.PRAXIS_COSTS), then two what-ifs."""
+
+
+def praxis_ablation(rows: tuple[ServingRow, ...] = ROWS) -> list[dict]:
+    """Every row's error with each cumulative subset of a Saxml batch's costs, and the time of
+    one round 3.1 batch (32 x 1,919 tokens, 128 output tokens) under it: what each mechanism
+    does to every row. A diagnostic beside the table."""
+    from podsim.serving.simulate import ServingSim
+
+    out = []
+    for name, costs in ABLATION:
+        on = frozenset(costs)
+        table = run_table(rows, praxis_costs=on)
+        replica = ServingSim(row_config(ROWS[0]), praxis_costs=on).replicas[0]
+        out.append({"name": name, "costs": costs, "batch_s": sum(replica.batch_s(32, ROWS[0].buckets[-1], DECODE_CAP - 1)),
+                    "errors": {r["id"]: r["error"] for r in table}, "median_abs_error": summarise(table)["median_abs_error"]})
+    return out
+
+
+def offline_mix(row: ServingRow) -> dict:
+    """An Offline row's batch time at each of its buckets (128 output tokens), and the share of
+    batches at the longest that the measured time per batch implies were the rest at the
+    longest bucket cheaper than it (`rest`): a reading of the run (its length mix is not
+    published), never a row. None when even the shortest bucket is slower than the run."""
+    from podsim.serving.simulate import ServingSim
+
+    replica = ServingSim(row_config(row)).replicas[0]
+    times = {b: sum(replica.batch_s(row.batch, b, DECODE_CAP - 1)) for b in row.buckets}
+    cheaper = [b for b in row.buckets[:-1] if times[b] < row.measured]
+    if not cheaper or times[row.buckets[-1]] <= row.measured:
+        return {"batch_s": times, "rest": None, "share_longest": None}
+    hi, lo = times[row.buckets[-1]], times[cheaper[-1]]
+    return {"batch_s": times, "rest": cheaper[-1], "share_longest": (row.measured - lo) / (hi - lo)}
