@@ -18,7 +18,9 @@ dcn=4 from 4k to 16k); a 1 MiB all-reduce over 4 x 4,096 chips (`x,y,z,dcn`) <= 
 the case of issue 23 (GPT-3 175B on 4 pods, its gradient all-reduce over `z,dcn`) <= 5 s.
 Both are judged and printed; the exit code follows engine wall time (`--by cpu`: CPU time,
 the fair measure on a shared machine, where a niced run's wall time is mostly waiting).
-Run: .venv/bin/python benchmarks/bench_plans.py [--layers N] [--only dense|moe] [--plans data,fsdp] [--by wall|cpu]
+`--digest` adds a hash of each row's results (step time, link bytes and peaks, timeline, algorithm
+choices), to check that a change left them alone bit for bit (run it in both checkouts).
+Run: .venv/bin/python benchmarks/bench_plans.py [--layers N] [--only dense|moe] [--plans data,fsdp] [--by wall|cpu] [--digest]
 """
 
 from __future__ import annotations
@@ -63,7 +65,23 @@ def run_row(preset: str, plan: str, dcn: int, pods: int, layers: int | None) -> 
     cpu = time.process_time() - c0
     return {"plan_text": text, "batch": batch, "engine_s": r.engine_wall_s, "cpu_s": cpu, "flows": r.flows,
             "flows_simulated": r.flows_simulated, "events": r.events, "step_s": r.step_time_s, "fold": r.fold,
-            "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+            "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "digest": digest(r)}
+
+
+def digest(r) -> str:
+    """A short hash of a step's results (step time, every link's bytes and peak, the timeline
+    with each op's algorithm and closed form, the algorithm choices), bit for bit: equal
+    digests from two checkouts mean a change left the results alone."""
+    import hashlib
+
+    import numpy as np
+
+    h = hashlib.sha1(repr(r.step_time_s).encode())
+    for a in (r.link_bytes, r.link_peak_utilisation):
+        h.update(np.ascontiguousarray(a).tobytes())
+    h.update(repr(sorted((t.name, t.algorithm, repr(t.closed_form_s), repr(t.start_s), repr(t.end_s)) for t in r.timeline)).encode())
+    h.update(repr(sorted(r.algorithm_choices.items())).encode())
+    return h.hexdigest()[:12]
 
 
 def run_all_reduce() -> dict:
@@ -138,6 +156,7 @@ def main() -> int:
     ap.add_argument("--only", choices=sorted(PRESETS), default=None, help="one preset only")
     ap.add_argument("--plans", default=",".join(PLANS), help="comma-separated plans to run (default: all)")
     ap.add_argument("--by", choices=("wall", "cpu"), default="wall", help="judge targets by engine wall or CPU time")
+    ap.add_argument("--digest", action="store_true", help="print each row's result digest (compare two checkouts)")
     ap.add_argument("--row", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.row:
@@ -167,7 +186,8 @@ def main() -> int:
                     continue
                 rows[(preset, plan, dcn, pods)] = r
                 print(f"{label} {r['engine_s']:>9.2f} {r['cpu_s']:>7.2f} {wall:>9.2f} {r['flows_simulated']:>11,} "
-                      f"{r['flows']:>13,} {r['rss_mb']:>8.0f} {r['step_s']:>8.3f}  {r['plan_text']}", flush=True)
+                      f"{r['flows']:>13,} {r['rss_mb']:>8.0f} {r['step_s']:>8.3f}  {r['plan_text']}"
+                      + (f"  digest {r['digest']}" if args.digest else ""), flush=True)
                 for by, key in keys.items():
                     t = r[key]
                     if chips == 16384 and t > 5.0:

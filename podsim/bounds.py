@@ -1,10 +1,10 @@
-"""Checks of the numbers podsim reads, and the work budgets a run is held to.
+"""Bounds of products of the numbers podsim reads, and the work budgets a run is held to.
 
-The ranges themselves are stated once, in `podsim.quantities` (re-exported here for the modules
-that import them from this one). This module adds the plain checks (`finite`, `count`), the
-fleet and sample-count bounds, and the **work budgets**: work whose size is known before it
-starts (ops of a trace, flows of a pattern, requests of a batch, failure events over a horizon,
-files of an export, bytes of an input) is checked against a budget first, and refused with the
+The ranges of single numbers are stated once, in `podsim.quantities` (`Quantity.check`,
+`.option`, `.type`). This module adds the bounds of a product (a fleet's chips, a time
+series' samples) and the **work budgets**: work whose size is known before it starts (ops of
+a trace, flows of a pattern, requests of a batch, failure events over a horizon, files of an
+export, bytes of an input) is checked against a budget first, and refused with the
 estimate and the flag that raises it. The CLI sets the budget from `--max-ops`, `--max-flows`,
 `--max-requests`, `--max-events`, `--max-files` and `--max-input` (podsim.cli.common); library
 callers use `with budgets(ops=10**6): ...`.
@@ -12,7 +12,6 @@ callers use `with budgets(ops=10**6): ...`.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -20,68 +19,7 @@ from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from podsim.errors import PodsimError
-from podsim.quantities import (  # noqa: F401 - re-exported: the bounds' historical home
-    MAX_FLEET_CHIPS,
-    MAX_HORIZON_S,
-    MAX_JOBS,
-    MAX_PRIORITY,
-    MAX_SAMPLES,
-    MAX_SEED,
-    MAX_SWEEP_POINTS,
-    SEED,
-    Horizon,
-    JobCount,
-    Priority,
-    Seed,
-)
-
-
-def finite(value: float, name: str, *, low: float | None = None, high: float | None = None,
-           low_open: bool = False) -> float:
-    """`value` if it is a finite number in the range; else one line naming `name`."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise PodsimError(f"{name} {value!r} must be a finite number")
-    below = low is not None and (value <= low if low_open else value < low)
-    if below or (high is not None and value > high):
-        lo = "" if low is None else f"{'>' if low_open else '>='} {low:g}"
-        hi = "" if high is None else f"<= {high:g}"
-        raise PodsimError(f"{name} {value!r} must be {' and '.join(x for x in (lo, hi) if x)}")
-    return value
-
-
-def count(value: int, name: str, low: int = 1, high: int | None = None, why: str = "") -> int:
-    """An integer in [low, high]; the message says why the upper bound is there."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise PodsimError(f"{name} {value!r} must be a whole number")
-    if value < low:
-        raise PodsimError(f"{name} {value} must be >= {low}")
-    if high is not None and value > high:
-        raise PodsimError(f"{name} {value:,} is more than {high:,}" + (f" ({why})" if why else ""))
-    return value
-
-
-def check_seed(value: int, name: str = "seed") -> int:
-    return SEED.check(value, name)
-
-
-# CLI option callbacks with bounds given in place (older commands; podsim.quantities' Q.option
-# states a range once, with its reason, and is what new options use).
-def opt_finite(flag: str, **bounds: Any):
-    def check(value: float | None) -> float | None:
-        return None if value is None else finite(value, flag, **bounds)
-    return check
-
-
-def opt_count(flag: str, low: int = 1, high: int | None = None, why: str = ""):
-    def check(value: int | None) -> int | None:
-        return None if value is None else count(value, flag, low, high, why)
-    return check
-
-
-def opt_seed(flag: str = "--seed"):
-    def check(value: int | None) -> int | None:
-        return None if value is None else check_seed(value, flag)
-    return check
+from podsim.quantities import MAX_FLEET_CHIPS, MAX_SAMPLES
 
 
 def check_fleet(pods: int, chips_per_pod: int, name: str = "pods") -> None:

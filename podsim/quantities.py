@@ -30,7 +30,6 @@ from pydantic import (
     AfterValidator,
     BaseModel,
     BeforeValidator,
-    Field,
     ValidationInfo,
     field_validator,
 )
@@ -222,6 +221,24 @@ DECISION_TIME_LIMIT = Quantity("a CP-SAT limit per decision", 0, 3600.0, low_ope
 SLO_TTFT = seconds("a time-to-first-token target", 0, DAY_S, "a day: offline batches wait hours, no one waits longer", low_open=True)
 SLO_TPOT = seconds("a time-per-output-token target", 0, 3600.0, "an hour per token: a decode step takes milliseconds", low_open=True)
 
+# Serving fleets (podsim serve, a scenario's serving:; podsim.serving.spec)
+MAX_REQUESTS = 5_000_000  # requests of one serving run: per-request records are ~100 bytes each (~0.5 GB)
+SERVE_REQUESTS = count("a request count", 1, MAX_REQUESTS, "per-request records are ~100 bytes each (~0.5 GB)")
+TENSOR_CHIPS = count("a tensor-parallel chip count", 1, MAX_FLEET_CHIPS, "at most the largest fleet's chips")
+EXPERT_GROUPS = count("an expert-parallel group count", 1, 65536, "past any published mixture of experts")
+SERVE_REPLICAS = count("a replica count", 1, 100_000, "each replica holds a slice: past any fleet's slices")
+BEAMS = count("a beam count per request", 1, 64, "beam search runs a few; 64 is past any published width")
+CLIENTS = count("a load-generator client count", 1, 1_000_000, "client threads of one harness")
+TOKEN_BUDGET = count("a token budget per continuous-batching step", 1, 2**20, "a million tokens a step: past any server's budget")
+STEP_SEQS = count("a sequence count per step", 1, 65536, "past any server's batch")
+STATIC_BATCH = count("a static batch size", 1, 65536, "past any server's batch")
+LIVE_BATCHES = count("a live-batch count of Saxml's batcher", 1, 4096, "Saxml's MAX_LIVE_BATCHES is 4 by default")
+BATCHER_DEPTH = count("a batcher depth (batches live past Saxml's batcher)", 1, 64, "Saxml's rule gives 1 or 2")
+PAGE_TOKENS = count("a KV-cache page size in tokens", 1, 4096, "vLLM's pages hold 16 tokens by default")
+CAPACITY_REPLICATES = count("a run count per probed fleet size", 1, 100, "each is a whole serving simulation")
+BURST_CV = Quantity("a coefficient of variation of the gaps", 0, 100, low_open=True, why="Gamma gaps past cv 100 are one burst")
+HBM_RESERVE = Quantity("a share of HBM the runtime keeps", 0, 1, why="a fraction, as a scenario's hbm_reserve (units.fraction)")
+
 # Model and step options (trace generate, scenario step/scaling)
 MICROBATCHES = count("micro-batches per step", 1, 65536, "one op set each")
 GRAD_BYTES = count("bytes per element", 1, 8, "fp64 is the widest element a step moves")
@@ -283,7 +300,6 @@ Seed = SEED.type
 Priority = PRIORITY.type
 JobCount = JOBS.type
 Weight = WEIGHT.type
-Horizon = Annotated[float, Field(gt=0, le=MAX_HORIZON_S, allow_inf_nan=False)]
 
 
 def _admits_bool(tp: Any) -> bool:

@@ -10,6 +10,7 @@ from typing import get_args
 
 import pytest
 from helpers import run_podsim as podsim
+from pydantic import ValidationError
 
 from app_pages.cluster_run import job_stream, page_run
 from podsim.cluster import ClusterConfig, ClusterRun, run_cluster
@@ -17,8 +18,9 @@ from podsim.cluster.config import POLICY_NAMES, Policy
 from podsim.cluster.policies import QUEUE_POLICIES
 from podsim.scenario.load import scenario_from_dict
 from podsim.scenario.run import cluster_run, run_scenario
+from podsim.scenario.schema import POLICY_FIELDS, SOLVER_FIELDS, StepTime, StepWorkload
 from podsim.scenario.schema import Policy as ScenarioPolicy
-from podsim.scenario.schema import StepTime, StepWorkload
+from podsim.scenario.schema import Solver as ScenarioSolver
 from podsim.study import StepStudy
 from podsim.topology import get_generation
 from podsim.trace.model import DEFAULT_COMPUTE_EFFICIENCY
@@ -74,6 +76,21 @@ def test_defaults_and_names_live_once():
     p = ScenarioPolicy()
     assert (p.name, p.checkpoint_interval, p.restart_overhead) == (
         fields["policy"].default, fields["checkpoint_interval_s"].default, fields["restart_overhead_s"].default)
+    # a scenario's policy: and solver: are the config's fields under other names: type, range,
+    # default and description are the config's, so each refuses what the config refuses, alike
+    for model, names in ((ScenarioPolicy, POLICY_FIELDS), (ScenarioSolver, SOLVER_FIELDS)):
+        assert set(model.model_fields) == set(names)
+        for name, field in names.items():
+            mine, theirs = model.model_fields[name], fields[field]
+            assert (mine.annotation, mine.metadata, mine.description) == (theirs.annotation, theirs.metadata, theirs.description)
+            assert mine.get_default(call_default_factory=True) == theirs.get_default(call_default_factory=True)
+    for name, value in (("checkpoint_interval", "1ns"), ("restart_overhead", "8d"), ("schedule_depth", 0)):
+        with pytest.raises(ValidationError) as scenario_err:
+            ScenarioPolicy(**{name: value})
+        with pytest.raises(ValidationError) as config_err:
+            ClusterConfig(generation="tpu-v4", horizon_s="1d", **{POLICY_FIELDS[name]: value})
+        assert scenario_err.value.errors()[0]["msg"] == config_err.value.errors()[0]["msg"]
+    assert ScenarioSolver(workers=4).workers == 4 and ScenarioSolver().slowdown_overrides == {}
     # compute: the per-op model by default everywhere (None); a flat efficiency only when asked
     assert StepTime().compute_efficiency is None and StepWorkload(model="gpt3-175b", slice="4x4x4").compute_efficiency is None
     assert ClusterRun.model_fields["compute_efficiency"].default is None and StepStudy(model="gpt3-175b").compute_efficiency is None

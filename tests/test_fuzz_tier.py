@@ -217,11 +217,11 @@ def _opt(rng: random.Random, flag: str, valid: list[str], hostile: list[str], p_
     return [flag, _pick(rng, hostile if rng.random() < p_hostile else valid)]
 
 
-def _sprinkle(rng: random.Random, argv: list[str], optional: list[list[str]], k: int = 3) -> list[str]:
-    """argv with up to k optional option groups, sometimes an unknown option or a dropped token."""
+def _sprinkle(rng: random.Random, argv: list[str], optional: list[list[str]], k: int = 3, stray: bool = True) -> list[str]:
+    """argv with up to k optional option groups, sometimes (`stray`) an unknown option or a dropped token."""
     extra = [o for o in optional if rng.random() < k / max(len(optional), 1)]
     out = [*argv, *(t for o in extra for t in o)]
-    r = rng.random()
+    r = rng.random() if stray else 1.0
     if r < 0.05:
         out.append(_pick(rng, ["--bogus", "--slcie", "--jsn", "-Z", "--max-ops"]))
     elif r < 0.09 and len(out) > 2:
@@ -436,46 +436,69 @@ def g_metrics(rng, inp):
 
 
 def g_serve(rng, inp):
-    base = ["serve", "-g", _mostly(rng, ["tpu-v5e"], ["tpu-v4", "gpu-h100", "bogus"], 0.05), "--slice", _mostly(rng, ["2x4"], SHAPES, 0.1),
-            "--model", _mostly(rng, ["llama2-70b"], ["resnet50", "bogus"], 0.05), "--override", "n_layers=2", "--weights", "int8",
-            "--duration", _mostly(rng, ["20s"], ["1ns", "0", "-1h", "1e300s", "nan", "abc", "", "1e9h", "100d", "1s"], 0.1),
-            "--prompt", _mostly(rng, ["fixed:256", "uniform:low=10,high=300", "lognormal:mean=200,cv=1"],
-                                ["fixed:0", "fixed:1e12", "lognormal:mean=nan,cv=1", "bogus", "", "trace"], 0.1),
-            "--output", _mostly(rng, ["fixed:32"], ["fixed:-1", "fixed:99999999999", "uniform:5", "", "trace"], 0.1)]
-    arrivals = _mostly(rng, ["poisson", "poisson", "bursty", "trace", "offline"], ["bogus", ""], 0.05)
+    """Half the cases are well-formed (valid values, only the options of the mode they pick, no
+    stray token), so the fuzz reaches the serving run itself, not only the flag checks; the
+    other half are as hostile as the other verbs' (any value, any option)."""
+    h = 1.0 if rng.random() < 0.5 else 0.0  # scales every chance of a hostile pick: 0 in a well-formed case
+
+    def opt(flag, valid, hostile, p=0.3):
+        return _opt(rng, flag, valid, hostile, p * h)
+
+    def mostly(valid, hostile, p=0.2):
+        return _mostly(rng, valid, hostile, p * h)
+
+    base = ["serve", "-g", mostly(["tpu-v5e"], ["tpu-v4", "gpu-h100", "bogus"], 0.05), "--slice", mostly(["2x4"], SHAPES, 0.1),
+            "--model", mostly(["llama2-70b"], ["resnet50", "bogus"], 0.05), "--override", "n_layers=2", "--weights", "int8",
+            "--duration", mostly(["20s"], ["1ns", "0", "-1h", "1e300s", "nan", "abc", "", "1e9h", "100d", "1s"], 0.1),
+            "--prompt", mostly(["fixed:256", "uniform:low=10,high=300", "lognormal:mean=200,cv=1"],
+                               ["fixed:0", "fixed:1e12", "lognormal:mean=nan,cv=1", "bogus", "", "trace"], 0.1),
+            "--output", mostly(["fixed:32"], ["fixed:-1", "fixed:99999999999", "uniform:5", "", "trace"], 0.1)]
+    arrivals = mostly(["poisson", "poisson", "bursty", "trace", "offline"], ["bogus", ""], 0.05)
     base += ["--arrivals", arrivals]
-    if arrivals in ("poisson", "bursty") or rng.random() < 0.1:
-        base += ["--rate", _mostly(rng, ["3/s"], ["0/s", "-1/s", "1e308/s", "nan/s", "abc", ""])]
-    if arrivals == "trace" or rng.random() < 0.05:
-        base += ["--trace", _mostly(rng, ["azure-conv", "azure-code", inp.file(rng, "requests.csv")],
-                                    [inp.file(rng, _pick(rng, ["jobs.csv", "fifo.yaml", "random.bin", "folder.json"])), "bogus"])]
-    if arrivals == "offline" or rng.random() < 0.05:
-        base += ["--requests", _mostly(rng, ["10"], NUMBERS)]
-    opts = [_opt(rng, "--replicas", ["2"], NUMBERS), _opt(rng, "--beams", ["1", "2"], NUMBERS), _opt(rng, "--page-tokens", ["16"], NUMBERS),
-            _opt(rng, "--hbm-reserve", ["0.1"], NUMBERS), _opt(rng, "--seed", ["3"], NUMBERS), _opt(rng, "--slo-ttft", ["1s"], DURATIONS),
-            _opt(rng, "--slo-tpot", ["50ms"], DURATIONS), _opt(rng, "--warmup", ["5s"], DURATIONS), _opt(rng, "--drain", ["10s"], DURATIONS),
-            _opt(rng, "--tensor", ["8", "4"], NUMBERS), _opt(rng, "--expert", ["1"], NUMBERS), _opt(rng, "--kv-cache", ["int8", "fp8"], TEXT),
-            _opt(rng, "--matmul", ["bf16", "int8"], TEXT), ["--parallel-block"], _opt(rng, "--kv", ["paged", "reserve"], TEXT),
-            _opt(rng, "--router", ["round_robin"], TEXT), _opt(rng, "--replicates", ["2"], NUMBERS), _opt(rng, "--clients", ["4"], NUMBERS),
-            _opt(rng, "--cv", ["3"], NUMBERS), _opt(rng, "--time-scale", ["2"], NUMBERS), ["--json"]]
-    batch = _mostly(rng, ["continuous", "static"], TEXT, 0.05)
+    if arrivals in ("poisson", "bursty") or rng.random() < 0.1 * h:
+        base += ["--rate", mostly(["3/s"], ["0/s", "-1/s", "1e308/s", "nan/s", "abc", ""])]
+    if arrivals == "trace" or rng.random() < 0.05 * h:
+        base += ["--trace", mostly(["azure-conv", "azure-code", inp.file(rng, "requests.csv")],
+                                   [inp.file(rng, _pick(rng, ["jobs.csv", "fifo.yaml", "random.bin", "folder.json"])), "bogus"])]
+    if arrivals == "offline" or rng.random() < 0.05 * h:
+        base += ["--requests", mostly(["10"], NUMBERS)]
+    any_mode = h > 0  # a hostile case may give options of another mode (refused); a well-formed one does not
+    opts = [opt("--replicas", ["2"], NUMBERS), opt("--beams", ["1", "2"], NUMBERS), opt("--page-tokens", ["16"], NUMBERS),
+            opt("--hbm-reserve", ["0.1"], NUMBERS), opt("--seed", ["3"], NUMBERS), opt("--slo-ttft", ["1s"], DURATIONS),
+            opt("--slo-tpot", ["50ms"], DURATIONS), opt("--warmup", ["5s"], DURATIONS), opt("--drain", ["10s"], DURATIONS),
+            opt("--tensor", ["8"] if h == 0 else ["8", "4"], NUMBERS), opt("--expert", ["1"], NUMBERS), opt("--kv-cache", ["int8", "fp8"], TEXT),
+            opt("--matmul", ["bf16", "int8"], TEXT), ["--parallel-block"], opt("--kv", ["paged", "reserve"], TEXT),
+            opt("--replicates", ["2"], NUMBERS), opt("--clients", ["4"], NUMBERS), ["--json"]]
+    if any_mode or arrivals == "bursty":
+        opts.append(opt("--cv", ["3"], NUMBERS))
+    if any_mode or arrivals == "trace":
+        opts.append(opt("--time-scale", ["2"], NUMBERS))
+    batch = mostly(["continuous", "static"], TEXT, 0.05)
     base += ["--batch", batch]
-    opts += [_opt(rng, "--token-budget", ["512"], NUMBERS), _opt(rng, "--max-seqs", ["32"], NUMBERS),
-             _opt(rng, "--prefill", ["chunked", "separate"], TEXT), _opt(rng, "--max-batch", ["8"], NUMBERS),
-             _opt(rng, "--max-wait", ["1s"], DURATIONS), _opt(rng, "--buckets", ["256,512"], ["512,,1024", "1e308", "0,-1", "x", *TEXT]),
-             _opt(rng, "--batch-sizes", ["8,16"], ["4", "8,,16", "1e9", "x"]), _opt(rng, "--batcher", ["idle", "saxml"], TEXT),
-             _opt(rng, "--max-live-batches", ["2"], NUMBERS), _opt(rng, "--batcher-depth", ["1", "2"], NUMBERS),
-             _opt(rng, "--decode-segments", ["32,64,128"], ["64,32", "8,,16", "1e308", "0,-1", "x"])]
-    if rng.random() < 0.2:
-        base += ["--disaggregated", _mostly(rng, ["1:1"], ["0:1", "1:0", "x", "1e9:1", ""])]
-        opts.append(_opt(rng, "--transfer", ["dcn", "ici"], TEXT))
-    if rng.random() < 0.2:
-        base += ["--capacity-rate", _mostly(rng, ["3/s"], ["0/s", "1e308/s", "nan/s"]), "--capacity-replicas", _mostly(rng, ["1:2"], ["2:1", "0:9", "x", "1:99999999999"]),
-                 "--capacity-replicates", _mostly(rng, ["1"], NUMBERS)]
-        opts += [_opt(rng, "--capacity-slices", ["2x4", "2x4,4x4"], ["2x4,,", "bogus", *SHAPES]), _opt(rng, "--judge", ["mean"], ["interval", *TEXT])]
-    else:
+    batcher = _pick(rng, ["idle", "saxml"])
+    if any_mode or batch == "continuous":
+        opts += [opt("--token-budget", ["512"], NUMBERS), opt("--max-seqs", ["32"], NUMBERS), opt("--prefill", ["chunked", "separate"], TEXT)]
+    if any_mode or batch == "static":
+        opts += [opt("--max-batch", ["8"], NUMBERS), opt("--max-wait", ["1s"], DURATIONS),
+                 opt("--buckets", ["256,512"], ["512,,1024", "1e308", "0,-1", "x", *TEXT]),
+                 opt("--batch-sizes", ["8,16,32"], ["4", "8,,16", "1e9", "x"]), opt("--batcher", [batcher], TEXT)]
+    if any_mode or (batch == "static" and batcher == "saxml" and "--batcher" in [t for o in opts for t in o]):
+        opts += [opt("--max-live-batches", ["2"], NUMBERS), opt("--batcher-depth", ["1", "2"], NUMBERS),
+                 opt("--decode-segments", ["32,64,128"], ["64,32", "8,,16", "1e308", "0,-1", "x"])]
+    disaggregated = rng.random() < 0.2 and (any_mode or batch == "continuous")  # disaggregated pools batch continuously
+    if disaggregated:
+        base += ["--disaggregated", mostly(["1:1"], ["0:1", "1:0", "x", "1e9:1", ""])]
+        opts.append(opt("--transfer", ["dcn", "ici"], TEXT))
+    capacity = rng.random() < 0.2 and (any_mode or arrivals in ("poisson", "bursty"))  # the search sets a rate
+    if capacity:
+        base += ["--capacity-rate", mostly(["3/s"], ["0/s", "1e308/s", "nan/s"]), "--capacity-replicas", mostly(["1:2"], ["2:1", "0:9", "x", "1:99999999999"]),
+                 "--capacity-replicates", mostly(["1"], NUMBERS)]
+        opts += [opt("--capacity-slices", ["2x4", "2x4,4x4"], ["2x4,,", "bogus", *SHAPES]), opt("--judge", ["mean"], ["interval", *TEXT])]
+    elif any_mode:
         opts += [_opt(rng, "--capacity-slices", ["2x4"], SHAPES, 0.0), _opt(rng, "--judge", ["mean"], TEXT, 0.0)]  # refused: no search
-    return _sprinkle(rng, base, opts, 2)
+    if any_mode or disaggregated or capacity:
+        opts.append(opt("--router", ["round_robin"], TEXT))
+    return _sprinkle(rng, base, opts, 2, stray=any_mode)
 
 
 def g_sources(rng, inp):

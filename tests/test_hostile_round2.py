@@ -27,6 +27,7 @@ GEN = ("trace", "generate", "gpt3-175b", "--slice", "4x4x4", "-p", "fsdp=16,tens
 SYN = "jobs=5,rate=2/h,mix=2x2:1"
 CL = ("cluster", "-g", "tpu-v5e", "--horizon", "6h", "--synthetic", SYN)
 STEP = ("--generation", "tpu-v4", "--slice", "2x2x2")
+SERVE = ("serve", "-g", "tpu-v5e", "--slice", "2x4", "--model", "llama2-70b", "--override", "n_layers=2")
 TOPO2 = ("topology", "tpu-v4", "--pods", "2")
 SCALE = ("scaling", "llama2-70b", "--slice", "4x4x4", "-p", "fsdp=64", "--batch-per-slice", "64", "--set", "n_layers=1",
          "--slices", "1,2")
@@ -148,6 +149,10 @@ CASES = [
      "--max-flows 1e+308 is out of range: a flows budget is [1, 1,000,000,000]"),
     ("budget-flag-zero", ("steptime", "--trace", "{d}/ops250.json", *STEP, "--max-ops", "0"), "--max-ops 0 is out of range: an ops budget is [1,"),
     ("budget-flag-fraction", ("place", "-g", "tpu-v4", "-r", "{d}/req60.yaml", "--max-requests", "2.5"), "--max-requests 2.5 is not a whole number"),
+    # serve's flags refuse what a scenario's serving: fields refuse, with the same range (one Quantity each)
+    ("serve-beams-past-range", (*SERVE, "--beams", "65"), "--beams 65 is out of range: a beam count per request is [1, 64]"),
+    ("serve-hbm-reserve-past-range", (*SERVE, "--hbm-reserve", "1.5"), "--hbm-reserve 1.5 is out of range: a share of HBM the runtime keeps is [0, 1]"),
+    ("serve-replicas-past-range", (*SERVE, "--replicas", "100001"), "--replicas 100,001 is out of range: a replica count is [1, 100,000]"),
     ("et-records-past-budget", ("trace", "show", "{d}/zeros.et", "--max-ops", "100"), "more than 1,000 records"),
     ("et-past-size-cap", ("trace", "import", "{d}/random.et", "-o", "{d}/imp.json", "--max-input", "1KiB"), "raise it with --max-input"),
     ("generate-layers-1e5", (*GEN[:-1], "n_layers=100000", "-o", "{d}/g.json"), "n_layers: 100,000 is out of range"),
@@ -472,3 +477,23 @@ def test_a_refused_export_leaves_no_folder(d, tmp_path, capsys):
                                   "--slice", "2x2x2", *extra)
         assert code == 2, err
         assert not (tmp_path / "new").exists(), extra
+
+
+@pytest.mark.parametrize("section,field,value,quantity", [
+    ("requests", "beams", 65, "BEAMS"), ("requests", "clients", 0, "CLIENTS"), ("batch", "page_tokens", 8192, "PAGE_TOKENS"),
+    ("model", "tensor", 0, "TENSOR_CHIPS"), (None, "replicas", 0, "SERVE_REPLICAS")])
+def test_serving_fields_refuse_with_the_flags_range(section, field, value, quantity):
+    """A scenario's serving: field and the `podsim serve` flag of the same name hold one Quantity:
+    the field's refusal states the range the flag's does (the CASES above)."""
+    from podsim import quantities as q
+    from podsim.errors import PodsimError
+    from podsim.serving.spec import ServingSetup
+
+    fields = {"slice": "2x4", "model": {"model": "llama2-70b"}}
+    if section is None:
+        fields[field] = value
+    else:
+        fields[section] = {**fields.get(section, {}), field: value}
+    with pytest.raises((PodsimError, ValueError)) as err:
+        ServingSetup.model_validate(fields)
+    assert f"is out of range: {getattr(q, quantity).what} is {getattr(q, quantity).allowed()}" in str(err.value)

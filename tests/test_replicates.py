@@ -126,3 +126,23 @@ def test_intervals_stay_inside_the_metrics_range():
                             {"goodput": 1.0, "wait_p95_s": 0.0}], units=units())
     assert ivs["goodput"].high == 1.0 and 0 < ivs["goodput"].low < ivs["goodput"].mean
     assert ivs["wait_p95_s"].low == 0.0 and ivs["wait_p95_s"].high > ivs["wait_p95_s"].mean
+
+
+def test_one_replicate_helper_for_job_streams_and_serving_fleets():
+    """podsim.scenario.replicates: the seeds spawned from the root (the root itself for one run),
+    progress over the replicates one after another, the means with intervals cut to the metric's
+    range, settings kept from the first, and a table row per replicate and metric with a value."""
+    from podsim.scenario.replicates import pool_replicates, run_replicates
+
+    seen = []
+    seeds, out = run_replicates(7, 3, lambda s, progress: (progress(5.0, 10.0), s)[1], lambda d, t: seen.append((d, t)))
+    assert seeds == replicate_seeds(7, 3) and out == list(seeds) and seen == [(5.0, 30.0), (15.0, 30.0), (25.0, 30.0)]
+    assert run_replicates(7, 1, lambda s, progress: (s, progress))[1] == [(7, None)]
+    each = [{"generation": "tpu-v4", "goodput": g, "wait_p50_s": w, "engine_wall_s": 1.0} for g, w in
+            ((0.99, 1.0), (0.2, float("nan")), (0.98, 3.0))]
+    metrics, intervals, table = pool_replicates(each, seeds, 7, {"generation", "engine_wall_s"})
+    assert metrics["generation"] == "tpu-v4" and metrics["seed"] == 7 and metrics["replicates"] == 3 and metrics["engine_wall_s"] == 3.0
+    assert metrics["goodput"] == pytest.approx(0.7233333) and intervals["goodput"]["high"] == 1.0  # a fraction: cut at 1
+    assert metrics["wait_p50_s"] == 2.0 and intervals["wait_p50_s"]["n"] == 2  # the NaN replicate left out
+    rows = list(zip(table["replicate"], table["metric"], strict=True))
+    assert len(rows) == 5 and (1, "wait_p50_s") not in rows and (1, "goodput") in rows

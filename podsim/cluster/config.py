@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Literal, get_args
+from collections.abc import Mapping
+from copy import copy
+from typing import Any, Literal, get_args
 
 from pydantic import ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic.fields import FieldInfo
 
 from podsim import quantities as q
 from podsim.bounds import check_fleet, check_samples
@@ -134,6 +137,14 @@ class ClusterConfig(q.NoBoolNumbers):
 def default(field: str):
     """ClusterConfig's default for `field`: the scenario schema and the CLI take theirs from here."""
     return ClusterConfig.model_fields[field].default
+
+
+def config_fields(names: Mapping[str, str]) -> dict[str, tuple[Any, FieldInfo]]:
+    """ClusterConfig's fields under other names ({name: ClusterConfig field}), each with its type,
+    range, default and description, as `pydantic.create_model` takes them: a model that sets some
+    of the config's fields (a scenario's policy: and solver:) states none of them again."""
+    return {name: (ClusterConfig.model_fields[field].annotation, copy(ClusterConfig.model_fields[field]))
+            for name, field in names.items()}
 
 
 def make_config(**fields) -> ClusterConfig:

@@ -13,12 +13,12 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from podsim.bounds import Seed
 from podsim.cluster.config import ClusterConfig
 from podsim.cluster.failures import FailureEvent, load_failure_trace
 from podsim.cluster.result import ClusterResult
 from podsim.cluster.simulate import ProgressFn, simulate
 from podsim.errors import PodsimError, first_error
+from podsim.quantities import Seed
 from podsim.study import CachedStepTime, RooflineStepTime, StepTimeModel
 from podsim.study.steptime import default_study
 from podsim.workload import Job, SyntheticSpec, TraceSpec, generate_jobs

@@ -16,11 +16,11 @@ from dataclasses import dataclass, field
 
 from ortools.sat.python import cp_model
 
-from podsim.bounds import check_seed
 from podsim.errors import PodsimError
 from podsim.placement.cpsat_gang import canonical_gangs, hint_gangs
 from podsim.placement.cpsat_model import PlacementModel, build_model, rect_key
 from podsim.placement.space import Assignment
+from podsim.quantities import SEED
 
 CPSAT_SEED_MODULUS = 2**31  # CP-SAT's random_seed is an int32: a 64-bit seed is folded into it
 
@@ -54,7 +54,7 @@ class SolverParams:
             raise PodsimError(f"time limit must be > 0 (CP-SAT deterministic time units; wall-clock seconds when not deterministic), got {self.time_limit}")
         if not math.isfinite(self.time_limit):
             raise PodsimError(f"time limit must be a finite number (CP-SAT deterministic time units; wall-clock seconds when not deterministic), got {self.time_limit}")
-        check_seed(self.random_seed, "random seed")
+        SEED.check(self.random_seed, "random seed")
         if self.num_workers < 1:
             raise PodsimError(f"num_workers must be >= 1 (0 would use every core), got {self.num_workers}")
 

@@ -27,7 +27,7 @@ from typing import Literal
 
 import numpy as np
 
-from podsim.bounds import MAX_HORIZON_S, finite
+from podsim import quantities as q
 from podsim.errors import PodsimError
 from podsim.placement.cpsat import (
     SolverParams,
@@ -100,7 +100,7 @@ def place(state, requests: Sequence[SliceRequest], *, solver: Solver = "cpsat", 
         raise PodsimError(f"greedy policy {policy!r} is not known; use one of {', '.join(GREEDY_POLICIES)}"
                           + (" (hilbert: with the greedy solver)" if policy == "hilbert" else ""))
     params = params or SolverParams()
-    finite(now_s, "now (s)", low=-MAX_HORIZON_S, high=MAX_HORIZON_S)
+    q.ARRIVAL_TIME.check(now_s, "now (s)")  # the range of --now and of a request's arrival_s
     problem = make_problem(state, requests, settings, now_s)
     if policy == "hilbert":  # the non-contiguous baseline: every request takes any free chips
         problem = dataclasses.replace(problem, reshapes=tuple(

@@ -26,9 +26,10 @@ from typing import Any
 from pydantic import ConfigDict, Field, ValidationError, field_validator
 
 from podsim import quantities as q
-from podsim.bounds import MAX_HORIZON_S, MAX_PRIORITY, Priority, check_budget
+from podsim.bounds import check_budget
 from podsim.errors import PodsimError, first_error
 from podsim.files import read_structured
+from podsim.quantities import MAX_HORIZON_S, MAX_PRIORITY, Priority
 from podsim.topology import Generation, parse_shape
 from podsim.topology.shapes import slice_name, validate_shape
 

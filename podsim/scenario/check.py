@@ -9,10 +9,11 @@ import math
 from pydantic import ValidationError
 
 from podsim import quantities as q
-from podsim.bounds import MAX_FLEET_CHIPS, check_fleet
+from podsim.bounds import check_fleet
 from podsim.cluster.failures import check_failure_budget
 from podsim.errors import PodsimError, first_error
 from podsim.metrics import target_metrics
+from podsim.quantities import MAX_FLEET_CHIPS
 from podsim.scenario.fields import parse_target
 from podsim.scenario.schema import Scenario
 from podsim.scenario.studies import scaling_base, step_study

@@ -15,16 +15,15 @@ from typing import TYPE_CHECKING
 
 from podsim.engine import StepResult, step_summary
 from podsim.engine.core import busy_time_s
-from podsim.metrics import units as metric_units
 from podsim.scenario.check import check_scenario
 from podsim.scenario.fields import parse_target, target_met
+from podsim.scenario.replicates import pool_replicates, run_replicates
 from podsim.scenario.result import TABLES, RunResult, normalise_table
 from podsim.scenario.scaling import scenario_scaling
-from podsim.scenario.schema import Scenario
+from podsim.scenario.schema import POLICY_FIELDS, SOLVER_FIELDS, Scenario
 from podsim.scenario.spine import spine_study
 from podsim.scenario.steptime import RecordingStepTime
 from podsim.scenario.studies import job_studies, step_study
-from podsim.stats import metric_intervals, replicate_seeds
 from podsim.study import CachedStepTime, EngineStepTime, RooflineStepTime, StepStudy, run_study
 from podsim.study.study import study_plan
 from podsim.topology import DcnSpec, Generation, format_shape, get_generation, topology_summary
@@ -88,32 +87,16 @@ _NOT_AVERAGED = frozenset({"generation", "pods", "chips", "ocs", "policy", "solv
 
 
 def _run_replicates(s: Scenario, gen: Generation, on_progress: ProgressFn | None, cpsat_workers_cap: int | None):
-    """A job stream run `s.replicates` times with independent seeds (podsim.stats.replicate_seeds):
+    """A job stream run `s.replicates` times with independent seeds (podsim.scenario.replicates):
     metrics are the means over the replicates, `intervals` their 95% Student-t intervals, tables
     the first replicate's plus `replicates` (every replicate's figures)."""
-    n = s.replicates
-    seeds = replicate_seeds(s.seed, n)
-    parts = []
-    for k, seed in enumerate(seeds):
-        def progress(done: float, total: float, k: int = k) -> None:
-            on_progress(k * total + done, n * total)
-
-        parts.append(_run_cluster(s.model_copy(update={"seed": seed}), gen, progress if on_progress else None,
-                                  cpsat_workers_cap))
-    each = [p[0] for p in parts]
-    names = [k for k, v in each[0].items() if k not in _NOT_AVERAGED and isinstance(v, (int, float)) and not isinstance(v, bool)]
-    ivs = metric_intervals(each, names, units=metric_units())
-    metrics, topo, cost, tables = parts[0]
-    metrics = {**metrics, **{k: iv.mean for k, iv in ivs.items()}, "seed": s.seed, "replicates": n,
-               "engine_wall_s": sum(m["engine_wall_s"] for m in each)}
+    seeds, parts = run_replicates(s.seed, s.replicates, lambda seed, progress: _run_cluster(
+        s.model_copy(update={"seed": seed}), gen, progress, cpsat_workers_cap), on_progress)
+    metrics, intervals, table = pool_replicates([p[0] for p in parts], seeds, s.seed, _NOT_AVERAGED)
+    _, topo, cost, tables = parts[0]
     cost = {**cost, **{k: metrics[k] for k in ("useful_chip_h", "cost_per_useful_chip_h_usd", "energy_kwh") if k in cost}}
     cost["busy_chip_h"] = metrics["busy_chip_h"]
-    rows = [(k, seed, name, float(m[name])) for k, (seed, m) in enumerate(zip(seeds, each, strict=True)) for name in names
-            if m.get(name) is not None]
-    tables = {**tables, "replicates": normalise_table("replicates", {
-        "replicate": [r[0] for r in rows], "seed": [r[1] for r in rows], "metric": [r[2] for r in rows],
-        "value": [r[3] for r in rows]})}
-    return metrics, topo, cost, tables, {k: iv.to_dict() for k, iv in ivs.items()}
+    return metrics, topo, cost, {**tables, "replicates": table}, intervals
 
 
 def _references(s: Scenario, metrics: dict) -> tuple[dict, ...]:
@@ -131,19 +114,13 @@ def cluster_run(s: Scenario, gen: Generation, cpsat_workers_cap: int | None = No
     """The scenario's job stream as the library's ClusterRun (what `podsim cluster` flags build too)."""
     from podsim.cluster import ClusterConfig, ClusterRun, FailureModel
 
-    workers = s.solver.workers if cpsat_workers_cap is None else min(s.solver.workers, cpsat_workers_cap)
+    sections = {c: getattr(s.policy, n) for n, c in POLICY_FIELDS.items()} | {c: getattr(s.solver, n) for n, c in SOLVER_FIELDS.items()}
+    if cpsat_workers_cap is not None:
+        sections["cpsat_workers"] = min(s.solver.workers, cpsat_workers_cap)
     failures = FailureModel.of(s.failures.host, s.failures.ocs, s.failures.link)
     config = ClusterConfig(
-        generation=gen.id, pods=s.topology.pods, sites=s.dcn.sites, ocs=s.topology.wiring == "ocs", policy=s.policy.name,
-        solver=s.solver.kind, placement=s.solver.placement, decision_time_limit=s.solver.decision_time_limit,
-        batch_window=s.solver.batch_window, cpsat_workers=workers, schedule_depth=s.policy.schedule_depth,
-        horizon_s=s.horizon, warmup_s=s.warmup, drain=s.drain, drain_limit_s=s.drain_limit,
-        checkpoint_interval_s=s.policy.checkpoint_interval,
-        restart_overhead_s=s.policy.restart_overhead,
-        untwist_on_static=s.policy.untwist_on_static, failures=failures,
-        degraded_placement=s.solver.degraded_placement, spare_ports=s.solver.spare_ports,
-        degraded_slowdown=s.solver.degraded_slowdown,
-        fold=s.solver.fold, slowdown_model=s.solver.slowdown_model, slowdown_overrides=s.solver.slowdown_overrides,
+        generation=gen.id, pods=s.topology.pods, sites=s.dcn.sites, ocs=s.topology.wiring == "ocs", **sections,
+        horizon_s=s.horizon, warmup_s=s.warmup, drain=s.drain, drain_limit_s=s.drain_limit, failures=failures,
         sample_interval_s=s.horizon / s.samples)
     w = s.workload
     return ClusterRun(config=config, synthetic=w.synthetic.spec(gen.id) if w.synthetic is not None else None,

@@ -19,19 +19,18 @@ from pydantic import (
     ConfigDict,
     Field,
     ValidationInfo,
+    create_model,
     field_validator,
     model_validator,
 )
 
 from podsim import quantities as q
-from podsim.bounds import JobCount, Priority, Seed
-from podsim.cluster.config import PlacementFit, SolverKind, default
-from podsim.cluster.config import Policy as QueuePolicy
+from podsim.cluster.config import config_fields
 from podsim.cluster.failures import FailureSpec
 from podsim.economics.assumptions import DEFAULTS as SPINE_DEFAULTS
 from podsim.errors import PodsimError
 from podsim.files import check_input_file
-from podsim.quantities import Duration, Fraction, Rate, Weight
+from podsim.quantities import Duration, Fraction, JobCount, Priority, Rate, Seed, Weight
 from podsim.serving.spec import ServingWorkload
 from podsim.topology import DcnSpec, get_generation
 from podsim.trace.generate import GenerateOptions
@@ -257,33 +256,19 @@ class Failures(_Model):
         return self.any_process or self.trace is not None
 
 
-class Policy(_Model):
-    """The queue policy and restarts (defaults: podsim.cluster.ClusterConfig's)."""
+# A scenario's policy: and solver: sections are ClusterConfig's fields under the scenario's names
+# (scenario name -> ClusterConfig field): each field's type, range, default and description live there.
+POLICY_FIELDS = {"name": "policy", "checkpoint_interval": "checkpoint_interval_s", "restart_overhead": "restart_overhead_s",
+                 "schedule_depth": "schedule_depth", "untwist_on_static": "untwist_on_static"}
+SOLVER_FIELDS = {"kind": "solver", "placement": "placement", "degraded_placement": "degraded_placement",
+                 "spare_ports": "spare_ports", "degraded_slowdown": "degraded_slowdown",
+                 "decision_time_limit": "decision_time_limit", "batch_window": "batch_window", "workers": "cpsat_workers",
+                 "fold": "fold", "slowdown_model": "slowdown_model", "slowdown_overrides": "slowdown_overrides"}
 
-    name: QueuePolicy = default("policy")
-    checkpoint_interval: q.CHECKPOINT_INTERVAL.duration = default("checkpoint_interval_s")
-    restart_overhead: q.RESTART_OVERHEAD.duration = default("restart_overhead_s")
-    schedule_depth: q.SCHEDULE_DEPTH.type = default("schedule_depth")
-    untwist_on_static: bool = default("untwist_on_static")
-
-
-class Solver(_Model):
-    """How jobs are placed (defaults: podsim.cluster.ClusterConfig's)."""
-
-    kind: SolverKind = default("solver")
-    placement: PlacementFit = default("placement")
-    degraded_placement: Literal["off", "requested", "all"] = default("degraded_placement")
-    spare_ports: bool = default("spare_ports")
-    degraded_slowdown: q.DEGRADED_SLOWDOWN.type = Field(default("degraded_slowdown"),
-                                                        description="run time factor on a degraded slice (1: compute-bound)")
-    decision_time_limit: q.DECISION_TIME_LIMIT.type = Field(default("decision_time_limit"), description="CP-SAT limit per decision (deterministic units)")
-    batch_window: q.BATCH_WINDOW.type = default("batch_window")
-    workers: q.WORKERS.type = Field(default("cpsat_workers"), description="CP-SAT workers (a sweep caps this at 1 per sweep worker)")
-    fold: Literal["none", "allowed"] = Field(default("fold"), description="allowed: fold a request onto another box or split "
-                                             "it into whole blocks plus pieces, at the slowdown the step-time model charges")
-    slowdown_model: str | None = Field(None, description="model preset whose step prices a non-native placement of a job given in time")
-    slowdown_overrides: dict[str, int | float | str | bool] = Field(default_factory=dict, description="preset fields of "
-                                                                    "slowdown_model, e.g. {n_layers: 2}")
+Policy = create_model("Policy", __base__=_Model, __module__=__name__, **config_fields(POLICY_FIELDS),
+                      __doc__="The queue policy and restarts: podsim.cluster.ClusterConfig's fields (POLICY_FIELDS).")
+Solver = create_model("Solver", __base__=_Model, __module__=__name__, **config_fields(SOLVER_FIELDS),
+                      __doc__="How jobs are placed: podsim.cluster.ClusterConfig's fields (SOLVER_FIELDS).")
 
 
 class StepTime(_Model):

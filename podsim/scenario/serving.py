@@ -12,14 +12,12 @@ seeds, and its capacity search when it asks for one.
 
 from __future__ import annotations
 
-import math
-
+from podsim.scenario.replicates import pool_replicates, run_replicates
 from podsim.serving.capacity import on_slice, serving_capacity
 from podsim.serving.result import ServingResult, simulate_serving
 from podsim.serving.simulate import ServingSim
 from podsim.serving.spec import ServingConfig, ServingWorkload
 from podsim.serving.workload import load_request_trace
-from podsim.stats import metric_intervals, replicate_seeds
 from podsim.topology import Generation, topology_summary
 
 # settings and counters: the same in every replicate, or not results
@@ -71,30 +69,14 @@ def run_serving(w: ServingWorkload, gen: Generation, seed: int, replicates: int 
     fleet's KV caches cross (the scenario's `dcn` section; default podsim's DcnSpec)."""
     from podsim.scenario.result import normalise_table
 
-    seeds = replicate_seeds(seed, replicates) if replicates > 1 else (seed,)
-    runs = []
-    for k, s in enumerate(seeds):
-        def progress(done: float, total: float, k: int = k) -> None:
-            on_progress(k * total + done, len(seeds) * total)
-
-        runs.append(simulate_serving(serving_config(w, gen, s), generation=gen, dcn=dcn,
-                                     on_progress=progress if on_progress else None))
+    seeds, runs = run_replicates(seed, replicates, lambda s, progress: simulate_serving(
+        serving_config(w, gen, s), generation=gen, dcn=dcn, on_progress=progress), on_progress)
     first = runs[0]
     metrics = dict(first.metrics)
     intervals: dict[str, dict] = {}
     tables = {name: normalise_table(name, cols) for name, cols in first.tables.items()}
     if replicates > 1:
-        each = [r.metrics for r in runs]
-        names = [k for k, v in each[0].items() if k not in NOT_AVERAGED and isinstance(v, (int, float))
-                 and not isinstance(v, bool)]
-        ivs = metric_intervals(each, names)
-        metrics.update({k: iv.mean for k, iv in ivs.items()})
-        metrics.update(seed=seed, replicates=replicates, engine_wall_s=sum(m["engine_wall_s"] for m in each))
-        intervals = {k: iv.to_dict() for k, iv in ivs.items()}
-        rows = [(k, s, name, float(m[name])) for k, (s, m) in enumerate(zip(seeds, each, strict=True)) for name in names
-                if m.get(name) is not None and not (isinstance(m[name], float) and math.isnan(m[name]))]
-        tables["replicates"] = normalise_table("replicates", {"replicate": [r[0] for r in rows], "seed": [r[1] for r in rows],
-                                                              "metric": [r[2] for r in rows], "value": [r[3] for r in rows]})
+        metrics, intervals, tables["replicates"] = pool_replicates([r.metrics for r in runs], seeds, seed, NOT_AVERAGED)
     cost = _cost(first, gen)
     if replicates > 1:
         cost.update({k: metrics[k] for k in ("cost_usd", "energy_kwh", "cost_per_million_tokens_usd",

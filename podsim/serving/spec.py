@@ -13,14 +13,11 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from podsim import quantities as q
-from podsim.bounds import MAX_HORIZON_S, Seed
 from podsim.errors import PodsimError, first_error
-from podsim.quantities import Duration, Fraction, Rate
+from podsim.quantities import MAX_HORIZON_S, Duration, Fraction, Rate, Seed
 from podsim.serving.costs import InferencePrecision
 from podsim.topology import parse_shape
 from podsim.trace.configs import PRESETS, TransformerConfig, get_model
-
-MAX_REQUESTS = 5_000_000  # per run: per-request records are ~100 bytes each (~0.5 GB)
 
 
 class _Model(BaseModel):
@@ -34,8 +31,8 @@ class ServedModel(_Model):
     overrides: dict[str, Any] = Field(default_factory=dict, description="preset fields, e.g. {n_layers: 40}")
     dims: dict[str, Any] | None = Field(None, description="a model by its dimensions instead of a preset: the "
                                         "fields of a transformer config (name, n_layers, d_model, n_heads, ...)")
-    tensor: int | None = Field(None, ge=1, description="tensor-parallel chips; default: the slice's chips / expert")
-    expert: int = Field(1, ge=1, description="expert-parallel groups (mixture-of-experts models)")
+    tensor: q.TENSOR_CHIPS.type | None = Field(None, description="tensor-parallel chips; default: the slice's chips / expert")
+    expert: q.EXPERT_GROUPS.type = Field(1, description="expert-parallel groups (mixture-of-experts models)")
     precision: InferencePrecision = Field(default_factory=InferencePrecision)
     parallel_block: bool = Field(False, description="attention and MLP read one normalised input and one all-reduce "
                                                     "sums both (GPT-J, PaLM)")
@@ -96,10 +93,10 @@ class BatchPolicy(_Model):
     free (never preempts)."""
 
     kind: Literal["continuous", "static"] = "continuous"
-    token_budget: int = Field(2048, ge=1, le=1_048_576, description="continuous: tokens per step (decode + prefill)")
-    max_seqs: int = Field(256, ge=1, le=65_536, description="continuous: sequences in a step at most")
+    token_budget: q.TOKEN_BUDGET.type = Field(2048, description="continuous: tokens per step (decode + prefill)")
+    max_seqs: q.STEP_SEQS.type = Field(256, description="continuous: sequences in a step at most")
     prefill: Literal["chunked", "separate"] = Field("chunked", description="continuous: chunked prompts, or prefill-only steps")
-    max_batch: int = Field(32, ge=1, le=65_536, description="static: requests per batch")
+    max_batch: q.STATIC_BATCH.type = Field(32, description="static: requests per batch")
     max_wait: Duration = Field(0.0, le=3600.0, description="static: how long the first request waits for the batch to fill")
     buckets: tuple[int, ...] = Field((), description="static: prompt lengths a batch pads to (the smallest that holds "
                                                      "its longest prompt); none: the longest prompt")
@@ -107,15 +104,15 @@ class BatchPolicy(_Model):
                                                          "smallest that holds it); none: its own size")
     batcher: Literal["idle", "saxml"] = Field("idle", description="static: who forms batches: when the replica is idle, or "
                                                                   "Saxml's pipelined batcher (see the policy's docstring)")
-    max_live_batches: int = Field(4, ge=1, le=4096, description="static, saxml: requests alive at most max_batch x this "
+    max_live_batches: q.LIVE_BATCHES.type = Field(4, description="static, saxml: requests alive at most max_batch x this "
                                                                 "(Saxml's MAX_LIVE_BATCHES, default 4)")
-    batcher_depth: int | None = Field(None, ge=1, le=64, description="static, saxml: batches live past the batcher; none: "
+    batcher_depth: q.BATCHER_DEPTH.type | None = Field(None, description="static, saxml: batches live past the batcher; none: "
                                       "Saxml's rule since 2024-04 (1 when max_live_batches <= 2, else 2; before: 2)")
     decode_segments: tuple[int, ...] = Field((), description="static, saxml: praxis's MAX_DECODE_STEPS, the decode "
                                              "loop's segments (each beam's KV buffer sized to the current one, plus 1); "
                                              "none: one segment of the longest output")
     kv: Literal["paged", "reserve"] = Field("paged", description="KV-cache admission: paged with preemption, or reserve")
-    page_tokens: int = Field(16, ge=1, le=4096, description="tokens per KV-cache page")
+    page_tokens: q.PAGE_TOKENS.type = Field(16, description="tokens per KV-cache page")
 
     @model_validator(mode="after")
     def _sane(self) -> BatchPolicy:
@@ -175,7 +172,7 @@ class Arrivals(_Model):
 
     kind: Literal["poisson", "bursty", "trace", "offline"] = "poisson"
     rate: Rate | None = Field(None, description="requests per hour; e.g. 10/s, 600/min")
-    cv: float = Field(2.0, gt=0, le=100.0, description="bursty: coefficient of variation of the gaps")
+    cv: q.BURST_CV.type = Field(2.0, description="bursty: coefficient of variation of the gaps")
     time_scale: q.ARRIVAL_SCALE.type = Field(1.0, description="trace: divide the trace's gaps by this (2: twice the rate)")
 
     @model_validator(mode="after")
@@ -201,9 +198,9 @@ class RequestStream(_Model):
     prompt: Lengths = Field(default_factory=lambda: Lengths(kind="fixed", mean=1024))
     output: Lengths = Field(default_factory=lambda: Lengths(kind="fixed", mean=256))
     trace: Path | str | None = Field(None, description="request trace CSV; 'azure-conv' / 'azure-code' for the shipped samples")
-    beams: int = Field(1, ge=1, le=64, description="beams per request (beam search): the prompt's KV shared by all")
-    requests: int | None = Field(None, ge=1, le=MAX_REQUESTS, description="at most this many requests")
-    clients: int | None = Field(None, ge=1, le=1_000_000, description="at most this many requests outstanding (a load "
+    beams: q.BEAMS.type = Field(1, description="beams per request (beam search): the prompt's KV shared by all")
+    requests: q.SERVE_REQUESTS.type | None = Field(None, description="at most this many requests")
+    clients: q.CLIENTS.type | None = Field(None, description="at most this many requests outstanding (a load "
                                 "generator's client threads, as an MLPerf harness has); a request waits for a free "
                                 "client, its latency counted from its arrival; none: no limit")
 
@@ -224,8 +221,8 @@ class Disaggregated(_Model):
     prompts only, then each request's KV cache moves to a decode replica over `transfer`
     (`dcn`: separate slices; `ici`: the two slices are halves of one torus)."""
 
-    prefill: int = Field(..., ge=1, le=100_000, description="prefill replicas")
-    decode: int = Field(..., ge=1, le=100_000, description="decode replicas")
+    prefill: q.SERVE_REPLICAS.type = Field(..., description="prefill replicas")
+    decode: q.SERVE_REPLICAS.type = Field(..., description="decode replicas")
     transfer: Literal["dcn", "ici"] = "dcn"
 
 
@@ -242,7 +239,7 @@ class ServingSetup(_Model):
 
     slice: str = Field(..., description="slice shape of one replica, e.g. 2x4")
     model: ServedModel
-    replicas: int = Field(1, ge=1, le=100_000, description="replicas, each on its own slice")
+    replicas: q.SERVE_REPLICAS.type = Field(1, description="replicas, each on its own slice")
     disaggregated: Disaggregated | None = None
     router: Literal["least_loaded", "round_robin"] = "least_loaded"
     batch: BatchPolicy = Field(default_factory=BatchPolicy)
@@ -299,7 +296,7 @@ class CapacitySearch(_Model):
     tpot_p99: q.SLO_TPOT.duration = Field(..., description="p99 time-per-output-token target")
     replicas: tuple[int, int] = Field((1, 64), description="[low, high]: the replica counts searched")
     slices: tuple[str, ...] = Field((), description="candidate slice shapes of one replica; default: the workload's")
-    replicates: int = Field(3, ge=1, le=100, description="runs per size with independent seeds")
+    replicates: q.CAPACITY_REPLICATES.type = Field(3, description="runs per size with independent seeds")
     judge: Literal["mean", "interval"] = Field("mean", description="judge a size on the replicates' mean, or on the "
                                                "upper end of its 95% interval")
 

@@ -18,7 +18,8 @@ import numpy as np
 
 from podsim.errors import PodsimError
 from podsim.files import read_csv
-from podsim.serving.spec import MAX_REQUESTS, Lengths, RequestStream
+from podsim.quantities import MAX_REQUESTS
+from podsim.serving.spec import Lengths, RequestStream
 
 SHIPPED = {"azure-conv": "conv_10min.csv", "azure-code": "code_10min.csv"}
 TRACE_COLUMNS = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")

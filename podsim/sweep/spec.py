@@ -30,8 +30,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from podsim.bounds import MAX_SWEEP_POINTS, Seed
 from podsim.errors import PodsimError
+from podsim.quantities import MAX_SWEEP_POINTS, Seed
 from podsim.scenario.check import FieldError, check_scenario
 from podsim.scenario.load import (
     YamlDoc,

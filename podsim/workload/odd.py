@@ -12,9 +12,8 @@ import math
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from podsim.bounds import JobCount
 from podsim.errors import PodsimError
-from podsim.quantities import Duration, Rate
+from podsim.quantities import Duration, JobCount, Rate
 from podsim.workload.jobs import Job
 
 

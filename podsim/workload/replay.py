@@ -21,9 +21,9 @@ from pathlib import Path
 from pydantic import ConfigDict, Field, ValidationError
 
 from podsim import quantities as q
-from podsim.bounds import MAX_JOBS
 from podsim.errors import PodsimError, first_error
 from podsim.files import read_csv
+from podsim.quantities import MAX_JOBS
 from podsim.topology.generations import Generation, get_generation
 from podsim.topology.shapes import parse_shape, validate_shape
 from podsim.workload.jobs import Job

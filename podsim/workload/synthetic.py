@@ -9,9 +9,8 @@ import numpy as np
 from pydantic import AfterValidator, AliasChoices, ConfigDict, Field, model_validator
 
 from podsim import quantities as q
-from podsim.bounds import JobCount, Priority
 from podsim.errors import PodsimError
-from podsim.quantities import Rate, Weight
+from podsim.quantities import JobCount, Priority, Rate, Weight
 from podsim.topology.generations import get_generation
 from podsim.trace.configs import get_model
 from podsim.workload.jobs import Job
