@@ -15,8 +15,9 @@ from podsim.validation.serving import GPTJ_DIMS, ROWS, row_config, run_table, su
 # (round 4.0's batch of 36) runs since the Saxml fit counts the prefill's activations beside the
 # prompts' KV only (praxis's program order); None would pin a refused row
 # praxis's costs (dense prefill attention, static beam buffers and their reorder) moved every batch
-# from 3.25 s to 4.03 s: the Server rows from -59% to -51% / -47%, the Offline rows from +3% to +26% / +28%
-PINNED = {"I1": 0.262, "I2": 0.277, "I3": -0.507, "I4": -0.473}  # at issue 22's constants (MATMUL_FRACTION 0.752)
+# from 3.25 s to 4.03 s, and round 3.1's three cached states per token (pre-rotary keys kept) to 4.23 s:
+# the Server rows from -59% to -40% / -47%, the Offline rows from +3% to +32% / +28%
+PINNED = {"I1": 0.324, "I2": 0.277, "I3": -0.395, "I4": -0.473}  # at issue 22's constants (MATMUL_FRACTION 0.752)
 
 
 @pytest.fixture(scope="module")
@@ -61,19 +62,20 @@ def test_the_rows_model_gptj_as_submitted():
 
 def test_a_saxml_batch_fits_in_two_phases():
     """praxis runs a Saxml batch as one program: the prompts' fprop beside their KV only, then the
-    decode loop beside the whole cache. Round 4.0's Server batch (36 x 1,919 tokens, 4 beams)
-    fits both; the same batch charged the prefill's activations beside the whole cache would not
-    (87,552 KV tokens against 86,816)."""
+    decode loop beside the whole cache. Round 3.1's Server batch (32 x 1,919 tokens, 4 beams,
+    three cached states per token) fits both on a 16 GiB v5e; the same batch charged the
+    prefill's activations beside the whole cache would not."""
     from podsim.serving.simulate import ServingSim
 
-    sim = ServingSim(row_config(ROWS[3]))
+    sim = ServingSim(row_config(ROWS[2]))
     b, pt = sim.budget, 16
-    need = 36 * (120 + 4 * 8) * pt  # 120 prompt pages + 4 beams x 8 pages of 127 own tokens, per request
-    assert need == 87_552 and b.tokens >= need
-    prompts = 36 * 120 * pt * b.kv_bytes_per_token
+    assert b.hbm_bytes == 16 * 2**30 and b.kv_bytes_per_token == 28 * 3 * 4 * 256 * 2  # K, pre-rotary K, V; 4 heads x 256
+    need = 32 * (120 + 4 * 8) * pt  # 120 prompt pages + 4 beams x 8 pages of 127 own tokens, per request
+    assert b.tokens >= need
+    prompts = 32 * 120 * pt * b.kv_bytes_per_token
     room = b.hbm_bytes - b.weight_bytes - sim.prefill_workspace_bytes
     assert prompts <= room < (need * b.kv_bytes_per_token)  # fits beside the prefill only for the prompts' KV
-    assert b.workspace_bytes < 0.01 * sim.prefill_workspace_bytes  # a decode step's activations: 144 tokens
+    assert b.workspace_bytes < 0.01 * sim.prefill_workspace_bytes  # a decode step's activations: 128 tokens
 
 
 def test_a_saxml_batch_costs_what_praxis_runs():
@@ -81,14 +83,14 @@ def test_a_saxml_batch_costs_what_praxis_runs():
     attention (every query against all 1,919 keys) with its logits materialised (fp32 written
     and read, bf16 probs written and read: 12 bytes each, 28 layers x 4 heads per chip), and no
     LM head; then 128 extend steps, each attending to its segment's whole buffer (33, 65, 129)
-    and reordering every beam's buffer (read and written)."""
+    and reordering every beam's buffer (read and written: round 3.1's three states per token)."""
     from podsim.serving.simulate import ServingSim
 
     sim = ServingSim(row_config(ROWS[0]))
     t, sh, rep = sim.timer, sim.shard, sim.replicas[0]
     m, L, B = 32, 1919, 4
     assert sh.dense_logits_bytes(m * L * L) == 28 * 4 * m * L * L * 12
-    assert sh.beam_reorder_bytes(m * B * 129) == 2 * m * B * 129 * 28 * 2 * 4 * 256 * 2  # K and V, bf16, 4 heads x 256
+    assert sh.beam_reorder_bytes(m * B * 129) == 2 * m * B * 129 * 28 * 3 * 4 * 256 * 2  # K, pre-rotary K, V: bf16, 4 x 256
     prefill, decode = rep.batch_s(m, L, 127)
     assert prefill == pytest.approx(t.tokens_step_s(m * L, 0, m * L, m * L * L, 0, m * L) + 28 * 4 * m * L * L * 12 / t._hbm_rate)
     want = 0.0
@@ -123,3 +125,20 @@ def test_each_praxis_cost_lengthens_a_batch_and_the_what_ifs_bound_it():
     assert times[4] == pytest.approx(sum(ServingSim(row_config(ROWS[0])).replicas[0].batch_s(32, 1919, 127)))
     with pytest.raises(PodsimError, match="praxis costs \\['flash'\\] are not known"):
         ServingSim(row_config(ROWS[0]), praxis_costs=frozenset({"flash"}))
+
+
+def test_pre_rotary_keys_cost_cache_and_writes_not_reads():
+    """kv_states 3 (praxis before be97eb5 kept GPT-J's keys before and after the rotary
+    embedding): a token caches half again as many bytes and writes them, attention still reads
+    K and V only; any other count is refused."""
+    from podsim.errors import PodsimError
+    from podsim.serving.costs import InferencePrecision, InferenceShard
+
+    cfg = TransformerConfig.model_validate({"source": "x", "global_batch": 1, **GPTJ_DIMS})
+    two, three = (InferenceShard(cfg, 4, precision=InferencePrecision(weights="int8"), kv_states=k) for k in (2, 3))
+    assert three.kv_bytes_per_token() == 1.5 * two.kv_bytes_per_token() == 1.5 * 28 * 2 * 4 * 256 * 2
+    a, b = two.load(128, 128 * 2000, 100_000, 128), three.load(128, 128 * 2000, 100_000, 128)
+    assert a.kv_read_bytes == b.kv_read_bytes and b.kv_write_bytes == 1.5 * a.kv_write_bytes
+    with pytest.raises(PodsimError, match="kv_states 4"):
+        InferenceShard(cfg, 4, kv_states=4)
+    assert row_config(ROWS[0]).model.kv_states == 3 and row_config(ROWS[1]).model.kv_states == 2

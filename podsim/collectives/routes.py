@@ -410,8 +410,9 @@ class Router:
 
     def flows_to_route(self, pattern: Pattern) -> int:
         """How many flows `routes(pattern)` routes, worked out without building any: the
-        representatives under the symmetry, every flow that crosses slices (before the DCN
-        fold, which needs them all routed)."""
+        representatives under the symmetry, every flow that crosses slices (what the engine
+        routes where the DCN fold does not hold; a pricing router with a `translation` routes
+        only 1/order of them, so `auto` ranks and budgets candidates by this upper bound)."""
         sym = self.symmetry
         if sym is None:
             return pattern.n_flows

@@ -128,6 +128,7 @@ class InferenceShard:
     precision: InferencePrecision = InferencePrecision()
     parallel_block: bool = False  # attention and MLP read one normalised input; one all-reduce sums both
     capacity_factor: float = 1.0  # MoE dispatch buffer per expert / its balanced share
+    kv_states: int = 2  # tensors cached per token and layer: K and V; 3 with pre-rotary keys kept (old praxis)
 
     def __post_init__(self) -> None:
         c, t, e = self.cfg, self.tensor, self.expert
@@ -135,6 +136,8 @@ class InferenceShard:
             raise PodsimError(f"tensor {t} and expert {e} must be >= 1")
         if why := c.tensor_problem(t) or c.expert_problem(e):
             raise PodsimError(why)
+        if self.kv_states not in (2, 3):
+            raise PodsimError(f"kv_states {self.kv_states}: a token's cache holds K and V (2), or K, V and pre-rotary K (3)")
         if self.capacity_factor < 1.0:
             raise PodsimError(f"capacity_factor {self.capacity_factor} is below 1; MoE dispatch buffers must hold every routed token")
         # the per-chip shapes and parameter counts are the trainer's (podsim.trace.costs.TransformerShard)
@@ -194,7 +197,14 @@ class InferenceShard:
         return self.cfg.n_layers * self.layer_weight_bytes() + self.embed_weight_bytes()
 
     def kv_bytes_per_token_layer(self) -> float:
-        """K and V of one token in one layer, on one chip that holds the sequence."""
+        """What one token caches in one layer, on one chip that holds the sequence: K and V, and
+        (`kv_states` 3) the keys before the rotary embedding too, which praxis kept until
+        google/praxis@be97eb5 ("to save 1/3 KV Cache memory usage ... when RoPE enabled")."""
+        return self.kv_states * self.kv_heads * self.cfg.d_head * self.precision.kv_bytes
+
+    def kv_read_bytes_per_token_layer(self) -> float:
+        """What attention reads of one cached token in one layer: its K (after the rotary
+        embedding) and V."""
         return 2.0 * self.kv_heads * self.cfg.d_head * self.precision.kv_bytes
 
     def kv_bytes_per_token(self) -> float:
@@ -293,8 +303,8 @@ class InferenceShard:
         sequences (the chip's group holds 1/expert of them): query tokens, keys summed over the
         queries, cached tokens read and new tokens written (see `seq_tokens`)."""
         e, kv = self.expert, self.kv_bytes_per_token_layer()
-        return AttentionLoad(queries / e, 4.0 * self.heads * self.cfg.d_head * keys / e, read_tokens * kv / e,
-                             write_tokens * kv / e)
+        return AttentionLoad(queries / e, 4.0 * self.heads * self.cfg.d_head * keys / e,
+                             read_tokens * self.kv_read_bytes_per_token_layer() / e, write_tokens * kv / e)
 
     def attention_load(self, seqs: list[Seq] | tuple[Seq, ...]) -> AttentionLoad:
         """`load` summed over these sequences."""

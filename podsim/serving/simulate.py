@@ -641,7 +641,8 @@ class ServingSim:
         chips = math.prod(self.shape)
         m = config.model
         tensor = m.tensor if m.tensor is not None else max(chips // m.expert, 1)
-        self.shard = InferenceShard(m.config(), tensor, m.expert, m.precision, m.parallel_block, m.capacity_factor)
+        self.shard = InferenceShard(m.config(), tensor, m.expert, m.precision, m.parallel_block, m.capacity_factor,
+                                    m.kv_states)
         self.timer = timer or StepTimer(self.shard, self.generation, self.shape, routing=config.routing)
         pol = config.batch
         longest = max(pol.buckets) if pol.buckets else self.shard.cfg.seq_len

@@ -37,6 +37,9 @@ class ServedModel(_Model):
     parallel_block: bool = Field(False, description="attention and MLP read one normalised input and one all-reduce "
                                                     "sums both (GPT-J, PaLM)")
     capacity_factor: float = Field(1.0, ge=1.0, le=64.0, description="MoE dispatch buffer per expert / its share")
+    kv_states: Literal[2, 3] = Field(2, description="tensors cached per token and layer: 2 (K, V); 3 where the keys are "
+                                                    "kept before and after the rotary embedding too (praxis before "
+                                                    "google/praxis@be97eb5, 2024-02-13)")
 
     @model_validator(mode="after")
     def _one_model(self) -> ServedModel:

@@ -155,7 +155,8 @@ class StepTimer:
         self._tile = tile
         self._per_key = 1.0  # keys per query = keys / queries (both divided by expert)
         self._q_bytes = h * dh * 2.0 / e  # (2 q h dh ACT_BYTES) / 2, per query token
-        self._kv_bytes = shard.kv_bytes_per_token_layer() / e / 2.0
+        self._kv_read_bytes = shard.kv_read_bytes_per_token_layer() / e / 2.0
+        self._kv_write_bytes = shard.kv_bytes_per_token_layer() / e / 2.0
         self._padded_q = 2.0 * h * (math.ceil(dh / tile) * tile if tile > 1 else dh) / e
         self._layers2 = 2.0 * shard.cfg.n_layers
         self._linear = _Linear(self)
@@ -263,7 +264,7 @@ class StepTimer:
         if queries <= 0:
             return body
         k = self._per_key * keys / queries  # keys per query
-        half = self._q_bytes * queries + self._kv_bytes * (read_tokens + write_tokens)
+        half = self._q_bytes * queries + self._kv_read_bytes * read_tokens + self._kv_write_bytes * write_tokens
         tile = self._tile
         padded = self._padded_q * queries * (math.ceil(k / tile) * tile if tile > 1 else k)
         return body + self._layers2 * max(padded / self._attn_rate, half / self._hbm_rate)

@@ -83,6 +83,10 @@ class ServingRow:
     max_wait_s: float  # its BATCH_WAIT_SECS
     max_live_batches: int  # its MAX_LIVE_BATCHES
     segments: tuple[int, ...] = (32, 64, 128)  # its MAX_DECODE_STEPS (praxis's decode-loop segments)
+    # tensors cached per token and layer: round 3.1's praxis (2023-08) keeps GPT-J's keys before and after
+    # the rotary embedding (attentions.py: key_state and key_post_rotary_pos_emb) until google/praxis@be97eb5
+    # (2024-02-13); round 4.0's class sets consolidate_rope_key_state (one key state)
+    kv_states: int = 3
     rate_per_s: float | None = None  # server: the scheduled rate
     clients: int | None = None  # the harness's client threads (requests outstanding at most), where it says
     measured_min_s: float | None = None  # server: the run's minimum latency (a diagnostic, not a row)
@@ -102,7 +106,7 @@ ROWS: tuple[ServingRow, ...] = (
                f"class GPTJ4BS32Int8Opt10Early (code/gptj-99/README.md; {V31_CLASSES}: BATCH_SIZE 32, buckets 512/1024/1919, "
                "BATCH_WAIT_SECS 0.2 and MAX_LIVE_BATCHES 2 from class GPTJ)", assumed=ASSUMED + SORTED),
     ServingRow("I2", "TPU v5e, 4 chips (tpu-v5e-4, available); MLPerf Inference v4.0 closed", "offline", 32 / 10.1502,
-               "10.1502 samples/s", 32, (512, 1024, 1536, 1919), 4.0, 10, clients=CLIENTS_V31,
+               "10.1502 samples/s", 32, (512, 1024, 1536, 1919), 4.0, 10, clients=CLIENTS_V31, kv_states=2,
                source=f"{V40} closed/Google/results/tpu_v5e_x4/gptj-99/offline/performance/run_1/mlperf_log_summary.txt; "
                "systems/tpu_v5e_x4.json; class GPTJ4TokenizedINT8BS32XLAWait40MB6Offline (code/gptj/gptj_using_saxml_loadgen/"
                f"README.md; {V40_CLASSES}: BATCH_SIZE 32, buckets 512/1024/1536/1919, BATCH_WAIT_SECS 4.0, MAX_LIVE_BATCHES 10)",
@@ -116,6 +120,7 @@ ROWS: tuple[ServingRow, ...] = (
     ServingRow("I4", "TPU v5e, 4 chips (tpu-v5e-4, available); MLPerf Inference v4.0 closed", "server", 18.830208737,
                "p99 18.83 s at 7.25 scheduled samples/s (bound 20 s); min 5.02 s", 36, (512, 1024, 1536, 1919), 4.0, 10,
                rate_per_s=7.25, measured_min_s=5.022518838, clients=CLIENTS_V31, segments=(32, 48, 64, 72, 80, 96, 102, 128),
+               kv_states=2,
                source=f"{V40} closed/Google/results/tpu_v5e_x4/gptj-99/server/performance/run_1/mlperf_log_summary.txt; "
                f"class GPTJ4TokenizedINT8BS32XLAWait40MB6Server ({V40_CLASSES}: BATCH_SIZE 36, buckets 512/1024/1536/1919, "
                "BATCH_WAIT_SECS 4.0, MAX_LIVE_BATCHES 10, MAX_DECODE_STEPS 32/48/64/72/80/96/102/128)", assumed=ASSUMED + V40_HARNESS),
@@ -130,7 +135,7 @@ def row_config(row: ServingRow, seed: int = 1) -> ServingConfig:
         arrivals, duration, n = {"kind": "poisson", "rate": row.rate_per_s * 3600.0}, 600.0, None  # MLPerf's 600 s minimum
     return ServingConfig.model_validate({
         "generation": "tpu-v5e", "slice": "2x2", "duration": duration, "seed": seed,
-        "model": {"dims": GPTJ_DIMS, "parallel_block": True, "precision": {"weights": "int8"}},
+        "model": {"dims": GPTJ_DIMS, "parallel_block": True, "precision": {"weights": "int8"}, "kv_states": row.kv_states},
         "batch": {"kind": "static", "batcher": "saxml", "max_batch": row.batch, "batch_sizes": [row.batch],
                   "max_wait": row.max_wait_s, "max_live_batches": row.max_live_batches, "buckets": list(row.buckets),
                   "decode_segments": list(row.segments),
