@@ -39,8 +39,8 @@ def test_rows_are_sourced_and_few_set_constants():
 
 def test_the_v3_multipod_rows_run_on_one_32x128_network():
     """M3 and M7 (MLPerf v0.7 "TPU v3-8192") run as the submission's code lays the 4096 chips out:
-    one 32 x 128 ICI network (generations.yaml MULTIPOD-V07), its long axis a mesh line
-    (MULTIPOD-WRAP), not four pods over the DCN."""
+    one 32 x 128 ICI network (generations.yaml MULTIPOD-V07), its long axis a mesh line and its
+    short one a ring (MULTIPOD-WRAP: --deepsea_wrap=false,true,false), not four pods over the DCN."""
     by_id = {r.id: r for r in ROWS}
     for rid in ("M3", "M7"):
         row = by_id[rid]

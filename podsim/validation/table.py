@@ -117,9 +117,10 @@ JPEG_NOTE = "hosts decode JPEGs every step (no --cache_decoded_image)"
 # The MLPerf v0.7 "TPU v3-8192" machine: 4 v3 pods joined by inter-pod ICI into one 32 x 128 chip
 # network (generation tpu-v3-multipod; MULTIPOD-V07: the submission's util/image_util.py
 # physical_shape (32, 128) for 8192 cores, its system file 512 hosts on one "2-D toroidal mesh"),
-# the 128-chip axis a mesh line (MULTIPOD-WRAP: Kumar et al. 2021 as recalled, not verified here;
-# closed into a ring instead, M3 is -22.7% and M7 -2.0%).
-MULTIPOD_NOTE = "one 32x128 slice: the 4 pods joined by inter-pod ICI, the long axis a mesh line (MULTIPOD-V07; MULTIPOD-WRAP, not verified)"
+# the 128-chip axis a mesh line and the 32-chip axis a ring (MULTIPOD-WRAP: the BERT JAX run script
+# for the same machine passes --deepsea_wrap=false,true,false on 128 x 32 chips; closed into a ring
+# instead, M3 would be -22.7% and M7 -2.0%).
+MULTIPOD_NOTE = "one 32x128 slice: the 4 pods joined by inter-pod ICI, the long axis a mesh line (MULTIPOD-V07, MULTIPOD-WRAP)"
 
 
 def _resnet_tf1(replicas: int, chips: int, bf16_threshold: int | None, bn_group: int = 1) -> GenerateOptions:
