@@ -54,6 +54,11 @@ def _pct(x: float | None) -> str:
     return f"{x:.1%}" if x else "-"
 
 
+def _peak(r: dict) -> str:
+    """The precision whose peak the row's MFU and HFU are taken against (podsim.validation.table.peak_scale)."""
+    return f"of {r['peak_precision']} peak"
+
+
 def _measured(r: dict) -> str:
     if r["kind"] == "range":
         return f"{_fmt_s(r['measured_s'])}-{_fmt_s(r['measured_hi_s'])}"
@@ -63,7 +68,7 @@ def _measured(r: dict) -> str:
 def _line(r: dict) -> str:
     tag = f" [calibration: {r['calibration']}]" if r["calibration"] else ""
     return (f"{r['id']:4} {r['system'][:36]:36} {r['model'][:11]:11} {_measured(r):>16} {_fmt_s(r['predicted_s']):>10} "
-            f"{r['ratio']:6.3f} {r['error']:+7.1%}  MFU {_pct(r['mfu']):>6} HFU {_pct(r['hfu']):>6}  "
+            f"{r['ratio']:6.3f} {r['error']:+7.1%}  MFU {_pct(r['mfu']):>6} HFU {_pct(r['hfu']):>6} {_peak(r):13}  "
             f"({r['engine_wall_s']:.1f} s){tag}")
 
 
@@ -75,14 +80,14 @@ def _hbm(r: dict) -> str:
 
 
 def _markdown(table: list[dict]) -> str:
-    out = ["| id | system | model | measured | podsim | predicted / measured | error | MFU | HFU | recompute | HBM per chip | note |",
-           "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    out = ["| id | system | model | measured | podsim | predicted / measured | error | MFU | HFU | peak | recompute | HBM per chip | note |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in table:
         note = f"**calibration** ({r['calibration']})" if r["calibration"] else ""
         if r["assumed"]:
             note = (note + "; " if note else "") + r["assumed"]
         out.append(f"| {r['id']} | {r['system']} | {r['model']} | {_measured(r)} | {_fmt_s(r['predicted_s'])} | "
-                   f"{r['ratio']:.3f} | {r['error']:+.1%} | {_pct(r['mfu'])} | {_pct(r['hfu'])} | {r['recompute']} | {_hbm(r)} | {note} |")
+                   f"{r['ratio']:.3f} | {r['error']:+.1%} | {_pct(r['mfu'])} | {_pct(r['hfu'])} | {r['peak_precision']} | {r['recompute']} | {_hbm(r)} | {note} |")
     return "\n".join(out)
 
 

@@ -319,3 +319,29 @@ def test_bad_plans_are_one_line_errors(args, kwargs, needle):
     with pytest.raises(PodsimError) as exc:
         generate_trace(*args, **kwargs)
     assert needle in str(exc.value) and "\n" not in str(exc.value)
+
+
+@pytest.mark.parametrize("sp", [False, True])
+def test_a_parallel_block_reduces_once_per_layer_and_norms_once(sp):
+    """PaLM's parallel layers (§2: y = x + MLP(LN(x)) + Attention(LN(x))): one tensor-parallel
+    reduction per layer each way instead of two (half of Megatron's 4 per layer), one norm per
+    layer instead of two, a residual add of three terms instead of two of two; FLOPs unchanged."""
+    opts = GenerateOptions(sequence_parallel=sp, collective_matmul="exposed")
+    serial_cfg = get_model("gpt3-175b", {"n_layers": 4})
+    par_cfg = get_model("gpt3-175b", {"n_layers": 4, "parallel_block": True})
+    serial = generate_trace(serial_cfg, "4x4x4", "data=8,tensor=8", options=opts)
+    par = generate_trace(par_cfg, "4x4x4", "data=8,tensor=8", options=opts)
+    tensor = par.meta["mesh"]["tensor"]
+    b = serial_cfg.global_batch // 8
+    act = b * serial_cfg.seq_len * serial_cfg.d_model * 2
+    kind = "reduce_scatter" if sp else "all_reduce"
+    loss = 0 if sp else 3 * b * serial_cfg.seq_len * 4
+    assert coll_bytes(serial, kind, tensor) == (4 * 4 + 2) * act + loss
+    assert coll_bytes(par, kind, tensor) == (2 * 4 + 2) * act + loss
+    flops = [sum(op.flops for op in t.ops if isinstance(op, Compute)) for t in (serial, par)]
+    assert flops[1] == pytest.approx(flops[0], rel=1e-12)
+    hbm = [sum(op.hbm_bytes for op in t.ops if isinstance(op, Compute)) for t in (serial, par)]
+    shard = act / (8 if sp else 1)  # norms and residual adds on a 1/t share under sequence parallelism
+    # per layer forward: a norm (2 act) and a residual add (3 act -> 4 act for one of three terms) fewer; backward twice that
+    assert hbm[0] - hbm[1] == pytest.approx(4 * 3 * (2 + 3 - 1) * shard, rel=1e-9)
+    assert PRESETS["palm-540b"].parallel_block

@@ -36,6 +36,9 @@ class GroupLayout:
     # Per slice axis (x, y, z): the chips one instance spans along it (0: not in the group).
     span: tuple[int, ...] = (0, 0, 0)
     slices: int = 1  # slices of the job the layout is on (a group without dcn has instances in each)
+    # Per grid axis: its ranks lie on an open line of ICI links, no wraparound closing them (a
+    # mesh axis, or a block of a longer axis); rings along it run folded (podsim.collectives.patterns).
+    line: tuple[bool, ...] = ()
     cache: dict = field(default_factory=dict, repr=False)
 
     @property
@@ -116,7 +119,8 @@ def group_layout(views: Sequence[SliceView], group: str | Sequence[str | AxisGro
     # Per slice axis: instance key and rank index of every local chip.
     coords = np.zeros((views[0].n, 3), np.int64)
     coords[:, : views[0].coords.shape[1]] = views[0].coords
-    inst_keys, inst_sizes, rank_idx, grid, names, dcn_flags, span = [], [], [], [], [], [], []
+    inst_keys, inst_sizes, rank_idx, grid, names, dcn_flags, span, line = [], [], [], [], [], [], [], []
+    wrap = tuple(views[0].slice.wrap) + (False,) * (3 - len(views[0].slice.wrap))
     for a, name in enumerate(SLICE_AXES):
         n = shape[a]
         c = coords[:, a]
@@ -137,11 +141,13 @@ def group_layout(views: Sequence[SliceView], group: str | Sequence[str | AxisGro
         names.append(name)
         dcn_flags.append(False)
         span.append(width)
+        line.append(not gpu and g.stride == 1 and not (wrap[a] and width == n))
 
     # Length-1 grid axes carry no traffic: drop them (their rank index is always 0).
     live = [j for j, g in enumerate(grid) if g > 1]
     rank_idx = [rank_idx[j] for j in live]
     grid, names, dcn_flags = [grid[j] for j in live], [names[j] for j in live], [dcn_flags[j] for j in live]
+    line = [line[j] for j in live]
     if gpu and names == ["x"]:
         # A switched slice: split the GPUs of one instance into (GPU in node, node).
         per_node = int(views[0].fabric.layout.chips_per_host)
@@ -152,6 +158,7 @@ def group_layout(views: Sequence[SliceView], group: str | Sequence[str | AxisGro
             grid = [per_node, grid[0] // per_node]
             names = ["x", "node"]
             dcn_flags = [False, True]
+            line = [False, False]
 
     inst_local = np.ravel_multi_index(tuple(inst_keys), tuple(inst_sizes))
     n_inst_local = math.prod(inst_sizes)
@@ -171,12 +178,15 @@ def group_layout(views: Sequence[SliceView], group: str | Sequence[str | AxisGro
             grid += [n_slices // sites, sites]
             names += [DCN_AXIS, SITE_AXIS]
             dcn_flags += [True, True]
+            line += [False, False]
         else:
             grid.append(n_slices)
             names.append(DCN_AXIS)
             dcn_flags.append(True)
+            line.append(False)
     live = [j for j, g in enumerate(grid) if g > 1 or j < len(rank_idx)]
     grid, names, dcn_flags = [grid[j] for j in live], [names[j] for j in live], [dcn_flags[j] for j in live]
+    line = [line[j] for j in live]
     p = p_local * (n_slices if DCN_AXIS in by_axis else 1)
     n_inst = n_inst_local * (1 if DCN_AXIS in by_axis else n_slices)
     members = np.empty((n_inst, p), np.int64)
@@ -186,4 +196,4 @@ def group_layout(views: Sequence[SliceView], group: str | Sequence[str | AxisGro
         else:
             members[inst_local + s * n_inst_local, local_rank] = view.chips
     return GroupLayout(members, tuple(grid) or (1,), tuple(names) or ("x",), tuple(dcn_flags) or (False,),
-                       name=format_group(parsed), span=tuple(span), slices=n_slices)
+                       name=format_group(parsed), span=tuple(span), slices=n_slices, line=tuple(line) or (False,))

@@ -44,13 +44,34 @@ def snake_order(grid: tuple[int, ...]) -> np.ndarray:
     return order
 
 
+def folded_ring_next(n: int, step: int) -> np.ndarray:
+    """Per position on an open line of n chips, the next one on the ring folded onto it: out
+    along the even positions, back along the odd ones (0, 2, 4, ..., 5, 3, 1). Every hop is one or
+    two links and every link carries one flow per direction, where a ring closed over the line
+    would send its last hop back n - 1 links: the same bandwidth as a ring on a torus axis in one
+    direction, twice the hops per step."""
+    order = np.concatenate([np.arange(0, n, 2), np.arange(n - 1 if n % 2 == 0 else n - 2, 0, -2)])
+    nxt = np.empty(n, np.int64)
+    nxt[order] = order[(np.arange(n) + step) % n]
+    return nxt
+
+
 def ring_pattern(layout: GroupLayout, axis: int | None, step: int) -> Pattern:
     """Every rank sends to the next one (`step` = +1 or -1) along grid axis `axis`, or along
-    the snake ring through all ranks (`axis` None)."""
+    the snake ring through all ranks (`axis` None). Along an axis whose ranks lie on an open
+    line (`GroupLayout.line`: a mesh axis, a block of a longer axis) the ring is folded onto the
+    line (`folded_ring_next`) from 4 ranks up."""
 
     def build() -> Pattern:
         p = layout.p
-        if axis is None:
+        folded = axis is not None and layout.line and layout.line[axis] and layout.grid[axis] >= 4
+        if folded:
+            idx = layout.rank_index().copy()
+            idx[:, axis] = folded_ring_next(layout.grid[axis], step)[idx[:, axis]]
+            nxt = layout.rank_of(idx)
+            name = f"folded ring {layout.axes[axis]}{'+' if step > 0 else '-'}"
+            periods = tuple(g if j == axis else 1 for j, g in enumerate(layout.grid))  # not shift-invariant along the line
+        elif axis is None:
             order = snake_order(layout.grid)
             nxt = np.empty(p, np.int64)
             nxt[order] = order[(np.arange(p) + step) % p]

@@ -118,7 +118,7 @@ def host_input_rate(gen: str | Generation, pipeline: str) -> tuple[float, str]:
     if pipeline not in INPUT_PIPELINES or pipeline == "none":
         raise PodsimError(f"input_pipeline {pipeline!r} has no rate; use one of: {', '.join(INPUT_PIPELINES)}")
     try:
-        name, unit = HOST_INPUT_RATES[g.id][pipeline]
+        name, unit = HOST_INPUT_RATES[g.chip_id][pipeline]
     except KeyError:
         have = ", ".join(f"{p} on {gid}" for gid, ps in HOST_INPUT_RATES.items() for p in ps)
         raise PodsimError(f"input_pipeline {pipeline!r}: no published or calibrated rate for {g.id} hosts (podsim has: {have}); "
@@ -131,11 +131,11 @@ def chip_compute(gen: str | Generation) -> ChipCompute:
     no tile padding and its bf16 peak only."""
     g = get_generation(gen)
     bf16 = g.peak_flops_per_s
-    if g.id in CHIPS:
-        dim, dim_src, extra, peak_src, notes = CHIPS[g.id]
+    if g.chip_id in CHIPS:
+        dim, dim_src, extra, peak_src, notes = CHIPS[g.chip_id]
     else:
         dim, dim_src, extra, peak_src, notes = 1, "assumption", {}, "peak_bf16_tflops_per_chip", ("no MXU tile modelled",)
-    per_precision = {p: globals()[name] for p, name in PRECISION_FRACTIONS.get(g.id, {}).items()}
+    per_precision = {p: globals()[name] for p, name in PRECISION_FRACTIONS.get(g.chip_id, {}).items()}
     return ChipCompute(g.id, dim, dim_src, {"bf16": bf16, **extra}, peak_src, g.hbm_bytes_per_s,
                        matmul_fraction=MATMUL_FRACTION, hbm_fraction=HBM_FRACTION, notes=notes,
                        precision_fractions=per_precision)

@@ -59,7 +59,7 @@ def onchip_memory(generation) -> tuple[float, str]:
     """(bytes, source) of a generation's on-chip memory for weight prefetch; 0 where unknown (a
     GPU, a custom chip: every collective of a step exposed)."""
     gen = get_generation(generation)
-    return ONCHIP_MEMORY.get(gen.id, (0.0, "no on-chip prefetch modelled for this generation"))
+    return ONCHIP_MEMORY.get(gen.chip_id, (0.0, "no on-chip prefetch modelled for this generation"))
 
 
 GRID_EXACT = 4  # units timed exactly below the grid's geometric part

@@ -289,7 +289,8 @@ def home_torus_circuits(layout: PodLayout) -> tuple[Circuit, ...]:
 
 
 def _ici_cables_static(layout: PodLayout):
-    """Every pod a full torus over its home coordinates (static pods, the no-OCS baseline)."""
+    """Every pod a full torus over its home coordinates (static pods, the no-OCS baseline), but
+    for the axes the generation leaves open (`axis_wraps`: a mesh line along them)."""
     gen = layout.generation
     shape = np.array(gen.pod_shape)
     chips = np.arange(layout.n_chips)
@@ -297,12 +298,13 @@ def _ici_cables_static(layout: PodLayout):
     for d in range(layout.dims):
         if shape[d] == 1:
             continue
-        nxt = layout.coord.copy()
+        src = chips if gen.axis_wraps_at(d) else chips[layout.coord[:, d] < shape[d] - 1]  # an open axis: no wraparound cable
+        nxt = layout.coord[src].copy()
         nxt[:, d] = (nxt[:, d] + 1) % shape[d]
-        peer = layout.chip_at[(layout.pod_of_chip, *nxt.T)]
-        a_all.append(chips)
+        peer = layout.chip_at[(layout.pod_of_chip[src], *nxt.T)]
+        a_all.append(src)
         b_all.append(peer)
-        d_all.append(np.full(len(chips), d))
+        d_all.append(np.full(len(src), d))
     a, b, d = np.concatenate(a_all), np.concatenate(b_all), np.concatenate(d_all)
     optical = layout.cube_of_chip[a] != layout.cube_of_chip[b] if layout.has_cubes else np.zeros(len(a), bool)
     return a, b, d, optical

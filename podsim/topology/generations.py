@@ -81,6 +81,7 @@ class Generation(_Frozen):
     name: str
     vendor: str
     year: int
+    chip: str = ""  # the generation whose chip (and hosts) this network joins (a multipod of v3 pods: tpu-v3); "": its own
     dims: Literal[1, 2, 3]
     pod_shape: tuple[int, ...]
     host_shape: tuple[int, ...]
@@ -111,6 +112,9 @@ class Generation(_Frozen):
     # ici_link_bandwidth and ici_hop_latency.
     ici_axis_bandwidth: tuple[float, ...] = ()
     ici_axis_latency: tuple[float, ...] = ()
+    # A static pod whose wiring leaves an axis open (no wraparound cable: a mesh line), per axis;
+    # empty: every axis of a static pod wraps (a full torus over the pod).
+    axis_wraps: tuple[bool, ...] = ()
 
     @model_validator(mode="after")
     def _consistent(self) -> Generation:
@@ -129,6 +133,8 @@ class Generation(_Frozen):
         for p, h in zip(self.pod_shape, self.host_shape, strict=True):
             if p % h:
                 raise ValueError(f"{self.id}: pod {self.pod_shape} is not tiled by hosts {self.host_shape}")
+        if self.axis_wraps and (len(self.axis_wraps) != self.dims or self.wraparound != "full_axis"):
+            raise ValueError(f"{self.id}: axis_wraps needs {self.dims} entries and a static (full_axis) pod")
         for name in ("ici_axis_bandwidth", "ici_axis_latency"):
             v = getattr(self, name)
             if v and (len(v) != self.dims or not all(math.isfinite(x) and x >= 0 for x in v)):
@@ -137,8 +143,17 @@ class Generation(_Frozen):
 
     # Convenience accessors in base units -------------------------------------------------
     @property
+    def chip_id(self) -> str:
+        """The id under which its chip's compute figures are kept (podsim.perf.chips)."""
+        return self.chip or self.id
+
+    @property
     def pod_chips(self) -> int:
         return math.prod(self.pod_shape)
+
+    def axis_wraps_at(self, d: int) -> bool:
+        """Whether the pod's wiring closes axis `d` into a ring (a static pod's full-length axis)."""
+        return self.axis_wraps[d] if self.axis_wraps else True
 
     @property
     def has_ocs(self) -> bool:

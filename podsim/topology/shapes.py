@@ -5,7 +5,8 @@ Rules (shared/data/tpu/tpu_slice_shapes.json, [ISCA23] §2.5, §2.9):
   sub-cube slices (each dim 1, 2 or 4, fewer than 64 chips) are meshes; twistable shapes are
   k x k x 2k and k x 2k x 2k. Without OCS (a static v4 baseline) a slice has wraparound only
   on an axis that spans the whole pod.
-- Static 2-D pods (v2, v3, v5e, v6e): rectangles, wraparound only on a full-length axis.
+- Static 2-D pods (v2, v3, v5e, v6e): rectangles, wraparound only on a full-length axis (and
+  not on an axis the pod's wiring leaves open: the v3 multipod's long axis).
 - GPU clusters: a GPU count (1, 2, 4, 8 or whole 8-GPU nodes).
 """
 
@@ -139,8 +140,7 @@ def validate_shape(gen: Generation, shape: str | tuple[int, ...], twisted: bool 
             raise PodsimError(f"slice {name} on {gen.id}: use AxB with A, B powers of two >= 2 and the longer side at most twice the shorter (2x2, 4x8, 16x32, ...)")
     if any(s > p for s, p in zip(shp, gen.pod_shape, strict=True)):
         raise PodsimError(f"slice {name} does not fit the {format_shape(gen.pod_shape)} pod of {gen.id}")
-    wrap = tuple(s == p for s, p in zip(shp, gen.pod_shape, strict=True))
-    return SliceSpec(gen.id, shp, False, "rectangle", wrap)
+    return SliceSpec(gen.id, shp, False, "rectangle", full_axis_wrap(gen, shp))
 
 
 def _validate_torus(gen: Generation, shp: tuple[int, ...], name: str, twisted: bool, ocs: bool) -> SliceSpec:
@@ -154,7 +154,7 @@ def _validate_torus(gen: Generation, shp: tuple[int, ...], name: str, twisted: b
         raise PodsimError(f"slice {name} does not fit the {format_shape(gen.pod_shape)} pod of {gen.id}")
     b = gen.cube_shape[0]
     if not ocs:
-        return SliceSpec(gen.id, shp, False, "rectangle", tuple(s == p for s, p in zip(shp, gen.pod_shape, strict=True)))
+        return SliceSpec(gen.id, shp, False, "rectangle", full_axis_wrap(gen, shp))
     if all(s % b == 0 for s in shp):
         return SliceSpec(gen.id, shp, False, "cubes", (True,) * 3)
     if all(s < b for s in shp):
@@ -194,9 +194,14 @@ def _validate_cubes(gen: Generation, shp: tuple[int, ...], name: str, twisted: b
             raise PodsimError("a twisted torus needs OCS; drop --twisted or use OCS wiring")
         if any(s > p for s, p in zip(shp, gen.pod_shape, strict=True)):
             raise PodsimError(f"slice {name} does not fit the statically wired {format_shape(gen.pod_shape)} pod")
-        wrap = tuple(s == p for s, p in zip(shp, gen.pod_shape, strict=True))
-        return SliceSpec(gen.id, shp, False, "cubes", wrap)
+        return SliceSpec(gen.id, shp, False, "cubes", full_axis_wrap(gen, shp))
     return SliceSpec(gen.id, shp, twisted, "cubes", (True,) * 3)
+
+
+def full_axis_wrap(gen: Generation, shp: tuple[int, ...]) -> tuple[bool, ...]:
+    """Per axis of a slice on a statically wired pod, whether it wraps: it spans the whole pod
+    along that axis and the pod's wiring closes the axis (`Generation.axis_wraps`)."""
+    return tuple(s == p and gen.axis_wraps_at(d) for d, (s, p) in enumerate(zip(shp, gen.pod_shape, strict=True)))
 
 
 def asked_spec(gen: Generation, shape: str | tuple[int, ...], twisted: bool = False, ocs: bool = True) -> SliceSpec:
@@ -215,4 +220,4 @@ def asked_spec(gen: Generation, shape: str | tuple[int, ...], twisted: bool = Fa
     if gen.cube_shape is not None:
         b = gen.cube_shape[0]
         return SliceSpec(gen.id, shp, False, "blocks", tuple(s % b == 0 for s in shp))
-    return SliceSpec(gen.id, shp, False, "rectangle", tuple(s == p for s, p in zip(shp, gen.pod_shape, strict=True)))
+    return SliceSpec(gen.id, shp, False, "rectangle", full_axis_wrap(gen, shp))

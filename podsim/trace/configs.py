@@ -51,6 +51,9 @@ class TransformerConfig(q.NoBoolNumbers):
     head_dim: q.WIDTH.type | None = Field(None, description="per-head width; None: d_model / n_heads")
     causal: bool = Field(True, description="decoder (causal attention); False: a bidirectional encoder")
     loss_positions: q.SEQ_LEN.type | None = Field(None, description="positions per sequence through the LM head; None: all")
+    parallel_block: bool = Field(False, description="attention and MLP read one normalised input and add into one residual "
+                                 "(PaLM's 'parallel layers', GPT-J): one norm, and under tensor parallelism one reduction of "
+                                 "the partial sums per layer each way instead of two")
 
     @model_validator(mode="after")
     def _consistent(self) -> TransformerConfig:
@@ -296,6 +299,7 @@ BERT_SOURCE = (
 PALM_SOURCE = (
     "Chowdhery et al., 'PaLM', arXiv:2204.02311, Table 1 and §2 (540B: 118 layers, d_model 18432, "
     "48 heads x 256, FFN 4 d_model with SwiGLU, multi-query attention, shared embeddings, no biases, "
+    "parallel layers (§2: y = x + MLP(LayerNorm(x)) + Attention(LayerNorm(x)), the input matmuls fused), "
     "vocab 256k = 256000, seq 2048, batch 2048 sequences in the last phase)"
 )
 
@@ -323,7 +327,7 @@ PRESETS: dict[str, ModelConfig] = {
     "palm-540b": TransformerConfig(
         name="palm-540b", source=PALM_SOURCE, n_layers=118, d_model=18432, n_heads=48, n_kv_heads=1,
         head_dim=256, d_ff=4 * 18432, vocab=256000, seq_len=2048, global_batch=2048, mlp="swiglu",
-        norm="layernorm", bias=False, tied_embeddings=True, learned_positions=False,
+        norm="layernorm", bias=False, tied_embeddings=True, learned_positions=False, parallel_block=True,
     ),
     "resnet50": ResNetConfig(name="resnet50", source=RESNET_SOURCE, global_batch=1024),
 }

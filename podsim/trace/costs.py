@@ -212,6 +212,15 @@ class TransformerShard:
         up, act, down = self._mlp_parts(self.tokens)
         return Block(self._norm(), up, act, down, self._residual())
 
+    def parallel_block(self) -> Block:
+        """Attention and the dense MLP as one parallel block (`TransformerConfig.parallel_block`,
+        PaLM §2): one norm on the shared input, the QKV and MLP-input matmuls where it enters,
+        attention and the activation between, the attention-output and MLP-down matmuls where
+        it leaves (their partial sums reduced together), one residual add of three terms."""
+        attn, mlp = self.attn_block(), self.mlp_block()
+        return Block(attn.norm, attn.first + mlp.first, attn.mid + mlp.mid, attn.last + mlp.last,
+                     _mem(4.0 * self.act * self.sharded))  # y = x + attn + mlp: reads three, writes one
+
     def dense_mlp_fwd(self) -> Cost:
         return self.mlp_block().total()
 

@@ -370,6 +370,7 @@ class _TransformerProgram:
         self.cm_rs = mode in ("chunked", "reduce_scatter")  # reduce-scatters out of a matmul decomposed
         self.rs_blocking = not opts.overlap_grad_reduce
         self.ar_blocking = grad_allreduce_blocking(opts, sh.plan)
+        self.parallel = sh.cfg.parallel_block and not sh.cfg.is_moe  # attention and MLP as one block
 
     # Tensor-parallel boundaries (Megatron f and g operators, or their sequence-parallel forms),
     # on the critical path, or (collective_matmul "hidden") beside the next compute op; the
@@ -478,6 +479,9 @@ class _TransformerProgram:
     def _layer_forward(self, pre: str, layer: str, bubble: bool, gather: str | None, note: str = "") -> None:
         """One layer's forward ops (attention, then the MLP or the MoE block), ids under `pre`."""
         sh, b = self.sh, self.b
+        if self.parallel:  # one block: one norm, one reduction of both partial sums (PaLM §2)
+            self._block_fwd(f"{pre}.block", layer, sh.parallel_block(), bubble=bubble, name=f"attention and MLP forward{note}", deps=[gather])
+            return
         self._block_fwd(f"{pre}.attn", layer, sh.attn_block(), bubble=bubble, name=f"attention forward{note}", deps=[gather])
         if sh.cfg.is_moe:
             self._enter(f"{pre}.mlp.in", layer)
@@ -503,6 +507,17 @@ class _TransformerProgram:
             if sh.opts.recompute == "full":
                 self._layer_forward(f"{tag}.recompute.{layer}", layer, bubble, g, " (recomputed)")
                 g = None
+
+            def recompute_core(layer: str = layer) -> None:
+                if sh.opts.recompute == "minimal":
+                    b.compute(f"{pre}.{layer}.attn.recompute", sh.attn_core(), name="attention core recomputed", layer=layer, bubble=bubble)
+
+            if self.parallel:
+                done = self._block_bwd(f"{pre}.{layer}.block", layer, sh.parallel_block(), bubble=bubble, name="attention and MLP backward",
+                                       deps=[g], before_mid=recompute_core)
+                if not bubble:
+                    self._reduce(tag, layer, done, sh.dense_params(), sh.expert_params(), last)
+                continue
             if sh.cfg.is_moe:
                 self._exit_bwd(f"{pre}.{layer}.mlp.out", layer)
                 b.collective(f"{pre}.{layer}.combine", "all_to_all", sh.dispatch_bytes(), ("expert",), deps=[*b.frontier(), g], name="MoE combine backward", layer=layer)
@@ -512,10 +527,6 @@ class _TransformerProgram:
                 self._enter_bwd(f"{pre}.{layer}.mlp.in", layer)
             else:
                 self._block_bwd(f"{pre}.{layer}.mlp", layer, sh.mlp_block(), bubble=bubble, name="MLP backward", deps=[g])
-
-            def recompute_core(layer: str = layer) -> None:
-                if sh.opts.recompute == "minimal":
-                    b.compute(f"{pre}.{layer}.attn.recompute", sh.attn_core(), name="attention core recomputed", layer=layer, bubble=bubble)
 
             done = self._block_bwd(f"{pre}.{layer}.attn", layer, sh.attn_block(), bubble=bubble, name="attention backward", before_mid=recompute_core)
             if not bubble:

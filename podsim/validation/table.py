@@ -114,6 +114,13 @@ UNFUSED = replace(TF1, attention="materialized")
 
 
 JPEG_NOTE = "hosts decode JPEGs every step (no --cache_decoded_image)"
+# The MLPerf v0.7 "TPU v3-8192" machine: 4 v3 pods joined by inter-pod ICI into one 32 x 128 chip
+# network (generation tpu-v3-multipod; MULTIPOD-V07: the submission's util/image_util.py
+# physical_shape (32, 128) for 8192 cores, its system file 512 hosts on one "2-D toroidal mesh"),
+# the 128-chip axis a mesh line and the 32-chip axis a ring (MULTIPOD-WRAP: the BERT JAX run script
+# for the same machine passes --deepsea_wrap=false,true,false on 128 x 32 chips; closed into a ring
+# instead, M3 would be -22.7% and M7 -2.0%).
+MULTIPOD_NOTE = "one 32x128 slice: the 4 pods joined by inter-pod ICI, the long axis a mesh line (MULTIPOD-V07, MULTIPOD-WRAP)"
 
 
 def _resnet_tf1(replicas: int, chips: int, bf16_threshold: int | None, bn_group: int = 1) -> GenerateOptions:
@@ -130,8 +137,8 @@ ROWS: tuple[Row, ...] = (
     Row("M2", "TPU v3, 1024 chips (pod)", "resnet50", "tpu-v3", "32x32", "data=1024", 0.0251, overrides={"global_batch": 32768},
         options=replace(_resnet_tf1(2048, 1024, None, 8), input_pipeline="jpeg"), assumed=JPEG_NOTE,
         source="measurements.md M2 (MLPerf v0.6, R06 Google tpu-v3-2048)"),
-    Row("M3", "TPU v3, 4096 chips (4 pods)", "resnet50", "tpu-v3", "32x32", "data=1024,dcn=4", 0.0141, slices=4,
-        overrides={"global_batch": 65536}, options=_resnet_tf1(8192, 4096, 128, 8), assumed="the 4 pods joined by the DCN (podsim has no inter-pod ICI)",
+    Row("M3", "TPU v3, 4096 chips (multipod)", "resnet50", "tpu-v3-multipod", "32x128", "data=4096", 0.0141,
+        overrides={"global_batch": 65536}, options=_resnet_tf1(8192, 4096, 128, 8), assumed=MULTIPOD_NOTE,
         source="measurements.md M3 (MLPerf v0.7, R07 Google tpu-v3-8192-TF)"),
     Row("ML12", "TPU v3, 256 chips", "resnet50", "tpu-v3", "16x16", "data=256", 0.0927, overrides={"global_batch": 32768},
         options=replace(_resnet_tf1(512, 256, None), input_pipeline="jpeg"), calibration="V3_HOST_JPEG_IMAGES_PER_S", assumed=JPEG_NOTE,
@@ -142,8 +149,8 @@ ROWS: tuple[Row, ...] = (
         assumed="slice 12x12x24 (3456 chips)", source="measurements.md M5 (MLPerf v1.0, R10 Google tpu-v4-6912-TF)"),
     Row("M6", "TPU v4, 4096 chips (pod)", "resnet50", "tpu-v4", "16x16x16", "data=4096", 0.0034, kind="range", measured_hi_s=0.0042,
         overrides={"global_batch": 32768}, options=_resnet_tf1(4096, 4096, 8192, 8), source="measurements.md M6 (MLPerf v2.0, R20; low confidence: 3.4-4.2 ms)"),
-    Row("M7", "TPU v3, 4096 chips (4 pods)", "bert-large", "tpu-v3", "32x32", "data=1024,dcn=4", 0.0466, slices=4,
-        overrides={"global_batch": 8192}, options=UNFUSED, assumed="the 4 pods joined by the DCN; unfused attention",
+    Row("M7", "TPU v3, 4096 chips (multipod)", "bert-large", "tpu-v3-multipod", "32x128", "data=4096", 0.0466,
+        overrides={"global_batch": 8192}, options=UNFUSED, assumed=MULTIPOD_NOTE + "; unfused attention",
         source="measurements.md M7 (MLPerf v0.7, R07 Google tpu-v3-8192-TF)"),
     Row("M8", "TPU v4, 8 chips", "bert-large", "tpu-v4", "2x2x2", "data=8", 0.2333, overrides={"global_batch": 256},
         options=UNFUSED, assumed="unfused attention", source="measurements.md M8 (MLPerf v0.7, R07 Google tpu-v4-16-TF)"),
@@ -302,14 +309,26 @@ def error(row: Row, predicted_s: float) -> float:
     return predicted_s / m - 1
 
 
+def peak_scale(row: Row) -> float:
+    """bf16 peak / the peak of the precision the row's matmuls run at: step_summary's
+    utilisations are against the bf16 peak; the table's are against the precision's own (an
+    int8 row on v5p against 918 TFLOP/s, not 459), so none reads over 100% for running int8."""
+    cc = chip_constants.chip_compute(row.generation)
+    return cc.peak_for("bf16") / cc.peak_for(row.options.precision, f"validation row {row.id}")
+
+
 def run_table(rows: tuple[Row, ...] = ROWS, on_row: Callable[[dict], None] | None = None) -> list[dict]:
+    """Each row's prediction and error; `mfu` and `hfu` against the peak of the row's precision
+    (`peak_precision`), as `peak_scale` says."""
     out = []
     for row in rows:
         s = predict(row)
+        scale = peak_scale(row)
         rec = {"id": row.id, "system": row.system, "model": row.model_name, "kind": row.kind,
                "measured_s": row.measured_s, "measured_hi_s": row.measured_hi_s, "predicted_s": s["step_time_s"],
                "ratio": s["step_time_s"] / row.measured_s, "error": error(row, s["step_time_s"]),
-               "mfu": s.get("mfu"), "hfu": s.get("hfu"), "exposed_comm_s": s["exposed_comm_s"],
+               "mfu": s["mfu"] * scale if s.get("mfu") else None, "hfu": s["hfu"] * scale if s.get("hfu") else None,
+               "peak_precision": row.options.precision, "exposed_comm_s": s["exposed_comm_s"],
                "calibration": row.calibration, "assumed": setup_note(row), "source": row.source,
                "engine_wall_s": s["engine_wall_s"], "recompute": s["recompute"],
                "hbm_bytes_per_chip": s.get("hbm_bytes_per_chip"), "hbm_fits": s.get("hbm_fits")}
