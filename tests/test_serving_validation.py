@@ -11,7 +11,14 @@ from __future__ import annotations
 import pytest
 
 from podsim.trace.configs import TransformerConfig
-from podsim.validation.serving import GPTJ_DIMS, ROWS, SERVER_BOUND_S, row_config, run_table, summarise
+from podsim.validation.serving import (
+    GPTJ_DIMS,
+    ROWS,
+    SERVER_BOUND_S,
+    row_config,
+    run_table,
+    summarise,
+)
 
 # the errors as they stand (predicted / measured - 1); a change that moves a row away fails. I4
 # (round 4.0's batch of 36) runs since the Saxml fit counts the prefill's activations beside the
