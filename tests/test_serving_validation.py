@@ -27,11 +27,11 @@ from podsim.validation.serving import (
 # from 3.25 s to 4.03 s, and round 3.1's three cached states per token (pre-rotary keys kept) to 4.23 s:
 # the Server rows from -59% to -40% / -47%, the Offline rows from +3% to +32% / +28%
 # the Server rows were scored as p99 latency at the run's rate (-39.5% / -47.3%) until they took MLPerf's
-# own Server metric, the highest scheduled rate within the p99 bound: +7.2% / +13.6% (8 seeds, 0.01/s)
-PINNED = {"I1": 0.324, "I2": 0.277, "I3": 0.072, "I4": 0.136}  # at issue 22's constants (MATMUL_FRACTION 0.752)
+# own Server metric, the highest scheduled rate VALID within the 20 s bound: +7.2% / +13.5% (8 seeds, 0.01/s)
+PINNED = {"I1": 0.324, "I2": 0.277, "I3": 0.072, "I4": 0.135}  # at issue 22's constants (MATMUL_FRACTION 0.752)
 TEST_REPLICATES, TEST_TOLERANCE = 2, 0.05  # the Server rows' rate search here (the benchmark's: 8 seeds, 0.01/s)
 # podsim's scheduled samples/s within p99 <= 20 s at TEST_REPLICATES / TEST_TOLERANCE, and how far they may move
-SERVER_RATES, RATE_BAND = {"I3": 7.64, "I4": 8.24}, 0.10
+SERVER_RATES, RATE_BAND = {"I3": 7.64, "I4": 8.21}, 0.10
 
 
 @pytest.fixture(scope="module")
@@ -63,8 +63,9 @@ def test_rows_hold_their_fidelity(table):
 
 
 def test_server_rows_are_mlperfs_rate_within_the_p99_bound(table):
-    """A Server row's figure is the highest rate whose mean p99 over the seeds is within 20 s:
-    pinned within RATE_BAND samples/s; the bracket's lower end meets (mean p99 <= 20 s) and is
+    """A Server row's figure is the highest rate whose runs are VALID on the seeds' mean (p99 and
+    its early-stopping estimate within 20 s): pinned within RATE_BAND samples/s; the bracket's
+    lower end meets (mean <= 20 s) and is
     within the tolerance of a rate that misses; the figure is that rate's scheduled samples/s
     (within 3% of the Poisson rate: ~4,600 arrivals per seed); the measured rate is MLPerf's."""
     by_id = {r["id"]: r for r in table}
@@ -212,3 +213,23 @@ def test_max_rate_bisects_reproducibly_and_refuses_what_it_cannot_search():
         max_rate(cfg, 20.0, metric="p99", replicates=1)
     with pytest.raises(PodsimError, match="tolerance 0"):
         max_rate(cfg, 20.0, tolerance_rps=0)
+
+
+def test_early_stopping_is_loadgens():
+    """loadgen's early stopping at p99, 99% confidence: with no query over the bound it needs
+    ceil(log 0.01 / log 0.99) = 459 queries (loadgen's first bracket), so 458 give no estimate;
+    with more, the estimate is the latency with t_max above it, t_max the most queries over the
+    bound for which P(Binomial(n, 0.99) >= n - t) <= 1% (scipy.stats, independently); it is
+    never below the plain p99, and an unfinished query counts as over any bound."""
+    import numpy as np
+    from scipy.stats import binom
+
+    from podsim.serving.capacity import early_stopping_latency_s
+
+    assert early_stopping_latency_s(np.ones(458)) == float("inf")
+    assert early_stopping_latency_s(np.ones(459)) == 1.0
+    lat = np.arange(1.0, 4601.0)
+    t_max = max(t for t in range(200) if binom.sf(4600 - t - 1, 4600, 0.99) <= 0.01)
+    assert early_stopping_latency_s(lat) == lat[4600 - 1 - t_max] < np.percentile(lat, 99.5)
+    assert early_stopping_latency_s(lat) >= np.percentile(lat, 99)
+    assert early_stopping_latency_s(np.concatenate([lat[:-1], [np.nan]])) == early_stopping_latency_s(lat)

@@ -12,7 +12,9 @@ million tokens).
 
 `max_rate` answers the other way round, as MLPerf Inference's Server scenario reports: the
 highest Poisson (or bursty) arrival rate at which one configuration meets a latency percentile
-bound, bisected over the rate with the same replicate seeds at every probe.
+bound, bisected over the rate with the same replicate seeds at every probe;
+`mlperf_server_latency_s` is the latency a run must keep within the bound for loadgen to call
+it VALID (its percentile and its early-stopping estimate).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import numpy as np
 
 from podsim.errors import PodsimError
 from podsim.quantities import MAX_REQUESTS
-from podsim.serving.result import simulate_serving
+from podsim.serving.result import ServingResult, simulate_serving
 from podsim.serving.spec import CapacitySearch, ServingConfig
 from podsim.stats import metric_intervals, replicate_seeds
 from podsim.topology import parse_shape
@@ -226,10 +228,41 @@ class MaxRate:
         return next((p for p in self.probes if p.rate_rps == rate_rps), None)
 
 
+def early_stopping_latency_s(latencies_s: np.ndarray, percentile: float = 0.99, confidence: float = 0.99) -> float:
+    """MLPerf loadgen's early-stopping estimate of a latency percentile (loadgen/results.cc
+    `EarlyStopping`, early_stopping.cc): the lowest bound L for which n queries with t over L
+    still let loadgen conclude at `confidence` that the true `percentile` is within L, i.e.
+    I_percentile(n - t, t + 1) <= 1 - confidence (the regularised incomplete beta loadgen's
+    `odds` computes, tolerance 0). NaN latencies (unfinished queries) count as over any bound;
+    inf when no t passes (too few queries)."""
+    from scipy.special import betainc
+
+    lat = np.sort(np.where(np.isnan(latencies_s), np.inf, np.asarray(latencies_s, dtype=float)))
+    n = len(lat)
+    t = np.arange(n)
+    ok = np.flatnonzero(betainc(n - t, t + 1, percentile) <= 1 - confidence)
+    return float(lat[n - 1 - ok.max()]) if len(ok) else math.inf
+
+
+def mlperf_server_latency_s(result: ServingResult, percentile: float = 99.0) -> float:
+    """The latency an MLPerf Server run must keep within its target for loadgen's VALID: the
+    end-to-end `percentile` of every counted request ("Performance constraints satisfied") and
+    its early-stopping estimate ("Early stopping satisfied"), the larger; a request unfinished
+    at the drain's end counts as over any bound."""
+    req, log, cfg = result.requests, result.log, result.config
+    counted = (req.arrival_s >= cfg.warmup) & (req.arrival_s < cfg.duration)
+    e2e = (log.end_s - req.arrival_s)[counted]
+    if not len(e2e):
+        return math.nan
+    pct = float(np.percentile(np.where(np.isnan(e2e), np.inf, e2e), percentile))
+    return max(pct, early_stopping_latency_s(e2e, percentile / 100.0))
+
+
 RATE_STEP = 1.25  # the bracketing step: x or / this factor per probe until the verdict changes
 
 
-def max_rate(config: ServingConfig, bound_s: float, *, metric: str = "e2e_p99_s", replicates: int = 4,
+def max_rate(config: ServingConfig, bound_s: float, *, metric: str | Callable[[ServingResult], float] = "e2e_p99_s",
+             replicates: int = 4,
              judge: str = "mean", tolerance_rps: float = 0.01, start_rps: float | None = None, timer=None,
              generation=None, praxis_costs: frozenset[str] | None = None,
              on_probe: Callable[[RateProbe], None] | None = None) -> MaxRate:
@@ -244,6 +277,7 @@ def max_rate(config: ServingConfig, bound_s: float, *, metric: str = "e2e_p99_s"
     divided) by RATE_STEP until the verdict changes, then bisected until the bracket is at most
     `tolerance_rps` wide. The search assumes a higher rate never meets what a lower one misses
     (near saturation the curve is noisy; the bisection then returns one crossing, reproducibly).
+    `metric`: a serving metric's name, or a function of a result (e.g. mlperf_server_latency_s).
     `timer`, `generation`, `praxis_costs`: passed to every simulation (what-ifs). No I/O."""
     arrivals = config.requests.arrivals
     if arrivals.kind in ("trace", "offline"):
@@ -264,24 +298,28 @@ def max_rate(config: ServingConfig, bound_s: float, *, metric: str = "e2e_p99_s"
     ceiling = MAX_REQUESTS / config.duration / 2  # draw_requests' limit, with room for the Poisson spread
     floor = tolerance_rps
     seeds = replicate_seeds(config.seed, replicates)
+    name = metric.__name__ if callable(metric) else metric
     seen: dict[float, RateProbe] = {}
 
     def probe(rate: float) -> RateProbe:
         if rate not in seen:
             cfg = config.model_copy(update={"requests": config.requests.model_copy(
                 update={"arrivals": arrivals.model_copy(update={"rate": rate * 3600.0})})})
-            each = [simulate_serving(cfg.model_copy(update={"seed": s}), timer=timer, generation=generation,
-                                     praxis_costs=praxis_costs).metrics for s in seeds]
-            if metric not in each[0]:
+            runs = [simulate_serving(cfg.model_copy(update={"seed": s}), timer=timer, generation=generation,
+                                     praxis_costs=praxis_costs) for s in seeds]
+            each = [r.metrics for r in runs]
+            if callable(metric):
+                each = [{**m, name: float(metric(r))} for m, r in zip(each, runs, strict=True)]
+            elif metric not in each[0]:
                 raise PodsimError(f"rate search metric {metric!r} is not a serving metric; e.g. e2e_p99_s, ttft_p99_s, "
                                   "tpot_p99_s")
-            iv = metric_intervals(each, (metric,))[metric]
+            iv = metric_intervals(each, (name,))[name]
             value = iv.high if judge == "interval" and iv.n > 1 else iv.mean
             why = _incomplete(each)
             if not why and math.isnan(value):
-                why = f"no {metric}"
+                why = f"no {name}"
             elif not why and value > bound_s:
-                why = f"{metric} {format_seconds(value)} > {format_seconds(bound_s)}"
+                why = f"{name} {format_seconds(value)} > {format_seconds(bound_s)}"
             seen[rate] = RateProbe(rate, not why, why or "met", iv.to_dict(),
                                    float(np.mean([m["requests"] for m in each])) / window)
             if on_probe is not None:
@@ -312,5 +350,5 @@ def max_rate(config: ServingConfig, bound_s: float, *, metric: str = "e2e_p99_s"
             lo = mid
         else:
             hi = mid
-    return MaxRate(metric, bound_s, replicates, judge, tolerance_rps, lo, hi,
+    return MaxRate(name, bound_s, replicates, judge, tolerance_rps, lo, hi,
                    tuple(sorted(seen.values(), key=lambda p: p.rate_rps)))
