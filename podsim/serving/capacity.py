@@ -229,9 +229,10 @@ class MaxRate:
 
 
 def early_stopping_latency_s(latencies_s: np.ndarray, percentile: float = 0.99, confidence: float = 0.99) -> float:
-    """MLPerf loadgen's early-stopping estimate of a latency percentile (loadgen/results.cc
-    `EarlyStopping`, early_stopping.cc): the lowest bound L for which n queries with t over L
-    still let loadgen conclude at `confidence` that the true `percentile` is within L, i.e.
+    """MLPerf loadgen's early-stopping estimate of a latency percentile (mlcommons/inference@05a9cec
+    loadgen/results.cc `EarlyStopping`, Server case; early_stopping.cc): the lowest bound L for
+    which n queries with t over L still let loadgen conclude at `confidence` that the true
+    `percentile` is within L, i.e.
     I_percentile(n - t, t + 1) <= 1 - confidence (the regularised incomplete beta loadgen's
     `odds` computes, tolerance 0). NaN latencies (unfinished queries) count as over any bound;
     inf when no t passes (too few queries)."""
