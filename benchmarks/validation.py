@@ -179,10 +179,13 @@ def serving_table(ids: list[str], markdown: bool) -> None:
     for row in rows:
         if row.scenario == "offline":
             mix = serving.offline_mix(row)
-            print(f"\n{row.id} batch time per bucket (128 output tokens): "
-                  + ", ".join(f"{b}: {t:.2f} s" for b, t in mix["batch_s"].items())
-                  + ("" if mix["rest"] is None else f"; measured {row.measured:.2f} s = {mix['share_longest']:.0%} of batches at "
-                     f"{row.buckets[-1]} were the rest at {mix['rest']} (a reading, not a row: the articles' length mix is not published)"))
+            print(f"\n{row.id} sorted batches (article lengths: {serving.CNNDM_SOURCE}; + {serving.PROMPT_TEMPLATE_TOKENS} "
+                  f"template tokens, cap {serving.PROMPT_CAP}); simulated s per batch at each bucket: "
+                  + ", ".join(f"{b}: {t:.2f} s" for b, t in mix["bucket_s"].items()) + f"; measured {row.measured:.2f} s")
+            for name, m in [*mix["shapes"].items(), *((f"lognormal, lengths x {k:g}", m) for k, m in mix["scaled"].items())]:
+                print(f"  {name + (' (the row)' if name == 'lognormal' else ' (sensitivity)'):38} batches "
+                      + " ".join(f"{b}: {x:5.1%}" for b, x in m["shares"].items())
+                      + f"  -> {m['batch_s']:.2f} s per batch, {m['error']:+.1%}")
     for row in rows:
         if row.scenario == "server" and row.measured_min_s and not next(r for r in table if r["id"] == row.id)["refused"]:
             print(f"\n{row.id} were a batch to take longer on the chips (every step scaled alike; a what-if, no row uses it):"

@@ -8,11 +8,14 @@ was submitted on GPUs only (checked: the `closed/Google/systems` folders of thos
 row is one submission's scenario:
 
 - `offline`: every sample at once; the submission's static batches of 32 prompts (its class's BATCH_SIZE), each with 4
-  beams sharing its prompt's KV cache, padded to the longest of Saxml's buckets and decoded to
-  MLPerf's 128-token cap, costed as praxis runs the batch (`Replica._praxis_batch_s`: a dense
-  prefill, then 128 extend steps over static beam buffers). The measured figure is seconds per
-  batch, 32 / the samples per second the run logged; podsim's batches are the costliest the
-  harness can form, so the row is an upper bound (see SORTED);
+  beams sharing its prompt's KV cache, decoded to MLPerf's 128-token cap, costed as praxis runs
+  the batch (`Replica._praxis_batch_s`: a dense prefill, then 128 extend steps over static beam
+  buffers). Round 3.1's harness issues an Offline query's samples sorted by prompt length
+  (backend.py, issue_queries), so 32 consecutive sorted prompts form a batch padded to the
+  bucket of its longest: the batches per bucket follow the prompts' length distribution
+  (`sorted_bucket_shares`, from CNN/DailyMail's published median and 90th percentile, CNNDM_SOURCE),
+  and podsim's seconds per batch are the mix of its simulated runs at each bucket. The measured
+  figure is seconds per batch, 32 / the samples per second the run logged;
 - `server`: Poisson arrivals over MLPerf's 600 s minimum duration, batched as the submission's
   Saxml class and Saxml's batcher do (batch policy `batcher: saxml`: the class's BATCH_SIZE,
   BATCH_WAIT_SECS counted from the batch's first take, two batches live past the batcher, at
@@ -34,9 +37,11 @@ training table's (MATMUL_FRACTION, HBM_FRACTION) and the on-chip memory figure o
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
+from statistics import NormalDist
 
 import numpy as np
 
@@ -72,12 +77,29 @@ RATE_TOLERANCE_RPS = 0.01  # the bisection's bracket, samples/s
 OFFLINE_SAMPLES = 24_576  # an Offline run's samples at least (configs/mlperf.conf, *.Offline.min_query_count)
 SETUP = (f"Saxml static batches of the class's BATCH_SIZE x {BEAMS} beams (prompt KV shared), run at that size (Saxml pads "
          f"a batch to its compiled size), formed by Saxml's batcher (batcher saxml); prompts padded to the longest bucket "
-         f"1919, {DECODE_CAP} output tokens each; int8 weights, bf16 matmuls (weight-only); tensor=4 on one 2x2 v5e slice")
+         f"1919 (Offline: to their sorted batch's bucket, see its note), {DECODE_CAP} output tokens each; int8 weights, bf16 matmuls (weight-only); tensor=4 on one 2x2 v5e slice")
 ASSUMED = ("every batch holds an article over the second-longest bucket (so pads to 1,919) and one beam that runs to the "
            "128-token cap (early exit ends a batch when all beams end); Saxml's int8 quantises weights only")
-SORTED = ("; but the round 3.1 harness issues an Offline query's samples sorted by length (backend.py, issue_queries), so "
-          "its batches pad to the bucket of their own prompts, most cheaper: this row is an upper bound (the length "
-          "distribution of the 13,368 articles is not in the results)")
+OFFLINE_ASSUMED = ("batches of 32 consecutive length-sorted prompts (round 3.1's backend.py issue_queries sorts an Offline "
+                   "query's samples), each padded to the bucket of its longest; article lengths lognormal through "
+                   "CNN/DailyMail's published median (777) and 90th percentile (1,439 tokens; BigBird, arXiv 2007.14062, "
+                   "Table 19: the shape an assumption, its tokenizer not GPT-J's for certain) plus the prompt template's "
+                   "52 tokens; one beam per batch runs to the 128-token cap; Saxml's int8 quantises weights only")
+V40_SORTED = "; round 4.0's harness assumed to sort like round 3.1's (not in the results)"
+# CNN/DailyMail article lengths as published: Zaheer et al., "Big Bird: Transformers for Longer Sequences" (NeurIPS 2020,
+# arXiv 2007.14062), appendix E.5, Table 19 "Shorter summarization dataset statistics": CNN/DailyMail, 287,113 / 13,368 /
+# 11,490 training / dev / test instances, input length median 777 and 90th percentile 1,439 tokens (output 59 / 93).
+# The table does not name its tokenizer: the paper's vocabulary is RoBERTa's, GPT-2's BPE (E.1; GPT-J's is GPT-2's
+# too), its large summariser's Pegasus's SentencePiece; the split the figures are over is not stated (MLPerf uses dev)
+CNNDM_MEDIAN_TOKENS, CNNDM_P90_TOKENS = 777, 1439
+CNNDM_SOURCE = ("Zaheer et al., Big Bird: Transformers for Longer Sequences (NeurIPS 2020, arXiv 2007.14062), appendix E.5, "
+                "Table 19: CNN/DailyMail input length median 777, 90th percentile 1,439 tokens")
+# the tokens MLPerf's GPT-J preprocessing adds to each article: mlcommons/inference language/gpt-j dataset.py
+# PROMPT_DICT["prompt_input"] with download_cnndm.py's instruction "Summarize the following news article:", 47 tokens
+# before the article and 5 after in GPT-2's BPE (GPT-J's tokenizer; counted with GPT-2's encoder.json / vocab.bpe)
+PROMPT_TEMPLATE_TOKENS = 52
+PROMPT_CAP = 1919  # dataset.py truncates every prompt at max_length 1919 (the longest bucket)
+LENGTH_SHAPES = ("lognormal", "piecewise")  # the rows' distribution shape through the two quantiles, and its sensitivity
 
 
 @dataclass(frozen=True)
@@ -116,13 +138,13 @@ ROWS: tuple[ServingRow, ...] = (
                "9.81226 samples/s", 32, (512, 1024, 1919), 0.2, 2, clients=CLIENTS_V31,
                source=f"{V31} closed/Google/results/TPU-v5e-4_SAX/gptj-99/Offline/performance/run_1/mlperf_log_summary.txt; "
                f"class GPTJ4BS32Int8Opt10Early (code/gptj-99/README.md; {V31_CLASSES}: BATCH_SIZE 32, buckets 512/1024/1919, "
-               "BATCH_WAIT_SECS 0.2 and MAX_LIVE_BATCHES 2 from class GPTJ)", assumed=ASSUMED + SORTED),
+               "BATCH_WAIT_SECS 0.2 and MAX_LIVE_BATCHES 2 from class GPTJ)", assumed=OFFLINE_ASSUMED),
     ServingRow("I2", "TPU v5e, 4 chips (tpu-v5e-4, available); MLPerf Inference v4.0 closed", "offline", 32 / 10.1502,
                "10.1502 samples/s", 32, (512, 1024, 1536, 1919), 4.0, 10, clients=CLIENTS_V31, kv_states=2,
                source=f"{V40} closed/Google/results/tpu_v5e_x4/gptj-99/offline/performance/run_1/mlperf_log_summary.txt; "
                "systems/tpu_v5e_x4.json; class GPTJ4TokenizedINT8BS32XLAWait40MB6Offline (code/gptj/gptj_using_saxml_loadgen/"
                f"README.md; {V40_CLASSES}: BATCH_SIZE 32, buckets 512/1024/1536/1919, BATCH_WAIT_SECS 4.0, MAX_LIVE_BATCHES 10)",
-               assumed=ASSUMED + V40_HARNESS),
+               assumed=OFFLINE_ASSUMED + V40_SORTED + V40_HARNESS),
     ServingRow("I3", "TPU v5e, 4 chips (TPU-v5e-4_SAX, preview); MLPerf Inference v3.1 closed", "server", 7.13,
                "7.13 scheduled samples/s, VALID (p99 17.80 s, bound 20 s); min 4.58 s", 32, (512, 1024, 1919), 4.0, 6,
                rate_per_s=7.13, measured_min_s=4.581708162, measured_p99_s=17.802509927, clients=CLIENTS_V31,
@@ -139,8 +161,40 @@ ROWS: tuple[ServingRow, ...] = (
 )
 
 
-def row_config(row: ServingRow, seed: int = 1) -> ServingConfig:
-    """The serving configuration of a row (see the module docstring)."""
+def article_cdf(tokens: float, shape: str = "lognormal") -> float:
+    """Share of CNN/DailyMail articles at most `tokens` long, through the published median and
+    90th percentile (CNNDM_SOURCE): `lognormal` (the rows' assumption), or `piecewise`, linear
+    through (0, 0), the median and the 90th percentile and on at the last segment's slope to 1
+    (the sensitivity to the shape)."""
+    if shape not in LENGTH_SHAPES:
+        raise PodsimError(f"length shape {shape!r}: one of {', '.join(LENGTH_SHAPES)}")
+    if tokens <= 0:
+        return 0.0
+    med, p90 = CNNDM_MEDIAN_TOKENS, CNNDM_P90_TOKENS
+    if shape == "lognormal":
+        return NormalDist(math.log(med), math.log(p90 / med) / NormalDist().inv_cdf(0.9)).cdf(math.log(tokens))
+    return 0.5 * tokens / med if tokens <= med else min(1.0, 0.5 + 0.4 * (tokens - med) / (p90 - med))
+
+
+def sorted_bucket_shares(buckets: tuple[int, ...], shape: str = "lognormal", scale: float = 1.0) -> dict[int, float]:
+    """Share of an Offline run's batches at each bucket when its samples are issued sorted by
+    prompt length: 32 consecutive prompts pad to the bucket of their longest, so the batches per
+    bucket follow the prompts' distribution (up to the one batch astride each bucket's edge, of
+    ~768). A prompt is an article (`scale` x its tokens: a what-if for the tokenizer) plus
+    PROMPT_TEMPLATE_TOKENS, truncated at PROMPT_CAP, the longest bucket."""
+    if buckets[-1] != PROMPT_CAP:
+        raise PodsimError(f"buckets {buckets}: the longest must be the prompts' cap {PROMPT_CAP}")
+    shares, below = {}, 0.0
+    for b in buckets[:-1]:
+        at = article_cdf((b - PROMPT_TEMPLATE_TOKENS) / scale, shape)
+        shares[b], below = at - below, at
+    shares[buckets[-1]] = 1.0 - below
+    return shares
+
+
+def row_config(row: ServingRow, seed: int = 1, prompt_tokens: int | None = None) -> ServingConfig:
+    """The serving configuration of a row (see the module docstring); `prompt_tokens`: every
+    prompt's length (an Offline row's batches at one bucket; the longest bucket by default)."""
     if row.scenario == "offline":
         arrivals, duration, n = {"kind": "offline"}, 600.0, OFFLINE_SAMPLES
     else:
@@ -152,7 +206,7 @@ def row_config(row: ServingRow, seed: int = 1) -> ServingConfig:
                   "max_wait": row.max_wait_s, "max_live_batches": row.max_live_batches, "buckets": list(row.buckets),
                   "decode_segments": list(row.segments),
                   "batcher_depth": 2, "kv": "reserve"},  # both rounds' Saxml predates d290a4c: always 2 live
-        "requests": {"arrivals": arrivals, "requests": n, "beams": BEAMS, "clients": row.clients, "prompt": {"kind": "fixed", "mean": row.buckets[-1]},
+        "requests": {"arrivals": arrivals, "requests": n, "beams": BEAMS, "clients": row.clients, "prompt": {"kind": "fixed", "mean": prompt_tokens or row.buckets[-1]},
                      "output": {"kind": "fixed", "mean": DECODE_CAP}}})
 
 
@@ -175,18 +229,31 @@ def predict(row: ServingRow, praxis_costs: frozenset[str] | None = None, replica
     try:
         r = simulate_serving(row_config(row), praxis_costs=praxis_costs)
         rate = server_max_rate(row, replicates, tolerance_rps, praxis_costs=praxis_costs) if row.scenario == "server" else None
+        bucket_s = offline_bucket_batch_s(row, praxis_costs, longest=r) if row.scenario == "offline" else {}
     except PodsimError as exc:
-        return {"predicted": None, "metrics": {}, "min_s": None, "rate": None, "refused": str(exc)}
+        return {"predicted": None, "metrics": {}, "min_s": None, "rate": None, "refused": str(exc), "bucket_s": {}}
     m = r.metrics
     if row.scenario == "offline":
-        predicted = row.batch / m["throughput_rps"]
+        shares = sorted_bucket_shares(row.buckets)
+        predicted = sum(shares[b] * bucket_s[b] for b in row.buckets)
     else:
         at = rate.at(rate.rate_rps)
         predicted = None if at is None else at.scheduled_rps
     e2e = r.tables["serving_requests"]["e2e_s"]
     return {"predicted": predicted, "metrics": m, "min_s": float(np.nanmin(e2e)) if np.isfinite(e2e).any() else None,
-            "rate": rate, "refused": "" if predicted is not None else f"no rate from {rate.probes[0].rate_rps:g}/s "
-            f"down meets p99 <= {SERVER_BOUND_S:g} s: {rate.probes[0].why}"}
+            "rate": rate, "bucket_s": bucket_s, "refused": "" if predicted is not None else f"no rate from "
+            f"{rate.probes[0].rate_rps:g}/s down meets p99 <= {SERVER_BOUND_S:g} s: {rate.probes[0].why}"}
+
+
+def offline_bucket_batch_s(row: ServingRow, praxis_costs: frozenset[str] | None = None, longest=None) -> dict[int, float]:
+    """An Offline row's simulated seconds per batch with every prompt at each of its buckets
+    (the whole Offline run at that length; `longest`: the longest bucket's result, if run)."""
+    out = {}
+    for b in row.buckets:
+        r = longest if b == row.buckets[-1] and longest is not None else simulate_serving(
+            row_config(row, prompt_tokens=b), praxis_costs=praxis_costs)
+        out[b] = row.batch / r.metrics["throughput_rps"]
+    return out
 
 
 def run_table(rows: tuple[ServingRow, ...] = ROWS, on_row: Callable[[dict], None] | None = None,
@@ -203,7 +270,10 @@ def run_table(rows: tuple[ServingRow, ...] = ROWS, on_row: Callable[[dict], None
                "measured": row.measured, "logged": row.logged, "predicted": p["predicted"],
                "error": None if p["predicted"] is None else p["predicted"] / row.measured - 1, "refused": p["refused"],
                "calibration": row.calibration, "setup": SETUP, "assumed": row.assumed, "source": row.source,
-               "engine_wall_s": m.get("engine_wall_s"), "throughput_rps": m.get("throughput_rps"),
+               "engine_wall_s": m.get("engine_wall_s"),
+               "throughput_rps": row.batch / p["predicted"] if row.scenario == "offline" and p["predicted"] else m.get("throughput_rps"),
+               "bucket_batch_s": p["bucket_s"],
+               "bucket_shares": sorted_bucket_shares(row.buckets) if row.scenario == "offline" else {},
                "rejected": m.get("requests_rejected"), "measured_min_s": row.measured_min_s,
                "predicted_min_s": p["min_s"] if row.scenario == "server" else None,
                "measured_p99_s": row.measured_p99_s,
@@ -304,17 +374,18 @@ def praxis_ablation(rows: tuple[ServingRow, ...] = ROWS, replicates: int = 2, to
     return out
 
 
-def offline_mix(row: ServingRow) -> dict:
-    """An Offline row's batch time at each of its buckets (128 output tokens), and the share of
-    batches at the longest that the measured time per batch implies were the rest at the
-    longest bucket cheaper than it (`rest`): a reading of the run (its length mix is not
-    published), never a row. None when even the shortest bucket is slower than the run."""
-    from podsim.serving.simulate import ServingSim
+def offline_mix(row: ServingRow, scales: tuple[float, ...] = (0.9, 1.1)) -> dict:
+    """An Offline row's sorted batches: its simulated seconds per batch at each bucket, the share
+    of batches at each under each length shape (LENGTH_SHAPES), the mixed seconds per batch and
+    its error under each, and under the lognormal with article lengths scaled by each of
+    `scales` (a what-if for the tokenizer: GPT-J's BPE against the table's unnamed one). The
+    lognormal is the row; the rest are sensitivities, never rows."""
+    bucket_s = offline_bucket_batch_s(row)
 
-    replica = ServingSim(row_config(row)).replicas[0]
-    times = {b: sum(replica.batch_s(row.batch, b, DECODE_CAP - 1)) for b in row.buckets}
-    cheaper = [b for b in row.buckets[:-1] if times[b] < row.measured]
-    if not cheaper or times[row.buckets[-1]] <= row.measured:
-        return {"batch_s": times, "rest": None, "share_longest": None}
-    hi, lo = times[row.buckets[-1]], times[cheaper[-1]]
-    return {"batch_s": times, "rest": cheaper[-1], "share_longest": (row.measured - lo) / (hi - lo)}
+    def mixed(shares: dict[int, float]) -> dict:
+        t = sum(shares[b] * bucket_s[b] for b in row.buckets)
+        return {"shares": shares, "batch_s": t, "error": t / row.measured - 1}
+
+    return {"bucket_s": bucket_s, "upper_s": bucket_s[row.buckets[-1]],
+            "shapes": {shape: mixed(sorted_bucket_shares(row.buckets, shape)) for shape in LENGTH_SHAPES},
+            "scaled": {k: mixed(sorted_bucket_shares(row.buckets, "lognormal", k)) for k in scales}}
