@@ -10,9 +10,16 @@ import pytest
 
 from podsim.perf import chips
 from podsim.topology import get_generation
-from podsim.validation import ROWS, SERIES, run_table, series_table
 from podsim.topology.shapes import validate_shape
-from podsim.validation.table import SERIES_TOLERANCE, error, peak_scale, predict, row_trace, summarise
+from podsim.validation import ROWS, SERIES, run_table, series_table
+from podsim.validation.table import (
+    SERIES_TOLERANCE,
+    error,
+    peak_scale,
+    predict,
+    row_trace,
+    summarise,
+)
 
 # |error| per row as recorded in docs/validation.md
 PINNED: dict[str, float] = {"M1": 0.043, "M2": 0.077, "M3": 0.185, "ML12": 0.000, "M4": 0.014, "M5": 0.121, "M6": 0.000,
