@@ -374,13 +374,14 @@ def praxis_ablation(rows: tuple[ServingRow, ...] = ROWS, replicates: int = 2, to
     return out
 
 
-def offline_mix(row: ServingRow, scales: tuple[float, ...] = (0.9, 1.1)) -> dict:
+def offline_mix(row: ServingRow, scales: tuple[float, ...] = (0.9, 1.1), bucket_s: dict[int, float] | None = None) -> dict:
     """An Offline row's sorted batches: its simulated seconds per batch at each bucket, the share
     of batches at each under each length shape (LENGTH_SHAPES), the mixed seconds per batch and
     its error under each, and under the lognormal with article lengths scaled by each of
     `scales` (a what-if for the tokenizer: GPT-J's BPE against the table's unnamed one). The
-    lognormal is the row; the rest are sensitivities, never rows."""
-    bucket_s = offline_bucket_batch_s(row)
+    lognormal is the row; the rest are sensitivities, never rows. `bucket_s`: the seconds per
+    batch at each bucket if already simulated (run_table's `bucket_batch_s`), else run here."""
+    bucket_s = bucket_s or offline_bucket_batch_s(row)
 
     def mixed(shares: dict[int, float]) -> dict:
         t = sum(shares[b] * bucket_s[b] for b in row.buckets)
