@@ -360,8 +360,9 @@ ABLATION = (("none (praxis's step count only)", ()), ("+ dense prefill", ("dense
 def praxis_ablation(rows: tuple[ServingRow, ...] = ROWS, replicates: int = 2, tolerance_rps: float = 0.05) -> list[dict]:
     """Every row's error with each cumulative subset of a Saxml batch's costs, and the time of
     one round 3.1 batch (32 x 1,919 tokens, 128 output tokens) under it: what each mechanism
-    does to every row. A diagnostic beside the table; the Server rows' rate searches with fewer
-    `replicates` and a coarser `tolerance_rps` than the table's, to stay cheap."""
+    does to every row (and, `p99_errors`, to a Server row's p99 at the run's rate). A diagnostic
+    beside the table; the Server rows' rate searches with fewer `replicates` and a coarser
+    `tolerance_rps` than the table's, to stay cheap."""
     from podsim.serving.simulate import ServingSim
 
     out = []
@@ -370,7 +371,9 @@ def praxis_ablation(rows: tuple[ServingRow, ...] = ROWS, replicates: int = 2, to
         table = run_table(rows, praxis_costs=on, replicates=replicates, tolerance_rps=tolerance_rps)
         replica = ServingSim(row_config(ROWS[0]), praxis_costs=on).replicas[0]
         out.append({"name": name, "costs": costs, "batch_s": sum(replica.batch_s(32, ROWS[0].buckets[-1], DECODE_CAP - 1)),
-                    "errors": {r["id"]: r["error"] for r in table}, "median_abs_error": summarise(table)["median_abs_error"]})
+                    "errors": {r["id"]: r["error"] for r in table}, "median_abs_error": summarise(table)["median_abs_error"],
+                    "p99_errors": {r["id"]: r["predicted_p99_s"] / r["measured_p99_s"] - 1 for r in table
+                                   if r["predicted_p99_s"] and r["measured_p99_s"]}})
     return out
 
 
