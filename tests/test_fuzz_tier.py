@@ -27,6 +27,7 @@ from helpers import run_podsim
 
 SEED = int(os.environ.get("PODSIM_FUZZ_SEED", "26"))
 CASES = int(os.environ.get("PODSIM_FUZZ_CASES", "1100"))
+SUCCESS_FLOOR_CASES = 20  # a verb given this many cases must run at least one to a result
 CASE_LIMIT_S = float(os.environ.get("PODSIM_FUZZ_CASE_S", "30"))
 DATA = Path(__file__).parent / "data"
 ASTRA = DATA / "astra-sim"
@@ -638,5 +639,6 @@ def test_fuzz(verb, fuzz_root, capsys, monkeypatch):
     finally:
         signal.signal(signal.SIGALRM, previous)
     print(f"\n{verb}: {n} cases, exits {dict(sorted(outcomes.items()))}")
-    assert outcomes[0] + outcomes[2] + outcomes[1] == n
+    if verb != "demo" and n >= SUCCESS_FLOOR_CASES:  # the demo's cases are hostile outputs only (g_demo)
+        assert outcomes[0] > 0, f"{verb}: none of {n} cases ran to a result ({dict(outcomes)}): the generator reaches only refusals"
 
