@@ -69,12 +69,6 @@ def upload_bytes(upload) -> bytes:
     return data
 
 
-def safe_name(name: str) -> str:
-    """A file name without directories, '..' or odd characters, at most 100 characters, keeping
-    its suffix (loaders read it): podsim.files.safe_file_name."""
-    return safe_file_name(name)
-
-
 @contextmanager
 def saved_files(files: Sequence[tuple[str, bytes]]) -> Iterator[list[Path]]:
     """Write (name, bytes) pairs into a fresh temporary folder for the library's file loaders;
@@ -82,7 +76,7 @@ def saved_files(files: Sequence[tuple[str, bytes]]) -> Iterator[list[Path]]:
     with tempfile.TemporaryDirectory(prefix="podsim-upload-") as tmp:
         paths = []
         for name, data in files:
-            paths.append(write_bytes_atomic(inside(tmp, safe_name(name), "upload name"), data))
+            paths.append(write_bytes_atomic(inside(tmp, safe_file_name(name), "upload name"), data))
         try:
             yield paths
         except PodsimError as exc:

@@ -487,13 +487,6 @@ class Staging:
             fh.write(data)
         return path
 
-    def add(self, path: str | Path) -> None:
-        """Take a file another writer put in the staging folder."""
-        path = Path(path)
-        if path.parent.resolve() != self.folder.resolve():
-            raise ValueError(f"{path} is not in the staging folder")
-        self.files.append(path)
-
     def replaces(self, paths) -> None:
         """Files of the output folder this output supersedes: removed when it is moved in."""
         self.stale.extend(Path(p) for p in paths)
