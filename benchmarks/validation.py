@@ -191,10 +191,12 @@ def serving_table(ids: list[str], markdown: bool) -> None:
     for a in serving.praxis_ablation(rows):
         print(f"  {a['name']:42} batch {a['batch_s']:.2f} s  " + "  ".join(
             f"{rid} {'refused' if e is None else f'{e:+.1%}'}" for rid, e in a["errors"].items())
-              + f"  median {a['median_abs_error']:.1%}")
+              + f"  median {a['median_abs_error']:.1%}"
+              + ("  p99 at the run's rate " + "  ".join(f"{rid} {e:+.1%}" for rid, e in a["p99_errors"].items())
+                 if a["p99_errors"] else ""))
     for row in rows:
         if row.scenario == "offline":
-            mix = serving.offline_mix(row)
+            mix = serving.offline_mix(row, bucket_s=next(r for r in table if r["id"] == row.id)["bucket_batch_s"])
             print(f"\n{row.id} sorted batches (article lengths: {serving.CNNDM_SOURCE}; + {serving.PROMPT_TEMPLATE_TOKENS} "
                   f"template tokens, cap {serving.PROMPT_CAP}); simulated s per batch at each bucket: "
                   + ", ".join(f"{b}: {t:.2f} s" for b, t in mix["bucket_s"].items()) + f"; measured {row.measured:.2f} s")

@@ -123,3 +123,28 @@ def test_generated_step_by_orbits_equals_the_step_folded_from_every_flow():
     assert np.array_equal(quotient.link_bytes, every.link_bytes)
     assert np.array_equal(quotient.link_peak_utilisation, every.link_peak_utilisation)
     assert np.allclose(quotient.link_bytes, full.link_bytes, rtol=1e-12)
+
+
+def test_spines_unlike_route_every_link():
+    """A leaf whose spine uplinks differ in capacity is no group of alike links: flows across
+    slices then take every link (route_crossing, groups_alike), the others stay grouped."""
+    from dataclasses import replace
+
+    from podsim.collectives.crossing import groups_alike, route_crossing
+
+    job = _job(4, DcnSpec())
+    placement = Placement(job.fabric, job.views)
+    src, dst, _ = crossing_flows(placement, _patterns(job, "dcn", "direct", RouterPool(placement))[0])
+    fab = job.fabric
+    ip, ent, fr, _ = dcn_split_groups(fab, src, dst)
+    groups = dcn_groups(fab)
+    assert groups_alike(groups, ent, fab.n_links) and route_crossing(placement, src, dst, groups)[1]
+    leaf = int(ent[ent >= fab.n_links].min()) - fab.n_links  # a leaf's uplinks the flows take
+    cap = fab.link_capacity_bytes_per_s.copy()
+    cap[fab.leaf_spine[leaf, 0]] /= 2
+    unlike = Placement(replace(fab, link_capacity_bytes_per_s=cap), job.views)
+    groups = dcn_groups(unlike.fabric)
+    assert not groups_alike(groups, ent, fab.n_links) and groups_alike(groups, ent[ent < fab.n_links], fab.n_links)
+    (ip2, ent2, fr2), grouped = route_crossing(unlike, src, dst, groups)
+    assert not grouped and not (ent2 >= fab.n_links).any()
+    assert all(np.array_equal(a, b) for a, b in zip((ip2, ent2, fr2), unlike.route(src, dst), strict=True))

@@ -26,7 +26,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from podsim._arrays import unique
 from podsim.bounds import check_budget
 from podsim.collectives.routeparts import route_sums
 from podsim.collectives.schedule import Pattern
@@ -81,19 +80,30 @@ def dcn_groups(fabric: Fabric) -> tuple[np.ndarray, np.ndarray, np.ndarray] | No
             np.concatenate([lat, np.where(ok, members.shape[1] * lat[m[:, 0]], 0.0)]))
 
 
-def route_crossing(placement, src: np.ndarray, dst: np.ndarray) -> tuple[tuple, bool]:
+def fabric_groups(fabric: Fabric, cache: dict | None = None):
+    """`dcn_groups(fabric)`, kept in `cache` (a placement's crossing cache) once asked."""
+    if cache is None:
+        return dcn_groups(fabric)
+    if "groups" not in cache:
+        cache["groups"] = dcn_groups(fabric)
+    return cache["groups"]
+
+
+def groups_alike(groups, entries: np.ndarray, n_links: int) -> bool:
+    """Whether every spine group among route `entries` (ids n_links + g) has alike links
+    (`groups`: dcn_groups, whose -1 rows are the groups that do not)."""
+    g = entries[entries >= n_links] - n_links
+    return not len(g) or (groups is not None and bool((groups[0][g, 0] >= 0).all()))
+
+
+def route_crossing(placement, src: np.ndarray, dst: np.ndarray, groups) -> tuple[tuple, bool]:
     """((indptr, entries, frac), grouped) of flows across slices: each cross-leaf flow's S
     spine links of one kind as one group entry (routing.dcn_split_groups) where the DCN splits
-    over alike spines, else every link (`grouped` False)."""
+    over alike spines (`groups`: dcn_groups), else every link (`grouped` False)."""
     fab = placement.fabric
     g = dcn_split_groups(fab, src, dst)
-    if g is not None:
-        ip, ent, fr, members = g
-        used = unique(ent[ent >= fab.n_links]) - fab.n_links
-        mem = members[used]
-        cap, lat = fab.link_capacity_bytes_per_s, fab.link_latency_s
-        if not (mem < 0).any() and (cap[mem] == cap[mem[:, :1]]).all() and (lat[mem] == lat[mem[:, :1]]).all():
-            return (ip, ent, fr), True
+    if g is not None and groups_alike(groups, g[1], fab.n_links):
+        return g[:3], True
     return placement.route(src, dst), False
 
 
@@ -195,9 +205,7 @@ def dcn_translation(placement, patterns: Sequence[Pattern], cache: dict | None =
     spec = v0.slice.spec
     if spec.kind not in ("cubes", "rectangle") or any(v.slice.spec != spec or v.slice.form != "native" for v in views):
         return None
-    if "groups" not in cache:
-        cache["groups"] = dcn_groups(fab)
-    groups = cache["groups"]
+    groups = fabric_groups(fab, cache)
     if groups is None or any(p.split is None for p in patterns):
         return None
     shape = v0.shape
@@ -290,7 +298,7 @@ def crossing_routes(placement, pattern: Pattern, cache: dict, groups, trans: Dcn
     src, dst, w = crossing_flows(placement, pattern, None if trans is None else trans.keep)
     fab = placement.fabric
     if trans is not None:
-        (ip, ent, fr), grouped = route_crossing(placement, src, dst)
+        (ip, ent, fr), grouped = route_crossing(placement, src, dst, groups)
         if len(src) * trans.order != pattern.split.crossing or not grouped:
             raise AssertionError(f"{pattern.name} on group {pattern.layout.name} is not mapped onto itself by "
                                  f"the translations {trans.periods} of the slices")
@@ -299,7 +307,7 @@ def crossing_routes(placement, pattern: Pattern, cache: dict, groups, trans: Dcn
         cache[key] = (pattern, part, grouped)
         return part
     if groups is not None:
-        (ip, ent, fr), grouped = route_crossing(placement, src, dst)
+        (ip, ent, fr), grouped = route_crossing(placement, src, dst, groups)
     else:
         (ip, ent, fr), grouped = placement.route(src, dst), False
     part = (src, dst, w, ip, ent, fr, route_sums(ip, ent, fr, groups[2] if grouped else fab.link_latency_s))

@@ -33,6 +33,8 @@ from podsim.collectives.crossing import (
     crossing_flows,
     crossing_rows,
     dcn_translation,
+    fabric_groups,
+    groups_alike,
 )
 from podsim.collectives.routeparts import _subset, route_sums
 from podsim.collectives.schedule import Pattern
@@ -345,16 +347,11 @@ def fold_crossing(placement, patterns: Sequence[Pattern], cache: dict[frozenset,
         if trans is not None and any(len(r[1]) * trans.order != r[0].split.crossing for r in rows):
             trans = None  # a pattern not mapped onto itself after all: every flow
             rows = [(pat, *crossing_rows(placement, pat, None)) for pat in crossing]
-        n = fab.n_links
-        used = unique(np.concatenate([r[5][r[5] >= n] for r in rows]))
-        members = dcn_group_members(fab)
-        if len(used):
-            mem = members[used - n]
-            cap, lat = fab.link_capacity_bytes_per_s, fab.link_latency_s
-            if (mem < 0).any() or not ((cap[mem] == cap[mem[:, :1]]).all() and (lat[mem] == lat[mem[:, :1]]).all()):
-                trans, rows = None, []
-                for pat in crossing:  # some spine group's links differ: every flow on its links
-                    src, dst, w = crossing_flows(placement, pat)
-                    rows.append((pat, src, dst, w, *placement.route(src, dst)))
+        members, groups = dcn_group_members(fab), fabric_groups(fab, translations)
+        if not all(groups_alike(groups, r[5], fab.n_links) for r in rows):
+            trans, rows = None, []
+            for pat in crossing:  # some spine group's links differ: every flow on its links
+                src, dst, w = crossing_flows(placement, pat)
+                rows.append((pat, src, dst, w, *placement.route(src, dst)))
         cache[key] = fold_flows(rows, fab.link_capacity_bytes_per_s, fab.link_latency_s, members, trans)
     return cache[key]

@@ -37,6 +37,7 @@ from podsim.collectives.crossing import (
     crossing_routes,
     dcn_groups,
     dcn_translation,
+    fabric_groups,
     pattern_periods,
 )
 from podsim.collectives.dcnfold import DcnFold, fold_crossing
@@ -605,7 +606,6 @@ class RouterPool:
         self._symmetries: dict[frozenset, tuple] = {}  # by the patterns' ids (held with them)
         self._translations: dict = {}  # crossing.dcn_translation's cache (the placement's)
         self._slice_folds: dict = {}  # slice_symmetry's cache (the placement's)
-        self._groups: list = []  # crossing.dcn_groups of the fabric, once asked
         self._crossing_translations: dict[frozenset, tuple] = {}  # by the patterns' ids (held with them)
 
     def _symmetry(self, patterns: Sequence[Pattern]) -> Symmetry | None:
@@ -632,10 +632,9 @@ class RouterPool:
         dcn = frozenset(sym.dcn.patterns) if sym is not None and sym.dcn is not None else None
         key = ((sym.periods, sym.slice_classes, dcn) if sym is not None else (), fold_dcn, trans and trans.periods)
         if key not in self._routers:
-            if not fold_dcn and not self._groups:
-                self._groups.append(dcn_groups(self.placement.fabric))
+            groups = None if fold_dcn else fabric_groups(self.placement.fabric, self._translations)
             self._routers[key] = Router(self.placement, sym, self._crossing, grouped=not fold_dcn, translation=trans,
-                                        groups=self._groups[0] if self._groups else None)
+                                        groups=groups)
         return self._routers[key]
 
     def _crossing_translation(self, patterns: Sequence[Pattern]) -> DcnTranslation | None:

@@ -119,6 +119,32 @@ def _verdict(search: CapacitySearch, ivs: dict, each: list[dict]) -> tuple[bool,
     return (not misses), "; ".join(misses) or "met"
 
 
+def _refuse_rateless(config: ServingConfig, search: str) -> None:
+    """Refuse arrivals without a rate for `search`, which sets it."""
+    if (kind := config.requests.arrivals.kind) in ("trace", "offline"):
+        raise PodsimError(f"{search} sets the request rate; {kind} arrivals have none "
+                          "(use poisson or bursty arrivals, lengths may still come from a trace)")
+
+
+def _at_rate(config: ServingConfig, rate) -> ServingConfig:
+    """`config` with its arrivals at `rate` (requests per hour)."""
+    arrivals = config.requests.arrivals.model_copy(update={"rate": rate})
+    return config.model_copy(update={"requests": config.requests.model_copy(update={"arrivals": arrivals})})
+
+
+def _bisect(meets: Callable, met, missed, width, *, integer: bool = False) -> tuple:
+    """Halve the bracket between a value that meets (`met`) and one that misses (`missed`, on
+    either side) until it is at most `width` wide, over the integers with `integer`; the final
+    (met, missed). Both searches here assume one crossing (module docstring)."""
+    while abs(missed - met) > width:
+        mid = (met + missed) // 2 if integer else (met + missed) / 2
+        if meets(mid):
+            met = mid
+        else:
+            missed = mid
+    return met, missed
+
+
 def on_slice(config: ServingConfig, shape: str) -> ServingConfig:
     """`config` with each replica on slice `shape`: a tensor degree that does not fill the shape's
     chips is dropped (a candidate shape takes its own)."""
@@ -134,11 +160,8 @@ def serving_capacity(config: ServingConfig, search: CapacitySearch, *, generatio
     if config.disaggregated is not None:
         raise PodsimError("the capacity search scales colocated replicas; for prefill and decode pools, sweep "
                           "disaggregated.prefill and disaggregated.decode instead")
-    if config.requests.arrivals.kind in ("trace", "offline"):
-        raise PodsimError(f"the capacity search sets the request rate; {config.requests.arrivals.kind} arrivals have none "
-                          "(use poisson or bursty arrivals, lengths may still come from a trace)")
-    arrivals = config.requests.arrivals.model_copy(update={"rate": search.rate})
-    base = config.model_copy(update={"requests": config.requests.model_copy(update={"arrivals": arrivals})})
+    _refuse_rateless(config, "the capacity search")
+    base = _at_rate(config, search.rate)
     seeds = replicate_seeds(config.seed, search.replicates)
     shapes = search.slices or (config.slice,)
     probes: list[Probe] = []
@@ -171,14 +194,8 @@ def serving_capacity(config: ServingConfig, search: CapacitySearch, *, generatio
         if first_met is None:
             best[shape] = None
             continue
-        a, b = last_missed, first_met  # a misses (or is below the range), b meets
-        while b - a > 1:
-            mid = (a + b) // 2
-            if probe(mid).met:
-                b = mid
-            else:
-                a = mid
-        best[shape] = probe(b)
+        # last_missed misses (or is below the range), first_met meets
+        best[shape] = probe(_bisect(lambda n, probe=probe: probe(n).met, first_met, last_missed, 1, integer=True)[0])
     found = [p for p in best.values() if p is not None]
     answer = min(found, key=lambda p: (p.chips, p.mean("cost_per_million_tokens_usd") if not math.isnan(
         p.mean("cost_per_million_tokens_usd")) else math.inf)) if found else None
@@ -280,10 +297,8 @@ def max_rate(config: ServingConfig, bound_s: float, *, metric: str | Callable[[S
     (near saturation the curve is noisy; the bisection then returns one crossing, reproducibly).
     `metric`: a serving metric's name, or a function of a result (e.g. mlperf_server_latency_s).
     `timer`, `generation`, `praxis_costs`: passed to every simulation (what-ifs). No I/O."""
+    _refuse_rateless(config, "the rate search")
     arrivals = config.requests.arrivals
-    if arrivals.kind in ("trace", "offline"):
-        raise PodsimError(f"the rate search sets the request rate; {arrivals.kind} arrivals have none "
-                          "(use poisson or bursty arrivals, lengths may still come from a trace)")
     if not (bound_s > 0 and math.isfinite(bound_s)):
         raise PodsimError(f"rate search bound {bound_s!r} s: give a positive, finite latency")
     if not (tolerance_rps > 0 and math.isfinite(tolerance_rps)):
@@ -304,8 +319,7 @@ def max_rate(config: ServingConfig, bound_s: float, *, metric: str | Callable[[S
 
     def probe(rate: float) -> RateProbe:
         if rate not in seen:
-            cfg = config.model_copy(update={"requests": config.requests.model_copy(
-                update={"arrivals": arrivals.model_copy(update={"rate": rate * 3600.0})})})
+            cfg = _at_rate(config, rate * 3600.0)
             runs = [simulate_serving(cfg.model_copy(update={"seed": s}), timer=timer, generation=generation,
                                      praxis_costs=praxis_costs) for s in seeds]
             each = [r.metrics for r in runs]
@@ -345,11 +359,7 @@ def max_rate(config: ServingConfig, bound_s: float, *, metric: str | Callable[[S
                 lo = rate
             else:
                 hi = rate
-    while lo is not None and hi is not None and hi - lo > tolerance_rps:
-        mid = (lo + hi) / 2
-        if probe(mid).met:
-            lo = mid
-        else:
-            hi = mid
+    if lo is not None and hi is not None:
+        lo, hi = _bisect(lambda r: probe(r).met, lo, hi, tolerance_rps)
     return MaxRate(name, bound_s, replicates, judge, tolerance_rps, lo, hi,
                    tuple(sorted(seen.values(), key=lambda p: p.rate_rps)))

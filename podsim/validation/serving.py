@@ -360,8 +360,9 @@ ABLATION = (("none (praxis's step count only)", ()), ("+ dense prefill", ("dense
 def praxis_ablation(rows: tuple[ServingRow, ...] = ROWS, replicates: int = 2, tolerance_rps: float = 0.05) -> list[dict]:
     """Every row's error with each cumulative subset of a Saxml batch's costs, and the time of
     one round 3.1 batch (32 x 1,919 tokens, 128 output tokens) under it: what each mechanism
-    does to every row. A diagnostic beside the table; the Server rows' rate searches with fewer
-    `replicates` and a coarser `tolerance_rps` than the table's, to stay cheap."""
+    does to every row (and, `p99_errors`, to a Server row's p99 at the run's rate). A diagnostic
+    beside the table; the Server rows' rate searches with fewer `replicates` and a coarser
+    `tolerance_rps` than the table's, to stay cheap."""
     from podsim.serving.simulate import ServingSim
 
     out = []
@@ -370,17 +371,20 @@ def praxis_ablation(rows: tuple[ServingRow, ...] = ROWS, replicates: int = 2, to
         table = run_table(rows, praxis_costs=on, replicates=replicates, tolerance_rps=tolerance_rps)
         replica = ServingSim(row_config(ROWS[0]), praxis_costs=on).replicas[0]
         out.append({"name": name, "costs": costs, "batch_s": sum(replica.batch_s(32, ROWS[0].buckets[-1], DECODE_CAP - 1)),
-                    "errors": {r["id"]: r["error"] for r in table}, "median_abs_error": summarise(table)["median_abs_error"]})
+                    "errors": {r["id"]: r["error"] for r in table}, "median_abs_error": summarise(table)["median_abs_error"],
+                    "p99_errors": {r["id"]: r["predicted_p99_s"] / r["measured_p99_s"] - 1 for r in table
+                                   if r["predicted_p99_s"] and r["measured_p99_s"]}})
     return out
 
 
-def offline_mix(row: ServingRow, scales: tuple[float, ...] = (0.9, 1.1)) -> dict:
+def offline_mix(row: ServingRow, scales: tuple[float, ...] = (0.9, 1.1), bucket_s: dict[int, float] | None = None) -> dict:
     """An Offline row's sorted batches: its simulated seconds per batch at each bucket, the share
     of batches at each under each length shape (LENGTH_SHAPES), the mixed seconds per batch and
     its error under each, and under the lognormal with article lengths scaled by each of
     `scales` (a what-if for the tokenizer: GPT-J's BPE against the table's unnamed one). The
-    lognormal is the row; the rest are sensitivities, never rows."""
-    bucket_s = offline_bucket_batch_s(row)
+    lognormal is the row; the rest are sensitivities, never rows. `bucket_s`: the seconds per
+    batch at each bucket if already simulated (run_table's `bucket_batch_s`), else run here."""
+    bucket_s = bucket_s or offline_bucket_batch_s(row)
 
     def mixed(shares: dict[int, float]) -> dict:
         t = sum(shares[b] * bucket_s[b] for b in row.buckets)
