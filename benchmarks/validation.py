@@ -9,6 +9,7 @@ Run (from the repository root, a few minutes on 2 cores):
     PYTHONPATH=$PWD .venv/bin/python benchmarks/validation.py --markdown   # the table for docs/validation.md
     PYTHONPATH=$PWD .venv/bin/python benchmarks/validation.py --tf1        # the TF1 rows, each setting switched back
     PYTHONPATH=$PWD .venv/bin/python benchmarks/validation.py --sharding   # sharded activations, collective matmul, host input switched back
+    PYTHONPATH=$PWD .venv/bin/python benchmarks/validation.py --multipod-wrap  # the v3 multipod rows with the long axis closed
     PYTHONPATH=$PWD .venv/bin/python benchmarks/validation.py --serving    # the serving rows only (MLPerf Inference, I1-I4)
     PYTHONPATH=$PWD .venv/bin/python benchmarks/validation.py --series     # the multislice series only (per-chip throughput ratios)
 
@@ -104,6 +105,21 @@ def setting_effects(settings: dict[str, dict], rows) -> None:
             same = all(getattr(r.options, k) == v for k, v in change.items())
             cells.append(f"{'(same)' if same else cell(replace(r, options=replace(r.options, **change))):>28}")
         print(f"{r.id:4} " + "  ".join(cells), flush=True)
+
+
+def multipod_wrap() -> None:
+    """The v3 multipod rows (M3, M7) as wired (the 128-chip axis a mesh line, MULTIPOD-WRAP) and
+    with that axis closed into a ring, the what-if docs/validation.md quotes."""
+    from podsim.topology.generations import custom_generation
+
+    ring = custom_generation("tpu-v3-multipod", "tpu-v3-multipod-ring", "long axis closed into a ring", axis_wraps=(True, True))
+    print(f"{'id':4} {'as wired':>20}  {'long axis a ring':>20}")
+    for r in (r for r in ROWS if r.generation == "tpu-v3-multipod"):
+        cells = []
+        for gen in (r.generation, ring):
+            t = predict(replace(r, generation=gen))["step_time_s"]
+            cells.append(f"{error(r, t):+.1%} ({_fmt_s(t)})")
+        print(f"{r.id:4} " + "  ".join(f"{c:>20}" for c in cells), flush=True)
 
 
 def _serving_figure(r: dict, value: float | None) -> str:
@@ -230,6 +246,9 @@ def main(argv: list[str]) -> None:
         return
     if "--sharding" in argv:
         setting_effects(SHARDING_SETTINGS, [r for r in ROWS if r.options.sequence_parallel or r.options.input_pipeline != "none"])
+        return
+    if "--multipod-wrap" in argv:
+        multipod_wrap()
         return
     if "--calibrate" in argv:
         t0 = time.perf_counter()

@@ -312,6 +312,7 @@ def test_pipeline_stays_on_one_physical_axis():
     (("gpt3-175b", "4x4x4", "data=64,expert=1"), {"overrides": {"n_layers": 0}}, "n_layers: 0 is out of range: a layer count is [1, 1,000]"),
     (("gpt3-175b", "4x4x4", "data=64"), {"overrides": {"depth": 3}}, "'depth' cannot be set"),
     (("llama2-70b", "4x4x4", "data=8,expert=8"), {}, "expert=8 needs a mixture-of-experts model"),
+    (("mixtral-8x7b", "4x4x4", "data=64"), {"overrides": {"parallel_block": True}}, "parallel_block: mixtral-8x7b has experts"),
     (("gpt3-175b", "4x4x4", "data=64,warp=2"), {}, "parallelism axis 'warp' is not known"),
     (("gpt3-9t", "4x4x4", "data=64"), {}, "unknown model 'gpt3-9t'; presets: gpt3-175b"),
 ])

@@ -370,7 +370,7 @@ class _TransformerProgram:
         self.cm_rs = mode in ("chunked", "reduce_scatter")  # reduce-scatters out of a matmul decomposed
         self.rs_blocking = not opts.overlap_grad_reduce
         self.ar_blocking = grad_allreduce_blocking(opts, sh.plan)
-        self.parallel = sh.cfg.parallel_block and not sh.cfg.is_moe  # attention and MLP as one block
+        self.parallel = sh.cfg.parallel_block  # attention and the dense MLP as one block (never MoE: _transformer_program)
 
     # Tensor-parallel boundaries (Megatron f and g operators, or their sequence-parallel forms),
     # on the critical path, or (collective_matmul "hidden") beside the next compute op; the
@@ -600,6 +600,9 @@ def _transformer_program(cfg: TransformerConfig, plan: ParallelPlan, opts: Gener
         raise PodsimError(why)
     if why := cfg.expert_problem(e):
         raise PodsimError(why)
+    if cfg.parallel_block and cfg.is_moe:
+        raise PodsimError(f"parallel_block: {cfg.name} has experts; the generator builds a parallel block of attention and a "
+                          "dense MLP only (PaLM §2), not of attention and a mixture of experts; drop parallel_block")
     if cfg.n_layers % p:
         raise PodsimError(f"pipeline={p} does not divide {cfg.name}'s {cfg.n_layers} layers")
     if opts.sequence_parallel and cfg.seq_len % t:

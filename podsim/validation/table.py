@@ -119,7 +119,7 @@ JPEG_NOTE = "hosts decode JPEGs every step (no --cache_decoded_image)"
 # physical_shape (32, 128) for 8192 cores, its system file 512 hosts on one "2-D toroidal mesh"),
 # the 128-chip axis a mesh line and the 32-chip axis a ring (MULTIPOD-WRAP: the BERT JAX run script
 # for the same machine passes --deepsea_wrap=false,true,false on 128 x 32 chips; closed into a ring
-# instead, M3 would be -22.7% and M7 -2.0%).
+# instead, M3 would be -22.7% and M7 -2.0%: benchmarks/validation.py --multipod-wrap).
 MULTIPOD_NOTE = "one 32x128 slice: the 4 pods joined by inter-pod ICI, the long axis a mesh line (MULTIPOD-V07, MULTIPOD-WRAP)"
 
 
