@@ -12,6 +12,7 @@ Run (from the repository root, a few minutes on 2 cores):
     PYTHONPATH=$PWD .venv/bin/python benchmarks/validation.py --multipod-wrap  # the v3 multipod rows with the long axis closed
     PYTHONPATH=$PWD .venv/bin/python benchmarks/validation.py --serving    # the serving rows only (MLPerf Inference, I1-I4)
     PYTHONPATH=$PWD .venv/bin/python benchmarks/validation.py --series     # the multislice series only (per-chip throughput ratios)
+    PYTHONPATH=$PWD .venv/bin/python benchmarks/validation.py --write-bands  # the whole table, then podsim/data/error_bands.json from it
 
 After the table, the multislice series (podsim.validation.SERIES): one model measured at several
 slice counts, its per-chip throughput relative to the fewest slices, measured and predicted.
@@ -25,12 +26,14 @@ from __future__ import annotations
 import sys
 import time
 from dataclasses import replace
+from pathlib import Path
 
 from podsim.perf import chips
-from podsim.validation import ROWS, SERIES, run_table, series_table
+from podsim.validation import ROWS, SERIES, bands, run_table, series_table
 from podsim.validation.table import (
     SERIES_TOLERANCE,
     UPPER_BOUND_BAND,
+    band_errors,
     calibrate,
     error,
     predict,
@@ -234,6 +237,17 @@ def series_lines(table: list[dict], markdown: bool) -> list[str]:
     return out
 
 
+def write_bands(table: list[dict]) -> None:
+    """podsim/data/error_bands.json from the whole table's validation rows (podsim.validation.bands)."""
+    if {r["id"] for r in table} != {r.id for r in ROWS}:
+        raise SystemExit("--write-bands needs the whole table: give no row ids")
+    note = ("written by `benchmarks/validation.py --write-bands` from the step-time validation table "
+            "(podsim/validation/table.py): |error| of the rows that set no constant, per kind prefix")
+    path = Path(__file__).resolve().parents[1] / "podsim" / "data" / bands.BANDS_FILE
+    path.write_text(bands.to_json(bands.bands_from_errors(band_errors(table)), note), encoding="utf-8")
+    print(f"wrote {path}")
+
+
 def main(argv: list[str]) -> None:
     ids = [a for a in argv if not a.startswith("--")]
     if "--series" in argv:
@@ -266,6 +280,9 @@ def main(argv: list[str]) -> None:
           f"{UPPER_BOUND_BAND:.0%} below the bound. Wall time {time.perf_counter() - t0:.0f} s.")
     if "--markdown" in argv:
         print("\n" + _markdown(table))
+    if "--write-bands" in argv:
+        write_bands(table)
+        return
     have = {r["id"] for r in table}
     if all(rid in have for s in SERIES for rid in s.rows):
         print("\n" + "\n".join(series_lines(table, "--markdown" in argv)))

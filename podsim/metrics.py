@@ -205,6 +205,12 @@ register(
     _m("dcn_collective_bytes", "bytes", "bytes of the collectives that cross the DCN, one step", _S),
     _m("chip_s_per_step", "s", "chips x step time", _S),
     _m("time_to_train_s", "s", "steps x step time", _S, True),
+    _m("step_time_error", "fraction", "typical |error| of podsim's step time against published runs of this kind: the 68th "
+       "percentile over the validation corpus's runs of the kind (podsim.validation.bands; NaN: the corpus has none)", _S),
+    _m("step_time_error_runs", "count", "validation runs behind step_time_error", _S),
+    _m("step_time_error_kind", "text", "the kind of run step_time_error is taken over (single-slice or multislice, "
+       "generation); broader than the study's own when the corpus has fewer than 3 runs of it", _S),
+    _m("step_time_error_text", "text", "step_time_error in words: the figure, its runs, and whether it is for this kind", _S),
     _m("chip_h", "chip_h", "chip-hours of the study (steps x chips x step time)", _S),
     # both: cost and energy (podsim.scenario.run.cost_figures)
     _m("cost_usd", "usd", "chip-hours x the published price per chip-hour (only where a price with a source is known)",

@@ -28,6 +28,7 @@ from podsim.study import CachedStepTime, EngineStepTime, RooflineStepTime, StepS
 from podsim.study.study import study_plan
 from podsim.topology import DcnSpec, Generation, format_shape, get_generation, topology_summary
 from podsim.topology.shapes import slice_name
+from podsim.validation.bands import step_band
 
 if TYPE_CHECKING:  # a job stream imports the cluster simulation (CP-SAT, ...) where it runs, not a step
     from podsim.cluster import ClusterResult, ClusterRun
@@ -207,6 +208,10 @@ def step_metrics(study: StepStudy, r: StepResult, steps: int | None = None, mode
     if steps:
         m["steps"] = steps
         m["time_to_train_s"] = steps * r.step_time_s
+    band = step_band(study.generation.id, study.slices)
+    m.update({"step_time_error": band.typical if band.typical is not None else math.nan,
+              "step_time_error_runs": band.n_runs, "step_time_error_kind": "/".join(band.used),
+              "step_time_error_text": band.text()})
     return m
 
 

@@ -42,6 +42,7 @@ from podsim.topology import get_generation
 from podsim.trace.generate import RECOMPUTE_POLICIES
 from podsim.trace.memory import fits_hbm
 from podsim.trace.model import StepTrace
+from podsim.validation.bands import step_kind
 from podsim.validation.row import Row, Series, per_chip_throughput, row_chips
 from podsim.validation.sheet_rows import SHEET_ROWS, SHEET_SERIES
 
@@ -143,6 +144,7 @@ def run_table(rows: tuple[Row, ...] = ROWS, on_row: Callable[[dict], None] | Non
         s = predict(row)
         scale = peak_scale(row)
         rec = {"id": row.id, "system": row.system, "model": row.model_name, "kind": row.kind,
+               "generation": row.generation, "slices": row.slices,
                "measured_s": row.measured_s, "measured_hi_s": row.measured_hi_s, "predicted_s": s["step_time_s"],
                "ratio": s["step_time_s"] / row.measured_s, "error": error(row, s["step_time_s"]),
                "mfu": s["mfu"] * scale if s.get("mfu") else None, "hfu": s["hfu"] * scale if s.get("hfu") else None,
@@ -229,3 +231,9 @@ def calibrate(rounds: int = 2) -> dict[str, float]:
         for k in CONSTANTS:
             values[k] = _solve(rows[k], k, {o: v for o, v in values.items() if o != k}, values[k])
     return values
+
+
+def band_errors(table: list[dict]) -> list[tuple[tuple[str, ...], float]]:
+    """(kind, error) of every row that sets no constant, for the error bands
+    (podsim.validation.bands: `benchmarks/validation.py --write-bands`)."""
+    return [(step_kind(r["generation"], r["slices"]), r["error"]) for r in table if not r["calibration"]]
