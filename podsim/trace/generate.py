@@ -85,15 +85,17 @@ from podsim.trace.model import (
     Compute,
     StepTrace,
 )
+from podsim.trace.optimizers import OPTIMIZERS
 from podsim.trace.plans import grad_allreduce_blocking, local_batch, microbatches
 from podsim.trace.resnet import resnet_program
 
 Precision = Literal["bf16", "int8", "fp8"]  # PRECISIONS, as a type the scenario schema checks
 Attention = Literal["flash", "materialized"]
-Recompute = Literal["none", "minimal", "full"]
+Recompute = Literal["none", "minimal", "dots", "save_attention", "full"]
 CollectiveMatmul = Literal["auto", "exposed", "chunked", "all_gather", "reduce_scatter", "hidden"]  # COLLECTIVE_MATMUL
 InputPipeline = Literal["none", "jpeg"]  # podsim.perf.chips.INPUT_PIPELINES
-assert get_args(Precision) == PRECISIONS and get_args(InputPipeline) == INPUT_PIPELINES
+Optimizer = Literal["adam", "adafactor", "adafactor_int8_momentum"]  # podsim.trace.optimizers.OPTIMIZERS
+assert get_args(Precision) == PRECISIONS and get_args(InputPipeline) == INPUT_PIPELINES and get_args(Optimizer) == OPTIMIZERS
 
 
 @dataclass(frozen=True)
@@ -109,10 +111,15 @@ class GenerateOptions:
     # None: 1 without a pipeline, else the largest divisor of the local batch <= 4p
     microbatches: q.MICROBATCHES.type | None = None
     # Activation recomputation: none; minimal (Korthikanti et al. 2022 selective: the attention
-    # core, QK^T, softmax and AV, re-runs in backward); full (each layer's forward re-runs).
-    # True/False are accepted for full/none.
+    # core, QK^T, softmax and AV, re-runs in backward); dots (JAX's checkpoint_dots_with_no_batch_dims,
+    # MaxText's remat_policy 'minimal' at 76bd53b: the weight matmuls' outputs kept, the attention core,
+    # the norms and the MLP's activation re-run); save_attention (only Q/K/V and the attention
+    # output before and after its projection are kept: the MLP's input matmul and activation and the
+    # attention core re-run; Lingvo-JAX's SAVE_DOT_FOR_MLPERF_200B, tensorflow/lingvo@0c5d29e
+    # lingvo/jax/layers/repeats.py); full (each layer's forward re-runs). True/False: full/none.
     recompute: Recompute | bool = "none"
     precision: Precision = "bf16"  # matmul precision: bf16, or int8 / fp8 where the generation publishes the rate
+    optimizer: Optimizer = "adam"  # the optimizer's state per parameter (podsim.trace.optimizers): adam, adafactor, ...
     # Overlap as XLA schedules it (each a switch so its effect can be measured):
     overlap_fsdp_prefetch: bool = True  # FSDP gathers of the next layer run under this layer's compute
     overlap_grad_reduce: bool = True  # FSDP reduce-scatters and in-slice data-parallel all-reduces overlap backward
@@ -145,7 +152,7 @@ class GenerateOptions:
 
 
 OVERLAP_SWITCHES = ("overlap_fsdp_prefetch", "overlap_grad_reduce", "overlap_dcn", "collective_matmul")
-RECOMPUTE_POLICIES = ("none", "minimal", "full")
+RECOMPUTE_POLICIES = ("none", "minimal", "dots", "save_attention", "full")  # least recompute first
 
 COLLECTIVE_MATMUL = get_args(CollectiveMatmul)
 """How tensor-parallel collectives meet the matmuls beside them:
@@ -508,9 +515,17 @@ class _TransformerProgram:
                 self._layer_forward(f"{tag}.recompute.{layer}", layer, bubble, g, " (recomputed)")
                 g = None
 
+            if sh.opts.recompute == "save_attention":  # the MLP's input and activation, for its backward
+                self._recompute_mlp_input(pre, layer, bubble, g)
+                g = None
+
             def recompute_core(layer: str = layer) -> None:
-                if sh.opts.recompute == "minimal":
+                if sh.opts.recompute in ("minimal", "save_attention"):
                     b.compute(f"{pre}.{layer}.attn.recompute", sh.attn_core(), name="attention core recomputed", layer=layer, bubble=bubble)
+                elif sh.opts.recompute == "dots":  # what no weight matmul produced: the core, the norms, the activation
+                    mlp = sh.mlp_block()
+                    b.compute(f"{pre}.{layer}.attn.recompute", sh.attn_core() + mlp.norm + mlp.mid, layer=layer, bubble=bubble,
+                              name="attention core, norms and MLP activation recomputed")
 
             if self.parallel:
                 done = self._block_bwd(f"{pre}.{layer}.block", layer, sh.parallel_block(), bubble=bubble, name="attention and MLP backward",
@@ -536,6 +551,15 @@ class _TransformerProgram:
         if not bubble:
             self._reduce(tag, "embed", done, sh.embed_params() * self.edge, 0, last)
 
+    def _recompute_mlp_input(self, pre: str, layer: str, bubble: bool, gather: str | None) -> None:
+        """`save_attention`: the MLP's forward up to its output matmul re-run before its backward
+        (its input gathered again under sequence parallelism, the norm, the input matmul(s) and the
+        activation); the attention projections and output are kept."""
+        mlp = self.sh.mlp_block()
+        self._enter(f"{pre}.{layer}.mlp.recompute.in", layer)
+        self.b.compute(f"{pre}.{layer}.mlp.recompute", mlp.norm + mlp.first + mlp.mid, deps=[gather],
+                       name="MLP input and activation recomputed", layer=layer, bubble=bubble)
+
     def _reduce(self, tag: str, block: str, after: str, dense: float, expert: float, last: bool) -> None:
         """Gradient reduction of one block: FSDP reduce-scatter every micro-batch, data-parallel
         all-reduce after the last; both wait only for the block's backward."""
@@ -554,7 +578,8 @@ class _TransformerProgram:
     def optimizer(self) -> None:
         sh = self.sh
         params = (sh.layers * (sh.dense_params() + sh.expert_params()) + sh.embed_params() * self.edge) / sh.plan.fsdp
-        self.b.compute("optimizer", adam_update(params, sh.opts), deps=[*self.reductions, *self.b.flush_grads()], name="Adam update of this chip's shard", layer="optimizer")
+        what = "Adam" if sh.opts.optimizer == "adam" else "Adafactor"
+        self.b.compute("optimizer", adam_update(params, sh.opts), deps=[*self.reductions, *self.b.flush_grads()], name=f"{what} update of this chip's shard", layer="optimizer")
 
     # The step ------------------------------------------------------------------------------
     def step(self) -> None:
@@ -605,6 +630,8 @@ def _transformer_program(cfg: TransformerConfig, plan: ParallelPlan, opts: Gener
                           "dense MLP only (PaLM §2), not of attention and a mixture of experts; drop parallel_block")
     if cfg.n_layers % p:
         raise PodsimError(f"pipeline={p} does not divide {cfg.name}'s {cfg.n_layers} layers")
+    if opts.recompute == "save_attention" and cfg.is_moe:
+        raise PodsimError(f"recompute 'save_attention' re-runs a dense MLP's input matmul; {cfg.name} has experts: use minimal or full")
     if opts.sequence_parallel and cfg.seq_len % t:
         raise PodsimError(f"sequence parallelism needs tensor={t} to divide the sequence length {cfg.seq_len}")
     local = local_batch(cfg.global_batch, plan, "sequences")
