@@ -30,8 +30,13 @@ class Row:
     options: GenerateOptions = GenerateOptions()
     kind: str = "measured"  # measured | range | upper_bound
     measured_hi_s: float | None = None  # range rows: the upper end
-    calibration: str = ""  # the constant this row sets, if any
     remat_stated: bool = False  # the sheet states a remat policy; else the least recompute that fits HBM
+    # the row's source states its plan and the options it runs with (split rule R2: only such a row
+    # may calibrate); False where `assumed` fills a choice the source leaves open
+    stated: bool = False
+    # an upper bound's interval (R6): the sequences it trains on and the eval sequences it also runs
+    train_samples_per_interval: int = 0
+    eval_samples_per_interval: int = 0
     assumed: str = ""
     source: str = ""
     published: str = ""  # ISO date the measurement was published (an MLPerf round's results day, a paper's arXiv v1)

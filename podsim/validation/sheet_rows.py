@@ -30,6 +30,25 @@ from podsim.validation.row import (
 MLPERF_ROUND_PUBLISHED = {"v0.6": "2019-07-10", "v0.7": "2020-07-29", "v1.0": "2021-06-30", "v1.1": "2021-12-01",
                           "v2.0": "2022-06-29", "v3.1": "2023-11-08", "v4.0": "2024-06-12", "v4.1": "2024-11-13"}
 PALM_PUBLISHED = "2022-04-05"  # arXiv:2204.02311 v1
+# The rows whose `assumed` fills a choice of plan or options the source leaves open (all others'
+# sources state both; split rule R2: only those may calibrate): M10 (the in-slice sharding is in
+# the paxml wheel, not the repo), M14, M15, T4, T12 (the cross-slice layout is not set in the
+# script), M16 (the mesh axes' roles; remat not stated), P1 and P1a (PaLM's remat policy is not
+# stated; P1a's step is the paper's "about 1.95x").
+NOT_STATED = {"M10", "M14", "M15", "T4", "T12", "M16", "P1", "P1a"}
+# Each GPT-3 interval trains on 24,576 sequences and then runs the forward pass of 24,567 eval
+# sequences (measurements.md caveat 3; the sheet's method section): split rule R6.
+GPT3_INTERVAL = (24_576, 24_567)
+# What the v1.1 open rows' code states beyond the sheet (each applied as the code says):
+# M16, Lingvo-TF wiki_bert.py BertTemplate (the file the sheet cites): XLAShardingAdafactor, BETA1 = 0,
+# factored=True; M17, Lingvo-JAX bert.py BertSpmdL66H12kBiggerBatch8x8x16 on TransformerBertSpmdAdafactor
+# (tensorflow/lingvo@0c5d29e lingvo/jax/tasks/lm/params/bert.py, lingvo/jax/tasks/lm/model_params.py):
+# set_default_adafactor (ShardedAdafactor, beta1 0.9, momentum int8 by default, factored) and
+# CHECKPOINT_POLICY SAVE_DOT_FOR_MLPERF_200B, which saves only 'combined_qkv_proj', 'query_proj',
+# 'value_proj', 'key_proj', 'context' and 'out_proj' (lingvo/jax/layers/repeats.py _custom_policy):
+# the MLP and the attention scores are recomputed.
+M16_CODE = "Adafactor without momentum, factored (its code)"
+M17_CODE = "SAVE_DOT_FOR_MLPERF_200B: Q/K/V, context and out_proj saved, the MLP recomputed; Adafactor with int8 momentum (its code)"
 _ROUND = {"M1": "v0.6", "M2": "v0.6", "ML12": "v0.6", "M3": "v0.7", "M4": "v0.7", "M7": "v0.7", "M8": "v0.7",
           "M5": "v1.0", "M9": "v1.0", "M16": "v1.1", "M17": "v1.1", "M6": "v2.0", "M10": "v3.1", "M11": "v4.0",
           "M12": "v4.0", "M13": "v4.1", "M14": "v4.1", "M15": "v4.1", "T4": "v4.1", "T12": "v4.1"}
@@ -45,10 +64,10 @@ _ROWS: tuple[Row, ...] = (
         overrides={"global_batch": 65536}, options=resnet_tf1(8192, 4096, 128, 8), assumed=MULTIPOD_NOTE,
         source="measurements.md M3 (MLPerf v0.7, R07 Google tpu-v3-8192-TF)"),
     Row("ML12", "TPU v3, 256 chips", "resnet50", "tpu-v3", "16x16", "data=256", 0.0927, overrides={"global_batch": 32768},
-        options=replace(resnet_tf1(512, 256, None), input_pipeline="jpeg"), calibration="V3_HOST_JPEG_IMAGES_PER_S", assumed=JPEG_NOTE,
+        options=replace(resnet_tf1(512, 256, None), input_pipeline="jpeg"), assumed=JPEG_NOTE,
         source="hardware.md ml.12 (MLPerf v0.6, R06 Google tpu-v3-512: num_cores=512, distributed_group_size=1)"),
     Row("M4", "TPU v4, 8 chips", "resnet50", "tpu-v4", "2x2x2", "data=8", 0.0736, overrides={"global_batch": 2048}, options=resnet_tf1(16, 8, 128),
-        calibration="HBM_FRACTION", source="measurements.md M4 (MLPerf v0.7, R07 Google tpu-v4-16-TF)"),
+        source="measurements.md M4 (MLPerf v0.7, R07 Google tpu-v4-16-TF)"),
     Row("M5", "TPU v4, 3456 chips", "resnet50", "tpu-v4", "12x12x24", "data=3456", 0.00698, overrides={"global_batch": 55296}, options=resnet_tf1(3456, 3456, 8192, 4),
         assumed="slice 12x12x24 (3456 chips)", source="measurements.md M5 (MLPerf v1.0, R10 Google tpu-v4-6912-TF)"),
     Row("M6", "TPU v4, 4096 chips (pod)", "resnet50", "tpu-v4", "16x16x16", "data=4096", 0.0034, kind="range", measured_hi_s=0.0042,
@@ -77,15 +96,17 @@ _ROWS: tuple[Row, ...] = (
         assumed="data parallel across slices", remat_stated=True, source="measurements.md M14 (MLPerf v4.1, R41 trillium-2048)"),
     Row("M15", "TPU v6e, 2 x 256 chips (multislice)", "gpt3-175b", "tpu-v6e", "16x16", "fsdp=256,dcn=2", 15.88, slices=2,
         overrides={"global_batch": 1536}, options=GenerateOptions(precision=INT8, recompute="full"), kind="upper_bound",
-        assumed="data parallel across slices", remat_stated=True, calibration="V6E_INT8_FRACTION",
+        assumed="data parallel across slices", remat_stated=True,
         source="measurements.md M15 (MLPerf v4.1, R41 trillium-512)"),
     Row("M16", "TPU v4, 2048 chips", encoder_lm("lm-482b", 64, 16384, 131072, 256, 4096, "measurements.md M16", **LINGVO_DENSE_BUILDER), "tpu-v4", "8x16x16",
-        "fsdp=256,tensor=8", 22.0, options=replace(UNFUSED, **GSPMD_SHARDED),
-        assumed="mesh [256, 8] as fsdp x tensor; bf16; remat not stated: the least that fits HBM; unfused attention; " + SHARDED_NOTE,
+        "fsdp=256,tensor=8", 22.0, options=replace(UNFUSED, optimizer="adafactor", **GSPMD_SHARDED),
+        assumed="mesh [256, 8] as fsdp x tensor; bf16; remat not stated: the least that fits HBM; unfused attention; " + M16_CODE
+                + "; " + SHARDED_NOTE,
         source="measurements.md M16 (MLPerf v1.1 open, R11 tpu-v4-4096-TF)"),
     Row("M17", "TPU v4, 1024 chips", encoder_lm("lm-200b", 66, 12288, 98304, 128, 4096, "measurements.md M17"), "tpu-v4", "8x8x16",
-        "fsdp=64,tensor=16", 16.8, options=GenerateOptions(recompute="minimal", attention="materialized", **GSPMD_SHARDED), calibration="MATMUL_FRACTION",
-        assumed="mesh [1, 64, 16] as fsdp x tensor; SAVE_DOT as minimal recompute; unfused attention; " + SHARDED_NOTE,
+        "fsdp=64,tensor=16", 16.8,
+        options=GenerateOptions(recompute="save_attention", optimizer="adafactor_int8_momentum", attention="materialized", **GSPMD_SHARDED),
+        assumed="mesh [1, 64, 16] as fsdp x tensor; " + M17_CODE + "; unfused attention; " + SHARDED_NOTE,
         remat_stated=True, source="measurements.md M17 (MLPerf v1.1 open, R11 tpu-v4-2048-JAX)"),
     Row("P1", "TPU v4, 2 pods x 3072 chips", "palm-540b", "tpu-v4", "12x16x16", "fsdp=256,tensor=12,dcn=2", 17.6, slices=2,
         options=GenerateOptions(recompute="full", attention="materialized"), assumed="rematerialisation as full recompute; unfused attention",
@@ -115,6 +136,9 @@ _ROWS: tuple[Row, ...] = (
 
 
 def _dated(row: Row) -> Row:
+    """The row with its date, corpus, whether its source states its setup, and a bound's interval."""
+    train, evals = GPT3_INTERVAL if row.kind == "upper_bound" else (0, 0)
+    row = replace(row, stated=row.id not in NOT_STATED, train_samples_per_interval=train, eval_samples_per_interval=evals)
     if row.id in _ROUND:
         return replace(row, published=MLPERF_ROUND_PUBLISHED[_ROUND[row.id]], corpus="mlperf-training")
     return replace(row, published=PALM_PUBLISHED, corpus="paper")

@@ -1,37 +1,31 @@
 """The validation table: published measured step times next to podsim's prediction.
 
-Rows are those of shared/reference/measurements.md (ids M1..M17, P1) with the setups the
-sheet states; where the sheet leaves a choice open (a sharding inside a slice, a remat policy)
-the row's `assumed` says what podsim takes. One rule for all rows: an implementation that
-predates FlashAttention (Dao et al., May 2022) materialises the attention scores in HBM
-(`attention="materialized"`): the MLPerf v0.7-v1.1 BERT-style rows and PaLM; the 2023-24
-GPT-3 rows use a fused kernel (M11 states flash attention). `kind`:
+Rows come in modules by source: measurements.md's (`sheet_rows`: MLPerf Training logs, PaLM) and
+MaxText's published tables (`maxtext_rows`), each with the setup its source states; where the
+source leaves a choice open the row's `assumed` says what podsim takes. One rule for attention
+for every row: an implementation that predates FlashAttention (Dao et al., May 2022) materialises
+the attention scores in HBM (`attention="materialized"`): the MLPerf v0.7-v1.1 BERT-style rows and
+PaLM; the 2023-24 GPT-3 and MaxText rows use a fused kernel.
 
-- `measured`: a derived training step time; error = predicted / measured - 1;
-- `range`: the sheet gives a range (M6); error 0 inside it, else to the nearer end;
-- `upper_bound`: the GPT-3 rows (an eval pass inside each interval, caveat 3): met when the
-  prediction is at or below the bound and within 25% of it; error 0 then, else the distance
-  to that band.
+Every row is scored against the value it implies (`implied_s`, split rule R6): a measured step
+itself; a range (M6) its midpoint; an upper bound whose interval also runs an eval pass (the GPT-3
+rows, measurements.md caveat 3) the training part of the bound, from podsim's own FLOP counts of
+the row's training step (remat included) and of the forward pass of its eval sequences. error =
+predicted / implied - 1.
 
-Rows beyond the sheet's table name their source: the Trillium GPT-3 runs on 4 and 12 slices
-(T4, T12) that the sheet lists in its caveat 10, derived from the logs exactly as its method
-section says, and PaLM on one pod (P1a) from its caveat 8. `SERIES` groups the runs of one model
-at several slice counts; `series_table` sets their measured per-chip throughput, relative to the
-fewest slices, beside podsim's.
-
-At most four rows set constants (`calibration`, see podsim.perf.chips); they are left out of
-the summary statistics. One row is not in measurements.md or its caveats: ML12 (hardware.md ml.12),
-which issue 22 allows as the calibration row of the hosts' JPEG input rate. An upper-bound row is calibrated to the training part of its interval
-(`calibration_target_s`). Each row is a `StepStudy` (`row_study`) run by `run_study`; multislice
-rows run as one job on several slices (`place_slices` packs them pod by pod), with the DCN
-between them.
+Which rows set constants is not marked on any row: `podsim.validation.split.calibration_rows`
+picks them from the rows' data by the split rule; they are left out of the plain summary and
+scored with their held-out (cross-validated) error. `SERIES` groups the runs of one model at
+several slice counts; `series_table` sets their measured per-chip throughput, relative to the
+fewest slices, beside podsim's. Each row is a `StepStudy` (`row_study`) run by `run_study`;
+multislice rows run as one job on several slices (`place_slices` packs them pod by pod), with the
+DCN between them.
 """
 
 from __future__ import annotations
 
 import statistics
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import replace
 
 from podsim.engine import step_summary
@@ -39,18 +33,18 @@ from podsim.perf import chips as chip_constants
 from podsim.study import StepStudy, run_study
 from podsim.study.study import study_trace
 from podsim.topology import get_generation
+from podsim.trace.configs import get_model
 from podsim.trace.generate import RECOMPUTE_POLICIES
 from podsim.trace.memory import fits_hbm
 from podsim.trace.model import StepTrace
 from podsim.validation.bands import step_kind
+from podsim.validation.maxtext_rows import MAXTEXT_ROWS, MAXTEXT_SERIES
 from podsim.validation.row import Row, Series, per_chip_throughput, row_chips
 from podsim.validation.sheet_rows import SHEET_ROWS, SHEET_SERIES
 
-UPPER_BOUND_BAND = 0.25
-
-ROWS: tuple[Row, ...] = SHEET_ROWS
-"""Every row of the table: the sheet's (podsim.validation.sheet_rows)."""
-SERIES: tuple[Series, ...] = SHEET_SERIES
+ROWS: tuple[Row, ...] = SHEET_ROWS + MAXTEXT_ROWS
+"""Every row of the table: the sheet's (podsim.validation.sheet_rows) and MaxText's (maxtext_rows)."""
+SERIES: tuple[Series, ...] = SHEET_SERIES + MAXTEXT_SERIES
 SERIES_TOLERANCE = 0.05  # the predicted per-chip throughput ratio within 5 points of the measured one
 
 
@@ -116,16 +110,39 @@ def predict(row: Row) -> dict:
     return {**step_summary(r), "recompute": r.trace.meta["recompute"]}
 
 
-def error(row: Row, predicted_s: float) -> float:
-    """Signed error as the module docstring defines it per kind."""
-    m = row.measured_s
+_SHARE: dict[tuple, float] = {}
+
+
+def train_share(row: Row) -> float:
+    """The training part of an upper bound's interval (R6): T trained sequences at podsim's
+    hardware FLOPs per trained sequence (forward, backward and recompute, from the row's trace) over
+    those plus E eval sequences at the model's forward FLOPs each; 1 for a row without eval."""
+    t, e = row.train_samples_per_interval, row.eval_samples_per_interval
+    if not e:
+        return 1.0
+    key = (row.id, repr(row.options), repr(sorted(row.overrides.items())))
+    if key not in _SHARE:
+        trace = row_trace(row)
+        cfg = get_model(row.model, row.overrides) if isinstance(row.model, str) else row.model
+        train = float(trace.meta["hardware_flops_per_step"]) / cfg.global_batch
+        forward = cfg.forward_flops_per_token() * cfg.seq_len
+        _SHARE[key] = t * train / (t * train + e * forward)
+    return _SHARE[key]
+
+
+def implied_s(row: Row) -> float:
+    """The step time a row implies (R6): its measurement; a range's midpoint; an upper bound's
+    training part (`train_share`)."""
     if row.kind == "range":
-        hi = row.measured_hi_s or m
-        return 0.0 if m <= predicted_s <= hi else (predicted_s / m - 1 if predicted_s < m else predicted_s / hi - 1)
+        return (row.measured_s + (row.measured_hi_s or row.measured_s)) / 2
     if row.kind == "upper_bound":
-        lo = (1 - UPPER_BOUND_BAND) * m
-        return 0.0 if lo <= predicted_s <= m else (predicted_s / m - 1 if predicted_s > m else predicted_s / lo - 1)
-    return predicted_s / m - 1
+        return row.measured_s * train_share(row)
+    return row.measured_s
+
+
+def error(row: Row, predicted_s: float) -> float:
+    """Signed error against the value the row implies: predicted / implied_s - 1."""
+    return predicted_s / implied_s(row) - 1
 
 
 def peak_scale(row: Row) -> float:
@@ -136,22 +153,32 @@ def peak_scale(row: Row) -> float:
     return cc.peak_for("bf16") / cc.peak_for(row.options.precision, f"validation row {row.id}")
 
 
-def run_table(rows: tuple[Row, ...] = ROWS, on_row: Callable[[dict], None] | None = None) -> list[dict]:
-    """Each row's prediction and error; `mfu` and `hfu` against the peak of the row's precision
-    (`peak_precision`), as `peak_scale` says."""
+def record(row: Row, s: dict, sets: tuple[str, ...] = ()) -> dict:
+    """A table record of a row from its step summary `s` (`predict`); `sets`: the constants the
+    split rule has the row set (podsim.validation.split.calibration_rows), else it validates."""
+    scale = peak_scale(row)
+    return {"id": row.id, "system": row.system, "model": row.model_name, "kind": row.kind, "corpus": row.corpus,
+            "generation": row.generation, "slices": row.slices,
+            "measured_s": row.measured_s, "measured_hi_s": row.measured_hi_s, "implied_s": implied_s(row), "predicted_s": s["step_time_s"],
+            "ratio": s["step_time_s"] / row.measured_s, "error": error(row, s["step_time_s"]),
+            "mfu": s["mfu"] * scale if s.get("mfu") else None, "hfu": s["hfu"] * scale if s.get("hfu") else None,
+            "peak_precision": row.options.precision, "exposed_comm_s": s["exposed_comm_s"],
+            "calibration": ", ".join(sets), "assumed": setup_note(row), "source": row.source,
+            "engine_wall_s": s["engine_wall_s"], "recompute": s["recompute"],
+            "hbm_bytes_per_chip": s.get("hbm_bytes_per_chip"), "hbm_fits": s.get("hbm_fits")}
+
+
+def run_table(rows: tuple[Row, ...] = ROWS, on_row: Callable[[dict], None] | None = None,
+              picks: dict[str, str] | None = None) -> list[dict]:
+    """Each row's prediction and error at the constants in force; `mfu` and `hfu` against the peak
+    of the row's precision (`peak_precision`), as `peak_scale` says; `picks` (constant -> row id,
+    `calibration_rows`) tags the rows that set constants."""
+    sets = {}
+    for name, rid in (picks or {}).items():
+        sets.setdefault(rid, []).append(name)
     out = []
     for row in rows:
-        s = predict(row)
-        scale = peak_scale(row)
-        rec = {"id": row.id, "system": row.system, "model": row.model_name, "kind": row.kind,
-               "generation": row.generation, "slices": row.slices,
-               "measured_s": row.measured_s, "measured_hi_s": row.measured_hi_s, "predicted_s": s["step_time_s"],
-               "ratio": s["step_time_s"] / row.measured_s, "error": error(row, s["step_time_s"]),
-               "mfu": s["mfu"] * scale if s.get("mfu") else None, "hfu": s["hfu"] * scale if s.get("hfu") else None,
-               "peak_precision": row.options.precision, "exposed_comm_s": s["exposed_comm_s"],
-               "calibration": row.calibration, "assumed": setup_note(row), "source": row.source,
-               "engine_wall_s": s["engine_wall_s"], "recompute": s["recompute"],
-               "hbm_bytes_per_chip": s.get("hbm_bytes_per_chip"), "hbm_fits": s.get("hbm_fits")}
+        rec = record(row, predict(row), tuple(sorted(sets.get(row.id, ()))))
         out.append(rec)
         if on_row:
             on_row(rec)
@@ -165,75 +192,26 @@ def summarise(table: list[dict]) -> dict:
             "max_abs_error": max(errs, default=0.0)}
 
 
-CONSTANTS = ("MATMUL_FRACTION", "HBM_FRACTION", "V6E_INT8_FRACTION", "V3_HOST_JPEG_IMAGES_PER_S")
-BOUNDS = {"V3_HOST_JPEG_IMAGES_PER_S": (1.0, 1e9)}
-"""Where a constant may range while it is solved (fractions: 0.05 to 1)."""
+def kind_figures(table: list[dict]) -> dict[str, dict]:
+    """Per kind of run (generation x single slice or multislice, podsim.validation.bands.step_kind):
+    median and max |error| over its validation rows (plain) and, where the records carry them, over
+    every scored row of the kind with its cross-validated errors (`loo`, `loso`)."""
+    def med(xs: list[float]) -> float:
+        return statistics.median(xs) if xs else float("nan")
+
+    out: dict[str, dict] = {}
+    for kind in sorted({step_kind(r["generation"], r["slices"])[1:] for r in table}, key=lambda k: (k[1], k[0])):
+        rs = [r for r in table if step_kind(r["generation"], r["slices"])[1:] == kind]
+        plain = [abs(r["error"]) for r in rs if not r["calibration"]]
+        fig = {"n": len(rs), "plain_n": len(plain), "plain_median": med(plain), "plain_max": max(plain, default=float("nan"))}
+        for k in ("loo", "loso"):
+            xs = [abs(r[k]) for r in rs if k in r]
+            fig[f"{k}_median"], fig[f"{k}_max"] = med(xs), max(xs, default=float("nan"))
+        out[f"{kind[1]} {kind[0]}"] = fig
+    return out
 
 
-@contextmanager
-def fractions(**values: float) -> Iterator[None]:
-    """Temporarily set calibrated constants of podsim.perf.chips (achievable fractions, the host
-    input rate) by name (calibration only)."""
-    unknown = set(values) - set(CONSTANTS)
-    if unknown:
-        raise ValueError(f"not a calibrated constant: {sorted(unknown)}")
-    old = {k: getattr(chip_constants, k) for k in values}
-    for k, v in values.items():
-        setattr(chip_constants, k, v)
-    try:
-        yield
-    finally:
-        for k, v in old.items():
-            setattr(chip_constants, k, v)
-
-
-def calibration_target_s(row: Row) -> float:
-    """The step time a calibration row is fitted to: its measurement; for an upper-bound row the
-    training part of its interval. Each GPT-3 interval trains on 24,576 sequences and then runs
-    the forward pass of 24,567 eval sequences (measurements.md caveat 3); at the training rate,
-    with full remat a trained sequence costs 4 forward passes (3 without), so training is 4/5 (3/4)
-    of the interval."""
-    if row.kind != "upper_bound":
-        return row.measured_s
-    forwards = 4 if row.options.recompute == "full" else 3
-    return row.measured_s * forwards / (forwards + 1)
-
-
-def _solve(row: Row, which: str, others: dict[str, float], start: float, tol: float = 1e-3, evals: int = 8) -> float:
-    """The value (a fraction at most 1; a rate within BOUNDS) that makes `row`'s prediction equal
-    its calibration target: secant steps on predicted / target - 1 (the step time falls as the
-    value grows)."""
-    target = calibration_target_s(row)
-    lo, hi = BOUNDS.get(which, (0.05, 1.0))
-
-    def gap(f: float) -> float:
-        with fractions(**{**others, which: f}):
-            return predict(row)["step_time_s"] / target - 1
-
-    x0, x1 = start, min(start * 1.05, hi) if start < hi else start * 0.95
-    g0, g1 = gap(x0), gap(x1)
-    for _ in range(evals):
-        if abs(g1) < tol or g1 == g0:
-            break
-        x0, x1, g0 = x1, min(max(x1 - g1 * (x1 - x0) / (g1 - g0), lo), hi), g1
-        g1 = gap(x1)
-        if x1 == hi and g1 > 0:  # even the whole of peak / bandwidth is too slow: cap at the bound
-            break
-    return x1
-
-
-def calibrate(rounds: int = 2) -> dict[str, float]:
-    """Set each constant from its calibration row, in turn (each row depends a little on the
-    others' constants), `rounds` times."""
-    rows = {r.calibration: r for r in ROWS if r.calibration}
-    values = {k: getattr(chip_constants, k) for k in CONSTANTS}
-    for _ in range(rounds):
-        for k in CONSTANTS:
-            values[k] = _solve(rows[k], k, {o: v for o, v in values.items() if o != k}, values[k])
-    return values
-
-
-def band_errors(table: list[dict]) -> list[tuple[tuple[str, ...], float]]:
-    """(kind, error) of every row that sets no constant, for the error bands
-    (podsim.validation.bands: `benchmarks/validation.py --write-bands`)."""
-    return [(step_kind(r["generation"], r["slices"]), r["error"]) for r in table if not r["calibration"]]
+def band_errors(table: list[dict], cv: dict[str, float]) -> list[tuple[tuple[str, ...], float]]:
+    """(kind, cross-validated error) of every scored row, calibration rows with their held-out
+    error (R5), for the error bands (podsim.validation.bands: `benchmarks/validation.py --write-bands`)."""
+    return [(step_kind(r["generation"], r["slices"]), cv[r["id"]]) for r in table]
