@@ -26,13 +26,14 @@ from podsim.validation.row import (
 )
 
 # When each row's measurement was published: an MLPerf Training round's results day (MLCommons'
-# announcement of the round), the PaLM paper's first arXiv version.
-MLPERF_ROUND_PUBLISHED = {"v0.6": "2019-07-10", "v0.7": "2020-07-29", "v1.0": "2021-06-30", "v1.1": "2021-12-01",
-                          "v2.0": "2022-06-29", "v3.1": "2023-11-08", "v4.0": "2024-06-12", "v4.1": "2024-11-13"}
+# announcement of the round; keyed by the round's number, 0.6 for MLPerf Training v0.6), the PaLM
+# paper's first arXiv version.
+MLPERF_ROUND_PUBLISHED = {"0.6": "2019-07-10", "0.7": "2020-07-29", "1.0": "2021-06-30", "1.1": "2021-12-01",
+                          "2.0": "2022-06-29", "3.1": "2023-11-08", "4.0": "2024-06-12", "4.1": "2024-11-13"}
 PALM_PUBLISHED = "2022-04-05"  # arXiv:2204.02311 v1
-_ROUND = {"M1": "v0.6", "M2": "v0.6", "ML12": "v0.6", "M3": "v0.7", "M4": "v0.7", "M7": "v0.7", "M8": "v0.7",
-          "M5": "v1.0", "M9": "v1.0", "M16": "v1.1", "M17": "v1.1", "M6": "v2.0", "M10": "v3.1", "M11": "v4.0",
-          "M12": "v4.0", "M13": "v4.1", "M14": "v4.1", "M15": "v4.1", "T4": "v4.1", "T12": "v4.1"}
+_ROUND = {"M1": "0.6", "M2": "0.6", "ML12": "0.6", "M3": "0.7", "M4": "0.7", "M7": "0.7", "M8": "0.7",
+          "M5": "1.0", "M9": "1.0", "M16": "1.1", "M17": "1.1", "M6": "2.0", "M10": "3.1", "M11": "4.0",
+          "M12": "4.0", "M13": "4.1", "M14": "4.1", "M15": "4.1", "T4": "4.1", "T12": "4.1"}
 
 
 _ROWS: tuple[Row, ...] = (
