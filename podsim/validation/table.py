@@ -39,12 +39,14 @@ from podsim.trace.memory import fits_hbm
 from podsim.trace.model import StepTrace
 from podsim.validation.bands import step_kind
 from podsim.validation.maxtext_rows import MAXTEXT_ROWS, MAXTEXT_SERIES
+from podsim.validation.mlperf_rows import MLPERF_ROWS, MLPERF_SERIES
 from podsim.validation.row import Row, Series, per_chip_throughput, row_chips
 from podsim.validation.sheet_rows import SHEET_ROWS, SHEET_SERIES
 
-ROWS: tuple[Row, ...] = SHEET_ROWS + MAXTEXT_ROWS
-"""Every row of the table: the sheet's (podsim.validation.sheet_rows) and MaxText's (maxtext_rows)."""
-SERIES: tuple[Series, ...] = SHEET_SERIES + MAXTEXT_SERIES
+ROWS: tuple[Row, ...] = SHEET_ROWS + MLPERF_ROWS + MAXTEXT_ROWS
+"""Every row of the table: the sheet's (podsim.validation.sheet_rows), the MLPerf logs' (mlperf_rows)
+and MaxText's published tables' (maxtext_rows)."""
+SERIES: tuple[Series, ...] = SHEET_SERIES + MLPERF_SERIES + MAXTEXT_SERIES
 SERIES_TOLERANCE = 0.05  # the predicted per-chip throughput ratio within 5 points of the measured one
 
 
