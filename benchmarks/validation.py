@@ -40,7 +40,9 @@ from podsim.validation.split import (
     check_can_calibrate,
     cross_validate,
     current_values,
+    held_picks,
     row_facts,
+    rule_picks,
 )
 from podsim.validation.table import (
     SERIES_TOLERANCE,
@@ -281,11 +283,14 @@ def _pick_reason(name: str, rid: str) -> str:
     return f"most images per host per step among eligible rows: {f.host_items:.0f}"
 
 
-def print_picks(picks: dict[str, str], values: dict[str, float]) -> None:
+def print_picks(picks: dict[str, str], values: dict[str, float], rows=ROWS) -> None:
     print("calibration rows (podsim.validation.split.calibration_rows, split rule R2; every other row validates):")
     for name, rid in sorted(picks.items()):
         v = f"{values[name]:,.0f}" if name in HOST_CONSTANTS else f"{values[name]:.3f}"
         print(f"  {name:22} = {v:>8}  from {rid:13} ({_pick_reason(name, rid)})")
+    for name, why in sorted(held_picks(rows).items()):
+        print(f"  {name:22}   not set: the rule cannot work as written here, calibration stopped ({why}); "
+              f"{name} keeps its no-basis value, {current_values([name])[name]:.3f}")
 
 
 def _summary_line(label: str, errs: list[float]) -> str:
@@ -365,6 +370,13 @@ def calibrate_command(argv: list[str]) -> None:
     fit = calibrate(ROWS, picks, predictor, start=current_values(picks))
     print(f"calibrated in {time.perf_counter() - t0:.0f} s ({predictor.engine_runs} engine runs):")
     print_picks(picks, fit)
+    literal = {n: rid for n, rid in rule_picks(ROWS).items() if n not in picks}
+    if literal:
+        held = calibrate(ROWS, {**picks, **literal}, predictor, start=fit, names=literal)
+        by_id = {r.id: r for r in ROWS}
+        print("the rule applied literally would also set (not shipped): " + ", ".join(
+            f"{n} = {held[n]:.3f} from {rid} (its error then {predictor.step_s(by_id[rid], {**fit, **held}) / by_id[rid].measured_s - 1:+.1%})"
+            for n, rid in sorted(literal.items())))
     print("CALIBRATED = {" + ", ".join(f'"{k}": {v:.3f}' for k, v in sorted(fit.items()) if k not in HOST_CONSTANTS) + "}")
     print("in use: " + ", ".join(f"{k} = {v:.3f}" for k, v in sorted(current_values(fit).items())))
 

@@ -65,7 +65,7 @@ CHIPS: dict[str, tuple[int, str, dict[str, float], str, tuple[str, ...]]] = {
 
 # Host input pipelines -----------------------------------------------------------------------
 
-V3_HOST_JPEG_IMAGES_PER_S = 12_179.0
+V3_HOST_JPEG_IMAGES_PER_S = 11_049.0
 """Images per second one TPU v3 host (8 chips, hardware.md v3.6) decodes, augments and feeds when
 its pipeline decodes JPEGs every step: the MLPerf v0.6 resnet_main.py without
 --cache_decoded_image (R06 Google/benchmarks/resnet/tpu-v3-512/run_and_time.sh sets

@@ -117,9 +117,44 @@ def _sourced(name: str) -> bool:
 
 
 def calibration_rows(rows: Iterable[Row]) -> dict[str, str]:
-    """Constant name -> the id of the one row that sets it (R2 and the host rule), for every
+    """Constant name -> the id of the one row that sets it: the rule's picks (`rule_picks`) less
+    the ones it cannot work for (`held_picks`). Picks only from the rows' data and podsim's trace."""
+    rows = list(rows)
+    picks = rule_picks(rows)
+    held = held_picks(rows, picks)
+    return {n: rid for n, rid in picks.items() if n not in held}
+
+
+def ridge_flops_per_byte(chip: str) -> float:
+    """FLOPs per HBM byte at which a generation's bf16 peak and its HBM bandwidth take equal time."""
+    g = get_generation(chip)
+    return g.peak_flops_per_s / g.hbm_bytes_per_s
+
+
+def held_picks(rows: Iterable[Row], picks: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The rule's picks it cannot work for as written, and why (calibration stopped there, for the
+    lead to decide; docs/validation.md): an HBM-fraction pick whose row is compute-bound by podsim's
+    own roofline (its model FLOPs per HBM byte above its generation's ridge point) has a step that
+    hardly depends on HBM, so solving the HBM fraction on it makes that fraction absorb whatever
+    else the row misses (issue 32: v5e's would be 0.559, and MLPerf Inference's memory-bound v5e
+    rows +42%)."""
+    rows = list(rows)
+    picks = rule_picks(rows) if picks is None else picks
+    facts = {r.id: row_facts(r) for r in rows}
+    out = {}
+    for name, rid in picks.items():
+        chip, kind, _ = parse_name(name)
+        ridge = ridge_flops_per_byte(chip) if kind == HBM else 0.0
+        if kind == HBM and facts[rid].flops_per_hbm_byte > ridge:
+            out[name] = (f"{rid} is compute-bound by podsim's roofline ({facts[rid].flops_per_hbm_byte:.0f} model FLOPs per HBM "
+                         f"byte against {chip}'s ridge of {ridge:.0f}): no eligible row is memory-bound")
+    return out
+
+
+def rule_picks(rows: Iterable[Row]) -> dict[str, str]:
+    """Constant name -> the id of the one row R2 (and the host rule) picks for it, for every
     constant a row of `rows` depends on that no source sets; a constant without an eligible row is
-    left out (R3). Picks only from the rows' data and podsim's trace of them."""
+    left out (R3)."""
     rows = list(rows)
     facts = {r.id: row_facts(r) for r in rows}
     wanted = {n for r in rows for n in row_constants(r) if not _sourced(n)}
@@ -189,14 +224,16 @@ class Predictor:
         self.engine_runs = 0
 
     def summary(self, row: Row, values: Mapping[str, float]) -> dict:
-        key = (_key(row), tuple((n, values.get(n)) for n in row_constants(row)))
+        names = row_constants(row)
+        key = (_key(row), tuple((n, values.get(n)) for n in names))
         if key not in self._runs:
-            jk = _key(row)
-            if jk not in self._jobs:
-                study = fitting_study(row)
-                self._jobs[jk] = (study, study_job(study))
-            study, job = self._jobs[jk]
+            # a host rate is read when the trace is generated (the host op's duration): one job per rate
+            jk = (_key(row), tuple((n, values.get(n)) for n in names if n in HOST_CONSTANTS))
             with constants(values):
+                if jk not in self._jobs:
+                    study = fitting_study(row)
+                    self._jobs[jk] = (study, study_job(study))
+                study, job = self._jobs[jk]
                 r = simulate_step(None, job, compute_efficiency=study.compute_efficiency, fast_path=study.fast_path, routing=study.routing)
             self.engine_runs += 1
             self._runs[key] = {**step_summary(r), "recompute": r.trace.meta["recompute"]}
@@ -210,34 +247,51 @@ def _bounds(name: str) -> tuple[float, float]:
     return (1.0, 1e9) if name in HOST_CONSTANTS else efficiency.BOUNDS
 
 
-def solve(predictor: Predictor, row: Row, name: str, values: Mapping[str, float], tol: float = 1e-3, evals: int = 8) -> float:
+def solve(predictor: Predictor, row: Row, name: str, values: Mapping[str, float], tol: float = 1e-3, evals: int = 12) -> float:
     """The value of `name` that makes `row`'s prediction equal its measurement, the others at
-    `values`: secant steps on predicted / measured - 1 (the step falls as the value grows), kept
-    inside the constant's bounds (a row even the whole peak leaves slow sets it at 1)."""
-    check_can_calibrate(row, name) if name not in HOST_CONSTANTS else None
+    `values`. The step falls (or stays) as the value grows, so the value is bracketed by steps of
+    x1.25 from the current one and then narrowed by regula falsi (Illinois); a row even the bound
+    cannot meet sets the constant at that bound (a fraction at 1: the whole peak is still slow)."""
+    if name not in HOST_CONSTANTS:
+        check_can_calibrate(row, name)
     lo, hi = _bounds(name)
     target = row.measured_s
 
     def gap(x: float) -> float:
         return predictor.step_s(row, {**values, name: x}) / target - 1
 
-    x0 = min(max(values.get(name, 0.8 * hi if hi <= 1 else 1e4), lo), hi)
-    x1 = min(x0 * 1.05, hi) if x0 < hi else x0 * 0.95
-    g0, g1 = gap(x0), gap(x1)
+    a = min(max(values.get(name, 0.8 * hi if hi <= 1 else 1e4), lo), hi)
+    ga = gap(a)
+    if abs(ga) < tol:
+        return a
+    up = ga > 0  # too slow: a larger value is needed
+    b, gb = a, ga
     for _ in range(evals):
-        if abs(g1) < tol or g1 == g0:
+        b = min(b * 1.25, hi) if up else max(b / 1.25, lo)
+        gb = gap(b)
+        if (gb <= 0) if up else (gb >= 0):
             break
-        x0, x1, g0 = x1, min(max(x1 - g1 * (x1 - x0) / (g1 - g0), lo), hi), g1
-        g1 = gap(x1)
-        if (x1 == hi and g1 > 0) or (x1 == lo and g1 < 0):
-            break
-    return x1
+        a, ga = b, gb
+        if b in (lo, hi):
+            return b
+    for _ in range(evals):  # a and b bracket the root (ga and gb of opposite signs, or gb = 0)
+        if abs(gb) < tol or ga == gb:
+            return b
+        c = b - gb * (b - a) / (gb - ga)
+        gc = gap(c)
+        if (gc > 0) == (gb > 0):
+            ga /= 2  # Illinois: keep the far end from sticking
+        else:
+            a, ga = b, gb
+        b, gb = c, gc
+    return b
 
 
 def calibrate(rows: Sequence[Row], picks: Mapping[str, str], predictor: Predictor, start: Mapping[str, float] | None = None,
-              rounds: int = 2, names: Iterable[str] | None = None) -> dict[str, float]:
+              rounds: int = 4, names: Iterable[str] | None = None, tol: float = 1e-3) -> dict[str, float]:
     """Solve each picked constant on its row (`names`: only these; the rest kept at `start`), in
-    turn, `rounds` times (a chip's constants move each other's rows a little)."""
+    turn, until no constant moves by `tol` or `rounds` rounds (a generation's constants move each
+    other's rows)."""
     by_id = {r.id: r for r in rows}
     todo = sorted(picks if names is None else (n for n in names if n in picks))
     values = dict(start or current_values(picks))
@@ -245,8 +299,11 @@ def calibrate(rows: Sequence[Row], picks: Mapping[str, str], predictor: Predicto
     for n in todo:
         values.setdefault(n, current_values([n])[n])
     for _ in range(rounds):
+        before = dict(values)
         for n in todo:
             values[n] = solve(predictor, by_id[picks[n]], n, values)
+        if all(abs(values[n] - before[n]) <= tol * max(1.0, abs(before[n])) for n in todo):
+            break
     return values
 
 

@@ -33,8 +33,7 @@ from podsim.perf import chips as chip_constants
 from podsim.study import StepStudy, run_study
 from podsim.study.study import study_trace
 from podsim.topology import get_generation
-from podsim.trace.configs import get_model
-from podsim.trace.generate import RECOMPUTE_POLICIES
+from podsim.trace.configs import ResNetConfig, get_model
 from podsim.trace.memory import fits_hbm
 from podsim.trace.model import StepTrace
 from podsim.validation.bands import step_kind
@@ -86,14 +85,20 @@ def row_study(row: Row, recompute: str | bool | None = None) -> StepStudy:
                      model_overrides=row.overrides, options=options, name=row.id)
 
 
+UNSTATED_REMAT = ("none", "minimal", "full")
+"""The policies tried, least recompute first, where a row's source states none: the ones any
+framework can run (`dots` and `save_attention` are named policies of JAX programs, taken only where
+a row's code states them)."""
+
+
 def fitting_study(row: Row) -> StepStudy:
-    """The row's study. Where the sheet states no remat policy, the least recompute (none,
-    minimal, full) whose HBM footprint per chip fits the chip (podsim.trace.memory): a run must
+    """The row's study. Where the sheet states no remat policy, the least recompute of
+    UNSTATED_REMAT whose HBM footprint per chip fits the chip (podsim.trace.memory): a run must
     fit, and nobody recomputes more than they must."""
     if row.remat_stated:
         return row_study(row)
     capacity = get_generation(row.generation).hbm_per_chip.si
-    for policy in RECOMPUTE_POLICIES:
+    for policy in UNSTATED_REMAT:
         study = row_study(row, policy)
         if fits_hbm(study_trace(study).meta["hbm_footprint"]["total_bytes"], capacity):
             return study
@@ -116,9 +121,9 @@ _SHARE: dict[tuple, float] = {}
 
 
 def train_share(row: Row) -> float:
-    """The training part of an upper bound's interval (R6): T trained sequences at podsim's
-    hardware FLOPs per trained sequence (forward, backward and recompute, from the row's trace) over
-    those plus E eval sequences at the model's forward FLOPs each; 1 for a row without eval."""
+    """The training part of an upper bound's interval (R6): T trained samples (sequences, images) at
+    podsim's hardware FLOPs per trained sample (forward, backward and recompute, from the row's
+    trace) over those plus E eval samples at the model's forward FLOPs each; 1 for a row without eval."""
     t, e = row.train_samples_per_interval, row.eval_samples_per_interval
     if not e:
         return 1.0
@@ -127,7 +132,7 @@ def train_share(row: Row) -> float:
         trace = row_trace(row)
         cfg = get_model(row.model, row.overrides) if isinstance(row.model, str) else row.model
         train = float(trace.meta["hardware_flops_per_step"]) / cfg.global_batch
-        forward = cfg.forward_flops_per_token() * cfg.seq_len
+        forward = cfg.forward_flops_per_image() if isinstance(cfg, ResNetConfig) else cfg.forward_flops_per_token() * cfg.seq_len
         _SHARE[key] = t * train / (t * train + e * forward)
     return _SHARE[key]
 
