@@ -11,7 +11,7 @@ from podsim import quantities as q
 from podsim.cli import app
 from podsim.cli.common import comma_counts, emit_json, refuse_options, with_budgets
 from podsim.cli.steptime import step_options
-from podsim.collectives.routes import check_routing
+from podsim.collectives.fabricroutes import check_routing
 from podsim.errors import PodsimError
 from podsim.files import write_text_atomic
 from podsim.study import StepStudy

@@ -27,7 +27,7 @@ from podsim.cli.common import (
     write_timeline,
 )
 from podsim.collectives import ALGORITHMS, KINDS
-from podsim.collectives.routes import check_routing
+from podsim.collectives.fabricroutes import check_routing
 from podsim.engine import simulate_collective
 from podsim.engine.jobs import declared_slices
 from podsim.engine.linkload import record_link_load

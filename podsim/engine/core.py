@@ -21,8 +21,9 @@ import numpy as np
 from podsim._arrays import has_duplicates
 from podsim.collectives import Plan, plan_collective
 from podsim.collectives.algorithms import busbw_factor
+from podsim.collectives.fabricroutes import Placement
 from podsim.collectives.groups import SITE_AXIS, group_layout
-from podsim.collectives.routes import Placement, Router, RouterPool, fold_reason
+from podsim.collectives.routes import Router, RouterPool, fold_reason
 from podsim.collectives.schedule import Schedule
 from podsim.engine import validate
 from podsim.engine.jobs import Job
