@@ -16,8 +16,8 @@ from podsim.errors import PodsimError
 from podsim.files import write_text_atomic
 from podsim.study import StepStudy
 from podsim.study.scaling import scaling_study
+from podsim.topology.dcn import dcn_choice
 from podsim.topology.dcntiers import TIERS_HELP
-from podsim.topology.fabric import dcn_choice
 from podsim.topology.multipath import ROUTING_POLICIES
 from podsim.trace.configs import parse_overrides
 from podsim.units import format_seconds

@@ -34,8 +34,8 @@ from podsim.engine.linkload import record_link_load
 from podsim.engine.results import CollectiveResult
 from podsim.errors import PodsimError, first_error
 from podsim.topology import build_slice, format_shape, get_generation, parse_shape
+from podsim.topology.dcn import dcn_choice
 from podsim.topology.dcntiers import TIERS_HELP
-from podsim.topology.fabric import dcn_choice
 from podsim.topology.multipath import ROUTING_POLICIES
 from podsim.trace.kinds import normalise_algorithm, normalise_kind
 from podsim.trace.model import DEFAULT_COMPUTE_EFFICIENCY
