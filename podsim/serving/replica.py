@@ -67,7 +67,7 @@ class Replica(StaticBatches, SaxmlBatcher):
         self.ahead_until = 0.0  # steps committed ahead of the clock end here (_decode_run)
         self.in_batches = 0  # static: requests taken into batches (forming, formed or running), not yet returned
         self.busy_until = 0.0  # static: when the batch running on the slice returns
-        self._praxis_s: dict[tuple[int, int, int], tuple[float, float]] = {}  # saxml: batch_s by (rows, length, steps)
+        self._batch_s: dict[tuple[int, int, int], tuple[float, float]] = {}  # static: batch_s by (rows, length, steps)
 
     # Queue ---------------------------------------------------------------------------------
     @property

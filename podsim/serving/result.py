@@ -157,16 +157,17 @@ def _timeseries(sim: ServingSim, span: float, bins: int = 120) -> dict[str, np.n
 
 def simulate_serving(config: ServingConfig, *, requests: Requests | None = None, on_progress=None, audit: bool = False,
                      timer=None, dcn=None, generation=None, run_ahead: bool = True,
-                     praxis_costs: frozenset[str] | None = None) -> ServingResult:
+                     engine=None) -> ServingResult:
     """Run one serving simulation (see podsim.serving.simulate); no I/O. `generation`: the
     config's generation with figures overridden (a scenario's), else its published one.
     `run_ahead=False`: every step through the clock (the same result, slower; for tests).
-    `praxis_costs`: which of a Saxml batch's costs to charge (diagnostics; see ServingSim)."""
+    `engine`: engine parameters (`podsim.serving.engines.EngineModel`) in place of the config's
+    (what-ifs and diagnostics)."""
     sim = ServingSim(config, requests, timer=timer, on_progress=on_progress, audit=audit, dcn=dcn, generation=generation,
-                     run_ahead=run_ahead, praxis_costs=praxis_costs)
+                     run_ahead=run_ahead, engine=engine)
     wall = sim.run()
     metrics, tables = serving_metrics(sim, wall)
-    notes = [f"on-chip prefetch: {sim.timer.onchip_source}"]
+    notes = [sim.engine.describe(), f"on-chip prefetch: {sim.timer.onchip_source}"]
     if sim.kv_transfer is not None:
         notes.append(f"KV transfer over the {sim.kv_transfer.path}: {sim.kv_transfer.fixed_s * 1e6:.1f} us + "
                      f"{1 / sim.kv_transfer.per_byte_s / 1e9:.3g} GB/s per chip")

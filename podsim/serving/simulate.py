@@ -30,13 +30,13 @@ import simpy
 
 from podsim.errors import PodsimError
 from podsim.serving.costs import InferenceShard
+from podsim.serving.engines import EngineModel, resolve_engine
 from podsim.serving.kvcache import KvBudget, kv_budget
 from podsim.serving.records import RequestLog
 from podsim.serving.replica import Replica
 from podsim.serving.saxclient import SaxRetries
 from podsim.serving.saxml import SaxmlFrontEnd
 from podsim.serving.spec import ServingConfig
-from podsim.serving.static import PRAXIS_COSTS, PRAXIS_WHAT_IFS
 from podsim.serving.steptime import StepTimer
 from podsim.serving.transfer import KvTransfer
 from podsim.serving.workload import Requests, draw_requests
@@ -51,35 +51,37 @@ class ServingSim(SaxmlFrontEnd):
     def __init__(self, config: ServingConfig, requests: Requests | None = None, *, timer: StepTimer | None = None,
                  on_progress: ProgressFn | None = None, audit: bool = False, dcn: DcnSpec | None = None,
                  generation: Generation | None = None, run_ahead: bool = True, retry_skip: bool = True,
-                 praxis_costs: frozenset[str] | None = None):
+                 engine: EngineModel | None = None):
         self.config = config
-        # saxml batches: which of praxis's costs `Replica._praxis_batch_s` charges (all by default;
-        # fewer, or PRAXIS_WHAT_IFS, only for diagnostics)
-        self.praxis_costs = PRAXIS_COSTS if praxis_costs is None else frozenset(praxis_costs)
-        if unknown := self.praxis_costs - PRAXIS_COSTS - PRAXIS_WHAT_IFS:
-            raise PodsimError(f"praxis costs {sorted(unknown)} are not known; use: {', '.join(sorted(PRAXIS_COSTS | PRAXIS_WHAT_IFS))}")
         self.generation = generation if generation is not None else get_generation(config.generation)
         if self.generation.id != config.generation:
             raise PodsimError(f"generation {self.generation.id!r} given for a config of {config.generation!r}")
+        pol = config.batch
+        # the engine's parameters (podsim.serving.engines); `engine`: a what-if set in their place
+        self.engine = engine if engine is not None else resolve_engine(config.engine, self.generation, pol.kind, pol.batcher)
         self.shape = parse_shape(config.slice)
         chips = math.prod(self.shape)
         m = config.model
         tensor = m.tensor if m.tensor is not None else max(chips // m.expert, 1)
         self.shard = InferenceShard(m.config(), tensor, m.expert, m.precision, m.parallel_block, m.capacity_factor,
-                                    m.kv_states)
-        self.timer = timer or StepTimer(self.shard, self.generation, self.shape, routing=config.routing)
-        pol = config.batch
+                                    m.kv_states, self.engine.kv_read_fraction.value)
+        self.timer = timer or StepTimer(self.shard, self.generation, self.shape, routing=config.routing, engine=self.engine)
         longest = max(pol.buckets) if pol.buckets else self.shard.cfg.seq_len
-        max_tokens = pol.token_budget if pol.kind == "continuous" else pol.max_batch * longest
-        max_seqs = pol.max_seqs if pol.kind == "continuous" else pol.max_batch
+        beams = config.requests.beams
+        if pol.kind == "continuous":
+            max_tokens, max_seqs = pol.token_budget, pol.max_seqs
+        else:  # a step's workspace: a prefill step of at most the budget, or a decode step of every row's beams
+            rows = pol.batch_sizes[-1] if pol.batch_sizes else pol.max_batch
+            max_tokens, max_seqs = max(min(pol.token_budget, rows * longest), rows * beams), rows * beams
         self.prefill_workspace_bytes: float | None = None
-        if pol.kind == "static" and pol.batcher == "saxml":
+        if pol.kind == "static" and self.engine.static_prefill == "whole":
             # a Saxml batch is one praxis program: the prompts' fprop (its activations beside the
             # prompts' KV only), then the decode loop, whose output KV buffers are made after the
             # fprop (see _check_saxml_cache): the cache sits beside a decode step's workspace
-            rows, beams = (pol.batch_sizes[-1] if pol.batch_sizes else pol.max_batch), config.requests.beams
             self.prefill_workspace_bytes = self.shard.workspace_bytes(rows * longest, rows)
             max_tokens = max_seqs = rows * beams
+            if pol.batcher != "saxml":  # no two-phase check: the whole prefill's workspace beside the cache
+                max_tokens = rows * longest
         self.budget: KvBudget = kv_budget(self.shard, self.generation, pol.page_tokens, max_tokens, max_seqs, config.hbm_reserve)
         self.req = requests if requests is not None else draw_requests(config.requests, config.duration, config.seed)
         self.log = RequestLog.empty(len(self.req))

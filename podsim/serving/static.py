@@ -14,12 +14,75 @@ if TYPE_CHECKING:
     from podsim.serving.simulate import ServingSim
 
 
-PRAXIS_COSTS = frozenset({"dense_prefill", "logits", "static_buffers", "beam_reorder"})
-"""The costs of a Saxml batch praxis's code implies (`Replica._praxis_batch_s`), all charged."""
-PRAXIS_WHAT_IFS = frozenset({"prefill_collectives_hidden", "int8_materialised"})
-"""Bounds no row uses: the prefill's tensor collectives all hidden under its matmuls (the
-classes' windowed-einsum flags at their best), and int8 weights materialised as bf16 at every
-decode step (written and read: 4 bytes more per weight)."""
+def prefill_s(sim: ServingSim, m: int, length: int, sampled: bool) -> float:
+    """A static batch's prefill of `m` prompts of `length` tokens as the engine runs it: all in one
+    step (`static_prefill` whole: praxis's fprop, dense attention over the bucket when the engine's
+    prefill attention is dense, its logits materialised when they are), or in steps of at most the
+    policy's `token_budget` tokens, whole prompts together (a prompt longer than the budget in
+    chunks over steps, each chunk attending to the ones before). `sampled`: whether the prefill
+    samples each prompt's first token."""
+    eng, timer, shard = sim.engine, sim.timer, sim.shard
+    n = m * length
+    if eng.static_prefill == "whole":
+        keys = float(n) * length if eng.prefill_attention == "dense" else n * (length + 1) / 2.0
+        t = timer.tokens_step_s(n, m if sampled else 0, n, keys, 0.0, n)
+        if eng.logits_materialised:
+            t += timer.memory_s(shard.dense_logits_bytes(keys))
+        if "prefill_collectives_hidden" in eng.what_ifs:  # what-if: every collective beside the prefill's matmuls
+            t -= timer.breakdown(n, 0, shard.load(n, keys, 0.0, n)).comm_exposed_s
+        return t
+    budget = sim.config.batch.token_budget
+    if length <= budget:  # whole prompts, up to the budget's worth per step
+        per = budget // length
+        full, rest = divmod(m, per)
+        t = 0.0
+        for k, count in ((per, full), (rest, 1 if rest else 0)):
+            if count:
+                q = k * length
+                t += count * timer.tokens_step_s(q, k if sampled else 0, q, k * length * (length + 1) / 2.0, 0.0, q)
+        return t
+    t, done = 0.0, 0
+    while done < length:  # each prompt in chunks of the budget, one prompt per step
+        c = min(budget, length - done)
+        last = done + c == length
+        t += timer.tokens_step_s(c, 1 if sampled and last else 0, c, c * (done + (c + 1) / 2.0), float(done), c)
+        done += c
+    return m * t
+
+
+def decode_s(sim: ServingSim, m: int, length: int, steps: int, beams: int) -> float:
+    """A static batch's decode steps: `m` rows x `beams` each step, each query over its prompt
+    (read once for its beams) and its own tokens so far (`kv_buffers` paged) or its beam's whole
+    static buffer of the current segment of the policy's `decode_segments`, plus 1 (`static`,
+    praxis's `lazy_broadcast_prefix_fn` and `pad_state_fn`), the engine's dense logits and beam
+    reorder where it has them."""
+    eng, timer, shard = sim.engine, sim.timer, sim.shard
+    rows = m * beams
+    segments = sim.config.batch.decode_segments or (steps,)
+    dequant = 4.0 * (shard.weight_bytes() - shard.embed_weight_bytes()) if "int8_materialised" in eng.what_ifs else 0.0
+    t = 0.0
+    for k in range(1, steps + 1):
+        if eng.kv_buffers == "static":
+            own_keys = own_read = next((s for s in segments if s >= k), k) + 1
+        else:
+            own_keys, own_read = k, k - 1
+        keys = float(rows) * (length + own_keys)
+        extra = (shard.dense_logits_bytes(keys) if eng.logits_materialised else 0.0) + dequant
+        if eng.beam_reorder:
+            extra += shard.beam_reorder_bytes(rows * own_keys)
+        t += timer.tokens_step_s(rows, rows, rows, keys, m * length + rows * own_read, rows)
+        if extra:
+            t += timer.memory_s(extra)
+    return t
+
+
+def static_batch_s(sim: ServingSim, m: int, length: int, steps: int, beams: int) -> tuple[float, float]:
+    """(prefill, decode) seconds of a static batch: the prompts' prefill, then `steps` decode
+    steps. An engine whose prefill samples nothing (`first_token_from_prefill` False: praxis's
+    `beam_search_after_prefix_fprop` re-runs each prompt's last token as the first extend step)
+    runs `steps + 1` extend steps."""
+    first = sim.engine.first_token_from_prefill
+    return prefill_s(sim, m, length, first), decode_s(sim, m, length, steps if first else steps + 1, beams)
 
 
 class StaticBatches:
@@ -41,49 +104,11 @@ class StaticBatches:
 
     def batch_s(self, m: int, length: int, steps: int) -> tuple[float, float]:
         """(prefill, decode) seconds on the slice of a static batch run at `m` rows padded to
-        `length` prompt tokens with `steps` decode steps."""
-        if self.policy.batcher == "saxml":
-            key = (m, length, steps)
-            if key not in self._praxis_s:
-                self._praxis_s[key] = self._praxis_batch_s(m, length, steps)
-            return self._praxis_s[key]
-        step, beams = self.sim.timer.tokens_step_s, self.beams
-        prefill = step(m * length, m, m * length, m * length * (length + 1) / 2.0, 0.0, m * length)
-        decode = 0.0
-        for k in range(1, steps + 1):
-            decode += step(m * beams, m * beams, m * beams, m * beams * (length + k), m * (length + beams * (k - 1)), m * beams)
-        return prefill, decode
-
-    def _praxis_batch_s(self, m: int, length: int, steps: int) -> tuple[float, float]:
-        """`batch_s` as praxis runs a Saxml batch (google/praxis@c46c844, the round 3.1 code):
-        the prompts' fprop (`LanguageModel.decode_with_params`' `fprop_fn`) is dense attention
-        over every key of the bucket (`_dot_atten`: logits materialised, fp32 softmax) and
-        samples nothing (its logits are unused); then `steps + 1` extend steps
-        (`beam_search_after_prefix_fprop`: the prompt's last token is re-run as the first), each
-        attending to the shared prompt and its beam's whole static buffer of the current
-        segment of `decode_segments` plus 1 (`lazy_broadcast_prefix_fn`, `pad_state_fn`), and
-        reordering every beam's buffer across beams (`shuffle_state`)."""
-        sim, beams = self.sim, self.beams
-        timer, shard, on = sim.timer, sim.shard, sim.praxis_costs
-        n = m * length
-        keys = float(n) * length if "dense_prefill" in on else n * (length + 1) / 2.0
-        prefill = timer.tokens_step_s(n, 0, n, keys, 0.0, n)
-        if "logits" in on:
-            prefill += timer.memory_s(shard.dense_logits_bytes(keys))
-        if "prefill_collectives_hidden" in on:  # what-if: every collective beside the prefill's matmuls
-            prefill -= timer.breakdown(n, 0, shard.load(n, keys, 0.0, n)).comm_exposed_s
-        segments = self.policy.decode_segments or (steps + 1,)
-        rows = m * beams
-        dequant = 4.0 * (shard.weight_bytes() - shard.embed_weight_bytes()) if "int8_materialised" in on else 0.0
-        decode = 0.0
-        for k in range(1, steps + 2):
-            buffer = next((s for s in segments if s >= k), k) + 1 if "static_buffers" in on else k
-            step_keys = float(rows) * (length + buffer)
-            extra = (shard.dense_logits_bytes(step_keys) if "logits" in on else 0.0) + dequant
-            if "beam_reorder" in on:
-                extra += shard.beam_reorder_bytes(rows * buffer)
-            decode += timer.tokens_step_s(rows, rows, rows, step_keys, m * length + rows * buffer, rows) + timer.memory_s(extra)
-        return prefill, decode
+        `length` prompt tokens with `steps` decode steps, as the engine runs it (cached by shape)."""
+        key = (m, length, steps)
+        if key not in self._batch_s:
+            self._batch_s[key] = static_batch_s(self.sim, m, length, steps, self.beams)
+        return self._batch_s[key]
 
     def _run_batch(self, batch: list[int], length: int, steps: int, per: int):
         """Run one static batch on the slice (its pages already taken): one prefill of every
