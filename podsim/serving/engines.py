@@ -37,7 +37,7 @@ from dataclasses import dataclass, field, replace
 from podsim.errors import PodsimError
 from podsim.topology import Generation, get_generation
 
-ENGINE_NAMES = ("auto", "ideal", "vllm", "tensorrt-llm", "jetstream", "saxml")
+ENGINE_NAMES = ("auto", "ideal", "tensorrt-llm", "tensorrt-llm-0.6", "vllm", "jetstream", "saxml")
 """`engine:` values; `auto` picks by the batch policy and platform (`resolve_engine`)."""
 
 
@@ -62,6 +62,7 @@ class EngineModel:
     name: str
     platform: str  # gpu | tpu | any
     step_overhead_s: Sourced = NONE
+    layer_overhead_s: Sourced = NONE
     token_overhead_s: Sourced = NONE
     kv_read_fraction: Sourced = FULL
     overlap: bool = False
@@ -69,6 +70,7 @@ class EngineModel:
     logits_materialised: bool = False  # dense attention's logits written and read in fp32 (praxis)
     kv_buffers: str = "paged"  # paged | static
     beam_reorder: bool = False
+    gqa_kv_sharing: bool = True  # the decode kernel reads a KV head once for its query group (False: once per query head)
     static_prefill: str = "steps"  # steps | whole
     first_token_from_prefill: bool = True  # False: the prefill samples nothing, the prompt's last token re-run (praxis)
     batch_kinds: tuple[str, ...] = ("continuous", "static")
@@ -82,22 +84,22 @@ class EngineModel:
                               "static_prefill steps|whole")
         if not 0.0 < self.kv_read_fraction.value <= 1.0:
             raise PodsimError(f"engine {self.name}: kv_read_fraction {self.kv_read_fraction.value} is not in (0, 1]")
-        if self.step_overhead_s.value < 0 or self.token_overhead_s.value < 0:
+        if min(self.step_overhead_s.value, self.layer_overhead_s.value, self.token_overhead_s.value) < 0:
             raise PodsimError(f"engine {self.name}: host overheads must be >= 0")
 
-    def host_s(self, sampled: float) -> float:
-        """Host time of a step that samples `sampled` tokens."""
-        return self.step_overhead_s.value + self.token_overhead_s.value * sampled
+    def host_s(self, sampled: float, layers: int) -> float:
+        """Host time of a step of a `layers`-layer model that samples `sampled` tokens."""
+        return self.step_overhead_s.value + self.layer_overhead_s.value * layers + self.token_overhead_s.value * sampled
 
-    def step_s(self, device_s: float, sampled: float) -> float:
+    def step_s(self, device_s: float, sampled: float, layers: int) -> float:
         """A step's time from its device time: the host's added, or beside it (`overlap`)."""
-        host = self.host_s(sampled)
+        host = self.host_s(sampled, layers)
         return max(device_s, host) if self.overlap else device_s + host
 
     def figures(self) -> dict[str, Sourced]:
         """The sourced figures, by name (for printing and the docs)."""
-        return {"step_overhead_s": self.step_overhead_s, "token_overhead_s": self.token_overhead_s,
-                "kv_read_fraction": self.kv_read_fraction}
+        return {"step_overhead_s": self.step_overhead_s, "layer_overhead_s": self.layer_overhead_s,
+                "token_overhead_s": self.token_overhead_s, "kv_read_fraction": self.kv_read_fraction}
 
     def describe(self) -> str:
         """One line: the engine and its figures with their sources."""
@@ -109,17 +111,56 @@ class EngineModel:
 
 
 PRAXIS = "google/praxis@c46c844"
-SAXML_BATCH = ("static",)
+XQA_BLOG = ("TensorRT-LLM docs/source/blogs/XQA-kernel.md (\"New XQA-kernel provides 2.4x more Llama-70B throughput\", "
+            "released in v0.8)")
+TRT_LAYER_OVERHEAD_S = 0.0
+"""TensorRT-LLM's host time per layer per step (kernel launches and runtime work the GPU waits for), calibrated
+on the gptSession era's batch-1 first-token row with the shortest prompt and fewest layers (docs/validation.md,
+serving rule S2; `benchmarks/validation.py --serving --calibrate` recomputes it)."""
+JETSTREAM_STEP_OVERHEAD_S = 0.0
+"""JetStream's host time per step on TPU v5e (the Python orchestrator's dispatch, transfer of each step's tokens,
+detokenising), calibrated on its one row with published lengths (serving rule S2); not published (ov.7)."""
+TRT_CAL = "calibration: sv.13 (serving rule S2: the batch-1 first-token row with the shortest prompt, fewest layers)"
+PAGED_KV = Sourced(1 / 1.23, "ov.16", "a paged decode kernel 20-26% slower than a contiguous one (vLLM, SOSP 2023 §7.1); "
+                   "1/1.23 at the middle")
 
-# engine -> platform -> parameters. Filled from podsim/data/reference/serving_measurements.md (ids sv.*)
+# engine -> platform -> parameters. Ids (sv., ov., lp., cl.) are rows of podsim/data/reference/serving_measurements.md
 ENGINES: dict[str, dict[str, EngineModel]] = {
     "ideal": {"any": EngineModel("ideal", "any", note="the chips alone: no host time, KV reads at the weights' HBM rate")},
+    "tensorrt-llm": {"gpu": EngineModel(
+        "tensorrt-llm", "gpu", layer_overhead_s=Sourced(TRT_LAYER_OVERHEAD_S, TRT_CAL, "borrowed from tensorrt-llm-0.6 "
+                                                        "(serving rule S3): no batch-1 row of this version"),
+        kv_read_fraction=PAGED_KV, gqa_kv_sharing=True,
+        note=f"in-flight batching (gptManager, v0.8 to v0.11): paged KV cache, XQA decode kernel ({XQA_BLOG}); "
+             "host time additive (ov.14: the batch-1 rows' time beyond the roofline adds to it)")},
+    "tensorrt-llm-0.6": {"gpu": EngineModel(
+        "tensorrt-llm-0.6", "gpu", layer_overhead_s=Sourced(TRT_LAYER_OVERHEAD_S, TRT_CAL),
+        kv_read_fraction=Sourced(1.0, "sv.1", "contiguous KV cache: the benchmark's engines are built without "
+                                 "--paged_kv_cache (TRTLLM-V061 build commands)"),
+        gqa_kv_sharing=False,
+        note=f"gptSession static batching (v0.5 to v0.7): contiguous KV, the masked MHA decode kernel reading a KV head "
+             f"once per query head (the XQA kernel that shares it came with v0.8: {XQA_BLOG})")},
+    "vllm": {"gpu": EngineModel(
+        "vllm", "gpu", step_overhead_s=Sourced(8e-3, "ov.2, ov.4", "13 ms per token of Llama 3 8B on an H100 under light "
+                                               "load (ov.2) less ~5 ms of GPU time per step (ov.4): vLLM before v0.6"),
+        kv_read_fraction=Sourced(1 / 1.23, "ov.16", "vLLM's PagedAttention kernel 20-26% slower than a contiguous one"),
+        note="continuous batching with paged KV (vLLM before v0.6.0: scheduling and input preparation on the host between "
+             "GPU steps, ov.1)")},
+    "jetstream": {"tpu": EngineModel(
+        "jetstream", "tpu", step_overhead_s=Sourced(JETSTREAM_STEP_OVERHEAD_S, "calibration: sv.62 (serving rule S2: "
+                                                    "the engine's only row with published lengths)"),
+        note="JetStream on TPU (JAX): one host dispatch per step; decode attention at the weights' HBM rate "
+             "(no kernel figure published for TPUs, ov.18)")},
     "saxml": {"tpu": EngineModel(
         "saxml", "tpu", prefill_attention="dense", logits_materialised=True, kv_buffers="static", beam_reorder=True,
-        static_prefill="whole", first_token_from_prefill=False, batch_kinds=SAXML_BATCH,
+        static_prefill="whole", first_token_from_prefill=False, batch_kinds=("static",),
+        step_overhead_s=Sourced(0.0, "ov.24", "a batch's decode steps run in one on-device loop: no host round trip per step"),
         note=f"praxis as the MLPerf rounds ran it ({PRAXIS} praxis/layers/attentions.py `_dot_atten`, "
              "praxis/beam_search.py `shuffle_state`, praxis/layers/models.py `decode_with_params`)")},
 }
+AUTO = {("gpu", "continuous"): "tensorrt-llm", ("gpu", "static"): "tensorrt-llm", ("tpu", "continuous"): "jetstream",
+        ("tpu", "static"): "jetstream"}
+"""`engine: auto`: the parameter set of each platform's validated engine (Saxml for Saxml's batcher)."""
 
 
 def platform_of(gen: Generation) -> str:
@@ -130,14 +171,15 @@ def platform_of(gen: Generation) -> str:
 def resolve_engine(name: str, generation: str | Generation, batch_kind: str = "continuous",
                    batcher: str = "idle") -> EngineModel:
     """The parameters of engine `name` on `generation`'s platform. `auto`: saxml for Saxml's
-    batcher, else vllm. A name podsim has no parameters for on that platform is refused."""
+    batcher, else the platform's validated engine (`AUTO`). A name podsim has no parameters for
+    on that platform is refused."""
     gen = get_generation(generation)
     if name not in ENGINE_NAMES:
         raise PodsimError(f"engine {name!r} is not known; use one of: {', '.join(ENGINE_NAMES)}")
-    if name == "auto":
-        name = "saxml" if batcher == "saxml" else "vllm" if "vllm" in ENGINES else "ideal"  # TODO(serve-model): vllm figures
-    sets = ENGINES.get(name, {})
     plat = platform_of(gen)
+    if name == "auto":
+        name = "saxml" if batcher == "saxml" else AUTO[(plat, batch_kind)]
+    sets = ENGINES.get(name, {})
     model = sets.get(plat) or sets.get("any")
     if model is None:
         have = ", ".join(f"{e} on {'/'.join(p)}" for e, p in ENGINES.items())

@@ -25,6 +25,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
+from dataclasses import replace
 
 import simpy
 
@@ -63,8 +64,10 @@ class ServingSim(SaxmlFrontEnd):
         chips = math.prod(self.shape)
         m = config.model
         tensor = m.tensor if m.tensor is not None else max(chips // m.expert, 1)
-        self.shard = InferenceShard(m.config(), tensor, m.expert, m.precision, m.parallel_block, m.capacity_factor,
-                                    m.kv_states, self.engine.kv_read_fraction.value)
+        shard = InferenceShard(m.config(), tensor, m.expert, m.precision, m.parallel_block, m.capacity_factor, m.kv_states,
+                               self.engine.kv_read_fraction.value)
+        # a decode kernel without GQA sharing reads each KV head once per query head of its group
+        self.shard = shard if self.engine.gqa_kv_sharing else replace(shard, kv_head_reads=shard.heads / shard.kv_heads)
         self.timer = timer or StepTimer(self.shard, self.generation, self.shape, routing=config.routing, engine=self.engine)
         longest = max(pol.buckets) if pol.buckets else self.shard.cfg.seq_len
         beams = config.requests.beams

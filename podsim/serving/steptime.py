@@ -164,6 +164,7 @@ class StepTimer:
         self._kv_write_bytes = shard.kv_bytes_per_token_layer() / e / 2.0
         self._padded_q = 2.0 * h * (math.ceil(dh / tile) * tile if tile > 1 else dh) / e
         self._layers2 = 2.0 * shard.cfg.n_layers
+        self._n_layers = shard.cfg.n_layers
         self._linear = _Linear(self)
 
     # Timing ops -----------------------------------------------------------------------------
@@ -265,7 +266,8 @@ class StepTimer:
         without building the load: what a serving simulation calls every step."""
         if tokens <= 0:
             return 0.0
-        return self.engine.step_s(self.tokens_device_s(tokens, sampled, queries, keys, read_tokens, write_tokens), sampled)
+        return self.engine.step_s(self.tokens_device_s(tokens, sampled, queries, keys, read_tokens, write_tokens), sampled,
+                                  self._n_layers)
 
     def tokens_device_s(self, tokens: int, sampled: int, queries: float, keys: float, read_tokens: float,
                         write_tokens: float) -> float:
@@ -287,7 +289,7 @@ class StepTimer:
         engine's host time."""
         if tokens <= 0:
             return 0.0
-        return self.engine.step_s(self.device_s(tokens, sampled, load), sampled)
+        return self.engine.step_s(self.device_s(tokens, sampled, load), sampled, self._n_layers)
 
     def device_s(self, tokens: int, sampled: int, load: AttentionLoad) -> float:
         """The chips' part of `step_s`: what the engine's run of the step's trace takes."""
@@ -299,7 +301,7 @@ class StepTimer:
         body, comp, exposed = self._body_exact_s(int(tokens), int(sampled))
         attn = self.attention_s(load)
         device = body + attn
-        step = self.engine.step_s(device, sampled)
+        step = self.engine.step_s(device, sampled, self._n_layers)
         return StepBreakdown(step, comp + attn, attn, exposed, step - device)
 
     def memory_s(self, hbm_bytes: float) -> float:
@@ -349,7 +351,9 @@ class _Linear:
         for i, ((op, c1), (_, c2)) in enumerate(zip(pairs1, pairs2, strict=True)):
             w = weight[i]
             part = "S" if op.layer == "head" else "T"
-            if op.name.endswith(".experts") or (i + 1 < len(ops1) and ops1[i + 1].name.endswith(".experts")):
+            # the experts' op and the dispatch collective before it (none without an expert axis: the
+            # router's compute op then precedes the experts and is linear in T)
+            if op.name.endswith(".experts") or (not op.is_compute and i + 1 < len(ops1) and ops1[i + 1].name.endswith(".experts")):
                 self.nonlinear.append((w, i))
                 continue
             if not op.is_compute:
