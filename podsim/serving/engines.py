@@ -102,22 +102,29 @@ class EngineModel:
                 "token_overhead_s": self.token_overhead_s, "kv_read_fraction": self.kv_read_fraction}
 
     def describe(self) -> str:
-        """One line: the engine and its figures with their sources."""
+        """One line: the engine and its non-zero figures with their sources."""
         f = self.figures()
-        return (f"engine {self.name} ({self.platform}): step overhead {f['step_overhead_s'].value * 1e3:.3g} ms "
-                f"[{f['step_overhead_s'].source}], per sampled token {f['token_overhead_s'].value * 1e6:.3g} us "
-                f"[{f['token_overhead_s'].source}], decode KV reads at {f['kv_read_fraction'].value:.0%} of HBM "
-                f"[{f['kv_read_fraction'].source}]" + (", host beside device" if self.overlap else ""))
+        parts = []
+        for name, unit, scale in (("step_overhead_s", "ms per step", 1e3), ("layer_overhead_s", "ms per layer per step", 1e3),
+                                  ("token_overhead_s", "us per sampled token", 1e6)):
+            if f[name].value:
+                parts.append(f"host {f[name].value * scale:.3g} {unit} [{f[name].source}]")
+        if not parts:
+            parts.append("no host time per step")
+        parts.append(f"decode KV reads at {f['kv_read_fraction'].value:.0%} of the weights' HBM rate [{f['kv_read_fraction'].source}]")
+        if not self.gqa_kv_sharing:
+            parts.append("a KV head read once per query head")
+        return f"engine {self.name} ({self.platform}): " + "; ".join(parts) + ("; host beside device" if self.overlap else "")
 
 
 PRAXIS = "google/praxis@c46c844"
 XQA_BLOG = ("TensorRT-LLM docs/source/blogs/XQA-kernel.md (\"New XQA-kernel provides 2.4x more Llama-70B throughput\", "
             "released in v0.8)")
-TRT_LAYER_OVERHEAD_S = 0.0
+TRT_LAYER_OVERHEAD_S = 1.783e-4
 """TensorRT-LLM's host time per layer per step (kernel launches and runtime work the GPU waits for), calibrated
 on the gptSession era's batch-1 first-token row with the shortest prompt and fewest layers (docs/validation.md,
 serving rule S2; `benchmarks/validation.py --serving --calibrate` recomputes it)."""
-JETSTREAM_STEP_OVERHEAD_S = 0.0
+JETSTREAM_STEP_OVERHEAD_S = 4.162e-2
 """JetStream's host time per step on TPU v5e (the Python orchestrator's dispatch, transfer of each step's tokens,
 detokenising), calibrated on its one row with published lengths (serving rule S2); not published (ov.7)."""
 TRT_CAL = "calibration: sv.13 (serving rule S2: the batch-1 first-token row with the shortest prompt, fewest layers)"
@@ -128,8 +135,8 @@ PAGED_KV = Sourced(1 / 1.23, "ov.16", "a paged decode kernel 20-26% slower than 
 ENGINES: dict[str, dict[str, EngineModel]] = {
     "ideal": {"any": EngineModel("ideal", "any", note="the chips alone: no host time, KV reads at the weights' HBM rate")},
     "tensorrt-llm": {"gpu": EngineModel(
-        "tensorrt-llm", "gpu", layer_overhead_s=Sourced(TRT_LAYER_OVERHEAD_S, TRT_CAL, "borrowed from tensorrt-llm-0.6 "
-                                                        "(serving rule S3): no batch-1 row of this version"),
+        "tensorrt-llm", "gpu", layer_overhead_s=Sourced(TRT_LAYER_OVERHEAD_S, TRT_CAL + ", borrowed from tensorrt-llm-0.6 "
+                                                        "(S3: no batch-1 row of this version)"),
         kv_read_fraction=PAGED_KV, gqa_kv_sharing=True,
         note=f"in-flight batching (gptManager, v0.8 to v0.11): paged KV cache, XQA decode kernel ({XQA_BLOG}); "
              "host time additive (ov.14: the batch-1 rows' time beyond the roofline adds to it)")},
