@@ -17,7 +17,8 @@ SMALL = {"model": "llama2-70b", "overrides": {"n_layers": 8}, "precision": {"wei
 
 
 def config(**over) -> ServingConfig:
-    body = {"generation": "tpu-v5e", "slice": "2x4", "model": SMALL, "duration": "60s", "seed": 3,
+    """A small serving run on the chips alone (engine ideal: the simulation's mechanisms, not an engine's host time)."""
+    body = {"generation": "tpu-v5e", "slice": "2x4", "model": SMALL, "duration": "60s", "seed": 3, "engine": "ideal",
             "requests": {"arrivals": {"kind": "poisson", "rate": "2/s"}, "prompt": {"kind": "lognormal", "mean": 600, "cv": 1},
                          "output": {"kind": "lognormal", "mean": 120, "cv": 1}}}
     for k, v in over.items():

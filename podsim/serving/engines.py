@@ -108,10 +108,10 @@ class EngineModel:
         for name, unit, scale in (("step_overhead_s", "ms per step", 1e3), ("layer_overhead_s", "ms per layer per step", 1e3),
                                   ("token_overhead_s", "us per sampled token", 1e6)):
             if f[name].value:
-                parts.append(f"host {f[name].value * scale:.3g} {unit} [{f[name].source}]")
+                parts.append(f"host {f[name].value * scale:.3g} {unit} ({f[name].source})")
         if not parts:
             parts.append("no host time per step")
-        parts.append(f"decode KV reads at {f['kv_read_fraction'].value:.0%} of the weights' HBM rate [{f['kv_read_fraction'].source}]")
+        parts.append(f"decode KV reads at {f['kv_read_fraction'].value:.0%} of the weights' HBM rate ({f['kv_read_fraction'].source})")
         if not self.gqa_kv_sharing:
             parts.append("a KV head read once per query head")
         return f"engine {self.name} ({self.platform}): " + "; ".join(parts) + ("; host beside device" if self.overlap else "")

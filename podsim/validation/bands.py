@@ -171,3 +171,29 @@ def merged(stored: Mapping[tuple[str, ...], dict], new: Mapping[tuple[str, ...],
     --write-bands keeps the other's bands in the one file."""
     keep = {k: v for k, v in stored.items() if not k or k[0] != root}
     return {**keep, **{k: v for k, v in new.items() if k and k[0] == root}}
+
+
+SERVING_ANSWERS = (("ttft", "TTFT"), ("tpot", "TPOT"), ("throughput", "throughput"), ("cost", "cost per million tokens"))
+"""A serving run's answers that carry a band, with their names in words (the capacity search's
+chips: `capacity_band_metrics`)."""
+
+
+def serving_band_metrics(generation: str) -> dict:
+    """Each serving answer's band as metrics: `<answer>_error` (the typical |error|, NaN where the
+    corpus has no run of the kind), `<answer>_error_runs`, `<answer>_error_text`, and
+    `serving_error_text` (all of them in one line)."""
+    out, words = {}, []
+    for answer, name in SERVING_ANSWERS:
+        b = serving_band(answer, generation)
+        out.update({f"{answer}_error": b.typical if b.typical is not None else math.nan,
+                    f"{answer}_error_runs": b.n_runs, f"{answer}_error_text": b.text()})
+        words.append(f"{name} {b.text()}")
+    out["serving_error_text"] = "; ".join(words)
+    return out
+
+
+def capacity_band_metrics(generation: str) -> dict:
+    """The capacity search's chips with the band of runs that measured a rate within latency bounds."""
+    b = serving_band("chips", generation)
+    return {"capacity_chips_error": b.typical if b.typical is not None else math.nan,
+            "capacity_chips_error_runs": b.n_runs, "capacity_chips_error_text": b.text()}
