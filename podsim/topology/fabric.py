@@ -23,6 +23,7 @@ from pydantic import ConfigDict, Field, ValidationInfo, field_validator, model_v
 from podsim import quantities as q
 from podsim.errors import PodsimError
 from podsim.quantities import NoBoolNumbers
+from podsim.topology.circuits import Circuit, home_torus_circuits
 from podsim.topology.dcntiers import DcnTiers, TierPlan, parse_tiers, tier_plan
 from podsim.topology.pod import MINUS, PLUS, PodLayout
 
@@ -48,27 +49,6 @@ class LinkKind(enum.IntEnum):
     DCN = 5  # leaf to spine, or leaf to leaf through the OCS DCN
     WAN = 6  # spine of one site to the same-numbered spine of another site
     TOR = 7  # ToR to its aggregation block (tiered DCN)
-
-
-class Circuit(tuple):
-    """An OCS circuit `(ocs, port_a, port_b)`: port_a is a cube's '+' face port, port_b a '-'."""
-
-    __slots__ = ()
-
-    def __new__(cls, ocs: int, port_a: int, port_b: int):
-        return super().__new__(cls, (int(ocs), int(port_a), int(port_b)))
-
-    @property
-    def ocs(self) -> int:
-        return self[0]
-
-    @property
-    def port_a(self) -> int:
-        return self[1]
-
-    @property
-    def port_b(self) -> int:
-        return self[2]
 
 
 class DcnSpec(NoBoolNumbers):
@@ -274,18 +254,6 @@ class _LinkBuilder:
             kind.append(np.full(2 * len(a), k, np.int8))
         cat = lambda xs, dt: np.concatenate(xs).astype(dt) if xs else np.empty(0, dt)  # noqa: E731
         return cat(src, np.int32), cat(dst, np.int32), cat(cap, float), cat(lat, float), cat(kind, np.int8)
-
-
-def home_torus_circuits(layout: PodLayout) -> tuple[Circuit, ...]:
-    """Circuits that join every pod's cubes, in their home arrangement, into one full torus."""
-    from podsim.topology.slices import cube_circuits  # local: slices imports fabric
-
-    gen = layout.generation
-    out: list[Circuit] = []
-    for pod in range(layout.pods):
-        cubes = np.arange(pod * layout.cubes_per_pod, (pod + 1) * layout.cubes_per_pod)
-        out.extend(cube_circuits(layout, gen.cube_grid, cubes, twisted=False))
-    return tuple(out)
 
 
 def _ici_cables_static(layout: PodLayout):
