@@ -163,4 +163,4 @@ def test_every_serving_metric_is_registered():
 
 def test_podsim_validate_a_serving_scenario(capsys):
     code, out, err = run_podsim(capsys, "validate", str(Path(__file__).resolve().parent.parent / "scenarios" / "i_serving_capacity.yaml"))
-    assert code == 0 and "serving fleet: llama2-70b on 3 x 2x4, poisson arrivals for 180 s, capacity search" in out, err
+    assert code == 0 and "serving fleet: llama2-70b on 6 x 2x4, poisson arrivals for 180 s, capacity search" in out, err
