@@ -17,7 +17,6 @@ from __future__ import annotations
 import heapq
 import math
 from collections import deque
-from typing import TYPE_CHECKING
 
 import simpy
 
@@ -27,14 +26,11 @@ from podsim.serving.records import DecodingSeq, Prefill, StepLog, StepPlan
 from podsim.serving.saxml import SaxmlBatcher
 from podsim.serving.static import StaticBatches
 
-if TYPE_CHECKING:
-    from podsim.serving.simulate import ServingSim
-
 
 class Replica(StaticBatches, SaxmlBatcher):
     """One replica: its queue, prefills in progress, decoding sequences and KV pages."""
 
-    def __init__(self, sim: ServingSim, index: int, role: str):
+    def __init__(self, sim, index: int, role: str):
         self.sim, self.index, self.role = sim, index, role  # role: both, prefill or decode
         self.policy = sim.config.batch
         self.n_slots = self.policy.max_seqs if self.policy.kind == "continuous" else self.policy.max_batch

@@ -9,22 +9,17 @@ replica, `SaxmlFrontEnd` into the simulation.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
 
 import simpy
 
 from podsim.errors import PodsimError
 from podsim.serving.kvcache import seq_pages
 
-if TYPE_CHECKING:
-    from podsim.serving.replica import Replica
-    from podsim.serving.simulate import ServingSim
-
 
 class SaxmlBatcher:
     """A replica's batches under Saxml's batcher (batcher `saxml`)."""
 
-    sim: ServingSim
+    sim: object  # the ServingSim it belongs to (podsim.serving.simulate; not imported: no import circle)
 
     def run_saxml(self):
         """Saxml's batcher (batcher `saxml`, see BatchPolicy): a batch is started only when fewer
@@ -82,7 +77,7 @@ class SaxmlFrontEnd:
     """The simulation's side of Saxml: the compiled batch's fit, requests turned away and the Sax
     client's retries."""
 
-    pool: list[Replica]
+    pool: list  # the simulation's prefill (or only) replicas
 
     def _check_saxml_cache(self) -> None:
         """A Saxml server compiles its largest batch at its longest bucket when it loads the

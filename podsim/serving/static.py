@@ -6,15 +6,10 @@ Mixed into `podsim.serving.replica.Replica`.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from podsim.serving.kvcache import seq_pages
 
-if TYPE_CHECKING:
-    from podsim.serving.simulate import ServingSim
 
-
-def prefill_s(sim: ServingSim, m: int, length: int, sampled: bool) -> float:
+def prefill_s(sim, m: int, length: int, sampled: bool) -> float:
     """A static batch's prefill of `m` prompts of `length` tokens as the engine runs it: all in one
     step (`static_prefill` whole: praxis's fprop, dense attention over the bucket when the engine's
     prefill attention is dense, its logits materialised when they are), or in steps of at most the
@@ -50,7 +45,7 @@ def prefill_s(sim: ServingSim, m: int, length: int, sampled: bool) -> float:
     return m * t
 
 
-def decode_s(sim: ServingSim, m: int, length: int, steps: int, beams: int) -> float:
+def decode_s(sim, m: int, length: int, steps: int, beams: int) -> float:
     """A static batch's decode steps: `m` rows x `beams` each step, each query over its prompt
     (read once for its beams) and its own tokens so far (`kv_buffers` paged) or its beam's whole
     static buffer of the current segment of the policy's `decode_segments`, plus 1 (`static`,
@@ -76,7 +71,7 @@ def decode_s(sim: ServingSim, m: int, length: int, steps: int, beams: int) -> fl
     return t
 
 
-def static_batch_s(sim: ServingSim, m: int, length: int, steps: int, beams: int) -> tuple[float, float]:
+def static_batch_s(sim, m: int, length: int, steps: int, beams: int) -> tuple[float, float]:
     """(prefill, decode) seconds of a static batch: the prompts' prefill, then `steps` decode
     steps. An engine whose prefill samples nothing (`first_token_from_prefill` False: praxis's
     `beam_search_after_prefix_fprop` re-runs each prompt's last token as the first extend step)
@@ -88,7 +83,7 @@ def static_batch_s(sim: ServingSim, m: int, length: int, steps: int, beams: int)
 class StaticBatches:
     """A replica's static batches (see the module docstring)."""
 
-    sim: ServingSim
+    sim: object  # the ServingSim it belongs to (podsim.serving.simulate; not imported: no import circle)
 
     def padded(self, n: int) -> int:
         """The batch size a static batch of `n` requests runs at (the policy's batch_sizes)."""
