@@ -166,8 +166,15 @@ class Program:
             ev.callbacks.append(lambda _ev, i=i: self.post(("done", i)))
             return
         run = _Run(i, p.plan.schedule)
+        launch = self.job.fabric.generation.collective_latency_s  # the library's time per collective (NCCL's)
+        if launch > 0:
+            self.env.timeout(launch).callbacks.append(lambda _ev, run=run: self._begin(run))
+            return
+        self._begin(run)
+
+    def _begin(self, run: _Run) -> None:
         if not self._next_stage(run):
-            self.post(("done", i))
+            self.post(("done", run.index))
 
     def _finish(self, i: int) -> None:
         p = self.plans[i]
