@@ -63,7 +63,7 @@ def test_the_shipped_bands_are_the_pinned_tables():
     from podsim.validation import ROWS
 
     want = bands_from_errors((step_kind(r.generation, r.slices), PINNED_LOO[r.id]) for r in ROWS)
-    have = {k: v for k, v in bands.stored_bands().items() if k[0] == "step"}
+    have = {k: v for k, v in bands.stored_bands().items() if k[0] == "step"}  # the serve bands: test_serving_table.py
     assert set(have) == set(want)
     for kind, fig in want.items():
         assert have[kind]["n_runs"] == fig["n_runs"], kind
