@@ -14,22 +14,23 @@ from podsim.validation import bands
 from podsim.validation import serving_table as st
 from podsim.validation.serving_rows import ALL_ROWS, SERVER_ROWS
 
-# predicted / measured - 1 of every engine row (benchmarks/validation.py --serving, 2026-12-04)
-PINNED = {"sv.1": 0.0144, "sv.2": -0.0941, "sv.3": -0.0947, "sv.4": -0.0865, "sv.5": 0.1165, "sv.6": -0.0959, "sv.7": -0.0658,
-          "sv.8": -0.1235, "sv.9": 0.0452, "sv.10": -0.1246, "sv.11": -0.1045, "sv.12": -0.2021, "sv.13": 0.0, "sv.14": -0.1924,
-          "sv.15": 0.1476, "sv.16": -0.2354, "sv.17": 0.0201, "sv.18": -0.1224, "sv.19": 0.2778, "sv.20": -0.0049,
-          "sv.21": -0.1766, "sv.22": -0.1775, "sv.23": 0.1929, "sv.24": 0.1215, "sv.25": 0.0358, "sv.26": -0.0078,
-          "sv.27": 0.1437, "sv.28": 0.1846, "sv.29": 0.2292, "sv.30": 0.2861, "sv.31": 0.2732, "sv.32": 0.3482, "sv.33": -0.0435,
-          "sv.34": 0.0654, "sv.35": -0.0076, "sv.36": -0.0600, "sv.37": 0.4347, "sv.38": 0.2100, "sv.39": 0.3734,
-          "sv.41": 0.2637, "sv.62": 0.0}
-SAXML = {"I1": -0.009, "I2": -0.117, "I3": 0.072, "I4": 0.135}  # test_serving_validation.PINNED (the benchmark's 8 seeds)
+# predicted / measured - 1 of every engine row (benchmarks/validation.py --serving), at issue 32's per-generation
+# compute fractions (podsim.perf.efficiency: H100 bf16 0.789, eff.7; v5e 0.923, eff.2; 0.752 shared before: median 12.2%)
+PINNED = {"sv.1": 0.0341, "sv.2": -0.094, "sv.3": -0.0817, "sv.4": -0.0854, "sv.5": 0.137, "sv.6": -0.0958,
+          "sv.7": -0.0517, "sv.8": -0.1225, "sv.9": 0.0708, "sv.10": -0.1194, "sv.11": -0.0865, "sv.12": -0.2006,
+          "sv.13": 0.0, "sv.14": -0.2196, "sv.15": 0.1476, "sv.16": -0.2605, "sv.17": 0.0201, "sv.18": -0.1434,
+          "sv.19": 0.3019, "sv.20": 0.0108, "sv.21": -0.1765, "sv.22": -0.1767, "sv.23": 0.2299, "sv.24": 0.1562,
+          "sv.25": 0.0451, "sv.26": -0.0039, "sv.27": 0.1815, "sv.28": 0.2232, "sv.29": 0.2451, "sv.30": 0.2999,
+          "sv.31": 0.298, "sv.32": 0.3848, "sv.33": -0.0384, "sv.34": 0.0858, "sv.35": 0.0116, "sv.36": -0.0568,
+          "sv.37": 0.4439, "sv.38": 0.2426, "sv.39": 0.4134, "sv.41": 0.3012, "sv.62": 0.0}
+SAXML = {"I1": -0.074, "I2": -0.178, "I3": 0.154, "I4": 0.231}  # test_serving_validation.PINNED (the benchmark's 8 seeds)
 CALIBRATION = {"sv.13": "tensorrt-llm-0.6.layer_overhead_s", "sv.62": "jetstream.step_overhead_s"}
 # leave-one-out and leave-one-source-out errors where they differ from the plain one
-CV = {"sv.1": (0.0144, 0.2569), "sv.2": (-0.0941, 0.2995), "sv.3": (-0.0947, 0.2380), "sv.4": (-0.0865, 0.2089),
-      "sv.5": (0.1165, 0.4374), "sv.6": (-0.0959, 0.3196), "sv.7": (-0.0658, 0.2320), "sv.8": (-0.1235, 0.2380),
-      "sv.9": (0.0452, 0.1815), "sv.10": (-0.1246, 0.0381), "sv.11": (-0.1045, 0.0436), "sv.12": (-0.2021, -0.0020),
-      "sv.13": (-0.1291, -0.7131), "sv.14": (-0.1924, -0.3645), "sv.15": (0.1476, -0.6674), "sv.16": (-0.2354, -0.3939),
-      "sv.17": (0.0201, -0.5284), "sv.18": (-0.1224, -0.2532), "sv.62": (2.1027, 2.1027)}
+CV = {"sv.1": (0.0341, 0.2874), "sv.2": (-0.094, 0.2998), "sv.3": (-0.0817, 0.2626), "sv.4": (-0.0854, 0.2108),
+      "sv.5": (0.137, 0.4717), "sv.6": (-0.0958, 0.3199), "sv.7": (-0.0517, 0.2566), "sv.8": (-0.1225, 0.2399),
+      "sv.9": (0.0708, 0.2144), "sv.10": (-0.1194, 0.0456), "sv.11": (-0.0865, 0.068), "sv.12": (-0.2006, 0.0004),
+      "sv.13": (-0.1291, -0.7131), "sv.14": (-0.2196, -0.3917), "sv.15": (0.1476, -0.6674), "sv.16": (-0.2605, -0.419),
+      "sv.17": (0.0201, -0.5284), "sv.18": (-0.1434, -0.2743), "sv.62": (2.2357, 2.2357)}
 
 
 @pytest.fixture(scope="module")
@@ -49,23 +50,24 @@ def test_every_engine_row_holds_its_fidelity(table):
 
 @pytest.mark.slow
 def test_the_table_meets_the_issue_and_prints_its_cross_validated_figures(table):
-    """Issue 33's Must-show: >= 20 scored rows from >= 3 sources, median |error| <= 15% (12.2%);
-    the max is 43.5% (sv.37), over the 40% asked: a miss docs/validation.md explains. Beside it, the
-    cross-validated medians: leave-one-out 12.3%, leave-one-source-out 21.0%."""
+    """Issue 33's Must-show: >= 20 scored rows from >= 3 sources, median |error| <= 15% (14.8% at issue
+    32's per-generation compute fractions; 12.2% at the shared 0.752); the max is 44.4% (sv.37), over
+    the 40% asked: a miss docs/validation.md explains. Beside it, the cross-validated medians:
+    leave-one-out 14.8%, leave-one-source-out 24.0%."""
     t, cv = table
     scored = [e for rid, e in {**PINNED, **SAXML}.items() if rid not in CALIBRATION]
     assert len(scored) >= 20 and len({r["group"] for r in t if not r["calibration"]} | {"mlperf-tpu"}) >= 3
     median = statistics.median(abs(e) for e in scored)
-    assert median <= 0.15 and median == pytest.approx(0.122, abs=0.005)
-    assert max(abs(e) for e in scored) == pytest.approx(0.435, abs=0.005)
+    assert median <= 0.15 and median == pytest.approx(0.148, abs=0.005)
+    assert max(abs(e) for e in scored) == pytest.approx(0.444, abs=0.005)
     every = {rid: CV.get(rid, (e, e)) for rid, e in {**PINNED, **SAXML}.items()}
     for rid, (loo, loso) in CV.items():
         assert cv[rid]["loo"] == pytest.approx(loo, abs=0.005) and cv[rid]["loso"] == pytest.approx(loso, abs=0.005), rid
     s = st.summarise(t + [{"id": k, "group": "mlperf-tpu", "error": v, "calibration": ""} for k, v in SAXML.items()],
                      {**cv, **{k: {"plain": v, "loo": v, "loso": v} for k, v in SAXML.items()}})
     assert s["loo_median_abs_error"] == pytest.approx(statistics.median(abs(v[0]) for v in every.values()), abs=1e-3)
-    assert s["loo_median_abs_error"] == pytest.approx(0.123, abs=0.005)
-    assert s["loso_median_abs_error"] == pytest.approx(0.210, abs=0.005)
+    assert s["loo_median_abs_error"] == pytest.approx(0.148, abs=0.005)
+    assert s["loso_median_abs_error"] == pytest.approx(0.240, abs=0.005)
     assert st.HEADER.split()[-3:-1] == ["LOO", "LOSO"] and "LOO" in st.HEADER
 
 
