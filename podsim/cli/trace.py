@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from pathlib import Path
 from typing import Annotated
@@ -160,8 +161,11 @@ def import_cmd(
 ) -> None:
     """Convert Chakra or ASTRA-sim traces into a podsim trace file."""
     out = _check_out(out)
-    trace = load_trace(files, shape=_shape(slice_shape), group=group, rank=rank,
+    shape = _shape(slice_shape)
+    trace = load_trace(files, shape=shape, group=group, rank=rank,
                        clock_hz=None if clock_ghz is None else clock_ghz * 1e9, keep_cpu_ops=keep_cpu_ops or None)
+    if shape is not None and "slice" not in trace.meta:  # its groups are now this slice's: it carries the slice
+        trace = dataclasses.replace(trace, meta={**trace.meta, "slice": format_shape(shape)})
     _write(trace, out, as_json)
 
 

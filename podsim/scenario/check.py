@@ -27,6 +27,7 @@ from podsim.trace.generate import GenerateOptions
 from podsim.trace.mesh import parse_parallelism
 from podsim.trace.plans import names_dcn, plan_template, resolve_plan
 from podsim.units import is_rate_unit
+from podsim.workload.odd import odd_sizes
 from podsim.workload.popularity import V4_SLICE_POPULARITY, SliceMix
 
 COUNT_UNITS = ("chips", "links", "ports", "ocs", "cubes", "nics", "hosts")  # figures that count parts
@@ -103,6 +104,7 @@ def _check_odd(s: Scenario, gen) -> None:
     if gen.pod_shape and odd.max_side > max(gen.pod_shape):
         raise FieldError(("workload", "odd", "max_side"), f"max_side {odd.max_side} is longer than the {gen.id} pod's "
                                                           f"longest side {max(gen.pod_shape)}")
+    _wrap(("workload", "odd", "min_chips"), odd_sizes, odd)  # a range with no shape in it: refused now, not in run
 
 
 def _check_failure_events(s: Scenario, gen: Generation) -> None:

@@ -328,7 +328,10 @@ class _Linear:
         for i, ((op, c1), (_, c2)) in enumerate(zip(pairs1, pairs2, strict=True)):
             w = weight[i]
             part = "S" if op.layer == "head" else "T"
-            if op.name.endswith(".experts") or (i + 1 < len(ops1) and ops1[i + 1].name.endswith(".experts")):
+            # the experts' op and the dispatch collective before it (with expert=1 a compute op,
+            # the router, comes before the experts: it is linear in T like any other)
+            dispatch = not op.is_compute and i + 1 < len(ops1) and ops1[i + 1].name.endswith(".experts")
+            if op.name.endswith(".experts") or dispatch:
                 self.nonlinear.append((w, i))
                 continue
             if not op.is_compute:
