@@ -46,6 +46,9 @@ def _wrap(loc: tuple, fn, *args, **kw):
         return fn(*args, **kw)
     except FieldError:
         raise
+    except ValidationError as exc:  # a model built from the fields: its first error, on one line
+        where, msg = first_error(exc)
+        raise FieldError(loc, f"{where}: {msg}" if where else msg) from None
     except (PodsimError, ValueError) as exc:
         raise FieldError(loc, str(exc).removeprefix("Value error, ")) from None
 
@@ -119,8 +122,9 @@ def _check_failure_events(s: Scenario, gen: Generation) -> None:
     counts = {"host": layout.n_hosts, "ocs": layout.n_ocs,
               "link": layout.n_chips * int(gen.ici_links_per_chip.value) // 2}  # each cable joins two chips
     for name, spec in parts:
-        if spec is not None:
-            _wrap(("failures", name, "mtbf"), check_failure_budget, spec.process(), name, counts[name], s.horizon)
+        if spec is not None:  # the process is built inside: an availability whose MTBF is out of range names its field
+            loc = ("failures", name, "availability" if spec.availability is not None else "mtbf")
+            _wrap(loc, lambda spec=spec, name=name: check_failure_budget(spec.process(), name, counts[name], s.horizon))
 
 
 def _check_multislice(loc: tuple, spec: SliceSpec, gen: Generation, ocs: bool, shape: str) -> None:
