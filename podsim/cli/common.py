@@ -151,10 +151,10 @@ def check_timeline_path(path: str | None) -> None:
 
     from podsim.files import output_file
 
-    if path is not None and Path(path).suffix.lower() != ".json":
-        raise PodsimError(f"--timeline {path!r}: the trace-event file must end in .json (Perfetto opens .json)")
     if path is not None:
         output_file(path, "--timeline")
+        if Path(path).suffix.lower() != ".json":
+            raise PodsimError(f"--timeline {path!r}: the trace-event file must end in .json (Perfetto opens .json)")
 
 
 def write_timeline(path: str, result: Any, link_load: Any, title: str = "") -> None:

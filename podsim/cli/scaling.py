@@ -56,9 +56,9 @@ def scaling_cmd(
     if engineer:
         raise PodsimError("--dcn ocs-job is not offered for a scaling study; use eps or ocs")
     if plot is not None:
+        output_file(plot, "--plot")
         if Path(plot).suffix != ".html":
             raise PodsimError(f"--plot {plot!r}: give a .html file")
-        output_file(plot, "--plot")
     check_routing(routing)
     overrides = parse_overrides(set_)
     if "global_batch" in overrides:

@@ -81,8 +81,9 @@ def _summary_rows(s: dict) -> list[tuple[str, str]]:
 def _check_out(out: str) -> Path:
     """The -o FILE of generate and import, refused before any work: its suffix (a format) and
     what is at the path (podsim.files.output_file)."""
+    out = output_file(out, "--out")
     output_format(out)
-    return output_file(out, "--out")
+    return out
 
 
 def _write(trace, out: Path, as_json: bool) -> None:

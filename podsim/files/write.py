@@ -98,7 +98,8 @@ def output_file(path: str | Path, flag: str = "output") -> Path:
     p = _named(text, flag, "file")
     kind = _what_is(p)
     if kind == "a folder":
-        raise PodsimError(f"{flag} {text!r} is a folder; give a file name inside it, e.g. {str(p / 'out')!r}")
+        example = f", e.g. {str(p / 'out')!r}" if p.name not in ("", ".", "..") else ""
+        raise PodsimError(f"{flag} {text!r} is a folder; give a file path{example}")
     if kind not in (None, "a file"):
         raise PodsimError(f"{flag} {text!r} is {kind}; podsim writes only a regular file there (a new path, or a "
                           "regular file it replaces)")
@@ -137,8 +138,8 @@ def output_dir(path: str | Path, flag: str = "--out", *, force: bool = False, re
                           "(podsim replaces or adds to a folder only when it made it)")
     if not (force or reuse):
         first = next((e for e in entries if e != MARKER), MARKER)
-        raise PodsimError(f"{flag} {text!r} is not empty (it holds {first}); give a new {flag}, "
-                          "or --force to replace it with this run's files once the run is done")
+        raise PodsimError(f"{flag} {text!r} is not empty (it holds {first}, from an earlier podsim run); give a new {flag}, "
+                          "or --force to replace it whole once this one is done")
     return p
 
 
