@@ -70,7 +70,9 @@ def _what_is(path: Path) -> str | None:
 
 
 def _check_parent(path: Path, flag: str) -> None:
-    """The nearest ancestor of `path` that exists is a folder (symbolic links followed)."""
+    """The nearest ancestor of `path` that exists is a folder (symbolic links followed) podsim
+    can write in: tried with a hidden folder made and removed at once, so a place nobody may
+    write (/proc, a read-only mount) is refused before the work, not after it."""
     for anc in path.parents:
         try:
             st = os.stat(anc)
@@ -82,6 +84,10 @@ def _check_parent(path: Path, flag: str) -> None:
         if kind != "a folder":
             raise PodsimError(f"{flag} {str(path)!r}: {str(anc)!r} is {kind or 'a file'}, not a folder; "
                               "give a path inside a folder")
+        try:
+            os.rmdir(tempfile.mkdtemp(prefix=".podsim-probe-", dir=anc))
+        except OSError as exc:
+            raise PodsimError(f"{flag} {str(path)!r}: cannot write in {str(anc)!r}: {exc.strerror or exc}") from None
         return
 
 
