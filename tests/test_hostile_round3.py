@@ -167,6 +167,11 @@ def test_a_store_that_is_not_a_regular_file_is_refused_before_duckdb_opens_it(ho
         _one_line(run_podsim(capsys, "sweep", str(sweep), "-o", str(tmp_path / "sw"), "--store", p), "results store")
         _one_line(run_podsim(capsys, "dashboard", "--dry-run", "--store", p), "results store")
         assert time.monotonic() - t0 < 10
+    notes = tmp_path / "notes.txt"  # a regular file that is no store: refused before the run, its bytes kept
+    notes.write_text("keep me\n")
+    _one_line(run_podsim(capsys, "run", str(src), "-o", str(tmp_path / "o"), "--store", str(notes)), "not a podsim results store")
+    _one_line(run_podsim(capsys, "report", "--store", str(notes), "--list"), "not a podsim results store")
+    assert notes.read_text() == "keep me\n"
     assert not (tmp_path / "o").exists() and not (tmp_path / "r.html").exists()
     _untouched(hostile)
 

@@ -175,10 +175,21 @@ def output_folder(path: str | Path, what: str = "output folder") -> Path:
     return p
 
 
+DUCKDB_MAGIC = b"DUCK"  # bytes 8-12 of every DuckDB database file (its main header)
+
+
 def check_store(path: str | Path, read_only: bool) -> Path:
-    """A results store's path before DuckDB opens it (it would block on a FIFO): to read, an
-    existing regular file; to write, absent or a regular file in a folder."""
-    return check_input_file(path, "results store") if read_only else output_file(path, "results store")
+    """A results store's path before DuckDB opens it (it would block on a FIFO) and before any
+    work: to read, an existing regular file; to write, absent or a regular file in a folder;
+    an existing file must be a DuckDB database (another file is refused, not found out after a run)."""
+    path = check_input_file(path, "results store") if read_only else output_file(path, "results store")
+    if os.path.isfile(path):
+        with open(path, "rb") as fh:
+            head = fh.read(12)
+        if head[8:12] != DUCKDB_MAGIC:
+            raise PodsimError(f"{str(path)!r} is not a podsim results store (not a DuckDB database); give a new path "
+                              "or a store podsim run or podsim sweep wrote")
+    return path
 
 
 # Staging left by killed writers -----------------------------------------------------------
