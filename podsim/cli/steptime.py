@@ -27,15 +27,15 @@ from podsim.cli.common import (
     write_timeline,
 )
 from podsim.collectives import ALGORITHMS, KINDS
-from podsim.collectives.routes import check_routing
+from podsim.collectives.fabricroutes import check_routing
 from podsim.engine import simulate_collective
 from podsim.engine.jobs import declared_slices
 from podsim.engine.linkload import record_link_load
 from podsim.engine.results import CollectiveResult
 from podsim.errors import PodsimError, first_error
 from podsim.topology import build_slice, format_shape, get_generation, parse_shape
+from podsim.topology.dcn import dcn_choice
 from podsim.topology.dcntiers import TIERS_HELP
-from podsim.topology.fabric import dcn_choice
 from podsim.topology.multipath import ROUTING_POLICIES
 from podsim.trace.kinds import normalise_algorithm, normalise_kind
 from podsim.trace.model import DEFAULT_COMPUTE_EFFICIENCY
@@ -72,8 +72,9 @@ def step_rows(result) -> list[tuple[str, str]]:
     from podsim.trace.memory import hbm_text
 
     m = result.metrics
+    band = m.get("step_time_error_text")
     rows = [
-        ("step time", format_seconds(m["step_time_s"])),
+        ("step time", format_seconds(m["step_time_s"]) + (f" ({band})" if band else "")),
         ("compute", format_seconds(m["compute_s"])),
         ("communication", f"{format_seconds(m['comm_s'])} busy, {format_seconds(m['exposed_comm_s'])} exposed"),
     ]
@@ -92,7 +93,8 @@ def step_rows(result) -> list[tuple[str, str]]:
         rows.append(("host input", f"{format_seconds(m['input_s'])} per step on the hosts; " + (
             f"input-bound: the chips wait {format_seconds(m['input_wait_s'])} for it" if m["input_bound"] else "the chips take longer (not input-bound)")))
     if not math.isnan(m.get("mfu", math.nan)):
-        rows.append(("model FLOPs utilisation", f"{m['mfu']:.1%}"))
+        err = m.get("step_time_error", math.nan)
+        rows.append(("model FLOPs utilisation", f"{m['mfu']:.1%}" + ("" if math.isnan(err) else f" (±{err:.0%}, as the step time)")))
     if not math.isnan(m.get("hfu", math.nan)):
         rows.append(("hardware FLOPs utilisation", f"{m['hfu']:.1%} (recomputation included)"))
     if "hbm_bytes_per_chip" in m:

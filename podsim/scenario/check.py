@@ -14,6 +14,7 @@ from podsim.cluster.failures import check_failure_budget
 from podsim.errors import PodsimError, first_error
 from podsim.metrics import target_metrics
 from podsim.quantities import MAX_FLEET_CHIPS
+from podsim.scenario.clusterrun import cluster_run
 from podsim.scenario.fields import parse_target
 from podsim.scenario.schema import Scenario
 from podsim.scenario.studies import scaling_base, step_study
@@ -246,8 +247,6 @@ def _preflight_cluster(s: Scenario, gen: Generation) -> None:
     """Build what `run` builds before it simulates a job stream (the ClusterConfig, the
     synthetic stream's spec, the failure model), so a scenario that loads never fails on its
     inputs inside `run`: each error is a FieldError at the field that set it."""
-    from podsim.scenario.run import cluster_run  # run imports this module
-
     if s.workload.synthetic is not None:
         try:
             s.workload.synthetic.spec(gen.id)

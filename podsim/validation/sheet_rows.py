@@ -1,0 +1,130 @@
+"""The rows of shared/reference/measurements.md (M1..M17, P1), its caveats' extra points (P1a, T4,
+T12) and hardware.md's ml.12 (ML12), each with the setup the sheet states; `assumed` says what
+podsim takes where the sheet leaves a choice open (podsim.validation.table's docstring has the
+rules every row follows)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from podsim.trace.generate import GenerateOptions
+from podsim.validation.row import (
+    GPT3_EVAL_INTERVAL,
+    GSPMD_SHARDED,
+    INT8,
+    JPEG_NOTE,
+    LINGVO_DENSE_BUILDER,
+    MAXTEXT,
+    MAXTEXT_NOTE,
+    MULTIPOD_NOTE,
+    R41,
+    SHARDED_NOTE,
+    UNFUSED,
+    Row,
+    Series,
+    encoder_lm,
+    resnet_tf1,
+)
+
+# When each row's measurement was published: an MLPerf Training round's results day (MLCommons'
+# announcement of the round; keyed by the round's number, 0.6 for MLPerf Training v0.6), the PaLM
+# paper's first arXiv version.
+MLPERF_ROUND_PUBLISHED = {"0.6": "2019-07-10", "0.7": "2020-07-29", "1.0": "2021-06-30", "1.1": "2021-12-01",
+                          "2.0": "2022-06-29", "3.1": "2023-11-08", "4.0": "2024-06-12", "4.1": "2024-11-13"}
+PALM_PUBLISHED = "2022-04-05"  # arXiv:2204.02311 v1
+_ROUND = {"M1": "0.6", "M2": "0.6", "ML12": "0.6", "M3": "0.7", "M4": "0.7", "M7": "0.7", "M8": "0.7",
+          "M5": "1.0", "M9": "1.0", "M16": "1.1", "M17": "1.1", "M6": "2.0", "M10": "3.1", "M11": "4.0",
+          "M12": "4.0", "M13": "4.1", "M14": "4.1", "M15": "4.1", "T4": "4.1", "T12": "4.1"}
+
+
+_ROWS: tuple[Row, ...] = (
+    Row("M1", "TPU v3, 16 chips", "resnet50", "tpu-v3", "4x4", "data=16", 0.1311, overrides={"global_batch": 4096}, options=resnet_tf1(32, 16, None),
+        source="measurements.md M1 (MLPerf v0.6, R06 Google tpu-v3-32)"),
+    Row("M2", "TPU v3, 1024 chips (pod)", "resnet50", "tpu-v3", "32x32", "data=1024", 0.0251, overrides={"global_batch": 32768},
+        options=replace(resnet_tf1(2048, 1024, None, 8), input_pipeline="jpeg"), assumed=JPEG_NOTE,
+        source="measurements.md M2 (MLPerf v0.6, R06 Google tpu-v3-2048)"),
+    Row("M3", "TPU v3, 4096 chips (multipod)", "resnet50", "tpu-v3-multipod", "32x128", "data=4096", 0.0141,
+        overrides={"global_batch": 65536}, options=resnet_tf1(8192, 4096, 128, 8), assumed=MULTIPOD_NOTE,
+        source="measurements.md M3 (MLPerf v0.7, R07 Google tpu-v3-8192-TF)"),
+    Row("ML12", "TPU v3, 256 chips", "resnet50", "tpu-v3", "16x16", "data=256", 0.0927, overrides={"global_batch": 32768},
+        options=replace(resnet_tf1(512, 256, None), input_pipeline="jpeg"), calibration="V3_HOST_JPEG_IMAGES_PER_S", assumed=JPEG_NOTE,
+        source="hardware.md ml.12 (MLPerf v0.6, R06 Google tpu-v3-512: num_cores=512, distributed_group_size=1)"),
+    Row("M4", "TPU v4, 8 chips", "resnet50", "tpu-v4", "2x2x2", "data=8", 0.0736, overrides={"global_batch": 2048}, options=resnet_tf1(16, 8, 128),
+        calibration="HBM_FRACTION", source="measurements.md M4 (MLPerf v0.7, R07 Google tpu-v4-16-TF)"),
+    Row("M5", "TPU v4, 3456 chips", "resnet50", "tpu-v4", "12x12x24", "data=3456", 0.00698, overrides={"global_batch": 55296}, options=resnet_tf1(3456, 3456, 8192, 4),
+        assumed="slice 12x12x24 (3456 chips)", source="measurements.md M5 (MLPerf v1.0, R10 Google tpu-v4-6912-TF)"),
+    Row("M6", "TPU v4, 4096 chips (pod)", "resnet50", "tpu-v4", "16x16x16", "data=4096", 0.0034, kind="range", measured_hi_s=0.0042,
+        overrides={"global_batch": 32768}, options=resnet_tf1(4096, 4096, 8192, 8), source="measurements.md M6 (MLPerf v2.0, R20; low confidence: 3.4-4.2 ms)"),
+    Row("M7", "TPU v3, 4096 chips (multipod)", "bert-large", "tpu-v3-multipod", "32x128", "data=4096", 0.0466,
+        overrides={"global_batch": 8192}, options=UNFUSED, assumed=MULTIPOD_NOTE + "; unfused attention",
+        source="measurements.md M7 (MLPerf v0.7, R07 Google tpu-v3-8192-TF)"),
+    Row("M8", "TPU v4, 8 chips", "bert-large", "tpu-v4", "2x2x2", "data=8", 0.2333, overrides={"global_batch": 256},
+        options=UNFUSED, assumed="unfused attention", source="measurements.md M8 (MLPerf v0.7, R07 Google tpu-v4-16-TF)"),
+    Row("M9", "TPU v4, 2048 chips", "bert-large", "tpu-v4", "8x16x16", "data=2048", 0.0344, overrides={"global_batch": 6144},
+        options=UNFUSED, assumed="unfused attention", source="measurements.md M9 (MLPerf v1.0, R10 Google tpu-v4-4096-TF)"),
+    Row("M10", "TPU v5e, 16 x 256 chips (multislice)", "gpt3-175b", "tpu-v5e", "16x16", "fsdp=128,tensor=2,dcn=16", 9.09, slices=16,
+        overrides={"global_batch": 2048}, options=GenerateOptions(precision=INT8, recompute="full"), kind="upper_bound", **GPT3_EVAL_INTERVAL,
+        assumed="in-slice sharding fsdp 128 x tensor 2 (not in the repo); remat not stated: full, the least that fits HBM", source="measurements.md M10 (MLPerf v3.1, R31)"),
+    Row("M11", "TPU v5p, 512 chips", "gpt3-175b", "tpu-v5p", "8x8x8", "fsdp=64,tensor=8", 23.81,
+        overrides={"global_batch": 2048}, options=GenerateOptions(precision=INT8, recompute="full", **MAXTEXT), kind="upper_bound", **GPT3_EVAL_INTERVAL,
+        assumed=MAXTEXT_NOTE, remat_stated=True, source="measurements.md M11 (MLPerf v4.0, R40 v5p-1024)"),
+    Row("M12", "TPU v5p, 6144 chips", "gpt3-175b", "tpu-v5p", "8x16x48", "data=16,fsdp=48,tensor=8", 5.97,
+        overrides={"global_batch": 6144}, options=GenerateOptions(precision=INT8, recompute="minimal", **MAXTEXT), kind="upper_bound", **GPT3_EVAL_INTERVAL,
+        assumed="save_dot_except_logits as minimal recompute; " + MAXTEXT_NOTE, remat_stated=True, source="measurements.md M12 (MLPerf v4.0, R40 v5p-12288)"),
+    Row("M13", "TPU v5p, 2048 chips", "gpt3-175b", "tpu-v5p", "4x8x64", "data=4,fsdp=64,tensor=8", 11.25,
+        overrides={"global_batch": 4096}, options=GenerateOptions(precision=INT8, recompute="minimal", **MAXTEXT), kind="upper_bound", **GPT3_EVAL_INTERVAL,
+        assumed="save_dot_except_mlpwi as minimal recompute; " + MAXTEXT_NOTE, remat_stated=True, source="measurements.md M13 (MLPerf v4.1, R41 v5p-4096)"),
+    Row("M14", "TPU v6e, 8 x 256 chips (multislice)", "gpt3-175b", "tpu-v6e", "16x16", "fsdp=256,dcn=8", 10.75, slices=8,
+        overrides={"global_batch": 4096}, options=GenerateOptions(precision=INT8, recompute="full"), kind="upper_bound", **GPT3_EVAL_INTERVAL,
+        assumed="data parallel across slices", remat_stated=True, source="measurements.md M14 (MLPerf v4.1, R41 trillium-2048)"),
+    Row("M15", "TPU v6e, 2 x 256 chips (multislice)", "gpt3-175b", "tpu-v6e", "16x16", "fsdp=256,dcn=2", 15.88, slices=2,
+        overrides={"global_batch": 1536}, options=GenerateOptions(precision=INT8, recompute="full"), kind="upper_bound", **GPT3_EVAL_INTERVAL,
+        assumed="data parallel across slices", remat_stated=True, calibration="V6E_INT8_FRACTION",
+        source="measurements.md M15 (MLPerf v4.1, R41 trillium-512)"),
+    Row("M16", "TPU v4, 2048 chips", encoder_lm("lm-482b", 64, 16384, 131072, 256, 4096, "measurements.md M16", **LINGVO_DENSE_BUILDER), "tpu-v4", "8x16x16",
+        "fsdp=256,tensor=8", 22.0, options=replace(UNFUSED, **GSPMD_SHARDED),
+        assumed="mesh [256, 8] as fsdp x tensor; bf16; remat not stated: the least that fits HBM; unfused attention; " + SHARDED_NOTE,
+        source="measurements.md M16 (MLPerf v1.1 open, R11 tpu-v4-4096-TF)"),
+    Row("M17", "TPU v4, 1024 chips", encoder_lm("lm-200b", 66, 12288, 98304, 128, 4096, "measurements.md M17"), "tpu-v4", "8x8x16",
+        "fsdp=64,tensor=16", 16.8, options=GenerateOptions(recompute="minimal", attention="materialized", **GSPMD_SHARDED), calibration="MATMUL_FRACTION",
+        assumed="mesh [1, 64, 16] as fsdp x tensor; SAVE_DOT as minimal recompute; unfused attention; " + SHARDED_NOTE,
+        remat_stated=True, source="measurements.md M17 (MLPerf v1.1 open, R11 tpu-v4-2048-JAX)"),
+    Row("P1", "TPU v4, 2 pods x 3072 chips", "palm-540b", "tpu-v4", "12x16x16", "fsdp=256,tensor=12,dcn=2", 17.6, slices=2,
+        options=GenerateOptions(recompute="full", attention="materialized"), assumed="rematerialisation as full recompute; unfused attention",
+        remat_stated=True, source="measurements.md P1 (Chowdhery et al. 2022 §4.1, Table 3)"),
+    # PaLM on one of its pods at half the batch: "about 1.95x" the single-pod throughput on two
+    # (§4), so ~122K tok/s and ~17.2 s per step (approximate; measurements.md caveat 8)
+    Row("P1a", "TPU v4, 1 pod x 3072 chips", "palm-540b", "tpu-v4", "12x16x16", "fsdp=256,tensor=12", 17.2,
+        overrides={"global_batch": 1024}, options=GenerateOptions(recompute="full", attention="materialized"),
+        assumed="approximate: the paper's 'about 1.95x' on two pods; rematerialisation as full recompute; unfused attention",
+        remat_stated=True, source="measurements.md caveat 8 (P1 on one pod at half the batch; Chowdhery et al. 2022 §4)"),
+    # The Trillium GPT-3 series' other two points (measurements.md caveat 10): the same script as
+    # M14 (per_device_batch_size=2, ici_fsdp_parallelism=-1, remat full, int8) on 4 and 12 slices.
+    # Step: the median interval between eval points (the first after run_start left out), pooled
+    # over the three runs, / the 24,576 sequences per interval over the global batch (an upper
+    # bound: each interval also runs one eval pass, caveat 3).
+    Row("T4", "TPU v6e, 4 x 256 chips (multislice)", "gpt3-175b", "tpu-v6e", "16x16", "fsdp=256,dcn=4", 10.734, slices=4,
+        overrides={"global_batch": 2048}, options=GenerateOptions(precision=INT8, recompute="full"), kind="upper_bound", **GPT3_EVAL_INTERVAL,
+        assumed="data parallel across slices", remat_stated=True,
+        source=f"measurements.md caveat 10: {R41} Google/results/cloud-tpu-trillium-1024-maxtext/gpt3/result_0..2.txt "
+               "(median 128.81 s over 66 intervals / 12 steps), benchmarks/gpt3/implementations/maxtext/cloud-tpu-trillium/trillium-1024.sh"),
+    Row("T12", "TPU v6e, 12 x 256 chips (multislice)", "gpt3-175b", "tpu-v6e", "16x16", "fsdp=256,dcn=12", 10.803, slices=12,
+        overrides={"global_batch": 6144}, options=GenerateOptions(precision=INT8, recompute="full"), kind="upper_bound", **GPT3_EVAL_INTERVAL,
+        assumed="data parallel across slices", remat_stated=True,
+        source=f"measurements.md caveat 10: {R41} Google/results/cloud-tpu-trillium-3072-maxtext/gpt3/result_0..2.txt "
+               "(median 43.21 s over 82 intervals / 4 steps), benchmarks/gpt3/implementations/maxtext/cloud-tpu-trillium/trillium-3072.sh"),
+)
+
+
+def _dated(row: Row) -> Row:
+    if row.id in _ROUND:
+        return replace(row, published=MLPERF_ROUND_PUBLISHED[_ROUND[row.id]], corpus="mlperf-training")
+    return replace(row, published=PALM_PUBLISHED, corpus="paper")
+
+
+SHEET_ROWS: tuple[Row, ...] = tuple(_dated(r) for r in _ROWS)
+
+SHEET_SERIES: tuple[Series, ...] = (
+    Series("GPT-3 175B on Trillium v6e-256 slices (MLPerf v4.1, R41)", ("M15", "T4", "M14", "T12")),
+    Series("PaLM 540B on v4 pods (Chowdhery et al. 2022)", ("P1a", "P1")),
+)
