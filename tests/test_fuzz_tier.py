@@ -554,7 +554,8 @@ def g_serve(rng, inp):
             opt("--slo-tpot", ["50ms"], DURATIONS), opt("--warmup", ["5s"], DURATIONS), opt("--drain", ["10s"], DURATIONS),
             opt("--tensor", ["8"] if h == 0 else ["8", "4"], NUMBERS), opt("--expert", ["1"], NUMBERS), opt("--kv-cache", ["int8", "fp8"], TEXT),
             opt("--matmul", ["bf16", "int8"], TEXT), ["--parallel-block"], opt("--kv", ["paged", "reserve"], TEXT),
-            opt("--replicates", ["2"], NUMBERS), opt("--clients", ["4"], NUMBERS), ["--json"]]
+            opt("--replicates", ["2"], NUMBERS), opt("--clients", ["4"], NUMBERS), ["--json"],
+            opt("--engine", ["auto", "ideal", "jetstream", "saxml"], ["vllm", "tensorrt-llm", "bogus", ""])]
     if any_mode or arrivals == "bursty":
         opts.append(opt("--cv", ["3"], [*NUMBERS, "1e-300", "0.001"]))
     if any_mode or arrivals == "trace":
