@@ -16,7 +16,7 @@ from podsim.errors import PodsimError
 from podsim.quantities import MAX_FLEET_CHIPS, Duration, JobCount, Rate
 from podsim.workload.jobs import Job
 
-MAX_SIDE = 1024  # a slice side: the longest pod side podsim knows is 16 (v4, v5p: 16x16x24), a torus twin's 1024
+MAX_SIDE = 128  # a slice side: the longest pod side podsim knows (tpu-v3-multipod 32x128)
 
 
 class OddShapeSpec(BaseModel):
