@@ -198,6 +198,12 @@ with staged_folder(sys.argv[1]) as staging:
 """
 
 
+def _age(path: Path, s: float = 60.0) -> None:
+    """As if `path` were made `s` seconds ago (a writer killed a minute before the next write)."""
+    t = time.time() - s
+    os.utime(path, (t, t), follow_symlinks=False)
+
+
 def test_staging_a_killed_writer_left_is_cleaned_by_the_next_write(tmp_path):
     """SIGKILL leaves a writer's staging folder (its lock dies with it): the next write into the
     same folder removes it; a live one (locked) and a hidden folder not podsim's are kept; a
@@ -210,8 +216,12 @@ def test_staging_a_killed_writer_left_is_cleaned_by_the_next_write(tmp_path):
     assert r.returncode == -signal.SIGKILL, r.stderr
     left = [p for p in tmp_path.iterdir() if ".podsim-staging-" in p.name]
     assert len(left) == 1 and (left[0] / "rank.0.et").exists() and not out.exists()
+    assert clean_stale(tmp_path) == []  # seconds old: its writer may still be taking its lock
+    _age(left[0])
     (tmp_path / ".staging-not-ours").mkdir()
-    with staged_folder(tmp_path / "live") as live:  # a live writer beside: its staging stays
+    _age(tmp_path / ".staging-not-ours")
+    with staged_folder(tmp_path / "live") as live:  # a live writer beside, a minute old: its lock keeps it
+        _age(live)
         write_text_atomic(tmp_path / "report.html", "<html></html>")
         assert live.is_dir() and not left[0].exists()
     assert (tmp_path / ".staging-not-ours").is_dir() and (tmp_path / "live" / MARKER).is_file()
@@ -222,6 +232,8 @@ def test_staging_a_killed_writer_left_is_cleaned_by_the_next_write(tmp_path):
     r = subprocess.run([sys.executable, "-c", _KILLED_SWAP, str(old)], env=env, capture_output=True)
     assert r.returncode == -signal.SIGKILL, r.stderr
     assert not old.exists()  # killed between the renames: the old folder is aside
+    for p in tmp_path.iterdir():
+        _age(p)
     assert clean_stale(tmp_path)
     assert (old / "old.txt").read_text() == "old" and not [p for p in tmp_path.iterdir() if ".podsim-" in p.name]
 

@@ -31,6 +31,7 @@ import re
 import shutil
 import stat
 import tempfile
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -50,6 +51,7 @@ LOCK = ".podsim-lock"  # in a folder set aside during a swap, locked while the s
 _TMP = re.compile(r"\..+\.podsim-[a-z0-9_]{8}\.tmp")
 _STAGED = re.compile(r"\..+\.podsim-(staging|old)-[a-z0-9_]{8}")
 _NAME_CHARS = 100  # of NAME in the hidden names above (a file name is at most 255 bytes)
+STALE_AFTER_S = 5.0  # younger staging is left alone: its writer may not have taken its lock yet
 
 
 # What is at a path --------------------------------------------------------------------------
@@ -204,7 +206,8 @@ def _locked(fd: int) -> bool:
 
 def clean_stale(folder: str | Path) -> list[str]:
     """Remove podsim's temporary files and staging folders in `folder` whose writer is gone (their
-    lock is free), putting back a folder a killed swap left aside; returns the names removed."""
+    lock is free and they are older than STALE_AFTER_S), putting back a folder a killed swap left
+    aside; returns the names removed."""
     if fcntl is None:
         return []
     folder = Path(folder)
@@ -218,6 +221,11 @@ def clean_stale(folder: str | Path) -> list[str]:
         if not staged and not _TMP.fullmatch(name):
             continue
         path = folder / name
+        try:
+            if time.time() - os.lstat(path).st_mtime < STALE_AFTER_S:
+                continue
+        except OSError:
+            continue
         lock = path / (MARKER if staged and staged[1] == "staging" else LOCK) if staged else path
         try:
             fd = os.open(lock, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
