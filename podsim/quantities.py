@@ -240,7 +240,7 @@ BATCHER_DEPTH = count("a batcher depth (batches live past Saxml's batcher)", 1, 
 PAGE_TOKENS = count("a KV-cache page size in tokens", 1, 4096, "vLLM's pages hold 16 tokens by default")
 CAPACITY_REPLICATES = count("a run count per probed fleet size", 1, 100, "each is a whole serving simulation")
 BURST_CV = Quantity("a coefficient of variation of the gaps", 0.01, 100,
-                    why="Gamma gaps of shape 1/cv^2: at cv 0.01 a clock within 1% (1e-300 divided by zero), past 100 one burst")
+                    why="Gamma gaps of shape 1/cv^2: cv 0.01 is a clock ticking within 1%, past 100 the gaps are one burst")
 HBM_RESERVE = Quantity("a share of HBM the runtime keeps", 0, 1, why="a fraction, as a scenario's hbm_reserve (units.fraction)")
 
 # Model and step options (trace generate, scenario step/scaling)
