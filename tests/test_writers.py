@@ -6,8 +6,8 @@ Two rules, read from the source (the writers of podsim/ and app_pages/):
    os.replace, shutil moves and copies, mkdir, mkdtemp, pyarrow's write_table, ...): every other
    module writes through podsim.files' atomic writers, `staged_folder`, `claim_folder` and
    `output_folder`.
-2. Every path handed to a files.py writer is a path the user gave whole (a variable), a folder
-   joined to a constant name (`out / "report.html"`), or made by files.py from a name
+2. Every path handed to a podsim.files writer is a path the user gave whole (a variable), a folder
+   joined to a constant name (`out / "report.html"`), or made by podsim.files from a name
    (`inside`, `safe_component`, `plain_name`, `safe_file_name`), also when it is
    first bound to a variable: a user-given name joined to a folder anywhere else is refused.
 """
@@ -56,7 +56,7 @@ def _call_name(node: ast.AST) -> str | None:
 
 
 def _safe_path(node: ast.AST, unsafe_names: set[str]) -> bool:
-    """A path expression no user-given name reaches except through files.py."""
+    """A path expression no user-given name reaches except through podsim.files."""
     if isinstance(node, ast.Name):
         return node.id not in unsafe_names
     if isinstance(node, (ast.Attribute, ast.Constant)):
@@ -113,7 +113,7 @@ def test_every_writer_path_is_whole_constant_or_made_by_files_py():
 
 
 def test_the_checks_catch_what_they_are_for(tmp_path):
-    """The two rules flag a raw write and a name joined outside files.py (so they can fail)."""
+    """The two rules flag a raw write and a name joined outside podsim.files (so they can fail)."""
     assert RAW.search('Path(out, name).write_bytes(data)') and RAW.search('open(p, "wb")') and RAW.search("os.replace(a, b)")
     assert not RAW.search('open(p, "rb")') and not RAW.search("read_text()")
     ok = ast.parse('write_text_atomic(out / "report.html", t)\nwrite_text_atomic(inside(out, name), t)\n'
