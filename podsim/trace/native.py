@@ -230,13 +230,15 @@ def trace_slice(meta: dict) -> tuple[int, ...] | None:
     """The slice shape a trace was made for (meta.slice, e.g. '4x4x8' or the twisted '4x4x8_T':
     a twist changes the wiring, not the program), or None if it does not say."""
     from podsim.topology import parse_shape
+    from podsim.topology.shapes import split_slice_name
 
     text = meta.get("slice")
     if text is None:
         return None
-    base, _, tag = str(text).partition("_")
-    if tag not in ("", "T", "NT"):
-        raise PodsimError(f"slice {text!r}: a shape may end in _T (twisted) or _NT, nothing else")
+    try:
+        base, _ = split_slice_name(text)
+    except PodsimError as exc:
+        raise PodsimError(f"meta.slice {exc}") from None
     return parse_shape(base)
 
 
