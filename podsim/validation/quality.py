@@ -4,7 +4,7 @@ prediction, decided from the rows' own data, the same way for every row, before 
 
 The criteria are the reference sheet's own (shared/reference/measurements.md caveat 7: short eval
 intervals are noisy, "those per-step figures are only ranges"; v1.0 BERT on 3456 chips left out
-"because of high interval variance"; v2.0 BERT on 4096 chips left out because its step "works out
+"because of high interval variance"; MLPerf v2.0 BERT on 4096 chips left out because its step "works out
 to about 100% of bf16 peak if padding is counted"), stated as numbers:
 
 - Q1, spread: the pooled intervals (or training blocks) the step derives from have an interquartile
