@@ -95,6 +95,7 @@ HEAD = f"{'id':13} {'system':36} {'model':13} {'measured':>26} {'podsim':>10} {'
 
 def _line(r: dict) -> str:
     tag = f" [calibration: {r['calibration']}]" if r["calibration"] else ""
+    tag += f" [{r['unscored']}]" if r.get("unscored") else ""
     return (f"{r['id']:13} {r['system'][:36]:36} {r['model'][:13]:13} {_measured(r) + _implied(r):>26} {_fmt_s(r['predicted_s']):>10} "
             f"{r['error']:+7.1%}  MFU {_pct(r['mfu']):>6} HFU {_pct(r['hfu']):>6} {_peak(r):13}  "
             f"({r['engine_wall_s']:.1f} s){tag}")

@@ -39,6 +39,7 @@ from podsim.trace.model import StepTrace
 from podsim.validation.bands import step_kind
 from podsim.validation.maxtext_rows import MAXTEXT_ROWS, MAXTEXT_SERIES
 from podsim.validation.mlperf_rows import MLPERF_ROWS, MLPERF_SERIES
+from podsim.validation.quality import implied_utilisation, unscored_reason
 from podsim.validation.row import Row, Series, per_chip_throughput, row_chips
 from podsim.validation.sheet_rows import SHEET_ROWS, SHEET_SERIES
 
@@ -162,8 +163,11 @@ def peak_scale(row: Row) -> float:
 
 def record(row: Row, s: dict, sets: tuple[str, ...] = ()) -> dict:
     """A table record of a row from its step summary `s` (`predict`); `sets`: the constants the
-    split rule has the row set (podsim.validation.split.calibration_rows), else it validates."""
+    split rule has the row set (podsim.validation.split.calibration_rows), else it validates;
+    `unscored`: the measurement-quality rule's reason to leave it out of every figure
+    (podsim.validation.quality), Q2 read at the training step the row implies (R6)."""
     scale = peak_scale(row)
+    implied = implied_utilisation(s["hfu"] * scale, s["step_time_s"], implied_s(row)) if s.get("hfu") else None
     return {"id": row.id, "system": row.system, "model": row.model_name, "kind": row.kind, "corpus": row.corpus,
             "generation": row.generation, "slices": row.slices,
             "measured_s": row.measured_s, "measured_hi_s": row.measured_hi_s, "implied_s": implied_s(row), "predicted_s": s["step_time_s"],
@@ -172,7 +176,8 @@ def record(row: Row, s: dict, sets: tuple[str, ...] = ()) -> dict:
             "peak_precision": row.options.precision, "exposed_comm_s": s["exposed_comm_s"],
             "calibration": ", ".join(sets), "assumed": setup_note(row), "source": row.source,
             "engine_wall_s": s["engine_wall_s"], "recompute": s["recompute"],
-            "hbm_bytes_per_chip": s.get("hbm_bytes_per_chip"), "hbm_fits": s.get("hbm_fits")}
+            "hbm_bytes_per_chip": s.get("hbm_bytes_per_chip"), "hbm_fits": s.get("hbm_fits"),
+            "unscored": unscored_reason(row, implied)}
 
 
 def run_table(rows: tuple[Row, ...] = ROWS, on_row: Callable[[dict], None] | None = None,
@@ -193,8 +198,8 @@ def run_table(rows: tuple[Row, ...] = ROWS, on_row: Callable[[dict], None] | Non
 
 
 def summarise(table: list[dict]) -> dict:
-    """Median and max |error| over the rows that set no constant."""
-    errs = [abs(r["error"]) for r in table if not r["calibration"]]
+    """Median and max |error| over the rows that set no constant and pass the quality rule."""
+    errs = [abs(r["error"]) for r in table if not r["calibration"] and not r.get("unscored")]
     return {"rows": len(table), "validation_rows": len(errs), "median_abs_error": statistics.median(errs) if errs else 0.0,
             "max_abs_error": max(errs, default=0.0)}
 
@@ -202,13 +207,14 @@ def summarise(table: list[dict]) -> dict:
 def kind_figures(table: list[dict]) -> dict[str, dict]:
     """Per kind of run (generation x single slice or multislice, podsim.validation.bands.step_kind):
     median and max |error| over its validation rows (plain) and, where the records carry them, over
-    every scored row of the kind with its cross-validated errors (`loo`, `loso`)."""
+    every scored row of the kind with its cross-validated errors (`loo`, `loso`); rows the quality
+    rule leaves out (`unscored`) count in neither."""
     def med(xs: list[float]) -> float:
         return statistics.median(xs) if xs else float("nan")
 
     out: dict[str, dict] = {}
     for kind in sorted({step_kind(r["generation"], r["slices"])[1:] for r in table}, key=lambda k: (k[1], k[0])):
-        rs = [r for r in table if step_kind(r["generation"], r["slices"])[1:] == kind]
+        rs = [r for r in table if step_kind(r["generation"], r["slices"])[1:] == kind and not r.get("unscored")]
         plain = [abs(r["error"]) for r in rs if not r["calibration"]]
         fig = {"n": len(rs), "plain_n": len(plain), "plain_median": med(plain), "plain_max": max(plain, default=float("nan"))}
         for k in ("loo", "loso"):
@@ -220,5 +226,6 @@ def kind_figures(table: list[dict]) -> dict[str, dict]:
 
 def band_errors(table: list[dict], cv: dict[str, float]) -> list[tuple[tuple[str, ...], float]]:
     """(kind, cross-validated error) of every scored row, calibration rows with their held-out
-    error (R5), for the error bands (podsim.validation.bands: `benchmarks/validation.py --write-bands`)."""
-    return [(step_kind(r["generation"], r["slices"]), cv[r["id"]]) for r in table]
+    error (R5), for the error bands (podsim.validation.bands: `benchmarks/validation.py --write-bands`);
+    not the rows the quality rule leaves out."""
+    return [(step_kind(r["generation"], r["slices"]), cv[r["id"]]) for r in table if not r.get("unscored")]
