@@ -40,11 +40,13 @@ from podsim.validation.split import (
     calibrate,
     calibration_rows,
     check_can_calibrate,
+    check_identifiable,
+    constants,
     cross_validate,
     current_values,
-    held_picks,
     row_facts,
-    rule_picks,
+    sensitivity,
+    unidentified,
 )
 from podsim.validation.table import (
     SERIES_TOLERANCE,
@@ -115,6 +117,10 @@ def _markdown(table: list[dict]) -> str:
         note = f"**calibration** ({r['calibration']})" if r["calibration"] else ""
         if r["assumed"]:
             note = (note + "; " if note else "") + r["assumed"]
+        if r.get("no_basis"):
+            note = (note + "; " if note else "") + "no basis (the vendor's figure): " + ", ".join(r["no_basis"])
+        if r.get("unscored"):
+            note = (note + "; " if note else "") + r["unscored"]
         cv = "".join(f" {r[k]:+.1%} |" if k in r else " - |" for k in ("loo", "loso"))
         out.append(f"| {r['id']} | {r['system']} | {r['model']} | {_measured(r)} | {_fmt_s(r['implied_s'])} | {_fmt_s(r['predicted_s'])} | "
                    f"{r['error']:+.1%} |{cv} {_pct(r['mfu'])} | {_pct(r['hfu'])} | {r['peak_precision']} | {r['recompute']} | {_hbm(r)} | {note} |")
@@ -309,24 +315,27 @@ def write_bands(table: list[dict]) -> None:
 
 
 def _pick_reason(name: str, rid: str) -> str:
-    """Why the rule picked the row: its measured MFU, FLOPs per HBM byte or images per host."""
-    f = row_facts(next(r for r in ROWS if r.id == rid))
-    kind = name.split(":")[1]
+    """Why the rule picked the row: its measured MFU, FLOPs per HBM byte or images per host, and
+    the constant's identifiability from it (A2)."""
+    row = next(r for r in ROWS if r.id == rid)
+    f, kind = row_facts(row), name.split(":")[1]
     if kind == "matmul":
-        return f"highest measured MFU among eligible rows: {f.measured_mfu:.1%}"
-    if kind == "hbm":
-        return f"lowest model FLOPs per HBM byte among eligible rows: {f.flops_per_hbm_byte:.0f}"
-    return f"most images per host per step among eligible rows: {f.host_items:.0f}"
+        why = f"highest measured MFU among eligible rows: {f.measured_mfu:.1%}"
+    elif kind == "hbm":
+        why = f"lowest model FLOPs per HBM byte among eligible rows: {f.flops_per_hbm_byte:.0f}"
+    else:
+        why = f"most images per host per step among eligible rows: {f.host_items:.0f}"
+    return why + f"; sensitivity {sensitivity(row, name):.2f}"
 
 
 def print_picks(picks: dict[str, str], values: dict[str, float], rows=ROWS) -> None:
-    print("calibration rows (podsim.validation.split.calibration_rows, split rule R2; every other row validates):")
+    print("calibration rows (podsim.validation.split.calibration_rows, split rule R2 with A1 and A2; every other row validates):")
     for name, rid in sorted(picks.items()):
         v = f"{values[name]:,.0f}" if name in HOST_CONSTANTS else f"{values[name]:.3f}"
         print(f"  {name:22} = {v:>8}  from {rid:13} ({_pick_reason(name, rid)})")
-    for name, why in sorted(held_picks(rows).items()):
-        print(f"  {name:22}   not set: the rule cannot work as written here, calibration stopped ({why}); "
-              f"{name} keeps its no-basis value, {current_values([name])[name]:.3f}")
+    for name, why in sorted(unidentified(rows).items()):
+        fallback = "the hosts never hold a step" if name in HOST_CONSTANTS else f"the vendor's figure, {current_values([name])[name]:.3f}"
+        print(f"  {name:22}   no basis (A2): {why}; {fallback}")
 
 
 def _summary_line(label: str, errs: list[float]) -> str:
@@ -367,7 +376,9 @@ def step_table(ids: list[str], argv: list[str]) -> list[dict]:
         table.append(record(row, predictor.summary(row, values), tuple(sorted(sets.get(row.id, ())))))
         print(_line(table[-1]), flush=True)
     s = summarise(table)
-    print(f"\n{s['validation_rows']} validation rows (of {s['rows']} scored): median |error| {s['median_abs_error']:.1%}, "
+    unscored = sum(1 for r in table if r.get("unscored"))
+    print(f"\n{s['validation_rows']} validation rows (of {s['rows']}: {len(set(picks.values()))} set constants, {unscored} not scored by the "
+          f"quality rule): median |error| {s['median_abs_error']:.1%}, "
           f"max |error| {s['max_abs_error']:.1%} (issue 32's targets 5% and 15%). Wall time {time.perf_counter() - t1:.0f} s.")
     if not ids and "--no-cv" not in argv:
         t2 = time.perf_counter()
@@ -379,10 +390,11 @@ def step_table(ids: list[str], argv: list[str]) -> list[dict]:
               f"differs from the plain one\n{'id':13} {'plain':>7} {'LOO':>7} {'LOSO':>7}  (corpus)")
         for r in moved:
             print(f"{r['id']:13} {r['error']:+7.1%} {r['loo']:+7.1%} {r['loso']:+7.1%}  ({r['corpus']}){' calibration' if r['calibration'] else ''}")
-        print(_summary_line("leave-one-out, every scored row", [r["loo"] for r in table]))
-        print(_summary_line("leave-one-source-out, every scored row", [r["loso"] for r in table]))
-        for corpus in sorted({r["corpus"] for r in table}):
-            print(_summary_line(f"  held-out {corpus}", [r["loso"] for r in table if r["corpus"] == corpus]))
+        scored = [r for r in table if not r.get("unscored")]
+        print(_summary_line("leave-one-out, every scored row", [r["loo"] for r in scored]))
+        print(_summary_line("leave-one-source-out, every scored row", [r["loso"] for r in scored]))
+        for corpus in sorted({r["corpus"] for r in scored}):
+            print(_summary_line(f"  held-out {corpus}", [r["loso"] for r in scored if r["corpus"] == corpus]))
         print(f"Cross-validation wall time {time.perf_counter() - t2:.0f} s ({predictor.engine_runs} engine runs in all).")
         print("\nper kind:\n" + "\n".join(cv_lines(table, "--markdown" in argv)))
     if "--markdown" in argv:
@@ -391,7 +403,9 @@ def step_table(ids: list[str], argv: list[str]) -> list[dict]:
 
 
 def calibrate_command(argv: list[str]) -> None:
-    """Refit every calibrated constant on the row the rule picks (or `NAME=ROW` given)."""
+    """Refit every calibrated constant on the row the rule picks (or `NAME=ROW` given, refused in
+    one line where the row may not set it), then re-apply the rule at the new values: A2 measures
+    identifiability at the constants in force, so the picks must be the same there (a fixed point)."""
     picks = calibration_rows(ROWS)
     by_id = {r.id: r for r in ROWS}
     for a in (a for a in argv if "=" in a and not a.startswith("--")):
@@ -400,19 +414,18 @@ def calibrate_command(argv: list[str]) -> None:
             raise PodsimError(f"--calibrate {a}: no row {rid!r}")
         if name not in HOST_CONSTANTS:
             check_can_calibrate(by_id[rid], name)
+        check_identifiable(by_id[rid], name)
         picks[name] = rid
     t0 = time.perf_counter()
     predictor = Predictor()
     fit = calibrate(ROWS, picks, predictor, start=current_values(picks))
     print(f"calibrated in {time.perf_counter() - t0:.0f} s ({predictor.engine_runs} engine runs):")
     print_picks(picks, fit)
-    literal = {n: rid for n, rid in rule_picks(ROWS).items() if n not in picks}
-    if literal:
-        held = calibrate(ROWS, {**picks, **literal}, predictor, start=fit, names=literal)
-        by_id = {r.id: r for r in ROWS}
-        print("the rule applied literally would also set (not shipped): " + ", ".join(
-            f"{n} = {held[n]:.3f} from {rid} (its error then {predictor.step_s(by_id[rid], {**fit, **held}) / by_id[rid].measured_s - 1:+.1%})"
-            for n, rid in sorted(literal.items())))
+    with constants(fit):
+        again = calibration_rows(ROWS, Predictor())
+    print("the rule at the new values picks " + ("the same rows" if again == picks else
+          "other rows: " + ", ".join(f"{n}: {picks.get(n)} -> {again.get(n)}" for n in sorted({*picks, *again}) if picks.get(n) != again.get(n))
+          + " (calibrate again)"))
     print("CALIBRATED = {" + ", ".join(f'"{k}": {v:.3f}' for k, v in sorted(fit.items()) if k not in HOST_CONSTANTS) + "}")
     print("in use: " + ", ".join(f"{k} = {v:.3f}" for k, v in sorted(current_values(fit).items())))
 

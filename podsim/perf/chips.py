@@ -7,7 +7,7 @@ figure the reference sheet does not give, with the reason in the note.
 peaks (matmul per precision, HBM) are per generation, each with its basis, in
 `podsim.perf.efficiency` (a separate table, so the peaks and the efficiencies change apart):
 `chip_compute` joins the two. The host input rate below is the one calibrated constant that is not
-a compute fraction.
+a compute fraction (with no basis at present: V3_HOST_JPEG_IMAGES_PER_S).
 """
 
 from __future__ import annotations
@@ -69,19 +69,22 @@ CHIPS: dict[str, tuple[int, str, dict[str, float], str, tuple[str, ...]]] = {
 
 # Host input pipelines -----------------------------------------------------------------------
 
-V3_HOST_JPEG_IMAGES_PER_S = 11_049.0
+V3_HOST_JPEG_IMAGES_PER_S: float | None = None
 """Images per second one TPU v3 host (8 chips, hardware.md v3.6) decodes, augments and feeds when
-its pipeline decodes JPEGs every step: the MLPerf v0.6 resnet_main.py without
---cache_decoded_image (R06 Google/benchmarks/resnet/tpu-v3-512/run_and_time.sh sets
-num_prefetch_threads=16 and no cache). No source publishes a host's rate; it is the rate the
-sheet's ml.12 run implies (256 v3 chips, 32 hosts, 32768 images in ~92.7 ms: 11.0k per host),
-calibrated on validation row ML12 (`benchmarks/validation.py --calibrate`), the fourth calibration
-constant. M2 (the same code on 1024 chips, 10.2k per host measured) checks it."""
+its pipeline decodes JPEGs every step (the MLPerf v0.6 resnet_main.py without
+--cache_decoded_image). No source publishes a host's rate, and the calibration split (its host
+rule with amendment A2, podsim.validation.split) finds no row it can be identified from: the
+rule's row, R06-resnet-128 (the most images per host), runs slower on its chips alone by
+podsim's count than its measured step, so no rate fits it and the solve runs to its bound, where
+the step no longer depends on the rate. So the rate has no basis (None): a trace that asks for
+the jpeg pipeline on v3 is refused with a request for input_rate_per_host, and the validation rows
+whose code decodes JPEGs run without the hosts, said in their notes. (It was 11,049, fitted on
+ML12 before the split rule; ML12 re-derived from its logs, 78.96 ms, would imply 13.0k.)"""
 
 INPUT_PIPELINES = ("none", "jpeg")
 """none: the input never holds a step up (synthetic data, or cached decoded images fed faster
 than the chips consume them: no source gives that rate); jpeg: JPEGs decoded every step at the
-generation's host rate (HOST_INPUT_RATES)."""
+generation's host rate (HOST_INPUT_RATES), where it has one."""
 
 # generation id -> {pipeline: (name of its rate constant, unit)}; looked up by name when a trace is
 # generated, so calibration reaches it
@@ -100,7 +103,11 @@ def host_input_rate(gen: str | Generation, pipeline: str) -> tuple[float, str]:
         have = ", ".join(f"{p} on {gid}" for gid, ps in HOST_INPUT_RATES.items() for p in ps)
         raise PodsimError(f"input_pipeline {pipeline!r}: no published or calibrated rate for {g.id} hosts (podsim has: {have}); "
                           "give the rate instead (input_rate_per_host)") from None
-    return float(globals()[name]), unit
+    rate = globals()[name]
+    if rate is None:
+        raise PodsimError(f"input_pipeline {pipeline!r} on {g.id}: the hosts' rate has no basis (no source, and no validation row "
+                          "identifies it: podsim.perf.chips." + name + "); give the rate instead (input_rate_per_host)")
+    return float(rate), unit
 
 
 def chip_compute(gen: str | Generation) -> ChipCompute:

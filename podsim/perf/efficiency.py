@@ -69,9 +69,9 @@ SOURCED: dict[str, Sourced] = {
 """R1: the constants a published microbenchmark of the generation sets (podsim/data/reference/efficiency.md)."""
 
 CALIBRATED: dict[str, float] = {
-    "tpu-v3:hbm": 0.609,
-    "tpu-v3:matmul:bf16": 0.992,
-    "tpu-v4:hbm": 0.771,
+    "tpu-v3:hbm": 0.614,
+    "tpu-v3:matmul:bf16": 0.986,
+    "tpu-v4:hbm": 0.775,
     "tpu-v4:matmul:bf16": 0.905,
     "tpu-v5p:matmul:bf16": 0.727,
 }

@@ -1,5 +1,6 @@
 """The calibration split of the step-time validation table, as code (the rule the lead fixed on
-2026-12-04, before any new row's error was seen; docs/validation.md quotes it):
+2026-12-04, before any new row's error was seen, with its amendments A1 and A2 of the same day;
+docs/validation.md quotes them):
 
 - R1: a compute constant with a published microbenchmark of its generation is set from it
   (podsim.perf.efficiency.SOURCED); no row calibrates it.
@@ -8,6 +9,14 @@
   whose plan and options the source states (`RowFacts.eligible`): for a matmul fraction the one of
   that precision with the highest measured MFU, for the HBM fraction the one with the lowest model
   FLOPs per HBM byte in podsim's trace; ties, the earliest published.
+- A1: an upper bound whose training share (R6: podsim.validation.table.train_share) is at least
+  MIN_TRAIN_SHARE counts as a direct measurement; its implied value (R6) is its calibration target
+  and the step its measured MFU is taken at.
+- A2: a row can set a constant only if the constant is identifiable from it: a 1% change of the
+  constant moves the row's predicted step by at least MIN_SENSITIVITY x 1% (`sensitivity`, measured
+  by the engine at the constants in force). R2 chooses among the eligible rows that pass; where none
+  passes and no source exists the constant has no basis (podsim.perf.efficiency: the vendor's figure),
+  and `unidentified` says why.
 - R3: a generation with neither takes no row; podsim.perf.efficiency gives it its no-basis value
   (no source was found that says another generation's figure holds for it).
 - R4: `calibration_rows(rows)` is the only place calibration rows come from; a row that does not
@@ -17,12 +26,14 @@
 - R6 (scoring) lives in podsim.validation.table.implied_s.
 
 The hosts' JPEG rate (not a compute constant, so outside the rule's R1-R3) is picked the same way:
-among the eligible rows that decode JPEGs on that generation's hosts, the one whose hosts feed the
-most images per step (the step most set by the hosts, least confounded by the chips).
+among the eligible rows that decode JPEGs on that generation's hosts and whose step the rate can be
+identified from (A2), the one whose hosts feed the most images per step (the step most set by the
+hosts, least confounded by the chips).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -34,15 +45,23 @@ from podsim.perf import efficiency
 from podsim.perf.efficiency import HBM, MATMUL, constant_name, parse_name
 from podsim.study.study import study_job
 from podsim.topology import get_generation
+from podsim.trace.configs import ResNetConfig, get_model
 from podsim.trace.memory import fits_hbm
 from podsim.trace.model import Compute
 from podsim.validation.row import Row, row_chips
-from podsim.validation.table import fitting_study, peak_scale, row_trace
+from podsim.validation.table import fitting_study, implied_s, peak_scale, row_trace, train_share
 
 HOST = "host"
 HOST_CONSTANTS = {"tpu-v3:host:jpeg": "V3_HOST_JPEG_IMAGES_PER_S"}
 """Host input rates calibrated like a compute constant (podsim.perf.chips.HOST_INPUT_RATES)."""
 UNLIMITED_HOST_RATE = float("inf")  # a fold with no row for a host rate: the hosts never hold a step
+MIN_TRAIN_SHARE = 0.95
+"""A1: an upper bound whose eval pass moves it by at most 5% (the table's resolution) may calibrate."""
+MIN_SENSITIVITY = 0.3
+"""A2: the least |d ln step / d ln constant| at which a row can set a constant."""
+SENSITIVITY_STEP = 0.01
+"""A2: the change of the constant the sensitivity is measured over (a 1% decrease: a fraction may be
+at its bound of 1 but can always fall)."""
 
 
 @dataclass(frozen=True)
@@ -55,7 +74,8 @@ class RowFacts:
     pipeline: str  # the hosts' input pipeline ('none', 'jpeg')
     eligible: bool
     why_not: str  # '' when eligible
-    measured_mfu: float  # model FLOPs / (measured step x peak of the row's precision), per chip
+    target_s: float  # the step the row is calibrated to: its measurement, or an A1 bound's implied value (R6)
+    measured_mfu: float  # model FLOPs / (target_s x peak of the row's precision), per chip
     flops_per_hbm_byte: float  # model FLOPs per HBM byte of the chip's compute ops in podsim's trace
     host_items: float  # items (images) each host feeds per step, 0 without a host pipeline
     published: str
@@ -66,7 +86,7 @@ _FACTS: dict[tuple, RowFacts] = {}
 
 def _key(row: Row) -> tuple:
     return (row.id, row.generation, row.shape, row.plan, row.slices, repr(row.options), repr(sorted(row.overrides.items())),
-            row.measured_s, row.kind, row.stated)
+            row.measured_s, row.kind, row.stated, row.train_samples_per_interval, row.eval_samples_per_interval)
 
 
 def row_facts(row: Row) -> RowFacts:
@@ -86,17 +106,25 @@ def _facts(row: Row) -> RowFacts:
     peak = gen.peak_flops_per_s / peak_scale(row)
     capacity = gen.hbm_per_chip.si
     fits = fits_hbm(trace.meta["hbm_footprint"]["total_bytes"], capacity)
-    host = trace.meta.get("host_input") or {}
+    # images each host feeds per step under the row's stated pipeline (whether or not its rate has a basis)
+    cfg = get_model(row.model, row.overrides) if isinstance(row.model, str) else row.model
+    decodes = row.options.input_pipeline != "none" and isinstance(cfg, ResNetConfig)
+    host_items = cfg.global_batch * (gen.chips_per_host.value or 0) / chips if decodes else 0.0
+    share = train_share(row) if row.kind == "upper_bound" else 1.0
+    direct = row.kind == "measured" or (row.kind == "upper_bound" and share >= MIN_TRAIN_SHARE)
+    what = (f"an upper bound whose training share is {share:.3f} (under {MIN_TRAIN_SHARE} of amendment A1)" if row.kind == "upper_bound"
+            else f"a {row.kind}")
+    target = implied_s(row) if direct else row.measured_s
     why = next((w for ok, w in (
-        (row.kind == "measured", f"a {row.kind.replace('_', ' ')}, not a direct measurement"),
+        (direct, f"{what}, not a direct measurement"),
         (row.slices == 1, f"{row.slices} slices"),
         (row.stated, "its source leaves the plan or options open (`assumed`)"),
         (fits, f"over HBM: {trace.meta['hbm_footprint']['total_bytes'] / 2**30:.1f} GiB of {capacity / 2**30:.1f} GiB per chip "
                "by podsim's memory model"),
     ) if not ok), "")
-    return RowFacts(row.id, gen.chip_id, row.options.precision, row.options.input_pipeline, not why, why,
-                    model / (row.measured_s * peak) if model else 0.0, model / hbm if hbm else float("inf"),
-                    float(host.get("items_per_host", 0.0)) if host.get("unit") == "images" else 0.0, row.published)
+    return RowFacts(row.id, gen.chip_id, row.options.precision, row.options.input_pipeline, not why, why, target,
+                    model / (target * peak) if model else 0.0, model / hbm if hbm else float("inf"),
+                    host_items, row.published)
 
 
 def row_constants(row: Row) -> tuple[str, ...]:
@@ -116,13 +144,17 @@ def _sourced(name: str) -> bool:
     return name in efficiency.SOURCED
 
 
-def calibration_rows(rows: Iterable[Row]) -> dict[str, str]:
-    """Constant name -> the id of the one row that sets it: the rule's picks (`rule_picks`) less
-    the ones it cannot work for (`held_picks`). Picks only from the rows' data and podsim's trace."""
-    rows = list(rows)
-    picks = rule_picks(rows)
-    held = held_picks(rows, picks)
-    return {n: rid for n, rid in picks.items() if n not in held}
+def calibration_rows(rows: Iterable[Row], predictor: Predictor | None = None) -> dict[str, str]:
+    """Constant name -> the id of the one row that sets it (R2 with A1 and A2): for each constant no
+    source sets, the best-ranked eligible row (`ranked_pools`) from which the constant is
+    identifiable (`sensitivity`). Picks only from the rows' data, podsim's trace and its engine."""
+    return _identified(list(rows), predictor)[0]
+
+
+def unidentified(rows: Iterable[Row], predictor: Predictor | None = None) -> dict[str, str]:
+    """Constant name -> why no row sets it although eligible rows exist: none passes A2's
+    identifiability test (the constant then has no basis: podsim.perf.efficiency's vendor figure)."""
+    return _identified(list(rows), predictor)[1]
 
 
 def ridge_flops_per_byte(chip: str) -> float:
@@ -131,34 +163,15 @@ def ridge_flops_per_byte(chip: str) -> float:
     return g.peak_flops_per_s / g.hbm_bytes_per_s
 
 
-def held_picks(rows: Iterable[Row], picks: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The rule's picks it cannot work for as written, and why (calibration stopped there, for the
-    lead to decide; docs/validation.md): an HBM-fraction pick whose row is compute-bound by podsim's
-    own roofline (its model FLOPs per HBM byte above its generation's ridge point) has a step that
-    hardly depends on HBM, so solving the HBM fraction on it makes that fraction absorb whatever
-    else the row misses (issue 32: v5e's would be 0.559, and MLPerf Inference's memory-bound v5e
-    rows +42%)."""
-    rows = list(rows)
-    picks = rule_picks(rows) if picks is None else picks
-    facts = {r.id: row_facts(r) for r in rows}
-    out = {}
-    for name, rid in picks.items():
-        chip, kind, _ = parse_name(name)
-        ridge = ridge_flops_per_byte(chip) if kind == HBM else 0.0
-        if kind == HBM and facts[rid].flops_per_hbm_byte > ridge:
-            out[name] = (f"{rid} is compute-bound by podsim's roofline ({facts[rid].flops_per_hbm_byte:.0f} model FLOPs per HBM "
-                         f"byte against {chip}'s ridge of {ridge:.0f}): no eligible row is memory-bound")
-    return out
-
-
-def rule_picks(rows: Iterable[Row]) -> dict[str, str]:
-    """Constant name -> the id of the one row R2 (and the host rule) picks for it, for every
-    constant a row of `rows` depends on that no source sets; a constant without an eligible row is
-    left out (R3)."""
+def ranked_pools(rows: Iterable[Row]) -> dict[str, list[RowFacts]]:
+    """Constant name -> R2's ranking of its eligible rows, best first, for every constant a row of
+    `rows` depends on that no source sets (R1); a constant without an eligible row is left out (R3).
+    Matmul: that precision's rows by highest measured MFU; HBM: lowest model FLOPs per HBM byte;
+    a host rate: most items per host per step; ties, the earliest published."""
     rows = list(rows)
     facts = {r.id: row_facts(r) for r in rows}
     wanted = {n for r in rows for n in row_constants(r) if not _sourced(n)}
-    picks: dict[str, str] = {}
+    pools: dict[str, list[RowFacts]] = {}
     for name in sorted(wanted):
         chip, kind, sub = parse_name(name)
         pool = [f for f in facts.values() if f.eligible and f.chip == chip]
@@ -171,8 +184,50 @@ def rule_picks(rows: Iterable[Row]) -> dict[str, str]:
             pool = [f for f in pool if f.pipeline == sub and f.host_items > 0]
             best = sorted(pool, key=lambda f: (-f.host_items, f.published, f.id))
         if best:
-            picks[name] = best[0].id
-    return picks
+            pools[name] = best
+    return pools
+
+
+def in_force(row: Row) -> dict[str, float]:
+    """The values of the calibratable constants `row` reads, as podsim holds them now (a
+    constant with no basis at its vendor figure)."""
+    return current_values(n for n in row_constants(row) if not _sourced(n))
+
+
+_RULE_PREDICTOR: Predictor | None = None
+
+
+def sensitivity(row: Row, name: str, predictor: Predictor | None = None, values: Mapping[str, float] | None = None) -> float:
+    """A2: |d ln step / d ln constant| of the row's predicted step at `values` (default: the
+    constants in force), from the engine's step at the constant and at SENSITIVITY_STEP below it.
+    1.0: the step is wholly set by the constant (time ~ 1 / fraction); 0: not at all."""
+    global _RULE_PREDICTOR
+    if predictor is None:
+        _RULE_PREDICTOR = _RULE_PREDICTOR or Predictor()
+        predictor = _RULE_PREDICTOR
+    values = dict(in_force(row) if values is None else values)
+    base = predictor.step_s(row, values)
+    lower = predictor.step_s(row, {**values, name: values[name] * (1 - SENSITIVITY_STEP)})
+    return abs(math.log(lower / base)) / -math.log(1 - SENSITIVITY_STEP)
+
+
+def _identified(rows: list[Row], predictor: Predictor | None) -> tuple[dict[str, str], dict[str, str]]:
+    """(picks, why not) of `calibration_rows` and `unidentified`: each ranked pool walked best
+    first until a row passes A2 (the same choice as filtering the pool by A2, then ranking)."""
+    by_id = {r.id: r for r in rows}
+    picks: dict[str, str] = {}
+    why: dict[str, str] = {}
+    for name, pool in ranked_pools(rows).items():
+        tried = []
+        for f in pool:
+            s = sensitivity(by_id[f.id], name, predictor)
+            if s >= MIN_SENSITIVITY:
+                picks[name] = f.id
+                break
+            tried.append(f"{f.id} {s:.2f}")
+        else:
+            why[name] = (f"no eligible row passes A2 (sensitivity >= {MIN_SENSITIVITY}): " + ", ".join(tried))
+    return picks, why
 
 
 def check_can_calibrate(row: Row, name: str) -> None:
@@ -186,13 +241,25 @@ def check_can_calibrate(row: Row, name: str) -> None:
         raise PodsimError(f"row {row.id} cannot calibrate {name}: {f.why_not}")
 
 
+def check_identifiable(row: Row, name: str, predictor: Predictor | None = None) -> None:
+    """A one-line refusal when `name` cannot be identified from `row` (A2)."""
+    s = sensitivity(row, name, predictor)
+    if s < MIN_SENSITIVITY:
+        raise PodsimError(f"row {row.id} cannot calibrate {name}: a 1% change of it moves the row's step by {s:.2f}%, "
+                          f"under the {MIN_SENSITIVITY}% of amendment A2")
+
+
 # Constants in force ------------------------------------------------------------------------------
 
 def current_values(names: Iterable[str]) -> dict[str, float]:
     """The values of calibratable constants as podsim holds them now."""
     out = {}
     for n in names:
-        out[n] = float(getattr(chip_constants, HOST_CONSTANTS[n])) if n in HOST_CONSTANTS else efficiency.fraction(n).value
+        if n in HOST_CONSTANTS:  # a host rate with no basis: the hosts never hold a step
+            v = getattr(chip_constants, HOST_CONSTANTS[n])
+            out[n] = UNLIMITED_HOST_RATE if v is None else float(v)
+        else:
+            out[n] = efficiency.fraction(n).value
     return out
 
 
@@ -248,14 +315,14 @@ def _bounds(name: str) -> tuple[float, float]:
 
 
 def solve(predictor: Predictor, row: Row, name: str, values: Mapping[str, float], tol: float = 1e-3, evals: int = 12) -> float:
-    """The value of `name` that makes `row`'s prediction equal its measurement, the others at
-    `values`. The step falls (or stays) as the value grows, so the value is bracketed by steps of
+    """The value of `name` that makes `row`'s prediction equal its calibration target (its
+    measurement, or an A1 bound's implied value: RowFacts.target_s), the others at `values`. The step falls (or stays) as the value grows, so the value is bracketed by steps of
     x1.25 from the current one and then narrowed by regula falsi (Illinois); a row even the bound
     cannot meet sets the constant at that bound (a fraction at 1: the whole peak is still slow)."""
     if name not in HOST_CONSTANTS:
         check_can_calibrate(row, name)
     lo, hi = _bounds(name)
-    target = row.measured_s
+    target = row_facts(row).target_s
 
     def gap(x: float) -> float:
         return predictor.step_s(row, {**values, name: x}) / target - 1
@@ -315,7 +382,7 @@ def _refit_for(held_out: Sequence[Row], rest: Sequence[Row], plain_picks: Mappin
     table's where the rule picks the same rows for every constant of the held-out rows' chips; else
     those chips' constants solved again on the fold's picks (a constant with no pick in the fold
     falls to its no-basis value)."""
-    picks = calibration_rows(rest)
+    picks = calibration_rows(rest, predictor)
     chips = {row_facts(r).chip for r in held_out}
     on_chip = lambda n: parse_name(n)[0] in chips  # noqa: E731
     names = {n for n in {*picks, *plain_picks} if on_chip(n)}

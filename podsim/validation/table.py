@@ -29,7 +29,9 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from podsim.engine import step_summary
+from podsim.errors import PodsimError
 from podsim.perf import chips as chip_constants
+from podsim.perf.efficiency import HBM, MATMUL, constant_name, fraction
 from podsim.study import StepStudy, run_study
 from podsim.study.study import study_trace
 from podsim.topology import get_generation
@@ -69,9 +71,24 @@ def series_table(table: list[dict], series: tuple[Series, ...] = SERIES) -> list
     return out
 
 
+def hosts_unmodelled(row: Row) -> bool:
+    """Whether the row's hosts run an input pipeline at a rate podsim has no basis for
+    (podsim.perf.chips.host_input_rate refuses it): the row then runs without its hosts."""
+    o = row.options
+    if o.input_pipeline == "none" or o.input_rate_per_host is not None:
+        return False
+    try:
+        chip_constants.host_input_rate(row.generation, o.input_pipeline)
+    except PodsimError:
+        return True
+    return False
+
+
 def setup_note(row: Row) -> str:
     """The row's note: what the sheet leaves open and podsim takes, then the TF1 gradient path."""
     o, parts = row.options, [row.assumed] if row.assumed else []
+    if hosts_unmodelled(row):
+        parts.append(f"the hosts' {o.input_pipeline} rate has no basis (podsim.perf.chips): run without the hosts")
     if o.combine_grad_reduce:
         dtype = "fp32" if o.grad_bytes == 4 else "bf16"
         parts.append(f"TF1: one {dtype} gradient all-reduce after backward" + (", a replica per TensorCore" if o.replicas_per_chip == 2 else "")
@@ -80,8 +97,11 @@ def setup_note(row: Row) -> str:
 
 
 def row_study(row: Row, recompute: str | bool | None = None) -> StepStudy:
-    """The row's step as a study (`recompute`: instead of the row's own policy)."""
+    """The row's step as a study (`recompute`: instead of the row's own policy; hosts whose rate
+    has no basis left out, `hosts_unmodelled`)."""
     options = row.options if recompute is None else replace(row.options, recompute=recompute)
+    if hosts_unmodelled(row):
+        options = replace(options, input_pipeline="none")
     return StepStudy(row.generation, row.shape, model=row.model, plan=row.plan, slices=row.slices,
                      model_overrides=row.overrides, options=options, name=row.id)
 
@@ -161,6 +181,14 @@ def peak_scale(row: Row) -> float:
     return cc.peak_for("bf16") / cc.peak_for(row.options.precision, f"validation row {row.id}")
 
 
+def no_basis(row: Row) -> tuple[str, ...]:
+    """The compute constants the row reads that have no basis (neither a source nor an
+    identifiable row: split rule A2), so run at the vendor's figure (podsim.perf.efficiency)."""
+    chip = get_generation(row.generation).chip_id
+    names = (constant_name(chip, MATMUL, row.options.precision), constant_name(chip, HBM))
+    return tuple(n for n in names if fraction(n).basis == "none")
+
+
 def record(row: Row, s: dict, sets: tuple[str, ...] = ()) -> dict:
     """A table record of a row from its step summary `s` (`predict`); `sets`: the constants the
     split rule has the row set (podsim.validation.split.calibration_rows), else it validates;
@@ -177,7 +205,7 @@ def record(row: Row, s: dict, sets: tuple[str, ...] = ()) -> dict:
             "calibration": ", ".join(sets), "assumed": setup_note(row), "source": row.source,
             "engine_wall_s": s["engine_wall_s"], "recompute": s["recompute"],
             "hbm_bytes_per_chip": s.get("hbm_bytes_per_chip"), "hbm_fits": s.get("hbm_fits"),
-            "unscored": unscored_reason(row, implied)}
+            "unscored": unscored_reason(row, implied), "no_basis": no_basis(row)}
 
 
 def run_table(rows: tuple[Row, ...] = ROWS, on_row: Callable[[dict], None] | None = None,
