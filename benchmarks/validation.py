@@ -286,16 +286,19 @@ def series_lines(table: list[dict], markdown: bool) -> list[str]:
     return out
 
 
+BANDS_NOTE = ("written by `benchmarks/validation.py --write-bands` (step bands: the step-time table, "
+              "podsim/validation/table.py: leave-one-out |error| of every row the quality rule scores, calibration rows with "
+              "their held-out error) and `--serving --write-bands` (serve bands: the serving table, "
+              "podsim/validation/serving_table.py: |error| of the rows that set no constant), per kind prefix")
+
+
 def write_serving_bands(table: list[dict]) -> None:
     """The serving table's bands into podsim/data/error_bands.json, beside the step bands already there."""
     from podsim.validation import serving_table as st
 
     path = Path(__file__).resolve().parents[1] / "podsim" / "data" / bands.BANDS_FILE
-    note = ("written by `benchmarks/validation.py --write-bands` (step bands: the step-time table, "
-            "podsim/validation/table.py) and `--serving --write-bands` (serve bands: the serving table, "
-            "podsim/validation/serving_table.py): |error| of the rows that set no constant, per kind prefix")
     new = bands.bands_from_errors(st.band_errors(table))
-    path.write_text(bands.to_json(bands.merged(bands.stored_bands(), new, "serve"), note), encoding="utf-8")
+    path.write_text(bands.to_json(bands.merged(bands.stored_bands(), new, "serve"), BANDS_NOTE), encoding="utf-8")
     print(f"wrote the serving bands into {path}")
 
 
@@ -304,13 +307,9 @@ def write_bands(table: list[dict]) -> None:
     (podsim.validation.bands), beside the serving bands already there."""
     if {r["id"] for r in table} != {r.id for r in ROWS} or any("loo" not in r for r in table):
         raise SystemExit("--write-bands needs the whole table, cross-validated: give no row ids and not --no-cv")
-    note = ("written by `benchmarks/validation.py --write-bands` (step bands: the step-time table, "
-            "podsim/validation/table.py: leave-one-out |error| of every scored row, calibration rows with their held-out "
-            "error) and `--serving --write-bands` (serve bands: the serving table, podsim/validation/serving_table.py: "
-            "|error| of the rows that set no constant), per kind prefix")
     path = Path(__file__).resolve().parents[1] / "podsim" / "data" / bands.BANDS_FILE
     new = bands.bands_from_errors(band_errors(table, {r["id"]: r["loo"] for r in table}))
-    path.write_text(bands.to_json(bands.merged(bands.stored_bands(), new, "step"), note), encoding="utf-8")
+    path.write_text(bands.to_json(bands.merged(bands.stored_bands(), new, "step"), BANDS_NOTE), encoding="utf-8")
     print(f"wrote {path}")
 
 

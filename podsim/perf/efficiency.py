@@ -64,7 +64,10 @@ SOURCED: dict[str, Sourced] = {
                                   "(Google's accelerator-microbenchmarks)"),
     "tpu-7x:hbm": Sourced(0.892, "eff.6", "HBM copy of 8 GiB on one TPU7x chip: 6421 of 7200 GB/s (Google's "
                           "accelerator-microbenchmarks)"),
-    "gpu-h100:matmul:bf16": Sourced(0.789, "eff.7", "bf16 matmul on one H100 SXM: 780 of 989 TFLOP/s (a public gist)"),
+    "gpu-h100:matmul:bf16": Sourced(0.757, "eff.9", "Llama 2 7B layer matmuls at 4,096 tokens on one H100: 749 of 989 TFLOP/s "
+                                    "(vidur's kernel profile; eff.7's 780, a gist, ran with boosted clocks)"),
+    "gpu-h100:hbm": Sourced(0.869, "eff.8", "Llama 2 70B layer matmuls at 1 token on one H100 (a TP 2 shard) stream their weights "
+                            "at 2.91 of 3.35 TB/s (vidur's kernel profile)"),
 }
 """R1: the constants a published microbenchmark of the generation sets (podsim/data/reference/efficiency.md)."""
 

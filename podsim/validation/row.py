@@ -96,8 +96,8 @@ GSPMD_SHARDED = {"sequence_parallel": True}
 SHARDED_NOTE = "activations sharded over the model axis between blocks (as sequence parallelism)"
 MAXTEXT_NOTE = SHARDED_NOTE + "; collective matmul of the all-gathers only (the script's XLA flags)"
 R41 = "mlcommons/training_results_v4.1@b87b9e396f771345d4ef122ba33456304f15228d"
-# MaxText's remat policies in the MLPerf GPT-3 code as podsim's recompute policies (the v4.0 scripts
-# check out google/maxtext f586e43, the v4.1 ones branch mlperf/4.1 = AI-Hypercomputer/maxtext@a6b44b3;
+# MaxText's remat policies in the MLPerf GPT-3 code as podsim's recompute policies (the round 4.0 scripts
+# check out google/maxtext f586e43, the round 4.1 ones branch mlperf/4.1 = AI-Hypercomputer/maxtext@a6b44b3;
 # MaxText/layers/models.py at each):
 # - `minimal`: jax.checkpoint_policies.checkpoint_dots_with_no_batch_dims, every weight matmul's
 #   output saved: podsim's `dots`;
