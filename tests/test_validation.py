@@ -23,10 +23,10 @@ from podsim.validation.table import (
 
 # |error| per row as recorded in docs/validation.md
 PINNED: dict[str, float] = {"M1": 0.043, "M2": 0.077, "M3": 0.185, "ML12": 0.000, "M4": 0.014, "M5": 0.121, "M6": 0.000,
-                             "M7": 0.056, "M8": 0.194, "M9": 0.095, "M10": 0.005, "M11": 0.000, "M12": 0.046, "M13": 0.000,
-                             "M14": 0.000, "M15": 0.000, "M16": 0.015, "M17": 0.000, "P1": 0.019, "P1a": 0.043, "T4": 0.000,
+                             "M7": 0.056, "M8": 0.194, "M9": 0.095, "M10": 0.011, "M11": 0.000, "M12": 0.046, "M13": 0.000,
+                             "M14": 0.000, "M15": 0.000, "M16": 0.015, "M17": 0.000, "P1": 0.022, "P1a": 0.043, "T4": 0.000,
                              "T12": 0.000}
-PINNED_SUMMARY = {"median_abs_error": 0.031, "max_abs_error": 0.194}
+PINNED_SUMMARY = {"median_abs_error": 0.032, "max_abs_error": 0.194}
 SLACK = 0.02  # a row may drift by 2 points of error before the test calls it a regression
 FAST = ("M1", "ML12", "M4", "M6", "M8")
 
