@@ -27,15 +27,15 @@ from podsim.cli.common import (
     write_timeline,
 )
 from podsim.collectives import ALGORITHMS, KINDS
-from podsim.collectives.routes import check_routing
+from podsim.collectives.fabricroutes import check_routing
 from podsim.engine import simulate_collective
 from podsim.engine.jobs import declared_slices
 from podsim.engine.linkload import record_link_load
 from podsim.engine.results import CollectiveResult
 from podsim.errors import PodsimError, first_error
 from podsim.topology import build_slice, format_shape, get_generation, parse_shape
+from podsim.topology.dcn import dcn_choice
 from podsim.topology.dcntiers import TIERS_HELP
-from podsim.topology.fabric import dcn_choice
 from podsim.topology.multipath import ROUTING_POLICIES
 from podsim.trace.kinds import normalise_algorithm, normalise_kind
 from podsim.trace.model import DEFAULT_COMPUTE_EFFICIENCY
@@ -155,10 +155,14 @@ def step_options(items: list[str] | None) -> GenerateOptions:
     field's type (e.g. recompute=full, collective_matmul=true, microbatches=8)."""
     from pydantic import TypeAdapter, ValidationError
 
+    from podsim.quantities import find_nonbool
     from podsim.trace.configs import parse_assignments
     from podsim.trace.generate import GenerateOptions
 
     given = parse_assignments(items, "--option", "recompute=full")
+    bad = find_nonbool(given, GenerateOptions)  # pydantic would read sequence_parallel=1 or =yes as true
+    if bad is not None:
+        raise PodsimError(f"--option {'.'.join(map(str, bad[0]))}={bad[1]}: not a boolean; give true or false")
     try:
         return TypeAdapter(GenerateOptions).validate_python(given)
     except ValidationError as exc:

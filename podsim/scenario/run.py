@@ -16,11 +16,12 @@ from typing import TYPE_CHECKING
 from podsim.engine import StepResult, step_summary
 from podsim.engine.core import busy_time_s
 from podsim.scenario.check import check_scenario
+from podsim.scenario.clusterrun import cluster_run
 from podsim.scenario.fields import parse_target, target_met
 from podsim.scenario.replicates import pool_replicates, run_replicates
 from podsim.scenario.result import TABLES, RunResult, normalise_table
 from podsim.scenario.scaling import scenario_scaling
-from podsim.scenario.schema import POLICY_FIELDS, SOLVER_FIELDS, Scenario
+from podsim.scenario.schema import Scenario
 from podsim.scenario.spine import spine_study
 from podsim.scenario.steptime import RecordingStepTime
 from podsim.scenario.studies import job_studies, step_study
@@ -31,7 +32,7 @@ from podsim.topology.shapes import slice_name
 from podsim.validation.bands import step_band
 
 if TYPE_CHECKING:  # a job stream imports the cluster simulation (CP-SAT, ...) where it runs, not a step
-    from podsim.cluster import ClusterResult, ClusterRun
+    from podsim.cluster import ClusterResult
 
 ProgressFn = Callable[[float, float], None]
 STEP_JSON_TABLES = ("step_kinds",)  # the tables a step's --json carries (podsim run, podsim steptime)
@@ -111,23 +112,6 @@ def _references(s: Scenario, metrics: dict) -> tuple[dict, ...]:
 
 
 # Job streams ------------------------------------------------------------------------------
-def cluster_run(s: Scenario, gen: Generation, cpsat_workers_cap: int | None = None) -> ClusterRun:
-    """The scenario's job stream as the library's ClusterRun (what `podsim cluster` flags build too)."""
-    from podsim.cluster import ClusterConfig, ClusterRun, FailureModel
-
-    sections = {c: getattr(s.policy, n) for n, c in POLICY_FIELDS.items()} | {c: getattr(s.solver, n) for n, c in SOLVER_FIELDS.items()}
-    if cpsat_workers_cap is not None:
-        sections["cpsat_workers"] = min(s.solver.workers, cpsat_workers_cap)
-    failures = FailureModel.of(s.failures.host, s.failures.ocs, s.failures.link)
-    config = ClusterConfig(
-        generation=gen.id, pods=s.topology.pods, sites=s.dcn.sites, ocs=s.topology.wiring == "ocs", **sections,
-        horizon_s=s.horizon, warmup_s=s.warmup, drain=s.drain, drain_limit_s=s.drain_limit, failures=failures,
-        sample_interval_s=s.horizon / s.samples)
-    w = s.workload
-    return ClusterRun(config=config, synthetic=w.synthetic.spec(gen.id) if w.synthetic is not None else None,
-                      trace=w.trace, odd=w.odd, failure_trace=s.failures.trace, compute_efficiency=s.step_time.compute_efficiency, seed=s.seed)
-
-
 def _run_cluster(s: Scenario, gen: Generation, on_progress: ProgressFn | None, cpsat_workers_cap: int | None):
     from podsim.cluster import run_cluster
 

@@ -14,7 +14,8 @@ from functools import cached_property
 import numpy as np
 
 from podsim.errors import PodsimError
-from podsim.topology.fabric import Circuit, Fabric
+from podsim.topology.circuits import Circuit, cube_circuits
+from podsim.topology.fabric import Fabric
 from podsim.topology.pod import MINUS, PLUS, PodLayout, _row_major
 from podsim.topology.shapes import SliceSpec, twist_vectors
 
@@ -59,35 +60,6 @@ class Slice:
         if not self.twisted:
             return np.zeros((len(self.shape),) * 2, np.int64)
         return np.array(twist_vectors(self.shape), np.int64)
-
-
-def cube_circuits(layout: PodLayout, cube_grid: Sequence[int], cubes: Sequence[int], twisted: bool) -> list[Circuit]:
-    """OCS circuits joining `cubes` (row-major over `cube_grid`) into a torus.
-
-    For each cube and dimension, every '+' face link goes to the '-' face link with the same
-    index of the next cube along that dimension (itself when the slice is one cube long), on
-    the OCS of that dimension and index. In a twisted torus the wraparound also advances the
-    other cube coordinates by the twist ([ISCA23] §2.8) - only the circuit map changes.
-    """
-    grid = np.array(cube_grid)
-    cubes = np.asarray(cubes)
-    cube_shape = np.array(layout.generation.cube_shape)
-    twist = np.array(twist_vectors(tuple(grid * cube_shape))) // cube_shape if twisted else np.zeros((3, 3), int)
-    pos = _row_major(tuple(grid))
-    idx = np.arange(layout.links_per_face)
-    out: list[Circuit] = []
-    for d in range(3):
-        nxt = pos.copy()
-        nxt[:, d] += 1
-        wrapped = nxt[:, d] == grid[d]
-        nxt[wrapped, d] = 0
-        nxt[wrapped] = (nxt[wrapped] + twist[d]) % grid
-        cube_a = cubes[np.ravel_multi_index(tuple(pos.T), tuple(grid))]
-        cube_b = cubes[np.ravel_multi_index(tuple(nxt.T), tuple(grid))]
-        ocs, port_a = layout.ocs_port(cube_a[:, None], d, PLUS, idx[None, :])
-        _, port_b = layout.ocs_port(cube_b[:, None], d, MINUS, idx[None, :])
-        out.extend(map(Circuit, ocs.ravel().tolist(), port_a.ravel().tolist(), port_b.ravel().tolist()))
-    return out
 
 
 def plan_slice(layout: PodLayout, spec: SliceSpec, cubes: Sequence[int] | None = None,
