@@ -19,7 +19,7 @@ from podsim.trace.mesh import ParallelPlan
 from podsim.trace.optimizers import optimizer_state_bytes
 
 if TYPE_CHECKING:
-    from podsim.trace.generate import GenerateOptions
+    from podsim.trace.options import GenerateOptions
 
 
 @dataclass(frozen=True)
