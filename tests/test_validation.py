@@ -53,6 +53,7 @@ from podsim.validation.table import (
     error,
     implied_s,
     peak_scale,
+    predict,
     row_trace,
     summarise,
     train_share,
@@ -406,3 +407,12 @@ def test_amendments_a1_and_a2_on_a_made_up_corpus():
     v = in_force(g)
     lower = pred.step_s(g, {**v, "tpu-v4:hbm": v["tpu-v4:hbm"] * 0.99})
     assert sensitivity(g, "tpu-v4:hbm", pred) == pytest.approx(math.log(lower / pred.step_s(g, v)) / -math.log(0.99))
+
+
+def test_the_tables_predictor_gives_run_studys_step():
+    """The benchmark's table and folds (Predictor) score what every face prints (run_study): on
+    several slices the engine's step plus the multislice terms."""
+    row = next(r for r in ROWS if r.id == "E16x2")
+    p = predict(row)
+    assert Predictor().step_s(row, in_force(row)) == pytest.approx(p["step_time_s"], rel=1e-12)
+    assert p["multislice_added_s"] > 0

@@ -43,6 +43,7 @@ from podsim.errors import PodsimError
 from podsim.perf import chips as chip_constants
 from podsim.perf import efficiency
 from podsim.perf.efficiency import HBM, MATMUL, constant_name, parse_name
+from podsim.study.multislice import with_terms
 from podsim.study.study import study_job
 from podsim.topology import get_generation
 from podsim.trace.configs import ResNetConfig, get_model
@@ -281,9 +282,9 @@ def constants(values: Mapping[str, float]) -> Iterator[None]:
 
 
 class Predictor:
-    """A row's step under a set of constants, each row's job built once and each (row, constants it
-    depends on) simulated once: refits and folds rerun only the engine, and only when a constant the
-    row reads changed."""
+    """A row's step under a set of constants, as `run_study` gives it (the engine's step plus the
+    multislice terms), each row's job built once and each (row, constants it depends on) simulated
+    once: refits and folds rerun only the engine, and only when a constant the row reads changed."""
 
     def __init__(self) -> None:
         self._jobs: dict[tuple, object] = {}
@@ -302,6 +303,7 @@ class Predictor:
                     self._jobs[jk] = (study, study_job(study))
                 study, job = self._jobs[jk]
                 r = simulate_step(None, job, compute_efficiency=study.compute_efficiency, fast_path=study.fast_path, routing=study.routing)
+                r = with_terms(r, study.multislice)  # as run_study: what several slices add beyond the engine's step
             self.engine_runs += 1
             self._runs[key] = {**step_summary(r), "recompute": r.trace.meta["recompute"]}
         return self._runs[key]
