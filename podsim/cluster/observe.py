@@ -59,3 +59,7 @@ def audit(sim: ClusterSim) -> None:
     queued = {e[-1] for e in sim._queue}
     if queued != {j.idx for j in sim.jobs if j.status == "queued"}:
         raise InternalError("the queue and the job states disagree")
+    if sorted(e for entries in sim._kinds.values() for e in entries) != sim._queue:
+        raise InternalError("the queue by kind and the queue disagree")
+    for job in {sim.jobs[e[-1]].key: sim.jobs[e[-1]] for e in sim._queue}.values():
+        sim.search.audit(job, sim.free_chips)

@@ -1,15 +1,22 @@
 """Where jobs' slices go on a fleet's current state: the cluster's placement search and its memos.
 
-`SliceSearch` answers the scheduler's placement questions with placement's public fit API
-(`options_or_reason`, `FreeSpace`, `fit_request`, `to_slice`): where a job fits now
-(`try_place`), where it fits keeping off a reserved slice (`place_avoiding`), EASY's
-reservation for a blocked head (`reservation`), and the fewest running jobs whose release lets
-a job fit (`first_fit_prefix`, for reservations and preemption). Speed comes from not trying
-what cannot fit: a (shape, twist) that failed since capacity last came back is not tried again
-(`failed_keys`), nor one needing more chips than are free; a slice found for one (shape, twist)
-serves every queued job of that kind until the state changes (`_fits`). The memos are dropped
-in two places only: `capacity_lost` (a job started, a part failed) and `capacity_gained` (a job
-ended or stopped, a part was repaired).
+`SliceSearch` answers the scheduler's placement questions with placement's public fit API:
+where a job fits now (`try_place`), where it fits keeping off a reserved slice
+(`place_avoiding`), EASY's reservation for a blocked head (`reservation`), and the fewest
+running jobs whose release lets a job fit (`first_fit_prefix`, for preemption).
+
+It searches pod by pod (podsim.placement.pods): the greedy's answer on the fleet is the
+least-ranked answer of its pods, each found in the pod alone. Each kind of job (shape, twist,
+degraded, slices, sites: `SimJob.key`) keeps every pod's answer with the pod's version
+(`PodState.pod_version`, bumped by every allocation, release, failure and repair there), so an
+event costs one pod's search per kind asked, not the fleet's. A pod with fewer free chips (or
+usable cubes) than the kind needs is not searched at all. EASY's reservation is found the same
+way: per pod, the running jobs there are released in the order they are expected to end until
+the head fits; the fleet's answer is the pod that gets there first (kept per pod and version).
+A kind that CP-SAT batch admission left out counts as not fitting until capacity comes back
+(`failed_keys`); `preempt_failed` remembers a (kind, priority) that preempting every lower job
+cannot place. Both are dropped in two places: `capacity_lost` (a job started, a part failed)
+and `capacity_gained` (a job ended or stopped, a part was repaired).
 """
 
 from __future__ import annotations
@@ -23,13 +30,15 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from podsim.cluster.gang import GangFit
+from podsim.errors import InternalError
 from podsim.placement import PodState, SliceRequest
-from podsim.placement.greedy import fit_any
-from podsim.placement.multislice import fit_multislice
+from podsim.placement.greedy import fit_any, rank_any
+from podsim.placement.multislice import choose_pods, fill, fit_multislice
 from podsim.placement.place import to_slice
+from podsim.placement.pods import pod_space, to_fleet
 from podsim.placement.problem import PlacementSettings, options_or_reason
 from podsim.placement.reshape import reshape_options
-from podsim.placement.space import FreeSpace
+from podsim.placement.space import FreeSpace, cubes_needed
 
 if TYPE_CHECKING:
     from podsim.cluster.accounting import SimJob
@@ -103,6 +112,8 @@ class Reservation:
     chips: np.ndarray | None
     failed_keys: set = field(default_factory=set)
     capacity_epoch: int = 0
+    chip_ids: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # the reserved chips' ids
+    pods: tuple[int, ...] = ()  # the pods they are in
 
     def allows(self, sim: Scheduler, job: SimJob, fit: Fit) -> bool:
         if self.chips is None:
@@ -112,6 +123,40 @@ class Reservation:
         return not self.chips[fit.chips].any()
 
 
+class _PodMemo:
+    """One kind's answer in every pod, each as of the pod's version (None: not searched yet)."""
+
+    __slots__ = ("versions", "answers", "best", "state_version")
+
+    def __init__(self, pods: int):
+        self.state_version = -1  # the state's version when the answers were last brought up to date
+        self.versions = np.full(pods, -1, np.int64)
+        self.answers: dict[int, object] = {}  # pod -> its ranked fit (one slice) or its slices (multislice)
+        self.best = _STALE
+
+
+_STALE = object()
+
+
+class _PodView:
+    """One pod's free space as of its version, and the counts that rule a kind out cheaply."""
+
+    __slots__ = ("version", "space", "free", "_usable")
+
+    def __init__(self, version: int, space: FreeSpace):
+        self.version, self.space = version, space
+        self.free = int(np.count_nonzero(space.chip_free))
+        self._usable: dict[bool, int] = {}
+
+    def usable(self, degraded: bool) -> int:
+        """Cubes a cube-level slice may take (whole, free, with working OCS)."""
+        n = self._usable.get(degraded)
+        if n is None:
+            cubes = self.space.cube_usable_degraded if degraded else self.space.cube_usable
+            n = self._usable[degraded] = int(np.count_nonzero(cubes))
+        return n
+
+
 class SliceSearch:
     """The placement search of one fleet's simulation over its live `state` (see the module)."""
 
@@ -119,15 +164,19 @@ class SliceSearch:
                  counters: dict):
         self.layout, self.state, self.settings, self.placement = layout, state, settings, placement
         self.counters = counters  # placement_calls, placement_s
-        self.failed_keys: set = set()
+        self.failed_keys: set = set()  # kinds batch admission left out, until capacity comes back
         self.preempt_failed: set = set()  # (key, priority) that preempting every lower job cannot place
         self.capacity_epoch = 0
-        self._fits: dict[tuple, Fit] = {}  # (key, avoiding) -> slice found on the current state
         self._reservation: Reservation | None = None
         self._options: dict[tuple, tuple] = {}
         self._reshapes: dict[tuple, tuple] = {}
         self._never: dict[tuple, str] = {}
         self._empty_space = FreeSpace.of(PodState(layout))
+        self._views: dict[int, _PodView] = {}
+        self._memo: dict[tuple, _PodMemo] = {}  # key -> its answer per pod
+        self._res_memo: dict[tuple, _PodMemo] = {}  # key -> per pod, when and where it fits as jobs end
+        self._pod_jobs: list[dict[int, SimJob]] = [{} for _ in range(layout.pods)]  # running jobs touching each pod
+        self._need: dict[tuple, tuple[int, int | None]] = {}  # key -> (chips of one slice, cubes of a cube-level slice)
 
     def options(self, key: tuple) -> tuple:
         opts = self._options.get(key)
@@ -141,6 +190,8 @@ class SliceSearch:
                                                                         self.settings.rotate, self.placement)
             if not opts and not self._reshapes[key]:
                 self._never[key] = reason
+            cubes = cubes_needed(self.layout.generation, shape) if opts and opts[0].kind == "cubes" else None
+            self._need[key] = (math.prod(shape), cubes)
         return opts
 
     def never_reason(self, job: SimJob) -> str:
@@ -155,6 +206,7 @@ class SliceSearch:
             self._never.setdefault(key, "")
         return self._never[key]
 
+    # The whole fleet at once (preemption, and reservations the pod-by-pod search does not cover)
     def fit(self, job: SimJob, space: FreeSpace) -> Fit | None:
         """The greedy fit of `job` in `space` (counted in the placement counters), or None."""
         t0 = time.perf_counter()
@@ -171,22 +223,232 @@ class SliceSearch:
         a = fit_any(space, opts, self._reshapes.get(job.key, ()), policy, self.settings)
         return Fit(a, opts, self._empty_space) if a is not None else None
 
-    def try_place(self, job: SimJob, free_chips: int) -> Fit | None:
-        """Where the job would go now (greedy), or None; remembers failures until capacity returns."""
+    # Pod by pod ------------------------------------------------------------------------------
+    def _view(self, pod: int) -> _PodView:
+        version = int(self.state.pod_version[pod])
+        view = self._views.get(pod)
+        if view is None or view.version != version:
+            view = self._views[pod] = _PodView(version, pod_space(self.state, pod))
+        return view
+
+    def _may_fit(self, key: tuple, view: _PodView) -> bool:
+        """False if the pod has too few free chips (or usable cubes) for one slice of the kind."""
+        chips, cubes = self._need[key]
+        if view.free < chips:
+            return False
+        return cubes is None or bool(self._reshapes.get(key)) or view.usable(key[2]) >= cubes
+
+    def _answer_in(self, job: SimJob, pod: int, space: FreeSpace, view: _PodView | None):
+        """The kind's answer in one pod's `space`: a one-slice job's ranked fit (in fleet ids), a
+        multislice job's slices (up to N, in fleet ids); None or () where nothing fits."""
         key = job.key
-        if key in self.failed_keys:
+        t0 = time.perf_counter()
+        self.counters["placement_calls"] += 1
+        opts = self.options(key)
+        if job.request.slices > 1:
+            got = fill(space.copy(), opts, job.request.slices, self.placement, self.settings) if opts else []
+            out = tuple(to_fleet(self.layout, a, pod) for a in got)
+        elif view is not None and not self._may_fit(key, view):
+            out = None
+        else:
+            r = rank_any(space, opts, self._reshapes.get(key, ()), self.placement, self.settings)
+            out = None if r is None else (r[0], pod, r[2], to_fleet(self.layout, r[3], pod))
+        self.counters["placement_s"] += time.perf_counter() - t0
+        return out
+
+    def _sync(self, job: SimJob, memo: _PodMemo) -> _PodMemo:
+        """Bring the kind's answers up to date in the pods that changed since they were found."""
+        if memo.state_version == self.state.version:
+            return memo
+        memo.state_version = self.state.version
+        versions = self.state.pod_version
+        changed = np.flatnonzero(versions != memo.versions)
+        if len(changed):
+            for pod in changed.tolist():
+                view = self._view(pod)
+                got = self._answer_in(job, pod, view.space, view)
+                if got:
+                    memo.answers[pod] = got
+                else:
+                    memo.answers.pop(pod, None)
+            memo.versions[changed] = versions[changed]
+            memo.best = _STALE
+        return memo
+
+    def _choose(self, job: SimJob, answers: dict) -> Fit | GangFit | None:
+        """The fleet's answer from the pods' own: the least-ranked pod, or a multislice job's pods."""
+        if not answers:
             return None
-        if job.chips > free_chips:
-            self.failed_keys.add(key)
+        opts = self.options(job.key)
+        if job.request.slices == 1:
+            best = min(answers.values(), key=lambda r: r[:3])
+            return Fit(best[3], opts, self._empty_space)
+        fits = [answers.get(p, ()) for p in range(self.layout.pods)]
+        mf = choose_pods(self.layout, fits, lambda: [self.state.pod_free_chips(p) for p in range(self.layout.pods)],
+                         job.request, self.placement, self.settings)
+        return GangFit(Fit(a, opts, self._empty_space) for a in mf.assignments) if mf.assignments else None
+
+    def try_place(self, job: SimJob, free_chips: int) -> Fit | None:
+        """Where the job would go now (greedy), or None."""
+        key = job.key
+        if key in self.failed_keys or job.chips > free_chips:
             return None
-        fit = self._fits.get((key, False))
-        if fit is None:
-            fit = self.fit(job, FreeSpace.of(self.state))
-            if fit is None:
-                self.failed_keys.add(key)
+        memo = self._memo.get(key)
+        if memo is None:
+            self.options(key)
+            memo = self._memo[key] = _PodMemo(self.layout.pods)
+        self._sync(job, memo)
+        if memo.best is _STALE:
+            memo.best = self._choose(job, memo.answers)
+        return memo.best
+
+    def audit(self, job: SimJob, free_chips: int) -> None:
+        """Check the pod-by-pod answer for the job's kind against a search of the whole fleet now."""
+        if job.key in self.failed_keys:
+            return
+        got = self.try_place(job, free_chips)
+        want = self._fit(job, self.options(job.key), FreeSpace.of(self.state), self.placement)
+        parts = [[f.assignment for f in getattr(x, "parts", (x,))] if x is not None else None for x in (got, want)]
+        if parts[0] != parts[1]:
+            raise InternalError(f"the pod-by-pod search placed {job.request.name} at {parts[0]}, the fleet's at {parts[1]}")
+
+    def place_avoiding(self, job: SimJob, res: Reservation) -> Fit | None:
+        """Where `job` fits now keeping off the head's reserved chips, or None."""
+        if res.chips is None or job.key in res.failed_keys:
+            return None
+        memo = self._memo.get(job.key)
+        if memo is None:
+            self.options(job.key)
+            memo = self._memo[job.key] = _PodMemo(self.layout.pods)
+        answers = dict(self._sync(job, memo).answers)
+        lay = self.layout
+        for pod in res.pods:
+            space = self._view(pod).space.copy()
+            lo = pod * lay.chips_per_pod
+            mine = res.chip_ids[(res.chip_ids >= lo) & (res.chip_ids < lo + lay.chips_per_pod)] - lo
+            space.take(mine)
+            got = self._answer_in(job, pod, space, None)
+            if got:
+                answers[pod] = got
             else:
-                self._fits[(key, False)] = fit
+                answers.pop(pod, None)
+        fit = self._choose(job, answers)
+        if fit is None:
+            res.failed_keys.add(job.key)
         return fit
+
+    # Running jobs per pod (for reservations) ------------------------------------------------
+    def job_started(self, job: SimJob) -> None:
+        for pod in self._pods_of(job):
+            self._pod_jobs[pod][job.idx] = job
+
+    def job_stopped(self, job: SimJob) -> None:
+        for pod in self._pods_of(job):
+            del self._pod_jobs[pod][job.idx]
+
+    def _pods_of(self, job: SimJob) -> set[int]:
+        """The pods of the job's slice (each slice lies in one pod; a gang's in several)."""
+        pod_of_chip = self.layout.pod_of_chip
+        return {int(pod_of_chip[int(s.chips[0])]) for s in getattr(job.slice, "slices", (job.slice,))}
+
+    # Reservations ----------------------------------------------------------------------------
+    def reservation(self, head: SimJob, running: Iterable[SimJob], free_chips: int, failure_epoch: int) -> Reservation:
+        """EASY: when and where the blocked head will fit if the `running` jobs end when expected
+        (kept while no running job was stopped and no part failed: `failure_epoch`)."""
+        res = self._reservation
+        if res is not None and res.head == head.idx and res.epoch == failure_epoch:
+            if res.capacity_epoch != self.capacity_epoch:
+                res.failed_keys.clear()
+                res.capacity_epoch = self.capacity_epoch
+            return res
+        if self._by_pod(head):
+            found = self._reserve_by_pod(head)
+        else:
+            ordered = sorted(running, key=lambda j: (j.expected_end_s, j.idx))
+            k_fit = self.first_fit_prefix(head, ordered, free_chips)
+            found = None if k_fit is None else (ordered[k_fit[0] - 1].expected_end_s, k_fit[1])
+        if found is None:
+            res = Reservation(head.idx, failure_epoch, math.inf, None, capacity_epoch=self.capacity_epoch)
+        else:
+            shadow_s, p = found
+            ids = np.asarray(p.chips, np.int64)
+            mask = np.zeros(self.layout.n_chips, bool)
+            mask[ids] = True
+            res = Reservation(head.idx, failure_epoch, shadow_s, mask, capacity_epoch=self.capacity_epoch, chip_ids=ids,
+                              pods=tuple(np.unique(self.layout.pod_of_chip[ids]).tolist()))
+        self._reservation = res
+        return res
+
+    def _by_pod(self, job: SimJob) -> bool:
+        """Whether the head's earliest fit can be found pod by pod: one slice of a kind whose fit
+        only gets easier as chips come free (cube-level, sub-cube, boxes, Hilbert's any chips)."""
+        opts = self.options(job.key)
+        if job.request.slices > 1:
+            return False
+        if self.placement == "hilbert":
+            return True
+        return bool(opts) and not self._reshapes.get(job.key) and opts[0].kind in ("cubes", "subcube", "box", "chipbox")
+
+    def _reserve_by_pod(self, head: SimJob) -> tuple[float, Fit] | None:
+        """The first running job (in expected-end order) whose end lets the head fit in some pod,
+        and where: the least of the pods' own answers (`_release_in`), kept per pod and version."""
+        memo = self._res_memo.get(head.key)
+        if memo is None:
+            memo = self._res_memo[head.key] = _PodMemo(self.layout.pods)
+        versions = self.state.pod_version
+        changed = np.flatnonzero(versions != memo.versions)
+        for pod in changed.tolist():
+            got = self._release_in(head, pod)
+            if got is None:
+                memo.answers.pop(pod, None)
+            else:
+                memo.answers[pod] = got
+        memo.versions[changed] = versions[changed]
+        if not memo.answers:
+            return None
+        when, score, pod, tie, a = min(memo.answers.values(), key=lambda r: r[:4])
+        return when[0], Fit(a, self.options(head.key), self._empty_space)
+
+    def _release_in(self, head: SimJob, pod: int):
+        """((end, idx) of the running job whose end lets the head fit in `pod`, score, pod, tie,
+        where) releasing the pod's running jobs in expected-end order; None if it never fits there."""
+        jobs = sorted(self._pod_jobs[pod].values(), key=lambda j: (j.expected_end_s, j.idx))
+        if not jobs:
+            return None
+        lay = self.layout
+        view = self._view(pod)
+        space = view.space.copy()
+        free = view.free
+        lo = pod * lay.chips_per_pod
+        c0 = pod * lay.cubes_per_pod if lay.has_cubes else 0
+        ports_ok = degraded_ok = None
+        if lay.ocs:
+            ports_ok = self.state.cube_ports_healthy[c0:c0 + lay.cubes_per_pod]
+            degraded_ok = self.state.cube_ports_degraded_healthy[c0:c0 + lay.cubes_per_pod]
+        chips_needed, cubes_needed_ = self._need[head.key]
+        opts = self.options(head.key)
+        reshapes = self._reshapes.get(head.key, ())
+        for j in jobs:
+            chips = np.asarray(j.slice.chips)
+            mine = chips[(chips >= lo) & (chips < lo + lay.chips_per_pod)] - lo
+            space.chip_free[mine] = True
+            free += len(mine)
+            if j.slice.circuits and ports_ok is not None:
+                cubes = np.asarray(j.slice.cubes)
+                cubes = cubes[(cubes >= c0) & (cubes < c0 + lay.cubes_per_pod)] - c0
+                space.cube_ocs_ok[cubes] = ports_ok[cubes]
+                space.cube_ocs_degraded_ok[cubes] = degraded_ok[cubes]
+            if free < chips_needed:
+                continue
+            if cubes_needed_ is not None:
+                usable = space.cube_usable_degraded if head.key[2] else space.cube_usable
+                if int(np.count_nonzero(usable)) < cubes_needed_:
+                    continue
+            self.counters["placement_calls"] += 1
+            r = rank_any(space, opts, reshapes, self.placement, self.settings)
+            if r is not None:
+                return (j.expected_end_s, j.idx), r[0], pod, r[2], to_fleet(lay, r[3], pod)
+        return None
 
     def space_without(self, released: Sequence[SimJob]) -> FreeSpace:
         """The free space if the `released` running jobs gave their slices back now."""
@@ -222,55 +484,16 @@ class SliceSearch:
                 lo = mid + 1
         return k_best, best
 
-    def reservation(self, head: SimJob, running: Iterable[SimJob], free_chips: int, failure_epoch: int) -> Reservation:
-        """EASY: when and where the blocked head will fit if the `running` jobs end when expected
-        (kept while no running job was stopped and no part failed: `failure_epoch`)."""
-        res = self._reservation
-        if res is not None and res.head == head.idx and res.epoch == failure_epoch:
-            if res.capacity_epoch != self.capacity_epoch:
-                res.failed_keys.clear()
-                res.capacity_epoch = self.capacity_epoch
-            return res
-        ordered = sorted(running, key=lambda j: (j.expected_end_s, j.idx))
-        found = self.first_fit_prefix(head, ordered, free_chips)
-        if found is None:
-            res = Reservation(head.idx, failure_epoch, math.inf, None, capacity_epoch=self.capacity_epoch)
-        else:
-            k, p = found
-            mask = np.zeros(self.layout.n_chips, bool)
-            mask[p.chips] = True
-            res = Reservation(head.idx, failure_epoch, ordered[k - 1].expected_end_s, mask,
-                              capacity_epoch=self.capacity_epoch)
-        self._reservation = res
-        self._fits = {k: v for k, v in self._fits.items() if not k[1]}  # keep-off slices were for the old one
-        return res
-
-    def place_avoiding(self, job: SimJob, res: Reservation) -> Fit | None:
-        """Where `job` fits now keeping off the head's reserved chips, or None."""
-        if res.chips is None or job.key in res.failed_keys:
-            return None
-        fit = self._fits.get((job.key, True))
-        if fit is None:
-            space = FreeSpace.of(self.state)
-            space.take(np.flatnonzero(res.chips))
-            fit = self.fit(job, space)
-            if fit is None:
-                res.failed_keys.add(job.key)
-            else:
-                self._fits[(job.key, True)] = fit
-        return fit
-
     # Memo invalidation: the only two places -----------------------------------------------
     def capacity_lost(self, new_victim: bool = False) -> None:
-        """Chips were taken (a job started: `new_victim`) or broke: a slice found before may be
-        gone. A 'does not fit' stays true; a job that just started is one more preemption victim."""
-        self._fits.clear()
+        """Chips were taken (a job started: `new_victim`) or broke. A 'does not fit' stays true;
+        a job that just started is one more preemption victim. (The pod-by-pod answers follow
+        the pods' versions.)"""
         if new_victim:
             self.preempt_failed.clear()
 
     def capacity_gained(self) -> None:
-        """Chips came back (a job ended or stopped, a part was repaired): every memo is stale."""
-        self._fits.clear()
+        """Chips came back (a job ended or stopped, a part was repaired): every 'does not fit' is stale."""
         self.capacity_epoch += 1
         self.failed_keys.clear()
         self.preempt_failed.clear()

@@ -60,6 +60,21 @@ from podsim.workload.replay import count_inferred
 ProgressFn = Callable[[float, float], None]
 
 
+class _Jobs(Sequence):
+    """Queue entries read as the jobs they stand for."""
+
+    __slots__ = ("entries", "jobs")
+
+    def __init__(self, entries: list[tuple], jobs: list[SimJob]):
+        self.entries, self.jobs = entries, jobs
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def __getitem__(self, i):
+        return self.jobs[self.entries[i][-1]]
+
+
 class ClusterSim:
     """The simulation of one fleet; `run()` once. Use `simulate(...)`."""
 
@@ -95,6 +110,7 @@ class ClusterSim:
         check_failures(self.failures, self.layout, self.links)
         # queue, running set, capacity memo
         self._queue: list[tuple] = []
+        self._kinds: dict[tuple, list[tuple]] = {}  # (key, priority) -> its queue entries, in order
         self._seq = 0
         self.running: dict[int, SimJob] = {}
         self.failure_epoch = 0  # a running job stopped or a part failed: reservations are redone
@@ -204,12 +220,14 @@ class ClusterSim:
         job.status = "queued"
         job.qentry = self.queue_entry(job)
         bisect.insort(self._queue, job.qentry)
+        bisect.insort(self._kinds.setdefault((job.key, job.job.priority), []), job.qentry)
 
     def _dequeue(self, job: SimJob) -> None:
-        i = bisect.bisect_left(self._queue, job.qentry)
-        if i >= len(self._queue) or self._queue[i] != job.qentry:
-            raise InternalError(f"job {job.job.id!r} is not in the queue")
-        del self._queue[i]
+        for entries in (self._queue, self._kinds[(job.key, job.job.priority)]):
+            i = bisect.bisect_left(entries, job.qentry)
+            if i >= len(entries) or entries[i] != job.qentry:
+                raise InternalError(f"job {job.job.id!r} is not in the queue")
+            del entries[i]
         job.qentry = None
 
     def head(self) -> SimJob | None:
@@ -219,6 +237,19 @@ class ClusterSim:
         """Queued jobs in policy order (the first `limit`)."""
         entries = self._queue if limit is None else self._queue[:limit]
         return [self.jobs[e[-1]] for e in entries]
+
+    def queued_by_kind(self, limit: int) -> list[Sequence[SimJob]]:
+        """The first `limit` queued jobs split by kind ((shape, twist, slices, ...), priority),
+        each kind's in queue order: a cut of each kind's own queue, no walk over the jobs."""
+        if not self._queue:
+            return []
+        last = self._queue[min(limit, len(self._queue)) - 1]
+        out = []
+        for entries in self._kinds.values():
+            cut = bisect.bisect_right(entries, last)
+            if cut:
+                out.append(_Jobs(entries[:cut], self.jobs))
+        return out
 
     # Placement (the search's answers on the live state) -----------------------------------
     def never_reason(self, job: SimJob) -> str:
@@ -292,6 +323,7 @@ class ClusterSim:
         self.search.capacity_lost(new_victim=True)
         self._dequeue(job)
         job.slice = slc
+        self.search.job_started(job)
         job.status = "running"
         job.runs += 1
         now = self.now
@@ -336,6 +368,7 @@ class ClusterSim:
             self.acct[k] += parts[k]
         self.acct["lost_preemption" if why == "preempted" else "lost_failure"] += parts["lost"]
         gang.release(self.state, job.rid, job.slice)
+        self.search.job_stopped(job)
         self.busy -= job.chips
         del self.running[job.idx]
         job.slice = None

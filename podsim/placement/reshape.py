@@ -158,15 +158,17 @@ def fit_geometry(space: FreeSpace, geom: BlockGeometry, policy: str) -> tuple[in
     return None if best is None else best[1:]
 
 
-def fit_blocks(space: FreeSpace, opts: Sequence[Option], policy: str = "best", form: str = "native") -> Assignment | None:
-    """A block slice for one of `opts` (rotations), over every offset and side choice; `best`
-    breaks the fewest whole free blocks (then the first pod), `first` takes the first fit."""
+def rank_blocks(space: FreeSpace, opts: Sequence[Option], policy: str = "best", form: str = "native"):
+    """`fit_blocks` with its rank (podsim.placement.greedy.Ranked): the whole free blocks it
+    breaks and the geometry's place in the search order (best), or that place (first)."""
     if not space.layout.ocs:
         return None
     b = space.layout.generation.cube_shape[0]
     best = None
+    g = -1
     for opt in opts:
         for params in geometry_params(opt.shape, b):
+            g += 1
             geom = _geometry(tuple(opt.shape), b, tuple(params))
             if geom.n_cells > space.layout.cubes_per_pod:
                 return None
@@ -175,11 +177,20 @@ def fit_blocks(space: FreeSpace, opts: Sequence[Option], policy: str = "best", f
                 continue
             pod, cubes, broken = got
             a = Assignment("blocks", opt.shape, pod, cubes, params, form=form)
-            if policy == "first" or broken == 0:
-                return a
-            if best is None or broken < best[0]:
-                best = (broken, a)
-    return None if best is None else best[1]
+            if policy == "first":
+                return (g,), pod, (), a
+            if broken == 0:
+                return (0, g), pod, (), a
+            if best is None or broken < best[0][0]:
+                best = ((broken, g), pod, (), a)
+    return best
+
+
+def fit_blocks(space: FreeSpace, opts: Sequence[Option], policy: str = "best", form: str = "native") -> Assignment | None:
+    """A block slice for one of `opts` (rotations), over every offset and side choice; `best`
+    breaks the fewest whole free blocks (then the first pod), `first` takes the first fit."""
+    r = rank_blocks(space, opts, policy, form)
+    return None if r is None else r[3]
 
 
 # --- reshaped requests --------------------------------------------------------------------------
@@ -271,20 +282,27 @@ def _native(layout, shape, rotate) -> list[Option]:
     return memo[key]
 
 
+def rank_reshaped(space: FreeSpace, reshapes: Sequence[Reshape], policy: str, settings):
+    """`fit_reshaped` with its rank (podsim.placement.greedy.Ranked): the realisation's place in
+    `reshapes` first, then its fit's own rank."""
+    from podsim.placement.greedy import rank_request
+
+    for i, r in enumerate(reshapes):
+        if r.form == "split":
+            got = rank_blocks(space, [Option("blocks", r.shape, r.spec, r.shape)], policy, form="split")
+            if got is not None:
+                return (i, *got[0]), got[1], got[2], got[3]
+            continue
+        got = rank_request(space, r.targets, policy, settings)
+        if got is not None:
+            return (i, *got[0]), got[1], got[2], fold_assignment(space.layout, r, got[3])
+    return None
+
+
 def fit_reshaped(space: FreeSpace, reshapes: Sequence[Reshape], policy: str, settings) -> Assignment | None:
     """The first reshaped realisation that fits `space` (in `reshapes` order), or None."""
-    from podsim.placement.greedy import fit_request
-
-    for r in reshapes:
-        if r.form == "split":
-            a = fit_blocks(space, [Option("blocks", r.shape, r.spec, r.shape)], policy, form="split")
-            if a is not None:
-                return a
-            continue
-        host_a = fit_request(space, r.targets, policy, settings)
-        if host_a is not None:
-            return fold_assignment(space.layout, r, host_a)
-    return None
+    r = rank_reshaped(space, reshapes, policy, settings)
+    return None if r is None else r[3]
 
 
 def fold_assignment(layout, r: Reshape, host_a: Assignment) -> Assignment:

@@ -86,7 +86,7 @@ def cube_circuits(layout: PodLayout, cube_grid: Sequence[int], cubes: Sequence[i
         cube_b = cubes[np.ravel_multi_index(tuple(nxt.T), tuple(grid))]
         ocs, port_a = layout.ocs_port(cube_a[:, None], d, PLUS, idx[None, :])
         _, port_b = layout.ocs_port(cube_b[:, None], d, MINUS, idx[None, :])
-        out.extend(map(Circuit, ocs.ravel().tolist(), port_a.ravel().tolist(), port_b.ravel().tolist()))
+        out.extend(Circuit.from_columns(ocs.ravel().tolist(), port_a.ravel().tolist(), port_b.ravel().tolist()))
     return out
 
 
