@@ -94,8 +94,8 @@ class Fit:
 
     @property
     def slice(self):
-        if self._slice is None:
-            self._slice = to_slice(self.layout, self.options, self.assignment)
+        if self._slice is None:  # its circuits made only if read (the state takes their ports as arrays)
+            self._slice = to_slice(self.layout, self.options, self.assignment, lazy_circuits=True)
         return self._slice
 
 
@@ -177,6 +177,7 @@ class SliceSearch:
         self._res_memo: dict[tuple, _PodMemo] = {}  # key -> per pod, when and where it fits as jobs end
         self._pod_jobs: list[dict[int, SimJob]] = [{} for _ in range(layout.pods)]  # running jobs touching each pod
         self._need: dict[tuple, tuple[int, int | None]] = {}  # key -> (chips of one slice, cubes of a cube-level slice)
+        self._locals: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}  # (running job, pod) -> its chips and cubes there
 
     def options(self, key: tuple) -> tuple:
         opts = self._options.get(key)
@@ -239,8 +240,9 @@ class SliceSearch:
         return cubes is None or bool(self._reshapes.get(key)) or view.usable(key[2]) >= cubes
 
     def _answer_in(self, job: SimJob, pod: int, space: FreeSpace, view: _PodView | None):
-        """The kind's answer in one pod's `space`: a one-slice job's ranked fit (in fleet ids), a
-        multislice job's slices (up to N, in fleet ids); None or () where nothing fits."""
+        """The kind's answer in one pod's `space`: a one-slice job's ranked fit (score, pod, tie,
+        its assignment in the pod's own ids), a multislice job's slices (up to N, in fleet ids);
+        None or () where nothing fits."""
         key = job.key
         t0 = time.perf_counter()
         self.counters["placement_calls"] += 1
@@ -252,7 +254,7 @@ class SliceSearch:
             out = None
         else:
             r = rank_any(space, opts, self._reshapes.get(key, ()), self.placement, self.settings)
-            out = None if r is None else (r[0], pod, r[2], to_fleet(self.layout, r[3], pod))
+            out = None if r is None else (r[0], pod, r[2], r[3])  # in the pod's own ids until chosen
         self.counters["placement_s"] += time.perf_counter() - t0
         return out
 
@@ -282,7 +284,7 @@ class SliceSearch:
         opts = self.options(job.key)
         if job.request.slices == 1:
             best = min(answers.values(), key=lambda r: r[:3])
-            return Fit(best[3], opts, self._empty_space)
+            return Fit(to_fleet(self.layout, best[3], best[1]), opts, self._empty_space)
         fits = [answers.get(p, ()) for p in range(self.layout.pods)]
         mf = choose_pods(self.layout, fits, lambda: [self.state.pod_free_chips(p) for p in range(self.layout.pods)],
                          job.request, self.placement, self.settings)
@@ -345,6 +347,7 @@ class SliceSearch:
     def job_stopped(self, job: SimJob) -> None:
         for pod in self._pods_of(job):
             del self._pod_jobs[pod][job.idx]
+            self._locals.pop((job.idx, pod), None)
 
     def _pods_of(self, job: SimJob) -> set[int]:
         """The pods of the job's slice (each slice lies in one pod; a gang's in several)."""
@@ -411,44 +414,107 @@ class SliceSearch:
 
     def _release_in(self, head: SimJob, pod: int):
         """((end, idx) of the running job whose end lets the head fit in `pod`, score, pod, tie,
-        where) releasing the pod's running jobs in expected-end order; None if it never fits there."""
+        where) releasing the pod's running jobs in expected-end order, as `space_without` does;
+        None if it never fits there. A cube-level head fits once enough cubes are usable, so the
+        job is read off each cube's release position (`_cubes_usable_after`) without a fit per job."""
         jobs = sorted(self._pod_jobs[pod].values(), key=lambda j: (j.expected_end_s, j.idx))
         if not jobs:
             return None
-        lay = self.layout
         view = self._view(pod)
+        chips_needed, cubes_needed_ = self._need[head.key]
+        parts = [self._local(j, pod) for j in jobs]
+        if cubes_needed_ is not None:
+            first = self._cubes_usable_after(head, pod, view, parts, cubes_needed_)
+            if first is None:
+                return None
+            space = self._released(pod, view, parts[:first + 1])
+            r = rank_any(space, self.options(head.key), (), self.placement, self.settings)
+            if r is None:
+                raise InternalError(f"{head.request.name} does not fit pod {pod} with the cubes counted usable")
+            j = jobs[first]
+            return (j.expected_end_s, j.idx), r[0], pod, r[2], to_fleet(self.layout, r[3], pod)
         space = view.space.copy()
         free = view.free
-        lo = pod * lay.chips_per_pod
-        c0 = pod * lay.cubes_per_pod if lay.has_cubes else 0
-        ports_ok = degraded_ok = None
-        if lay.ocs:
-            ports_ok = self.state.cube_ports_healthy[c0:c0 + lay.cubes_per_pod]
-            degraded_ok = self.state.cube_ports_degraded_healthy[c0:c0 + lay.cubes_per_pod]
-        chips_needed, cubes_needed_ = self._need[head.key]
+        ports = self._pod_ports(pod)
         opts = self.options(head.key)
         reshapes = self._reshapes.get(head.key, ())
-        for j in jobs:
-            chips = np.asarray(j.slice.chips)
-            mine = chips[(chips >= lo) & (chips < lo + lay.chips_per_pod)] - lo
-            space.chip_free[mine] = True
-            free += len(mine)
-            if j.slice.circuits and ports_ok is not None:
-                cubes = np.asarray(j.slice.cubes)
-                cubes = cubes[(cubes >= c0) & (cubes < c0 + lay.cubes_per_pod)] - c0
-                space.cube_ocs_ok[cubes] = ports_ok[cubes]
-                space.cube_ocs_degraded_ok[cubes] = degraded_ok[cubes]
+        for j, (chips, cubes) in zip(jobs, parts, strict=True):
+            space.chip_free[chips] = True
+            free += len(chips)
+            if len(cubes) and ports is not None:
+                space.cube_ocs_ok[cubes] = ports[0][cubes]
+                space.cube_ocs_degraded_ok[cubes] = ports[1][cubes]
             if free < chips_needed:
                 continue
-            if cubes_needed_ is not None:
-                usable = space.cube_usable_degraded if head.key[2] else space.cube_usable
-                if int(np.count_nonzero(usable)) < cubes_needed_:
-                    continue
             self.counters["placement_calls"] += 1
             r = rank_any(space, opts, reshapes, self.placement, self.settings)
             if r is not None:
-                return (j.expected_end_s, j.idx), r[0], pod, r[2], to_fleet(lay, r[3], pod)
+                return (j.expected_end_s, j.idx), r[0], pod, r[2], to_fleet(self.layout, r[3], pod)
         return None
+
+    def _released(self, pod: int, view: _PodView, parts: list) -> FreeSpace:
+        """The pod's free space once the jobs of `parts` gave their chips (and ports) back."""
+        space = view.space.copy()
+        space.chip_free[np.concatenate([p[0] for p in parts])] = True
+        ports = self._pod_ports(pod)
+        cubes = np.concatenate([p[1] for p in parts])
+        if len(cubes) and ports is not None:
+            space.cube_ocs_ok[cubes] = ports[0][cubes]
+            space.cube_ocs_degraded_ok[cubes] = ports[1][cubes]
+        return space
+
+    def _cubes_usable_after(self, head: SimJob, pod: int, view: _PodView, parts: list, need: int) -> int | None:
+        """The position (0-based, in `parts`' order) of the release after which the pod has
+        `need` usable cubes for the head, or None: a cube is usable once each of its chips is
+        free or released, and its ports are free (or freed by a released slice with circuits)
+        and healthy, as `space_without` counts them."""
+        lay = self.layout
+        n = len(parts)
+        never = n + 1
+        order = np.arange(1, n + 1)
+        holder = np.where(view.space.chip_free, 0, never)  # the release (1-based) after which each chip is free
+        holder[np.concatenate([p[0] for p in parts])] = np.repeat(order, [len(p[0]) for p in parts])
+        degraded = head.key[2]
+        ok_now = view.space.cube_ocs_degraded_ok if degraded else view.space.cube_ocs_ok
+        ports_first = np.full(len(ok_now), never)  # the first release after which the cube's ports are usable
+        ports = self._pod_ports(pod)
+        cubes = np.concatenate([p[1] for p in parts])
+        if len(cubes) and ports is not None:
+            at = np.repeat(order, [len(p[1]) for p in parts])
+            at = np.where(ports[1 if degraded else 0][cubes], at, never)
+            ports_first[cubes[::-1]] = at[::-1]  # a cube in two slices: the earlier release wins
+        ports_first[ok_now] = 0
+        usable_at = np.maximum(holder.reshape(lay.cubes_per_pod, -1).max(axis=1), ports_first)
+        if need > len(usable_at):
+            return None
+        k = int(np.partition(usable_at, need - 1)[need - 1])
+        return None if k > n else max(k, 1) - 1
+
+    def _pod_ports(self, pod: int) -> tuple[np.ndarray, np.ndarray] | None:
+        """The pod's cubes whose ports are healthy (strict, and for a degraded torus), None without OCS."""
+        lay = self.layout
+        if not lay.ocs:
+            return None
+        c0 = pod * lay.cubes_per_pod
+        return (self.state.cube_ports_healthy[c0:c0 + lay.cubes_per_pod],
+                self.state.cube_ports_degraded_healthy[c0:c0 + lay.cubes_per_pod])
+
+    def _local(self, job: SimJob, pod: int) -> tuple[np.ndarray, np.ndarray]:
+        """The job's chips in `pod` and (if its slice has circuits) its cubes there, in the pod's own ids."""
+        key = (job.idx, pod)
+        got = self._locals.get(key)
+        if got is None:
+            lay = self.layout
+            lo = pod * lay.chips_per_pod
+            chips = np.asarray(job.slice.chips)
+            chips = chips[(chips >= lo) & (chips < lo + lay.chips_per_pod)] - lo
+            cubes = np.zeros(0, np.int64)
+            if job.slice.circuits and lay.has_cubes:
+                c0 = pod * lay.cubes_per_pod
+                cubes = np.asarray(job.slice.cubes, np.int64)
+                cubes = cubes[(cubes >= c0) & (cubes < c0 + lay.cubes_per_pod)] - c0
+            got = self._locals[key] = (chips, cubes)
+        return got
 
     def space_without(self, released: Sequence[SimJob]) -> FreeSpace:
         """The free space if the `released` running jobs gave their slices back now."""

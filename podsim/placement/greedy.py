@@ -50,31 +50,33 @@ def rank_cubes(space: FreeSpace, opt: Option, policy: Policy, block_cubes: int =
     lay = space.layout
     need = cubes_needed(lay.generation, opt.shape)
     per = lay.cubes_per_pod
-    usable = space.cube_usable_degraded if opt.degraded else space.cube_usable
-    pods = []
-    for pod in range(lay.pods):
-        u = np.flatnonzero(usable[pod * per:(pod + 1) * per]) + pod * per
-        if len(u) >= need:
-            if policy == "first":
-                return (), pod, (), Assignment("cubes", opt.shape, pod, tuple(int(c) for c in u[:need]))
-            pods.append((len(u), pod, u))
-    if not pods:
+    usable = (space.cube_usable_degraded if opt.degraded else space.cube_usable).reshape(lay.pods, per)
+    counts = np.count_nonzero(usable, axis=1)
+    fits = np.flatnonzero(counts >= need)
+    if not len(fits):
         return None
-    n, pod, u = min(pods, key=lambda t: (t[0], t[1]))
+    if policy == "first":
+        pod = int(fits[0])
+        u = np.flatnonzero(usable[pod]) + pod * per
+        return (), pod, (), Assignment("cubes", opt.shape, pod, tuple(u[:need].tolist()))
+    pod = int(fits[np.argmin(counts[fits])])  # the fewest usable cubes, then the first pod
+    u = np.flatnonzero(usable[pod]) + pod * per
     block = (u % per) // block_cubes
-    ids, counts = np.unique(block, return_counts=True)
-    fits = counts >= need
-    if fits.any():
-        b = ids[fits][np.argmin(counts[fits])]
+    counts_by_block = np.bincount(block)
+    ids = np.flatnonzero(counts_by_block)
+    in_block = counts_by_block[ids]
+    fit = in_block >= need
+    if fit.any():
+        b = ids[fit][np.argmin(in_block[fit])]
         chosen = u[block == b][:need]
     else:
         chosen_list: list[int] = []
-        for b in ids[np.lexsort((ids, -counts))]:
-            chosen_list.extend(u[block == b][: need - len(chosen_list)])
+        for b in ids[np.lexsort((ids, -in_block))]:
+            chosen_list.extend(u[block == b][: need - len(chosen_list)].tolist())
             if len(chosen_list) == need:
                 break
         chosen = np.array(chosen_list)
-    return (n,), pod, (), Assignment("cubes", opt.shape, pod, tuple(int(c) for c in chosen))
+    return (int(counts[pod]),), pod, (), Assignment("cubes", opt.shape, pod, tuple(chosen.tolist()))
 
 
 def fit_cubes(space: FreeSpace, opt: Option, policy: Policy, block_cubes: int = 8) -> Assignment | None:

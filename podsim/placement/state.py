@@ -447,18 +447,34 @@ class PodState:
     def _circuit_ports(slc: Slice) -> tuple[np.ndarray, np.ndarray]:
         if not slc.circuits:
             return np.empty(0, np.int64), np.empty(0, np.int64)
+        columns = getattr(slc.circuits, "columns", None)  # CircuitColumns: the arrays, no Circuit made
+        if columns is not None:
+            return np.concatenate([columns[0], columns[0]]), np.concatenate([columns[1], columns[2]])
         c = np.fromiter(itertools.chain.from_iterable(slc.circuits), np.int64, 3 * len(slc.circuits)).reshape(-1, 3)
         return np.concatenate([c[:, 0], c[:, 0]]), np.concatenate([c[:, 1], c[:, 2]])
 
     def _parts(self, hosts, cubes, ocs, ocs_ports, chips) -> dict[str, np.ndarray]:
-        from podsim.placement.failures import Failures
+        """The parts as id arrays; a one-line error (the failures file's, `Failures.check`) for
+        an id this layout does not have. Checked in numpy: a scheduler fails and repairs a part
+        at every failure event."""
+        lay = self.layout
+        out = {"chips": np.array([int(v) for v in chips], np.int64), "hosts": np.array([int(v) for v in hosts], np.int64),
+               "cubes": np.array([int(v) for v in cubes], np.int64), "ocs": np.array([int(v) for v in ocs], np.int64),
+               "ocs_ports": np.array([(int(a), int(b)) for a, b in ocs_ports], np.int64).reshape(-1, 2)}
 
-        f = Failures(hosts=tuple(int(v) for v in hosts), cubes=tuple(int(v) for v in cubes),
-                     ocs=tuple(int(v) for v in ocs), ocs_ports=tuple((int(a), int(b)) for a, b in ocs_ports),
-                     chips=tuple(int(v) for v in chips))
-        f.check(self.layout)
-        out = {k: np.asarray(getattr(f, k), np.int64) for k in ("chips", "hosts", "cubes", "ocs")}
-        out["ocs_ports"] = np.asarray(f.ocs_ports, np.int64).reshape(-1, 2)
+        def inside(ids: np.ndarray, n: int) -> bool:
+            return not len(ids) or (ids.min() >= 0 and ids.max() < n)
+
+        op = out["ocs_ports"]
+        ok = (inside(out["chips"], lay.n_chips) and inside(out["hosts"], lay.n_hosts)
+              and (not len(out["cubes"]) or (lay.has_cubes and inside(out["cubes"], lay.n_cubes)))
+              and (not (len(out["ocs"]) or len(op)) or (lay.ocs and inside(out["ocs"], lay.n_ocs)
+                                                       and inside(op[:, 0], lay.n_ocs) and inside(op[:, 1], lay.ports_per_ocs))))
+        if not ok:
+            from podsim.placement.failures import Failures
+
+            Failures(**{k: tuple(map(tuple, v.tolist())) if k == "ocs_ports" else tuple(v.tolist())
+                        for k, v in out.items()}).check(lay)
         return out
 
 

@@ -62,8 +62,7 @@ class Circuit(tuple):
     def from_columns(cls, ocs: list[int], port_a: list[int], port_b: list[int]) -> list[Circuit]:
         """Circuits from three lists of Python ints (numpy's `tolist()`), without a call per
         circuit: a slice of 48 cubes has 2,304 of them and a scheduler plans one at every start."""
-        new = tuple.__new__
-        return [new(cls, t) for t in zip(ocs, port_a, port_b, strict=True)]
+        return list(map(tuple.__new__, itertools.repeat(cls), zip(ocs, port_a, port_b, strict=True)))
 
     @property
     def ocs(self) -> int:
