@@ -32,7 +32,7 @@ import numpy as np
 from podsim.cluster.gang import GangFit
 from podsim.errors import InternalError
 from podsim.placement import PodState, SliceRequest
-from podsim.placement.greedy import fit_any, rank_any
+from podsim.placement.greedy import cubes_score, fit_any, native, rank_any
 from podsim.placement.multislice import choose_pods, fill, fit_multislice
 from podsim.placement.place import to_slice
 from podsim.placement.pods import pod_space, to_fleet
@@ -120,6 +120,8 @@ class Reservation:
             return True
         if sim.now + sim.run_length(job, fit) <= self.shadow_s:
             return True
+        if not any(p in self.pods for p in getattr(fit, "pods", (fit.pod,))):
+            return True  # not in a pod of the reserved slice
         return not self.chips[fit.chips].any()
 
 
@@ -244,14 +246,20 @@ class SliceSearch:
         its assignment in the pod's own ids), a multislice job's slices (up to N, in fleet ids);
         None or () where nothing fits."""
         key = job.key
+        if view is not None and job.request.slices == 1:
+            if not self._may_fit(key, view):
+                return None
+            cubes = self._need[key][1]
+            if cubes is not None and self.placement != "hilbert" and view.usable(key[2]) >= cubes:
+                # a cube-level slice fits natively: its rank is the pod's count; its cubes are
+                # chosen only if the pod wins (`_choose`)
+                return native(cubes_score(view.usable(key[2]), self.placement)), pod, (), None
         t0 = time.perf_counter()
         self.counters["placement_calls"] += 1
         opts = self.options(key)
         if job.request.slices > 1:
             got = fill(space.copy(), opts, job.request.slices, self.placement, self.settings) if opts else []
             out = tuple(to_fleet(self.layout, a, pod) for a in got)
-        elif view is not None and not self._may_fit(key, view):
-            out = None
         else:
             r = rank_any(space, opts, self._reshapes.get(key, ()), self.placement, self.settings)
             out = None if r is None else (r[0], pod, r[2], r[3])  # in the pod's own ids until chosen
@@ -284,7 +292,14 @@ class SliceSearch:
         opts = self.options(job.key)
         if job.request.slices == 1:
             best = min(answers.values(), key=lambda r: r[:3])
-            return Fit(to_fleet(self.layout, best[3], best[1]), opts, self._empty_space)
+            a = best[3]
+            if a is None:  # ranked by its count only: choose its cubes now (kept while the pod is unchanged)
+                got = rank_any(self._view(best[1]).space, opts, self._reshapes.get(job.key, ()), self.placement, self.settings)
+                if got is None or (got[0], best[1], got[2]) != best[:3]:
+                    raise InternalError(f"pod {best[1]}'s rank for {job.request.name} changed: {best[:3]} then {got and got[:3]}")
+                a = got[3]
+                answers[best[1]] = (*best[:3], a)
+            return Fit(to_fleet(self.layout, a, best[1]), opts, self._empty_space)
         fits = [answers.get(p, ()) for p in range(self.layout.pods)]
         mf = choose_pods(self.layout, fits, lambda: [self.state.pod_free_chips(p) for p in range(self.layout.pods)],
                          job.request, self.placement, self.settings)
@@ -410,7 +425,20 @@ class SliceSearch:
         if not memo.answers:
             return None
         when, score, pod, tie, a = min(memo.answers.values(), key=lambda r: r[:4])
+        if isinstance(a, int):  # a cube-level head ranked by its count: choose its cubes now
+            a = self._reserved_fit(head, pod, a, (score, tie))
+            memo.answers[pod] = (when, score, pod, tie, a)
         return when[0], Fit(a, self.options(head.key), self._empty_space)
+
+    def _reserved_fit(self, head: SimJob, pod: int, first: int, rank: tuple):
+        """Where the cube-level head goes in `pod` once its running jobs up to `first` (in
+        expected-end order) have ended, in fleet ids."""
+        jobs = sorted(self._pod_jobs[pod].values(), key=lambda j: (j.expected_end_s, j.idx))
+        space = self._released(pod, self._view(pod), [self._local(j, pod) for j in jobs[:first + 1]])
+        r = rank_any(space, self.options(head.key), (), self.placement, self.settings)
+        if r is None or (r[0], r[2]) != rank:
+            raise InternalError(f"{head.request.name} does not fit pod {pod} as its usable cubes were counted")
+        return to_fleet(self.layout, r[3], pod)
 
     def _release_in(self, head: SimJob, pod: int):
         """((end, idx) of the running job whose end lets the head fit in `pod`, score, pod, tie,
@@ -424,15 +452,12 @@ class SliceSearch:
         chips_needed, cubes_needed_ = self._need[head.key]
         parts = [self._local(j, pod) for j in jobs]
         if cubes_needed_ is not None:
-            first = self._cubes_usable_after(head, pod, view, parts, cubes_needed_)
-            if first is None:
+            got = self._cubes_usable_after(head, pod, view, parts, cubes_needed_)
+            if got is None:
                 return None
-            space = self._released(pod, view, parts[:first + 1])
-            r = rank_any(space, self.options(head.key), (), self.placement, self.settings)
-            if r is None:
-                raise InternalError(f"{head.request.name} does not fit pod {pod} with the cubes counted usable")
-            j = jobs[first]
-            return (j.expected_end_s, j.idx), r[0], pod, r[2], to_fleet(self.layout, r[3], pod)
+            first, usable = got
+            j = jobs[first]  # ranked by the pod's count; its cubes are chosen if it wins (`_reserved_fit`)
+            return (j.expected_end_s, j.idx), native(cubes_score(usable, self.placement)), pod, (), first
         space = view.space.copy()
         free = view.free
         ports = self._pod_ports(pod)
@@ -463,11 +488,12 @@ class SliceSearch:
             space.cube_ocs_degraded_ok[cubes] = ports[1][cubes]
         return space
 
-    def _cubes_usable_after(self, head: SimJob, pod: int, view: _PodView, parts: list, need: int) -> int | None:
+    def _cubes_usable_after(self, head: SimJob, pod: int, view: _PodView, parts: list,
+                            need: int) -> tuple[int, int] | None:
         """The position (0-based, in `parts`' order) of the release after which the pod has
-        `need` usable cubes for the head, or None: a cube is usable once each of its chips is
-        free or released, and its ports are free (or freed by a released slice with circuits)
-        and healthy, as `space_without` counts them."""
+        `need` usable cubes for the head, and how many it has then; None if never. A cube is
+        usable once each of its chips is free or released, and its ports are free (or freed by a
+        released slice with circuits) and healthy, as `space_without` counts them."""
         lay = self.layout
         n = len(parts)
         never = n + 1
@@ -487,8 +513,8 @@ class SliceSearch:
         usable_at = np.maximum(holder.reshape(lay.cubes_per_pod, -1).max(axis=1), ports_first)
         if need > len(usable_at):
             return None
-        k = int(np.partition(usable_at, need - 1)[need - 1])
-        return None if k > n else max(k, 1) - 1
+        k = max(int(np.partition(usable_at, need - 1)[need - 1]), 1)
+        return None if k > n else (k - 1, int(np.count_nonzero(usable_at <= k)))
 
     def _pod_ports(self, pod: int) -> tuple[np.ndarray, np.ndarray] | None:
         """The pod's cubes whose ports are healthy (strict, and for a degraded torus), None without OCS."""

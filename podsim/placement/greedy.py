@@ -44,6 +44,17 @@ def _first(ranked: Ranked | None) -> Assignment | None:
     return None if ranked is None else ranked[3]
 
 
+def cubes_score(usable: int, policy: Policy) -> tuple:
+    """`rank_cubes`' score of a pod with `usable` usable cubes (a pod holds a cube-level slice of
+    `need` cubes when usable >= need): a scheduler ranks pods by it without choosing their cubes."""
+    return (usable,) if policy == "best" else ()
+
+
+def native(score: tuple) -> tuple:
+    """`rank_any`'s score of a native fit (every native fit ranks before every reshaped one)."""
+    return (0, *score)
+
+
 def rank_cubes(space: FreeSpace, opt: Option, policy: Policy, block_cubes: int = 8) -> Ranked | None:
     """Cube-level slice on an OCS pod: any `need` usable cubes of one pod; best fit takes the pod
     with the fewest usable cubes (score), first fit the first pod."""
@@ -58,7 +69,7 @@ def rank_cubes(space: FreeSpace, opt: Option, policy: Policy, block_cubes: int =
     if policy == "first":
         pod = int(fits[0])
         u = np.flatnonzero(usable[pod]) + pod * per
-        return (), pod, (), Assignment("cubes", opt.shape, pod, tuple(u[:need].tolist()))
+        return cubes_score(int(counts[pod]), policy), pod, (), Assignment("cubes", opt.shape, pod, tuple(u[:need].tolist()))
     pod = int(fits[np.argmin(counts[fits])])  # the fewest usable cubes, then the first pod
     u = np.flatnonzero(usable[pod]) + pod * per
     block = (u % per) // block_cubes
@@ -76,7 +87,7 @@ def rank_cubes(space: FreeSpace, opt: Option, policy: Policy, block_cubes: int =
             if len(chosen_list) == need:
                 break
         chosen = np.array(chosen_list)
-    return (int(counts[pod]),), pod, (), Assignment("cubes", opt.shape, pod, tuple(chosen.tolist()))
+    return cubes_score(int(counts[pod]), policy), pod, (), Assignment("cubes", opt.shape, pod, tuple(chosen.tolist()))
 
 
 def fit_cubes(space: FreeSpace, opt: Option, policy: Policy, block_cubes: int = 8) -> Assignment | None:
@@ -184,7 +195,7 @@ def rank_any(space: FreeSpace, opts: Sequence[Option], reshapes: Sequence = (), 
         return rank_hilbert(space, reshapes[0].request) if reshapes and isinstance(reshapes[0], HilbertRequest) else None
     r = rank_request(space, opts, policy, settings) if opts else None
     if r is not None:
-        return (0, *r[0]), r[1], r[2], r[3]
+        return native(r[0]), r[1], r[2], r[3]
     if reshapes:
         r = rank_reshaped(space, reshapes, policy, settings)
         if r is not None:

@@ -14,6 +14,8 @@ from __future__ import annotations
 import dataclasses
 import functools
 
+import numpy as np
+
 from podsim.placement.space import Assignment, FreeSpace
 from podsim.topology import PodLayout
 from podsim.topology.fabric import Circuit
@@ -26,8 +28,41 @@ def pod_layout(layout: PodLayout) -> PodLayout:
 
 
 def pod_space(state, pod: int) -> FreeSpace:
-    """The free space of one pod of `state` as a fleet of that pod alone (work in proportion to the pod)."""
-    return FreeSpace(pod_layout(state.layout), *state.pod_arrays(pod))
+    """The free space of one pod of `state` as a fleet of that pod alone (work in proportion to
+    the pod), read-only: its cube masks are worked out once (`copy()` gives a mutable one)."""
+    return FrozenSpace(pod_layout(state.layout), *state.pod_arrays(pod))
+
+
+class FrozenSpace(FreeSpace):
+    """A FreeSpace that is only read (its arrays are read-only), so the masks derived from its
+    chips are kept: a scheduler asks the same pod about many kinds of slice."""
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        for arr in (self.chip_free, self.cube_ocs_ok, self.cube_ocs_degraded_ok):
+            arr.setflags(write=False)
+        self._derived: dict[str, np.ndarray] = {}
+
+    def copy(self) -> FreeSpace:
+        return FreeSpace(self.layout, self.chip_free, self.cube_ocs_ok, self.cube_ocs_degraded_ok, self.port_ok)
+
+    def _kept(self, name: str, compute) -> np.ndarray:
+        arr = self._derived.get(name)
+        if arr is None:
+            arr = self._derived[name] = compute()
+        return arr
+
+    @property
+    def cube_whole_free(self) -> np.ndarray:
+        return self._kept("whole", lambda: FreeSpace.cube_whole_free.fget(self))
+
+    @property
+    def cube_usable(self) -> np.ndarray:
+        return self._kept("usable", lambda: self.cube_whole_free & self.cube_ocs_ok)
+
+    @property
+    def cube_usable_degraded(self) -> np.ndarray:
+        return self._kept("usable_degraded", lambda: self.cube_whole_free & self.cube_ocs_degraded_ok)
 
 
 def to_fleet(layout: PodLayout, a: Assignment, pod: int) -> Assignment:
