@@ -114,15 +114,29 @@ class Reservation:
     capacity_epoch: int = 0
     chip_ids: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # the reserved chips' ids
     pods: tuple[int, ...] = ()  # the pods they are in
+    overlap: dict = field(default_factory=dict)  # id(fit) -> (fit, whether it takes a reserved chip)
 
     def allows(self, sim: Scheduler, job: SimJob, fit: Fit) -> bool:
+        """Whether `job` may start on `fit` now: it ends by the shadow time or keeps off the
+        reserved chips. For a job given in time on a native slice (its run length is plain
+        arithmetic) the keep-off test goes first and is kept per fit: every job of a kind that
+        the reservation blocks is tested against the same fit."""
         if self.chips is None:
             return True
+        if job.job.steps is None and getattr(fit, "form", "native") == "native":
+            return not self._overlaps(fit) or sim.now + sim.run_length(job, fit) <= self.shadow_s
         if sim.now + sim.run_length(job, fit) <= self.shadow_s:
             return True
-        if not any(p in self.pods for p in getattr(fit, "pods", (fit.pod,))):
-            return True  # not in a pod of the reserved slice
-        return not self.chips[fit.chips].any()
+        return not self._overlaps(fit)
+
+    def _overlaps(self, fit) -> bool:
+        """Whether `fit` takes a reserved chip (kept per fit object while the reservation lasts)."""
+        hit = self.overlap.get(id(fit))
+        if hit is None or hit[0] is not fit:
+            pods = getattr(fit, "pods", None) or (fit.pod,)
+            taken = any(p in self.pods for p in pods) and bool(self.chips[fit.chips].any())
+            hit = self.overlap[id(fit)] = (fit, taken)
+        return hit[1]
 
 
 class _PodMemo:

@@ -131,6 +131,27 @@ class CircuitColumns(Sequence):
 
 
 @functools.lru_cache(maxsize=1024)
+def _slice_coords(shape: tuple[int, ...]) -> np.ndarray:
+    """`_row_major(shape)`, read-only and kept (a scheduler plans the same shapes again and again)."""
+    out = _row_major(shape)
+    out.setflags(write=False)
+    return out
+
+
+@functools.lru_cache(maxsize=1024)
+def _cube_chip_order(shape: tuple[int, ...], cube_shape: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """For a cube-level slice's chips in row-major slice order: the position of each chip's cube
+    in the slice's cube list, and the chip's index inside its cube."""
+    local = _row_major(shape)
+    cube = np.array(cube_shape)
+    grid = tuple(int(v) for v in np.array(shape) // cube)
+    out = (np.ravel_multi_index(tuple((local // cube).T), grid), np.ravel_multi_index(tuple((local % cube).T), cube_shape))
+    for arr in out:
+        arr.setflags(write=False)
+    return out
+
+
+@functools.lru_cache(maxsize=1024)
 def _circuit_template(grid: tuple[int, ...], cube_shape: tuple[int, ...], twisted: bool,
                       links: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """For the circuits of a cube-level torus, in order (dimension, cube, face index): the
@@ -168,7 +189,7 @@ def plan_slice(layout: PodLayout, spec: SliceSpec, cubes: Sequence[int] | None =
     """
     gen = layout.generation
     shape = spec.shape
-    local = _row_major(shape)
+    local = _slice_coords(tuple(shape))
     if not 0 <= pod < layout.pods:
         raise PodsimError(f"pod {pod} does not exist; the fabric has {layout.pods} pod(s)")
     pod_base = pod * layout.chips_per_pod
@@ -193,8 +214,7 @@ def plan_slice(layout: PodLayout, spec: SliceSpec, cubes: Sequence[int] | None =
         bad = [c for c in cubes if not (pod * layout.cubes_per_pod <= c < (pod + 1) * layout.cubes_per_pod)]
         if bad:
             raise PodsimError(f"cube {bad[0]} is not in pod {pod} (cubes {pod * layout.cubes_per_pod}..{(pod + 1) * layout.cubes_per_pod - 1})")
-        cube_idx = np.ravel_multi_index(tuple((local // cube_shape).T), grid)
-        in_cube = np.ravel_multi_index(tuple((local % cube_shape).T), tuple(cube_shape))
+        cube_idx, in_cube = _cube_chip_order(tuple(shape), tuple(gen.cube_shape))
         chips = layout.cube_chips[np.array(cubes)[cube_idx], in_cube]
         columns = cube_circuit_columns(layout, grid, cubes, spec.twisted)
         circuits = CircuitColumns(*columns) if lazy_circuits else tuple(Circuit.from_columns(*(c.tolist() for c in columns)))
