@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 if TYPE_CHECKING:
     from podsim.cluster.accounting import SimJob
     from podsim.cluster.config import ClusterConfig
-    from podsim.cluster.search import Fit, Reservation
+    from podsim.cluster.fits import Fit, Reservation
 
 
 @runtime_checkable

@@ -71,23 +71,19 @@ def rank_cubes(space: FreeSpace, opt: Option, policy: Policy, block_cubes: int =
         u = np.flatnonzero(usable[pod]) + pod * per
         return cubes_score(int(counts[pod]), policy), pod, (), Assignment("cubes", opt.shape, pod, tuple(u[:need].tolist()))
     pod = int(fits[np.argmin(counts[fits])])  # the fewest usable cubes, then the first pod
-    u = np.flatnonzero(usable[pod]) + pod * per
-    block = (u % per) // block_cubes
-    counts_by_block = np.bincount(block)
-    ids = np.flatnonzero(counts_by_block)
-    in_block = counts_by_block[ids]
-    fit = in_block >= need
-    if fit.any():
-        b = ids[fit][np.argmin(in_block[fit])]
-        chosen = u[block == b][:need]
-    else:
-        chosen_list: list[int] = []
-        for b in ids[np.lexsort((ids, -in_block))]:
-            chosen_list.extend(u[block == b][: need - len(chosen_list)].tolist())
-            if len(chosen_list) == need:
+    by_block: dict[int, list[int]] = {}  # the pod's usable cubes by DCN block, in id order (<= a pod's cubes)
+    for c in (np.flatnonzero(usable[pod]) + pod * per).tolist():
+        by_block.setdefault((c % per) // block_cubes, []).append(c)
+    holding = [b for b, cubes in by_block.items() if len(cubes) >= need]
+    if holding:  # the fullest block that holds it (the first of equals)
+        chosen = by_block[min(holding, key=lambda b: (len(by_block[b]), b))][:need]
+    else:  # the fewest blocks: largest first (the first of equals)
+        chosen = []
+        for b in sorted(by_block, key=lambda b: (-len(by_block[b]), b)):
+            chosen.extend(by_block[b][:need - len(chosen)])
+            if len(chosen) == need:
                 break
-        chosen = np.array(chosen_list)
-    return cubes_score(int(counts[pod]), policy), pod, (), Assignment("cubes", opt.shape, pod, tuple(chosen.tolist()))
+    return cubes_score(int(counts[pod]), policy), pod, (), Assignment("cubes", opt.shape, pod, tuple(chosen))
 
 
 def fit_cubes(space: FreeSpace, opt: Option, policy: Policy, block_cubes: int = 8) -> Assignment | None:
