@@ -95,9 +95,14 @@ def rank_subcube(space: FreeSpace, opt: Option, policy: Policy) -> Ranked | None
     """Sub-cube slice: an aligned position inside one cube whose chips are all free; best fit
     takes the cube with the fewest free chips, one that cannot serve a cube-level slice first."""
     lay = space.layout
-    origins, masks = subcube_candidates(opt.shape, lay.generation.cube_shape)
+    cube_shape = lay.generation.cube_shape
+    origins, masks = subcube_candidates(opt.shape, cube_shape)
     cells = space.cube_cells
-    fits = ((~cells).astype(np.int16) @ masks.T.astype(np.int16)) == 0  # (cubes, candidates)
+    if all(c % s == 0 for s, c in zip(opt.shape, cube_shape, strict=True)):  # the positions tile the cube
+        blocks = cells.reshape(len(cells), *(v for s, c in zip(opt.shape, cube_shape, strict=True) for v in (c // s, s)))
+        fits = blocks.all(axis=(2, 4, 6)).reshape(len(cells), -1)  # (cubes, candidates), candidates row-major
+    else:
+        fits = ((~cells).astype(np.int16) @ masks.T.astype(np.int16)) == 0
     ok = fits.any(axis=1)
     if not ok.any():
         return None
