@@ -22,7 +22,7 @@ import time
 
 # counters of the simulator's own work, not results: free to change with its speed
 TIMING = ("engine_wall_s", "placement_s", "placement_calls", "cpsat_wall_capped", "step_time_evaluations")
-NEW = ("events", "runs_slowdown_not_charged")  # counters added with the fleet-scale work (issue 35)
+NEW = ("sim_events", "runs_slowdown_not_charged")  # counters added with the fleet-scale work (issue 35)
 H = 3600.0
 TORUS = "torus-8x8x8-b4-p6-400gbps"
 

@@ -176,7 +176,7 @@ register(
     _m("failures_host", "count", "host failures in the horizon", _C),
     _m("failures_ocs", "count", "OCS unit failures in the horizon", _C),
     _m("failures_link", "count", "ICI cable failures in the horizon", _C),
-    _m("events", "count", "state changes simulated: job arrivals, run starts and ends (completions and stops), "
+    _m("sim_events", "count", "state changes simulated: job arrivals, run starts and ends (completions and stops), "
                           "part failures and repairs", _C),
     _m("job_interruptions", "count", "running jobs stopped by a failure", _C),
     _m("preemptions", "count", "running jobs stopped for a higher-priority job", _C),

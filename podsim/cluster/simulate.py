@@ -118,7 +118,7 @@ class ClusterSim:
         self.acct = {k: 0.0 for k in ("busy", "healthy", "idle_queued", "reconfiguration", "restart", "useful",
                                       "degraded", "lost_failure", "lost_preemption")}
         self._down = DownParts()
-        self.counters = {"events": 0, "ocs_reconfigurations": 0, "failures_host": 0, "failures_ocs": 0, "failures_link": 0,
+        self.counters = {"sim_events": 0, "ocs_reconfigurations": 0, "failures_host": 0, "failures_ocs": 0, "failures_link": 0,
                          "job_interruptions": 0, "preemptions": 0, "passes": 0, "placement_calls": 0,
                          "placement_s": 0.0, "cpsat_calls": 0, "cpsat_wall_capped": 0, "audits": 0, "spare_remaps": 0,
                          "degraded_starts": 0, "runs_fold": 0, "runs_split": 0, "runs_scatter": 0, "runs_slowdown_not_charged": 0,
@@ -255,7 +255,7 @@ class ClusterSim:
     def start(self, job: SimJob, where: Fit | SlicePlacement) -> None:
         """Give the job its slice and start its run (the state checks every chip and port)."""
         slc = gang.slice_of(self.state, where)
-        self.counters["events"] += 1
+        self.counters["sim_events"] += 1
         if self.audit:
             validate_placement(self.state, [gang.placement_of(job.request, slc)], sites=self.settings.sites)
         self.advance()
@@ -300,7 +300,7 @@ class ClusterSim:
 
     def _settle(self, job: SimJob, keep_all: bool, why: str = "") -> None:
         """Account the current run up to now and give back its slice (`why` a stop: failure or preempted)."""
-        self.counters["events"] += 1
+        self.counters["sim_events"] += 1
         self.advance()
         lost0, overhead0 = job.lost_chip_s, job.overhead_chip_s
         parts = settle_run(job, self.now, self.checkpoint_s, keep_all, self.window)
@@ -368,7 +368,7 @@ class ClusterSim:
                     job.nominal_s = job.job.steps * self.step_time.step_time_s(  # as asked: all slices in one site
                         job.job.model, self.gen, job.request.shape, job.request.twisted, slices=job.job.slices)
                 job.seq = self._seq
-                self.counters["events"] += 1
+                self.counters["sim_events"] += 1
                 self._seq += 1
                 reason = self.never_reason(job)
                 if reason:
@@ -386,7 +386,7 @@ class ClusterSim:
             if ev.time_s > self.now:
                 yield self.env.timeout(ev.time_s - self.now)
             self.counters[f"failures_{ev.component}"] += 1
-            self.counters["events"] += 1
+            self.counters["sim_events"] += 1
             parts = event_parts(ev, self.links, self.state)
             newly = self._down.fail(parts)
             if any(newly.values()):
@@ -403,7 +403,7 @@ class ClusterSim:
             self.env.timeout(ev.repair_s).callbacks.append(lambda _e, parts=parts: self._repair(parts))
 
     def _repair(self, parts: list[tuple[str, object]]) -> None:
-        self.counters["events"] += 1
+        self.counters["sim_events"] += 1
         fixed = self._down.repair(parts)
         if any(fixed.values()):
             self.advance()

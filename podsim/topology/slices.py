@@ -87,7 +87,7 @@ class CircuitColumns(Sequence):
     """A slice's OCS circuits kept as three int arrays (`columns`: OCS, '+' port, '-' port) and
     read as a tuple of Circuits on first use. A scheduler that only takes and gives back the
     slice's ports never makes the thousands of Circuit objects a large cube-level torus has
-    (48 per cube). Equal to, added to and pickled as that tuple."""
+    (48 per cube). Equal to and added to as that tuple."""
 
     __slots__ = ("columns", "_tuple")
 
@@ -127,7 +127,7 @@ class CircuitColumns(Sequence):
         return repr(self.circuits)
 
     def __reduce__(self):
-        return tuple, (self.circuits,)
+        return CircuitColumns, self.columns
 
 
 @functools.lru_cache(maxsize=1024)
