@@ -15,13 +15,14 @@ STALE = object()  # a memo's best answer must be chosen again
 class PodMemo:
     """One kind's answer in every pod, each as of the pod's version (None: not searched yet)."""
 
-    __slots__ = ("versions", "answers", "best", "state_version")
+    __slots__ = ("versions", "answers", "best", "top", "state_version")
 
     def __init__(self, pods: int):
         self.state_version = -1  # the state's version when the answers were last brought up to date
         self.versions = np.full(pods, -1, np.int64)
         self.answers: dict[int, object] = {}  # pod -> its ranked fit (one slice) or its slices (multislice)
-        self.best = STALE
+        self.best = STALE  # the fleet's answer (a Fit, GangFit or None)
+        self.top = STALE  # one slice: the least-ranked pod's answer (None: no pod), kept as pods change
 
 
 

@@ -121,8 +121,8 @@ class SliceSearch:
 
     def _answer_in(self, job: SimJob, pod: int, space: FreeSpace, view: PodView | None):
         """The kind's answer in one pod's `space`: a one-slice job's ranked fit (score, pod, tie,
-        its assignment in the pod's own ids), a multislice job's slices (up to N, in fleet ids);
-        None or () where nothing fits."""
+        its assignment in the pod's own ids or None until the pod wins, its Fit once made), a
+        multislice job's slices (up to N, in fleet ids); None or () where nothing fits."""
         key = job.key
         if view is not None and job.request.slices == 1:
             if not self._may_fit(key, view):
@@ -131,7 +131,7 @@ class SliceSearch:
             if cubes is not None and self.placement != "hilbert" and view.usable(key[2]) >= cubes:
                 # a cube-level slice fits natively: its rank is the pod's count; its cubes are
                 # chosen only if the pod wins (`_choose`)
-                return native(cubes_score(view.usable(key[2]), self.placement)), pod, (), None
+                return native(cubes_score(view.usable(key[2]), self.placement)), pod, (), None, None
         t0 = time.perf_counter()
         self.counters["placement_calls"] += 1
         opts = self.options(key)
@@ -140,7 +140,7 @@ class SliceSearch:
             out = tuple(to_fleet(self.layout, a, pod) for a in got)
         else:
             r = rank_any(space, opts, self._reshapes.get(key, ()), self.placement, self.settings)
-            out = None if r is None else (r[0], pod, r[2], r[3])  # in the pod's own ids until chosen
+            out = None if r is None else (r[0], pod, r[2], r[3], None)  # in the pod's own ids until chosen
         self.counters["placement_s"] += time.perf_counter() - t0
         return out
 
@@ -152,7 +152,8 @@ class SliceSearch:
         versions = self.state.pod_version
         changed = np.flatnonzero(versions != memo.versions)
         if len(changed):
-            for pod in changed.tolist():
+            pods = changed.tolist()
+            for pod in pods:
                 view = self._view(pod)
                 got = self._answer_in(job, pod, view.space, view)
                 if got:
@@ -160,24 +161,43 @@ class SliceSearch:
                 else:
                     memo.answers.pop(pod, None)
             memo.versions[changed] = versions[changed]
-            memo.best = STALE
+            top = memo.top if job.request.slices == 1 else STALE
+            if top is not STALE:  # one slice: the least-ranked pod, from the changed ones
+                if top is not None and top[1] in pods:
+                    top = STALE  # the winner itself changed: rank them all again
+                else:
+                    for pod in pods:
+                        got = memo.answers.get(pod)
+                        if got is not None and (top is None or got[:3] < top[:3]):
+                            top = got
+            if top is STALE or top is not memo.top:
+                memo.best = STALE
+            memo.top = top
         return memo
 
-    def _choose(self, job: SimJob, answers: dict) -> Fit | GangFit | None:
-        """The fleet's answer from the pods' own: the least-ranked pod, or a multislice job's pods."""
+    def _choose(self, job: SimJob, answers: dict, memo: PodMemo | None = None) -> Fit | GangFit | None:
+        """The fleet's answer from the pods' own: the least-ranked pod (`memo.top` when it is
+        known), or a multislice job's pods."""
         if not answers:
+            if memo is not None and job.request.slices == 1:
+                memo.top = None
             return None
         opts = self.options(job.key)
         if job.request.slices == 1:
-            best = min(answers.values(), key=lambda r: r[:3])
+            best = memo.top if memo is not None and memo.top is not STALE else min(answers.values(), key=lambda r: r[:3])
+            if best[4] is not None:  # the same pod won before and has not changed: the same Fit
+                return best[4]
             a = best[3]
-            if a is None:  # ranked by its count only: choose its cubes now (kept while the pod is unchanged)
+            if a is None:  # ranked by its count only: choose its cubes now
                 got = rank_any(self._view(best[1]).space, opts, self._reshapes.get(job.key, ()), self.placement, self.settings)
                 if got is None or (got[0], best[1], got[2]) != best[:3]:
                     raise InternalError(f"pod {best[1]}'s rank for {job.request.name} changed: {best[:3]} then {got and got[:3]}")
                 a = got[3]
-                answers[best[1]] = (*best[:3], a)
-            return Fit(to_fleet(self.layout, a, best[1]), opts, self._empty_space)
+            fit = Fit(to_fleet(self.layout, a, best[1]), opts, self._empty_space)
+            answers[best[1]] = (*best[:3], a, fit)  # kept while the pod is unchanged
+            if memo is not None:
+                memo.top = answers[best[1]]
+            return fit
         fits = [answers.get(p, ()) for p in range(self.layout.pods)]
         mf = choose_pods(self.layout, fits, lambda: [self.state.pod_free_chips(p) for p in range(self.layout.pods)],
                          job.request, self.placement, self.settings)
@@ -194,7 +214,7 @@ class SliceSearch:
             memo = self._memo[key] = PodMemo(self.layout.pods)
         self._sync(job, memo)
         if memo.best is STALE:
-            memo.best = self._choose(job, memo.answers)
+            memo.best = self._choose(job, memo.answers, memo)
         return memo.best
 
     def audit(self, job: SimJob, free_chips: int) -> None:
@@ -220,17 +240,23 @@ class SliceSearch:
             memo = self._memo[job.key] = PodMemo(self.layout.pods)
         answers = dict(self._sync(job, memo).answers)
         lay = self.layout
-        for pod in res.pods:
-            space = self._view(pod).space.copy()
-            lo = pod * lay.chips_per_pod
-            mine = res.chip_ids[(res.chip_ids >= lo) & (res.chip_ids < lo + lay.chips_per_pod)] - lo
-            space.take(mine)
-            got = self._answer_in(job, pod, space, None)
-            if got:
-                answers[pod] = got
+        for pod in res.pods:  # the reserved pods' answers keeping off the chips, kept per pod version
+            version = int(self.state.pod_version[pod])
+            hit = res.avoiding.get((job.key, pod))
+            if hit is None or hit[0] != version:
+                space = self._view(pod).space.copy()
+                lo = pod * lay.chips_per_pod
+                space.take(res.chip_ids[(res.chip_ids >= lo) & (res.chip_ids < lo + lay.chips_per_pod)] - lo)
+                hit = res.avoiding[(job.key, pod)] = (version, self._answer_in(job, pod, space, None))
+            if hit[1]:
+                answers[pod] = hit[1]
             else:
                 answers.pop(pod, None)
         fit = self._choose(job, answers)
+        for pod in res.pods:  # a reserved pod's answer with the Fit `_choose` made for it, kept
+            version, answer = res.avoiding[(job.key, pod)]
+            if answer and answers.get(pod) is not answer:
+                res.avoiding[(job.key, pod)] = (version, answers[pod])
         if fit is None:
             res.failed_keys.add(job.key)
         res.avoiding[job.key] = (self.state.version, fit)
