@@ -21,10 +21,10 @@ from podsim.cluster.failures import FailureProcess
 from podsim.scenario.run import cluster_run_result
 from podsim.study import CachedStepTime, EngineStepTime, RooflineStepTime, StepStudy
 from podsim.topology import PodLayout, get_generation
-from podsim.topology.fabric import Circuit
+from podsim.topology.circuits import Circuit, CircuitColumns, cube_circuits
 from podsim.topology.pod import MINUS, PLUS, _row_major
 from podsim.topology.shapes import twist_vectors, validate_shape
-from podsim.topology.slices import CircuitColumns, cube_circuits, plan_slice
+from podsim.topology.slices import plan_slice
 from podsim.workload import Job
 from podsim.workload.odd import OddShapeSpec, odd_shape_jobs
 

@@ -18,7 +18,7 @@ import numpy as np
 
 from podsim.placement.space import Assignment, FreeSpace
 from podsim.topology import PodLayout
-from podsim.topology.fabric import Circuit
+from podsim.topology.circuits import Circuit
 
 
 @functools.lru_cache(maxsize=64)

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from podsim.errors import PodsimError
+from podsim.placement.requests import SliceRequest
 from podsim.placement.space import Assignment, FreeSpace, Option, request_options
 from podsim.topology.blocks import BlockGeometry, axis_mode, geometry_params
 from podsim.topology.fold import Fold, find_fold
@@ -270,8 +271,6 @@ def _reshapes(layout, shape: tuple[int, ...], rotate: bool) -> tuple:
 
 def _native(layout, shape, rotate) -> list[Option]:
     """The native options of `shape` on the layout (kept per layout: folds probe every factor shape)."""
-    from podsim.placement.requests import SliceRequest
-
     memo = _RESHAPES.setdefault(layout, {})
     key = ("native", tuple(shape), rotate)
     if key not in memo:
@@ -280,41 +279,6 @@ def _native(layout, shape, rotate) -> list[Option]:
         except PodsimError:
             memo[key] = []
     return memo[key]
-
-
-def rank_reshaped(space: FreeSpace, reshapes: Sequence[Reshape], policy: str, settings):
-    """`fit_reshaped` with its rank (podsim.placement.greedy.Ranked): the realisation's place in
-    `reshapes` first, then its fit's own rank."""
-    from podsim.placement.greedy import rank_request
-
-    for i, r in enumerate(reshapes):
-        if r.form == "split":
-            got = rank_blocks(space, [Option("blocks", r.shape, r.spec, r.shape)], policy, form="split")
-            if got is not None:
-                return (i, *got[0]), got[1], got[2], got[3]
-            continue
-        got = rank_request(space, r.targets, policy, settings)
-        if got is not None:
-            return (i, *got[0]), got[1], got[2], fold_assignment(space.layout, r, got[3])
-    return None
-
-
-def fit_reshaped(space: FreeSpace, reshapes: Sequence[Reshape], policy: str, settings) -> Assignment | None:
-    """The first reshaped realisation that fits `space` (in `reshapes` order), or None."""
-    r = rank_reshaped(space, reshapes, policy, settings)
-    return None if r is None else r[3]
-
-
-def fold_assignment(layout, r: Reshape, host_a: Assignment) -> Assignment:
-    """The reshaped assignment of a fold whose box sits at `host_a`."""
-    from podsim.placement.place import to_slice
-
-    host = to_slice(layout, r.targets, host_a)
-    coords = r.fold.coords
-    local = np.ravel_multi_index(tuple(coords.T), host.shape)
-    chips = tuple(int(c) for c in np.asarray(host.chips)[local])
-    return Assignment("reshaped", r.shape, host_a.pod, tuple(host.cubes), None, form="fold",
-                      detail=(chips, tuple(host.circuits), r.spec, host_a))
 
 
 def native_spec_ok(gen, shape, ocs) -> bool:

@@ -16,11 +16,12 @@ from typing import TYPE_CHECKING
 from podsim.engine import StepResult, step_summary
 from podsim.engine.core import busy_time_s
 from podsim.scenario.check import check_scenario
+from podsim.scenario.clusterrun import cluster_run
 from podsim.scenario.fields import parse_target, target_met
 from podsim.scenario.replicates import pool_replicates, run_replicates
 from podsim.scenario.result import TABLES, RunResult, normalise_table
 from podsim.scenario.scaling import scenario_scaling
-from podsim.scenario.schema import POLICY_FIELDS, SOLVER_FIELDS, Scenario
+from podsim.scenario.schema import Scenario
 from podsim.scenario.spine import spine_study
 from podsim.scenario.steptime import RecordingStepTime
 from podsim.scenario.studies import job_studies, step_study
@@ -28,9 +29,10 @@ from podsim.study import CachedStepTime, EngineStepTime, RooflineStepTime, StepS
 from podsim.study.study import study_plan
 from podsim.topology import DcnSpec, Generation, format_shape, get_generation, topology_summary
 from podsim.topology.shapes import slice_name
+from podsim.validation.bands import step_band
 
 if TYPE_CHECKING:  # a job stream imports the cluster simulation (CP-SAT, ...) where it runs, not a step
-    from podsim.cluster import ClusterResult, ClusterRun
+    from podsim.cluster import ClusterResult
 
 ProgressFn = Callable[[float, float], None]
 STEP_JSON_TABLES = ("step_kinds",)  # the tables a step's --json carries (podsim run, podsim steptime)
@@ -110,23 +112,6 @@ def _references(s: Scenario, metrics: dict) -> tuple[dict, ...]:
 
 
 # Job streams ------------------------------------------------------------------------------
-def cluster_run(s: Scenario, gen: Generation, cpsat_workers_cap: int | None = None) -> ClusterRun:
-    """The scenario's job stream as the library's ClusterRun (what `podsim cluster` flags build too)."""
-    from podsim.cluster import ClusterConfig, ClusterRun, FailureModel
-
-    sections = {c: getattr(s.policy, n) for n, c in POLICY_FIELDS.items()} | {c: getattr(s.solver, n) for n, c in SOLVER_FIELDS.items()}
-    if cpsat_workers_cap is not None:
-        sections["cpsat_workers"] = min(s.solver.workers, cpsat_workers_cap)
-    failures = FailureModel.of(s.failures.host, s.failures.ocs, s.failures.link)
-    config = ClusterConfig(
-        generation=gen.id, pods=s.topology.pods, sites=s.dcn.sites, ocs=s.topology.wiring == "ocs", **sections,
-        horizon_s=s.horizon, warmup_s=s.warmup, drain=s.drain, drain_limit_s=s.drain_limit, failures=failures,
-        sample_interval_s=s.horizon / s.samples)
-    w = s.workload
-    return ClusterRun(config=config, synthetic=w.synthetic.spec(gen.id) if w.synthetic is not None else None,
-                      trace=w.trace, odd=w.odd, failure_trace=s.failures.trace, compute_efficiency=s.step_time.compute_efficiency, seed=s.seed)
-
-
 def _run_cluster(s: Scenario, gen: Generation, on_progress: ProgressFn | None, cpsat_workers_cap: int | None):
     from podsim.cluster import run_cluster
 
@@ -199,7 +184,10 @@ def step_metrics(study: StepStudy, r: StepResult, steps: int | None = None, mode
     for level, d in r.levels.items():
         m[f"{level}_busy_s"], m[f"{level}_exposed_s"] = d["busy_s"], d["exposed_s"]
     for tier, d in r.tiers.items():  # the DCN's tiers (podsim.topology.dcntiers), those the step's traffic has links on
-        m.update({f"tier_{tier}_{k}": d[k] for k in ("busy_s", "exposed_s", "link_busy_s")})
+        m.update({f"tier_{tier}_{k}": d[k] for k in ("busy_s", "exposed_s", "link_busy_s", "ecmp_collision_s") if k in d})
+    m.update({k: summ[k] for k in ("dcn_tail_s", "straggler_wait_s", "ecmp_collision_s", "multislice_added_s")})
+    if r.multislice:
+        m["multislice_notes"] = " | ".join(f"{k}: {v}" for k, v in r.multislice["notes"].items())
     dcn_ops = [t for t in r.timeline if t.step == 0 and "dcn" in t.group.split(",")]
     m["dcn_collective_busy_s"] = busy_time_s((t.start_s, t.end_s) for t in dcn_ops)
     m["dcn_collective_op_s"] = sum(t.duration_s for t in dcn_ops)
@@ -207,6 +195,10 @@ def step_metrics(study: StepStudy, r: StepResult, steps: int | None = None, mode
     if steps:
         m["steps"] = steps
         m["time_to_train_s"] = steps * r.step_time_s
+    band = step_band(study.generation.id, study.slices)
+    m.update({"step_time_error": band.typical if band.typical is not None else math.nan,
+              "step_time_error_runs": band.n_runs, "step_time_error_kind": "/".join(band.used),
+              "step_time_error_text": band.text()})
     return m
 
 
@@ -312,7 +304,7 @@ def run_scenario(scenario: Scenario, on_progress: ProgressFn | None = None, *,
     ...                     "slice: 4x4x4, parallelism: 'fsdp=16,tensor=4', model_overrides: {n_layers: 2, global_batch: 32}}}")
     >>> r = run_scenario(load_scenario(path))
     >>> r.kind, round(r.metrics["step_time_s"], 4), r.metrics["parallelism"]
-    ('step', 0.1582, 'fsdp=16,tensor=4')
+    ('step', 0.1409, 'fsdp=16,tensor=4')
     """
     t0 = time.perf_counter()
     gen = check_scenario(scenario)

@@ -16,6 +16,7 @@ from podsim import quantities as q
 from podsim.errors import PodsimError, first_error
 from podsim.quantities import MAX_HORIZON_S, Duration, Fraction, Rate, Seed
 from podsim.serving.costs import InferencePrecision
+from podsim.serving.engines import ENGINE_NAMES
 from podsim.topology import parse_shape
 from podsim.trace.configs import PRESETS, TransformerConfig, get_model
 
@@ -51,6 +52,14 @@ class ServedModel(_Model):
         return self
 
     def config(self) -> TransformerConfig:
+        cfg = self._config()
+        if not cfg.causal:  # an encoder reads its whole input at once: no token is generated
+            decoders = ", ".join(k for k, v in PRESETS.items() if isinstance(v, TransformerConfig) and v.causal)
+            raise PodsimError(f"serving model {cfg.name!r} is an encoder (bidirectional attention, causal: false): it "
+                              f"generates no tokens, so it has no decode, TTFT or TPOT; serve a decoder: {decoders}")
+        return cfg
+
+    def _config(self) -> TransformerConfig:
         if self.dims is not None:
             body = {"source": "given by its dimensions", "seq_len": 4096, "global_batch": 1, "mlp": "swiglu",
                     "norm": "rmsnorm", "bias": False, "tied_embeddings": False, "learned_positions": False, **self.dims}
@@ -96,7 +105,9 @@ class BatchPolicy(_Model):
     free (never preempts)."""
 
     kind: Literal["continuous", "static"] = "continuous"
-    token_budget: q.TOKEN_BUDGET.type = Field(2048, description="continuous: tokens per step (decode + prefill)")
+    token_budget: q.TOKEN_BUDGET.type = Field(2048, description="continuous: tokens per step (decode + prefill); static: "
+                                              "prompt tokens per prefill step at most (an engine that prefills in "
+                                              "steps, e.g. TensorRT-LLM's max_num_tokens)")
     max_seqs: q.STEP_SEQS.type = Field(256, description="continuous: sequences in a step at most")
     prefill: Literal["chunked", "separate"] = Field("chunked", description="continuous: chunked prompts, or prefill-only steps")
     max_batch: q.STATIC_BATCH.type = Field(32, description="static: requests per batch")
@@ -132,7 +143,7 @@ class BatchPolicy(_Model):
         if self.kind != "static" and (self.batcher != "idle" or self.batch_sizes or self.batcher_depth is not None):
             raise PodsimError("batch policy batcher and batch_sizes are for static batches: set kind static")
         _refuse_changed(self, ("max_batch", "max_wait", "buckets", "max_live_batches", "decode_segments") if self.kind == "continuous" else
-                        ("token_budget", "max_seqs", "prefill"), f"batch kind {self.kind}")
+                        ("max_seqs", "prefill"), f"batch kind {self.kind}")
         if self.kind == "static" and self.batcher != "saxml":
             _refuse_changed(self, ("max_live_batches", "batcher_depth", "decode_segments"), f"batcher {self.batcher}")
         return self
@@ -253,6 +264,9 @@ class ServingSetup(_Model):
                                                                            "in flight (default: duration)")
     warmup: Duration = Field(0.0, ge=0, le=MAX_HORIZON_S, description="requests arriving before this are run but not counted")
     routing: Literal["dimension_order", "shortest_paths", "adaptive"] = "dimension_order"
+    engine: Literal[ENGINE_NAMES] = Field("auto", description="the serving engine whose host time, attention kernels and "
+                                          "batch costs are modelled (podsim.serving.engines): auto (saxml for Saxml's "
+                                          "batcher, else vllm), ideal (the chips alone), vllm, tensorrt-llm, jetstream, saxml")
     hbm_reserve: Fraction = Field(0.0, description="share of HBM the runtime keeps (not for weights or KV cache)")
 
     @model_validator(mode="after")
@@ -265,6 +279,8 @@ class ServingSetup(_Model):
             raise PodsimError("beam search shares a prompt's pages across beams: use batch kv reserve with beams > 1")
         if self.warmup >= self.duration and self.requests.arrivals.kind != "offline":
             raise PodsimError(f"warmup {self.warmup:g} s is not shorter than the duration {self.duration:g} s")
+        if self.requests.arrivals.rate is not None:
+            check_request_count(self.requests.arrivals.rate_per_s, self.duration)
         return self
 
     @property
@@ -320,3 +336,18 @@ class ServingWorkload(ServingSetup):
     the scenario's), and optionally the capacity search to run on it."""
 
     capacity: CapacitySearch | None = None
+
+    @model_validator(mode="after")
+    def _search_rate(self) -> ServingWorkload:
+        if self.capacity is not None:
+            check_request_count(self.capacity.rate / 3600.0, self.duration, "capacity rate: ")
+        return self
+
+
+def check_request_count(rate_per_s: float, duration_s: float, what: str = "") -> None:
+    """Arrivals at `rate_per_s` for `duration_s` stay within MAX_REQUESTS, checked when the spec
+    is read (draw_requests draws them only when the run starts: validate passed 1e9/s)."""
+    expected = rate_per_s * duration_s
+    if expected > q.MAX_REQUESTS:
+        raise PodsimError(f"{what}{rate_per_s:g} requests/s for {duration_s:g} s is {expected:,.0f} requests; at most "
+                          f"{q.MAX_REQUESTS:,} (a lower rate or a shorter duration)")

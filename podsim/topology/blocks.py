@@ -26,6 +26,7 @@ from functools import cached_property
 import numpy as np
 
 from podsim.errors import PodsimError
+from podsim.topology.circuits import Circuit
 from podsim.topology.pod import MINUS, PLUS, _row_major
 
 MODES = ("full", "inner", "split")
@@ -166,8 +167,6 @@ def cell_ports(layout, geom: BlockGeometry, cell, cube: int) -> tuple[np.ndarray
 def block_chips_and_circuits(layout, geom: BlockGeometry, cubes) -> tuple[np.ndarray, list]:
     """The chips of the slice in logical row-major order and its OCS circuits, with cell k
     (row-major over the grid) in cube `cubes[k]`."""
-    from podsim.topology.fabric import Circuit
-
     if len(cubes) != geom.n_cells:
         raise PodsimError(f"block slice {geom.shape} needs {geom.n_cells} blocks, got {len(cubes)}")
     b, dims = geom.block, len(geom.shape)

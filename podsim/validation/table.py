@@ -29,210 +29,31 @@ between them.
 
 from __future__ import annotations
 
-import math
 import statistics
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
 from podsim.engine import step_summary
 from podsim.perf import chips as chip_constants
 from podsim.study import StepStudy, run_study
 from podsim.study.study import study_trace
-from podsim.topology import get_generation, parse_shape
-from podsim.trace.configs import PRESETS, TransformerConfig
-from podsim.trace.generate import RECOMPUTE_POLICIES, GenerateOptions
+from podsim.topology import get_generation
+from podsim.trace.generate import RECOMPUTE_POLICIES
 from podsim.trace.memory import fits_hbm
 from podsim.trace.model import StepTrace
+from podsim.validation.bands import step_kind
+from podsim.validation.mlperf_rows import MLPERF_ROWS, MLPERF_SERIES
+from podsim.validation.quality import implied_utilisation, unscored_reason
+from podsim.validation.row import Row, Series, per_chip_throughput, row_chips
+from podsim.validation.sheet_rows import SHEET_ROWS, SHEET_SERIES
 
 UPPER_BOUND_BAND = 0.25
 
-
-@dataclass(frozen=True)
-class Row:
-    id: str
-    system: str
-    model: str | TransformerConfig
-    generation: str
-    shape: str
-    plan: str
-    measured_s: float
-    slices: int = 1
-    overrides: dict = field(default_factory=dict)
-    options: GenerateOptions = GenerateOptions()
-    kind: str = "measured"  # measured | range | upper_bound
-    measured_hi_s: float | None = None  # range rows: the upper end
-    calibration: str = ""  # the constant this row sets, if any
-    remat_stated: bool = False  # the sheet states a remat policy; else the least recompute that fits HBM
-    assumed: str = ""
-    source: str = ""
-
-    @property
-    def model_name(self) -> str:
-        return self.model if isinstance(self.model, str) else self.model.name
-
-
-def _encoder(name: str, layers: int, d: int, ffn: int, heads: int, batch: int, source: str, **shape) -> TransformerConfig:
-    """The MLPerf v1.1 open-division BERT-style LMs (measurements.md M16, M17): vocabulary and
-    masked positions as BERT-large's (not stated for these models); `shape`: what the row's model
-    class sets beyond the sheet's sizes (head_dim, n_kv_heads, mlp)."""
-    bert = PRESETS["bert-large"]
-    return bert.model_copy(update={"name": name, "source": source, "n_layers": layers, "d_model": d, "d_ff": ffn,
-                                   "n_heads": heads, "n_kv_heads": heads, "global_batch": batch, **shape})
-
-
-# M16's class (Lingvo wiki_bert.py MLPerfBertDense500B2K, on BertTemplate and gshard_builder's
-# DenseBuilder): gated_ffn_activation 'silu' (3 FFN matrices), attention_num_memory_heads=1
-# (multi-query), attention_key_value_dim 128 per head: 481.8B parameters, as the sheet states
-# (with BERT-large's plain MLP and full heads of d_model / 256 the sizes give only 344B).
-LINGVO_DENSE_BUILDER = {"mlp": "swiglu", "n_kv_heads": 1, "head_dim": 128}
-
-
-INT8 = "int8"
-# GSPMD programs that shard each block's [b, s, d] activations over the model axis between blocks,
-# which is sequence parallelism's layout and traffic (Korthikanti et al. 2022: all-gather in,
-# reduce-scatter out, norms and residual adds on a 1/t share):
-# - MaxText (M11-M13): MaxText/configs/base.yml logical_axis_rules ['activation_embed', 'tensor'],
-#   ['norm', 'tensor'] (AI-Hypercomputer/maxtext 000e935); its MLPerf scripts also set
-#   --xla_tpu_decompose_all_gather_einsum=true and not the reduce-scatter counterpart
-#   (mlcommons/training_results_v4.0 62f111b, Google/benchmarks/gpt3/implementations/maxtext/v5p-*.sh;
-#   the v4.1 v5p-4096.sh likewise): collective matmul of the all-gathers only;
-# - Lingvo-JAX (M17): TransformerBertSpmdAdafactor calls set_sharding_annotations_v1, whose
-#   TransformerLm.set_sharding_params_v1 sets bld = [batch, None, mdl] (tensorflow/lingvo 98d104f,
-#   lingvo/jax/layers/transformer_models.py; lingvo/jax/tasks/lm/model_params.py);
-# - Lingvo-TF GShard (M16): wiki_bert.py BertTemplate blm_split=[0, -1, 1] (the file the sheet cites).
-# Collective matmul elsewhere as XLA's partitioner does by default (auto).
-MAXTEXT = {"sequence_parallel": True, "collective_matmul": "all_gather"}
-GSPMD_SHARDED = {"sequence_parallel": True}
-SHARDED_NOTE = "activations sharded over the model axis between blocks (as sequence parallelism)"
-MAXTEXT_NOTE = SHARDED_NOTE + "; collective matmul of the all-gathers only (the script's XLA flags)"
-R41 = "mlcommons/training_results_v4.1@b87b9e396f771345d4ef122ba33456304f15228d"
-# TF1 programs (the MLPerf ResNet-50 and BERT submissions): tf.gradients, then a cross_replica_sum
-# per variable, which XLA's all-reduce combiner merges into one after the backward pass.
-TF1 = GenerateOptions(combine_grad_reduce=True)
-UNFUSED = replace(TF1, attention="materialized")
-
-
-JPEG_NOTE = "hosts decode JPEGs every step (no --cache_decoded_image)"
-# The MLPerf v0.7 "TPU v3-8192" machine: 4 v3 pods joined by inter-pod ICI into one 32 x 128 chip
-# network (generation tpu-v3-multipod; MULTIPOD-V07: the submission's util/image_util.py
-# physical_shape (32, 128) for 8192 cores, its system file 512 hosts on one "2-D toroidal mesh"),
-# the 128-chip axis a mesh line and the 32-chip axis a ring (MULTIPOD-WRAP: the BERT JAX run script
-# for the same machine passes --deepsea_wrap=false,true,false on 128 x 32 chips; closed into a ring
-# instead, M3 would be -22.7% and M7 -2.0%: benchmarks/validation.py --multipod-wrap).
-MULTIPOD_NOTE = "one 32x128 slice: the 4 pods joined by inter-pod ICI, the long axis a mesh line (MULTIPOD-V07, MULTIPOD-WRAP)"
-
-
-def _resnet_tf1(replicas: int, chips: int, bf16_threshold: int | None, bn_group: int = 1) -> GenerateOptions:
-    """The ResNet-50 submission's own settings (its run_and_time.sh and resnet_main.py):
-    `num_cores`/`num_replicas` per chip (2: a replica per TensorCore), and the gradient all-reduce
-    in bf16 when num_replicas <= bfloat16_replica_threshold (v0.7 on; default 128), else fp32
-    (CrossShardOptimizer on the fp32 variables; v0.6 always); `distributed_group_size` as
-    `bn_group` (batch-norm statistics summed over that many replicas; default 1)."""
-    bf16 = bf16_threshold is not None and replicas <= bf16_threshold
-    return replace(TF1, replicas_per_chip=replicas // chips, grad_bytes=2 if bf16 else 4, bn_group=bn_group)
-ROWS: tuple[Row, ...] = (
-    Row("M1", "TPU v3, 16 chips", "resnet50", "tpu-v3", "4x4", "data=16", 0.1311, overrides={"global_batch": 4096}, options=_resnet_tf1(32, 16, None),
-        source="measurements.md M1 (MLPerf v0.6, R06 Google tpu-v3-32)"),
-    Row("M2", "TPU v3, 1024 chips (pod)", "resnet50", "tpu-v3", "32x32", "data=1024", 0.0251, overrides={"global_batch": 32768},
-        options=replace(_resnet_tf1(2048, 1024, None, 8), input_pipeline="jpeg"), assumed=JPEG_NOTE,
-        source="measurements.md M2 (MLPerf v0.6, R06 Google tpu-v3-2048)"),
-    Row("M3", "TPU v3, 4096 chips (multipod)", "resnet50", "tpu-v3-multipod", "32x128", "data=4096", 0.0141,
-        overrides={"global_batch": 65536}, options=_resnet_tf1(8192, 4096, 128, 8), assumed=MULTIPOD_NOTE,
-        source="measurements.md M3 (MLPerf v0.7, R07 Google tpu-v3-8192-TF)"),
-    Row("ML12", "TPU v3, 256 chips", "resnet50", "tpu-v3", "16x16", "data=256", 0.0927, overrides={"global_batch": 32768},
-        options=replace(_resnet_tf1(512, 256, None), input_pipeline="jpeg"), calibration="V3_HOST_JPEG_IMAGES_PER_S", assumed=JPEG_NOTE,
-        source="hardware.md ml.12 (MLPerf v0.6, R06 Google tpu-v3-512: num_cores=512, distributed_group_size=1)"),
-    Row("M4", "TPU v4, 8 chips", "resnet50", "tpu-v4", "2x2x2", "data=8", 0.0736, overrides={"global_batch": 2048}, options=_resnet_tf1(16, 8, 128),
-        calibration="HBM_FRACTION", source="measurements.md M4 (MLPerf v0.7, R07 Google tpu-v4-16-TF)"),
-    Row("M5", "TPU v4, 3456 chips", "resnet50", "tpu-v4", "12x12x24", "data=3456", 0.00698, overrides={"global_batch": 55296}, options=_resnet_tf1(3456, 3456, 8192, 4),
-        assumed="slice 12x12x24 (3456 chips)", source="measurements.md M5 (MLPerf v1.0, R10 Google tpu-v4-6912-TF)"),
-    Row("M6", "TPU v4, 4096 chips (pod)", "resnet50", "tpu-v4", "16x16x16", "data=4096", 0.0034, kind="range", measured_hi_s=0.0042,
-        overrides={"global_batch": 32768}, options=_resnet_tf1(4096, 4096, 8192, 8), source="measurements.md M6 (MLPerf v2.0, R20; low confidence: 3.4-4.2 ms)"),
-    Row("M7", "TPU v3, 4096 chips (multipod)", "bert-large", "tpu-v3-multipod", "32x128", "data=4096", 0.0466,
-        overrides={"global_batch": 8192}, options=UNFUSED, assumed=MULTIPOD_NOTE + "; unfused attention",
-        source="measurements.md M7 (MLPerf v0.7, R07 Google tpu-v3-8192-TF)"),
-    Row("M8", "TPU v4, 8 chips", "bert-large", "tpu-v4", "2x2x2", "data=8", 0.2333, overrides={"global_batch": 256},
-        options=UNFUSED, assumed="unfused attention", source="measurements.md M8 (MLPerf v0.7, R07 Google tpu-v4-16-TF)"),
-    Row("M9", "TPU v4, 2048 chips", "bert-large", "tpu-v4", "8x16x16", "data=2048", 0.0344, overrides={"global_batch": 6144},
-        options=UNFUSED, assumed="unfused attention", source="measurements.md M9 (MLPerf v1.0, R10 Google tpu-v4-4096-TF)"),
-    Row("M10", "TPU v5e, 16 x 256 chips (multislice)", "gpt3-175b", "tpu-v5e", "16x16", "fsdp=128,tensor=2,dcn=16", 9.09, slices=16,
-        overrides={"global_batch": 2048}, options=GenerateOptions(precision=INT8, recompute="full"), kind="upper_bound",
-        assumed="in-slice sharding fsdp 128 x tensor 2 (not in the repo); remat not stated: full, the least that fits HBM", source="measurements.md M10 (MLPerf v3.1, R31)"),
-    Row("M11", "TPU v5p, 512 chips", "gpt3-175b", "tpu-v5p", "8x8x8", "fsdp=64,tensor=8", 23.81,
-        overrides={"global_batch": 2048}, options=GenerateOptions(precision=INT8, recompute="full", **MAXTEXT), kind="upper_bound",
-        assumed=MAXTEXT_NOTE, remat_stated=True, source="measurements.md M11 (MLPerf v4.0, R40 v5p-1024)"),
-    Row("M12", "TPU v5p, 6144 chips", "gpt3-175b", "tpu-v5p", "8x16x48", "data=16,fsdp=48,tensor=8", 5.97,
-        overrides={"global_batch": 6144}, options=GenerateOptions(precision=INT8, recompute="minimal", **MAXTEXT), kind="upper_bound",
-        assumed="save_dot_except_logits as minimal recompute; " + MAXTEXT_NOTE, remat_stated=True, source="measurements.md M12 (MLPerf v4.0, R40 v5p-12288)"),
-    Row("M13", "TPU v5p, 2048 chips", "gpt3-175b", "tpu-v5p", "4x8x64", "data=4,fsdp=64,tensor=8", 11.25,
-        overrides={"global_batch": 4096}, options=GenerateOptions(precision=INT8, recompute="minimal", **MAXTEXT), kind="upper_bound",
-        assumed="save_dot_except_mlpwi as minimal recompute; " + MAXTEXT_NOTE, remat_stated=True, source="measurements.md M13 (MLPerf v4.1, R41 v5p-4096)"),
-    Row("M14", "TPU v6e, 8 x 256 chips (multislice)", "gpt3-175b", "tpu-v6e", "16x16", "fsdp=256,dcn=8", 10.75, slices=8,
-        overrides={"global_batch": 4096}, options=GenerateOptions(precision=INT8, recompute="full"), kind="upper_bound",
-        assumed="data parallel across slices", remat_stated=True, source="measurements.md M14 (MLPerf v4.1, R41 trillium-2048)"),
-    Row("M15", "TPU v6e, 2 x 256 chips (multislice)", "gpt3-175b", "tpu-v6e", "16x16", "fsdp=256,dcn=2", 15.88, slices=2,
-        overrides={"global_batch": 1536}, options=GenerateOptions(precision=INT8, recompute="full"), kind="upper_bound",
-        assumed="data parallel across slices", remat_stated=True, calibration="V6E_INT8_FRACTION",
-        source="measurements.md M15 (MLPerf v4.1, R41 trillium-512)"),
-    Row("M16", "TPU v4, 2048 chips", _encoder("lm-482b", 64, 16384, 131072, 256, 4096, "measurements.md M16", **LINGVO_DENSE_BUILDER), "tpu-v4", "8x16x16",
-        "fsdp=256,tensor=8", 22.0, options=replace(UNFUSED, **GSPMD_SHARDED),
-        assumed="mesh [256, 8] as fsdp x tensor; bf16; remat not stated: the least that fits HBM; unfused attention; " + SHARDED_NOTE,
-        source="measurements.md M16 (MLPerf v1.1 open, R11 tpu-v4-4096-TF)"),
-    Row("M17", "TPU v4, 1024 chips", _encoder("lm-200b", 66, 12288, 98304, 128, 4096, "measurements.md M17"), "tpu-v4", "8x8x16",
-        "fsdp=64,tensor=16", 16.8, options=GenerateOptions(recompute="minimal", attention="materialized", **GSPMD_SHARDED), calibration="MATMUL_FRACTION",
-        assumed="mesh [1, 64, 16] as fsdp x tensor; SAVE_DOT as minimal recompute; unfused attention; " + SHARDED_NOTE,
-        remat_stated=True, source="measurements.md M17 (MLPerf v1.1 open, R11 tpu-v4-2048-JAX)"),
-    Row("P1", "TPU v4, 2 pods x 3072 chips", "palm-540b", "tpu-v4", "12x16x16", "fsdp=256,tensor=12,dcn=2", 17.6, slices=2,
-        options=GenerateOptions(recompute="full", attention="materialized"), assumed="rematerialisation as full recompute; unfused attention",
-        remat_stated=True, source="measurements.md P1 (Chowdhery et al. 2022 §4.1, Table 3)"),
-    # PaLM on one of its pods at half the batch: "about 1.95x" the single-pod throughput on two
-    # (§4), so ~122K tok/s and ~17.2 s per step (approximate; measurements.md caveat 8)
-    Row("P1a", "TPU v4, 1 pod x 3072 chips", "palm-540b", "tpu-v4", "12x16x16", "fsdp=256,tensor=12", 17.2,
-        overrides={"global_batch": 1024}, options=GenerateOptions(recompute="full", attention="materialized"),
-        assumed="approximate: the paper's 'about 1.95x' on two pods; rematerialisation as full recompute; unfused attention",
-        remat_stated=True, source="measurements.md caveat 8 (P1 on one pod at half the batch; Chowdhery et al. 2022 §4)"),
-    # The Trillium GPT-3 series' other two points (measurements.md caveat 10): the same script as
-    # M14 (per_device_batch_size=2, ici_fsdp_parallelism=-1, remat full, int8) on 4 and 12 slices.
-    # Step: the median interval between eval points (the first after run_start left out), pooled
-    # over the three runs, / the 24,576 sequences per interval over the global batch (an upper
-    # bound: each interval also runs one eval pass, caveat 3).
-    Row("T4", "TPU v6e, 4 x 256 chips (multislice)", "gpt3-175b", "tpu-v6e", "16x16", "fsdp=256,dcn=4", 10.734, slices=4,
-        overrides={"global_batch": 2048}, options=GenerateOptions(precision=INT8, recompute="full"), kind="upper_bound",
-        assumed="data parallel across slices", remat_stated=True,
-        source=f"measurements.md caveat 10: {R41} Google/results/cloud-tpu-trillium-1024-maxtext/gpt3/result_0..2.txt "
-               "(median 128.81 s over 66 intervals / 12 steps), benchmarks/gpt3/implementations/maxtext/cloud-tpu-trillium/trillium-1024.sh"),
-    Row("T12", "TPU v6e, 12 x 256 chips (multislice)", "gpt3-175b", "tpu-v6e", "16x16", "fsdp=256,dcn=12", 10.803, slices=12,
-        overrides={"global_batch": 6144}, options=GenerateOptions(precision=INT8, recompute="full"), kind="upper_bound",
-        assumed="data parallel across slices", remat_stated=True,
-        source=f"measurements.md caveat 10: {R41} Google/results/cloud-tpu-trillium-3072-maxtext/gpt3/result_0..2.txt "
-               "(median 43.21 s over 82 intervals / 4 steps), benchmarks/gpt3/implementations/maxtext/cloud-tpu-trillium/trillium-3072.sh"),
-)
-
-
-@dataclass(frozen=True)
-class Series:
-    """One model measured at several slice counts (row ids, fewest slices first)."""
-
-    name: str
-    rows: tuple[str, ...]
-
-
-SERIES: tuple[Series, ...] = (
-    Series("GPT-3 175B on Trillium v6e-256 slices (MLPerf v4.1, R41)", ("M15", "T4", "M14", "T12")),
-    Series("PaLM 540B on v4 pods (Chowdhery et al. 2022)", ("P1a", "P1")),
-)
+ROWS: tuple[Row, ...] = SHEET_ROWS + MLPERF_ROWS
+"""Every row of the table: the sheet's (podsim.validation.sheet_rows) and the MLPerf logs' (mlperf_rows)."""
+SERIES: tuple[Series, ...] = SHEET_SERIES + MLPERF_SERIES
 SERIES_TOLERANCE = 0.05  # the predicted per-chip throughput ratio within 5 points of the measured one
-
-
-def row_chips(row: Row) -> int:
-    return math.prod(parse_shape(row.shape)) * row.slices
-
-
-def per_chip_throughput(row: Row, step_s: float) -> float:
-    """Sequences (images) per chip-second at this step time: the row's global batch / step / chips."""
-    batch = row.overrides.get("global_batch") or (row.model.global_batch if not isinstance(row.model, str) else PRESETS[row.model].global_batch)
-    return batch / step_s / row_chips(row)
 
 
 def series_table(table: list[dict], series: tuple[Series, ...] = SERIES) -> list[dict]:
@@ -324,14 +145,17 @@ def run_table(rows: tuple[Row, ...] = ROWS, on_row: Callable[[dict], None] | Non
     for row in rows:
         s = predict(row)
         scale = peak_scale(row)
+        implied = implied_utilisation(s["hfu"] * scale, s["step_time_s"], row.measured_s) if s.get("hfu") else None
         rec = {"id": row.id, "system": row.system, "model": row.model_name, "kind": row.kind,
+               "generation": row.generation, "slices": row.slices,
                "measured_s": row.measured_s, "measured_hi_s": row.measured_hi_s, "predicted_s": s["step_time_s"],
                "ratio": s["step_time_s"] / row.measured_s, "error": error(row, s["step_time_s"]),
                "mfu": s["mfu"] * scale if s.get("mfu") else None, "hfu": s["hfu"] * scale if s.get("hfu") else None,
                "peak_precision": row.options.precision, "exposed_comm_s": s["exposed_comm_s"],
                "calibration": row.calibration, "assumed": setup_note(row), "source": row.source,
                "engine_wall_s": s["engine_wall_s"], "recompute": s["recompute"],
-               "hbm_bytes_per_chip": s.get("hbm_bytes_per_chip"), "hbm_fits": s.get("hbm_fits")}
+               "hbm_bytes_per_chip": s.get("hbm_bytes_per_chip"), "hbm_fits": s.get("hbm_fits"),
+               "unscored": unscored_reason(row, implied)}  # the measurement-quality rule (podsim.validation.quality)
         out.append(rec)
         if on_row:
             on_row(rec)
@@ -339,8 +163,8 @@ def run_table(rows: tuple[Row, ...] = ROWS, on_row: Callable[[dict], None] | Non
 
 
 def summarise(table: list[dict]) -> dict:
-    """Median and max |error| over the rows that set no constant."""
-    errs = [abs(r["error"]) for r in table if not r["calibration"]]
+    """Median and max |error| over the rows that set no constant and pass the quality rule."""
+    errs = [abs(r["error"]) for r in table if not r["calibration"] and not r.get("unscored")]
     return {"rows": len(table), "validation_rows": len(errs), "median_abs_error": statistics.median(errs) if errs else 0.0,
             "max_abs_error": max(errs, default=0.0)}
 
@@ -369,14 +193,14 @@ def fractions(**values: float) -> Iterator[None]:
 
 def calibration_target_s(row: Row) -> float:
     """The step time a calibration row is fitted to: its measurement; for an upper-bound row the
-    training part of its interval. Each GPT-3 interval trains on 24,576 sequences and then runs
-    the forward pass of 24,567 eval sequences (measurements.md caveat 3); at the training rate,
-    with full remat a trained sequence costs 4 forward passes (3 without), so training is 4/5 (3/4)
-    of the interval."""
+    training part of its interval: T trained samples at the training rate, with full remat 4
+    forward passes each (3 without), beside E eval samples at one forward pass each
+    (Row.train_samples_per_interval, eval_samples_per_interval; measurements.md caveat 3)."""
     if row.kind != "upper_bound":
         return row.measured_s
     forwards = 4 if row.options.recompute == "full" else 3
-    return row.measured_s * forwards / (forwards + 1)
+    t, e = row.train_samples_per_interval, row.eval_samples_per_interval
+    return row.measured_s * t * forwards / (t * forwards + e)
 
 
 def _solve(row: Row, which: str, others: dict[str, float], start: float, tol: float = 1e-3, evals: int = 8) -> float:
@@ -411,3 +235,9 @@ def calibrate(rounds: int = 2) -> dict[str, float]:
         for k in CONSTANTS:
             values[k] = _solve(rows[k], k, {o: v for o, v in values.items() if o != k}, values[k])
     return values
+
+
+def band_errors(table: list[dict]) -> list[tuple[tuple[str, ...], float]]:
+    """(kind, error) of every row that sets no constant, for the error bands
+    (podsim.validation.bands: `benchmarks/validation.py --write-bands`)."""
+    return [(step_kind(r["generation"], r["slices"]), r["error"]) for r in table if not r["calibration"] and not r.get("unscored")]
