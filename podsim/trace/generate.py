@@ -593,8 +593,13 @@ class _TransformerProgram:
         self.optimizer()
 
 
-def _transformer_program(cfg: TransformerConfig, plan: ParallelPlan, opts: GenerateOptions, sizes: Mapping[str, int],
-                         generation: str, vendor: str) -> tuple[ProgramBuilder, dict]:
+def transformer_shard(cfg: TransformerConfig, plan: ParallelPlan, opts: GenerateOptions, generation: str,
+                      vendor: str) -> tuple[TransformerShard, int, str]:
+    """The per-chip shard the generator would build for `plan` (its options resolved: recompute
+    policy and collective-matmul mode, sequence parallelism it implies), its micro-batches and why
+    that collective-matmul mode; a one-line PodsimError for a plan the generator refuses. The plan
+    search (podsim.plan) prunes and costs plans with it without building the program."""
+    opts = replace(opts, recompute=_recompute_policy(opts.recompute))
     t, e, p = plan.tensor, plan.expert, plan.pipeline
     if why := cfg.tensor_problem(t):
         raise PodsimError(why)
@@ -618,7 +623,14 @@ def _transformer_program(cfg: TransformerConfig, plan: ParallelPlan, opts: Gener
     opts = replace(opts, collective_matmul=mode, sequence_parallel=opts.sequence_parallel or mode in _DECOMPOSED)
     if opts.sequence_parallel and cfg.seq_len % t:
         raise PodsimError(f"collective_matmul {mode!r} shards the sequence between blocks: tensor={t} must divide the sequence length {cfg.seq_len}")
-    sh = replace(sh, opts=opts)
+    return replace(sh, opts=opts), m, why
+
+
+def _transformer_program(cfg: TransformerConfig, plan: ParallelPlan, opts: GenerateOptions, sizes: Mapping[str, int],
+                         generation: str, vendor: str) -> tuple[ProgramBuilder, dict]:
+    sh, m, why = transformer_shard(cfg, plan, opts, generation, vendor)
+    opts, p = sh.opts, plan.pipeline
+    mode = opts.collective_matmul
     builder = ProgramBuilder(sizes, opts.precision, opts.combine_grad_reduce)
     _TransformerProgram(sh, builder, m).step()
     info = {
