@@ -171,7 +171,7 @@ def estimated(ctx: Context, a: Assessed) -> Assessed:
     """A bounded candidate with its analytic estimate (or the mapping's refusal)."""
     cand, program = a.candidate, a.program
     try:
-        layout = layout_for(program, cand.plan, cand.shape, pricer(ctx.generation.id, cand.shape, cand.slices, ctx.dcn),
+        layout = layout_for(program, cand.plan, cand.shape, pricer(ctx.generation, cand.shape, cand.slices, ctx.dcn),
                             ctx.base.mesh_order, ctx.base.mesh)
         est = evaluate(program, layout)
     except PodsimError as exc:  # a mapping the slice cannot take: the generator refuses it too

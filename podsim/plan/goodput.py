@@ -3,16 +3,18 @@ model's failure and restart figures, in closed form for one job.
 
 A job on H hosts, each failing as the cluster simulation's host process does
 (`podsim.cluster.failures.FailureProcess`: exponential, mean time between failures `mtbf_s`),
-is interrupted at rate H / mtbf_s. As the cluster simulation accounts an interrupted run
-(`podsim.cluster.accounting.settle_run`: the work since the last checkpoint is lost, checkpoints
-every `checkpoint_interval_s` of run time; `restart_overhead_s` and the OCS reconfiguration are
-paid before it runs again, on spare hosts: the job does not wait for the repair), each
-interruption costs on average half an interval plus the restart. To first order in
-rate x interval (Young 1974; Daly 2006, FGCS 22(3) eq. 1), the fraction of wall time that makes
-progress is
+is interrupted at rate r = H / mtbf_s of wall time. As the cluster simulation accounts an
+interrupted run (`podsim.cluster.accounting.settle_run`: the work since the last checkpoint is
+lost, checkpoints every `checkpoint_interval_s` = T of run time; `restart_overhead_s` and the OCS
+reconfiguration, R in all, are paid before it runs again, on spare hosts: the job does not wait
+for the repair), each interruption costs the work since the last checkpoint, on average
+1/r - T / (e^(rT) - 1) for exponential times to failure (about T/2 when rT is small; Young 1974,
+Daly 2006), plus R. Interruptions arrive on wall time, so over a wall time W there are rW of them
+and the fraction of it that makes progress is
 
-    goodput = 1 / (1 + rate x (interval / 2 + restart + reconfigure)).
+    goodput = 1 - r x (1/r - T / (e^(rT) - 1) + R).
 
+tests/test_plan_search.py checks it against the cluster simulation of one job.
 Checkpoint writes are free, as in the cluster simulation. The defaults are the cluster's own
 (`ClusterConfig`: a checkpoint every hour, 300 s to restart; the generation's OCS
 reconfiguration time) and, for the hosts, the one published interruption rate of a large
@@ -26,6 +28,7 @@ hardware.md av.1-av.8), so it is an assumption, said in the output and replaced 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from podsim.cluster.config import ClusterConfig
@@ -85,5 +88,11 @@ def training_goodput(gen: Generation, chips: int, spec: FailureSpec | None = Non
     proc, source = host_process(spec)
     reconf = float(gen.ocs.reconfigure_time.si or 0.0) if gen.has_ocs else 0.0
     rate = hosts / proc.mtbf_s
-    lost = interval / 2 + restart + reconf
-    return Goodput(hosts, proc.mtbf_s, rate * 86400, lost, 1.0 / (1.0 + rate * lost), interval, restart, reconf, source)
+    lost_work = 1 / rate - interval / math.expm1(rate * interval) if rate * interval > 1e-9 else interval / 2
+    lost = lost_work + restart + reconf
+    goodput = 1.0 - rate * lost
+    if goodput <= 0:
+        raise PodsimError(f"{hosts:,} hosts failing every {proc.mtbf_s / 3600:.3g} h each interrupt the job every "
+                          f"{1 / rate / 60:.3g} min, faster than it recovers ({lost / 60:.3g} min lost each time): it never "
+                          "finishes; checkpoint more often or give a longer MTBF")
+    return Goodput(hosts, proc.mtbf_s, rate * 86400, lost, goodput, interval, restart, reconf, source)

@@ -22,7 +22,7 @@ from podsim.collectives.groups import group_layout
 from podsim.collectives.routes import Placement, RouterPool
 from podsim.engine.jobs import place_slices
 from podsim.errors import PodsimError
-from podsim.topology import DcnSpec, build_slice, get_generation
+from podsim.topology import DcnSpec, Generation, build_slice, get_generation
 from podsim.topology.slices import slice_view
 from podsim.trace.model import parse_group
 
@@ -57,7 +57,7 @@ class _Affine:
 class Pricer:
     """Closed-form collective times on one job layout (see the module docstring)."""
 
-    generation: str
+    generation: Generation
     shape: tuple[int, ...]
     slices: int = 1
     dcn: DcnSpec = field(default_factory=DcnSpec)
@@ -114,10 +114,14 @@ class Pricer:
         return min(self._affine(kind, group), key=lambda f: f.at(nbytes)).algorithm
 
 
+def pricer(generation: str | Generation, shape: tuple[int, ...], slices: int, dcn: DcnSpec) -> Pricer:
+    """The pricer of one job layout, shared by every plan searched on it (and across searches):
+    keyed by the generation itself, so a scenario's figure overrides get their own."""
+    return _pricer(get_generation(generation), tuple(shape), slices, dcn)
+
+
 @lru_cache(maxsize=64)
-def pricer(generation: str, shape: tuple[int, ...], slices: int, dcn: DcnSpec) -> Pricer:
-    """The pricer of one job layout, shared by every plan searched on it (and across searches)."""
-    gen = get_generation(generation)
+def _pricer(gen: Generation, shape: tuple[int, ...], slices: int, dcn: DcnSpec) -> Pricer:
     if math.prod(shape) < 1:
         raise ValueError(f"empty slice {shape}")
-    return Pricer(gen.id, tuple(shape), slices, dcn)
+    return Pricer(gen, shape, slices, dcn)

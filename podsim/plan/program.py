@@ -340,8 +340,10 @@ class _Builder:
 
     def build(self) -> StepProgram:
         sh, L, m = self.sh, self.sh.layers, self.m
-        key = (sh.cfg.name, id(sh.cfg), self.timer.chip.generation, sh.plan.tensor, sh.plan.expert, sh.b, L,
-               replace(sh.opts, microbatches=None))
+        chip = self.timer.chip
+        key = (sh.cfg.name, id(sh.cfg), chip.generation, tuple(sorted(chip.peak_flops_per_s.items())), chip.hbm_bytes_per_s,
+               chip.matmul_fraction, chip.hbm_fraction, tuple(sorted(chip.precision_fractions.items())),
+               sh.plan.tensor, sh.plan.expert, sh.b, L, replace(sh.opts, microbatches=None))
         hit = _CHAINS.get(key)
         if hit is None:
             if len(_CHAINS) > 4096:

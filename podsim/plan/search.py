@@ -27,7 +27,7 @@ from podsim.errors import PodsimError
 from podsim.plan.candidate import Assessed, Candidate, Context, assess, bounded, context, estimated
 from podsim.plan.space import RECOMPUTE, TENSOR_MODES, bases, job_layouts, microbatch_options
 from podsim.study import StepStudy, run_study
-from podsim.topology import DcnSpec
+from podsim.topology import DcnSpec, Generation
 from podsim.trace.generate import GenerateOptions
 
 KEEP = 20
@@ -46,7 +46,7 @@ class PlanQuery:
     searched, and how many of the best to confirm with the engine."""
 
     model: str
-    generation: str
+    generation: str | Generation
     chips: int | None = None
     slice: tuple[int, ...] | None = None
     slices: int | None = None
@@ -193,7 +193,7 @@ def _confirm(ctx: Context, query: PlanQuery, a: Assessed) -> Confirmed:
 def plan_study(ctx: Context, query: PlanQuery, c: Candidate) -> StepStudy:
     """The StepStudy of a candidate: what `podsim steptime --model M --generation G --slice S
     --slices N --parallelism P --option ...` builds for it."""
-    return StepStudy(ctx.generation.id, c.shape, model=query.model, model_overrides=dict(query.model_overrides),
+    return StepStudy(ctx.generation, c.shape, model=query.model, model_overrides=dict(query.model_overrides),
                      plan=c.parallelism, slices=c.slices, options=c.options(query.options), dcn=query.dcn)
 
 
