@@ -18,8 +18,13 @@ workload: {step: {model: llama2-70b, slice: 4x4x4, parallelism: 'fsdp=64', model
 PLAN = "plan: {model: llama2-70b, model_overrides: {n_layers: 4, global_batch: 256}, chips: 128, top: 1%s}\n"
 
 
-def test_plan_section_runs_into_table_and_metrics():
-    r = run_scenario(load_scenario_text(BASE + PLAN % ", tokens: 100B, price_per_chip_hour: 4.0"))
+@pytest.fixture(scope="module")
+def run():
+    return run_scenario(load_scenario_text(BASE + PLAN % ", tokens: 100B, price_per_chip_hour: 4.0"))
+
+
+def test_plan_section_runs_into_table_and_metrics(run):
+    r = run
     m = r.metrics
     for name in ("plan_best_step_time_s", "plan_best_mfu", "plan_plans_ranked", "plan_train_time_s", "plan_train_cost_usd"):
         assert name in METRICS and not math.isnan(m[name]), name
@@ -44,3 +49,12 @@ def test_plan_section_refused_at_load(extra, needle):
         check_scenario(load_scenario_text(BASE + PLAN % extra))
     assert needle in str(err.value)
     assert "plan" in str(err.value)
+
+
+def test_report_has_a_plan_section(run):
+    """The capacity report of a run with a plan section shows its plans and time to train."""
+    from podsim.report import render_report
+
+    html = render_report([run])
+    assert 'id="plan"' in html and "Time to train" in html and run.metrics["plan_best_parallelism"] in html
+    assert "not published" in html  # v5p publishes no power per chip
