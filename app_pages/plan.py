@@ -7,7 +7,15 @@ from __future__ import annotations
 import streamlit as st
 
 from app_pages.common import inline_errors, percent, seconds, tpu_generations
-from podsim.plan import PlanQuery, TrainQuery, parse_tokens, search, search_summary, time_to_train, train_summary
+from podsim.plan import (
+    PlanQuery,
+    TrainQuery,
+    parse_tokens,
+    search,
+    search_summary,
+    time_to_train,
+    train_summary,
+)
 from podsim.plan.result import ranged_text
 from podsim.plan.search import no_fit_advice
 from podsim.trace.configs import PRESETS, TransformerConfig

@@ -27,8 +27,8 @@ from podsim.metrics import definition, unit_kind
 from podsim.perf.opmodel import compute_timing
 from podsim.report import figures
 from podsim.report.pivot import sweep_pivot
-from podsim.report.reshape import reshape_details
 from podsim.report.plan import plan_details
+from podsim.report.reshape import reshape_details
 from podsim.report.scaling import scaling_details
 from podsim.report.serving import SERVING_ROWS, serving_details, serving_figures
 from podsim.report.spine import spine_details, spine_figures
