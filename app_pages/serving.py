@@ -9,6 +9,7 @@ from app_pages.common import inline_errors, percent, seconds, tpu_generations
 from podsim.report.serving import capacity_rows, serving_details, serving_figures
 from podsim.scenario import RunResult
 from podsim.scenario.serving import serving_run_result
+from podsim.serving.engines import ENGINE_NAMES
 from podsim.serving.spec import ServingWorkload
 from podsim.trace.configs import PRESETS, TransformerConfig
 
@@ -54,11 +55,13 @@ with st.form("serving"):
     ttft = e2.number_input("TTFT target (s)", min_value=0.01, max_value=600.0, value=2.0, key="sv_ttft")
     tpot = e3.number_input("TPOT target (ms)", min_value=1.0, max_value=10_000.0, value=100.0, key="sv_tpot")
     seed = e4.number_input("Seed", min_value=0, value=1, step=1, key="sv_seed")
-    f1, f2, f3 = st.columns(3)
+    f1, f2, f3, f4 = st.columns(4)
     cap_rate = f1.number_input("Capacity: rate to serve (0: no search)", min_value=0.0, max_value=10_000.0, value=0.0,
                                key="sv_cap_rate", help="fewest chips within p99 TTFT and TPOT of the targets")
     cap_slices = f2.text_input("Capacity: candidate slices", value="", key="sv_cap_slices", help="e.g. 2x4,4x4 (default: the slice)")
     replicates = f3.number_input("Replicates per size", min_value=1, max_value=10, value=2, key="sv_cap_replicates")
+    engine = f4.selectbox("Engine", list(ENGINE_NAMES), key="sv_engine",
+                          help="whose host time per step and attention kernels are modelled (podsim.serving.engines)")
     st.form_submit_button("Run simulation", type="primary")
 
 with inline_errors():
@@ -68,7 +71,7 @@ with inline_errors():
         req_lengths = {"prompt": {"kind": "fixed", "mean": 1024}, "output": {"kind": "fixed", "mean": 256}}
     else:
         req_lengths = {"trace": TRACES[lengths], "prompt": {"kind": "trace"}, "output": {"kind": "trace"}}
-    body = {"slice": shape, "replicas": int(replicas), "duration": float(duration) * 60, "batch": batch,
+    body = {"slice": shape, "engine": engine, "replicas": int(replicas), "duration": float(duration) * 60, "batch": batch,
             "model": {"model": model, "precision": {"weights": weights}},
             "requests": {"arrivals": {"kind": "poisson", "rate": float(rate) * 3600}, **req_lengths},
             "slo": {"ttft": float(ttft), "tpot": float(tpot) / 1000}}
@@ -93,6 +96,8 @@ cols[3].metric("Tokens/s per chip", f"{m['tokens_per_s_per_chip']:,.1f}")
 cols[4].metric("Cost per M tokens", "not published" if m.get("cost_per_million_tokens_usd") is None
                else f"${m['cost_per_million_tokens_usd']:,.2f}")
 cols[5].metric("KV cache peak", percent(m["kv_peak_fraction"]))
+st.caption(f"Typical error against published serving runs: {m.get('serving_error_text', 'n/a')}")
+st.caption(f"{m.get('engine_figures', '')}; weight matmuls at {m.get('matmul_peak_source', 'n/a')}")
 if m.get("requests_unfinished"):
     st.warning(f"{m['requests_unfinished']:,} requests still unfinished when the simulation ended: the fleet is overloaded; "
                "its percentiles are over the finished requests only")

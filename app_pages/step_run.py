@@ -9,7 +9,7 @@ from podsim.engine.linkload import record_link_load
 from podsim.engine.summary import port_utilisation
 from podsim.engine.timeline import build_timeline, timeline_json
 from podsim.study import StepStudy, run_study
-from podsim.topology.fabric import dcn_choice
+from podsim.topology.dcn import dcn_choice
 from podsim.trace import StepTrace
 from podsim.trace.generate import GenerateOptions
 

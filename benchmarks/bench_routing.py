@@ -26,8 +26,9 @@ import numpy as np
 
 from podsim.collectives import ALGORITHMS, plan_collective
 from podsim.collectives.bounds import all_to_all_time_s
+from podsim.collectives.fabricroutes import Placement
 from podsim.collectives.groups import group_layout
-from podsim.collectives.routes import Placement, RouterPool
+from podsim.collectives.routes import RouterPool
 from podsim.engine import simulate_collective
 from podsim.engine.core import simulate_jobs
 from podsim.engine.jobs import Job, place_slices

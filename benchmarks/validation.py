@@ -10,15 +10,17 @@ Run (from the repository root, a few minutes on 2 cores):
     PYTHONPATH=$PWD .venv/bin/python benchmarks/validation.py --tf1        # the TF1 rows, each setting switched back
     PYTHONPATH=$PWD .venv/bin/python benchmarks/validation.py --sharding   # sharded activations, collective matmul, host input switched back
     PYTHONPATH=$PWD .venv/bin/python benchmarks/validation.py --multipod-wrap  # the v3 multipod rows with the long axis closed
-    PYTHONPATH=$PWD .venv/bin/python benchmarks/validation.py --serving    # the serving rows only (MLPerf Inference, I1-I4)
+    PYTHONPATH=$PWD .venv/bin/python benchmarks/validation.py --serving    # the serving table only (plain and cross-validated)
+    PYTHONPATH=$PWD .venv/bin/python benchmarks/validation.py --serving --server --saxml --write-bands --markdown --calibrate
     PYTHONPATH=$PWD .venv/bin/python benchmarks/validation.py --series     # the multislice series only (per-chip throughput ratios)
     PYTHONPATH=$PWD .venv/bin/python benchmarks/validation.py --write-bands  # the whole table, then podsim/data/error_bands.json from it
 
 After the table, the multislice series (podsim.validation.SERIES): one model measured at several
 slice counts, its per-chip throughput relative to the fewest slices, measured and predicted.
 
-The serving rows (podsim/validation/serving.py) follow the training table: MLPerf Inference
-submissions on TPUs against podsim's serving simulation.
+The serving table (podsim/validation/serving_table.py) follows the training table: measured serving runs
+(TensorRT-LLM's tables, MLPerf Inference on H100s and TPU v5e, JetStream) against podsim's serving
+simulation, with the calibration rule's rows marked and leave-one-out / leave-one-source-out errors.
 """
 
 from __future__ import annotations
@@ -162,33 +164,50 @@ def _serving_markdown(table: list[dict]) -> str:
 SENSITIVITY_REPLICATES = 2  # seeds of the what-if's rate searches, to 0.05/s (the table's: serving.SERVER_REPLICATES, RATE_TOLERANCE_RPS)
 
 
-def serving_table(ids: list[str], markdown: bool) -> None:
-    """The MLPerf Inference rows: GPT-J on TPU v5e, offline (seconds per 32-sample batch) and server (scheduled
-    samples/s within the p99 bound)."""
+def serving_table(argv: list[str]) -> None:
+    """The serving table (podsim.validation.serving_table): every engine row and the Saxml rows, plain and
+    cross-validated errors; `--server` adds the MLPerf Llama 2 70B Server rate searches (minutes),
+    `--write-bands` stores the serving bands beside the step bands, `--saxml` prints the Saxml rows' diagnostics."""
+    from podsim.serving import engines
+    from podsim.validation import serving_table as st
+    from podsim.validation.serving_rows import ALL_ROWS
+
+    if "--calibrate" in argv:
+        t0 = time.perf_counter()
+        for engine, (source, value) in st.calibrate(ALL_ROWS).items():
+            param = st.CALIBRATED[engine]
+            stored = getattr(engines.ENGINES[engine][next(iter(engines.ENGINES[engine]))], param).value
+            print(f"{engine} {param} = {value:.6g} s ({source}); in use {stored:.6g} s")
+        print(f"calibrated in {time.perf_counter() - t0:.0f} s")
+        return
+    print(st.HEADER)
+    t0 = time.perf_counter()
+    table, cv = st.run_table(server="--server" in argv, on_row=lambda r: print(st.line(r), flush=True))
+    s = st.summarise(table, cv)
+    print("\n" + "\n".join(st.line(r, cv) for r in table))
+    print(f"\nserving table: {s['scored']} scored rows from {len(s['groups'])} sources ({', '.join(s['groups'])}), "
+          f"{s['calibration']} calibration rows, {s['refused']} refused (a full miss): median |error| "
+          f"{s['median_abs_error']:.1%}, max {s['max_abs_error']:.1%}; cross-validated over all {s['rows']} rows: "
+          f"leave-one-out median {s['loo_median_abs_error']:.1%} (max {s['loo_max_abs_error']:.1%}), leave-one-source-out "
+          f"median {s['loso_median_abs_error']:.1%} (max {s['loso_max_abs_error']:.1%}). Wall time {time.perf_counter() - t0:.0f} s.")
+    for per in engines.ENGINES.values():
+        for model in per.values():
+            print("  " + model.describe())
+    if "--markdown" in argv:
+        print("\n" + st.markdown(table, cv))
+    if "--write-bands" in argv:
+        write_serving_bands(table)
+    if "--saxml" in argv:
+        saxml_diagnostics([])
+
+
+def saxml_diagnostics(ids: list[str]) -> None:
+    """The Saxml rows' diagnostics: praxis's costs cumulatively, the Offline rows' sorted batches, the Server
+    rows' batch-time what-if."""
     from podsim.validation import serving
 
     rows = tuple(r for r in serving.ROWS if not ids or r.id in ids)
-    if not rows:
-        return
-    print(f"\n{'id':4} {'scenario':8} {'metric':22} {'measured':>10} {'podsim':>10} {'error':>7}  "
-          f"{'p99 at the run rate':19}  {'min latency':17}  system")
-    t0 = time.perf_counter()
-    table = serving.run_table(rows, on_row=lambda r: print(
-        f"{r['id']:4} {r['scenario']:8} {r['metric']:22} {_serving_figure(r, r['measured']):>10} {_serving_cells(r)[0]:>10} "
-        f"{_serving_cells(r)[1]:>7}  {_serving_cells(r)[2]:19}  {_serving_cells(r)[3]:17}  {r['system']}"
-        + (f"\n     refused: {r['refused']}" if r["refused"] else "")
-        + (f"\n     rate search: {r['rate_probes']} probes x {r['rate_replicates']} seeds (the same each probe), Poisson rate "
-           f"{r['rate_rps']:.3f}/s meets p99 and its early-stopping estimate <= {serving.SERVER_BOUND_S:g} s (mean "
-           f"{r['rate_p99_s']:.2f} s), "
-           f"{r['rate_missed_rps']:.3f}/s misses (tolerance {r['rate_tolerance_rps']:g}/s)" if r["rate_rps"] else ""),
-        flush=True))
-    s = serving.summarise(table)
-    print(f"\nserving rows (none sets a constant; a refused row counts as a 100% miss): median |error| "
-          f"{s['median_abs_error']:.1%} over all {s['rows']}, "
-          f"{s['offline_median_abs_error']:.1%} over the offline (step-time) rows; max {s['max_abs_error']:.1%}. "
-          f"Wall time {time.perf_counter() - t0:.0f} s.")
-    if markdown:
-        print("\n" + _serving_markdown(table))
+    table = serving.run_table(rows)
     print("\nA Saxml batch's costs from praxis's code, cumulative (each row's error; a diagnostic, the rows charge all four; "
           "Server rate searches with 2 seeds to 0.05/s here):")
     for a in serving.praxis_ablation(rows):
@@ -237,14 +256,29 @@ def series_lines(table: list[dict], markdown: bool) -> list[str]:
     return out
 
 
+def write_serving_bands(table: list[dict]) -> None:
+    """The serving table's bands into podsim/data/error_bands.json, beside the step bands already there."""
+    from podsim.validation import serving_table as st
+
+    path = Path(__file__).resolve().parents[1] / "podsim" / "data" / bands.BANDS_FILE
+    note = ("written by `benchmarks/validation.py --write-bands` (step bands: the step-time table, "
+            "podsim/validation/table.py) and `--serving --write-bands` (serve bands: the serving table, "
+            "podsim/validation/serving_table.py): |error| of the rows that set no constant, per kind prefix")
+    new = bands.bands_from_errors(st.band_errors(table))
+    path.write_text(bands.to_json(bands.merged(bands.stored_bands(), new, "serve"), note), encoding="utf-8")
+    print(f"wrote the serving bands into {path}")
+
+
 def write_bands(table: list[dict]) -> None:
     """podsim/data/error_bands.json from the whole table's validation rows (podsim.validation.bands)."""
     if {r["id"] for r in table} != {r.id for r in ROWS}:
         raise SystemExit("--write-bands needs the whole table: give no row ids")
-    note = ("written by `benchmarks/validation.py --write-bands` from the step-time validation table "
-            "(podsim/validation/table.py): |error| of the rows that set no constant, per kind prefix")
+    note = ("written by `benchmarks/validation.py --write-bands` (step bands: the step-time table, "
+            "podsim/validation/table.py) and `--serving --write-bands` (serve bands: the serving table, "
+            "podsim/validation/serving_table.py): |error| of the rows that set no constant, per kind prefix")
     path = Path(__file__).resolve().parents[1] / "podsim" / "data" / bands.BANDS_FILE
-    path.write_text(bands.to_json(bands.bands_from_errors(band_errors(table)), note), encoding="utf-8")
+    new = bands.bands_from_errors(band_errors(table))
+    path.write_text(bands.to_json(bands.merged(bands.stored_bands(), new, "step"), note), encoding="utf-8")
     print(f"wrote {path}")
 
 
@@ -253,7 +287,7 @@ def main(argv: list[str]) -> None:
     if "--series" in argv:
         ids = sorted({rid for s in SERIES for rid in s.rows})
     if "--serving" in argv:
-        serving_table(ids, "--markdown" in argv)
+        serving_table(argv)
         return
     if "--tf1" in argv:
         setting_effects(TF1_SETTINGS, [r for r in ROWS if r.options.combine_grad_reduce])
@@ -287,7 +321,7 @@ def main(argv: list[str]) -> None:
     if all(rid in have for s in SERIES for rid in s.rows):
         print("\n" + "\n".join(series_lines(table, "--markdown" in argv)))
     if "--series" not in argv:
-        serving_table(ids, "--markdown" in argv)
+        serving_table([a for a in argv if a == "--markdown"])
 
 
 if __name__ == "__main__":

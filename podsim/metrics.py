@@ -357,7 +357,17 @@ register(
     _m("hbm_bound_decode_s", "s", "weight bytes per chip / HBM bandwidth: no decode step is faster", _V),
     _m("decode_step_b1_s", "s", "one decode step of one sequence with a 1,024-token context", _V),
     _m("simulated_s", "s", "simulated time, the drain included", _V),
+    _m("engine", "text", "the serving engine whose host time and kernels are modelled (podsim.serving.engines)", _V),
+    _m("engine_figures", "text", "the engine's figures with their sources, in one line", _V),
+    _m("matmul_peak_flops_per_s", "flops", "the weight matmuls' peak rate per chip at their precision", _V),
+    _m("matmul_peak_source", "text", "that rate and its source id", _V),
+    _m("serving_error_text", "text", "every serving answer's typical error against published runs of its kind, in one line", _V),
 )
+for _name, _what in (("ttft", "TTFT"), ("tpot", "TPOT"), ("throughput", "throughput"), ("cost", "cost per million tokens")):
+    register(_m(f"{_name}_error", "fraction", f"typical |error| of podsim's {_what} against published serving runs of its kind: "
+                "the 68th percentile over the serving validation table's rows (podsim.validation.bands; NaN: none)", _V),
+             _m(f"{_name}_error_runs", "count", f"validation runs behind {_name}_error", _V),
+             _m(f"{_name}_error_text", "text", f"{_name}_error in words: the figure, its runs, and whether it is for this kind", _V))
 for _name, _what in (("ttft", "time to first token (first token - arrival)"),
                      ("tpot", "time per output token after the first ((last - first token) / (output - 1))"),
                      ("e2e", "end-to-end latency (last token - arrival)")):
@@ -379,4 +389,8 @@ register(
     _m("capacity_cost_per_million_tokens_usd", "usd", "cost per million output tokens at the answer", _V, True),
     _m("capacity_tokens_per_s_per_chip", "rate", "output tokens per second per chip at the answer", _V),
     _m("capacity_answer", "text", "the capacity answer in words", _V),
+    _m("capacity_chips_error", "fraction", "typical |error| of the serving rate within latency bounds the chips answer "
+       "rests on (serving validation rows that measured such a rate; podsim.validation.bands)", _V),
+    _m("capacity_chips_error_runs", "count", "validation runs behind capacity_chips_error", _V),
+    _m("capacity_chips_error_text", "text", "capacity_chips_error in words", _V),
 )

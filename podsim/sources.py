@@ -1,7 +1,9 @@
 """Source ids: every figure podsim uses names where it comes from, and each id resolves here.
 
 An id is a row of the project's reference sheets (`podsim/data/reference/hardware.md`: `v4.10`,
-`ocs.17`, `perf.3` ...; `measurements.md`: the measured training runs `M1` ...), or a named
+`ocs.17`, `perf.3` ...; `measurements.md`: the measured training runs `M1` ...;
+`serving_measurements.md`: measured serving runs `sv.1` ..., serving-model figures `ov.1`, `lp.1`,
+`cl.1`, `md.1` ...), or a named
 source of `generations.yaml` (`CACM20`, `NV-H100`, `assumption` ...). `lookup(id)` gives the
 row (fact, value, unit, stated or derived), the publications its source column cites, expanded
 from the sheet's Sources section, with links, and the generation figures that cite it:
@@ -23,7 +25,7 @@ from urllib.parse import quote
 
 from podsim.errors import PodsimError
 
-SHEETS = ("hardware.md", "measurements.md")
+SHEETS = ("hardware.md", "measurements.md", "serving_measurements.md")
 _KEY = re.compile(r"\[([A-Z][A-Z0-9-]+)\]")
 _URL = re.compile(r"https?://[^\s;,)`'\"]+")
 # `owner/repo@commit[:path]` in backticks (the path may hold spaces) or bare (it may not)
@@ -84,6 +86,22 @@ def _parse() -> tuple[dict[str, SourceRow], dict[str, str], dict[str, str]]:
             tag = "R" + version.replace(".", "")[:2].ljust(2, "0")
             prefixes[tag] = f"https://github.com/mlcommons/training_results_v{version}/blob/{commit}/"
     return rows, keys, prefixes
+
+
+@cache
+def _key_sheets() -> dict[str, str]:
+    """Publication key -> the first sheet whose Sources section (`* [KEY] ...` lines) names it."""
+    out: dict[str, str] = {}
+    for sheet in SHEETS:
+        for line in _sheet_text(sheet).splitlines():
+            if line.startswith("* ["):
+                for key in _KEY.findall(line):
+                    out.setdefault(key, sheet)
+    return out
+
+
+def _key_sheet(key: str) -> str:
+    return _key_sheets().get(key, "hardware.md")
 
 
 def links(text: str, prefixes: dict[str, str] | None = None) -> list[str]:
@@ -147,7 +165,7 @@ def lookup(source_id: str) -> dict:
     gens = _generation_sources()
     if sid in gens or sid in keys:
         text = keys.get(sid) or gens[sid]  # the sheet's entry is the fuller one
-        return {"id": sid, "kind": "source" if sid in gens else "publication", "sheet": "generations.yaml" if sid in gens else "hardware.md",
+        return {"id": sid, "kind": "source" if sid in gens else "publication", "sheet": "generations.yaml" if sid in gens else _key_sheet(sid),
                 "line": None, "fact": "", "value": "", "unit": "", "how": "", "source": text, "publications": {},
                 "links": links(text, prefixes), "cited_by": cited_by(sid)}
     near = get_close_matches(sid, known_ids(), n=4, cutoff=0.6)

@@ -61,7 +61,7 @@ def test_the_shipped_bands_are_the_pinned_tables():
     from podsim.validation import ROWS
 
     want = bands_from_errors((step_kind(r.generation, r.slices), PINNED[r.id]) for r in ROWS if not r.calibration)
-    have = bands.stored_bands()
+    have = {k: v for k, v in bands.stored_bands().items() if k[0] == "step"}  # the serve bands: test_serving_table.py
     assert set(have) == set(want)
     for kind, fig in want.items():
         assert have[kind]["n_runs"] == fig["n_runs"], kind

@@ -18,9 +18,11 @@ from podsim.collectives.closed_form import (
     ring_reduce_scatter_s,
     torus_all_reduce_s,
 )
+from podsim.collectives.fabricroutes import Placement
 from podsim.collectives.groups import group_layout
 from podsim.collectives.patterns import ring_pattern, snake_order
-from podsim.collectives.routes import Placement, RouterPool, translation_symmetry
+from podsim.collectives.routes import RouterPool
+from podsim.collectives.symmetry import translation_symmetry
 from podsim.engine import simulate_collective
 from podsim.engine.validate import validating
 from podsim.errors import PodsimError

@@ -14,7 +14,8 @@ from podsim.errors import PodsimError
 from podsim.study import StepStudy
 from podsim.study.scaling import scaling_study
 from podsim.topology import DcnSpec
-from podsim.topology.fabric import LinkKind, dcn_choice
+from podsim.topology.dcn import dcn_choice
+from podsim.topology.fabric import LinkKind
 from podsim.topology.routing import dcn_routes, dcn_split_routes
 from podsim.trace import StepTrace
 from podsim.trace.model import Collective, Compute, parse_group

@@ -12,8 +12,9 @@ import pytest
 from podsim.collectives import dcnfold, plan_collective
 from podsim.collectives.closed_form import schedule_time_s
 from podsim.collectives.crossing import crossing_flows, dcn_groups, dcn_translation
+from podsim.collectives.fabricroutes import Placement
 from podsim.collectives.groups import group_layout
-from podsim.collectives.routes import Placement, RouterPool
+from podsim.collectives.routes import RouterPool
 from podsim.engine import build_job, simulate_step
 from podsim.topology import DcnSpec
 from podsim.topology.routing import dcn_split_groups

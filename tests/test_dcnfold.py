@@ -14,8 +14,9 @@ from podsim.collectives.dcnfold import (
     is_equitable,
     refine,
 )
+from podsim.collectives.fabricroutes import Placement
 from podsim.collectives.groups import group_layout
-from podsim.collectives.routes import Placement, RouterPool
+from podsim.collectives.routes import RouterPool
 from podsim.engine import build_job, simulate_step
 from podsim.maxmin import max_min_rates
 from podsim.topology import DcnSpec

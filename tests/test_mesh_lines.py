@@ -9,9 +9,10 @@ import pytest
 from podsim.collectives.algorithms import build_schedule
 from podsim.collectives.choice import closed_form_s
 from podsim.collectives.closed_form import ring_all_reduce_s, ring_reduce_scatter_s
+from podsim.collectives.fabricroutes import Placement
 from podsim.collectives.groups import group_layout
 from podsim.collectives.patterns import folded_ring_next
-from podsim.collectives.routes import Placement, RouterPool
+from podsim.collectives.routes import RouterPool
 from podsim.topology import build_slice, get_generation
 from podsim.topology.shapes import validate_shape
 

@@ -16,6 +16,7 @@ from podsim.collectives import choice as choice_mod
 from podsim.collectives import plan_collective
 from podsim.collectives.algorithms import applicable, build_schedule
 from podsim.collectives.closed_form import schedule_bound_s, schedule_time_s
+from podsim.collectives.fabricroutes import Placement
 from podsim.collectives.groups import group_layout
 from podsim.collectives.patterns import (
     pairs_pattern,
@@ -24,7 +25,7 @@ from podsim.collectives.patterns import (
     tree_pattern,
     xor_pattern,
 )
-from podsim.collectives.routes import Placement, RouterPool
+from podsim.collectives.routes import RouterPool
 from podsim.engine import build_job, simulate_step
 from podsim.engine.validate import validating
 from podsim.errors import PodsimError

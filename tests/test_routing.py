@@ -12,8 +12,9 @@ import pytest
 from podsim.collectives.adaptive import adaptive_split
 from podsim.collectives.algorithms import build_schedule
 from podsim.collectives.bounds import all_to_all_time_s
+from podsim.collectives.fabricroutes import Placement
 from podsim.collectives.groups import group_layout
-from podsim.collectives.routes import Placement, RouterPool
+from podsim.collectives.routes import RouterPool
 from podsim.engine import simulate_collective
 from podsim.engine.validate import EngineInvariantError, Recording, validate_rates, validating
 from podsim.errors import PodsimError

@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 
 from podsim.collectives import ALGORITHMS, plan_collective
+from podsim.collectives.fabricroutes import Placement
 from podsim.collectives.groups import group_layout
-from podsim.collectives.routes import Placement, RouterPool
+from podsim.collectives.routes import RouterPool
 from podsim.engine import simulate_collective
 from podsim.engine.validate import validating
 from podsim.errors import PodsimError

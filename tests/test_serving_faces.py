@@ -95,7 +95,7 @@ def test_capacity_search_is_the_fewest_replicas():
     """The answer meets; one replica fewer missed (the search probed it); more replicas than
     the answer meet too (monotone, as the search assumes)."""
     cfg = ServingConfig.model_validate({
-        "generation": "tpu-v5e", "slice": "2x4", "model": SMALL, "duration": 30, "seed": 2,
+        "generation": "tpu-v5e", "slice": "2x4", "model": SMALL, "duration": 30, "seed": 2, "engine": "ideal",
         "requests": {"arrivals": {"kind": "poisson", "rate": 3600}, "prompt": {"kind": "fixed", "mean": 2000},
                      "output": {"kind": "fixed", "mean": 60}}})
     search = CapacitySearch(rate="30/s", ttft_p99="1s", tpot_p99="50ms", replicas=(1, 8), replicates=2)
@@ -163,4 +163,4 @@ def test_every_serving_metric_is_registered():
 
 def test_podsim_validate_a_serving_scenario(capsys):
     code, out, err = run_podsim(capsys, "validate", str(Path(__file__).resolve().parent.parent / "scenarios" / "i_serving_capacity.yaml"))
-    assert code == 0 and "serving fleet: llama2-70b on 3 x 2x4, poisson arrivals for 180 s, capacity search" in out, err
+    assert code == 0 and "serving fleet: llama2-70b on 6 x 2x4, poisson arrivals for 180 s, capacity search" in out, err

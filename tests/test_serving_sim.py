@@ -17,7 +17,8 @@ SMALL = {"model": "llama2-70b", "overrides": {"n_layers": 8}, "precision": {"wei
 
 
 def config(**over) -> ServingConfig:
-    body = {"generation": "tpu-v5e", "slice": "2x4", "model": SMALL, "duration": "60s", "seed": 3,
+    """A small serving run on the chips alone (engine ideal: the simulation's mechanisms, not an engine's host time)."""
+    body = {"generation": "tpu-v5e", "slice": "2x4", "model": SMALL, "duration": "60s", "seed": 3, "engine": "ideal",
             "requests": {"arrivals": {"kind": "poisson", "rate": "2/s"}, "prompt": {"kind": "lognormal", "mean": 600, "cv": 1},
                          "output": {"kind": "lognormal", "mean": 120, "cv": 1}}}
     for k, v in over.items():
@@ -77,7 +78,8 @@ def test_one_request_is_one_prefill_then_decode_steps():
 
 def test_static_batch_is_one_prefill_and_the_longest_output_in_steps():
     """Offline, a static batch of 8 identical requests padded to a 1024-token bucket: every
-    request ends with the batch after one prefill of 8 x 1024 tokens and 63 decode steps."""
+    request ends with the batch after its prefill, in steps of the token budget (2,048: two
+    prompts a step, four steps), and 63 decode steps."""
     cfg = config(batch={"kind": "static", "max_batch": 8, "buckets": [512, 1024, 2048], "kv": "reserve"},
                  requests={"arrivals": {"kind": "offline"}, "requests": 8, "prompt": {"kind": "fixed", "mean": 900},
                            "output": {"kind": "fixed", "mean": 64}})
@@ -86,7 +88,7 @@ def test_static_batch_is_one_prefill_and_the_longest_output_in_steps():
 
     t = ServingSim(cfg).timer
     L, n = 1024, 8
-    expect = t.tokens_step_s(n * L, n, n * L, n * L * (L + 1) / 2, 0, n * L)
+    expect = 4 * t.tokens_step_s(2 * L, 2, 2 * L, 2 * L * (L + 1) / 2, 0, 2 * L)
     expect += sum(t.tokens_step_s(n, n, n, n * (L + k), n * (L + k - 1), n) for k in range(1, 64))
     assert np.allclose(r.tables["serving_requests"]["e2e_s"], expect, rtol=1e-12)
     assert r.metrics["throughput_rps"] == pytest.approx(8 / expect)

@@ -168,17 +168,17 @@ def test_each_praxis_cost_lengthens_a_batch_and_the_what_ifs_bound_it():
     cost is refused."""
     from podsim.errors import PodsimError
     from podsim.serving.simulate import ServingSim
-    from podsim.validation.serving import ABLATION
+    from podsim.validation.serving import ABLATION, praxis_engine
 
     def batch(costs):
-        return sum(ServingSim(row_config(ROWS[0]), praxis_costs=frozenset(costs)).replicas[0].batch_s(32, 1919, 127))
+        return sum(ServingSim(row_config(ROWS[0]), engine=praxis_engine(frozenset(costs))).replicas[0].batch_s(32, 1919, 127))
 
     times = [batch(c) for _, c in ABLATION]
     assert all(a < b for a, b in zip(times[:4], times[1:5], strict=True))
     assert times[5] < times[4] < times[6]
     assert times[4] == pytest.approx(sum(ServingSim(row_config(ROWS[0])).replicas[0].batch_s(32, 1919, 127)))
     with pytest.raises(PodsimError, match="praxis costs \\['flash'\\] are not known"):
-        ServingSim(row_config(ROWS[0]), praxis_costs=frozenset({"flash"}))
+        praxis_engine(frozenset({"flash"}))
 
 
 def test_pre_rotary_keys_cost_cache_and_writes_not_reads():

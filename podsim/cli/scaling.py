@@ -11,13 +11,13 @@ from podsim import quantities as q
 from podsim.cli import app
 from podsim.cli.common import comma_counts, emit_json, refuse_options, with_budgets
 from podsim.cli.steptime import step_options
-from podsim.collectives.routes import check_routing
+from podsim.collectives.fabricroutes import check_routing
 from podsim.errors import PodsimError
 from podsim.files import write_text_atomic
 from podsim.study import StepStudy
 from podsim.study.scaling import scaling_study
+from podsim.topology.dcn import dcn_choice
 from podsim.topology.dcntiers import TIERS_HELP
-from podsim.topology.fabric import dcn_choice
 from podsim.topology.multipath import ROUTING_POLICIES
 from podsim.trace.configs import parse_overrides
 from podsim.units import format_seconds

@@ -84,6 +84,8 @@ def serve_cmd(
     weights: str = typer.Option("bf16", "--weights", help="weights as stored: bf16, int8 or fp8"),
     kv_cache: str = typer.Option("bf16", "--kv-cache", help="KV cache as stored: bf16, int8 or fp8"),
     matmul: str = typer.Option("bf16", "--matmul", help="MXU rate of the weight matmuls: bf16 (weight-only quantisation), int8 or fp8"),
+    engine: str = typer.Option("auto", "--engine", help="serving engine whose host time and kernels are modelled: auto, ideal, "
+                               "tensorrt-llm, tensorrt-llm-0.6, vllm, jetstream, saxml (podsim.serving.engines)"),
     parallel_block: bool = typer.Option(False, "--parallel-block", help="attention and MLP on one norm, one all-reduce (GPT-J, PaLM)"),
     rate: str = typer.Option(None, "--rate", help="Poisson (or --arrivals bursty) request rate, e.g. 10/s, 600/min"),
     arrivals: str = typer.Option("poisson", "--arrivals", help="poisson, bursty (Gamma gaps, --cv), trace (--trace's times) or offline"),
@@ -142,7 +144,7 @@ def serve_cmd(
     if rate is not None:
         arr["rate"] = rate
     body = {
-        "slice": slice_, "replicas": replicas, "router": router, "duration": duration, "warmup": warmup, "hbm_reserve": hbm_reserve,
+        "slice": slice_, "engine": engine, "replicas": replicas, "router": router, "duration": duration, "warmup": warmup, "hbm_reserve": hbm_reserve,
         "model": {"model": model, "overrides": parse_overrides(override), "tensor": tensor, "expert": expert,
                   "parallel_block": parallel_block, "precision": {"weights": weights, "kv_cache": kv_cache, "matmul": matmul}},
         "batch": {"kind": batch, "kv": kv, "page_tokens": page_tokens,

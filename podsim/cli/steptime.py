@@ -27,15 +27,15 @@ from podsim.cli.common import (
     write_timeline,
 )
 from podsim.collectives import ALGORITHMS, KINDS
-from podsim.collectives.routes import check_routing
+from podsim.collectives.fabricroutes import check_routing
 from podsim.engine import simulate_collective
 from podsim.engine.jobs import declared_slices
 from podsim.engine.linkload import record_link_load
 from podsim.engine.results import CollectiveResult
 from podsim.errors import PodsimError, first_error
 from podsim.topology import build_slice, format_shape, get_generation, parse_shape
+from podsim.topology.dcn import dcn_choice
 from podsim.topology.dcntiers import TIERS_HELP
-from podsim.topology.fabric import dcn_choice
 from podsim.topology.multipath import ROUTING_POLICIES
 from podsim.trace.kinds import normalise_algorithm, normalise_kind
 from podsim.trace.model import DEFAULT_COMPUTE_EFFICIENCY

@@ -12,8 +12,8 @@ from podsim.cli import app
 from podsim.cli.common import emit_json, refuse_options, table
 from podsim.errors import PodsimError
 from podsim.topology import get_generation, topology_summary
+from podsim.topology.dcn import dcn_choice
 from podsim.topology.dcntiers import TIERS_HELP
-from podsim.topology.fabric import dcn_choice
 from podsim.topology.summary import fleet_rows, fleet_summary, summary_rows, topology_detail
 
 

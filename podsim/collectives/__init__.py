@@ -4,7 +4,8 @@ Typical use::
 
     from podsim.collectives import plan_collective
     from podsim.collectives.groups import group_layout
-    from podsim.collectives.routes import Placement, RouterPool
+    from podsim.collectives.fabricroutes import Placement
+    from podsim.collectives.routes import RouterPool
     placement = Placement(built.fabric, (built.view,))
     layout = group_layout(placement.views, "all")
     plan = plan_collective("all_reduce", layout, 2**30, "auto", RouterPool(placement))

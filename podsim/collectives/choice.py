@@ -65,9 +65,12 @@ def plan_collective(kind: str, layout: GroupLayout, size_bytes: float, algorithm
     """Build the schedule of `algorithm`; `auto` picks the fastest by closed form (ties go to
     the earlier name in ALGORITHMS), ranking without building the flows of candidates that
     cannot win (see the module docstring)."""
+    # the collective library's time per collective (generation `collective_latency`, NCCL's on GPUs):
+    # the same for every algorithm, so it never changes the choice; the engine waits it at the start
+    launch = pool.placement.fabric.generation.collective_latency_s
     if algorithm != "auto":
         sched = build_schedule(kind, layout, size_bytes, algorithm, shift)
-        t = closed_form_s(sched, pool)
+        t = closed_form_s(sched, pool) + launch
         return Plan(sched, t, {algorithm: t}, why=f"{algorithm}: as asked (closed form {_us(t)})")
     if kind not in KINDS:
         raise PodsimError(f"unknown collective {kind!r}; known: {', '.join(KINDS)}")
@@ -102,6 +105,7 @@ def plan_collective(kind: str, layout: GroupLayout, size_bytes: float, algorithm
         del bounds[alg]
     if not cands:
         raise PodsimError(refused[0] if refused else f"no algorithm can run {kind} on group {layout.name}")
+    cands = {a: t + launch for a, t in cands.items()}
     best_alg = min(cands, key=lambda a: (cands[a], order[a]))
     others = sorted((a for a in cands if a != best_alg), key=lambda a: (cands[a], order[a]))
     why = f"{best_alg}: fastest by closed form, {_us(cands[best_alg])}"

@@ -56,7 +56,7 @@ def pattern_periods(pattern: Pattern, view: SliceView) -> tuple[int, ...]:
 
 def crossing_flows(placement, pattern: Pattern, keep: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     """(src, dst, weight) of the pattern's flows that cross slices of `placement` (a
-    routes.Placement), those from sources in `keep` only if given."""
+    fabricroutes.Placement), those from sources in `keep` only if given."""
     src, dst, w = pattern.flows(keep)
     if pattern.split is not None and pattern.split.inside:
         away = placement.slice_of_chip[src] != placement.slice_of_chip[dst]
@@ -190,7 +190,7 @@ def _vertex_map(fab: Fabric, groups, chips: np.ndarray, moved: np.ndarray) -> tu
 
 
 def dcn_translation(placement, patterns: Sequence[Pattern], cache: dict | None = None) -> DcnTranslation | None:
-    """The largest translation group of the slices of `placement` (a routes.Placement) that maps
+    """The largest translation group of the slices of `placement` (a fabricroutes.Placement) that maps
     the crossing flows of `patterns` and the DCN they take onto themselves (module docstring);
     None when there is none but the identity, the slices are not alike native tori or
     rectangles, links or chips failed, or the DCN hashes its spines. `cache` (one per

@@ -315,7 +315,7 @@ def _expand(ip: np.ndarray, entries: np.ndarray, frac: np.ndarray | None, flows:
 def fold_crossing(placement, patterns: Sequence[Pattern], cache: dict[frozenset, DcnFold | None],
                   max_flows: int, routed: dict | None = None, translations: dict | None = None) -> DcnFold | None:
     """The fold of the flows of `patterns` that cross slices of `placement` (a
-    routes.Placement), all together since they may run at once; a pattern that mixes flows
+    fabricroutes.Placement), all together since they may run at once; a pattern that mixes flows
     inside and across slices (a ring over `z,dcn`) brings its crossing flows. Where the
     slices' translations map those flows and the DCN onto themselves
     (crossing.dcn_translation), only one flow of each orbit is listed and routed; otherwise

@@ -1,11 +1,14 @@
 """Run step traces on the flow network: one SimPy process per job's program, one for the network.
 
-Each job's program walks its trace's DAG: an op starts when its dependencies are done, so
-compute and communication overlap where the DAG allows. A compute op is a timer (its duration,
-or the per-op model of podsim.perf: matmuls padded to the MXU tile at the precision's rate plus
-memory-bound bytes at HBM bandwidth; with a flat `compute_efficiency` override, the roofline of
-FLOPs at peak x efficiency vs HBM bytes at HBM bandwidth); a collective runs its schedule stage by stage, each stream submitting one phase of
-flows at a time to the shared network and moving on when that phase is delivered.
+Each job's program (podsim.engine.program) walks its trace's DAG: an op starts when its
+dependencies are done, so compute and communication overlap where the DAG allows. A compute op
+is a timer (its duration, or the per-op model of podsim.perf: matmuls padded to the MXU tile at
+the precision's rate plus memory-bound bytes at HBM bandwidth; with a flat `compute_efficiency`
+override, the roofline of FLOPs at peak x efficiency vs HBM bytes at HBM bandwidth); a collective
+runs its schedule stage by stage, each stream submitting one phase of flows at a time to the
+shared network and moving on when that phase is delivered. Here: the jobs' routers and programs
+set up, run together, and each read back as a StepResult (busy and exposed time per level and
+DCN tier, link loads unfolded onto every link).
 """
 
 from __future__ import annotations
@@ -13,245 +16,30 @@ from __future__ import annotations
 import time
 import warnings
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
-from functools import partial
+from dataclasses import replace
 
 import numpy as np
 
 from podsim._arrays import has_duplicates
-from podsim.collectives import Plan, plan_collective
 from podsim.collectives.algorithms import busbw_factor
-from podsim.collectives.groups import SITE_AXIS, group_layout
-from podsim.collectives.routes import Placement, Router, RouterPool, fold_reason
-from podsim.collectives.schedule import Schedule
+from podsim.collectives.fabricroutes import Placement
+from podsim.collectives.routes import Router, RouterPool, fold_reason
 from podsim.engine import validate
 from podsim.engine.jobs import Job
 from podsim.engine.network import CountingEnvironment, FlowNetwork
-from podsim.engine.results import CollectiveResult, OpTiming, StepResult
+from podsim.engine.program import OpPlan, Program, prepare_ops
+from podsim.engine.results import CollectiveResult, StepResult
 from podsim.errors import PodsimError, PodsimWarning
-from podsim.perf import chip_compute
-from podsim.perf.opmodel import op_timer
 from podsim.topology.summary import Built
 from podsim.trace.kinds import normalise_algorithm, normalise_kind
 from podsim.trace.model import (
     SLICE_AXES,
     Collective,
-    Compute,
     SendRecv,
     StepTrace,
-    format_group,
     parse_group,
 )
-from podsim.units import format_bytes, parse_bytes
-
-
-@dataclass(frozen=True, eq=False)
-class _OpPlan:
-    op: object
-    kind: str
-    deps: tuple[int, ...]
-    duration_s: float = 0.0
-    plan: Plan | None = None
-    group: str = ""
-    level: str = ""  # ici, dcn (the group crosses the data-centre network) or wan; "" for compute
-
-
-def _level(layout) -> str:
-    """The highest network level a group's traffic reaches: `wan` when it spans sites, `dcn`
-    when it spans slices (or GPU nodes), else `ici`."""
-    if SITE_AXIS in layout.axes:
-        return "wan"
-    return "dcn" if any(layout.dcn) else "ici"
-
-
-def _prepare(job: Job, pool: RouterPool, efficiency: float | None) -> tuple[list[_OpPlan], dict[str, str]]:
-    """Each op of the trace with its dependencies (indices), duration or collective plan; and
-    per distinct collective (kind, group, size), its algorithm and why (one line)."""
-    trace = job.trace
-    trace.validate()
-    order = trace.topological_order()
-    index = {op.id: i for i, op in enumerate(order)}
-    layouts: dict[str, object] = {}
-
-    def layout(group) -> object:
-        key = format_group(group)
-        if key not in layouts:
-            layouts[key] = group_layout(job.views, group)
-        return layouts[key]
-
-    plans: dict[tuple, object] = {}
-    duration = op_timer(job.fabric.generation, chip_compute(job.fabric.generation) if efficiency is None else None, efficiency)
-
-    def plan(kind: str, group, nbytes: float, algorithm: str, shift: int = 1):
-        """Plans are read-only: a model's layers repeat a handful of collectives, plan each once."""
-        key = (kind, format_group(group), nbytes, algorithm, shift)
-        if key not in plans:
-            plans[key] = plan_collective(kind, layout(group), nbytes, algorithm, pool, shift)
-        return plans[key]
-
-    out = []
-    for op in order:
-        deps = tuple(index[d] for d in op.deps)
-        if isinstance(op, Compute):
-            out.append(_OpPlan(op, "input" if op.host else "compute", deps, duration_s=duration(op)))
-        elif isinstance(op, Collective):
-            lay = layout(op.group)
-            out.append(_OpPlan(op, op.kind, deps, plan=plan(op.kind, op.group, op.bytes, op.algorithm),
-                               group=lay.name, level=_level(lay)))
-        elif isinstance(op, SendRecv):
-            lay = layout(op.group)
-            out.append(_OpPlan(op, "send_recv", deps, plan=plan("send_recv", op.group, op.bytes, "auto", op.shift),
-                               group=lay.name, level=_level(lay)))
-        else:  # pragma: no cover - the trace model has three op types
-            raise PodsimError(f"op {getattr(op, 'id', op)!r} has an unknown type {type(op).__name__}")
-    choices = {f"{kind} {group} {format_bytes(nbytes)}" + (f" shift {shift:+d}" if kind == "send_recv" else ""): pl.why
-               for (kind, group, nbytes, _, shift), pl in plans.items()}
-    return out, choices
-
-
-class _Run:
-    """A collective in flight: its stage and, per stream, (phase index, repeats left)."""
-
-    __slots__ = ("index", "schedule", "stage", "cursors", "streams_left")
-
-    def __init__(self, index: int, schedule: Schedule):
-        self.index = index
-        self.schedule = schedule
-        self.stage = -1
-        self.cursors: list[list[int]] = []
-        self.streams_left = 0
-
-
-class _Program:
-    """One job's program: the SimPy process that runs its trace `steps` times."""
-
-    def __init__(self, env, net: FlowNetwork, router: Router, owner: int, job: Job, plans: list[_OpPlan]):
-        self.env, self.net, self.router, self.owner, self.job, self.plans = env, net, router, owner, job, plans
-        self.inbox: list[tuple] = []
-        self.mail = env.event()
-        self.timeline: list[OpTiming] = []
-        self.step_times: list[float] = []
-        self.flows = 0
-        self.flows_simulated = 0
-        self._bytes: dict[int, np.ndarray] = {}
-        self._tiers: dict[int, str] = {}
-        self._start_t: dict[int, float] = {}
-        self._step = 0
-        self.choices: dict[str, str] = {}
-        self.fold = ""
-
-    def post(self, msg: tuple) -> None:
-        self.inbox.append(msg)
-        if not self.mail.triggered:
-            self.mail.succeed()
-
-    def run(self):
-        users: list[list[int]] = [[] for _ in self.plans]
-        for i, p in enumerate(self.plans):
-            for d in p.deps:
-                users[d].append(i)
-        for step in range(self.job.steps):
-            self._step = step
-            t0 = self.env.now
-            waiting = [len(p.deps) for p in self.plans]
-            left = len(self.plans)
-            for i, w in enumerate(waiting):
-                if w == 0:
-                    self._start(i)
-            while left:
-                yield self.mail
-                self.mail = self.env.event()
-                msgs, self.inbox = self.inbox, []
-                for msg in msgs:
-                    done = self._handle(msg)
-                    if done is None:
-                        continue
-                    left -= 1
-                    self._finish(done)
-                    for u in users[done]:
-                        waiting[u] -= 1
-                        if waiting[u] == 0:
-                            self._start(u)
-            self.step_times.append(self.env.now - t0)
-
-    # --- ops -----------------------------------------------------------------------------
-    def _start(self, i: int) -> None:
-        self._start_t[i] = self.env.now
-        p = self.plans[i]
-        if p.plan is None:
-            ev = self.env.timeout(p.duration_s)
-            ev.callbacks.append(lambda _ev, i=i: self.post(("done", i)))
-            return
-        run = _Run(i, p.plan.schedule)
-        if not self._next_stage(run):
-            self.post(("done", i))
-
-    def _finish(self, i: int) -> None:
-        p = self.plans[i]
-        op = p.op
-        self.timeline.append(OpTiming(
-            step=self._step, id=op.id, kind=p.kind, start_s=float(self._start_t.pop(i)), end_s=float(self.env.now),
-            name=op.name, layer=op.layer, bytes=float(getattr(op, "bytes", 0.0)), group=p.group,
-            algorithm=p.plan.schedule.algorithm if p.plan else "", closed_form_s=p.plan.closed_form_s if p.plan else None,
-            level=p.level, tier=self._tier(p)))
-
-    def _tier(self, p: _OpPlan) -> str:
-        """The highest DCN tier the op's routed flows reach ("" for an op inside slices)."""
-        if p.level not in ("dcn", "wan"):
-            return ""
-        hit = self._tiers.get(id(p.plan))
-        if hit is None:
-            names, tier = self.job.fabric.dcn_tiers
-            top = max((int(tier[lk].max()) for pat in p.plan.schedule.patterns()
-                       if len(lk := self.router.routes(pat).links)), default=-1)
-            hit = self._tiers[id(p.plan)] = names[top] if top >= 0 else ""
-        return hit
-
-    def _next_stage(self, run: _Run) -> bool:
-        """Start the run's next stage; False when there is none."""
-        run.stage += 1
-        stages = run.schedule.stages
-        if run.stage >= len(stages):
-            return False
-        stage = stages[run.stage]
-        run.cursors = [[0, stream[0].repeat] for stream in stage]
-        run.streams_left = len(stage)
-        for s in range(len(stage)):
-            self._submit(run, s)
-        return True
-
-    def _submit(self, run: _Run, s: int) -> None:
-        phase = run.schedule.stages[run.stage][s][run.cursors[s][0]]
-        routes = self.router.routes(phase.pattern)
-        nbytes = self._bytes.get(id(phase))
-        if nbytes is None:
-            nbytes = np.full(routes.n_flows, phase.bytes) if routes.weight is None else phase.bytes * routes.weight
-            self._bytes[id(phase)] = nbytes
-        self.flows += routes.flows_represented
-        self.flows_simulated += routes.n_flows
-        self.net.submit(routes.indptr, routes.links, nbytes, routes.latency_s, self.owner,
-                        partial(self.post, ("phase", run, s)), routes.frac)
-
-    def _handle(self, msg: tuple) -> int | None:
-        """Process a message; the index of an op that just finished, if any."""
-        if msg[0] == "done":
-            return msg[1]
-        _, run, s = msg
-        cur = run.cursors[s]
-        stream = run.schedule.stages[run.stage][s]
-        cur[1] -= 1
-        if cur[1] == 0:
-            cur[0] += 1
-            if cur[0] < len(stream):
-                cur[1] = stream[cur[0]].repeat
-        if cur[0] < len(stream):
-            self._submit(run, s)
-            return None
-        run.streams_left -= 1
-        if run.streams_left or self._next_stage(run):
-            return None
-        return run.index
-
+from podsim.units import parse_bytes
 
 LEVELS = ("ici", "dcn", "wan")
 """Network levels a step's communication is split by (StepResult.levels)."""
@@ -270,7 +58,7 @@ def busy_time_s(intervals: Iterable[tuple[float, float]]) -> float:
     return total
 
 
-def _result(prog: _Program, net: FlowNetwork, owner: int, wall: float, events: int) -> StepResult:
+def _result(prog: Program, net: FlowNetwork, owner: int, wall: float, events: int) -> StepResult:
     """The StepResult of one job's program (link loads unfolded onto every link)."""
     steps = prog.job.steps
     comp = [(t.start_s, t.end_s) for t in prog.timeline if t.kind == "compute"]
@@ -333,7 +121,7 @@ NOTE_FLOWS = 1_000_000
 (a PodsimWarning) before it runs: at ~1-2 us per flow and event that is seconds to minutes."""
 
 
-def _fold_note(job: Job, plans: list[_OpPlan], patterns: list, router: Router, pool: RouterPool, fast_path: bool,
+def _fold_note(job: Job, plans: list[OpPlan], patterns: list, router: Router, pool: RouterPool, fast_path: bool,
                jobs: int) -> str:
     """How many flows the job's steps simulate and why not fewer (one line); a PodsimWarning
     with it, before simulating, when they are more than NOTE_FLOWS. `patterns`: the plans'
@@ -352,7 +140,7 @@ def _fold_note(job: Job, plans: list[_OpPlan], patterns: list, router: Router, p
 
 
 def _simulate(jobs: Sequence[Job], compute_efficiency: float | None, fast_path: bool, routing: str = "dimension_order",
-              failed: tuple[tuple[int, ...], tuple[int, ...]] = ((), ())) -> tuple[list[StepResult], list[list[_OpPlan]]]:
+              failed: tuple[tuple[int, ...], tuple[int, ...]] = ((), ())) -> tuple[list[StepResult], list[list[OpPlan]]]:
     t_wall = time.perf_counter()
     jobs = list(jobs)
     if not jobs:
@@ -370,12 +158,12 @@ def _simulate(jobs: Sequence[Job], compute_efficiency: float | None, fast_path: 
     for owner, job in enumerate(jobs):
         eff = job.compute_efficiency if job.compute_efficiency is not None else compute_efficiency
         pool = RouterPool(Placement(fabric, job.views, routing, *failed))
-        plans, choices = _prepare(job, pool, eff)
+        plans, choices = prepare_ops(job, pool, eff)
         patterns = list({id(pat): pat for p in plans if p.plan for pat in p.plan.schedule.patterns()}.values())
         pool.drop_pricing()
         router = pool.router(patterns, fold=fast_path and len(jobs) == 1, fold_dcn=True)
         pool.release(router)
-        prog = _Program(env, net, router, owner, job, plans)
+        prog = Program(env, net, router, owner, job, plans)
         prog.choices = choices
         prog.fold = _fold_note(job, plans, patterns, router, pool, fast_path, len(jobs))
         env.process(prog.run())

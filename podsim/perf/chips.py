@@ -82,6 +82,10 @@ CHIPS: dict[str, tuple[int, str, dict[str, float], str, tuple[str, ...]]] = {
     "tpu-v6e": (256, "v6e.3", {"int8": 1836 * T}, "v6e.1", ()),
     "tpu-7x": (256, "assumption", {"fp8": 4614 * T}, "v7.2",
                ("MXU size not in the reference sheet; 256x256 as v6e (v6e.3)",)),
+    # GPUs: tensor-core tiles are not modelled (mxu_dim 1); dense peaks, not the 2:4-sparse ones
+    "gpu-h100": (1, "assumption", {"fp8": 1979 * T, "int8": 1979 * T}, "lp.1, lp.2",
+                 ("no MXU tile modelled", "fp8 and int8 dense tensor-core peaks 1,979 TFLOP/s / TOPS (lp.1, lp.2: "
+                  "NVIDIA's datasheet, 3,958 with 2:4 sparsity); bf16 989 (generations.yaml NV-H100)")),
 }
 
 

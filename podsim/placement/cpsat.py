@@ -12,13 +12,14 @@ import math
 import time
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from ortools.sat.python import cp_model
 
 from podsim.errors import PodsimError
 from podsim.placement.cpsat_gang import canonical_gangs, hint_gangs
-from podsim.placement.cpsat_model import PlacementModel, build_model, rect_key
+from podsim.placement.cpsat_model import build_model, rect_key
+from podsim.placement.cpsat_vars import PlacementModel
 from podsim.placement.space import Assignment
 from podsim.quantities import SEED
 
@@ -33,7 +34,7 @@ class SolverParams:
       wall-clock) and the search is interleaved (`interleave_search`), so the same inputs,
       seed and worker count give the same placement on any machine (tested) - unless the
       wall-clock safety cap (`wall_cap_s`: 30 x the limit + 10 s) stops the search first, which
-      a heavily loaded machine can cause and `SolveStats.wall_capped` then reports.
+      a heavily loaded machine can cause and `SolveStats.wall_capped` (podsim.placement.result) then reports.
       deterministic=False: the limit is wall-clock seconds, and the placement may differ
       between runs.
     """
@@ -57,26 +58,6 @@ class SolverParams:
         SEED.check(self.random_seed, "random seed")
         if self.num_workers < 1:
             raise PodsimError(f"num_workers must be >= 1 (0 would use every core), got {self.num_workers}")
-
-
-@dataclass(frozen=True)
-class SolveStats:
-    """What a solver run did. `objective` and `bound` are CP-SAT's (None for greedy)."""
-
-    solver: str
-    status: str
-    objective: float | None
-    bound: float | None
-    wall_s: float  # the whole solver path: greedy hints, model build, solve, read
-    value: int  # total admission weight of the placed requests (primary objective)
-    hint_value: int | None = None
-    kept_hint: bool = False  # CP-SAT found nothing better than the greedy hint; the hint is returned
-    completed: int = 0  # requests added afterwards by the greedy completion
-    solver_s: float | None = None  # CP-SAT's own wall time
-    wall_capped: bool = False  # a deterministic search was stopped by the wall-clock cap, not its work limit
-    n_vars: int = 0
-    n_constraints: int = 0
-    params: dict = field(default_factory=dict)
 
 
 # --- hint ---------------------------------------------------------------------------------------
@@ -232,6 +213,6 @@ def read_solution(pm: PlacementModel, solver: cp_model.CpSolver) -> list[Assignm
 
 
 __all__ = [
-    "CPSAT_SEED_MODULUS", "PlacementModel", "SolveStats", "SolverParams", "build_model", "canonical",
+    "CPSAT_SEED_MODULUS", "PlacementModel", "SolverParams", "build_model", "canonical",
     "hint_model", "read_solution", "rect_key", "solve_model", "solver_for",
 ]

@@ -22,13 +22,10 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Sequence
 from itertools import pairwise
-from typing import TYPE_CHECKING
 
+from podsim.placement.cpsat_vars import PlacementModel
 from podsim.placement.multislice import site_of_pod
 from podsim.placement.space import Assignment
-
-if TYPE_CHECKING:
-    from podsim.placement.cpsat_model import PlacementModel
 
 
 def add_gangs(pm: PlacementModel) -> None:

@@ -7,6 +7,8 @@ position in what is left, or nothing. Best fit means:
 - sub-cube: the cube with the fewest free chips where it fits, cubes that cannot serve a
   cube-level slice first (keeps whole cubes whole);
 - static boxes: the position touching the most occupied cells and pod edges (maximal contact).
+A reshaped request (`fold: allowed`, podsim.placement.reshape) that has no native fit takes its
+first fold or split that fits (`fit_reshaped`): a fold's box is placed by the native fits here.
 """
 
 from __future__ import annotations
@@ -19,7 +21,8 @@ import numpy as np
 from podsim.errors import PodsimError
 from podsim.placement.hilbert import fit_hilbert
 from podsim.placement.problem import PlacementSettings, Problem
-from podsim.placement.reshape import HilbertRequest, fit_blocks, fit_reshaped
+from podsim.placement.realise import to_slice
+from podsim.placement.reshape import HilbertRequest, Reshape, fit_blocks
 from podsim.placement.space import (
     Assignment,
     FreeSpace,
@@ -131,6 +134,30 @@ def fit_request(space: FreeSpace, opts: Sequence[Option], policy: Policy = "best
     if kind == "blocks":
         return fit_blocks(space, opts, policy)
     return fit_box(space, opts, policy)
+
+
+def fit_reshaped(space: FreeSpace, reshapes: Sequence[Reshape], policy: str, settings) -> Assignment | None:
+    """The first reshaped realisation that fits `space` (in `reshapes` order), or None."""
+    for r in reshapes:
+        if r.form == "split":
+            a = fit_blocks(space, [Option("blocks", r.shape, r.spec, r.shape)], policy, form="split")
+            if a is not None:
+                return a
+            continue
+        host_a = fit_request(space, r.targets, policy, settings)
+        if host_a is not None:
+            return fold_assignment(space.layout, r, host_a)
+    return None
+
+
+def fold_assignment(layout, r: Reshape, host_a: Assignment) -> Assignment:
+    """The reshaped assignment of a fold whose box sits at `host_a`."""
+    host = to_slice(layout, r.targets, host_a)
+    coords = r.fold.coords
+    local = np.ravel_multi_index(tuple(coords.T), host.shape)
+    chips = tuple(int(c) for c in np.asarray(host.chips)[local])
+    return Assignment("reshaped", r.shape, host_a.pod, tuple(host.cubes), None, form="fold",
+                      detail=(chips, tuple(host.circuits), r.spec, host_a))
 
 
 def fit_any(space: FreeSpace, opts: Sequence[Option], reshapes: Sequence = (), policy: Policy = "best",

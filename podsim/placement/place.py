@@ -25,18 +25,9 @@ import time
 from collections.abc import Sequence
 from typing import Literal
 
-import numpy as np
-
 from podsim import quantities as q
 from podsim.errors import PodsimError
-from podsim.placement.cpsat import (
-    SolverParams,
-    SolveStats,
-    build_model,
-    hint_model,
-    read_solution,
-    solve_model,
-)
+from podsim.placement.cpsat import SolverParams, build_model, hint_model, read_solution, solve_model
 from podsim.placement.degraded import darken
 from podsim.placement.greedy import GREEDY_POLICIES, Policy, fit_any, fit_request
 from podsim.placement.multislice import check_sites, fit_multislice, gang_first
@@ -47,13 +38,12 @@ from podsim.placement.problem import (
     make_problem,
     options_or_reason,
 )
+from podsim.placement.realise import to_slice
 from podsim.placement.requests import SliceRequest
 from podsim.placement.reshape import reshape_options
-from podsim.placement.result import PlacementResult, SlicePlacement
+from podsim.placement.result import PlacementResult, SlicePlacement, SolveStats
 from podsim.placement.space import Assignment, FreeSpace, cubes_needed, request_options
 from podsim.topology import format_shape
-from podsim.topology.shapes import asked_spec
-from podsim.topology.slices import Slice, plan_slice
 
 Solver = Literal["cpsat", "greedy"]
 SOLVERS: tuple[str, ...] = ("cpsat", "greedy")
@@ -160,24 +150,6 @@ def _cpsat(problem: Problem, params: SolverParams, policy: Policy) -> tuple[list
                        params={"time_limit": params.time_limit, "num_workers": params.num_workers,
                                "random_seed": params.random_seed, "deterministic": params.deterministic})
     return final, stats
-
-
-def to_slice(layout, problem_options, a: Assignment) -> Slice:
-    """The topology Slice (chips, cubes, OCS circuits) of an assignment (native or reshaped)."""
-    if a.kind == "reshaped":  # a fold: the asked topology on another box's chips, with its circuits
-        chips, circuits, spec = a.detail[:3]
-        return Slice(spec, np.asarray(chips, np.int32), a.pod, tuple(a.cubes), tuple(circuits), form=a.form)
-    if a.kind == "blocks" and a.form == "split":
-        return dataclasses.replace(plan_slice(layout, asked_spec(layout.generation, a.shape, False, True),
-                                              cubes=list(a.cubes), origin=a.origin, pod=a.pod), form="split")
-    spec = next(o.spec for o in problem_options if o.shape == a.shape)
-    if a.kind == "blocks":
-        return plan_slice(layout, spec, cubes=list(a.cubes), origin=a.origin, pod=a.pod)
-    if a.kind == "cubes":
-        return plan_slice(layout, spec, cubes=list(a.cubes), pod=a.pod)
-    if a.kind == "subcube":
-        return plan_slice(layout, spec, cubes=list(a.cubes), origin=a.origin)
-    return plan_slice(layout, spec, origin=a.origin, pod=a.pod)
 
 
 def _answers(problem: Problem, i: int) -> bool:

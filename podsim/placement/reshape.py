@@ -30,6 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from podsim.errors import PodsimError
+from podsim.placement.requests import SliceRequest
 from podsim.placement.space import Assignment, FreeSpace, Option, request_options
 from podsim.topology.blocks import BlockGeometry, axis_mode, geometry_params
 from podsim.topology.fold import Fold, find_fold
@@ -259,8 +260,6 @@ def _reshapes(layout, shape: tuple[int, ...], rotate: bool) -> tuple:
 
 def _native(layout, shape, rotate) -> list[Option]:
     """The native options of `shape` on the layout (kept per layout: folds probe every factor shape)."""
-    from podsim.placement.requests import SliceRequest
-
     memo = _RESHAPES.setdefault(layout, {})
     key = ("native", tuple(shape), rotate)
     if key not in memo:
@@ -269,34 +268,6 @@ def _native(layout, shape, rotate) -> list[Option]:
         except PodsimError:
             memo[key] = []
     return memo[key]
-
-
-def fit_reshaped(space: FreeSpace, reshapes: Sequence[Reshape], policy: str, settings) -> Assignment | None:
-    """The first reshaped realisation that fits `space` (in `reshapes` order), or None."""
-    from podsim.placement.greedy import fit_request
-
-    for r in reshapes:
-        if r.form == "split":
-            a = fit_blocks(space, [Option("blocks", r.shape, r.spec, r.shape)], policy, form="split")
-            if a is not None:
-                return a
-            continue
-        host_a = fit_request(space, r.targets, policy, settings)
-        if host_a is not None:
-            return fold_assignment(space.layout, r, host_a)
-    return None
-
-
-def fold_assignment(layout, r: Reshape, host_a: Assignment) -> Assignment:
-    """The reshaped assignment of a fold whose box sits at `host_a`."""
-    from podsim.placement.place import to_slice
-
-    host = to_slice(layout, r.targets, host_a)
-    coords = r.fold.coords
-    local = np.ravel_multi_index(tuple(coords.T), host.shape)
-    chips = tuple(int(c) for c in np.asarray(host.chips)[local])
-    return Assignment("reshaped", r.shape, host_a.pod, tuple(host.cubes), None, form="fold",
-                      detail=(chips, tuple(host.circuits), r.spec, host_a))
 
 
 def native_spec_ok(gen, shape, ocs) -> bool:

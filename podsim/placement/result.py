@@ -1,13 +1,33 @@
-"""Placement results: per request placed or not (with a reason), and the batch summary."""
+"""Placement results: per request placed or not (with a reason), the batch summary, and what the
+solver did (`SolveStats`)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from podsim.placement.cpsat import SolveStats
 from podsim.placement.requests import SliceRequest
 from podsim.topology import format_shape, get_generation
 from podsim.topology.slices import Slice
+
+
+@dataclass(frozen=True)
+class SolveStats:
+    """What a solver run did. `objective` and `bound` are CP-SAT's (None for greedy)."""
+
+    solver: str
+    status: str
+    objective: float | None
+    bound: float | None
+    wall_s: float  # the whole solver path: greedy hints, model build, solve, read
+    value: int  # total admission weight of the placed requests (primary objective)
+    hint_value: int | None = None
+    kept_hint: bool = False  # CP-SAT found nothing better than the greedy hint; the hint is returned
+    completed: int = 0  # requests added afterwards by the greedy completion
+    solver_s: float | None = None  # CP-SAT's own wall time
+    wall_capped: bool = False  # a deterministic search was stopped by the wall-clock cap, not its work limit
+    n_vars: int = 0
+    n_constraints: int = 0
+    params: dict = field(default_factory=dict)
 
 
 @dataclass(frozen=True, eq=False)

@@ -68,6 +68,8 @@ SERVING_ROWS: list[tuple[str, Callable[[RunResult], str]]] = [
     ("decode step, one sequence (1k context) / HBM bound", lambda r: f"{sec(r.metrics['decode_step_b1_s'])} / "
                                                                      f"{sec(r.metrics['hbm_bound_decode_s'])}"),
     ("capacity", lambda r: r.metrics.get("capacity_answer") or "not searched"),
+    ("engine", lambda r: f"{r.metrics.get('engine_figures', 'n/a')}; weight matmuls at {r.metrics.get('matmul_peak_source', 'n/a')}"),
+    ("typical error (serving validation)", lambda r: r.metrics.get("serving_error_text") or "n/a"),
     ("simulated / wall time", lambda r: f"{sec(r.metrics['simulated_s'])} / {r.wall_s:.2f} s"),
 ]
 

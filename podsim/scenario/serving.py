@@ -19,11 +19,13 @@ from podsim.serving.simulate import ServingSim
 from podsim.serving.spec import ServingConfig, ServingWorkload
 from podsim.serving.workload import load_request_trace
 from podsim.topology import Generation, topology_summary
+from podsim.validation.bands import capacity_band_metrics, serving_band_metrics
 
 # settings and counters: the same in every replicate, or not results
 NOT_AVERAGED = frozenset({"generation", "slice", "replicas", "chips", "model", "parallelism", "batch_policy", "serving_mode",
                           "slo_ttft_s", "slo_tpot_s", "kv_cache_tokens", "kv_cache_pages", "weight_bytes_per_chip",
-                          "hbm_bound_decode_s", "decode_step_b1_s", "seed", "engine_wall_s", "replicates"})
+                          "hbm_bound_decode_s", "decode_step_b1_s", "seed", "engine_wall_s", "replicates", "engine",
+                          "engine_figures", "matmul_peak_flops_per_s", "matmul_peak_source"})
 
 
 def serving_config(w: ServingWorkload, gen: Generation, seed: int) -> ServingConfig:
@@ -81,11 +83,13 @@ def run_serving(w: ServingWorkload, gen: Generation, seed: int, replicates: int 
     if replicates > 1:
         cost.update({k: metrics[k] for k in ("cost_usd", "energy_kwh", "cost_per_million_tokens_usd",
                                              "energy_per_million_tokens_kwh") if k in metrics})
+    metrics.update(serving_band_metrics(gen.id))  # the validation table's typical error per answer
     if w.capacity is not None:
         ans = serving_capacity(serving_config(w, gen, seed), w.capacity, generation=gen)
         metrics.update(ans.metrics())
+        metrics.update(capacity_band_metrics(gen.id))
         tables["serving_capacity"] = normalise_table("serving_capacity", ans.table())
-        metrics["capacity_answer"] = _capacity_text(ans)
+        metrics["capacity_answer"] = f"{_capacity_text(ans)} (chips: {metrics['capacity_chips_error_text']})"
     topo = topology_summary(gen, w.slice)
     topo.update(replicas=w.replica_count, fleet_chips=metrics["chips"], kv_budget=first.budget.as_dict(),
                 notes=list(first.notes))

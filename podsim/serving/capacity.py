@@ -282,7 +282,7 @@ RATE_STEP = 1.25  # the bracketing step: x or / this factor per probe until the 
 def max_rate(config: ServingConfig, bound_s: float, *, metric: str | Callable[[ServingResult], float] = "e2e_p99_s",
              replicates: int = 4,
              judge: str = "mean", tolerance_rps: float = 0.01, start_rps: float | None = None, timer=None,
-             generation=None, praxis_costs: frozenset[str] | None = None,
+             generation=None, engine=None,
              on_probe: Callable[[RateProbe], None] | None = None) -> MaxRate:
     """The highest arrival rate (requests/s) at which `config` meets `metric` <= `bound_s`: MLPerf
     Inference's Server result (the scheduled rate of a run whose p99 latency is within the bound).
@@ -296,7 +296,7 @@ def max_rate(config: ServingConfig, bound_s: float, *, metric: str | Callable[[S
     `tolerance_rps` wide. The search assumes a higher rate never meets what a lower one misses
     (near saturation the curve is noisy; the bisection then returns one crossing, reproducibly).
     `metric`: a serving metric's name, or a function of a result (e.g. mlperf_server_latency_s).
-    `timer`, `generation`, `praxis_costs`: passed to every simulation (what-ifs). No I/O."""
+    `timer`, `generation`, `engine`: passed to every simulation (what-ifs). No I/O."""
     _refuse_rateless(config, "the rate search")
     arrivals = config.requests.arrivals
     if not (bound_s > 0 and math.isfinite(bound_s)):
@@ -321,7 +321,7 @@ def max_rate(config: ServingConfig, bound_s: float, *, metric: str | Callable[[S
         if rate not in seen:
             cfg = _at_rate(config, rate * 3600.0)
             runs = [simulate_serving(cfg.model_copy(update={"seed": s}), timer=timer, generation=generation,
-                                     praxis_costs=praxis_costs) for s in seeds]
+                                     engine=engine) for s in seeds]
             each = [r.metrics for r in runs]
             if callable(metric):
                 each = [{**m, name: float(metric(r))} for m, r in zip(each, runs, strict=True)]

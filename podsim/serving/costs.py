@@ -129,6 +129,8 @@ class InferenceShard:
     parallel_block: bool = False  # attention and MLP read one normalised input; one all-reduce sums both
     capacity_factor: float = 1.0  # MoE dispatch buffer per expert / its balanced share
     kv_states: int = 2  # tensors cached per token and layer: K and V; 3 with pre-rotary keys kept (old praxis)
+    kv_read_fraction: float = 1.0  # the HBM fraction attention's KV reads reach / the weights' (the engine's kernel)
+    kv_head_reads: float = 1.0  # times a decode kernel reads each KV head per step: 1, or its query group without GQA sharing
 
     def __post_init__(self) -> None:
         c, t, e = self.cfg, self.tensor, self.expert
@@ -138,6 +140,10 @@ class InferenceShard:
             raise PodsimError(why)
         if self.kv_states not in (2, 3):
             raise PodsimError(f"kv_states {self.kv_states}: a token's cache holds K and V (2), or K, V and pre-rotary K (3)")
+        if not 0.0 < self.kv_read_fraction <= 1.0:
+            raise PodsimError(f"kv_read_fraction {self.kv_read_fraction} is not in (0, 1]")
+        if self.kv_head_reads < 1.0:
+            raise PodsimError(f"kv_head_reads {self.kv_head_reads} is below 1: every KV head is read at least once")
         if self.capacity_factor < 1.0:
             raise PodsimError(f"capacity_factor {self.capacity_factor} is below 1; MoE dispatch buffers must hold every routed token")
         # the per-chip shapes and parameter counts are the trainer's (podsim.trace.costs.TransformerShard)
@@ -206,6 +212,13 @@ class InferenceShard:
         """What attention reads of one cached token in one layer: its K (after the rotary
         embedding) and V."""
         return 2.0 * self.kv_heads * self.cfg.d_head * self.precision.kv_bytes
+
+    def kv_read_cost_bytes_per_token_layer(self) -> float:
+        """`kv_read_bytes_per_token_layer` as the attention kernel costs it: bytes at the weights'
+        HBM rate that take as long as its KV reads at `kv_read_fraction` of that rate, each KV
+        head read `kv_head_reads` times (a kernel that runs each query head on its own reads its
+        group's KV head once per query head)."""
+        return self.kv_read_bytes_per_token_layer() * self.kv_head_reads / self.kv_read_fraction
 
     def kv_bytes_per_token(self) -> float:
         """K and V of one token over all layers on one chip that holds the sequence."""
@@ -304,7 +317,7 @@ class InferenceShard:
         queries, cached tokens read and new tokens written (see `seq_tokens`)."""
         e, kv = self.expert, self.kv_bytes_per_token_layer()
         return AttentionLoad(queries / e, 4.0 * self.heads * self.cfg.d_head * keys / e,
-                             read_tokens * self.kv_read_bytes_per_token_layer() / e, write_tokens * kv / e)
+                             read_tokens * self.kv_read_cost_bytes_per_token_layer() / e, write_tokens * kv / e)
 
     def attention_load(self, seqs: list[Seq] | tuple[Seq, ...]) -> AttentionLoad:
         """`load` summed over these sequences."""

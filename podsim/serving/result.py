@@ -116,11 +116,23 @@ def serving_metrics(sim: ServingSim, wall_s: float) -> tuple[dict, dict[str, dic
         "replica_busy_fraction": sum(r.busy_s for r in sim.replicas) / (len(sim.replicas) * max(sim.env.now, 1e-12)),
         "weight_bytes_per_chip": sim.budget.weight_bytes, "hbm_bound_decode_s": sim.timer.hbm_bound_s(),
         "decode_step_b1_s": sim.timer.tokens_step_s(1, 1, 1.0, 1024.0, 1023.0, 1.0),
+        "engine": sim.engine.name, "engine_figures": sim.engine.describe(),
+        "matmul_peak_flops_per_s": sim.timer.chip.peak_for(sim.shard.precision.matmul),
+        "matmul_peak_source": matmul_peak_source(sim),
         "seed": cfg.seed, "engine_wall_s": wall_s, "simulated_s": sim.env.now,
     })
     tables = {"serving_requests": _request_table(req, log, lat, met, counted),
               "serving_timeseries": _timeseries(sim, window if window == window else sim.env.now)}
     return m, tables
+
+
+def matmul_peak_source(sim: ServingSim) -> str:
+    """Where the weight matmuls' peak rate comes from: the generation's bf16 figure, or the chip's
+    published low-precision rates (podsim.perf.chips)."""
+    precision, gen = sim.shard.precision.matmul, sim.generation
+    if precision == "bf16":
+        return f"bf16 {gen.peak_bf16_tflops_per_chip.value:g} TFLOP/s ({gen.peak_bf16_tflops_per_chip.source})"
+    return f"{precision} {sim.timer.chip.peak_for(precision) / 1e12:,.0f} TFLOP/s ({sim.timer.chip.peak_source})"
 
 
 def _request_table(req: Requests, log: RequestLog, lat: dict, met: np.ndarray, counted: np.ndarray) -> dict[str, np.ndarray]:
@@ -157,16 +169,18 @@ def _timeseries(sim: ServingSim, span: float, bins: int = 120) -> dict[str, np.n
 
 def simulate_serving(config: ServingConfig, *, requests: Requests | None = None, on_progress=None, audit: bool = False,
                      timer=None, dcn=None, generation=None, run_ahead: bool = True,
-                     praxis_costs: frozenset[str] | None = None) -> ServingResult:
+                     engine=None) -> ServingResult:
     """Run one serving simulation (see podsim.serving.simulate); no I/O. `generation`: the
     config's generation with figures overridden (a scenario's), else its published one.
     `run_ahead=False`: every step through the clock (the same result, slower; for tests).
-    `praxis_costs`: which of a Saxml batch's costs to charge (diagnostics; see ServingSim)."""
+    `engine`: engine parameters (`podsim.serving.engines.EngineModel`) in place of the config's
+    (what-ifs and diagnostics)."""
     sim = ServingSim(config, requests, timer=timer, on_progress=on_progress, audit=audit, dcn=dcn, generation=generation,
-                     run_ahead=run_ahead, praxis_costs=praxis_costs)
+                     run_ahead=run_ahead, engine=engine)
     wall = sim.run()
     metrics, tables = serving_metrics(sim, wall)
-    notes = [f"on-chip prefetch: {sim.timer.onchip_source}"]
+    notes = [sim.engine.describe(), f"weight matmuls at {matmul_peak_source(sim)}",
+             f"on-chip prefetch: {sim.timer.onchip_source}"]
     if sim.kv_transfer is not None:
         notes.append(f"KV transfer over the {sim.kv_transfer.path}: {sim.kv_transfer.fixed_s * 1e6:.1f} us + "
                      f"{1 / sim.kv_transfer.per_byte_s / 1e9:.3g} GB/s per chip")

@@ -16,6 +16,7 @@ from podsim import quantities as q
 from podsim.errors import PodsimError, first_error
 from podsim.quantities import MAX_HORIZON_S, Duration, Fraction, Rate, Seed
 from podsim.serving.costs import InferencePrecision
+from podsim.serving.engines import ENGINE_NAMES
 from podsim.topology import parse_shape
 from podsim.trace.configs import PRESETS, TransformerConfig, get_model
 
@@ -96,7 +97,9 @@ class BatchPolicy(_Model):
     free (never preempts)."""
 
     kind: Literal["continuous", "static"] = "continuous"
-    token_budget: q.TOKEN_BUDGET.type = Field(2048, description="continuous: tokens per step (decode + prefill)")
+    token_budget: q.TOKEN_BUDGET.type = Field(2048, description="continuous: tokens per step (decode + prefill); static: "
+                                              "prompt tokens per prefill step at most (an engine that prefills in "
+                                              "steps, e.g. TensorRT-LLM's max_num_tokens)")
     max_seqs: q.STEP_SEQS.type = Field(256, description="continuous: sequences in a step at most")
     prefill: Literal["chunked", "separate"] = Field("chunked", description="continuous: chunked prompts, or prefill-only steps")
     max_batch: q.STATIC_BATCH.type = Field(32, description="static: requests per batch")
@@ -132,7 +135,7 @@ class BatchPolicy(_Model):
         if self.kind != "static" and (self.batcher != "idle" or self.batch_sizes or self.batcher_depth is not None):
             raise PodsimError("batch policy batcher and batch_sizes are for static batches: set kind static")
         _refuse_changed(self, ("max_batch", "max_wait", "buckets", "max_live_batches", "decode_segments") if self.kind == "continuous" else
-                        ("token_budget", "max_seqs", "prefill"), f"batch kind {self.kind}")
+                        ("max_seqs", "prefill"), f"batch kind {self.kind}")
         if self.kind == "static" and self.batcher != "saxml":
             _refuse_changed(self, ("max_live_batches", "batcher_depth", "decode_segments"), f"batcher {self.batcher}")
         return self
@@ -253,6 +256,9 @@ class ServingSetup(_Model):
                                                                            "in flight (default: duration)")
     warmup: Duration = Field(0.0, ge=0, le=MAX_HORIZON_S, description="requests arriving before this are run but not counted")
     routing: Literal["dimension_order", "shortest_paths", "adaptive"] = "dimension_order"
+    engine: Literal[ENGINE_NAMES] = Field("auto", description="the serving engine whose host time, attention kernels and "
+                                          "batch costs are modelled (podsim.serving.engines): auto (saxml for Saxml's "
+                                          "batcher, else vllm), ideal (the chips alone), vllm, tensorrt-llm, jetstream, saxml")
     hbm_reserve: Fraction = Field(0.0, description="share of HBM the runtime keeps (not for weights or KV cache)")
 
     @model_validator(mode="after")

@@ -27,6 +27,7 @@ from podsim.errors import PodsimError
 from podsim.perf import chip_compute, compute_time_s
 from podsim.perf.opmodel import memory_time_s, padded_flops
 from podsim.serving.costs import AttentionLoad, InferenceShard
+from podsim.serving.engines import ENGINES, EngineModel
 from podsim.serving.program import (
     StepOp,
     matmul_tuples,
@@ -113,21 +114,25 @@ class CollectiveTable:
 
 @dataclass(frozen=True)
 class StepBreakdown:
-    """Where one step's time goes (seconds): compute ops, the attention core among them, and
-    the collectives' time beyond their prefetch (exposed)."""
+    """Where one step's time goes (seconds): compute ops, the attention core among them, the
+    collectives' time beyond their prefetch (exposed), and the engine's host time."""
 
     step_s: float
     compute_s: float
     attention_s: float
     comm_exposed_s: float
+    host_s: float = 0.0
 
 
 class StepTimer:
     """Step times of `shard` served on one slice of `generation` (see the module docstring)."""
 
     def __init__(self, shard: InferenceShard, generation, shape: str | Sequence[int], *, twisted: bool = False,
-                 ocs: bool = True, routing: str = "dimension_order", onchip_bytes: float | None = None):
+                 ocs: bool = True, routing: str = "dimension_order", onchip_bytes: float | None = None,
+                 engine: EngineModel | None = None):
         self.shard = shard
+        # the server's host time per step (podsim.serving.engines); the chips' time alone by default
+        self.engine = engine if engine is not None else ENGINES["ideal"]["any"]
         self.generation = get_generation(generation)
         self.shape = parse_shape(shape) if isinstance(shape, str) else tuple(int(x) for x in shape)
         chips = math.prod(self.shape)
@@ -155,10 +160,11 @@ class StepTimer:
         self._tile = tile
         self._per_key = 1.0  # keys per query = keys / queries (both divided by expert)
         self._q_bytes = h * dh * 2.0 / e  # (2 q h dh ACT_BYTES) / 2, per query token
-        self._kv_read_bytes = shard.kv_read_bytes_per_token_layer() / e / 2.0
+        self._kv_read_bytes = shard.kv_read_cost_bytes_per_token_layer() / e / 2.0
         self._kv_write_bytes = shard.kv_bytes_per_token_layer() / e / 2.0
         self._padded_q = 2.0 * h * (math.ceil(dh / tile) * tile if tile > 1 else dh) / e
         self._layers2 = 2.0 * shard.cfg.n_layers
+        self._n_layers = shard.cfg.n_layers
         self._linear = _Linear(self)
 
     # Timing ops -----------------------------------------------------------------------------
@@ -260,6 +266,14 @@ class StepTimer:
         without building the load: what a serving simulation calls every step."""
         if tokens <= 0:
             return 0.0
+        return self.engine.step_s(self.tokens_device_s(tokens, sampled, queries, keys, read_tokens, write_tokens), sampled,
+                                  self._n_layers)
+
+    def tokens_device_s(self, tokens: int, sampled: int, queries: float, keys: float, read_tokens: float,
+                        write_tokens: float) -> float:
+        """The chips' part of `tokens_step_s` (no host time)."""
+        if tokens <= 0:
+            return 0.0
         body = self._body_s(tokens, sampled)
         if queries <= 0:
             return body
@@ -271,7 +285,14 @@ class StepTimer:
 
     def step_s(self, tokens: int, sampled: int, load: AttentionLoad) -> float:
         """One step's time: `tokens` through the model (prefill chunks and decode tokens),
-        `sampled` positions through the LM head, the attention core over `load`."""
+        `sampled` positions through the LM head, the attention core over `load`, and the
+        engine's host time."""
+        if tokens <= 0:
+            return 0.0
+        return self.engine.step_s(self.device_s(tokens, sampled, load), sampled, self._n_layers)
+
+    def device_s(self, tokens: int, sampled: int, load: AttentionLoad) -> float:
+        """The chips' part of `step_s`: what the engine's run of the step's trace takes."""
         if tokens <= 0:
             return 0.0
         return self._body_s(int(tokens), int(sampled)) + self.attention_s(load)
@@ -279,7 +300,9 @@ class StepTimer:
     def breakdown(self, tokens: int, sampled: int, load: AttentionLoad) -> StepBreakdown:
         body, comp, exposed = self._body_exact_s(int(tokens), int(sampled))
         attn = self.attention_s(load)
-        return StepBreakdown(body + attn, comp + attn, attn, exposed)
+        device = body + attn
+        step = self.engine.step_s(device, sampled, self._n_layers)
+        return StepBreakdown(step, comp + attn, attn, exposed, step - device)
 
     def memory_s(self, hbm_bytes: float) -> float:
         """A memory-bound op's time on one chip: `hbm_bytes` at the achievable HBM rate."""
@@ -328,7 +351,9 @@ class _Linear:
         for i, ((op, c1), (_, c2)) in enumerate(zip(pairs1, pairs2, strict=True)):
             w = weight[i]
             part = "S" if op.layer == "head" else "T"
-            if op.name.endswith(".experts") or (i + 1 < len(ops1) and ops1[i + 1].name.endswith(".experts")):
+            # the experts' op and the dispatch collective before it (none without an expert axis: the
+            # router's compute op then precedes the experts and is linear in T)
+            if op.name.endswith(".experts") or (not op.is_compute and i + 1 < len(ops1) and ops1[i + 1].name.endswith(".experts")):
                 self.nonlinear.append((w, i))
                 continue
             if not op.is_compute:

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from podsim.collectives.routes import check_routing
+from podsim.collectives.fabricroutes import check_routing
 from podsim.engine import StepResult, build_job, simulate_step
 from podsim.engine.jobs import Job
 from podsim.errors import PodsimError

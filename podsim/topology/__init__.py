@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from podsim._lazy import lazy_face
 
 if TYPE_CHECKING:  # the face's names, each imported on first use (podsim._lazy: start-up)
-    from podsim.topology.fabric import DcnSpec
+    from podsim.topology.dcn import DcnSpec
     from podsim.topology.generations import Generation, get_generation
     from podsim.topology.pod import PodLayout
     from podsim.topology.shapes import format_shape, parse_shape

@@ -103,6 +103,9 @@ class Generation(_Frozen):
     ici_link_bandwidth: Figure
     ici_hop_latency: Figure
     pcie_bandwidth_per_chip: Figure
+    # The collective library's own time per collective beyond the fabric's per-hop latency (launch,
+    # synchronisation, protocol: NCCL's on GPUs), added once to every collective; none: 0
+    collective_latency: Figure | None = None
     dcn_bandwidth_per_host: Figure
     nics_per_host: Figure
     power_per_chip: Figure
@@ -185,6 +188,12 @@ class Generation(_Frozen):
     @property
     def hop_latency_s(self) -> float:
         return self.ici_hop_latency.require(f"{self.id} ICI hop latency")
+
+    @property
+    def collective_latency_s(self) -> float:
+        """Seconds every collective takes beyond its route latencies and bytes (0 when not given)."""
+        f = self.collective_latency
+        return 0.0 if f is None or f.value is None else f.si
 
     def figures(self) -> dict[str, Figure]:
         """Every published figure of this generation by field name (OCS figures prefixed)."""

@@ -380,7 +380,7 @@ def split_routes(view: SliceView, src: np.ndarray, dst: np.ndarray, periods: tup
     """(indptr, links, frac): each flow's bytes split evenly over all its minimal paths. The
     split is computed once per displacement class (and slice geometry) and translated to
     each flow's source. With `periods` (a translation symmetry of the slice, see
-    podsim.collectives.routes), links are given folded onto their representatives (the
+    podsim.collectives.symmetry), links are given folded onto their representatives (the
     port at the chip whose coordinates are the link's mod periods), one entry per
     representative: a far flow crosses hundreds of links but few representatives."""
     src = np.asarray(src, np.int64)

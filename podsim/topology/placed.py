@@ -8,7 +8,8 @@ import dataclasses
 import numpy as np
 
 from podsim.errors import PodsimError
-from podsim.topology.fabric import Circuit, DcnSpec, build_fabric
+from podsim.topology.dcn import DcnSpec
+from podsim.topology.fabric import Circuit, build_fabric
 from podsim.topology.pod import PodLayout
 from podsim.topology.shapes import asked_spec, validate_shape
 from podsim.topology.slices import Slice, plan_slice, slice_view

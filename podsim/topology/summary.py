@@ -6,7 +6,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from podsim.topology.fabric import DcnSpec, Fabric, LinkKind, NodeKind, build_fabric
+from podsim.topology.dcn import DcnSpec
+from podsim.topology.fabric import Fabric, LinkKind, NodeKind, build_fabric
 from podsim.topology.generations import Generation, get_generation
 from podsim.topology.metrics import slice_figures
 from podsim.topology.pod import PodLayout

@@ -78,7 +78,7 @@ def kind_label(kind: Sequence[str]) -> str:
     if not kind:
         return "any kind"
     what, *rest = kind
-    noun = {"step": "steps", "serve": "serving figures"}.get(what, what)
+    noun = {"step": "steps", "serve": "serving runs"}.get(what, what)
     mode = [r for r in rest[:1]]
     where = rest[1:]
     words = " ".join(mode + [noun])
@@ -144,3 +144,56 @@ def band(kind: Sequence[str], bands: Mapping[tuple[str, ...], dict] | None = Non
 def step_band(generation: str, slices: int = 1) -> ErrorBand:
     """The band of a training step on `generation` (its id) over `slices` slices."""
     return band(step_kind(generation, slices))
+
+
+SERVING_KINDS = {"ttft": "ttft", "tpot": "throughput", "throughput": "throughput", "cost": "throughput",
+                 "chips": "rate"}
+"""Which kind of serving validation row each serving answer is judged by: a first token by the
+batch-1 first-token rows; TPOT, throughput and cost per token (chip-hours over tokens) by the
+throughput rows (their time is the decode and prefill steps at load); the chips a capacity search
+needs by the rows that measured a rate within latency bounds."""
+
+
+def serving_kind(answer: str, generation: str) -> tuple[str, ...]:
+    """("serve", kind, generation) of a serving answer (SERVING_KINDS) on a generation (its id)."""
+    if answer not in SERVING_KINDS:
+        raise ValueError(f"serving answer {answer!r}: one of {', '.join(SERVING_KINDS)}")
+    return ("serve", SERVING_KINDS[answer], generation)
+
+
+def serving_band(answer: str, generation: str, bands: Mapping[tuple[str, ...], dict] | None = None) -> ErrorBand:
+    """The band of a serving answer (ttft, tpot, throughput, cost, chips) on `generation`."""
+    return band(serving_kind(answer, generation), bands)
+
+
+def merged(stored: Mapping[tuple[str, ...], dict], new: Mapping[tuple[str, ...], dict], root: str) -> dict:
+    """`stored` with every kind under `root` ("step", "serve") replaced by `new`'s: one table's
+    --write-bands keeps the other's bands in the one file."""
+    keep = {k: v for k, v in stored.items() if not k or k[0] != root}
+    return {**keep, **{k: v for k, v in new.items() if k and k[0] == root}}
+
+
+SERVING_ANSWERS = (("ttft", "TTFT"), ("tpot", "TPOT"), ("throughput", "throughput"), ("cost", "cost per million tokens"))
+"""A serving run's answers that carry a band, with their names in words (the capacity search's
+chips: `capacity_band_metrics`)."""
+
+
+def serving_band_metrics(generation: str) -> dict:
+    """Each serving answer's band as metrics: `<answer>_error` (the typical |error|, NaN where the
+    corpus has no run of the kind), `<answer>_error_runs`, `<answer>_error_text`, and
+    `serving_error_text` (all of them in one line)."""
+    out, words = {}, []
+    for answer, name in SERVING_ANSWERS:
+        b = serving_band(answer, generation)
+        out.update({f"{answer}_error": b.typical if b.typical is not None else math.nan,
+                    f"{answer}_error_runs": b.n_runs, f"{answer}_error_text": b.text()})
+        words.append(f"{name} {b.text()}")
+    out["serving_error_text"] = "; ".join(words)
+    return out
+
+
+def capacity_band_metrics(generation: str) -> dict:
+    """The capacity search's chips with the band of runs that measured a rate within latency bounds."""
+    b = serving_band("chips", generation)
+    return {"capacity_chips_error": b.typical if b.typical is not None else math.nan,
+            "capacity_chips_error_runs": b.n_runs, "capacity_chips_error_text": b.text()}

@@ -36,6 +36,10 @@ class Row:
     source: str = ""
     published: str = ""  # ISO date the measurement was published (an MLPerf round's results day, a paper's arXiv v1)
     corpus: str = ""  # the family of sources the row comes from: mlperf-training, paper, maxtext, ...
+    # An upper-bound row whose interval holds one eval pass (split rule R6): the samples trained and
+    # the samples evaluated between two eval points, as the run's log states them (0: not such a row)
+    train_samples_per_interval: int = 0
+    eval_samples_per_interval: int = 0
 
     @property
     def model_name(self) -> str:
@@ -85,6 +89,10 @@ GSPMD_SHARDED = {"sequence_parallel": True}
 SHARDED_NOTE = "activations sharded over the model axis between blocks (as sequence parallelism)"
 MAXTEXT_NOTE = SHARDED_NOTE + "; collective matmul of the all-gathers only (the script's XLA flags)"
 R41 = "mlcommons/training_results_v4.1@b87b9e396f771345d4ef122ba33456304f15228d"
+# The MLPerf GPT-3 benchmark (MLPerf v3.1 on): between two eval points a run trains 24,576 sequences
+# (eval_accuracy every 50,331,648 tokens in every Google log) and evaluates 24,567 (the logs'
+# eval_samples), whatever its batch (measurements.md caveat 3)
+GPT3_EVAL_INTERVAL = {"train_samples_per_interval": 24576, "eval_samples_per_interval": 24567}
 # TF1 programs (the MLPerf ResNet-50 and BERT submissions): tf.gradients, then a cross_replica_sum
 # per variable, which XLA's all-reduce combiner merges into one after the backward pass.
 TF1 = GenerateOptions(combine_grad_reduce=True)

@@ -47,6 +47,7 @@ import numpy as np
 
 from podsim.errors import PodsimError
 from podsim.serving.capacity import MaxRate, max_rate, mlperf_server_latency_s
+from podsim.serving.engines import PRAXIS_COSTS, PRAXIS_WHAT_IFS, resolve_engine, with_costs
 from podsim.serving.result import simulate_serving
 from podsim.serving.spec import ServingConfig
 
@@ -210,13 +211,23 @@ def row_config(row: ServingRow, seed: int = 1, prompt_tokens: int | None = None)
                      "output": {"kind": "fixed", "mean": DECODE_CAP}}})
 
 
+def praxis_engine(costs: frozenset[str] | None):
+    """The saxml engine with only `costs` of praxis's charged (the ablation), or None: as it is."""
+    if costs is None:
+        return None
+    costs = frozenset(costs)
+    if unknown := costs - PRAXIS_COSTS - PRAXIS_WHAT_IFS:
+        raise PodsimError(f"praxis costs {sorted(unknown)} are not known; use: {', '.join(sorted(PRAXIS_COSTS | PRAXIS_WHAT_IFS))}")
+    return with_costs(resolve_engine("saxml", "tpu-v5e", "static", "saxml"), costs)
+
+
 def server_max_rate(row: ServingRow, replicates: int = SERVER_REPLICATES, tolerance_rps: float = RATE_TOLERANCE_RPS,
                     timer=None, praxis_costs: frozenset[str] | None = None) -> MaxRate:
     """A Server row's highest Poisson rate within MLPerf's bound (p99 end-to-end latency and its
     early-stopping estimate <= 20 s over the 600 s run), from the run's scheduled rate:
     `replicates` seeds, the same at every probe, judged on their mean (module docstring)."""
     return max_rate(row_config(row), SERVER_BOUND_S, metric=mlperf_server_latency_s, replicates=replicates, judge="mean",
-                    tolerance_rps=tolerance_rps, start_rps=row.rate_per_s, timer=timer, praxis_costs=praxis_costs)
+                    tolerance_rps=tolerance_rps, start_rps=row.rate_per_s, timer=timer, engine=praxis_engine(praxis_costs))
 
 
 def predict(row: ServingRow, praxis_costs: frozenset[str] | None = None, replicates: int = SERVER_REPLICATES,
@@ -227,7 +238,7 @@ def predict(row: ServingRow, praxis_costs: frozenset[str] | None = None, replica
     to charge (all by default; the ablation's subsets); `replicates`, `tolerance_rps`: a Server
     row's rate search."""
     try:
-        r = simulate_serving(row_config(row), praxis_costs=praxis_costs)
+        r = simulate_serving(row_config(row), engine=praxis_engine(praxis_costs))
         rate = server_max_rate(row, replicates, tolerance_rps, praxis_costs=praxis_costs) if row.scenario == "server" else None
         bucket_s = offline_bucket_batch_s(row, praxis_costs, longest=r) if row.scenario == "offline" else {}
     except PodsimError as exc:
@@ -251,7 +262,7 @@ def offline_bucket_batch_s(row: ServingRow, praxis_costs: frozenset[str] | None 
     out = {}
     for b in row.buckets:
         r = longest if b == row.buckets[-1] and longest is not None else simulate_serving(
-            row_config(row, prompt_tokens=b), praxis_costs=praxis_costs)
+            row_config(row, prompt_tokens=b), engine=praxis_engine(praxis_costs))
         out[b] = row.batch / r.metrics["throughput_rps"]
     return out
 
@@ -354,7 +365,7 @@ ABLATION = (("none (praxis's step count only)", ()), ("+ dense prefill", ("dense
                                                            "prefill_collectives_hidden")),
             ("all, int8 weights materialised (what-if)", ("dense_prefill", "logits", "static_buffers", "beam_reorder",
                                                           "int8_materialised")))
-"""Cumulative subsets of praxis's costs (podsim.serving.simulate.PRAXIS_COSTS), then two what-ifs."""
+"""Cumulative subsets of praxis's costs (podsim.serving.engines.PRAXIS_COSTS), then two what-ifs."""
 
 
 def praxis_ablation(rows: tuple[ServingRow, ...] = ROWS, replicates: int = 2, tolerance_rps: float = 0.05) -> list[dict]:
@@ -369,7 +380,7 @@ def praxis_ablation(rows: tuple[ServingRow, ...] = ROWS, replicates: int = 2, to
     for name, costs in ABLATION:
         on = frozenset(costs)
         table = run_table(rows, praxis_costs=on, replicates=replicates, tolerance_rps=tolerance_rps)
-        replica = ServingSim(row_config(ROWS[0]), praxis_costs=on).replicas[0]
+        replica = ServingSim(row_config(ROWS[0]), engine=praxis_engine(on)).replicas[0]
         out.append({"name": name, "costs": costs, "batch_s": sum(replica.batch_s(32, ROWS[0].buckets[-1], DECODE_CAP - 1)),
                     "errors": {r["id"]: r["error"] for r in table}, "median_abs_error": summarise(table)["median_abs_error"],
                     "p99_errors": {r["id"]: r["predicted_p99_s"] / r["measured_p99_s"] - 1 for r in table

@@ -9,6 +9,7 @@ from dataclasses import replace
 
 from podsim.trace.generate import GenerateOptions
 from podsim.validation.row import (
+    GPT3_EVAL_INTERVAL,
     GSPMD_SHARDED,
     INT8,
     JPEG_NOTE,
@@ -26,13 +27,14 @@ from podsim.validation.row import (
 )
 
 # When each row's measurement was published: an MLPerf Training round's results day (MLCommons'
-# announcement of the round), the PaLM paper's first arXiv version.
-MLPERF_ROUND_PUBLISHED = {"v0.6": "2019-07-10", "v0.7": "2020-07-29", "v1.0": "2021-06-30", "v1.1": "2021-12-01",
-                          "v2.0": "2022-06-29", "v3.1": "2023-11-08", "v4.0": "2024-06-12", "v4.1": "2024-11-13"}
+# announcement of the round; keyed by the round's number, 0.6 for MLPerf Training v0.6), the PaLM
+# paper's first arXiv version.
+MLPERF_ROUND_PUBLISHED = {"0.6": "2019-07-10", "0.7": "2020-07-29", "1.0": "2021-06-30", "1.1": "2021-12-01",
+                          "2.0": "2022-06-29", "3.1": "2023-11-08", "4.0": "2024-06-12", "4.1": "2024-11-13"}
 PALM_PUBLISHED = "2022-04-05"  # arXiv:2204.02311 v1
-_ROUND = {"M1": "v0.6", "M2": "v0.6", "ML12": "v0.6", "M3": "v0.7", "M4": "v0.7", "M7": "v0.7", "M8": "v0.7",
-          "M5": "v1.0", "M9": "v1.0", "M16": "v1.1", "M17": "v1.1", "M6": "v2.0", "M10": "v3.1", "M11": "v4.0",
-          "M12": "v4.0", "M13": "v4.1", "M14": "v4.1", "M15": "v4.1", "T4": "v4.1", "T12": "v4.1"}
+_ROUND = {"M1": "0.6", "M2": "0.6", "ML12": "0.6", "M3": "0.7", "M4": "0.7", "M7": "0.7", "M8": "0.7",
+          "M5": "1.0", "M9": "1.0", "M16": "1.1", "M17": "1.1", "M6": "2.0", "M10": "3.1", "M11": "4.0",
+          "M12": "4.0", "M13": "4.1", "M14": "4.1", "M15": "4.1", "T4": "4.1", "T12": "4.1"}
 
 
 _ROWS: tuple[Row, ...] = (
@@ -61,22 +63,22 @@ _ROWS: tuple[Row, ...] = (
     Row("M9", "TPU v4, 2048 chips", "bert-large", "tpu-v4", "8x16x16", "data=2048", 0.0344, overrides={"global_batch": 6144},
         options=UNFUSED, assumed="unfused attention", source="measurements.md M9 (MLPerf v1.0, R10 Google tpu-v4-4096-TF)"),
     Row("M10", "TPU v5e, 16 x 256 chips (multislice)", "gpt3-175b", "tpu-v5e", "16x16", "fsdp=128,tensor=2,dcn=16", 9.09, slices=16,
-        overrides={"global_batch": 2048}, options=GenerateOptions(precision=INT8, recompute="full"), kind="upper_bound",
+        overrides={"global_batch": 2048}, options=GenerateOptions(precision=INT8, recompute="full"), kind="upper_bound", **GPT3_EVAL_INTERVAL,
         assumed="in-slice sharding fsdp 128 x tensor 2 (not in the repo); remat not stated: full, the least that fits HBM", source="measurements.md M10 (MLPerf v3.1, R31)"),
     Row("M11", "TPU v5p, 512 chips", "gpt3-175b", "tpu-v5p", "8x8x8", "fsdp=64,tensor=8", 23.81,
-        overrides={"global_batch": 2048}, options=GenerateOptions(precision=INT8, recompute="full", **MAXTEXT), kind="upper_bound",
+        overrides={"global_batch": 2048}, options=GenerateOptions(precision=INT8, recompute="full", **MAXTEXT), kind="upper_bound", **GPT3_EVAL_INTERVAL,
         assumed=MAXTEXT_NOTE, remat_stated=True, source="measurements.md M11 (MLPerf v4.0, R40 v5p-1024)"),
     Row("M12", "TPU v5p, 6144 chips", "gpt3-175b", "tpu-v5p", "8x16x48", "data=16,fsdp=48,tensor=8", 5.97,
-        overrides={"global_batch": 6144}, options=GenerateOptions(precision=INT8, recompute="minimal", **MAXTEXT), kind="upper_bound",
+        overrides={"global_batch": 6144}, options=GenerateOptions(precision=INT8, recompute="minimal", **MAXTEXT), kind="upper_bound", **GPT3_EVAL_INTERVAL,
         assumed="save_dot_except_logits as minimal recompute; " + MAXTEXT_NOTE, remat_stated=True, source="measurements.md M12 (MLPerf v4.0, R40 v5p-12288)"),
     Row("M13", "TPU v5p, 2048 chips", "gpt3-175b", "tpu-v5p", "4x8x64", "data=4,fsdp=64,tensor=8", 11.25,
-        overrides={"global_batch": 4096}, options=GenerateOptions(precision=INT8, recompute="minimal", **MAXTEXT), kind="upper_bound",
+        overrides={"global_batch": 4096}, options=GenerateOptions(precision=INT8, recompute="minimal", **MAXTEXT), kind="upper_bound", **GPT3_EVAL_INTERVAL,
         assumed="save_dot_except_mlpwi as minimal recompute; " + MAXTEXT_NOTE, remat_stated=True, source="measurements.md M13 (MLPerf v4.1, R41 v5p-4096)"),
     Row("M14", "TPU v6e, 8 x 256 chips (multislice)", "gpt3-175b", "tpu-v6e", "16x16", "fsdp=256,dcn=8", 10.75, slices=8,
-        overrides={"global_batch": 4096}, options=GenerateOptions(precision=INT8, recompute="full"), kind="upper_bound",
+        overrides={"global_batch": 4096}, options=GenerateOptions(precision=INT8, recompute="full"), kind="upper_bound", **GPT3_EVAL_INTERVAL,
         assumed="data parallel across slices", remat_stated=True, source="measurements.md M14 (MLPerf v4.1, R41 trillium-2048)"),
     Row("M15", "TPU v6e, 2 x 256 chips (multislice)", "gpt3-175b", "tpu-v6e", "16x16", "fsdp=256,dcn=2", 15.88, slices=2,
-        overrides={"global_batch": 1536}, options=GenerateOptions(precision=INT8, recompute="full"), kind="upper_bound",
+        overrides={"global_batch": 1536}, options=GenerateOptions(precision=INT8, recompute="full"), kind="upper_bound", **GPT3_EVAL_INTERVAL,
         assumed="data parallel across slices", remat_stated=True, calibration="V6E_INT8_FRACTION",
         source="measurements.md M15 (MLPerf v4.1, R41 trillium-512)"),
     Row("M16", "TPU v4, 2048 chips", encoder_lm("lm-482b", 64, 16384, 131072, 256, 4096, "measurements.md M16", **LINGVO_DENSE_BUILDER), "tpu-v4", "8x16x16",
@@ -102,12 +104,12 @@ _ROWS: tuple[Row, ...] = (
     # over the three runs, / the 24,576 sequences per interval over the global batch (an upper
     # bound: each interval also runs one eval pass, caveat 3).
     Row("T4", "TPU v6e, 4 x 256 chips (multislice)", "gpt3-175b", "tpu-v6e", "16x16", "fsdp=256,dcn=4", 10.734, slices=4,
-        overrides={"global_batch": 2048}, options=GenerateOptions(precision=INT8, recompute="full"), kind="upper_bound",
+        overrides={"global_batch": 2048}, options=GenerateOptions(precision=INT8, recompute="full"), kind="upper_bound", **GPT3_EVAL_INTERVAL,
         assumed="data parallel across slices", remat_stated=True,
         source=f"measurements.md caveat 10: {R41} Google/results/cloud-tpu-trillium-1024-maxtext/gpt3/result_0..2.txt "
                "(median 128.81 s over 66 intervals / 12 steps), benchmarks/gpt3/implementations/maxtext/cloud-tpu-trillium/trillium-1024.sh"),
     Row("T12", "TPU v6e, 12 x 256 chips (multislice)", "gpt3-175b", "tpu-v6e", "16x16", "fsdp=256,dcn=12", 10.803, slices=12,
-        overrides={"global_batch": 6144}, options=GenerateOptions(precision=INT8, recompute="full"), kind="upper_bound",
+        overrides={"global_batch": 6144}, options=GenerateOptions(precision=INT8, recompute="full"), kind="upper_bound", **GPT3_EVAL_INTERVAL,
         assumed="data parallel across slices", remat_stated=True,
         source=f"measurements.md caveat 10: {R41} Google/results/cloud-tpu-trillium-3072-maxtext/gpt3/result_0..2.txt "
                "(median 43.21 s over 82 intervals / 4 steps), benchmarks/gpt3/implementations/maxtext/cloud-tpu-trillium/trillium-3072.sh"),

@@ -43,14 +43,15 @@ from podsim.trace.generate import RECOMPUTE_POLICIES
 from podsim.trace.memory import fits_hbm
 from podsim.trace.model import StepTrace
 from podsim.validation.bands import step_kind
+from podsim.validation.mlperf_rows import MLPERF_ROWS, MLPERF_SERIES
 from podsim.validation.row import Row, Series, per_chip_throughput, row_chips
 from podsim.validation.sheet_rows import SHEET_ROWS, SHEET_SERIES
 
 UPPER_BOUND_BAND = 0.25
 
-ROWS: tuple[Row, ...] = SHEET_ROWS
-"""Every row of the table: the sheet's (podsim.validation.sheet_rows)."""
-SERIES: tuple[Series, ...] = SHEET_SERIES
+ROWS: tuple[Row, ...] = SHEET_ROWS + MLPERF_ROWS
+"""Every row of the table: the sheet's (podsim.validation.sheet_rows) and the MLPerf logs' (mlperf_rows)."""
+SERIES: tuple[Series, ...] = SHEET_SERIES + MLPERF_SERIES
 SERIES_TOLERANCE = 0.05  # the predicted per-chip throughput ratio within 5 points of the measured one
 
 

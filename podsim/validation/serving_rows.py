@@ -1,0 +1,213 @@
+"""The serving table's rows beyond Saxml's: published measured serving runs on GPUs and TPUs
+(podsim/data/reference/serving_measurements.md, ids sv.N), each the serving configuration podsim
+runs it with and the figure it measured.
+
+Sources (`group`, the unit of leave-one-source-out):
+- `trtllm-0.6`: TensorRT-LLM's performance tables as of v0.6.1 (throughput, gptSessionBenchmark's
+  static batches) and v0.5 (batch-1 first-token latency), H100 FP8 (sv.1-sv.18);
+- `trtllm-0.11`: TensorRT-LLM v0.11's in-flight-batching tables, H100 FP8 and FP16 (sv.19-sv.38);
+- `mlperf-h100`: MLPerf Inference v4.0 (NVIDIA) and v4.1 (Google) Llama 2 70B on 8 H100s, TensorRT-LLM
+  (sv.39-sv.42);
+- `jetstream`: JetStream's experimental JAX engine on TPU v5e-8 (sv.62);
+- `mlperf-tpu`: the four Saxml rows of podsim.validation.serving (I1-I4 = sv.45-sv.48).
+
+Every row's figure: `tpg` output tokens/s per GPU (TensorRT-LLM's static tables), `tps` output
+tokens/s of the serving group (its in-flight tables: the doc does not say per GPU, sv.19's note),
+`ttft` the batch-1 first-token latency (seconds), `offline` an MLPerf Offline run's output
+tokens/s over its replicas, `server` an MLPerf Server run's scheduled samples/s within its p99
+TTFT and TPOT bounds (md.10). Lengths are fixed where the source fixes them; the MLPerf and
+JetStream rows take OpenOrca's mean lengths (md.9) for every request (the distribution is not
+published: an assumption each row states).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from podsim.validation.serving import GPTJ_DIMS
+
+LLAMA2_7B = {"name": "llama2-7b", "n_layers": 32, "d_model": 4096, "n_heads": 32, "n_kv_heads": 32, "d_ff": 11008,
+             "vocab": 32000, "seq_len": 4096}  # md.1
+LLAMA3_8B = {"name": "llama3-8b", "n_layers": 32, "d_model": 4096, "n_heads": 32, "n_kv_heads": 8, "d_ff": 14336,
+             "vocab": 128256, "seq_len": 8192}  # md.3
+LLAMA3_70B = {"name": "llama3-70b", "n_layers": 80, "d_model": 8192, "n_heads": 64, "n_kv_heads": 8, "d_ff": 28672,
+              "vocab": 128256, "seq_len": 8192}  # md.4
+GPTJ = {**GPTJ_DIMS}  # md.6
+FP8 = {"weights": "fp8", "kv_cache": "fp8", "matmul": "fp8"}  # --enable_fp8 --fp8_kv_cache; quant_algo / kv_cache_quant_algo FP8
+OPENORCA_IN, OPENORCA_OUT = 219, 292  # md.9: 218.7 input and 291.9 output tokens per sample (means)
+
+
+@dataclass(frozen=True)
+class ServeRow:
+    """One measured serving run: the serving configuration podsim runs (a ServingConfig body),
+    the figure (`metric`) and what it measured; `replicas`: identical serving groups the figure
+    is summed over (podsim simulates one); `bound`: a Server row's p99 (TTFT, TPOT) targets."""
+
+    id: str
+    group: str
+    system: str
+    engine: str
+    metric: str  # tpg | tps | ttft | offline | server
+    measured: float
+    config: dict
+    replicas: int = 1
+    bound: tuple[float, float] | None = None
+    assumed: str = ""
+    source: str = ""
+    published: str = ""
+    calibration: str = field(default="", compare=False)  # set by the calibration rule (serving_table), never by hand
+
+    @property
+    def generation(self) -> str:
+        return self.config["generation"]
+
+    @property
+    def kind(self) -> str:
+        """The band kind its error counts for: throughput (the decode and prefill steps at load),
+        ttft (a lone request's first token) or rate (a rate within latency bounds)."""
+        return {"ttft": "ttft", "server": "rate"}.get(self.metric, "throughput")
+
+
+def _model(dims, tensor: int, precision: dict, parallel: bool = False) -> dict:
+    m = {"tensor": tensor, "precision": dict(precision)}
+    m.update({"model": dims} if isinstance(dims, str) else {"dims": dict(dims)})
+    if parallel:
+        m["parallel_block"] = True
+    return m
+
+
+def _requests(n: int, isl: int, osl: int) -> dict:
+    return {"arrivals": {"kind": "offline"}, "requests": n, "prompt": {"kind": "fixed", "mean": isl},
+            "output": {"kind": "fixed", "mean": osl}}
+
+
+V061 = ("[TRTLLM-V061] NVIDIA/TensorRT-LLM@77d24b5fa178f11ed7fafdd9833b7245e075f721:docs/source/performance.md")
+STATIC_ASSUMED = ("every sequence runs to the output length (the benchmark generates a fixed length); the context "
+                  "phase in steps of 2,048 tokens (token_budget: the engine's activations per step, not stated)")
+
+
+def _static(rid: str, dims, tp: int, batch: int, isl: int, osl: int, measured: float, parallel: bool = False) -> ServeRow:
+    name = dims if isinstance(dims, str) else dims["name"]
+    cfg = {"generation": "gpu-h100", "slice": str(tp), "engine": "tensorrt-llm-0.6", "model": _model(dims, tp, FP8, parallel),
+           "batch": {"kind": "static", "max_batch": batch, "kv": "reserve"}, "requests": _requests(batch, isl, osl)}
+    metric = "ttft" if osl == 1 and batch == 1 else "tpg"
+    what = f"batch 1, {isl}-token prompt, first token" if metric == "ttft" else f"static batch {batch}, {isl}/{osl} tokens"
+    return ServeRow(rid, "trtllm-0.6", f"TensorRT-LLM {'v0.5' if metric == 'ttft' else 'v0.6.1'}, {name} FP8 on {tp} H100, "
+                    f"{what}", "tensorrt-llm-0.6", metric, measured, cfg, assumed=STATIC_ASSUMED if metric == "tpg" else "",
+                    source=V061, published="2023-12-18")
+
+
+V011 = "[TRTLLM-V011] NVIDIA/TensorRT-LLM docs/source/performance/perf-overview.md (v0.11.0)"
+IFB_ASSUMED = ("the figure is the whole TP group's output tokens/s (the doc does not say per GPU); guaranteed_no_evict as "
+               "kv reserve; KV at 99% of what the weights and one step's activations leave")
+
+
+def _ifb(rid: str, dims, tp: int, n: int, isl: int, osl: int, max_batch: int, max_tokens: int, measured: float,
+         precision: dict = FP8, parallel: bool = False) -> ServeRow:
+    name = dims if isinstance(dims, str) else dims["name"]
+    cfg = {"generation": "gpu-h100", "slice": str(tp), "engine": "tensorrt-llm", "hbm_reserve": 0.01,
+           "model": _model(dims, tp, precision, parallel),
+           "batch": {"kind": "continuous", "max_seqs": max_batch, "token_budget": max_tokens, "prefill": "chunked",
+                     "kv": "reserve"}, "requests": _requests(n, isl, osl)}
+    dtype = "FP8" if precision else "FP16"
+    return ServeRow(rid, "trtllm-0.11", f"TensorRT-LLM v0.11 in-flight batching, {name} {dtype} on {tp} H100, {isl}/{osl} "
+                    f"tokens, {n:,} requests", "tensorrt-llm", "tps", measured, cfg, assumed=IFB_ASSUMED, source=V011,
+                    published="2024-07-17")
+
+
+MLPERF_ASSUMED = (f"every request {OPENORCA_IN} prompt and {OPENORCA_OUT} output tokens (OpenOrca's means, md.9: the "
+                  "distribution is not published); token budget 8,192 per step (not in the stored config); FP8 KV cache")
+
+
+def _mlperf(rid: str, system: str, scenario: str, measured: float, batch: int, source: str, published: str,
+            rate_per_replica: float | None = None) -> ServeRow:
+    cfg = {"generation": "gpu-h100", "slice": "2", "engine": "tensorrt-llm", "model": _model("llama2-70b", 2, FP8),
+           "batch": {"kind": "continuous", "max_seqs": batch, "token_budget": 8192, "prefill": "chunked", "kv": "paged"}}
+    if scenario == "offline":
+        cfg["requests"] = _requests(8000, OPENORCA_IN, OPENORCA_OUT)
+        return ServeRow(rid, "mlperf-h100", system + ", Offline", "tensorrt-llm", "offline", measured, cfg, replicas=4,
+                        assumed=MLPERF_ASSUMED + "; 8,000 samples per replica (of the run's 200,640 over 4)",
+                        source=source, published=published)
+    cfg.update({"duration": 600.0, "requests": {"arrivals": {"kind": "poisson", "rate": rate_per_replica * 3600.0},
+                                                "prompt": {"kind": "fixed", "mean": OPENORCA_IN},
+                                                "output": {"kind": "fixed", "mean": OPENORCA_OUT}}})
+    return ServeRow(rid, "mlperf-h100", system + ", Server", "tensorrt-llm", "server", measured, cfg, replicas=4,
+                    bound=(2.0, 0.2), assumed=MLPERF_ASSUMED + "; 600 s of Poisson arrivals per probe (the run's minimum is "
+                    "longer); TPOT's p99 over requests' mean time per output token", source=source, published=published)
+
+
+MLPERF40 = "mlcommons/inference_results_v4.0@3c4a1cf196b70175cfe7c59e067cd1d923aa4f3f"
+MLPERF41 = "mlcommons/inference_results_v4.1@a2f5d66d17e8f75c02fd74dfe810ecca6a046696"
+
+ROWS: tuple[ServeRow, ...] = (
+    _static("sv.1", GPTJ, 1, 1024, 128, 128, 26150, parallel=True),
+    _static("sv.2", GPTJ, 1, 120, 128, 2048, 8011, parallel=True),
+    _static("sv.3", GPTJ, 1, 64, 2048, 128, 2551, parallel=True),
+    _static("sv.4", GPTJ, 1, 64, 2048, 2048, 3327, parallel=True),
+    _static("sv.5", LLAMA2_7B, 1, 768, 128, 128, 19694),
+    _static("sv.6", LLAMA2_7B, 1, 112, 128, 2048, 6818),
+    _static("sv.7", LLAMA2_7B, 1, 80, 2048, 128, 2244),
+    _static("sv.8", LLAMA2_7B, 1, 48, 2048, 2048, 2740),
+    _static("sv.9", "llama2-70b", 2, 1024, 128, 128, 2657),
+    _static("sv.10", "llama2-70b", 4, 480, 128, 2048, 1486),
+    _static("sv.11", "llama2-70b", 2, 96, 2048, 128, 306),
+    _static("sv.12", "llama2-70b", 2, 64, 2048, 2048, 547),
+    _static("sv.13", GPTJ, 1, 1, 128, 1, 0.007, parallel=True),
+    _static("sv.14", GPTJ, 1, 1, 2048, 1, 0.029, parallel=True),
+    _static("sv.15", LLAMA2_7B, 1, 1, 128, 1, 0.007),
+    _static("sv.16", LLAMA2_7B, 1, 1, 2048, 1, 0.036),
+    _static("sv.17", "llama2-70b", 4, 1, 128, 1, 0.026),
+    _static("sv.18", "llama2-70b", 4, 1, 2048, 1, 0.109),
+    _ifb("sv.19", LLAMA2_7B, 1, 30000, 128, 128, 4096, 8192, 17684.88),
+    _ifb("sv.20", LLAMA2_7B, 1, 3000, 2048, 128, 4096, 8192, 2342.71),
+    _ifb("sv.21", LLAMA2_7B, 1, 3000, 128, 2048, 4096, 8192, 6814.72),
+    _ifb("sv.22", LLAMA2_7B, 1, 1500, 2048, 2048, 4096, 8192, 2820.31),
+    _ifb("sv.23", LLAMA3_8B, 1, 30000, 128, 128, 2048, 8192, 27781.28),
+    _ifb("sv.24", LLAMA3_8B, 1, 3000, 2048, 128, 2048, 8192, 3555.57),
+    _ifb("sv.25", LLAMA3_8B, 1, 3000, 128, 2048, 2048, 8192, 17894.85),
+    _ifb("sv.26", LLAMA3_8B, 1, 1500, 2048, 2048, 2048, 8192, 8398.71),
+    _ifb("sv.27", "llama2-70b", 2, 3000, 128, 128, 4096, 8192, 6502.44),
+    _ifb("sv.28", "llama2-70b", 2, 3000, 2048, 128, 4096, 8192, 747.14),
+    _ifb("sv.29", "llama2-70b", 4, 3000, 128, 2048, 4096, 8192, 9202.42),
+    _ifb("sv.30", "llama2-70b", 8, 1500, 2048, 2048, 8192, 16384, 7647.54),
+    _ifb("sv.31", LLAMA3_70B, 8, 30000, 128, 128, 8192, 16384, 13853.05),
+    _ifb("sv.32", "mixtral-8x7b", 2, 30000, 128, 128, 2048, 3072, 24770.44),
+    _ifb("sv.33", "mixtral-8x7b", 2, 1500, 2048, 2048, 2048, 3072, 11486.66),
+    _ifb("sv.34", GPTJ, 1, 30000, 128, 128, 2048, 2048, 24456.84, parallel=True),
+    _ifb("sv.35", LLAMA2_7B, 1, 30000, 128, 128, 4096, 8192, 11605.69, precision={}),
+    _ifb("sv.36", LLAMA3_8B, 1, 1500, 2048, 2048, 2048, 8192, 3996.93, precision={}),
+    _ifb("sv.37", "llama2-70b", 4, 3000, 128, 2048, 4096, 8192, 3787.24, precision={}),
+    _ifb("sv.38", "llama2-70b", 8, 30000, 128, 128, 8192, 16384, 10093.27, precision={}),
+    _mlperf("sv.39", "MLPerf Inference v4.0 closed, NVIDIA DGX H100 (8 x H100, 4 x TP 2), Llama 2 70B", "offline", 21805.8,
+            896, f"[MLPERF-INF40] {MLPERF40} closed/NVIDIA/results/DGX-H100_H100-SXM-80GBx8_TRT/llama2-70b-99.9/Offline",
+            "2024-03-27"),
+    _mlperf("sv.41", "MLPerf Inference v4.1 closed, Google A3 (8 x H100, 4 x TP 2), Llama 2 70B", "offline", 24133.7, 1024,
+            f"[MLPERF-INF41] {MLPERF41} closed/Google/results/DGX-H100_H100-SXM-80GBx8_TRT/llama2-70b-99/Offline "
+            "(Offline config not stored: the Server config's TP 2 x 4 and batch 1,024 assumed)", "2024-08-28"),
+)
+"""The rows podsim scores beside Saxml's (serving.ROWS); the Server rows sv.40 and sv.42 are in
+SERVER_ROWS (each a rate search: minutes, not run by the tests)."""
+
+SERVER_ROWS: tuple[ServeRow, ...] = (
+    _mlperf("sv.40", "MLPerf Inference v4.0 closed, NVIDIA DGX H100 (8 x H100, 4 x TP 2), Llama 2 70B", "server", 70.98, 1024,
+            f"[MLPERF-INF40] {MLPERF40} closed/NVIDIA/results/DGX-H100_H100-SXM-80GBx8_TRT/llama2-70b-99.9/Server",
+            "2024-03-27", rate_per_replica=70.98 / 4),
+    _mlperf("sv.42", "MLPerf Inference v4.1 closed, Google A3 (8 x H100, 4 x TP 2), Llama 2 70B", "server", 75.10, 1024,
+            f"[MLPERF-INF41] {MLPERF41} closed/Google/results/DGX-H100_H100-SXM-80GBx8_TRT/llama2-70b-99/Server",
+            "2024-08-28", rate_per_replica=75.10 / 4),
+)
+
+JETSTREAM_ROWS: tuple[ServeRow, ...] = (
+    ServeRow("sv.62", "jetstream", "JetStream experimental JAX engine, Llama 2 7B on TPU v5e-8 (TP 8), OpenOrca, 1,000 "
+             "requests offline", "jetstream", "tps", 3975.3,
+             {"generation": "tpu-v5e", "slice": "2x4", "engine": "jetstream", "model": _model(LLAMA2_7B, 8, {}),
+              "batch": {"kind": "continuous", "prefill": "chunked", "kv": "paged"}, "requests": _requests(1000, 219, 292)},
+             assumed="bf16 weights and KV (not stated); chunked prefill with decode in the same step at podsim's default "
+             "budget (2,048 tokens) and 256 sequences (the README states neither); every request 219 prompt and 292 "
+             "output tokens (the run's 218,743 and 291,740 over 1,000)",
+             source="[JS-EXP] AI-Hypercomputer/JetStream@acd4f5ad50ed2fb38e0e5bd7defd81e34a62706c:experimental/jax/README.md",
+             published="2025-01-09"),
+)
+
+ALL_ROWS = ROWS + JETSTREAM_ROWS
+"""Every row scored by the fast table (the Server rows run with `--server`)."""

@@ -1,0 +1,102 @@
+"""The serving validation table (podsim.validation.serving_table): the engine rows' errors pinned
+so fidelity can only go up, the calibration rule as code, its cross-validated figures, and the
+serving error bands stored from the table. The Saxml rows are pinned in test_serving_validation.py;
+the Server rows' rate searches (minutes) run only in `benchmarks/validation.py --serving --server`."""
+
+from __future__ import annotations
+
+import statistics
+
+import pytest
+
+from podsim.serving.engines import ENGINES, JETSTREAM_STEP_OVERHEAD_S, TRT_LAYER_OVERHEAD_S
+from podsim.validation import bands
+from podsim.validation import serving_table as st
+from podsim.validation.serving_rows import ALL_ROWS, SERVER_ROWS
+
+# predicted / measured - 1 of every engine row (benchmarks/validation.py --serving, 2026-12-04)
+PINNED = {"sv.1": 0.0144, "sv.2": -0.0941, "sv.3": -0.0947, "sv.4": -0.0865, "sv.5": 0.1165, "sv.6": -0.0959, "sv.7": -0.0658,
+          "sv.8": -0.1235, "sv.9": 0.0452, "sv.10": -0.1246, "sv.11": -0.1045, "sv.12": -0.2021, "sv.13": 0.0, "sv.14": -0.1924,
+          "sv.15": 0.1476, "sv.16": -0.2354, "sv.17": 0.0201, "sv.18": -0.1224, "sv.19": 0.2778, "sv.20": -0.0049,
+          "sv.21": -0.1766, "sv.22": -0.1775, "sv.23": 0.1929, "sv.24": 0.1215, "sv.25": 0.0358, "sv.26": -0.0078,
+          "sv.27": 0.1437, "sv.28": 0.1846, "sv.29": 0.2292, "sv.30": 0.2861, "sv.31": 0.2732, "sv.32": 0.3482, "sv.33": -0.0435,
+          "sv.34": 0.0654, "sv.35": -0.0076, "sv.36": -0.0600, "sv.37": 0.4347, "sv.38": 0.2100, "sv.39": 0.3734,
+          "sv.41": 0.2637, "sv.62": 0.0}
+SAXML = {"I1": -0.009, "I2": -0.117, "I3": 0.072, "I4": 0.135}  # test_serving_validation.PINNED (the benchmark's 8 seeds)
+CALIBRATION = {"sv.13": "tensorrt-llm-0.6.layer_overhead_s", "sv.62": "jetstream.step_overhead_s"}
+# leave-one-out and leave-one-source-out errors where they differ from the plain one
+CV = {"sv.1": (0.0144, 0.2569), "sv.2": (-0.0941, 0.2995), "sv.3": (-0.0947, 0.2380), "sv.4": (-0.0865, 0.2089),
+      "sv.5": (0.1165, 0.4374), "sv.6": (-0.0959, 0.3196), "sv.7": (-0.0658, 0.2320), "sv.8": (-0.1235, 0.2380),
+      "sv.9": (0.0452, 0.1815), "sv.10": (-0.1246, 0.0381), "sv.11": (-0.1045, 0.0436), "sv.12": (-0.2021, -0.0020),
+      "sv.13": (-0.1291, -0.7131), "sv.14": (-0.1924, -0.3645), "sv.15": (0.1476, -0.6674), "sv.16": (-0.2354, -0.3939),
+      "sv.17": (0.0201, -0.5284), "sv.18": (-0.1224, -0.2532), "sv.62": (2.1027, 2.1027)}
+
+
+@pytest.fixture(scope="module")
+def table():
+    t = st.run_rows(ALL_ROWS)
+    return t, st.cross_validated(ALL_ROWS, t)
+
+
+@pytest.mark.slow
+def test_every_engine_row_holds_its_fidelity(table):
+    t, _ = table
+    assert {r["id"] for r in t} == set(PINNED)
+    for r in t:
+        assert r["error"] is not None and abs(r["error"]) <= abs(PINNED[r["id"]]) + 0.01, (r["id"], r["error"])
+        assert r["calibration"] == CALIBRATION.get(r["id"], "")
+
+
+@pytest.mark.slow
+def test_the_table_meets_the_issue_and_prints_its_cross_validated_figures(table):
+    """Issue 33's Must-show: >= 20 scored rows from >= 3 sources, median |error| <= 15% (12.2%);
+    the max is 43.5% (sv.37), over the 40% asked: a miss docs/validation.md explains. Beside it, the
+    cross-validated medians: leave-one-out 12.3%, leave-one-source-out 21.0%."""
+    t, cv = table
+    scored = [e for rid, e in {**PINNED, **SAXML}.items() if rid not in CALIBRATION]
+    assert len(scored) >= 20 and len({r["group"] for r in t if not r["calibration"]} | {"mlperf-tpu"}) >= 3
+    median = statistics.median(abs(e) for e in scored)
+    assert median <= 0.15 and median == pytest.approx(0.122, abs=0.005)
+    assert max(abs(e) for e in scored) == pytest.approx(0.435, abs=0.005)
+    every = {rid: CV.get(rid, (e, e)) for rid, e in {**PINNED, **SAXML}.items()}
+    for rid, (loo, loso) in CV.items():
+        assert cv[rid]["loo"] == pytest.approx(loo, abs=0.005) and cv[rid]["loso"] == pytest.approx(loso, abs=0.005), rid
+    s = st.summarise(t + [{"id": k, "group": "mlperf-tpu", "error": v, "calibration": ""} for k, v in SAXML.items()],
+                     {**cv, **{k: {"plain": v, "loo": v, "loso": v} for k, v in SAXML.items()}})
+    assert s["loo_median_abs_error"] == pytest.approx(statistics.median(abs(v[0]) for v in every.values()), abs=1e-3)
+    assert s["loo_median_abs_error"] == pytest.approx(0.123, abs=0.005)
+    assert s["loso_median_abs_error"] == pytest.approx(0.210, abs=0.005)
+    assert st.HEADER.split()[-3:-1] == ["LOO", "LOSO"] and "LOO" in st.HEADER
+
+
+def test_the_rule_picks_its_rows_and_the_stored_figures_are_its_values():
+    """S2 as code: TensorRT-LLM's host time per layer from the batch-1 first-token row with the
+    shortest prompt and fewest layers (sv.13, GPT-J's 28 layers against Llama 2 7B's 32), JetStream's
+    per step from its one row (sv.62); the figures podsim ships are the rule's values."""
+    assert [r.id for r in st.eligible(ALL_ROWS, "tensorrt-llm-0.6")][:3] == ["sv.13", "sv.15", "sv.17"]
+    values = st.calibrate(ALL_ROWS)
+    assert values["tensorrt-llm-0.6"][1] == pytest.approx(TRT_LAYER_OVERHEAD_S, rel=2e-3)
+    assert values["jetstream"][1] == pytest.approx(JETSTREAM_STEP_OVERHEAD_S, rel=2e-3)
+    assert ENGINES["tensorrt-llm"]["gpu"].layer_overhead_s.value == TRT_LAYER_OVERHEAD_S  # borrowed (S3)
+    # without sv.13 the rule falls to sv.15; without its group, TensorRT-LLM has no host time (nothing to borrow)
+    assert st.calibrate(r for r in ALL_ROWS if r.id != "sv.13")["tensorrt-llm-0.6"][0].startswith("calibration: sv.15")
+    assert "tensorrt-llm-0.6" not in st.calibrate(r for r in ALL_ROWS if r.group != "trtllm-0.6")
+    assert {r.metric for r in SERVER_ROWS} == {"server"} and all(r.bound == (2.0, 0.2) for r in SERVER_ROWS)
+
+
+def test_the_shipped_serving_bands_are_the_pinned_table():
+    """podsim/data/error_bands.json's serve bands are `--serving --write-bands` of the table: the
+    pinned |errors| of the rows that set no constant, by kind (throughput, ttft, rate) and generation."""
+    kinds = {r.id: ("serve", r.kind, r.generation) for r in ALL_ROWS}
+    kinds.update({rid: ("serve", "rate" if rid in ("I3", "I4") else "throughput", "tpu-v5e") for rid in SAXML})
+    want = bands.bands_from_errors((kinds[rid], e) for rid, e in {**PINNED, **SAXML}.items() if rid not in CALIBRATION)
+    have = {k: v for k, v in bands.stored_bands().items() if k[0] == "serve"}
+    assert set(have) == set(want)
+    for kind, fig in want.items():
+        assert have[kind]["n_runs"] == fig["n_runs"], kind
+        for f in ("typical", "median", "max"):
+            assert have[kind][f] == pytest.approx(fig[f], abs=1.5e-3), (kind, f)
+    ttft = bands.serving_band("ttft", "gpu-h100")
+    assert ttft.covered and ttft.n_runs == 5
+    assert not bands.serving_band("chips", "tpu-v5e").covered  # 2 rate rows: falls back to every serving run
+    assert "over 43 runs" in bands.serving_band("chips", "tpu-v5e").text()
