@@ -7,7 +7,8 @@ search ranks every plan analytically and runs its best K on the engine. Two chec
   broken by the analytic rank; `tie` also counts an engine-best within 0.1% of the top-5's best);
 - the analytic estimate is within 10% of the engine for every confirmed plan (max |error|).
 
-Every row is printed as it finishes, then a summary. Usage:
+Every row is printed as it finishes, then a summary; the exit code is 1 when a point misses either
+check or could not be run. Usage:
 
     PYTHONPATH=$PWD nice -n 10 .venv/bin/python benchmarks/bench_plan_ranking.py [--k 10] [--quick] [--only MODEL]
 
@@ -108,7 +109,8 @@ def main() -> None:
               f"{sum(r['in_top5'] for r in done)}/{len(done)} (within 0.1%: {sum(r['in_top5_tie'] for r in done)}/{len(done)}); "
               f"estimate within 10% on every confirmed plan: {sum(r['max_abs_error'] <= 0.10 for r in done)}/{len(done)} "
               f"points (worst {worst:.1%})")
-    sys.exit(0)
+    missed = [r for r in done if not r["in_top5"] or r["max_abs_error"] > 0.10]
+    sys.exit(1 if missed or len(done) < len(rows) else 0)
 
 
 if __name__ == "__main__":
