@@ -20,6 +20,9 @@ from podsim.errors import PodsimError
 from podsim.units import format_bytes, format_seconds, parse_duration
 
 
+CHIPS = q.count("a chip count", 1, q.MAX_FLEET_CHIPS, "at most the largest fleet's chips")
+
+
 def _fmt_rate(tokens_per_s: float) -> str:
     return f"{tokens_per_s / 1e6:.3g}M" if tokens_per_s >= 1e6 else f"{tokens_per_s / 1e3:.3g}k"
 
@@ -95,7 +98,7 @@ def plan_cmd(
     ctx: typer.Context,
     model: str = typer.Argument(..., help="transformer model preset, e.g. llama2-70b (podsim trace models)"),
     generation: str = typer.Option(..., "--generation", "-g", help="generation id, e.g. tpu-v5p"),
-    chips: int = typer.Option(None, "--chips", help="chip budget: every split into equal slices the generation can place", callback=q.TENSOR_CHIPS.option("--chips")),
+    chips: int = typer.Option(None, "--chips", help="chip budget: every split into equal slices the generation can place", callback=CHIPS.option("--chips")),
     slice_shape: str = typer.Option(None, "--slice", help="a fixed slice shape, e.g. 8x8x16"),
     slices: int = typer.Option(None, "--slices", help="a fixed slice count (with --slice or --chips)", callback=q.JOB_SLICES.option("--slices")),
     global_batch: int = typer.Option(None, "--global-batch", help="sequences per step (default: the preset's)", callback=q.BATCH.option("--global-batch")),
@@ -108,7 +111,7 @@ def plan_cmd(
     top: int = typer.Option(5, "--top", help="plans confirmed with the engine (0: the analytic ranking only)"),
     tokens: str = typer.Option(None, "--tokens", help="time to train this many tokens, e.g. 2T"),
     days: float = typer.Option(None, "--days", help="with --tokens: the fewest chips that finish in this many days"),
-    max_chips: int = typer.Option(65536, "--max-chips", help="with --days: the most chips tried", callback=q.TENSOR_CHIPS.option("--max-chips")),
+    max_chips: int = typer.Option(65536, "--max-chips", help="with --days: the most chips tried", callback=CHIPS.option("--max-chips")),
     host_availability: float = typer.Option(None, "--host-availability", help="with --tokens: host availability, e.g. 0.999 (with --mttr)", callback=q.AVAILABILITY.option("--host-availability")),
     mtbf: str = typer.Option(None, "--mtbf", help="with --tokens: host mean time between failures, e.g. 6000h"),
     mttr: str = typer.Option(None, "--mttr", help="with --host-availability: mean time to repair (default 1h)"),

@@ -8,6 +8,7 @@ and the largest difference is named with its size; plans within TIE of the best 
 from __future__ import annotations
 
 from podsim.plan.candidate import Assessed
+from podsim.units import format_seconds
 
 TIE = 0.001
 """Plans whose steps differ by less than this fraction are said to tie (the estimate's own
@@ -51,4 +52,4 @@ def why_loses(a: Assessed, best: Assessed, step_s: float | None = None, best_ste
         what = f"recomputation (remat {a.candidate.recompute})"
     elif part == "matmul compute" and a.candidate.tensor != best.candidate.tensor:
         what = "matmul compute (smaller, tile-padded matmuls)"
-    return f"+{s - b:.3g} s ({s / b - 1:+.1%}): most of it {what}, +{d:.3g} s"
+    return f"+{format_seconds(s - b)} ({s / b - 1:+.1%}): most of it {what}, +{format_seconds(d)}"
