@@ -19,7 +19,6 @@ from podsim.cli.common import (
 from podsim.errors import PodsimError
 from podsim.units import format_bytes, format_seconds, parse_duration
 
-
 CHIPS = q.count("a chip count", 1, q.MAX_FLEET_CHIPS, "at most the largest fleet's chips")
 
 
