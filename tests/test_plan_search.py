@@ -101,3 +101,12 @@ def test_tokens_parse(text, value):
 def test_tokens_refused(text):
     with pytest.raises(PodsimError):
         parse_tokens(text)
+
+
+def test_recompute_order_given_does_not_change_the_ranking():
+    """Dominance prunes heavier recomputation only against lighter policies, whatever order the
+    user lists them in."""
+    q = dict(model_overrides=SMALL, top=0, chips=64)
+    a = search(PlanQuery("llama2-70b", "tpu-v5p", recompute=("none", "full"), **q))
+    b = search(PlanQuery("llama2-70b", "tpu-v5p", recompute=("full", "none"), **q))
+    assert [x.candidate for x in a.ranked] == [x.candidate for x in b.ranked]

@@ -149,7 +149,7 @@ def _prune(ctx: Context, base: Candidate, query: PlanQuery, counts: Counts, refu
     counts.enumerated += per_policy * len(query.recompute)
     keep: list[Candidate] = []
     best_m = math.inf
-    for rc in query.recompute:
+    for rc in sorted(query.recompute, key=RECOMPUTE.index):  # lighter first: dominance needs the order
         seen = 0
         for m in mbs:
             seen += 1
