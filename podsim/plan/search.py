@@ -266,10 +266,13 @@ def no_fit_advice(s: PlanSearch) -> str:
         reasons = ", ".join(f"{r} ({n}x)" for r, n in s.refusals.most_common(2))
         return f"no plan of {s.query.model} on {s.chips} chips is valid: {reasons}"
     need = a.hbm_bytes / cap
+    more = [f"more chips (about {math.ceil(need * s.chips):,}, to shard the state further)"]
+    if "full" not in s.query.recompute:
+        more.append("full recomputation (--recompute)")
+    more.append("a smaller global batch (--global-batch)")
     return (f"no plan of {s.query.model} on {s.chips} {s.context.generation.id} chips fits in HBM: the smallest, "
             f"{a.candidate.label()}, needs {a.hbm_bytes / 2**30:.1f} GiB per chip of {cap / 2**30:.1f} GiB "
-            f"({need:.1f}x); more chips (about {math.ceil(need * s.chips)}, to shard the state further), "
-            f"full recomputation or a smaller global batch would be needed")
+            f"({need:.1f}x); {', '.join(more[:-1])} or {more[-1]} would be needed")
 
 
 __all__ = ["Confirmed", "Counts", "PlanQuery", "PlanSearch", "no_fit_advice", "plan_study", "search", "SEARCHED_OPTIONS"]
