@@ -50,13 +50,27 @@ def _search_text(s, summary: dict) -> None:
         band = step_band(s.context.generation.id, best.assessed.candidate.slices)
         print(f"\nbest: {format_seconds(best.step_s)} per step ({band.text()}); mesh {best.assessed.estimate.mesh}")
         print(f"the same step: {steptime_command(s)}")
-    rest = ranked_rows(s, len(rows) + 5)[len(rows):]
-    if rest:
-        print("\nnext by the estimate (not run on the engine):")
-        for r in rest:
+    rest = ranked_rows(s, len(s.ranked))[len(rows):]
+    ties = [r for r in rest if r["why"].startswith("ties")]
+    losers = [r for r in rest if not r["why"].startswith("ties")][:5]
+    if ties:
+        print(f"\n{len(ties)} more ranked plan(s) tie the best's estimate within 0.1% (other slice shapes or splits of the same axes)")
+    if losers:
+        print("next by the estimate (not run on the engine), and why each loses to the best:")
+        for r in losers:
             print(f"   {r['plan']}: {format_seconds(r['estimate_s'])}, {r['why']}")
     for a, why in s.engine_refused:
         print(f"engine refused {a.candidate.label()}: {why}")
+
+
+def _deadline(t) -> str:
+    if t.meets_deadline is None:
+        return ""
+    if not t.meets_deadline:
+        return "  (MISSES the deadline)"
+    if t.days.high is not None and t.days.high > t.query.days:
+        return f"  (meets the deadline; the high end of its range, {t.days.high:.1f} d, does not)"
+    return "  (meets the deadline, its whole range too)"
 
 
 def _train_text(t, summary: dict) -> None:
@@ -75,11 +89,10 @@ def _train_text(t, summary: dict) -> None:
         ("step", f"{format_seconds(t.step_s)} ({t.band.text()})"),
         ("steps", f"{t.steps:,} of {t.tokens_per_step:,} tokens"),
         ("goodput", f"{g.goodput:.1%}: {g.interruptions_per_day:.2g} interruptions a day on {g.hosts:,} hosts, each losing "
-                    f"{format_seconds(g.lost_per_interruption_s)} (half of a {format_seconds(g.checkpoint_interval_s)} checkpoint "
-                    f"interval, a {format_seconds(g.restart_s)} restart, {format_seconds(g.reconfigure_s)} OCS reconfiguration); "
-                    f"host failures: {g.source}"),
-        ("days", ranged_text(t.days, ".1f") + ("" if t.meets_deadline is None else
-                                               ("  (meets the deadline)" if t.meets_deadline else "  (MISSES the deadline)"))),
+                    f"{format_seconds(g.lost_per_interruption_s)} (the work since the last checkpoint, one every "
+                    f"{format_seconds(g.checkpoint_interval_s)}; a {format_seconds(g.restart_s)} restart; "
+                    f"{format_seconds(g.reconfigure_s)} OCS reconfiguration); host failures: {g.source}"),
+        ("days", ranged_text(t.days, ".1f") + _deadline(t)),
         ("chip-hours", ranged_text(t.chip_hours, ",.0f")),
         ("cost", f"{ranged_text(t.cost_usd, ',.0f')} USD at {t.price.text()}" if not t.price.missing else
          f"unknown: no price per chip-hour for {t.search.context.generation.id} ({t.price.text()}); give --price-per-chip-hour"),
