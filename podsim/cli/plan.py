@@ -95,9 +95,11 @@ def _train_text(t, summary: dict) -> None:
         ("days", ranged_text(t.days, ".1f") + _deadline(t)),
         ("chip-hours", ranged_text(t.chip_hours, ",.0f")),
         ("cost", f"{ranged_text(t.cost_usd, ',.0f')} USD at {t.price.text()}" if not t.price.missing else
-         f"unknown: no price per chip-hour for {t.search.context.generation.id} ({t.price.text()}); give --price-per-chip-hour"),
+         f"unknown: {t.search.context.generation.id} has no published price per chip-hour ({t.price.source}: {t.price.note}); "
+         "give --price-per-chip-hour"),
         ("energy", f"{ranged_text(t.energy_mwh, ',.1f')} MWh of chip power at {t.power.text()}" if not t.power.missing else
-         f"unknown: no power per chip for {t.search.context.generation.id} ({t.power.text()}); give --power-per-chip"),
+         f"unknown: {t.search.context.generation.id} has no published power per chip ({t.power.source}: {t.power.note}); "
+         "give --power-per-chip"),
     ]
     w = max(len(k) for k, _ in rows)
     for k, v in rows:
