@@ -10,7 +10,6 @@ from app_pages.common import inline_errors, percent, seconds, tpu_generations
 from podsim.plan import (
     PlanQuery,
     TrainQuery,
-    parse_tokens,
     search,
     search_summary,
     time_to_train,
@@ -18,6 +17,7 @@ from podsim.plan import (
 )
 from podsim.plan.result import ranged_text
 from podsim.plan.search import no_fit_advice
+from podsim.plan.train import parse_tokens
 from podsim.trace.configs import PRESETS, TransformerConfig
 from podsim.units import format_bytes
 

@@ -21,11 +21,10 @@ from typing import TYPE_CHECKING
 from podsim._lazy import lazy_face
 
 if TYPE_CHECKING:  # the face's names, each imported on first use (podsim._lazy: start-up)
-    from podsim.plan.result import plan_rows, search_summary, train_summary
-    from podsim.plan.search import PlanQuery, PlanSearch, search
-    from podsim.plan.train import TrainPlan, TrainQuery, parse_tokens, time_to_train
+    from podsim.plan.result import search_summary, train_summary
+    from podsim.plan.search import PlanQuery, search
+    from podsim.plan.train import TrainQuery, time_to_train
 
-__all__ = ["PlanQuery", "PlanSearch", "TrainPlan", "TrainQuery", "parse_tokens", "plan_rows", "search", "search_summary",
-           "time_to_train", "train_summary"]
+__all__ = ["PlanQuery", "TrainQuery", "search", "search_summary", "time_to_train", "train_summary"]
 
 lazy_face(__name__)
