@@ -14,16 +14,19 @@ the integer 1).
 
 `Duration`, `Rate` and `Fraction` are the unit-carrying field types ('3h', '2/h', '99.5%'),
 parsed once at validation into base units (podsim.units); `NoBoolNumbers` is the pydantic base
-that refuses a boolean wherever a field's type does not admit one.
+that refuses a boolean wherever a field's type does not admit one, and anything but a boolean
+(`true`/`false`, or that text from a KEY=VALUE option) where a field is a boolean: pydantic
+would take 1, 'yes' or 'on' as true.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import types
 import typing
 from dataclasses import dataclass, replace
-from functools import cached_property
+from functools import cache, cached_property
 from typing import Annotated, Any
 
 from pydantic import (
@@ -236,7 +239,8 @@ LIVE_BATCHES = count("a live-batch count of Saxml's batcher", 1, 4096, "Saxml's 
 BATCHER_DEPTH = count("a batcher depth (batches live past Saxml's batcher)", 1, 64, "Saxml's rule gives 1 or 2")
 PAGE_TOKENS = count("a KV-cache page size in tokens", 1, 4096, "vLLM's pages hold 16 tokens by default")
 CAPACITY_REPLICATES = count("a run count per probed fleet size", 1, 100, "each is a whole serving simulation")
-BURST_CV = Quantity("a coefficient of variation of the gaps", 0, 100, low_open=True, why="Gamma gaps past cv 100 are one burst")
+BURST_CV = Quantity("a coefficient of variation of the gaps", 0.01, 100,
+                    why="Gamma gaps of shape 1/cv^2: cv 0.01 is a clock ticking within 1%, past 100 the gaps are one burst")
 HBM_RESERVE = Quantity("a share of HBM the runtime keeps", 0, 1, why="a fraction, as a scenario's hbm_reserve (units.fraction)")
 
 # Model and step options (trace generate, scenario step/scaling)
@@ -351,18 +355,76 @@ def find_bool(value: Any, tp: Any, path: tuple = ()) -> tuple | None:
     return None
 
 
+def _bool_only(tp: Any) -> bool:
+    """Whether a field annotation is a boolean (or an optional one) and nothing else."""
+    origin = typing.get_origin(tp)
+    if origin is typing.Annotated:
+        return _bool_only(typing.get_args(tp)[0])
+    if origin in (typing.Union, types.UnionType):
+        inner = [a for a in typing.get_args(tp) if a is not type(None)]
+        return len(inner) == 1 and _bool_only(inner[0])
+    return tp is bool
+
+
+def is_boolean(value: Any) -> bool:
+    """True or false, as YAML and JSON write them or as the text of a KEY=VALUE option."""
+    return isinstance(value, bool) or (isinstance(value, str) and value.strip().lower() in ("true", "false"))
+
+
+@cache
+def _fields_of(tp: Any) -> dict[str, Any] | None:
+    """A nested model's or dataclass's field annotations (None for a NoBoolNumbers model: it
+    checks its own fields)."""
+    if not isinstance(tp, type):
+        return None
+    if issubclass(tp, NoBoolNumbers):
+        return None
+    if issubclass(tp, BaseModel):
+        return {k: f.annotation for k, f in tp.model_fields.items()}
+    if dataclasses.is_dataclass(tp):
+        return typing.get_type_hints(tp, include_extras=True)
+    return None
+
+
+def find_nonbool(value: Any, tp: Any, path: tuple = ()) -> tuple[tuple, Any] | None:
+    """(path, value) of something that is not a boolean where `tp` wants one, looking into the
+    fields of a nested model or dataclass given as a mapping; else None."""
+    if _bool_only(tp):
+        return None if value is None or is_boolean(value) else (path, value)
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin is typing.Annotated:
+        return find_nonbool(value, args[0], path)
+    if origin in (typing.Union, types.UnionType):
+        inner = [a for a in args if a is not type(None)]
+        return find_nonbool(value, inner[0], path) if len(inner) == 1 else None
+    fields = _fields_of(tp) if isinstance(value, dict) else None
+    for k, v in (fields and value.items()) or ():
+        hit = find_nonbool(v, fields[k], (*path, k)) if k in fields else None
+        if hit is not None:
+            return hit
+    return None
+
+
 class NoBoolNumbers(BaseModel):
     """A pydantic base: a boolean where a field wants a number is refused (pydantic would read
-    `true` as 1); containers (dict[int, float], tuples of numbers) are looked into."""
+    `true` as 1), and so is anything but true or false where a field wants a boolean (pydantic
+    would read 1, 'yes' or 'on' as true); containers (dict[int, float], tuples of numbers) and
+    nested models given as mappings are looked into."""
 
     @field_validator("*", mode="before")
     @classmethod
     def _no_bool_numbers(cls, value: Any, info: ValidationInfo) -> Any:
+        field = cls.model_fields.get(info.field_name) if info.field_name else None
+        if field is None:
+            return value
         if isinstance(value, (bool, dict, list, tuple)):
-            field = cls.model_fields.get(info.field_name) if info.field_name else None
-            if field is not None:
-                hit = find_bool(value, field.annotation)
-                if hit is not None:
-                    where = ".".join(str(p) for p in hit)
-                    raise PodsimError(f"{where + ': ' if where else ''}a boolean where a number is expected")
+            hit = find_bool(value, field.annotation)
+            if hit is not None:
+                where = ".".join(str(p) for p in hit)
+                raise PodsimError(f"{where + ': ' if where else ''}a boolean where a number is expected")
+        if not isinstance(value, bool):
+            bad = find_nonbool(value, field.annotation)
+            if bad is not None:
+                where = ".".join(str(p) for p in bad[0])
+                raise PodsimError(f"{where + ': ' if where else ''}{bad[1]!r} is not a boolean; give true or false")
         return value

@@ -33,7 +33,7 @@ import numpy as np
 import pyarrow as pa
 
 from podsim.errors import PodsimError
-from podsim.files import inside, output_folder, write_parquet
+from podsim.files import check_store, inside, output_folder, write_parquet
 from podsim.metrics import store_columns
 from podsim.scenario.result import TABLES, RunResult, _clean, normalise_table
 
@@ -80,6 +80,7 @@ def connect(store: str | Path, read_only: bool = False, wait_s: float = 15.0) ->
     path = Path(store)
     if read_only and not path.exists():
         raise PodsimError(f"results store {str(path)!r} does not exist; `podsim run` or `podsim sweep` creates it")
+    check_store(path, read_only)  # a FIFO or a device is refused before DuckDB opens it (it would block)
     if not read_only:
         output_folder(path.parent, "results store folder")
     deadline = time.monotonic() + wait_s

@@ -2,8 +2,12 @@
 and every format podsim reads, driven through the CLI in-process.
 
 Each case must answer with exit 0 (a result) or 2 (one line on stderr, `error: ...`), never a
-traceback or "internal error"; write nothing outside its output folder; put no NaN or infinity
-in its JSON output or its output files; and finish within CASE_LIMIT_S (a hang fails the case).
+traceback or "internal error"; write nothing outside its output folder and leave every hostile
+output path as it was (a FIFO, a socket, a device node and a link made in the fuzz root, never
+/dev; a folder of someone else's files); put no NaN or infinity in its JSON output or its output
+files; and finish within CASE_LIMIT_S (a hang fails the case). Issue 35's classes are drawn
+too: traces run on another slice than they were made for, degenerate tier ratios, tiny CVs and
+availabilities, keys given twice, numbers where a boolean goes.
 The seed, the case count and the time limit are fixed for CI and can be changed for a longer
 hunt: PODSIM_FUZZ_SEED, PODSIM_FUZZ_CASES (per run, split over the verbs), PODSIM_FUZZ_CASE_S.
 A failure prints the case's argv and files so it reproduces.
@@ -17,6 +21,8 @@ import os
 import random
 import shutil
 import signal
+import socket
+import stat
 import time
 from collections import Counter
 from pathlib import Path
@@ -80,7 +86,24 @@ TIERS_SPECS = ["tor=40x200/33:7,aggregation=800x200,spine=800x200*20", "tor=0x20
                "tor=40x1e308,aggregation=800x200,spine=800x200*2", "tor=40x200/0:7,aggregation=800x200,spine=800x200*20",
                f"tor=40x200,aggregation=800x200,spine=800x200*{2**64}", "tor=40x200,tor=40x200,aggregation=800x200,spine=800x200*2",
                "tor=2x200,aggregation=2x200,spine=2x200*1", "tor=40x0.0001,aggregation=800x200,spine=800x200*2", "bogus", "",
-               "spine=800x200*20", "tor=40x200,,aggregation=800x200,spine=800x200*2"]
+               "spine=800x200*20", "tor=40x200,,aggregation=800x200,spine=800x200*2",
+               "tor=40x200/33:0,aggregation=800x200,spine=800x200*20", "tor=40x200/33:0.0001,aggregation=800x200,spine=800x200*20",
+               "tor=40x200/0:0,aggregation=800x200,spine=800x200*20", "tor=40x200/1e-300:1,aggregation=800x200,spine=800x200*20"]
+# issue 35's classes: a trace made for one slice, numbers where a boolean goes, keys given twice
+MADE_2X2X2 = {**OK_TRACE, "meta": {"slice": "2x2x2", "generation": "tpu-v4"}}
+NONBOOL_REQUESTS = [{"id": "a", "shape": "2x2x2", "allow_degraded": 1}, {"id": "b", "shape": "1x1x2", "twisted": "yes"}]
+HOSTILE_OUTS = ("fifo", "fifo.json", "fifo.html", "sock", "sock.json", "link.html", "link.json", "theirs", "nulldev", "nulldev.json",
+                "nulldev.html")
+
+
+def _set(data: dict, path: tuple, value) -> dict:
+    """A copy of `data` with the value at `path` (keys) replaced."""
+    out = json.loads(json.dumps(data))
+    node = out
+    for k in path[:-1]:
+        node = node[k]
+    node[path[-1]] = value
+    return out
 FAILURES_CSV = "time_s,component,id,repair_s\n100,host,1,600\n"
 
 
@@ -171,6 +194,15 @@ class Inputs:
         w("nan.yaml", "podsim_trace: 1\nops:\n- {id: c, kind: compute, duration_s: .nan}\n")
         w("dup.json", '{"podsim_trace": 1, "podsim_trace": 1, "ops": []}')
         w("latin1.yaml", "name: caf\xe9\n".encode("latin-1"))
+        w("made2x2x2.json", json.dumps(MADE_2X2X2))
+        w("nonbool.yaml", yaml.safe_dump(NONBOOL_REQUESTS))
+        w("odd.yaml", yaml.safe_dump({**SCENARIO, "topology": {"generation": "tpu-v4"}, "workload": {"odd": {"jobs": 3, "max_chips": 10**9}}}))
+        w("odd2.yaml", yaml.safe_dump({**SCENARIO, "topology": {"generation": "tpu-v4"}, "workload": {"odd": {"jobs": 3, "max_chips": 4_000_000}}}))
+        w("drain1.yaml", yaml.safe_dump({**SCENARIO, "drain": 1}))
+        w("encoder.yaml", yaml.safe_dump(_set(SERVING, ("workload", "serving", "model", "model"), "bert-large")))
+        w("flood.yaml", yaml.safe_dump(_set(SERVING, ("workload", "serving", "requests", "arrivals", "rate"), "1e9/s")))
+        w("tinyavail.yaml", yaml.safe_dump({**SCENARIO, "failures": {"host": {"availability": 1e-300}}}))
+        self.hostile_outputs()
         shutil.copy(ASTRA / "text-workloads" / "microAllReduce.txt", self.dir / "astra.txt")
         self.static["astra.txt"] = self.dir / "astra.txt"
         os.mkfifo(self.dir / "fifo.yaml")
@@ -179,6 +211,48 @@ class Inputs:
         self.static["folder.json"] = self.dir / "folder.json"
         self.static["missing.yaml"] = self.dir / "missing.yaml"
         self.count = 0
+
+    def hostile_outputs(self) -> None:
+        """Output paths that are not podsim's, in `in/out/`: FIFOs, a socket, links to a file, a
+        folder of someone else's files, and device nodes with /dev/null's numbers where this
+        user may make one (made here: nothing under /dev is ever named)."""
+        d = self.dir / "out"
+        d.mkdir()
+        (d / "target.txt").write_text("keep me\n")
+        self.outs: dict[str, Path] = {}
+        self._socks = []
+        for name in HOSTILE_OUTS:
+            p = d / name
+            try:
+                if name.startswith("fifo"):
+                    os.mkfifo(p)
+                elif name.startswith("sock"):
+                    self._socks.append(socket.socket(socket.AF_UNIX))
+                    self._socks[-1].bind(str(p))
+                elif name.startswith("link"):
+                    p.symlink_to(d / "target.txt")
+                elif name == "theirs":
+                    p.mkdir()
+                    (p / "notes.txt").write_text("keep me\n")
+                else:
+                    os.mknod(p, 0o600 | stat.S_IFCHR, os.makedev(1, 3))
+            except OSError:  # no device nodes for this user: the others stand in
+                continue
+            self.outs[name] = p
+        self.kinds = {n: stat.S_IFMT(os.lstat(p).st_mode) for n, p in self.outs.items()}
+
+    def out(self, rng: random.Random, suffix: str = "") -> str:
+        """A hostile output path, with `suffix` where one is made with it (a writer checks it)."""
+        names = [n for n in self.outs if n.endswith(suffix)] if suffix else [n for n in self.outs if "." not in n]
+        return str(self.outs[_pick(rng, names or sorted(self.outs))])
+
+    def check_outs(self, where: str) -> None:
+        """Every hostile output path is still what it was."""
+        for n, p in self.outs.items():
+            assert stat.S_IFMT(os.lstat(p).st_mode) == self.kinds[n], f"{where}: {p.name} was replaced"
+        assert (self.dir / "out" / "target.txt").read_text() == "keep me\n", f"{where}: a link's target was written"
+        assert sorted(p.name for p in self.outs["theirs"].iterdir()) == ["notes.txt"], f"{where}: wrote into someone else's folder"
+        assert (self.outs["theirs"] / "notes.txt").read_text() == "keep me\n", f"{where}: someone else's file was written"
 
     def _write(self, name: str, data) -> Path:
         path = self.dir / name
@@ -247,8 +321,8 @@ def g_place(rng, inp):
             _opt(rng, "--time-limit", ["0.2"], NUMBERS), _opt(rng, "--seed", ["3"], NUMBERS), _opt(rng, "--pods", ["2"], NUMBERS),
             _opt(rng, "--block-cubes", ["4"], NUMBERS), _opt(rng, "--now", ["10"], NUMBERS), ["--no-ocs"], ["--json"],
             _opt(rng, "--max-requests", ["2", "100"], NUMBERS), ["--wall-clock"], ["--spare-ports"]]
-    return _sprinkle(rng, ["place", "-g", _pick(rng, ["tpu-v4", "tpu-v4", "tpu-v5e"]), "-r",
-                           inp.file(rng, "requests.yaml", REQUESTS), "--solver", "greedy"], opts, 2)
+    requests = inp.file(rng, "nonbool.yaml") if rng.random() < 0.1 else inp.file(rng, "requests.yaml", REQUESTS)
+    return _sprinkle(rng, ["place", "-g", _pick(rng, ["tpu-v4", "tpu-v4", "tpu-v5e"]), "-r", requests, "--solver", "greedy"], opts, 2)
 
 
 def g_steptime(rng, inp):
@@ -266,13 +340,15 @@ def g_steptime(rng, inp):
                 "--generation", "tpu-v4", "--slice", _mostly(rng, ["4x4x4"], SHAPES), "--set", "n_layers=1"]
         opts = [_opt(rng, "-p", ["fsdp=64", "fsdp=16,tensor=4", "fsdp=auto,tensor=4"], ["fsdp=8,", "data=0", "tensor=3", "", "bogus=2"]),
                 _opt(rng, "--option", ["recompute=full", "collective_matmul=true", "sequence_parallel=true", "attention=materialized"],
-                     ["microbatches=1e308", "capacity_factor=nan", "replicas_per_chip=3", "bogus=1", "=", "recompute", "grad_bytes=true"]),
+                     ["microbatches=1e308", "capacity_factor=nan", "replicas_per_chip=3", "bogus=1", "=", "recompute", "grad_bytes=true",
+                      "sequence_parallel=1", "sequence_parallel=yes", "combine_grad_reduce=0"]),
+                ["--set", "n_layers=2"], ["--option", "recompute=full", "--option", "recompute=none"],
                 _opt(rng, "--slices", ["2"], NUMBERS), _opt(rng, "--dcn", ["eps", "ocs"], TEXT), _opt(rng, "--ecmp", ["split", "hash"], TEXT),
                 _opt(rng, "--dcn-tiers", ["fat-tree-k64", inp.file(rng, "tiers.yaml", TIERS)], TIERS_SPECS, 0.5),
                 _opt(rng, "--max-flows", ["100", "10000000"], NUMBERS), _opt(rng, "--compute-efficiency", ["0.5"], NUMBERS), ["--json"],
                 _opt(rng, "--system", [inp.file(rng, "system.json")], TEXT, 0.0)]
     else:
-        src = _pick(rng, ["ok.json", "ok.yaml", "astra.txt", "chakra", "mut"])
+        src = _pick(rng, ["ok.json", "ok.yaml", "astra.txt", "chakra", "mut", "made2x2x2.json"])
         files = ([str(p) for p in inp.chakra()] if src == "chakra" else [inp.file(rng, "ok.json", OK_TRACE)] if src == "mut"
                  else [inp.file(rng, src)])
         base = ["steptime", *(t for f in files for t in ("--trace", f))]
@@ -284,7 +360,8 @@ def g_steptime(rng, inp):
         opts = [_opt(rng, "--compute-efficiency", ["0.5"], NUMBERS), _opt(rng, "--slices", ["2"], NUMBERS),
                 _opt(rng, "--dcn", ["eps", "ocs"], TEXT), _opt(rng, "--oversubscription", ["2"], NUMBERS),
                 _opt(rng, "--sites", ["2"], NUMBERS), _opt(rng, "--wan-gbps", ["100"], NUMBERS), ["--json"],
-                _opt(rng, "--timeline", ["tl.json"], ["tl.txt", "../tl.json", "/proc/tl.json"]), _opt(rng, "--max-ops", ["2", "1000"], NUMBERS),
+                _opt(rng, "--timeline", ["tl.json"], ["tl.txt", "../tl.json", "/proc/tl.json", inp.out(rng, ".json"), "", "/"]),
+                _opt(rng, "--max-ops", ["2", "1000"], NUMBERS),
                 _opt(rng, "--ecmp", ["hash"], TEXT), _opt(rng, "--max-flows", ["10", "100000"], NUMBERS),
                 _opt(rng, "--dcn-tiers", ["fat-tree-k64"], TIERS_SPECS), _opt(rng, "-p", ["fsdp=8"], TEXT)]
     return _sprinkle(rng, base, opts, 2)
@@ -300,7 +377,7 @@ def g_generate(rng, inp):
     sets = ["n_layers=1", _pick(rng, ["n_layers=100000", f"n_layers={2**64}", "global_batch=0", "seq_len=1e9", "bogus=1",
                                       "n_layers=true", "d_model=-1", "global_batch=64"])] if model != "resnet50" else ["global_batch=64"]
     base = ["trace", "generate", model, "--slice", _mostly(rng, ["2x2x2"], SHAPES), "-p", _mostly(rng, [plan], ["fsdp=8,", "data=0", "tensor=3", ""]),
-            "-o", _mostly(rng, ["t.json", "t.yaml"], ["t.txt", "../t.json", "sub/t.json", ""])]
+            "-o", _mostly(rng, ["t.json", "t.yaml"], ["t.txt", "../t.json", "sub/t.json", "", "/", inp.out(rng, ".json")])]
     base += [t for s in sets[: 2 if rng.random() < 0.25 else 1] for t in ("--set", s)]
     opts = [_opt(rng, "--microbatches", ["2"], NUMBERS), _opt(rng, "--recompute", ["full", "minimal"], TEXT),
             _opt(rng, "--precision", ["int8"], TEXT), _opt(rng, "--capacity-factor", ["1.25"], NUMBERS),
@@ -317,25 +394,27 @@ def g_import(rng, inp):
     src = _pick(rng, ["astra.txt", "chakra", "ok.json", "random.bin", "nul.txt", "mut"])
     files = ([str(p) for p in inp.chakra()] if src == "chakra" else [inp.file(rng, "ok.json", OK_TRACE)] if src == "mut"
              else [inp.file(rng, src)])
-    base = ["trace", "import", *files, "-o", _pick(rng, ["i.json", "i.yaml", "i.bin", "../i.json"])]
+    base = ["trace", "import", *files, "-o", _pick(rng, ["i.json", "i.yaml", "i.bin", "../i.json", inp.out(rng, ".json")])]
     opts = [_opt(rng, "--slice", ["2x2x2", "8"], SHAPES), _opt(rng, "--group", ["x"], TEXT), _opt(rng, "--rank", ["1"], NUMBERS),
             _opt(rng, "--clock-ghz", ["2"], NUMBERS), ["--keep-cpu-ops"], ["--json"], _opt(rng, "--max-input", ["1MiB"], SIZES)]
     return _sprinkle(rng, base, opts, 2)
 
 
 def g_export(rng, inp):
-    base = ["trace", "export", inp.file(rng, "ok.json", OK_TRACE), "-o", _pick(rng, ["ex", "ex", "ex/sub", ""]),
+    src = inp.file(rng, "made2x2x2.json") if rng.random() < 0.15 else inp.file(rng, "ok.json", OK_TRACE)
+    base = ["trace", "export", src, "-o", _pick(rng, ["ex", "ex", "ex/sub", "", ".", "/", inp.out(rng), inp.out(rng)]),
             "--slice", _pick(rng, ["2x2x2", "2x2x2", "2x2x1", *SHAPES])]
     base += ["--generation", _mostly(rng, ["tpu-v4"], ["tpu-v5e", "bogus", ""])] if rng.random() < 0.8 else []
     opts = [_opt(rng, "--compute-efficiency", ["0.5"], NUMBERS), _opt(rng, "--prefix", ["t", "run.a"], TEXT, 0.6),
             _opt(rng, "--format", ["chakra", "astra-sim", "astra-sim"], TEXT), ["--no-extras"], ["--extras"], ["--json"],
             _opt(rng, "--max-files", ["4", "100"], NUMBERS), _opt(rng, "--algorithm", ["ring", "direct", "halving_doubling"],
-                                                                  ["auto", "hierarchical", *TEXT])]
+                                                                  ["auto", "hierarchical", *TEXT]), ["--force"]]
     return _sprinkle(rng, base, opts, 2)
 
 
 def g_show(rng, inp):
-    src = _pick(rng, ["ok.json", "ok.yaml", "astra.txt", "chakra", "nan.yaml", "dup.json", "deep.json", "deep.yaml", "mut", "mut"])
+    src = _pick(rng, ["ok.json", "ok.yaml", "astra.txt", "chakra", "nan.yaml", "dup.json", "deep.json", "deep.yaml", "mut", "mut",
+                      "made2x2x2.json"])
     files = ([str(p) for p in inp.chakra()] if src == "chakra" else
              [inp.file(rng, "ok.json", OK_TRACE, _pick(rng, [".json", ".yaml"]))] if src == "mut" else [inp.file(rng, src)])
     opts = [_opt(rng, "--generation", ["tpu-v4"], TEXT), _opt(rng, "--slice", ["2x2x2"], SHAPES), _opt(rng, "--clock-ghz", ["2"], NUMBERS),
@@ -353,7 +432,7 @@ def g_scaling(rng, inp):
             "--slices", _mostly(rng, ["1,2", "1,2,4"], ["0,1", "2,1", "1,100000", "a,b", "", "1,,2"], 0.1),
             "--batch-per-slice", _mostly(rng, ["64"], ["8", *NUMBERS], 0.1), "--set", "n_layers=1"]
     opts = [_opt(rng, "--dcn", ["eps", "ocs"], TEXT), _opt(rng, "--sites", ["2"], NUMBERS), _opt(rng, "--wan-gbps", ["100"], NUMBERS),
-            _opt(rng, "--wan-latency-ms", ["2"], NUMBERS), ["--json"], _opt(rng, "--plot", ["p.html"], ["p.txt", "../p.html"]),
+            _opt(rng, "--wan-latency-ms", ["2"], NUMBERS), ["--json"], _opt(rng, "--plot", ["p.html"], ["p.txt", "../p.html", inp.out(rng, ".html")]),
             _opt(rng, "--set", ["seq_len=512"], ["global_batch=5", "n_layers=0", "bogus=1"]), _opt(rng, "--oversubscription", ["2"], NUMBERS),
             _opt(rng, "--ecmp", ["split", "hash"], TEXT), _opt(rng, "--dcn-tiers", ["fat-tree-k64", inp.file(rng, "tiers.yaml", TIERS)], TIERS_SPECS, 0.5),
             _opt(rng, "--option", ["recompute=full"], ["bogus=1", "microbatches=0", "="]), ["--static"],
@@ -392,6 +471,8 @@ def g_cluster(rng, inp):
                                              "jobs=4,rate=0/h,mix=2x2:1", "jobs=4,rate=2/h,mix=2x2:1e308;2x4:1e308",
                                              "jobs=4,gaps=10min;,mix=2x2:1", "jobs=4,rate=2/h,mix=2x2:1,models=llama2-70b:1,steps=1e300",
                                              "jobs=4,rate=2/h,mix=2x2:nan", "rate=2/h", "jobs=1e9,rate=2/h,mix=2x2:1", "", "bogus=1",
+                                             "jobs=4,jobs=7,rate=2/h,mix=2x2:1", "jobs=4,rate=2/h,mix=2x2:1;2x2:3",
+                                             "jobs=4,rate=2/h,mix=2x2:1,span_sites=1",
                                              inp.file(rng, "synthetic.yaml", SYNTHETIC)])]
     elif rng.random() < 0.5:
         stream = ["--trace", inp.file(rng, "jobs.csv")]
@@ -402,7 +483,7 @@ def g_cluster(rng, inp):
             "id=jid,submit=t,duration=dur,accelerators=n,shape=shp,twisted=tw,time_scale=1e308"], 0.4)]
     v4 = "shapes.csv" in " ".join(stream)
     base = ["cluster", "-g", "tpu-v4" if v4 else "tpu-v5e", *([] if v4 else ["--no-ocs"]), "--horizon", _mostly(rng, ["4h"], DURATIONS), *stream]
-    opts = [_opt(rng, "--mtbf", ["500h"], DURATIONS), _opt(rng, "--mttr", ["1h"], DURATIONS), _opt(rng, "--host-availability", ["0.99"], NUMBERS),
+    opts = [_opt(rng, "--mtbf", ["500h"], DURATIONS), _opt(rng, "--mttr", ["1h"], DURATIONS), _opt(rng, "--host-availability", ["0.99"], [*NUMBERS, "1e-300", "0.999999999999"]),
             _opt(rng, "--weibull-shape", ["1.5"], NUMBERS), _opt(rng, "--link-mtbf", ["1000h"], DURATIONS),
             _opt(rng, "--policy", ["backfill", "priority"], TEXT), _opt(rng, "--seed", ["2"], NUMBERS), _opt(rng, "--pods", ["2"], NUMBERS),
             _opt(rng, "--checkpoint-interval", ["1h"], DURATIONS), _opt(rng, "--restart-overhead", ["5min"], DURATIONS),
@@ -421,8 +502,9 @@ def g_run(rng, inp):
     r = rng.random()
     scenario = (inp.file(rng, "scenario.yaml", SCENARIO) if r < 0.6 else inp.file(rng, "serving.yaml", SERVING) if r < 0.85
                 else inp.file(rng, "sweep.yaml"))
-    base = ["run", scenario, "--no-report", "-o", _pick(rng, ["o", "o", "o/deeper", str(inp.static["ok.json"])])]
-    opts = [["--overwrite"], ["--json"], _opt(rng, "--store", ["s.duckdb"], [str(inp.static["ok.json"]), "folder/"]),
+    out = _pick(rng, ["o", "o", "o/deeper", str(inp.static["ok.json"])]) if rng.random() < 0.85 else _pick(rng, [inp.out(rng), "", "/"])
+    base = ["run", scenario, "--no-report", "-o", out]
+    opts = [["--overwrite"], ["--json"], _opt(rng, "--store", ["s.duckdb"], [str(inp.static["ok.json"]), "folder/", inp.out(rng)]),
             _opt(rng, "--max-events", ["10"], NUMBERS), ["--force"], _opt(rng, "--max-flows", ["1000"], NUMBERS)]
     return _sprinkle(rng, base, opts, 1)
 
@@ -435,24 +517,27 @@ def g_sweep(rng, inp):
                        "sweep: fz\nbase: scenario.yaml\ngrid: {" + ", ".join(f"targets.x{i}: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]" for i in range(6)) + "}\n",
                        "sweep: fz\nsweep: fz2\nbase: scenario.yaml\ngrid: {seed: [1]}\n",
                        "sweep: fz\nbase: scenario.yaml\ngrid: {bogus.field: [1]}\n",
-                       "sweep: fz\nbase: scenario.yaml\ngrid: {workload.synthetic.jobs: [true, 2.5]}\n"])
+                       "sweep: fz\nbase: scenario.yaml\ngrid: {workload.synthetic.jobs: [true, 2.5]}\n",
+                       "sweep: fz\nbase: scenario.yaml\ngrid: {topology.pods: [1, 2]}\npoints: [{label: a, topology.pods: 3}]\n",
+                       "sweep: fz\nbase: scenario.yaml\ncapacity: {field: seed, low: 1, high: 4}\n",
+                       "sweep: fz\nbase: scenario.yaml\ngrid: {seed: [1, 2]}\nshow: [utilization, bogus]\n"])
     inp.count += 1
     path = inp.dir / f"sw{inp.count}.yaml"
     path.write_text(text if rng.random() < 0.8 else _dump(rng, _mutate(rng, yaml.safe_load(text)), ".yaml"))
     base = ["sweep", str(path) if rng.random() < 0.9 else inp.file(rng, _pick(rng, ["fifo.yaml", "empty.yaml", "deep.yaml"])),
-            "--no-report", "-o", _pick(rng, ["sw", "sw"])]
+            "--no-report", "-o", "sw" if rng.random() < 0.85 else _pick(rng, [inp.out(rng), "", "/"])]
     opts = [_opt(rng, "--executor", ["serial"], TEXT), _opt(rng, "--workers", ["2"], NUMBERS), ["--resume"], ["--restart"], ["--json"],
             _opt(rng, "--address", ["tcp://127.0.0.1:1"], TEXT), _opt(rng, "--max-flows", ["1000"], NUMBERS), ["--report"]]
     return _sprinkle(rng, base, opts, 1)
 
 
 def g_report(rng, inp, store):
-    base = ["report", "--store", _pick(rng, [str(store), str(store), str(inp.static["ok.json"]), "missing.duckdb"])]
+    base = ["report", "--store", _pick(rng, [str(store), str(store), str(inp.static["ok.json"]), "missing.duckdb", inp.out(rng)])]
     mode = rng.random()
     if mode < 0.4:
         base += ["--list"] + (["--json"] if rng.random() < 0.5 else [])
     else:
-        base += ["-o", _pick(rng, ["r.html", "r.html", "sub/r.html", str(inp.static["folder.json"])])]
+        base += ["-o", _pick(rng, ["r.html", "r.html", "sub/r.html", str(inp.static["folder.json"]), inp.out(rng, ".html"), "", "/"])]
     opts = [_opt(rng, "--last", ["2"], NUMBERS), _opt(rng, "--runs", ["bogus-id"], TEXT), _opt(rng, "--sweep", ["nope"], TEXT), ["--json"]]
     return _sprinkle(rng, base, opts, 1)
 
@@ -474,7 +559,7 @@ def g_serve(rng, inp):
         return _mostly(rng, valid, hostile, p * h)
 
     base = ["serve", "-g", mostly(["tpu-v5e"], ["tpu-v4", "gpu-h100", "bogus"], 0.05), "--slice", mostly(["2x4"], SHAPES, 0.1),
-            "--model", mostly(["llama2-70b"], ["resnet50", "bogus"], 0.05), "--override", "n_layers=2", "--weights", "int8",
+            "--model", mostly(["llama2-70b"], ["resnet50", "bogus", "bert-large"], 0.05), "--override", "n_layers=2", "--weights", "int8",
             "--duration", mostly(["20s"], ["1ns", "0", "-1h", "1e300s", "nan", "abc", "", "1e9h", "100d", "1s"], 0.1),
             "--prompt", mostly(["fixed:256", "uniform:low=10,high=300", "lognormal:mean=200,cv=1"],
                                ["fixed:0", "fixed:1e12", "lognormal:mean=nan,cv=1", "bogus", "", "trace"], 0.1),
@@ -494,9 +579,10 @@ def g_serve(rng, inp):
             opt("--slo-tpot", ["50ms"], DURATIONS), opt("--warmup", ["5s"], DURATIONS), opt("--drain", ["10s"], DURATIONS),
             opt("--tensor", ["8"] if h == 0 else ["8", "4"], NUMBERS), opt("--expert", ["1"], NUMBERS), opt("--kv-cache", ["int8", "fp8"], TEXT),
             opt("--matmul", ["bf16", "int8"], TEXT), ["--parallel-block"], opt("--kv", ["paged", "reserve"], TEXT),
-            opt("--replicates", ["2"], NUMBERS), opt("--clients", ["4"], NUMBERS), ["--json"]]
+            opt("--replicates", ["2"], NUMBERS), opt("--clients", ["4"], NUMBERS), ["--json"],
+            opt("--engine", ["auto", "ideal", "jetstream", "saxml"], ["vllm", "tensorrt-llm", "bogus", ""])]
     if any_mode or arrivals == "bursty":
-        opts.append(opt("--cv", ["3"], NUMBERS))
+        opts.append(opt("--cv", ["3"], [*NUMBERS, "1e-300", "0.001"]))
     if any_mode or arrivals == "trace":
         opts.append(opt("--time-scale", ["2"], NUMBERS))
     batch = mostly(["continuous", "static"], TEXT, 0.05)
@@ -534,7 +620,9 @@ def g_sources(rng, inp):
 
 def g_validate(rng, inp):
     r = rng.random()
-    if r < 0.2:
+    if r < 0.1:
+        f = str(inp.static[_pick(rng, ["odd.yaml", "odd2.yaml", "drain1.yaml", "encoder.yaml", "flood.yaml", "tinyavail.yaml"])])
+    elif r < 0.2:
         f = inp.file(rng, _pick(rng, sorted(inp.static)))
     elif r < 0.4:
         f = inp.file(rng, "serving.yaml", SERVING)
@@ -546,14 +634,15 @@ def g_validate(rng, inp):
 def g_demo(rng, inp):
     # The demo's hostile outputs only (a full demo run is the README tour's test): a file in the
     # way, a folder under a file, a place nobody may write, an unknown option.
-    out = _pick(rng, [str(inp.static["ok.json"]), str(inp.static["ok.json"]) + "/x", "/proc/podsim-demo"])
+    out = _pick(rng, [str(inp.static["ok.json"]), str(inp.static["ok.json"]) + "/x", "/proc/podsim-demo", inp.out(rng), inp.out(rng),
+                      "", "/", "."])
     argv = ["demo", "-o", out]
     return argv + (["--bogus"] if rng.random() < 0.2 else [])
 
 
 def g_dashboard(rng, inp):
     argv = _sprinkle(rng, ["dashboard"], [_opt(rng, "--port", ["8600"], NUMBERS, 0.7), _opt(rng, "--address", ["127.0.0.1"], TEXT),
-                                          ["--headless"], _opt(rng, "--store", ["s.duckdb"], TEXT)], 2)
+                                          ["--headless"], _opt(rng, "--store", ["s.duckdb"], [*TEXT, inp.out(rng)])], 2)
     return ["dashboard", "--dry-run", *argv[1:]]  # first, never dropped nor taken as a value: no case starts a server
 
 
@@ -611,7 +700,8 @@ OUTPUT_FLAGS = ("-o", "--out", "--timeline", "--plot", "--store")
 def _allowed(work: Path, argv: list[str]) -> list[Path]:
     """Where a case may write: its folder, and the paths its output options name."""
     outs = [argv[i + 1] for i, a in enumerate(argv[:-1]) if a in OUTPUT_FLAGS]
-    return [work, *((work / v).resolve() for v in outs if v and "\x00" not in v)]
+    named = [(work / v).resolve() for v in outs if v and "\x00" not in v]
+    return [work, *(p for p in named if not work.is_relative_to(p))]  # '/' or '..' would allow everything below
 
 
 def _tree(root: Path) -> set[Path]:
@@ -659,6 +749,7 @@ def test_fuzz(verb, fuzz_root, capsys, monkeypatch):
             outside = [p for p in new if not any(p.resolve().is_relative_to(a) for a in allowed)]
             assert not outside, f"{where}: wrote outside its output folder: {sorted(map(str, outside))[:3]}"
             _check_outputs(work, where)
+            inputs.check_outs(where)
             assert wall < CASE_LIMIT_S, f"{where}: {wall:.1f} s"
             shutil.rmtree(work, ignore_errors=True)
     finally:

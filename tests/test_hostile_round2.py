@@ -358,14 +358,18 @@ def test_report_list_json_reads_a_store(tmp_path, capsys):
 
 
 def test_export_is_staged_and_replaces_an_older_export(d, tmp_path, capsys, monkeypatch):
+    """An export is staged beside --out and renamed into place: one interrupted after 3 ranks
+    leaves the older export as it was; a second export into the folder is refused without
+    --force, and with it replaces the folder whole (issue 35: never a mix of both)."""
     import podsim.cli.trace as cli_trace
 
     out = tmp_path / "ex"
     code, _, err = run_podsim(capsys, "trace", "export", str(d / "ok.json"), "-o", str(out), "--slice", "2x2x2", "--prefix", "t")
     assert code == 0, err
-    assert sorted(p.name for p in out.iterdir()) == [f"t.{r}.et" for r in range(8)]
+    assert sorted(p.name for p in out.glob("*.et")) == [f"t.{r}.et" for r in range(8)]
     first = {p.name: p.read_bytes() for p in out.iterdir()}
-    # An export that fails after 3 ranks (a full disk, Ctrl-C) leaves the folder as it was.
+    code, _, err = run_podsim(capsys, "trace", "export", str(d / "ok.json"), "-o", str(out), "--slice", "2x2x1", "--prefix", "u")
+    assert code == 2 and "is not empty" in err and "--force" in err
     real = cli_trace.chakra_files
 
     def breaks(*a, **k):
@@ -375,15 +379,18 @@ def test_export_is_staged_and_replaces_an_older_export(d, tmp_path, capsys, monk
             yield data
 
     monkeypatch.setattr(cli_trace, "chakra_files", breaks)
-    code, _, err = run_podsim(capsys, "trace", "export", str(d / "ok.json"), "-o", str(out), "--slice", "2x2x4", "--prefix", "t")
+    code, _, err = run_podsim(capsys, "trace", "export", str(d / "ok.json"), "-o", str(out), "--slice", "2x2x4", "--prefix", "t",
+                              "--force")
     assert code == 130 and "interrupted" in err
     monkeypatch.undo()
     assert {p.name: p.read_bytes() for p in out.iterdir()} == first
-    # A smaller export with the same prefix replaces all of the older one's rank files.
-    code, _, err = run_podsim(capsys, "trace", "export", str(d / "ok.json"), "-o", str(out), "--slice", "2x2x1", "--prefix", "t")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ex"]  # no staging left beside it
+    # A smaller export under another prefix replaces the whole folder: no rank of the older one is left.
+    code, _, err = run_podsim(capsys, "trace", "export", str(d / "ok.json"), "-o", str(out), "--slice", "2x2x1", "--prefix", "u",
+                              "--force")
     assert code == 0, err
-    assert sorted(p.name for p in out.iterdir()) == [f"t.{r}.et" for r in range(4)]
-    code, out_json, err = run_podsim(capsys, "trace", "show", *sorted(str(p) for p in out.iterdir()), "--json")
+    assert sorted(p.name for p in out.glob("*.et")) == [f"u.{r}.et" for r in range(4)]
+    code, out_json, err = run_podsim(capsys, "trace", "show", *sorted(str(p) for p in out.glob("*.et")), "--json")
     assert code == 0 and json.loads(out_json)["meta"]["ranks"] == 4
 
 

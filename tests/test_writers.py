@@ -1,13 +1,14 @@
-"""No writer takes a path from a user-given name except through podsim/files.py.
+"""No writer takes a path from a user-given name except through podsim/files/.
 
 Two rules, read from the source (the writers of podsim/ and app_pages/):
 
-1. Only podsim/files.py calls a raw writer (Path.write_text/write_bytes, open(..., 'w'),
+1. Only podsim/files/ calls a raw writer (Path.write_text/write_bytes, open(..., 'w'),
    os.replace, shutil moves and copies, mkdir, mkdtemp, pyarrow's write_table, ...): every other
-   module writes through files.py's atomic writers, `staged` outputs and `output_folder`.
-2. Every path handed to a files.py writer is a path the user gave whole (a variable), a folder
-   joined to a constant name (`out / "report.html"`), or made by files.py from a name
-   (`inside`, `Staging.path`, `safe_component`, `plain_name`, `safe_file_name`), also when it is
+   module writes through podsim.files' atomic writers, `staged_folder`, `claim_folder` and
+   `output_folder`.
+2. Every path handed to a podsim.files writer is a path the user gave whole (a variable), a folder
+   joined to a constant name (`out / "report.html"`), or made by podsim.files from a name
+   (`inside`, `safe_component`, `plain_name`, `safe_file_name`), also when it is
    first bound to a variable: a user-given name joined to a folder anywhere else is refused.
 """
 
@@ -20,19 +21,23 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 SOURCES = sorted([*ROOT.joinpath("podsim").rglob("*.py"), *ROOT.joinpath("app_pages").glob("*.py"), ROOT / "app.py"])
 SOURCES = [p for p in SOURCES if "chakra_schema" not in p.parts]
-FILES_PY = ROOT / "podsim" / "files.py"
+FILES = ROOT / "podsim" / "files"
 
 RAW = re.compile(r"\.write_text\(|\.write_bytes\(|\bopen\([^)\n]*[\"'][wax]b?\+?[\"']|os\.replace\(|os\.rename\(|"
                  r"shutil\.(?:move|copy\w*|rmtree)\(|\.mkdir\(|mkdtemp\(|mkstemp\(|\.write_table\(|\.to_parquet\(|"
                  r"\.write_html\(|\.savefig\(|\.to_csv\(|\.symlink_to\(|\.touch\(")
-WRITERS = {"write_text_atomic", "write_bytes_atomic", "write_parquet", "output_folder", "staged", "save_trace"}
-NAMERS = {"inside", "path", "safe_component", "plain_name", "safe_file_name"}  # files.py's (Staging.path included)
+WRITERS = {"write_text_atomic", "write_bytes_atomic", "write_parquet", "write_new", "output_folder", "staged_folder",
+           "claim_folder", "save_trace"}
+NAMERS = {"inside", "safe_component", "plain_name", "safe_file_name"}  # podsim.files'
+# podsim.files' checks of a whole output path (each returns the path it was given, or refuses it),
+# and the CLI's wrappers of them
+CHECKS = {"output_file", "output_dir", "check_store", "check_out", "_check_out"}
 
 
 def _raw_writes() -> list[str]:
     bad = []
     for path in SOURCES:
-        if path == FILES_PY:
+        if path.is_relative_to(FILES):
             continue
         for n, line in enumerate(path.read_text().splitlines(), 1):
             code = line.split("#", 1)[0]
@@ -51,13 +56,15 @@ def _call_name(node: ast.AST) -> str | None:
 
 
 def _safe_path(node: ast.AST, unsafe_names: set[str]) -> bool:
-    """A path expression no user-given name reaches except through files.py."""
+    """A path expression no user-given name reaches except through podsim.files."""
     if isinstance(node, ast.Name):
         return node.id not in unsafe_names
     if isinstance(node, (ast.Attribute, ast.Constant)):
         return True
     if isinstance(node, ast.BoolOp):  # `out or Path("out") / ...`
         return all(_safe_path(v, unsafe_names) for v in node.values)
+    if isinstance(node, ast.IfExp):  # `default if out is None else out`
+        return _safe_path(node.body, unsafe_names) and _safe_path(node.orelse, unsafe_names)
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div):
         right = node.right
         named = isinstance(right, ast.Constant) and isinstance(right.value, str) or _call_name(right) in NAMERS
@@ -66,7 +73,7 @@ def _safe_path(node: ast.AST, unsafe_names: set[str]) -> bool:
         name = _call_name(node)
         if name in NAMERS:
             return True
-        if name in WRITERS:  # files.py's writers return the path they were given (checked at that call)
+        if name in WRITERS or name in CHECKS:  # they return the path they were given (checked at that call)
             return True
         if name == "Path":  # Path(p) is p; Path(folder, name) joins like folder / name
             first, *rest = node.args or [ast.Constant(".")]
@@ -80,7 +87,7 @@ def _safe_path(node: ast.AST, unsafe_names: set[str]) -> bool:
 def _unsafe_joins() -> list[str]:
     bad = []
     for path in SOURCES:
-        if path == FILES_PY:
+        if path.is_relative_to(FILES):
             continue
         tree = ast.parse(path.read_text())
         for fn in [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]:
@@ -106,11 +113,11 @@ def test_every_writer_path_is_whole_constant_or_made_by_files_py():
 
 
 def test_the_checks_catch_what_they_are_for(tmp_path):
-    """The two rules flag a raw write and a name joined outside files.py (so they can fail)."""
+    """The two rules flag a raw write and a name joined outside podsim.files (so they can fail)."""
     assert RAW.search('Path(out, name).write_bytes(data)') and RAW.search('open(p, "wb")') and RAW.search("os.replace(a, b)")
     assert not RAW.search('open(p, "rb")') and not RAW.search("read_text()")
     ok = ast.parse('write_text_atomic(out / "report.html", t)\nwrite_text_atomic(inside(out, name), t)\n'
-                   'write_text_atomic(path, t)\nwrite_parquet(stage.path(n), t)').body
+                   'write_text_atomic(path, t)\nwrite_new(inside(staging, n), t)').body
     bad = ast.parse('write_text_atomic(out / name, t)\nwrite_text_atomic(out / f"{name}.json", t)\n'
                     'write_bytes_atomic(Path(out, name), t)').body
     assert all(_safe_path(s.value.args[0], set()) for s in ok)

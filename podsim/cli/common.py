@@ -146,13 +146,15 @@ def table(title: str, rows: list[tuple[str, str]]) -> None:
 
 
 def check_timeline_path(path: str | None) -> None:
-    """Refuse a --timeline path that is not a .json file before any simulation runs."""
+    """Refuse a --timeline path that is not a .json file podsim may write, before any simulation runs."""
     from pathlib import Path
 
-    from podsim.errors import PodsimError
+    from podsim.files import output_file
 
-    if path is not None and Path(path).suffix.lower() != ".json":
-        raise PodsimError(f"--timeline {path!r}: the trace-event file must end in .json (Perfetto opens .json)")
+    if path is not None:
+        output_file(path, "--timeline")
+        if Path(path).suffix.lower() != ".json":
+            raise PodsimError(f"--timeline {path!r}: the trace-event file must end in .json (Perfetto opens .json)")
 
 
 def write_timeline(path: str, result: Any, link_load: Any, title: str = "") -> None:
@@ -161,7 +163,8 @@ def write_timeline(path: str, result: Any, link_load: Any, title: str = "") -> N
     from podsim.files import write_text_atomic
 
     check_timeline_path(path)
-    write_text_atomic(path, timeline_json(build_timeline(result, link_load=link_load, title=title)), make_parents=True)
+    write_text_atomic(path, timeline_json(build_timeline(result, link_load=link_load, title=title)), make_parents=True,
+                      what="--timeline")
 
 
 def warn_inferred_shapes(metrics: dict) -> None:

@@ -13,6 +13,7 @@ import typer
 
 from podsim.cli import app
 from podsim.errors import PodsimError
+from podsim.files import check_store
 
 MAX_UPLOAD_MB = 20  # the pages refuse larger files too (app_pages/common.py)
 
@@ -40,14 +41,14 @@ def dashboard_cmd(
     port: int = typer.Option(8501, "--port", help="local TCP port to serve on"),
     address: str = typer.Option("localhost", "--address", help="address to bind (localhost: this machine only)"),
     headless: bool = typer.Option(False, "--headless", help="do not open a browser window"),
-    store: Path | None = typer.Option(None, "--store", help="results store the Capacity plan page opens (default out/demo/results.duckdb)"),
+    store: str | None = typer.Option(None, "--store", help="results store the Capacity plan page opens and adds runs to (default out/demo/results.duckdb)"),
     dry_run: bool = typer.Option(False, "--dry-run", help="print the streamlit command instead of running it"),
 ) -> None:
     """Start the dashboard: topology, placement, step time, cluster and capacity-plan pages."""
     cmd = streamlit_command(port, address, headless)
     env = dict(os.environ)
-    if store is not None:
-        env["PODSIM_STORE"] = str(store.resolve())
+    if store is not None:  # the page reads it and may write runs into it: what is there must be a store's
+        env["PODSIM_STORE"] = str(check_store(store, read_only=False).resolve())
     if dry_run:
         print(("PODSIM_STORE=" + env["PODSIM_STORE"] + " " if store is not None else "") + " ".join(cmd))
         return

@@ -4,13 +4,11 @@ written as Parquet tables and as an HTML capacity-planning report whose path com
 from __future__ import annotations
 
 from importlib import resources
-from pathlib import Path
 
 import typer
 
 from podsim.cli import app
-from podsim.cli.run import print_run, run_with_progress, save_run
-from podsim.files import output_folder
+from podsim.cli.run import check_out, print_run, run_with_progress, save_run
 from podsim.scenario import load_scenario
 
 
@@ -20,11 +18,11 @@ def demo_scenario_path():
 
 
 @app.command("demo")
-def demo_cmd(out: Path = typer.Option(Path("out/demo"), "--out", "-o", help="folder for the demo's output")) -> None:
+def demo_cmd(out: str = typer.Option("out/demo", "--out", "-o", help="folder for the demo's output (new, empty, or one podsim wrote: it is replaced)")) -> None:
     """Run the demo scenario end to end and say where its report is."""
     with demo_scenario_path() as path:
         scenario = load_scenario(path)
-    output_folder(out)  # a file in the way or no permission: refused before the run, not after it
+    out = check_out(out, force=True)  # before the run: only a folder podsim wrote is replaced (never `--out ~`)
     print(f"demo scenario: {scenario.question}")
     result = run_with_progress(scenario)
     result, paths = save_run(result, out, None, force=True)  # the demo's own folder, replaced on each run

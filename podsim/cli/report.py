@@ -11,7 +11,7 @@ from podsim import quantities as q
 from podsim.cli import app
 from podsim.cli.common import comma_list, emit_json, refuse_options
 from podsim.errors import PodsimError
-from podsim.files import write_text_atomic
+from podsim.files import output_file, write_text_atomic
 from podsim.report import render_report
 from podsim.store import list_runs, list_sweeps, load_run, load_stored_sweep
 from podsim.sweep import answer_text
@@ -38,7 +38,7 @@ def report_cmd(
     runs: str = typer.Option(None, "--runs", help="comma-separated run ids (default: the newest runs)"),
     sweep: str = typer.Option(None, "--sweep", help="a sweep id: all its stored points"),
     last: int = typer.Option(8, "--last", help="without --runs or --sweep: the newest N runs", callback=q.REPORT_RUNS.option("--last")),
-    out: Path = typer.Option(None, "--out", "-o", help="HTML file to write"),
+    out: str = typer.Option(None, "--out", "-o", help="HTML file to write (a new path, or a regular file it replaces)"),
     listing: bool = typer.Option(False, "--list", help="list the store's runs and sweeps instead"),
     as_json: bool = typer.Option(False, "--json", help="one JSON object on stdout"),
 ) -> None:
@@ -52,8 +52,7 @@ def report_cmd(
         return
     if out is None:
         raise PodsimError("give --out FILE.html (or --list to see the store's runs)")
-    if out.is_dir():
-        raise PodsimError(f"--out {str(out)!r} is a folder; give a file name such as {str(out / 'report.html')!r}")
+    out = output_file(out, "--out")  # a folder, a FIFO, a device ... refused before the store is read
     if runs and sweep:
         raise PodsimError("give --runs or --sweep, not both")
     if runs or sweep:
@@ -73,7 +72,7 @@ def report_cmd(
     if not rows:
         raise PodsimError(f"no finished runs to report in {store} (podsim report --store {store} --list)")
     results = [load_run(store, r["run_id"]) for r in rows]
-    write_text_atomic(out, render_report(results, labels=labels, sweep=stored_sweep), make_parents=True)
+    write_text_atomic(out, render_report(results, labels=labels, sweep=stored_sweep), make_parents=True, what="--out")
     if as_json:
         emit_json({"report": str(out.resolve()), "runs": [r.run_id for r in results]})
     else:

@@ -19,8 +19,14 @@ from podsim.cli.common import (
     warn_inferred_shapes,
     with_budgets,
 )
-from podsim.errors import PodsimError
-from podsim.files import output_folder, safe_component, staged_folder, write_text_atomic
+from podsim.files import (
+    check_store,
+    output_dir,
+    output_folder,
+    safe_component,
+    staged_folder,
+    write_text_atomic,
+)
 from podsim.report import render_report
 from podsim.report.render import interval_rows, key_rows, threshold_text
 from podsim.scenario import RunResult, Scenario, load_scenario, run_scenario
@@ -38,17 +44,11 @@ def run_with_progress(scenario: Scenario) -> RunResult:
         return run_scenario(scenario, on_progress=progress)
 
 
-def check_out(out: Path, force: bool = False) -> Path:
-    """Refuse an output folder before any simulation: it must be new or empty unless `force`
-    (then a finished run replaces it whole, see save_run); a file in the way is refused too."""
-    out = Path(out)
-    if out.exists() and not out.is_dir():
-        raise PodsimError(f"output folder {str(out)!r} is a file, not a folder; give a folder path")
-    if out.is_dir() and not force:
-        first = next(out.iterdir(), None)
-        if first is not None:
-            raise PodsimError(f"output folder {str(out)!r} is not empty (it holds {first.name}); give a new --out, "
-                              "or --force to replace it with this run's files once the run is done")
+def check_out(out: str | Path, force: bool = False) -> Path:
+    """Refuse an output folder before any simulation: it must be new or empty, or one podsim
+    wrote when `force` (then a finished run replaces it whole, see save_run); anything else
+    (a file, a device, a folder of other files) is refused (podsim.files.output_dir)."""
+    out = output_dir(out, "--out", force=force)
     output_folder(out.parent)  # a parent that cannot be made is refused before the run too
     return out
 
@@ -64,6 +64,8 @@ def save_run(result: RunResult, out: Path, store: Path | None, report: bool = Tr
     which replaces it whole once the new run is complete.
     """
     out = check_out(out, force)
+    if store is not None:
+        check_store(store, read_only=False)
     inside = store is None or Path(store).resolve().is_relative_to(out.resolve())  # replaced with the folder
     rel = Path("results.duckdb") if store is None else Path(store).resolve().relative_to(out.resolve()) if inside else None
     result = dataclasses.replace(result, run_id=new_run_id(result.name))
@@ -102,18 +104,19 @@ def print_run(result: RunResult, paths: dict[str, Path]) -> None:
 @with_budgets("ops", "flows", "events", "input_bytes")
 def run_cmd(
     scenario: Path = typer.Argument(..., help="scenario YAML file"),
-    out: Path = typer.Option(None, "--out", "-o", help="output folder (default out/<scenario name>)"),
-    force: bool = typer.Option(False, "--force", help="replace a non-empty output folder (whole, once the run is done)"),
+    out: str = typer.Option(None, "--out", "-o", help="output folder (default out/<scenario name>)"),
+    force: bool = typer.Option(False, "--force", help="replace an output folder podsim wrote (whole, once the run is done)"),
     overwrite: bool = typer.Option(False, "--overwrite", hidden=True, help="the old name of --force"),
-    store: Path = typer.Option(None, "--store", help="DuckDB results store to append to (default OUT/results.duckdb)"),
+    store: str = typer.Option(None, "--store", help="DuckDB results store to append to (default OUT/results.duckdb)"),
     report: bool = typer.Option(True, "--report/--no-report", help="write OUT/report.html"),
     as_json: bool = typer.Option(False, "--json", help="one JSON object on stdout"),
 ) -> None:
     """Run a scenario: results tables, the results store, and an HTML capacity-planning report."""
     s = load_scenario(scenario)
-    out = check_out(out or Path("out") / safe_component(s.name), force or overwrite)  # before the run, not after it
+    out = check_out(Path("out") / safe_component(s.name) if out is None else out, force or overwrite)  # before the run
     if store is not None:
-        output_folder(Path(store).parent, "results store folder")
+        store = check_store(store, read_only=False)
+        output_folder(store.parent, "results store folder")
     result = run_with_progress(s)
     warn_inferred_shapes(result.metrics)
     result, paths = save_run(result, out, store, report, force or overwrite)

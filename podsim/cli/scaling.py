@@ -13,7 +13,7 @@ from podsim.cli.common import comma_counts, emit_json, refuse_options, with_budg
 from podsim.cli.steptime import step_options
 from podsim.collectives.fabricroutes import check_routing
 from podsim.errors import PodsimError
-from podsim.files import write_text_atomic
+from podsim.files import output_file, write_text_atomic
 from podsim.study import StepStudy
 from podsim.study.scaling import scaling_study
 from podsim.topology.dcn import dcn_choice
@@ -45,7 +45,7 @@ def scaling_cmd(
     efficiency: float = typer.Option(None, "--compute-efficiency", help="a flat fraction of peak FLOP/s for every compute op instead of the per-op model", callback=q.EFFICIENCY.option("--compute-efficiency")),
     routing: str = typer.Option("dimension_order", "--routing", help=f"ICI routing in each slice: {', '.join(ROUTING_POLICIES)}"),
     static: bool = typer.Option(False, "--static", help="static wiring (no OCS between cubes)"),
-    plot: Path = typer.Option(None, "--plot", help="write the figure to this .html file"),
+    plot: str = typer.Option(None, "--plot", help="write the figure to this .html file"),
     as_json: bool = typer.Option(False, "--json", help="one JSON object on stdout"),
 ) -> None:
     """Weak-scaling study of a multislice job: step time, MFU, DCN/WAN time, parallel efficiency."""
@@ -55,8 +55,10 @@ def scaling_cmd(
     spec, engineer = dcn_choice(dcn, oversubscription, sites, wan_latency_ms, wan_gbps, ecmp, tiers=dcn_tiers)
     if engineer:
         raise PodsimError("--dcn ocs-job is not offered for a scaling study; use eps or ocs")
-    if plot is not None and plot.suffix != ".html":
-        raise PodsimError(f"--plot {str(plot)!r}: give a .html file")
+    if plot is not None:
+        output_file(plot, "--plot")
+        if Path(plot).suffix != ".html":
+            raise PodsimError(f"--plot {plot!r}: give a .html file")
     check_routing(routing)
     overrides = parse_overrides(set_)
     if "global_batch" in overrides:
@@ -69,7 +71,7 @@ def scaling_cmd(
     if plot is not None:
         from podsim.report.figures import scaling_figure  # plotly only when a plot is asked for
 
-        write_text_atomic(plot, scaling_figure(study, title).to_html(include_plotlyjs=True))
+        write_text_atomic(plot, scaling_figure(study, title).to_html(include_plotlyjs=True), what="--plot")
     if as_json:
         emit_json({"title": title, **study})
         return

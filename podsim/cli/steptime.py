@@ -142,10 +142,14 @@ def step_options(items: list[str] | None) -> GenerateOptions:
     field's type (e.g. recompute=full, collective_matmul=true, microbatches=8)."""
     from pydantic import TypeAdapter, ValidationError
 
+    from podsim.quantities import find_nonbool
     from podsim.trace.configs import parse_assignments
     from podsim.trace.generate import GenerateOptions
 
     given = parse_assignments(items, "--option", "recompute=full")
+    bad = find_nonbool(given, GenerateOptions)  # pydantic would read sequence_parallel=1 or =yes as true
+    if bad is not None:
+        raise PodsimError(f"--option {'.'.join(map(str, bad[0]))}={bad[1]}: not a boolean; give true or false")
     try:
         return TypeAdapter(GenerateOptions).validate_python(given)
     except ValidationError as exc:

@@ -11,7 +11,7 @@ import typer
 from podsim.cli import app
 from podsim.cli.common import emit_json, refuse_options, with_budgets
 from podsim.errors import PodsimError
-from podsim.files import output_folder, safe_component, write_text_atomic
+from podsim.files import check_store, claim_folder, output_folder, safe_component, write_text_atomic
 from podsim.report import render_report
 from podsim.report.render import threshold_text
 from podsim.stats import interval_text
@@ -40,8 +40,8 @@ def point_line(row: dict, show: tuple[str, ...]) -> str:
 def sweep_cmd(
     ctx: typer.Context,
     file: Path = typer.Argument(..., help="sweep YAML file (sweep:, base:, grid:/points:/capacity:)"),
-    out: Path = typer.Option(None, "--out", "-o", help="output folder (default out/sweeps/<name>)"),
-    store: Path = typer.Option(None, "--store", help="DuckDB results store (default OUT/results.duckdb)"),
+    out: str = typer.Option(None, "--out", "-o", help="output folder (default out/sweeps/<name>; new, empty or one podsim wrote: it adds to it)"),
+    store: str = typer.Option(None, "--store", help="DuckDB results store (default OUT/results.duckdb)"),
     executor: str = typer.Option("serial", "--executor", "-e", help="serial, process or dask"),
     workers: int = typer.Option(None, "--workers", "-w", help="process or local Dask workers (default: the CPUs)"),
     address: str = typer.Option(None, "--address", help="Dask scheduler, e.g. tcp://10.0.0.5:8786 (default: a local cluster)"),
@@ -58,7 +58,10 @@ def sweep_cmd(
     if resume and restart:
         raise PodsimError("give --resume (skip stored points) or --restart (forget them), not both")
     sweep = load_sweep(file)
-    out = output_folder(out or Path("out") / "sweeps" / safe_component(sweep.spec.sweep))
+    if store is not None:
+        store = check_store(store, read_only=False)
+        output_folder(store.parent, "results store folder")
+    out = claim_folder(Path("out") / "sweeps" / safe_component(sweep.spec.sweep) if out is None else out, "--out")
     store = store or out / "results.duckdb"
     show = tuple(sweep.spec.show)
     seen = {"stored": 0}

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import glob
+import dataclasses
 import math
-import re
 from pathlib import Path
 from typing import Annotated
 
@@ -15,7 +14,17 @@ from podsim.bounds import check_budget
 from podsim.cli import app
 from podsim.cli.common import comma_list, console, emit_json, refuse_options, table, with_budgets
 from podsim.errors import PodsimError
-from podsim.files import output_folder, plain_name, safe_component, staged, write_text_atomic
+from podsim.files import (
+    inside,
+    output_dir,
+    output_file,
+    output_folder,
+    plain_name,
+    safe_component,
+    staged_folder,
+    write_new,
+    write_text_atomic,
+)
 from podsim.topology import format_shape, get_generation, parse_shape
 from podsim.trace import PRESETS, GenerateOptions, generate_trace, load_trace, save_trace
 from podsim.trace.astra_network import astra_configs, network_yaml, system_json
@@ -69,8 +78,15 @@ def _summary_rows(s: dict) -> list[tuple[str, str]]:
     return rows
 
 
+def _check_out(out: str) -> Path:
+    """The -o FILE of generate and import, refused before any work: its suffix (a format) and
+    what is at the path (podsim.files.output_file)."""
+    out = output_file(out, "--out")
+    output_format(out)
+    return out
+
+
 def _write(trace, out: Path, as_json: bool) -> None:
-    output_format(out)  # refuse a bad suffix before any work is written
     output_folder(out.parent)  # -o out/tour/x.json makes out/tour, as `podsim run -o` does
     path = save_trace(trace, out)
     s = summarize_trace(trace)
@@ -97,7 +113,7 @@ def generate_cmd(
     model: Annotated[str, typer.Argument(help=f"model preset: {', '.join(PRESETS)}")],
     slice_shape: Annotated[str, typer.Option("--slice", help="slice shape, e.g. 8x16x16")],
     parallelism: Annotated[str, typer.Option("--parallelism", "-p", help="logical mesh, e.g. 'data=8,fsdp=16,tensor=16' (data, fsdp, pipeline, tensor, expert, dcn)")],
-    out: Annotated[Path, typer.Option("--out", "-o", help="output file (.json, .yaml or .yml)")],
+    out: Annotated[str, typer.Option("--out", "-o", help="output file (.json, .yaml or .yml)")],
     generation: Annotated[str, typer.Option("--generation", "-g", help="hardware generation")] = "tpu-v4",
     twisted: Annotated[bool, typer.Option("--twisted", help="twisted torus slice")] = False,
     microbatches: Annotated[int | None, typer.Option("--microbatches", "-m", help="micro-batches per step (default: 1; with a pipeline the largest divisor of the local batch <= 4 x stages)", callback=q.MICROBATCHES.option("--microbatches"))] = None,
@@ -127,7 +143,7 @@ def generate_cmd(
         mesh=_mapping(mesh_map), precision=precision, attention=attention, collective_matmul=collective_matmul,
         input_pipeline=input_pipeline, input_rate_per_host=input_rate, **_overlaps_off(no_overlap),
     )
-    output_format(out)
+    out = _check_out(out)
     trace = generate_trace(model, slice_shape, parallelism, generation=generation, twisted=twisted, overrides=parse_overrides(set_), options=opts)
     _write(trace, out, as_json)
 
@@ -136,7 +152,7 @@ def generate_cmd(
 @with_budgets("ops", "input_bytes")
 def import_cmd(
     files: Annotated[list[Path], typer.Argument(help="Chakra .et / JSON files (one per rank; current or 2023 schema, told by their bytes), or one ASTRA-sim text workload or podsim trace")],
-    out: Annotated[Path, typer.Option("--out", "-o", help="output file (.json, .yaml or .yml)")],
+    out: Annotated[str, typer.Option("--out", "-o", help="output file (.json, .yaml or .yml)")],
     slice_shape: Annotated[str | None, typer.Option("--slice", help="network shape the trace runs on, e.g. 8 or 4x8 (its axes bound the groups)")] = None,
     group: Annotated[str | None, typer.Option("--group", help="axes a Chakra collective spans when the file does not say (default: all)")] = None,
     rank: Annotated[int | None, typer.Option("--rank", help="import one Chakra rank when the ranks' programs differ", callback=q.RANK.option("--rank"))] = None,
@@ -145,9 +161,12 @@ def import_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="one JSON object on stdout")] = False,
 ) -> None:
     """Convert Chakra or ASTRA-sim traces into a podsim trace file."""
-    output_format(out)
-    trace = load_trace(files, shape=_shape(slice_shape), group=group, rank=rank,
+    out = _check_out(out)
+    shape = _shape(slice_shape)
+    trace = load_trace(files, shape=shape, group=group, rank=rank,
                        clock_hz=None if clock_ghz is None else clock_ghz * 1e9, keep_cpu_ops=keep_cpu_ops or None)
+    if shape is not None and "slice" not in trace.meta:  # its groups are now this slice's: it carries the slice
+        trace = dataclasses.replace(trace, meta={**trace.meta, "slice": format_shape(shape)})
     _write(trace, out, as_json)
 
 
@@ -156,7 +175,7 @@ def import_cmd(
 def export_cmd(
     ctx: typer.Context,
     file: Annotated[Path, typer.Argument(help="a trace in any supported format (podsim JSON/YAML, ASTRA-sim text, Chakra)")],
-    out_dir: Annotated[Path, typer.Option("--out", "-o", help="output folder (created if missing)")],
+    out_dir: Annotated[str, typer.Option("--out", "-o", help="output folder (new, empty, or an export's with --force: replaced whole)")],
     fmt: Annotated[str, typer.Option("--format", help="output format: chakra (one current-schema .et per rank) or astra-sim (network .yml, system .json and the .et workload)")] = "chakra",
     algorithm: Annotated[str, typer.Option("--algorithm", help="astra-sim: the collective implementation on every dimension (ring, direct, halving_doubling)")] = "ring",
     slice_shape: Annotated[str | None, typer.Option("--slice", help="slice shape: one .et per chip (default: the shape a generated trace was made for)")] = None,
@@ -164,6 +183,7 @@ def export_cmd(
     extras: Annotated[bool, typer.Option("--extras/--no-extras", help="keep podsim's own attributes (exact sizes and times, ids, groups, matmul shapes) beside the schema's fields")] = True,
     generation: Annotated[str | None, typer.Option("--generation", "-g", help="the chip whose per-op model times each compute node (default: the generation a generated trace was made for)")] = None,
     efficiency: Annotated[float | None, typer.Option("--compute-efficiency", help="time compute at this flat fraction of peak instead of the per-op model", callback=q.EFFICIENCY.option("--compute-efficiency"))] = None,
+    force: Annotated[bool, typer.Option("--force", help="replace an output folder podsim wrote (whole, once the export is done)")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="one JSON object on stdout")] = False,
 ) -> None:
     """Write a trace as Chakra execution traces ASTRA-sim reads: PREFIX.RANK.et per chip, every compute node with its duration."""
@@ -179,10 +199,8 @@ def export_cmd(
     ranks = math.prod(shape)
     check_budget("files", ranks, f"--slice {format_shape(shape)}: one .et per chip", "each is a file of the export")
     name = plain_name(prefix, "--prefix") if prefix is not None else safe_component(file.name.split(".")[0], "trace")
-    if out_dir.exists() and not out_dir.is_dir():  # made by staged() below, once the options hold
-        raise PodsimError(f"output folder {str(out_dir)!r} is a file, not a folder; give a folder path")
+    out_dir = output_dir(out_dir, "--out", force=force)  # made by staged_folder below, once the options hold
     configs = []
-    et_dir = out_dir
     if fmt == "chakra":
         refuse_options(ctx, ("algorithm",), "with --format chakra (it sets the ASTRA-sim system file's collectives)")
     else:  # an ASTRA-sim case: network and system configs beside the workload
@@ -190,22 +208,25 @@ def export_cmd(
         if gen is None:
             raise PodsimError("give --generation GEN: the network and system files describe its chip and ICI")
         network, system = astra_configs(gen, shape, normalise_algorithm(algorithm, field="--algorithm"))
-        et_dir = out_dir / "workload"
         generation = gen
+    et_dir = out_dir if fmt == "chakra" else out_dir / "workload"
     nodes = len(trace.ops) + sum(isinstance(op, SendRecv) for op in trace.ops)
     total = 0
-    # Staged, then moved in: Ctrl-C or a full disk leaves the folder as it was, and a new export
-    # replaces an older one's rank files of the same prefix (extra ranks would read back as one trace).
-    with staged(et_dir) as stage:
-        stage.replaces(p for p in stage.out.glob(f"{glob.escape(name)}.*.et") if re.fullmatch(rf"{re.escape(name)}\.\d+\.et", p.name))
-        for n, data in zip(et_file_names(name, ranks), chakra_files(trace, shape, extras=extras, generation=generation,
-                                                                     efficiency=efficiency), strict=True):
-            stage.write(n, data)
+    # The whole folder is staged beside --out and renamed into its place: Ctrl-C, SIGTERM or a
+    # full disk leaves the old folder (or none), and an export never mixes with an older one's files.
+    names = et_file_names(name, ranks)
+    with staged_folder(out_dir) as staging:
+        into = staging if fmt == "chakra" else output_folder(staging / "workload")
+        for n, data in zip(names, chakra_files(trace, shape, extras=extras, generation=generation,
+                                               efficiency=efficiency), strict=True):
+            write_new(inside(into, n, "--prefix"), data)
             total += len(data)
-    paths = stage.moved
-    if fmt != "chakra":  # after the workload, so a failed export leaves no configs naming it
-        configs = [write_text_atomic(out_dir / "network.yml", network_yaml(network)),
-                   write_text_atomic(out_dir / "system.json", system_json(system))]
+        if fmt != "chakra":
+            write_text_atomic(staging / "network.yml", network_yaml(network))
+            write_text_atomic(staging / "system.json", system_json(system))
+    paths = [et_dir / n for n in names]
+    if fmt != "chakra":
+        configs = [out_dir / "network.yml", out_dir / "system.json"]
     if as_json:
         emit_json({"output": str(out_dir), "files": len(paths), "first": paths[0].name, "bytes": total,
                    "nodes_per_rank": nodes, "ops": len(trace.ops), "slice": format_shape(shape),

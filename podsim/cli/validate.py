@@ -28,6 +28,9 @@ def describe_scenario(s: Scenario) -> str:
                 f"{sv.requests.arrivals.kind} arrivals for {sv.duration:g} s" + (", capacity search" if sv.capacity else ""))
     elif w.synthetic is not None:
         what = f"job stream: {w.synthetic.jobs} synthetic jobs over {s.horizon / 86400:g} d"
+    elif w.odd is not None:
+        what = (f"job stream: {w.odd.jobs} odd-shape jobs of {w.odd.min_chips}-{w.odd.max_chips} chips "
+                f"over {s.horizon / 86400:g} d")
     else:
         what = f"job stream: trace {w.trace.path.name} over {s.horizon / 86400:g} d"
     targets = ", ".join(f"{k} {v}" for k, v in s.targets.items()) or "no targets"

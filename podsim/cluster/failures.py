@@ -30,7 +30,7 @@ from podsim import quantities as q
 from podsim.bounds import budget, check_budget
 from podsim.errors import PodsimError, first_error
 from podsim.files import read_csv
-from podsim.units import finite_number, fraction, parse_duration
+from podsim.units import finite_number, format_seconds, fraction, parse_duration
 
 Component = Literal["host", "ocs", "link"]
 FAILED_ID = q.count("a part id", 0, 64 * q.MAX_FLEET_CHIPS, "ids of the largest fleet's hosts, OCS units and cables")
@@ -51,7 +51,13 @@ class FailureProcess(q.NoBoolNumbers):
         """The process with steady-state availability `availability` and repair time `mttr_s`."""
         if not 0 < availability < 1:  # also NaN
             raise PodsimError(f"availability {availability} must be strictly between 0 and 1 (e.g. 0.995)")
-        return cls(mtbf_s=mttr_s * availability / (1 - availability), mttr_s=mttr_s, **kw)
+        mtbf_s = mttr_s * availability / (1 - availability)
+        if not q.MTBF.inside(mtbf_s):  # refused as the availability given, not as an MTBF nobody wrote
+            lo, hi = (m / (m + mttr_s) for m in (q.MTBF.low, q.MTBF.high))
+            raise PodsimError(f"availability {availability:g} with an MTTR of {format_seconds(mttr_s)} means an MTBF of "
+                              f"{format_seconds(mtbf_s)}; an MTBF is {q.MTBF.allowed()} ({q.MTBF.why}), so the "
+                              f"availability is [{lo:.4g}, {hi:.10g}] with this MTTR")
+        return cls(mtbf_s=mtbf_s, mttr_s=mttr_s, **kw)
 
     @property
     def availability(self) -> float:

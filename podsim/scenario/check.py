@@ -28,6 +28,7 @@ from podsim.trace.generate import GenerateOptions
 from podsim.trace.mesh import parse_parallelism
 from podsim.trace.plans import names_dcn, plan_template, resolve_plan
 from podsim.units import is_rate_unit
+from podsim.workload.odd import odd_sizes
 from podsim.workload.popularity import V4_SLICE_POPULARITY, SliceMix
 
 COUNT_UNITS = ("chips", "links", "ports", "ocs", "cubes", "nics", "hosts")  # figures that count parts
@@ -46,6 +47,9 @@ def _wrap(loc: tuple, fn, *args, **kw):
         return fn(*args, **kw)
     except FieldError:
         raise
+    except ValidationError as exc:  # a model built from the fields: its first error, on one line
+        where, msg = first_error(exc)
+        raise FieldError(loc, f"{where}: {msg}" if where else msg) from None
     except (PodsimError, ValueError) as exc:
         raise FieldError(loc, str(exc).removeprefix("Value error, ")) from None
 
@@ -104,6 +108,7 @@ def _check_odd(s: Scenario, gen) -> None:
     if gen.pod_shape and odd.max_side > max(gen.pod_shape):
         raise FieldError(("workload", "odd", "max_side"), f"max_side {odd.max_side} is longer than the {gen.id} pod's "
                                                           f"longest side {max(gen.pod_shape)}")
+    _wrap(("workload", "odd", "min_chips"), odd_sizes, odd)  # a range with no shape in it: refused now, not in run
 
 
 def _check_failure_events(s: Scenario, gen: Generation) -> None:
@@ -118,8 +123,9 @@ def _check_failure_events(s: Scenario, gen: Generation) -> None:
     counts = {"host": layout.n_hosts, "ocs": layout.n_ocs,
               "link": layout.n_chips * int(gen.ici_links_per_chip.value) // 2}  # each cable joins two chips
     for name, spec in parts:
-        if spec is not None:
-            _wrap(("failures", name, "mtbf"), check_failure_budget, spec.process(), name, counts[name], s.horizon)
+        if spec is not None:  # the process is built inside: an availability whose MTBF is out of range names its field
+            loc = ("failures", name, "availability" if spec.availability is not None else "mtbf")
+            _wrap(loc, lambda spec=spec, name=name: check_failure_budget(spec.process(), name, counts[name], s.horizon))
 
 
 def _check_multislice(loc: tuple, spec: SliceSpec, gen: Generation, ocs: bool, shape: str) -> None:

@@ -52,6 +52,14 @@ class ServedModel(_Model):
         return self
 
     def config(self) -> TransformerConfig:
+        cfg = self._config()
+        if not cfg.causal:  # an encoder reads its whole input at once: no token is generated
+            decoders = ", ".join(k for k, v in PRESETS.items() if isinstance(v, TransformerConfig) and v.causal)
+            raise PodsimError(f"serving model {cfg.name!r} is an encoder (bidirectional attention, causal: false): it "
+                              f"generates no tokens, so it has no decode, TTFT or TPOT; serve a decoder: {decoders}")
+        return cfg
+
+    def _config(self) -> TransformerConfig:
         if self.dims is not None:
             body = {"source": "given by its dimensions", "seq_len": 4096, "global_batch": 1, "mlp": "swiglu",
                     "norm": "rmsnorm", "bias": False, "tied_embeddings": False, "learned_positions": False, **self.dims}
@@ -271,6 +279,8 @@ class ServingSetup(_Model):
             raise PodsimError("beam search shares a prompt's pages across beams: use batch kv reserve with beams > 1")
         if self.warmup >= self.duration and self.requests.arrivals.kind != "offline":
             raise PodsimError(f"warmup {self.warmup:g} s is not shorter than the duration {self.duration:g} s")
+        if self.requests.arrivals.rate is not None:
+            check_request_count(self.requests.arrivals.rate_per_s, self.duration)
         return self
 
     @property
@@ -326,3 +336,18 @@ class ServingWorkload(ServingSetup):
     the scenario's), and optionally the capacity search to run on it."""
 
     capacity: CapacitySearch | None = None
+
+    @model_validator(mode="after")
+    def _search_rate(self) -> ServingWorkload:
+        if self.capacity is not None:
+            check_request_count(self.capacity.rate / 3600.0, self.duration, "capacity rate: ")
+        return self
+
+
+def check_request_count(rate_per_s: float, duration_s: float, what: str = "") -> None:
+    """Arrivals at `rate_per_s` for `duration_s` stay within MAX_REQUESTS, checked when the spec
+    is read (draw_requests draws them only when the run starts: validate passed 1e9/s)."""
+    expected = rate_per_s * duration_s
+    if expected > q.MAX_REQUESTS:
+        raise PodsimError(f"{what}{rate_per_s:g} requests/s for {duration_s:g} s is {expected:,.0f} requests; at most "
+                          f"{q.MAX_REQUESTS:,} (a lower rate or a shorter duration)")

@@ -19,7 +19,7 @@ import numpy as np
 from podsim.errors import PodsimError
 from podsim.files import read_csv
 from podsim.quantities import MAX_REQUESTS
-from podsim.serving.spec import Lengths, RequestStream
+from podsim.serving.spec import Lengths, RequestStream, check_request_count
 
 SHIPPED = {"azure-conv": "conv_10min.csv", "azure-code": "code_10min.csv"}
 TRACE_COLUMNS = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
@@ -137,8 +137,7 @@ def draw_requests(stream: RequestStream, duration_s: float, seed: int) -> Reques
     else:
         rate = arr.rate_per_s
         expected = rate * duration_s
-        if expected > MAX_REQUESTS:
-            raise PodsimError(f"{rate:g} requests/s for {duration_s:g} s is {expected:,.0f} requests; at most {MAX_REQUESTS:,}")
+        check_request_count(rate, duration_s)
         n = int(expected + 10 * math.sqrt(expected) + 10)
         if arr.kind == "poisson":
             gaps = rng.exponential(1.0 / rate, size=n)

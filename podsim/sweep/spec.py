@@ -9,7 +9,10 @@
     seeding: common                      # common | independent
     capacity: {field: topology.pods, low: 1, high: 8}   # bisect for the smallest fleet
 
-Points are `points x grid x replicates` (a missing list is one empty point). Seeds come from
+Points are `points x grid x replicates` (a missing list is one empty point); a field is set
+by one of points, grid and capacity (two would silently replace one another's values). A
+capacity sweep bisects a fleet size (CAPACITY_FIELDS), where more never misses a target less
+meets; `show` names registered metrics of the base scenario's kind. Seeds come from
 `numpy.random.SeedSequence(seed).spawn(n)`: with `common` seeding (the default) the n = replicates
 children are shared by every point, so the variants of a comparison see the same job stream and
 failures (common random numbers); `independent` gives each point its own child. A capacity
@@ -20,6 +23,7 @@ size sees the same jobs.
 from __future__ import annotations
 
 import copy
+import difflib
 import hashlib
 import itertools
 import json
@@ -31,6 +35,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from podsim.errors import PodsimError
+from podsim.metrics import METRICS
 from podsim.quantities import MAX_SWEEP_POINTS, Seed
 from podsim.scenario.check import FieldError, check_scenario
 from podsim.scenario.load import (
@@ -49,10 +54,16 @@ class _Model(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
 
+# Fleet sizes a capacity sweep may bisect: more of them never misses a target less meets (a seed,
+# a horizon or a rate would not bisect to a meaningful answer).
+CAPACITY_FIELDS = ("topology.pods", "workload.serving.replicas", "workload.serving.disaggregated.prefill",
+                   "workload.serving.disaggregated.decode")
+
+
 class CapacitySpec(_Model):
     """Bisect an integer scenario field for the smallest value that meets the targets."""
 
-    field: str = Field("topology.pods", description="dotted scenario field, an integer (fleet size)")
+    field: str = Field("topology.pods", description=f"the fleet size bisected: {', '.join(CAPACITY_FIELDS)}")
     low: int = Field(1, ge=1)
     high: int = Field(..., ge=1)
     judge: Literal["mean", "interval"] = Field(
@@ -88,6 +99,49 @@ class SweepSpec(_Model):
             if not vals:
                 raise PodsimError(f"grid {k}: give at least one value")
         return v
+
+
+def _overlaps(a: str, b: str) -> bool:
+    """Whether dotted fields `a` and `b` set the same value (one is the other or inside it)."""
+    return a == b or a.startswith(b + ".") or b.startswith(a + ".")
+
+
+def _check_fields(spec: SweepSpec, doc: YamlDoc) -> None:
+    """Each field set by one of points, grid and capacity; the capacity field a fleet size."""
+    def refuse(loc: tuple, msg: str):
+        raise PodsimError(format_error(doc.source, line_of(doc.node, loc), loc, msg))
+
+    cap = spec.capacity
+    if cap is not None and cap.field not in CAPACITY_FIELDS:
+        refuse(("capacity", "field"), f"{cap.field!r} is not a fleet size: a capacity sweep bisects one of "
+                                      f"{', '.join(CAPACITY_FIELDS)} (more never misses a target less meets); "
+                                      "sweep other fields with grid")
+    for k in spec.grid:
+        if cap is not None and _overlaps(k, cap.field):
+            refuse(("grid", k), f"{k} is the capacity field {cap.field} too: the bisection would replace the grid's values")
+    for i, pt in enumerate(spec.points):
+        for k in pt:
+            if k == "label":
+                continue
+            hit = next((g for g in spec.grid if _overlaps(k, g)), None)
+            if hit is not None:
+                refuse(("points", i, k), f"{k} is set by the grid too ({hit}): the grid's values would replace the "
+                                         "point's; set it in one of the two")
+            if cap is not None and _overlaps(k, cap.field):
+                refuse(("points", i, k), f"{k} is the capacity field {cap.field} too: the bisection would replace the "
+                                         "point's value")
+
+
+def _check_show(spec: SweepSpec, doc: YamlDoc, kinds: set[str]) -> None:
+    """`show` names metrics the sweep's runs report (a name nothing reports would print n/a)."""
+    allowed = [m.name for m in METRICS.values() if m.kind in (*kinds, "both")]
+    for i, name in enumerate(spec.show):
+        if name not in allowed:
+            what = " or ".join(sorted(kinds))
+            near = difflib.get_close_matches(str(name), allowed, n=5, cutoff=0.5)
+            raise PodsimError(format_error(doc.source, line_of(doc.node, ("show", i)), ("show", i),
+                                           f"{name!r} is not a metric of a {what} run ({'closest: ' + ', '.join(near) + '; ' if near else ''}"
+                                           f"`podsim metrics --kind {sorted(kinds)[0]}` lists all {len(allowed)} of them)"))
 
 
 @dataclass(frozen=True)
@@ -193,21 +247,21 @@ class _Locator:
         return format_error(self.base_doc.source, line_of(self.base_doc.node, self.base_prefix + loc), loc, msg)
 
 
-def _validate_point(sweep: Sweep, cell: int, extra: dict, locator: _Locator, where_of: dict) -> None:
+def _validate_point(sweep: Sweep, cell: int, extra: dict, locator: _Locator, where_of: dict) -> str:
+    """The point's scenario checked as run checks it; its kind ('cluster', 'step', 'serving')."""
     p = sweep.point(cell, 0, extra)
     raw = apply_overrides(sweep.base, {"seed": p.seed, **p.overrides})
     doc = YamlDoc(raw, None, sweep.source, Path(sweep.base_dir) if sweep.base_dir else None)
     try:
         scenario = Scenario.model_validate(raw, context={"base_dir": doc.base_dir})
         check_scenario(scenario)
+        return scenario.kind
     except FieldError as exc:
         loc, msg = exc.loc, str(exc)
     except ValidationError as exc:
         loc, msg = describe_error(exc.errors()[0], Scenario)
     except PodsimError as exc:
         raise PodsimError(f"{sweep.source}: point {p.label!r}: {exc}") from None
-    else:
-        return
     dotted = ".".join(str(x) for x in loc)
     where = next((w for k, w in where_of.items() if dotted == k or dotted.startswith(k + ".") or k.startswith(dotted + ".")), None)
     raise PodsimError(locator.message(loc, msg, where) + f" (point {p.label!r})") from None
@@ -220,6 +274,7 @@ def load_sweep(path: str | Path) -> Sweep:
     if not isinstance(doc.data, dict) or "sweep" not in doc.data:
         raise PodsimError(f"{doc.source}: a sweep file starts with 'sweep: NAME' (a scenario file runs with `podsim run`)")
     spec = validated(SweepSpec, doc)
+    _check_fields(spec, doc)
     if isinstance(spec.base, str):
         base_path = (Path(doc.source).parent / spec.base)
         if not base_path.is_file():
@@ -272,10 +327,12 @@ def load_sweep(path: str | Path) -> Sweep:
     sweep = Sweep(spec, doc.source, base, str(base_doc.base_dir) if base_doc.base_dir else None, sweep_id,
                   tuple(cells), replicate_seeds(root, n_seeds))
     locator = _Locator(doc, base_doc, base_prefix)
+    kinds = set()
     for c, where in enumerate(where_cells):
         extras = [{spec.capacity.field: spec.capacity.low}, {spec.capacity.field: spec.capacity.high}] if spec.capacity else [{}]
         for extra in extras:
-            _validate_point(sweep, c, extra, locator, where)
+            kinds.add(_validate_point(sweep, c, extra, locator, where))
+    _check_show(spec, doc, kinds)
     if spec.capacity is None:
         pts = [sweep.point(c, r, index=k) for k, (r, c) in enumerate(itertools.product(range(spec.replicates), range(len(cells))))]
         keys = [p.key for p in pts]

@@ -30,6 +30,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from podsim.errors import PodsimError, first_error
+from podsim.quantities import OVERSUBSCRIPTION
 
 TIER_NAMES = ("tor", "aggregation", "spine")
 BITS = 8.0
@@ -43,11 +44,13 @@ def _ratio(value: Any) -> float:
         m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*(?::\s*([0-9]*\.?[0-9]+))?\s*", value)
         if not m:
             raise ValueError(f"oversubscription {value!r}: give a number >= 1 (3) or down:up ports ('33:7')")
+        if m[2] is not None and float(m[2]) <= 0:
+            raise ValueError(f"oversubscription {value!r}: the up side must be > 0 (down:up ports, e.g. '33:7')")
         value = float(m[1]) / float(m[2] or 1)
     value = float(value)
     if not (math.isfinite(value) and value >= 1.0):
         raise ValueError(f"oversubscription {value:g} must be >= 1 (down : up bandwidth)")
-    return value
+    return OVERSUBSCRIPTION.check(value, "oversubscription")
 
 
 class DcnTier(BaseModel):

@@ -83,6 +83,16 @@ def slice_name(shape: tuple[int, ...], twisted: bool = False) -> str:
     return format_shape(shape) + ("_T" if twisted else "")
 
 
+def split_slice_name(text: str) -> tuple[str, bool | None]:
+    """'4x4x8_T' -> ('4x4x8', True), '4x4x8_NT' -> ('4x4x8', False), '4x4x8' -> ('4x4x8', None): the
+    v4 paper's Table 2 suffix read once, for every reader of the notation (suffix in any case)."""
+    base, _, tag = str(text).partition("_")
+    tag = tag.upper()
+    if tag not in ("", "T", "NT"):
+        raise PodsimError(f"{text!r}: a shape may end in _T (twisted) or _NT, nothing else")
+    return base, (tag == "T") if tag else None
+
+
 def is_twistable(shape: tuple[int, ...]) -> bool:
     """k x k x 2k or k x 2k x 2k with k >= 4 ([ISCA23] §2.9), in this order."""
     if len(shape) != 3:

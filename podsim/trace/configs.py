@@ -360,6 +360,9 @@ def parse_assignments(items: list[str] | None, what: str, example: str) -> dict[
         key, sep, value = item.partition("=")
         if not sep or not key.strip() or not value.strip():
             raise PodsimError(f"{what} {item!r} is not KEY=VALUE (e.g. {example})")
+        if key.strip() in out:
+            raise PodsimError(f"{what} {key.strip()!r} is given twice ({key.strip()}={out[key.strip()]}, {item.strip()}); "
+                              "the last would silently win")
         out[key.strip()] = value.strip()
     return out
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from podsim.errors import PodsimError
 from podsim.files import check_input_file, decode_text, read_bytes
-from podsim.topology import get_generation
+from podsim.topology import format_shape, get_generation
 from podsim.trace.astra import ASTRA_CLOCK_HZ, ASTRA_POLICIES, import_astra_text
 from podsim.trace.chakra import RankFile, import_chakra, rank_of, read_chakra_json, read_et
 from podsim.trace.model import (
@@ -30,7 +30,7 @@ from podsim.trace.model import (
     StepTrace,
     format_group,
 )
-from podsim.trace.native import load_native, read_structured
+from podsim.trace.native import load_native, read_structured, trace_slice
 
 
 def _kind(path: Path) -> tuple[str, object]:
@@ -161,12 +161,25 @@ def _read_binary(path: Path, rank: int, clock_hz: float, sniffed: bool):
 
 
 def check_fits(trace: StepTrace, shape: Sequence[int]) -> None:
-    """Every group names axes the slice has, and every x:SIZE[:STRIDE] block tiles its axis."""
+    """The trace runs on this slice: the one it was made for (meta.slice), if it says; every
+    group names axes the slice has and holds more than one chip (or asks for one, x:1); every
+    x:SIZE[:STRIDE] block tiles its axis."""
+    shape = tuple(int(n) for n in shape)
+    made = trace_slice(trace.meta)
+    if made is not None and made != shape:
+        raise PodsimError(f"trace {trace.name or ''!r} was made for a {format_shape(made)} slice (its meta.slice): its "
+                          f"groups and per-chip sizes are that slice's; run it on {format_shape(made)}, not "
+                          f"{format_shape(shape)} (or generate it for {format_shape(shape)})")
     axes = SLICE_AXES[: len(shape)]
     trace.validate(axes=axes)
     length = dict(zip(axes, shape, strict=False))
     for op in trace.ops:
         groups: tuple[AxisGroup, ...] = op.group if isinstance(op, Collective | SendRecv) else ()
+        if isinstance(op, Collective) and groups and all(g.axis != DCN_AXIS and g.size is None for g in groups) \
+                and math.prod(length[g.axis] // g.stride for g in groups) <= 1:
+            group = ",".join(str(g) for g in groups)
+            raise PodsimError(f"op {op.id!r}: group {group} has 1 chip on the {format_shape(shape)} slice, so nothing is "
+                              "communicated; name axes longer than 1 (or ask for a 1-chip group explicitly, e.g. x:1)")
         for g in groups:
             if g.axis == DCN_AXIS:
                 continue

@@ -205,7 +205,6 @@ _META_NUMBERS = {"chips": q.Quantity("meta.chips", 1, q.MAX_FLEET_CHIPS, integer
 def check_meta(meta: dict) -> dict:
     """The `meta` fields podsim reads (chips, slices, FLOPs per step, the HBM footprint, the
     parallelism and slice it was made for) have the types and ranges the summaries need."""
-    from podsim.topology import parse_shape
     from podsim.trace.mesh import parse_parallelism
 
     for key, quantity in _META_NUMBERS.items():
@@ -216,7 +215,7 @@ def check_meta(meta: dict) -> dict:
         if not isinstance(hbm, dict) or "total_bytes" not in hbm:
             raise PodsimError("meta.hbm_footprint must be a mapping with total_bytes")
         q.Quantity("HBM bytes per chip", 0, 1e18, "B").check(hbm["total_bytes"], "meta.hbm_footprint.total_bytes")
-    for key, parse in (("parallelism", parse_parallelism), ("slice", parse_shape)):
+    for key, parse in (("parallelism", parse_parallelism), ("slice", lambda text: trace_slice({"slice": text}))):
         if key in meta:
             if not isinstance(meta[key], str):
                 raise PodsimError(f"meta.{key} {meta[key]!r} must be text, e.g. 'fsdp=16,tensor=4' or '4x4x8'")
@@ -225,6 +224,22 @@ def check_meta(meta: dict) -> dict:
             except PodsimError as exc:
                 raise PodsimError(f"meta.{key}: {exc}") from None
     return meta
+
+
+def trace_slice(meta: dict) -> tuple[int, ...] | None:
+    """The slice shape a trace was made for (meta.slice, e.g. '4x4x8' or the twisted '4x4x8_T':
+    a twist changes the wiring, not the program), or None if it does not say."""
+    from podsim.topology import parse_shape
+    from podsim.topology.shapes import split_slice_name
+
+    text = meta.get("slice")
+    if text is None:
+        return None
+    try:
+        base, _ = split_slice_name(text)
+    except PodsimError as exc:
+        raise PodsimError(f"meta.slice {exc}") from None
+    return parse_shape(base)
 
 
 def trace_from_dict(data: Any) -> StepTrace:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from podsim.topology import parse_shape
 from podsim.trace.configs import PRESETS, TransformerConfig
 from podsim.trace.generate import GenerateOptions
+from podsim.validation.mlperf_rows_logs import Pooled
 
 
 @dataclass(frozen=True)
@@ -40,6 +41,10 @@ class Row:
     # the samples evaluated between two eval points, as the run's log states them (0: not such a row)
     train_samples_per_interval: int = 0
     eval_samples_per_interval: int = 0
+    # The pooled intervals between eval points (or training blocks) the step derives from, as the
+    # row's source gives them (median, count, quartiles; measurements.md's method): what the
+    # measurement-quality rule reads (podsim.validation.quality). None: no intervals (a stated rate)
+    intervals: Pooled | None = None
 
     @property
     def model_name(self) -> str:
@@ -112,11 +117,27 @@ MULTIPOD_NOTE = "one 32x128 slice: the 4 pods joined by inter-pod ICI, the long 
 def resnet_tf1(replicas: int, chips: int, bf16_threshold: int | None, bn_group: int = 1) -> GenerateOptions:
     """The ResNet-50 submission's own settings (its run_and_time.sh and resnet_main.py):
     `num_cores`/`num_replicas` per chip (2: a replica per TensorCore), and the gradient all-reduce
-    in bf16 when num_replicas <= bfloat16_replica_threshold (v0.7 on; default 128), else fp32
-    (CrossShardOptimizer on the fp32 variables; v0.6 always); `distributed_group_size` as
-    `bn_group` (batch-norm statistics summed over that many replicas; default 1)."""
+    in bf16 when num_replicas <= bfloat16_replica_threshold, else fp32. The flag first appears in
+    the round 1.0 code (R10 resnet-preview-TF-tpu-v4-*/resnet_main.py: `use_bf16_allreduce =
+    num_replicas <= bfloat16_replica_threshold`, every run script passing 8192); the round 0.6 and
+    0.7 TF code has no such flag and wraps the optimizer in CrossShardOptimizer, which sums the fp32
+    gradients of the fp32 variables (R07 resnet-research-TF-tpu-v4-16/resnet_main.py line 286):
+    pass None for those. `distributed_group_size` as `bn_group` (batch-norm statistics summed over
+    that many replicas; default 1)."""
     bf16 = bf16_threshold is not None and replicas <= bf16_threshold
     return replace(TF1, replicas_per_chip=replicas // chips, grad_bytes=2 if bf16 else 4, bn_group=bn_group)
+
+
+def eval_interval(steps: int, batch: int, eval_samples: int) -> dict:
+    """An upper-bound row's interval (split rule R6): `steps` training steps of `batch` samples,
+    then one eval pass over `eval_samples` samples (what the chips run: the script's eval batches
+    times its eval steps, padding included)."""
+    return {"kind": "upper_bound", "train_samples_per_interval": steps * batch, "eval_samples_per_interval": eval_samples}
+
+
+# The TF1 BERT code of every round (run_pretraining.py, modeling.py: the rows' sources) recomputes
+# nothing in backward: its rows state remat "none" (`remat_stated`), whatever podsim's HBM count says
+TF1_BERT_REMAT = "no recompute (the TF1 BERT code has none)"
 
 
 def row_chips(row: Row) -> int:

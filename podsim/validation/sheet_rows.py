@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from podsim.trace.generate import GenerateOptions
+from podsim.validation.mlperf_rows_logs import Pooled
 from podsim.validation.row import (
     GPT3_EVAL_INTERVAL,
     GSPMD_SHARDED,
@@ -19,10 +20,12 @@ from podsim.validation.row import (
     MULTIPOD_NOTE,
     R41,
     SHARDED_NOTE,
+    TF1_BERT_REMAT,
     UNFUSED,
     Row,
     Series,
     encoder_lm,
+    eval_interval,
     resnet_tf1,
 )
 
@@ -37,31 +40,61 @@ _ROUND = {"M1": "0.6", "M2": "0.6", "ML12": "0.6", "M3": "0.7", "M4": "0.7", "M7
           "M12": "4.0", "M13": "4.1", "M14": "4.1", "M15": "4.1", "T4": "4.1", "T12": "4.1"}
 
 
+# The MLPerf rows' intervals (measurements.md's method: the median interval between eval points,
+# each run's first left out, pooled over the runs; M16 and M17: training blocks), re-derived from
+# the result logs at the sheet's commits with podsim.validation.mlperf_rows_logs
+# (`benchmarks/mlperf_rows.py intervals DIR`): (median s, intervals, first quartile s, third quartile s)
+_POOLED = {
+    "M1": (164.119, 66, 164.1127, 164.125), "M2": (3.945, 81, 3.9185, 3.97), "ML12": (12.3975, 80, 12.333, 13.2723),
+    "M3": (1.115, 99, 1.108, 1.121), "M4": (184.1925, 40, 184.1843, 184.2037), "M5": (0.65, 88, 0.643, 0.655),
+    "M6": (0.661, 65, 0.355, 0.682), "M7": (2.8925, 60, 2.8613, 2.9038), "M8": (455.647, 40, 455.641, 455.6535),
+    "M9": (1.1345, 144, 1.126, 1.14), "M10": (109.026, 66, 108.9882, 109.0935), "M11": (285.7765, 66, 285.7632, 285.799),
+    "M12": (23.87, 78, 23.862, 23.875), "M13": (67.494, 72, 67.481, 67.922), "M14": (64.485, 69, 64.4585, 64.5245),
+    "M15": (254.094, 66, 253.434, 254.605), "M16": (2199.054, 71, 2162.51, 2245.582), "M17": (1679.913, 277, 1674.952, 1688.2485),
+    "T4": (128.804, 63, 128.782, 128.848), "T12": (43.196, 79, 43.033, 43.727),
+}
+# Eval samples per interval of the ResNet and BERT rows: what the chips run in one eval pass. ResNet:
+# ceil(50,000 / eval_batch_size) eval steps of eval_batch_size images (resnet_main.py, every round:
+# `eval_steps = ceil(num_eval_images / eval_batch_size)`, the last batch padded); BERT:
+# max_eval_steps batches of eval_batch_size sequences (util/train_and_eval_runner.py:
+# `repeat(eval_steps, eval_step)`), the flags from each row's run_and_time.sh. (The logs' eval_samples
+# key says 50,000 and 10,000: the data set, not the padded batches.)
 _ROWS: tuple[Row, ...] = (
     Row("M1", "TPU v3, 16 chips", "resnet50", "tpu-v3", "4x4", "data=16", 0.1311, overrides={"global_batch": 4096}, options=resnet_tf1(32, 16, None),
-        source="measurements.md M1 (MLPerf v0.6, R06 Google tpu-v3-32)"),
+        **eval_interval(1252, 4096, 13 * 4096), source="measurements.md M1 (MLPerf v0.6, R06 Google tpu-v3-32; eval_batch_size=4096)"),
     Row("M2", "TPU v3, 1024 chips (pod)", "resnet50", "tpu-v3", "32x32", "data=1024", 0.0251, overrides={"global_batch": 32768},
-        options=replace(resnet_tf1(2048, 1024, None, 8), input_pipeline="jpeg"), assumed=JPEG_NOTE,
-        source="measurements.md M2 (MLPerf v0.6, R06 Google tpu-v3-2048)"),
+        options=replace(resnet_tf1(2048, 1024, None, 8), input_pipeline="jpeg"), **eval_interval(157, 32768, 2 * 32768), assumed=JPEG_NOTE,
+        source="measurements.md M2 (MLPerf v0.6, R06 Google tpu-v3-2048; eval_batch_size=32768)"),
     Row("M3", "TPU v3, 4096 chips (multipod)", "resnet50", "tpu-v3-multipod", "32x128", "data=4096", 0.0141,
-        overrides={"global_batch": 65536}, options=resnet_tf1(8192, 4096, 128, 8), assumed=MULTIPOD_NOTE,
-        source="measurements.md M3 (MLPerf v0.7, R07 Google tpu-v3-8192-TF)"),
-    Row("ML12", "TPU v3, 256 chips", "resnet50", "tpu-v3", "16x16", "data=256", 0.0927, overrides={"global_batch": 32768},
+        overrides={"global_batch": 65536}, options=resnet_tf1(8192, 4096, None, 8), **eval_interval(79, 65536, 65536), assumed=MULTIPOD_NOTE,
+        source="measurements.md M3 (MLPerf v0.7, R07 Google tpu-v3-8192-TF; eval_batch_size=65536)"),
+    # hardware.md ml.12 gave ~92.7 ms, the slowest of the five runs (result_0: 92.4 ms per step over
+    # its intervals); pooled over the five by measurements.md's method (its caveat 10: ~79 ms):
+    Row("ML12", "TPU v3, 256 chips", "resnet50", "tpu-v3", "16x16", "data=256", 0.07896, overrides={"global_batch": 32768},
         options=replace(resnet_tf1(512, 256, None), input_pipeline="jpeg"), calibration="V3_HOST_JPEG_IMAGES_PER_S", assumed=JPEG_NOTE,
-        source="hardware.md ml.12 (MLPerf v0.6, R06 Google tpu-v3-512: num_cores=512, distributed_group_size=1)"),
-    Row("M4", "TPU v4, 8 chips", "resnet50", "tpu-v4", "2x2x2", "data=8", 0.0736, overrides={"global_batch": 2048}, options=resnet_tf1(16, 8, 128),
-        calibration="HBM_FRACTION", source="measurements.md M4 (MLPerf v0.7, R07 Google tpu-v4-16-TF)"),
+        **eval_interval(157, 32768, 2 * 32768),
+        source="hardware.md ml.12 (MLPerf v0.6, R06 Google tpu-v3-512: num_cores=512, distributed_group_size=1, eval_batch_size=32768), "
+               "its step re-derived from mlcommons/training_results_v0.6@f312518c2d6107eec983750eed23950f1f0c8a0e "
+               "Google/results/tpu-v3-512/resnet/result_*.txt: median 12.3975 s over 80 intervals / 157 steps (iterations_per_loop)"),
+    Row("M4", "TPU v4, 8 chips", "resnet50", "tpu-v4", "2x2x2", "data=8", 0.0736, overrides={"global_batch": 2048}, options=resnet_tf1(16, 8, None),
+        **eval_interval(2502, 2048, 25 * 2048), calibration="HBM_FRACTION",
+        assumed="fp32 gradients (CrossShardOptimizer: no bfloat16_replica_threshold in the round 0.7 code)",
+        source="measurements.md M4 (MLPerf v0.7, R07 Google tpu-v4-16-TF; eval_batch_size=2048)"),
     Row("M5", "TPU v4, 3456 chips", "resnet50", "tpu-v4", "12x12x24", "data=3456", 0.00698, overrides={"global_batch": 55296}, options=resnet_tf1(3456, 3456, 8192, 4),
-        assumed="slice 12x12x24 (3456 chips)", source="measurements.md M5 (MLPerf v1.0, R10 Google tpu-v4-6912-TF)"),
+        **eval_interval(93, 55296, 55296), assumed="slice 12x12x24 (3456 chips)",
+        source="measurements.md M5 (MLPerf v1.0, R10 Google tpu-v4-6912-TF; eval_batch_size=55296)"),
     Row("M6", "TPU v4, 4096 chips (pod)", "resnet50", "tpu-v4", "16x16x16", "data=4096", 0.0034, kind="range", measured_hi_s=0.0042,
         overrides={"global_batch": 32768}, options=resnet_tf1(4096, 4096, 8192, 8), source="measurements.md M6 (MLPerf v2.0, R20; low confidence: 3.4-4.2 ms)"),
     Row("M7", "TPU v3, 4096 chips (multipod)", "bert-large", "tpu-v3-multipod", "32x128", "data=4096", 0.0466,
-        overrides={"global_batch": 8192}, options=UNFUSED, assumed=MULTIPOD_NOTE + "; unfused attention",
-        source="measurements.md M7 (MLPerf v0.7, R07 Google tpu-v3-8192-TF)"),
+        overrides={"global_batch": 8192}, options=UNFUSED, **eval_interval(62, 8192, 2 * 8192), remat_stated=True,
+        assumed=MULTIPOD_NOTE + "; unfused attention; " + TF1_BERT_REMAT,
+        source="measurements.md M7 (MLPerf v0.7, R07 Google tpu-v3-8192-TF; eval_batch_size=8192, max_eval_steps=2)"),
     Row("M8", "TPU v4, 8 chips", "bert-large", "tpu-v4", "2x2x2", "data=8", 0.2333, overrides={"global_batch": 256},
-        options=UNFUSED, assumed="unfused attention", source="measurements.md M8 (MLPerf v0.7, R07 Google tpu-v4-16-TF)"),
+        options=UNFUSED, **eval_interval(1953, 256, 40 * 256), remat_stated=True, assumed="unfused attention; " + TF1_BERT_REMAT,
+        source="measurements.md M8 (MLPerf v0.7, R07 Google tpu-v4-16-TF; eval_batch_size=256, max_eval_steps=40)"),
     Row("M9", "TPU v4, 2048 chips", "bert-large", "tpu-v4", "8x16x16", "data=2048", 0.0344, overrides={"global_batch": 6144},
-        options=UNFUSED, assumed="unfused attention", source="measurements.md M9 (MLPerf v1.0, R10 Google tpu-v4-4096-TF)"),
+        options=UNFUSED, **eval_interval(33, 6144, 2 * 6144), remat_stated=True, assumed="unfused attention; " + TF1_BERT_REMAT,
+        source="measurements.md M9 (MLPerf v1.0, R10 Google tpu-v4-4096-TF; eval_batch_size=6144, max_eval_steps=2)"),
     Row("M10", "TPU v5e, 16 x 256 chips (multislice)", "gpt3-175b", "tpu-v5e", "16x16", "fsdp=128,tensor=2,dcn=16", 9.09, slices=16,
         overrides={"global_batch": 2048}, options=GenerateOptions(precision=INT8, recompute="full"), kind="upper_bound", **GPT3_EVAL_INTERVAL,
         assumed="in-slice sharding fsdp 128 x tensor 2 (not in the repo); remat not stated: full, the least that fits HBM", source="measurements.md M10 (MLPerf v3.1, R31)"),
@@ -117,6 +150,10 @@ _ROWS: tuple[Row, ...] = (
 
 
 def _dated(row: Row) -> Row:
+    """The row with its date, corpus and pooled intervals."""
+    if row.id in _POOLED:
+        median, n, q1, q3 = _POOLED[row.id]
+        row = replace(row, intervals=Pooled(median, n, q1, q3))
     if row.id in _ROUND:
         return replace(row, published=MLPERF_ROUND_PUBLISHED[_ROUND[row.id]], corpus="mlperf-training")
     return replace(row, published=PALM_PUBLISHED, corpus="paper")

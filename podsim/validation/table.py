@@ -44,6 +44,7 @@ from podsim.trace.memory import fits_hbm
 from podsim.trace.model import StepTrace
 from podsim.validation.bands import step_kind
 from podsim.validation.mlperf_rows import MLPERF_ROWS, MLPERF_SERIES
+from podsim.validation.quality import implied_utilisation, unscored_reason
 from podsim.validation.row import Row, Series, per_chip_throughput, row_chips
 from podsim.validation.sheet_rows import SHEET_ROWS, SHEET_SERIES
 
@@ -144,6 +145,7 @@ def run_table(rows: tuple[Row, ...] = ROWS, on_row: Callable[[dict], None] | Non
     for row in rows:
         s = predict(row)
         scale = peak_scale(row)
+        implied = implied_utilisation(s["hfu"] * scale, s["step_time_s"], row.measured_s) if s.get("hfu") else None
         rec = {"id": row.id, "system": row.system, "model": row.model_name, "kind": row.kind,
                "generation": row.generation, "slices": row.slices,
                "measured_s": row.measured_s, "measured_hi_s": row.measured_hi_s, "predicted_s": s["step_time_s"],
@@ -152,7 +154,8 @@ def run_table(rows: tuple[Row, ...] = ROWS, on_row: Callable[[dict], None] | Non
                "peak_precision": row.options.precision, "exposed_comm_s": s["exposed_comm_s"],
                "calibration": row.calibration, "assumed": setup_note(row), "source": row.source,
                "engine_wall_s": s["engine_wall_s"], "recompute": s["recompute"],
-               "hbm_bytes_per_chip": s.get("hbm_bytes_per_chip"), "hbm_fits": s.get("hbm_fits")}
+               "hbm_bytes_per_chip": s.get("hbm_bytes_per_chip"), "hbm_fits": s.get("hbm_fits"),
+               "unscored": unscored_reason(row, implied)}  # the measurement-quality rule (podsim.validation.quality)
         out.append(rec)
         if on_row:
             on_row(rec)
@@ -160,8 +163,8 @@ def run_table(rows: tuple[Row, ...] = ROWS, on_row: Callable[[dict], None] | Non
 
 
 def summarise(table: list[dict]) -> dict:
-    """Median and max |error| over the rows that set no constant."""
-    errs = [abs(r["error"]) for r in table if not r["calibration"]]
+    """Median and max |error| over the rows that set no constant and pass the quality rule."""
+    errs = [abs(r["error"]) for r in table if not r["calibration"] and not r.get("unscored")]
     return {"rows": len(table), "validation_rows": len(errs), "median_abs_error": statistics.median(errs) if errs else 0.0,
             "max_abs_error": max(errs, default=0.0)}
 
@@ -190,14 +193,14 @@ def fractions(**values: float) -> Iterator[None]:
 
 def calibration_target_s(row: Row) -> float:
     """The step time a calibration row is fitted to: its measurement; for an upper-bound row the
-    training part of its interval. Each GPT-3 interval trains on 24,576 sequences and then runs
-    the forward pass of 24,567 eval sequences (measurements.md caveat 3); at the training rate,
-    with full remat a trained sequence costs 4 forward passes (3 without), so training is 4/5 (3/4)
-    of the interval."""
+    training part of its interval: T trained samples at the training rate, with full remat 4
+    forward passes each (3 without), beside E eval samples at one forward pass each
+    (Row.train_samples_per_interval, eval_samples_per_interval; measurements.md caveat 3)."""
     if row.kind != "upper_bound":
         return row.measured_s
     forwards = 4 if row.options.recompute == "full" else 3
-    return row.measured_s * forwards / (forwards + 1)
+    t, e = row.train_samples_per_interval, row.eval_samples_per_interval
+    return row.measured_s * t * forwards / (t * forwards + e)
 
 
 def _solve(row: Row, which: str, others: dict[str, float], start: float, tol: float = 1e-3, evals: int = 8) -> float:
@@ -237,4 +240,4 @@ def calibrate(rounds: int = 2) -> dict[str, float]:
 def band_errors(table: list[dict]) -> list[tuple[tuple[str, ...], float]]:
     """(kind, error) of every row that sets no constant, for the error bands
     (podsim.validation.bands: `benchmarks/validation.py --write-bands`)."""
-    return [(step_kind(r["generation"], r["slices"]), r["error"]) for r in table if not r["calibration"]]
+    return [(step_kind(r["generation"], r["slices"]), r["error"]) for r in table if not r["calibration"] and not r.get("unscored")]

@@ -13,8 +13,10 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from podsim.errors import PodsimError
-from podsim.quantities import Duration, JobCount, Rate
+from podsim.quantities import MAX_FLEET_CHIPS, Duration, JobCount, Rate
 from podsim.workload.jobs import Job
+
+MAX_SIDE = 128  # a slice side: the longest pod side podsim knows (tpu-v3-multipod 32x128)
 
 
 class OddShapeSpec(BaseModel):
@@ -25,10 +27,10 @@ class OddShapeSpec(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
     jobs: JobCount = 200
-    min_chips: int = Field(2, ge=1)
-    max_chips: int = Field(1024, ge=1)
-    multiple: int = Field(2, ge=1, description="every side > 1 is a multiple of this")
-    max_side: int = Field(16, ge=1, description="longest side (the pod's)")
+    min_chips: int = Field(2, ge=1, le=MAX_FLEET_CHIPS)
+    max_chips: int = Field(1024, ge=1, le=MAX_FLEET_CHIPS)
+    multiple: int = Field(2, ge=1, le=MAX_SIDE, description="every side > 1 is a multiple of this")
+    max_side: int = Field(16, ge=1, le=MAX_SIDE, description="longest side (the pod's)")
     skew: float = Field(4.0, gt=0, description="b of the truncated exponential over the sorted sizes")
     rate_per_h: Rate = Field(4.0, gt=0)
     median_s: Duration = Field(3 * 3600.0, gt=0)
@@ -42,11 +44,20 @@ def factorisations(n: int, multiple: int, max_side: int) -> list[tuple[int, int,
             if n % (a * b) == 0 and (n // (a * b)) in ok]
 
 
+def odd_sizes(spec: OddShapeSpec) -> list[int]:
+    """The sizes in [min_chips, max_chips] that have a shape: none is above max_side^3, so
+    max_chips: 1e9 costs what max_side^3 does; none at all is one line."""
+    top = min(spec.max_chips, spec.max_side**3)
+    sizes = [n for n in range(spec.min_chips, top + 1) if factorisations(n, spec.multiple, spec.max_side)]
+    if not sizes:
+        raise PodsimError(f"no size in {spec.min_chips}..{spec.max_chips} has a shape with sides multiples of {spec.multiple} "
+                          f"and at most {spec.max_side} long")
+    return sizes
+
+
 def odd_shape_jobs(spec: OddShapeSpec, seed: int) -> list[Job]:
     """`spec.jobs` jobs given in time; the same spec and seed give the same jobs."""
-    sizes = [n for n in range(spec.min_chips, spec.max_chips + 1) if factorisations(n, spec.multiple, spec.max_side)]
-    if not sizes:
-        raise PodsimError(f"no size in {spec.min_chips}..{spec.max_chips} has a shape with sides multiples of {spec.multiple}")
+    sizes = odd_sizes(spec)
     rng = np.random.default_rng(seed)
     n = spec.jobs
     scale = len(sizes) / spec.skew

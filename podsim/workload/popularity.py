@@ -8,7 +8,7 @@ import numpy as np
 
 from podsim.errors import PodsimError
 from podsim.topology.generations import Generation
-from podsim.topology.shapes import parse_shape, validate_shape
+from podsim.topology.shapes import parse_shape, split_slice_name, validate_shape
 
 # [ISCA23] Table 2, one day in Nov 2022, slices >= 0.1% (hardware.md slc.4-slc.7).
 # "_T" = twisted torus, "_NT" = the same shape untwisted.
@@ -39,10 +39,11 @@ class SliceMix:
         for name, w in table.items():
             if w < 0:
                 raise PodsimError(f"slice mix: weight of {name!r} is negative ({w})")
-            base, _, tag = name.partition("_")
-            if tag not in ("", "T", "NT"):
-                raise PodsimError(f"slice mix: {name!r} — a shape may end in _T (twisted) or _NT, nothing else")
-            tw = tag == "T"
+            try:
+                base, tag = split_slice_name(name)
+            except PodsimError as exc:
+                raise PodsimError(f"slice mix: {exc}") from None
+            tw = bool(tag)
             spec = validate_shape(gen, parse_shape(base), tw)
             shapes.append(spec.shape)
             twisted.append(tw)

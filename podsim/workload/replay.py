@@ -25,7 +25,7 @@ from podsim.errors import PodsimError, first_error
 from podsim.files import read_csv
 from podsim.quantities import MAX_JOBS
 from podsim.topology.generations import Generation, get_generation
-from podsim.topology.shapes import parse_shape, validate_shape
+from podsim.topology.shapes import parse_shape, split_slice_name, validate_shape
 from podsim.workload.jobs import Job
 
 ACCELERATORS = q.count("accelerators of one job", 1, q.MAX_FLEET_CHIPS, "the fleet bound")
@@ -140,9 +140,10 @@ def _count(row: dict, column: str, path: Path, line: int) -> int | None:
 def _exact_shape(text: str, twist_text: str, gen: Generation, path: Path, line: int,
                  cols: TraceColumns) -> tuple[tuple[int, ...], bool]:
     """A row's exact slice: `AxBxC` with an optional `_T`/`_NT` suffix, and its twist column."""
-    base, _, tag = text.partition("_")
-    if tag.upper() not in ("", "T", "NT"):
-        raise PodsimError(f"{path.name} line {line}: {cols.shape} {text!r}: a shape may end in _T (twisted) or _NT, nothing else")
+    try:
+        base, tag = split_slice_name(text)
+    except PodsimError as exc:
+        raise PodsimError(f"{path.name} line {line}: {cols.shape} {exc}") from None
     try:
         shape = parse_shape(base, gen.dims)
     except PodsimError as exc:
@@ -151,9 +152,9 @@ def _exact_shape(text: str, twist_text: str, gen: Generation, path: Path, line: 
     if tw not in _TRUE + _FALSE:
         raise PodsimError(f"{path.name} line {line}: {cols.twisted} {twist_text!r}: use true or false (or 1/0, yes/no)")
     twisted = tw in _TRUE
-    if tag and tw and twisted != (tag.upper() == "T"):
+    if tag is not None and tw and twisted != tag:
         raise PodsimError(f"{path.name} line {line}: {cols.shape} {text!r} and {cols.twisted} {twist_text!r} disagree")
-    return shape, twisted or tag.upper() == "T"
+    return shape, twisted or bool(tag)
 
 
 def count_inferred(jobs) -> tuple[int, int, float]:

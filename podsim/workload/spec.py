@@ -39,6 +39,8 @@ def _pairs(value: str, key: str, example: str) -> dict[str, str]:
         name, sep, weight = item.rpartition(":")
         if not sep or not name.strip() or not weight.strip():
             raise PodsimError(f"--synthetic {key}={value!r}: use NAME:WEIGHT;NAME:WEIGHT (e.g. {example})")
+        if name.strip() in out:
+            raise PodsimError(f"--synthetic {key}={value!r}: {name.strip()!r} is given twice; the last would silently win")
         out[name.strip()] = weight.strip()
     return out
 
@@ -78,6 +80,9 @@ def parse_synthetic_pairs(text: str) -> dict[str, Any]:
             raise PodsimError(f"--synthetic {part!r} is not KEY=VALUE; keys: {', '.join(KEYS)}")
         if key not in KEYS:
             raise PodsimError(f"--synthetic key {key!r} is not known; keys: {', '.join(KEYS)}")
+        if key in kv:
+            raise PodsimError(f"--synthetic key {key!r} is given twice ({key}={kv[key]}, {key}={value.strip()}); "
+                              "the last would silently win")
         kv[key] = value.strip()
     spec: dict[str, Any] = {}
     if "jobs" in kv:

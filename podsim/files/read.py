@@ -1,14 +1,11 @@
-"""Every file podsim reads or writes goes through here: one reader per format (text, YAML, JSON,
-CSV) and one atomic writer, each failing with one line that names the file.
+"""Reading: one reader per format (text, YAML, JSON, CSV), each failing with one line that
+names the file.
 
-Reading: the bytes are capped in size, decoded as UTF-8 (a byte-order mark is allowed), parsed
-with a nesting-depth cap; YAML aliases may not expand past a node budget (billion-laughs safe);
+The bytes are capped in size, decoded as UTF-8 (a byte-order mark is allowed), parsed with a
+nesting-depth cap; YAML aliases may not expand past a node budget (billion-laughs safe);
 numbers must be finite (`.inf`, `NaN`, `1e400` are refused with the field's path); CSV rows
-must have as many fields as the header (the error gives the line).
-
-Writing: to a temporary file in the target folder, then `os.replace`, so a failed write
-leaves the old file (or nothing) behind; a folder where a file is expected, a file where a
-folder is expected and an unwritable place are each one line naming the path.
+must have as many fields as the header (the error gives the line). Only a regular file is read:
+a FIFO, a device, a socket or a folder is refused before anything could block on it.
 """
 
 from __future__ import annotations
@@ -18,12 +15,8 @@ import io
 import json
 import math
 import os
-import re
-import shutil
 import stat
-import tempfile
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +34,7 @@ MAX_DEPTH = 100  # nesting levels; podsim's own files need fewer than 10
 MAX_EXPANDED_NODES = 1_000_000  # YAML nodes after aliases are expanded
 
 
-def _kind_of(mode: int) -> str | None:
+def kind_of(mode: int) -> str | None:
     """What a non-regular file is, in words (None for a regular file)."""
     if stat.S_ISREG(mode):
         return None
@@ -78,7 +71,7 @@ def read_bytes(path: str | Path, what: str = "input", max_bytes: int = MAX_TEXT_
         raise PodsimError(f"cannot read {what} file {str(path)!r}: {exc.strerror or exc}") from None
     try:
         info = os.fstat(fd)
-        kind = _kind_of(info.st_mode)
+        kind = kind_of(info.st_mode)
         if kind == "a folder":
             raise PodsimError(f"{what} file {str(path)!r} is a folder; give a file")
         if kind is not None:
@@ -113,7 +106,7 @@ def check_input_file(path: str | Path, what: str = "input") -> Path:
         raise PodsimError(f"{what} file {str(path)!r} does not exist") from None
     except OSError as exc:
         raise PodsimError(f"cannot read {what} file {str(path)!r}: {exc.strerror or exc}") from None
-    kind = _kind_of(info.st_mode)
+    kind = kind_of(info.st_mode)
     if kind is not None:
         raise PodsimError(f"{what} file {str(path)!r} is {kind}; podsim reads regular files only")
     return path
@@ -374,220 +367,3 @@ def read_csv(path: str | Path, what: str = "CSV") -> tuple[list[str], Iterator[t
             yield reader.line_num, dict(zip(header, fields, strict=True))
 
     return header, rows()
-
-
-# Writing ----------------------------------------------------------------------------------------
-def output_folder(path: str | Path, what: str = "output folder") -> Path:
-    """Create `path` (and its parents) as a folder; a file in the way or no permission: one line."""
-    path = Path(path)
-    if path.exists() and not path.is_dir():
-        raise PodsimError(f"{what} {str(path)!r} is a file, not a folder; give a folder path")
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-    except FileExistsError:
-        raise PodsimError(f"{what} {str(path)!r}: a file is in the way of this folder path") from None
-    except OSError as exc:
-        raise PodsimError(f"cannot create {what} {str(path)!r}: {exc.strerror or exc}") from None
-    return path
-
-
-def write_bytes_atomic(path: str | Path, data: bytes, make_parents: bool = False) -> Path:
-    """Write `data` to a temporary file beside `path`, then rename it into place."""
-    path = Path(path)
-    if path.is_dir():
-        raise PodsimError(f"output {str(path)!r} is a folder; give a file name")
-    if make_parents:
-        output_folder(path.parent)
-    elif not path.parent.is_dir():
-        raise PodsimError(f"output folder {str(path.parent)!r} does not exist")
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    except OSError as exc:
-        raise PodsimError(f"cannot write {str(path)!r}: {exc.strerror or exc}") from None
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; give the file the usual mode
-        os.replace(tmp, path)
-    except OSError as exc:
-        Path(tmp).unlink(missing_ok=True)
-        raise PodsimError(f"cannot write {str(path)!r}: {exc.strerror or exc}") from None
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
-
-
-def write_text_atomic(path: str | Path, text: str, make_parents: bool = False) -> Path:
-    """write_bytes_atomic of UTF-8 text."""
-    return write_bytes_atomic(path, text.encode("utf-8"), make_parents)
-
-
-def write_parquet(path: str | Path, table) -> Path:
-    """A pyarrow Table as Parquet at `path`, written beside it and renamed into place."""
-    import pyarrow.parquet as pq
-
-    buf = io.BytesIO()
-    pq.write_table(table, buf)
-    return write_bytes_atomic(path, buf.getvalue())
-
-
-MAX_NAME_BYTES = 200  # a file name; most file systems stop at 255
-
-
-def plain_name(name: str, what: str = "file name") -> str:
-    """A name the user gives for a file inside an output folder (a prefix, a run or scenario
-    file name), as is, if it is a plain name: no folder separator, no '..', not absolute, not
-    hidden, no NUL, at most MAX_NAME_BYTES; else one line saying why. Every writer joins a
-    user-given name to its folder through this (or `inside`)."""
-    text = str(name)
-    seps = [c for c in ("/", "\\", os.sep, os.altsep) if c]
-    if not text.strip():
-        raise PodsimError(f"{what} {name!r} is empty; give a plain file name")
-    if any(c in text for c in seps) or Path(text).is_absolute():
-        raise PodsimError(f"{what} {name!r} must be a plain name inside the output folder: no '/' or '\\', not an absolute path")
-    if text in (".", "..") or text.startswith("."):
-        raise PodsimError(f"{what} {name!r} must be a plain name inside the output folder: not '.', '..' or a hidden name")
-    if "\x00" in text or any(ord(c) < 32 for c in text):
-        raise PodsimError(f"{what} {name!r} holds a control character; give a plain file name")
-    if len(text.encode()) > MAX_NAME_BYTES:
-        raise PodsimError(f"{what} is {len(text.encode())} bytes long; a file name is at most {MAX_NAME_BYTES} bytes")
-    return text
-
-
-def inside(folder: str | Path, name: str, what: str = "file name") -> Path:
-    """FOLDER/NAME for a user-given `name` (checked by plain_name): never outside FOLDER."""
-    return Path(folder) / plain_name(name, what)
-
-
-class Staging:
-    """Files written into a hidden folder inside the output folder, moved into place together
-    (`staged`): an interrupted or failed write leaves the output folder as it was."""
-
-    def __init__(self, out: Path, folder: Path):
-        self.out, self.folder = out, folder
-        self.files: list[Path] = []
-        self.stale: list[Path] = []
-        self.moved: list[Path] = []
-
-    def path(self, name: str, what: str = "output file") -> Path:
-        """Where to write output `name` (a plain name) in the staging folder."""
-        path = inside(self.folder, name, what)
-        self.files.append(path)
-        return path
-
-    def write(self, name: str, data: bytes, what: str = "output file") -> Path:
-        """Output `name` (a plain name) with these bytes, in the staging folder."""
-        path = self.path(name, what)
-        with open(path, "wb") as fh:
-            fh.write(data)
-        return path
-
-    def replaces(self, paths) -> None:
-        """Files of the output folder this output supersedes: removed when it is moved in."""
-        self.stale.extend(Path(p) for p in paths)
-
-    def _commit(self) -> list[Path]:
-        for p in self.stale:
-            p.unlink(missing_ok=True)
-        moved = []
-        for p in dict.fromkeys(self.files):
-            if p.exists():
-                target = self.out / p.name
-                os.replace(p, target)
-                moved.append(target)
-        return moved
-
-
-@contextmanager
-def staged(out: str | Path, what: str = "output folder") -> Iterator[Staging]:
-    """Stage an output of several files: write them through `Staging.path` / `Staging.write`;
-    when the block ends without an error they replace the folder's `replaces` files and move
-    in; on an error or an interrupt (Ctrl-C, SIGTERM) the staging folder is removed and the
-    output folder keeps what it had (folders this call made for it are removed again)."""
-    out = Path(out)
-    made = [p for p in (out, *out.parents) if not p.exists()]
-    out = output_folder(out, what)
-    try:
-        folder = Path(tempfile.mkdtemp(prefix=".staging-", dir=out))
-    except OSError as exc:
-        _remove_empty(made)
-        raise PodsimError(f"cannot write into {what} {str(out)!r}: {exc.strerror or exc}") from None
-    stage = Staging(out, folder)
-    done = False
-    try:
-        yield stage
-        stage.moved = stage._commit()
-        done = True
-    except OSError as exc:
-        raise PodsimError(f"cannot write into {what} {str(out)!r}: {exc.strerror or exc}") from None
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
-        if not done:
-            _remove_empty(made)
-
-
-def _remove_empty(folders: list[Path]) -> None:
-    """Remove the folders (deepest first) that are still empty: those a failed write made."""
-    for d in folders:
-        try:
-            d.rmdir()
-        except OSError:
-            return
-
-
-def replace_folder(new: Path, out: Path) -> None:
-    """Put the folder `new` (beside `out`) in place of `out`: renames on one file system, so
-    `out` holds the old contents or the new, never a mix."""
-    if not out.exists():
-        os.replace(new, out)
-        return
-    old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))
-    os.replace(out, old / out.name)
-    try:
-        os.replace(new, out)
-    except OSError:
-        os.replace(old / out.name, out)  # put the old contents back
-        raise
-    finally:
-        shutil.rmtree(old, ignore_errors=True)
-
-
-@contextmanager
-def staged_folder(out: str | Path, what: str = "output folder") -> Iterator[Path]:
-    """A whole output folder staged beside `out` (a hidden sibling) and renamed into its place
-    when the block ends without an error; on an error or an interrupt it is removed and `out`
-    keeps what it had."""
-    out = Path(out)
-    parent = output_folder(out.parent, f"{what}'s parent")
-    try:
-        staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.staging-", dir=parent))
-    except OSError as exc:
-        raise PodsimError(f"cannot write beside {what} {str(out)!r}: {exc.strerror or exc}") from None
-    try:
-        yield staging
-        replace_folder(staging, out)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-
-
-def safe_component(name: str, default: str = "run") -> str:
-    """A name from a file (a scenario's, a sweep's) as one path component: separators, '..',
-    and characters outside letters, digits, '.', '_', '-' become '_'; never empty or hidden."""
-    parts = [p for p in re.split(r"[/\\]+", str(name)) if p not in ("", ".", "..")]
-    text = re.sub(r"[^\w.-]+", "_", "_".join(parts)).lstrip(".")
-    return text[:100] or default
-
-
-def safe_file_name(name: str, default: str = "upload") -> str:
-    """An uploaded file's name as a safe file name that keeps its suffix (the loaders read it):
-    safe_component of the rest, at most 100 characters in all."""
-    base = Path(str(name).replace("\\", "/")).name
-    stem, dot, suffix = base.rpartition(".")
-    if not dot or not re.fullmatch(r"[A-Za-z0-9]{1,10}", suffix) or not stem.strip("."):
-        return safe_component(base, default)[:100]
-    return f"{safe_component(stem, default)[:89]}.{suffix}"
