@@ -119,7 +119,7 @@ def plan_cmd(
     tokens_per_step: str = typer.Option(None, "--tokens-per-step", help="tokens per step instead of --global-batch, e.g. 4M"),
     set_: list[str] = typer.Option(None, "--set", help="override a model field, e.g. --set n_layers=40 (repeatable)"),
     option: list[str] = typer.Option(None, "--option", help="a generator option held fixed, e.g. --option precision=int8 (repeatable; the searched ones are not allowed)"),
-    recompute: str = typer.Option("none,minimal,full", "--recompute", help="recompute policies to search, comma-separated"),
+    recompute: str = typer.Option(None, "--recompute", help="recompute policies to search, comma-separated (default: every policy the generator has, e.g. none,minimal,full)"),
     microbatches: str = typer.Option(None, "--microbatches", help="micro-batch counts to search, comma-separated (default: every divisor of the sequences per chip up to 64)"),
     collective_matmul: str = typer.Option("exposed,all_gather,reduce_scatter,chunked", "--collective-matmul", help="collective-matmul modes to search with sequence parallelism"),
     top: int = typer.Option(5, "--top", help="plans confirmed with the engine (0: the analytic ranking only)"),
@@ -193,7 +193,7 @@ def plan_cmd(
     mbs = tuple(comma_counts(microbatches, "--microbatches", "1,2,4", q.MICROBATCHES)) if microbatches else None
     shape = parse_shape(slice_shape, gen.dims) if slice_shape else None
     query = PlanQuery(model, gen.id, chips=chips, slice=shape, slices=slices, model_overrides=overrides, options=opts,
-                      recompute=tuple(comma_list(recompute, "--recompute", "none,full")),
+                      **({"recompute": tuple(comma_list(recompute, "--recompute", "none,full"))} if recompute is not None else {}),
                       microbatches=mbs, tensor_modes=tuple(comma_list(collective_matmul, "--collective-matmul", "exposed,chunked")),
                       top=top)
     progress = None if as_json else progress_lines("podsim plan")

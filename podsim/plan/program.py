@@ -3,10 +3,12 @@ generator's program (embedding, each layer forward, LM head, each layer backward
 gradient), each a chain of compute and blocking collectives, with the collectives that run beside
 the chain (FSDP gathers ahead of a layer, gradient reductions after it).
 
-The passes follow `podsim.trace.generate`'s program op for op (the same `TransformerShard` costs,
-the same collectives on the same logical axes, the same blocking rules), but as one layer of each
-kind with counts instead of a DAG of thousands of ops: every layer of a model is alike, so a
-step is `microbatches x (forward + backward)` passes of a handful of kinds. Compute is timed by
+The passes are `podsim.trace.generate`'s program itself: `_TransformerProgram` runs on a builder
+that records what it asks for (compute costs, collectives and their blocking, windowed matmuls,
+gradient reductions) instead of building ops, once per shard's tensor and expert sizes and
+options, and the record is cut into passes with one layer standing for every layer of its kind:
+a step is `microbatches x (forward + backward)` passes of a handful of kinds, not a DAG of
+thousands of ops. Compute is timed by
 `podsim.perf.compute_time_s`, exactly as the engine times each op. tests/test_plan_program.py
 checks the totals (FLOPs, HBM bytes, bytes per collective kind and axis) against a generated
 trace, so a change to the generator that this model misses fails there.
@@ -22,7 +24,8 @@ from podsim.errors import PodsimError
 from podsim.perf import compute_time_s
 from podsim.perf.chips import ChipCompute
 from podsim.perf.opmodel import Matmul, matmul_time_s
-from podsim.trace.costs import Block, Cost, TransformerShard, adam_update
+from podsim.trace.builder import ProgramBuilder
+from podsim.trace.costs import Cost, TransformerShard
 from podsim.trace.model import busbw_factor
 
 
@@ -160,216 +163,167 @@ class _Timer:
         return hit[0]
 
 
-class _Builder:
-    """Mirrors `podsim.trace.generate._TransformerProgram` for one stage (no pipeline)."""
+class _Recorder(ProgramBuilder):
+    """A program builder that records what `podsim.trace.generate._TransformerProgram` asks of it
+    (compute, collectives with their blocking, windowed matmuls, gradient all-reduces) in order,
+    with each op's layer, instead of building ops: the estimate's passes are the generator's own
+    program, so a new recompute policy or optimizer there is one here too."""
 
-    def __init__(self, sh: TransformerShard, chip: ChipCompute, microbatches: int):
-        if sh.plan.pipeline != 1:
-            raise PodsimError("the plan estimate models no pipeline parallelism (pipeline=1)")
-        self.sh, self.m = sh, microbatches
-        self.timer = _Timer(chip, sh.opts.precision)
-        self.weight = 1.0  # how many times the ops now emitted occur per micro-batch (for the totals)
-        opts = sh.opts
-        mode = opts.collective_matmul
-        self.t = sh.plan.tensor
-        self.sp = opts.sequence_parallel
-        self.hidden = mode == "hidden"
-        self.cm_ag = mode in ("chunked", "all_gather")
-        self.cm_rs = mode in ("chunked", "reduce_scatter")
-        self.fsdp = sh.plan.fsdp > 1
-        self.sizes = {**sh.plan.sizes(), "dcn": sh.plan.dcn}
+    def __init__(self, sizes: dict[str, int], precision: str):
+        super().__init__(sizes, precision)
+        self.events: list[tuple] = []
 
-    # chain items ---------------------------------------------------------------------------
-    def _ok(self, axes: tuple[str, ...], nbytes: float) -> bool:
-        return nbytes > 0 and any(self.sizes[a] > 1 for a in axes)
+    def compute(self, op_id, cost, *, deps=(), name="", layer="", bubble=False):
+        self.events.append(("compute", op_id, layer, cost))
+        self.last_compute = op_id
+        return op_id
 
-    def coll(self, chain: list[Item], kind: str, nbytes: float, axes: tuple[str, ...] = ("tensor",), *, tp: bool = True) -> None:
-        """A collective on the chain: blocking, or beside the next compute for tensor-parallel
-        collectives under collective_matmul hidden."""
+    def collective(self, op_id, kind, nbytes, axes, *, deps=None, blocking=True, name="", layer=""):
         axes = tuple(a for a in axes if self.sizes[a] > 1)
         if not axes or nbytes <= 0:
-            return
-        chain.append(Item(comm=Comm(kind, axes, nbytes), beside=tp and self.hidden))
-
-    def compute(self, chain: list[Item], cost: Cost, recompute: bool = False) -> None:
-        s = self.timer(cost, self.weight, recompute)
-        chain.append(Item(compute_s=s, recompute_s=s if recompute else 0.0))
-
-    def window(self, chain: list[Item], side: str, cost: Cost, recompute: bool = False) -> None:
-        """`ProgramBuilder.windowed_matmul`: t partial matmuls, t - 1 permutes of act / t."""
-        t = self.t
-        part = self.timer(cost.times(1.0 / t), self.weight * t, recompute)
-        chain.append(Item(compute_s=part, comm=Comm("send_recv", ("tensor",), self.sh.act / t), repeat=t - 1,
-                          tail_s=part, recompute_s=part * t if recompute else 0.0))
-
-    def enter(self, chain, scale=1.0):
-        if self.sp:
-            self.coll(chain, "all_gather", self.sh.act)
-
-    def exit(self, chain, scale=1.0):
-        self.coll(chain, "reduce_scatter" if self.sp else "all_reduce", self.sh.act * scale)
-
-    def enter_bwd(self, chain, scale=1.0):
-        self.coll(chain, "reduce_scatter" if self.sp else "all_reduce", self.sh.act * scale)
-
-    def exit_bwd(self, chain, scale=1.0):
-        if self.sp:
-            self.coll(chain, "all_gather", self.sh.act * scale)
-
-    # blocks -----------------------------------------------------------------------------------
-    def block_fwd(self, chain: list[Item], blk: Block, recompute: bool = False) -> None:
-        if not (self.cm_ag or self.cm_rs):
-            self.enter(chain)
-            self.compute(chain, blk.total(), recompute)
-            self.exit(chain)
-            return
-        self.compute(chain, blk.norm, recompute)
-        if self.cm_ag:
-            self.window(chain, "all_gather", blk.first, recompute)
-        else:
-            self.enter(chain)
-            self.compute(chain, blk.first, recompute)
-        self.compute(chain, blk.mid, recompute)
-        if self.cm_rs:
-            self.window(chain, "reduce_scatter", blk.last, recompute)
-        else:
-            self.compute(chain, blk.last, recompute)
-            self.exit(chain)
-        self.compute(chain, blk.residual, recompute)
-
-    def block_bwd(self, chain: list[Item], blk: Block, core: bool = False) -> None:
-        sh = self.sh
-        if not (self.cm_ag or self.cm_rs):
-            self.exit_bwd(chain)
-            if core:
-                self.compute(chain, sh.attn_core(), recompute=True)
-            self.compute(chain, blk.total().backward())
-            self.enter_bwd(chain)
-            return
-        self.compute(chain, blk.residual.backward())
-        if self.cm_ag:
-            self.window(chain, "all_gather", blk.last.backward())
-        else:
-            self.exit_bwd(chain)
-            self.compute(chain, blk.last.backward())
-        if core:
-            self.compute(chain, sh.attn_core(), recompute=True)
-        self.compute(chain, blk.mid.backward())
-        if self.cm_rs:
-            self.window(chain, "reduce_scatter", blk.first.backward())
-        else:
-            self.compute(chain, blk.first.backward())
-            self.enter_bwd(chain)
-        self.compute(chain, blk.norm.backward())
-
-    def layer_fwd(self, chain: list[Item], recompute: bool = False) -> None:
-        sh = self.sh
-        if sh.cfg.parallel_block:
-            self.block_fwd(chain, sh.parallel_block(), recompute)
-            return
-        self.block_fwd(chain, sh.attn_block(), recompute)
-        if sh.cfg.is_moe:
-            self.enter(chain)
-            self.compute(chain, sh.router_fwd(), recompute)
-            self.coll(chain, "all_to_all", sh.dispatch_bytes(), ("expert",), tp=False)
-            self.compute(chain, sh.experts_fwd(), recompute)
-            self.coll(chain, "all_to_all", sh.dispatch_bytes(), ("expert",), tp=False)
-            self.exit(chain)
-        else:
-            self.block_fwd(chain, sh.mlp_block(), recompute)
-
-    def layer_bwd(self, chain: list[Item]) -> None:
-        sh = self.sh
-        core = sh.opts.recompute == "minimal"
-        if sh.opts.recompute == "full":
-            self.layer_fwd(chain, recompute=True)
-        if sh.cfg.parallel_block:
-            self.block_bwd(chain, sh.parallel_block(), core)
-            return
-        if sh.cfg.is_moe:
-            self.exit_bwd(chain)
-            self.coll(chain, "all_to_all", sh.dispatch_bytes(), ("expert",), tp=False)
-            self.compute(chain, sh.experts_fwd().backward())
-            self.coll(chain, "all_to_all", sh.dispatch_bytes(), ("expert",), tp=False)
-            self.compute(chain, sh.router_fwd().backward())
-            self.enter_bwd(chain)
-        else:
-            self.block_bwd(chain, sh.mlp_block())
-        self.block_bwd(chain, sh.attn_block(), core)
-
-    # reductions ---------------------------------------------------------------------------
-    def gather(self, params: float) -> Comm | None:
-        if not self.fsdp:
             return None
-        return Comm("all_gather", ("fsdp",), params * self.sh.opts.weight_bytes)
+        self.events.append(("coll", op_id, layer, Comm(kind, axes, float(nbytes)), blocking))
+        return op_id
 
-    def reductions(self, dense: float, expert: float) -> tuple[list[Comm], list[Comm]]:
-        g, f = self.sh.opts.grad_bytes, self.sh.plan.fsdp
-        every = [Comm("reduce_scatter", ("fsdp",), (dense + expert) * g)] if self.fsdp and dense + expert > 0 else []
-        last = []
-        for nbytes, axes in ((dense * g / f, ("data", "expert", "dcn")), (expert * g / f, ("data", "dcn"))):
-            axes = tuple(a for a in axes if self.sizes[a] > 1)
-            if axes and nbytes > 0:
-                last.append(Comm("all_reduce", axes, nbytes))
-        return every, last
+    def windowed_matmul(self, op_id, side, cost, nbytes, axis, *, deps=(), name, layer, bubble=False):
+        self.events.append(("window", op_id, layer, cost, Comm("send_recv", (axis,), nbytes / self.sizes[axis]), self.sizes[axis]))
+        self.last_compute = op_id
 
-    def chains(self) -> tuple[list[list[Item]], float, float, float]:
-        """The chains of the six passes of one micro-batch (they do not depend on fsdp, data or
-        dcn: those add gathers and reductions beside them) and the per-micro-batch FLOPs, HBM
-        bytes and memory-bound seconds."""
-        sh, L = self.sh, self.sh.layers
-        out: list[list[Item]] = [[] for _ in range(6)]
-        embed, layer, head, head_b, layer_b, embed_b = out
-        self.weight = 1.0
-        self.compute(embed, sh.embed_fwd())
-        self.exit(embed)
-        self.weight = L
-        self.layer_fwd(layer)
-        self.weight = 1.0
-        self.enter(head)
-        self.compute(head, sh.head_fwd())
-        self.coll(head, "all_reduce", 3.0 * sh.tokens * 4, tp=False)
-        self.compute(head_b, sh.head_fwd().backward())
-        self.enter_bwd(head_b)
-        self.weight = L
-        self.layer_bwd(layer_b)
-        self.weight = 1.0
-        self.exit_bwd(embed_b)
-        self.compute(embed_b, sh.embed_fwd().backward())
-        return out, self.timer.flops, self.timer.hbm, self.timer.memory_s
+    def grad_all_reduce(self, op_id, nbytes, axes, *, ready, blocking, name, layer):
+        axes = tuple(a for a in axes if self.sizes[a] > 1)
+        if axes and nbytes > 0:
+            self.events.append(("dp", op_id, layer, Comm("all_reduce", axes, float(nbytes))))
+        return None
 
-    def build(self) -> StepProgram:
-        sh, L, m = self.sh, self.sh.layers, self.m
-        chip = self.timer.chip
-        key = (sh.cfg.name, id(sh.cfg), chip.generation, tuple(sorted(chip.peak_flops_per_s.items())), chip.hbm_bytes_per_s,
-               chip.matmul_fraction, chip.hbm_fraction, tuple(sorted(chip.precision_fractions.items())),
-               sh.plan.tensor, sh.plan.expert, sh.b, L, replace(sh.opts, microbatches=None))
-        hit = _CHAINS.get(key)
-        if hit is None:
-            if len(_CHAINS) > 4096:
-                _CHAINS.clear()
-            hit = _CHAINS[key] = (self.chains(), sh.cfg)  # the config held so its id stays its own
-        (embed, layer, head, head_b, layer_b, embed_b), flops, hbm, memory = hit[0]
-        layer_params = sh.dense_params() + sh.expert_params()
-        every, last = self.reductions(sh.dense_params(), sh.expert_params())
-        e_every, e_last = self.reductions(sh.embed_params(), 0)
-        forward = [Pass("embed forward", embed, gather=self.gather(sh.embed_params())),
-                   Pass("layer forward", layer, gather=self.gather(layer_params), count=L),
-                   Pass("head forward", head)]
-        backward = [Pass("head backward", head_b),
-                    Pass("layer backward", layer_b, gather=self.gather(layer_params), reduce=every, last_reduce=last, count=L),
-                    Pass("embed backward", embed_b, reduce=e_every, last_reduce=e_last)]
-        opt = adam_update((L * layer_params + sh.embed_params()) / sh.plan.fsdp, sh.opts)
-        opt_s = _Timer(self.timer.chip, sh.opts.precision)(opt)
-        return StepProgram(forward, backward, m, opt_s, flops * m + opt.flops, hbm * m + opt.hbm, memory * m + opt_s,
-                           sizes=self.sizes)
+    def frontier(self):
+        return []
+
+    def flush_grads(self):
+        return []
+
+    def send(self, *a, **kw):  # pragma: no cover - no pipeline is searched
+        raise PodsimError("the plan estimate models no pipeline parallelism (pipeline=1)")
+
+
+CANONICAL_SHARDS = 2
+"""The recorded program's data, fsdp and dcn sizes: every gather and reduction is emitted (a plan
+without FSDP drops them), and the per-plan data-parallel bytes and update scale from it."""
+
+
+def _pass_kind(layer: str) -> str:
+    return "layer" if layer.startswith("L") and layer[1:].isdigit() else layer
+
+
+def _record(sh: TransformerShard) -> tuple[list[tuple[str, str, list[tuple]]], tuple]:
+    """The generator's program for one micro-batch of `sh` (its tensor and expert sizes, its
+    options), on canonical data/fsdp/dcn sizes: the passes in order as (phase, kind, events) with
+    one representative layer per phase, and the update's event."""
+    from podsim.trace.generate import _TransformerProgram
+
+    k = CANONICAL_SHARDS
+    plan = replace(sh.plan, data=k, fsdp=k, dcn=k)
+    shard = replace(sh, plan=plan)
+    rec = _Recorder({**plan.sizes(), "dcn": plan.dcn}, sh.opts.precision)
+    _TransformerProgram(shard, rec, 1).step()
+    passes: list[tuple[str, str, list[tuple]]] = []
+    optimizer = None
+    phase, seen_layer = "fwd", None
+    for ev in rec.events:
+        op_id, layer = ev[1], ev[2]
+        if layer == "optimizer":
+            optimizer = ev
+            continue
+        if phase == "fwd" and (".bwd." in op_id or ".recompute." in op_id):
+            phase, seen_layer = "bwd", None
+        kind = _pass_kind(layer)
+        if kind == "layer":
+            if seen_layer is None:
+                seen_layer = layer
+            if layer != seen_layer:
+                continue  # every layer is alike: one stands for all
+        if not passes or passes[-1][:2] != (phase, kind):
+            passes.append((phase, kind, []))
+        passes[-1][2].append(ev)
+    if optimizer is None:
+        raise PodsimError("the generator's program has no update step; the plan estimate cannot time it")
+    return passes, optimizer
+
+
+def _chain_item(ev: tuple, timer: _Timer, weight: float) -> Item:
+    kind = ev[0]
+    recompute = ".recompute" in ev[1]
+    if kind == "compute":
+        s = timer(ev[3], weight, recompute)
+        return Item(compute_s=s, recompute_s=s if recompute else 0.0)
+    if kind == "window":
+        cost, comm, t = ev[3], ev[4], ev[5]
+        part = timer(cost.times(1.0 / t), weight * t, recompute)
+        return Item(compute_s=part, comm=comm, repeat=t - 1, tail_s=part, recompute_s=part * t if recompute else 0.0)
+    comm, blocking = ev[3], ev[4]
+    return Item(comm=comm, beside=blocking == "overlap")
+
+
+def _build(sh: TransformerShard, chip: ChipCompute, m: int) -> StepProgram:
+    if sh.plan.pipeline != 1:
+        raise PodsimError("the plan estimate models no pipeline parallelism (pipeline=1)")
+    key = (sh.cfg.name, id(sh.cfg), chip.generation, tuple(sorted(chip.peak_flops_per_s.items())), chip.hbm_bytes_per_s,
+           chip.matmul_fraction, chip.hbm_fraction, tuple(sorted(chip.precision_fractions.items())),
+           sh.plan.tensor, sh.plan.expert, sh.b, sh.layers, replace(sh.opts, microbatches=None))
+    hit = _CHAINS.get(key)
+    if hit is None:
+        if len(_CHAINS) > 4096:
+            _CHAINS.clear()
+        hit = _CHAINS[key] = (_shape(sh, chip), sh.cfg)  # the config held so its id stays its own
+    shape = hit[0]
+    k, f, plan = CANONICAL_SHARDS, sh.plan.fsdp, sh.plan
+    sizes = {**plan.sizes(), "dcn": plan.dcn}
+
+    def real(c: Comm, scale: float = 1.0) -> Comm | None:
+        axes = tuple(a for a in c.axes if sizes[a] > 1)
+        return Comm(c.kind, axes, c.nbytes * scale) if axes else None
+
+    forward, backward = [], []
+    for phase, kind, chain, gather, reduce, dp in shape["passes"]:
+        ps = Pass(f"{kind} {'forward' if phase == 'fwd' else 'backward'}", chain,
+                  gather=real(gather) if gather is not None and f > 1 else None,
+                  reduce=[c for c in (real(r) for r in reduce) if c is not None] if f > 1 else [],
+                  last_reduce=[c for c in (real(d, k / f) for d in dp) if c is not None],
+                  count=sh.layers if kind == "layer" else 1)
+        (forward if phase == "fwd" else backward).append(ps)
+    opt_cost = shape["optimizer"].times(k / f)
+    timer = _Timer(chip, sh.opts.precision)
+    opt_s = timer(opt_cost)
+    return StepProgram(forward, backward, m, opt_s, shape["flops"] * m + opt_cost.flops, shape["hbm"] * m + opt_cost.hbm,
+                       shape["memory_s"] * m + opt_s, sizes=sizes)
+
+
+def _shape(sh: TransformerShard, chip: ChipCompute) -> dict:
+    """The recorded program as chains of timed items and its collectives beside them, per pass."""
+    passes, optimizer = _record(sh)
+    timer = _Timer(chip, sh.opts.precision)
+    out = []
+    for phase, kind, events in passes:
+        weight = sh.layers if kind == "layer" else 1.0
+        chain, gather, reduce, dp = [], None, [], []
+        for ev in events:
+            if ev[0] == "dp":
+                dp.append(ev[3])
+            elif ev[0] == "coll" and ev[4] is False:
+                if ev[3].kind == "all_gather" and "gather" in ev[1]:
+                    gather = ev[3]
+                else:
+                    reduce.append(ev[3])
+            else:
+                chain.append(_chain_item(ev, timer, weight))
+        out.append((phase, kind, chain, gather, reduce, dp))
+    return {"passes": out, "optimizer": optimizer[3], "flops": timer.flops, "hbm": timer.hbm, "memory_s": timer.memory_s}
 
 
 _CHAINS: dict[tuple, tuple] = {}
-"""Chains by (model, chip, tensor, expert, sequences per micro-batch, layers, options): plans that
-differ only in fsdp, data or dcn share them."""
+"""Recorded programs by (model, chip, tensor, expert, sequences per micro-batch, layers, options):
+plans that differ only in fsdp, data or dcn share them."""
 
 
 def step_program(sh: TransformerShard, chip: ChipCompute, microbatches: int) -> StepProgram:
     """The step of `sh` (a shard from `podsim.trace.generate.transformer_shard`) as passes."""
-    return _Builder(sh, chip, microbatches).build()
+    return _build(sh, chip, microbatches)

@@ -21,8 +21,10 @@ from podsim.errors import PodsimError
 from podsim.plan.candidate import Candidate
 from podsim.topology import Generation, format_shape
 from podsim.topology.shapes import validate_shape
+from podsim.trace.generate import RECOMPUTE_POLICIES
 
-RECOMPUTE = ("none", "minimal", "full")
+RECOMPUTE = RECOMPUTE_POLICIES
+"""The generator's recompute policies, least recompute first (the order dominance relies on)."""
 TENSOR_MODES = ("exposed", "all_gather", "reduce_scatter", "chunked")
 """Collective-matmul modes searched with sequence parallelism (`exposed`: the all-gathers and
 reduce-scatters on the chain); without it the only program is Megatron's all-reduces."""

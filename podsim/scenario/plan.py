@@ -27,7 +27,8 @@ def plan_query(s: Scenario, gen: Generation) -> PlanQuery:
 
     p = s.plan
     return PlanQuery(p.model, gen, chips=p.chips, slice=parse_shape(p.slice, gen.dims) if p.slice else None, slices=p.slices,
-                     model_overrides=dict(p.model_overrides), options=p.options, dcn=s.dcn.spec(), recompute=tuple(p.recompute),
+                     model_overrides=dict(p.model_overrides), options=p.options, dcn=s.dcn.spec(),
+                     **({"recompute": tuple(p.recompute)} if p.recompute else {}),
                      microbatches=tuple(p.microbatches) if p.microbatches else None, tensor_modes=tuple(p.collective_matmul),
                      top=p.top)
 

@@ -33,7 +33,7 @@ from podsim.files import check_input_file
 from podsim.quantities import Duration, Fraction, JobCount, Priority, Rate, Seed, Weight
 from podsim.serving.spec import ServingWorkload
 from podsim.topology import DcnSpec, get_generation
-from podsim.trace.generate import GenerateOptions
+from podsim.trace.generate import GenerateOptions, Recompute
 from podsim.workload.odd import OddShapeSpec
 from podsim.workload.popularity import V4_SLICE_POPULARITY
 from podsim.workload.replay import TraceSpec
@@ -374,7 +374,7 @@ class PlanSection(_Model):
     slice: str | None = Field(None, description="a fixed slice shape instead, e.g. 8x8x16")
     slices: q.JOB_SLICES.type | None = Field(None, description="a fixed slice count")
     options: GenerateOptions = Field(default_factory=GenerateOptions, description="generator options held fixed (not the searched ones)")
-    recompute: tuple[Literal["none", "minimal", "full"], ...] = Field(("none", "minimal", "full"), description="recompute policies searched")
+    recompute: tuple[Recompute, ...] | None = Field(None, description="recompute policies searched (default: every policy the generator has)")
     microbatches: tuple[q.MICROBATCHES.type, ...] | None = Field(None, description="micro-batch counts searched (default: every divisor up to 64)")
     collective_matmul: tuple[Literal["exposed", "all_gather", "reduce_scatter", "chunked"], ...] = Field(
         ("exposed", "all_gather", "reduce_scatter", "chunked"), description="collective-matmul modes searched with sequence parallelism")
