@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from app_pages.common import inline_errors, percent, seconds, upload_bytes
+from app_pages.common import inline_errors, percent, seconds, step_time_cell, upload_bytes
 from podsim.files import output_folder
 from podsim.report import render_report
 from podsim.report.render import key_rows, report_figures, threshold_text
@@ -44,7 +44,7 @@ def runs_frame(rows: list[dict]) -> pd.DataFrame:
         "run": run_label(r), "kind": r["kind"] or "", "status": r["status"], "sweep": r["sweep_id"] or "",
         "fleet": f"{r['pods']} x {r['generation']}" if r["generation"] else "",
         "utilisation": percent(r["utilisation"]), "goodput": percent(r["goodput"]),
-        "wait p95": seconds(r["wait_p95_s"]), "step time": seconds(r["step_time_s"]),
+        "wait p95": seconds(r["wait_p95_s"]), "step time": step_time_cell(r),
         "cost (USD)": "n/a" if r["cost_usd"] is None else f"{r['cost_usd']:,.0f}",
         "targets met": {True: "yes", False: "no", None: ""}[r["targets_met"]],
         "created": r["created_at"].strftime("%Y-%m-%d %H:%M:%S") if r["created_at"] else ""} for r in rows])
@@ -74,6 +74,8 @@ def show_runs(store: str, rows: list[dict], labels: list[str], key: str, sweep_i
     for d in scaling_details(runs, labels):  # weak scaling: step time, MFU, efficiency against slices
         st.markdown(f"**Scaling** ({d['label']}): {d['title']}")
         st.dataframe(pd.DataFrame(d["rows"], columns=d["header"]), hide_index=True, key=f"{key}-scaling-{d['label']}")
+        if d["bands"]:
+            st.caption("Step time error: " + "; ".join(d["bands"]))
         st.plotly_chart(d["figure"], key=f"{key}-scaling-plot-{d['label']}")
     plots = report_figures(runs, labels)
     for row in range(0, len(plots), 2):

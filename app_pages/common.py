@@ -6,6 +6,7 @@ No model logic lives here or in the pages: they call podsim's library and draw i
 from __future__ import annotations
 
 import hashlib
+import math
 import tempfile
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -90,3 +91,12 @@ def digest(data: bytes) -> str:
 # The pages' number formats are the library's ('n/a' for a missing figure).
 seconds = format_duration
 percent = format_percent
+
+
+def step_time_cell(row: dict) -> str:
+    """A stored run's step time with its error band (podsim.validation.bands): '8.1 s ±7%', or that
+    the validation corpus has no run of its kind."""
+    step, err = row.get("step_time_s"), row.get("step_time_error")
+    if row.get("kind") != "step" or step is None or err is None:  # a job stream, or a run stored before bands
+        return seconds(step)
+    return seconds(step) + (" (error unknown: no validation runs of this kind)" if math.isnan(err) else f" ±{err:.0%}")

@@ -12,6 +12,7 @@ from podsim.study import StepStudy, run_study
 from podsim.topology.dcn import dcn_choice
 from podsim.trace import StepTrace
 from podsim.trace.generate import GenerateOptions
+from podsim.validation.bands import step_band
 
 ROUTINGS = {"dimension_order": "dimension order (one path)", "shortest_paths": "all shortest paths (even split)",
             "adaptive": "adaptive (split re-weighted by load)"}
@@ -35,12 +36,14 @@ def page_study(gen: str, shape: str, twisted: bool, efficiency: float | None, sl
 
 
 def step_view(study: StepStudy) -> dict:
-    """The study run once, as the page shows it: the step summary, the op timeline, the Perfetto
-    file (as `steptime --timeline`) and the first slice's port utilisation."""
+    """The study run once, as the page shows it: the step summary, its error band, the op timeline,
+    the Perfetto file (as `steptime --timeline`) and the first slice's port utilisation."""
     with record_link_load() as load:
         result = run_study(study)
     trace = result.trace
+    band = step_band(study.generation.id, study.slices)  # the typical error of runs of this kind (podsim.validation.bands)
     return {"summary": step_summary(result), "name": trace.name, "ops": len(trace.ops),
+            "band": {"typical": band.typical, "runs": band.n_runs, "text": band.text()},
             "perfetto": timeline_json(build_timeline(result, link_load=load.last, title=trace.name)),
             "timeline": [vars(t) for t in result.timeline if t.step == 0],
             "utilisation": port_utilisation(result, result.views[0]),  # the heat map shows the first slice

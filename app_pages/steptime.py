@@ -198,8 +198,9 @@ if n_sites > 1:
 st.caption(f"on {where}, {ROUTINGS[routing]} routing, {compute_note}")
 if s.get("hbm_fits") is False:
     st.warning(fits_message(s["hbm_bytes_per_chip"], s["hbm_capacity_bytes"]))
+band = out["band"]
 m = st.columns(6)
-m[0].metric("Step time", seconds(s["step_time_s"]))
+m[0].metric("Step time", seconds(s["step_time_s"]), help=band["text"])
 m[1].metric("Compute", seconds(s["compute_s"]))
 m[2].metric("Exposed communication", seconds(s["exposed_comm_s"]),
             help=f"{seconds(s['comm_s'])} busy, {seconds(s['overlapped_comm_s'])} hidden behind compute")
@@ -208,6 +209,13 @@ m[3].metric("Model FLOPs utilisation", percent(s.get("mfu")) if "mfu" in s else 
 m[4].metric("Hardware FLOPs utilisation", percent(s.get("hfu")) if "hfu" in s else "n/a",
             help="hardware FLOPs per step (recomputation included) / (chips x peak x step time)")
 m[5].metric("Engine", f"{s['engine_wall_s']:.2f} s", help=f"{s['events']:,} events, {s['flows_simulated']:,} of {s['flows']:,} flows simulated")
+mfu_band = "" if "mfu" not in s else (", error unknown" if band["typical"] is None else f", MFU ±{band['typical']:.0%} with it")
+st.caption(f"Step time {seconds(s['step_time_s'])} ({band['text']}){mfu_band}")
+if n_slices > 1 and s.get("multislice"):
+    ms = s["multislice"]
+    st.caption(f"What the {n_slices} slices add: straggler wait {seconds(ms['straggler_wait_s'])} ({ms['notes'].get('straggler', '')}); "
+               f"DCN tail {seconds(ms['dcn_tail_s'])} (in the exposed communication); ECMP collisions "
+               f"{seconds(ms['ecmp_collision_s'])} ({ms['notes'].get('ecmp_collisions', '')})")
 lv = st.columns(4)
 lv[0].metric("ICI busy", seconds(s["ici_busy_s"]), help="time collectives inside the slices are in flight")
 lv[1].metric("ICI exposed", seconds(s["ici_exposed_s"]), help="the part of it no compute overlaps")

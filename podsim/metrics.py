@@ -206,7 +206,8 @@ register(
     _m("chip_s_per_step", "s", "chips x step time", _S),
     _m("time_to_train_s", "s", "steps x step time", _S, True),
     _m("step_time_error", "fraction", "typical |error| of podsim's step time against published runs of this kind: the 68th "
-       "percentile over the validation corpus's runs of the kind (podsim.validation.bands; NaN: the corpus has none)", _S),
+       "percentile over the validation corpus's runs of the kind (podsim.validation.bands; NaN: the corpus has none)", _S,
+       sql="DOUBLE"),
     _m("step_time_error_runs", "count", "validation runs behind step_time_error", _S),
     _m("step_time_error_kind", "text", "the kind of run step_time_error is taken over (single-slice or multislice, "
        "generation); broader than the study's own when the corpus has fewer than 3 runs of it", _S),
@@ -267,6 +268,16 @@ register(
     _m("input_s", "s", "the hosts' input pipeline busy per step, beside the chips (0: not modelled)", _S),
     _m("input_wait_s", "s", "the part of the step the chips wait for their hosts' input", _S),
     _m("input_bound", "bool", "the step waits for its hosts' input (input_wait_s > 0)", _S),
+    # what running on several slices adds (podsim.study.multislice; 0 on one slice)
+    _m("dcn_tail_s", "s", "what the cross-slice (DCN, WAN) ops add to the step: their time in flight while no compute "
+       "and no ICI communication is (part of exposed_comm_s)", _S),
+    _m("straggler_wait_s", "s", "expected wait for the slowest of the slices each step: E[max of N normals] x the "
+       "per-slice step-time CV x compute (podsim.study.multislice; in step_time_s)", _S),
+    _m("ecmp_collision_s", "s", "expected cost of per-flow ECMP hash collisions on the DCN uplinks beyond the even split "
+       "the engine simulates (podsim.study.multislice; in step_time_s)", _S),
+    _m("multislice_notes", "text", "each multislice term's source, or why it is off", _S),
+    _m("multislice_added_s", "s", "what the study adds to the engine's step for its slices: straggler_wait_s + "
+       "ecmp_collision_s (step_time_s = compute_s + exposed_comm_s + this)", _S),
     # spine economics (podsim.scenario.spine.spine_metrics); per spine kind below
     _m("spine_years", "count", "years of the fleet's life the spine study covers", _B),
     _m("spine_capex_ratio", "ratio", "OCS spine capex / EPS spine capex over the life", _B),
@@ -283,7 +294,8 @@ for _t in ("leaf", "tor", "aggregation", "spine", "ocs", "wan"):
     register(
         _m(f"tier_{_t}_busy_s", "s", f"time ops whose flows climb no higher than the DCN's {_t} tier are in flight, one step", _S),
         _m(f"tier_{_t}_exposed_s", "s", f"the part of tier_{_t}_busy_s no compute overlaps", _S),
-        _m(f"tier_{_t}_link_busy_s", "s", f"the {_t} tier's busiest link: this job's bytes on it per step / its capacity", _S))
+        _m(f"tier_{_t}_link_busy_s", "s", f"the {_t} tier's busiest link: this job's bytes on it per step / its capacity", _S),
+        _m(f"tier_{_t}_ecmp_collision_s", "s", f"the part of ecmp_collision_s charged to the {_t} tier's hashed uplinks", _S))
 # a scenario's scaling section (podsim.scenario.scaling.scenario_scaling): its last row, the most slices
 register(
     _m("scaling_slices_max", "count", "the most slices of the scaling study (its last row)", _B),
@@ -291,6 +303,9 @@ register(
                                                   "step time on the fewest slices / step time on the most", _B),
     _m("scaling_mfu", "fraction", "MFU of the scaling study's step on the most slices", _B),
     _m("scaling_step_time_s", "s", "step time of the scaling study's step on the most slices", _B),
+    _m("scaling_step_time_error", "fraction", "typical |error| of that step time over published runs of its kind "
+       "(podsim.validation.bands; NaN: none of its kind)", _B),
+    _m("scaling_step_time_error_text", "text", "scaling_step_time_error in words", _B),
     _m("scaling_parallelism", "text", "the scaling study's plan inside a slice (dcn = slices added per row)", _B))
 # a scenario's plan section (podsim.scenario.plan.scenario_plan): the search's best plan as the engine ran it
 register(

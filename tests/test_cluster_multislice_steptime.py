@@ -14,6 +14,7 @@ from podsim.engine import build_job, simulate_step
 from podsim.errors import PodsimError
 from podsim.scenario.steptime import RecordingStepTime
 from podsim.study import CachedStepTime, EngineStepTime, RooflineStepTime
+from podsim.study.multislice import MultisliceSpec, with_terms
 from podsim.study.steptime import StepEstimate, default_study
 from podsim.topology import DcnSpec, PodLayout, build_slice, get_generation
 from podsim.trace import generate_trace
@@ -27,9 +28,10 @@ BATCH = get_model(MODEL).global_batch
 
 
 def direct(slices: int, sites: int = 1):
-    """The engine's step on `slices` slices, built by hand the way `podsim steptime --slices` does."""
+    """The engine's step on `slices` slices, built by hand the way `podsim steptime --slices` does,
+    with the multislice terms a study adds (podsim.study.multislice, defaults)."""
     trace = generate_trace(MODEL, SHAPE, f"fsdp=64,dcn={slices}", generation=V4)
-    return simulate_step(None, build_job(trace, V4, SHAPE, slices, dcn=DcnSpec(sites=sites)))
+    return with_terms(simulate_step(None, build_job(trace, V4, SHAPE, slices, dcn=DcnSpec(sites=sites))), MultisliceSpec())
 
 
 def test_engine_step_of_n_slices_is_simulate_step_on_build_job():
@@ -38,7 +40,8 @@ def test_engine_step_of_n_slices_is_simulate_step_on_build_job():
     for sites in (1, 2):
         e, r = ask(eng, MODEL, V4, SHAPE, False, slices=2, sites=sites), direct(2, sites)
         assert e.step_time_s == r.step_time_s and e.exposed_comm_s == r.exposed_comm_s
-        assert e.step_time_s == pytest.approx(e.compute_s + e.exposed_comm_s, rel=1e-12)
+        assert e.step_time_s == pytest.approx(e.compute_s + e.exposed_comm_s + e.multislice_s, rel=1e-12)
+        assert e.multislice_s == r.multislice["added_s"] > 0 and "straggler wait" in e.source
         assert "dcn=2, 2 slices" in e.source and ("2 sites" in e.source) == (sites == 2)
         # the cross-slice all-reduce runs on the DCN in one site, on the WAN between two
         assert (r.levels["dcn"]["busy_s"] > 0) == (sites == 1) and (r.levels["wan"]["busy_s"] > 0) == (sites == 2)
@@ -55,7 +58,7 @@ def test_two_slices_cost_at_most_the_dcn_time_over_one_slice_of_the_same_per_sli
     one = simulate_step(half, build_slice(V4, SHAPE))
     dcn_busy_s = direct(2).levels["dcn"]["busy_s"]
     assert two.compute_s == pytest.approx(one.compute_s, rel=1e-9)
-    assert one.step_time_s <= two.step_time_s <= one.step_time_s + dcn_busy_s
+    assert one.step_time_s <= two.step_time_s - two.multislice_s <= one.step_time_s + dcn_busy_s
     assert two.exposed_comm_s > one.exposed_comm_s  # the DCN all-reduce's tail is exposed
 
 
@@ -168,9 +171,10 @@ def test_a_scenario_with_engine_step_times_runs_multislice_jobs():
     t = r.tables["step_times"]
     rows = {int(n): (s, e) for n, s, e in zip(t["slices"], t["source"], t["exposed_comm_s"], strict=True)}
     assert set(rows) == {1, 2} and set(int(x) for x in t["sites"]) == {1}
-    assert rows[2][0] == "engine (fsdp=64,dcn=2, 2 slices; compute at 50% of peak)" and rows[2][1] > rows[1][1]
+    assert rows[2][0].startswith("engine (fsdp=64,dcn=2, 2 slices; compute at 50% of peak; + straggler wait") and rows[2][1] > rows[1][1]
     from podsim.report import figures  # the report names the 2-slice row apart from the 1-slice one
-    assert sorted(figures.step_times(r).data[0].y) == ["bert-large 4x4x4", "bert-large 4x4x4 x2"]
+    labels = sorted(figures.step_times(r).data[0].y)  # each with its step's error band (podsim.validation.bands)
+    assert [y.split(" (")[0] for y in labels] == ["bert-large 4x4x4", "bert-large 4x4x4 x2"] and all("(±" in y for y in labels)
     with pytest.raises(PodsimError, match="names dcn; leave it out"):
         run_scenario(load_scenario_text(ENGINE_SCENARIO.replace(
             "compute_efficiency: 0.5}", "parallelism: {bert-large: 'fsdp=auto,dcn=2'}}")))

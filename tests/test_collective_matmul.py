@@ -112,25 +112,28 @@ def test_all_gather_only_decomposes_the_gathers_into_matmuls():
     assert chunked < result.step_time_s < _step("exposed")[1].step_time_s
 
 
-def test_auto_is_the_published_default_per_generation_and_plan():
-    """auto: v5p decomposes the all-gathers (MaxText's MLPerf v5p recipes pass
-    --xla_tpu_decompose_all_gather_einsum); other TPUs and GPUs below XLA's GPU threshold
-    (100000 MiB) stay exposed; a Megatron all-reduce program has nothing to decompose. The
-    trace's meta says which and why."""
+def test_auto_is_the_compilers_default_per_chip_and_plan():
+    """auto: TPUs decompose both sides (the TPU compiler windows tensor-parallel einsums unless
+    told not to: MaxText's DISABLE_COLLECTIVE_MATMUL); GPUs stay exposed below XLA's GPU threshold
+    (100000 MiB); a Megatron all-reduce program (sequence_parallel=false) has nothing to
+    decompose. The trace's meta says which and why."""
     def mode(generation=GEN, shape=SHAPE, plan="tensor=4", **opts):
         t = generate_trace("gpt3-175b", shape, plan, generation=generation, overrides=SMALL, options=GenerateOptions(**opts))
         return t.meta["collective_matmul"]["mode"], t.meta["collective_matmul"]["why"], t
-    m, why, t = mode(sequence_parallel=True)
-    assert m == "exposed" and "no published recipe" in why and t.meta["overlap"]["collective_matmul"] == "exposed"
-    m, why, t = mode("tpu-v5p", "2x2x1", sequence_parallel=True)
-    assert m == "all_gather" and "v5p-1024.sh" in why and t.meta["overlap"]["collective_matmul"] == "all_gather"
-    assert any(isinstance(op, SendRecv) for op in t.ops)
-    assert mode("tpu-v5p", "2x2x1")[0] == "exposed"  # no sequence parallelism: Megatron all-reduces
-    m, why, _ = mode("gpu-h100", "8", "tensor=4,data=2", sequence_parallel=True)
+    for gen, shape in ((GEN, SHAPE), ("tpu-v5p", "2x2x1"), ("tpu-v5e", "2x2")):
+        m, why, t = mode(gen, shape)
+        assert m == "chunked" and "xla_flags_library.py" in why and t.meta["overlap"]["collective_matmul"] == "chunked"
+        assert t.meta["sequence_parallel"] and "base.yml" in t.meta["sequence_parallel_why"]
+        assert any(isinstance(op, SendRecv) for op in t.ops)
+    m, why, t = mode(sequence_parallel=False)  # Megatron all-reduces
+    assert m == "exposed" and "Megatron" in why and not any(isinstance(op, SendRecv) for op in t.ops)
+    m, why, _ = mode("gpu-h100", "8", "tensor=4,data=2")
     assert m == "exposed" and "100000 MiB" in why
     assert mode(collective_matmul=True)[0] == "chunked" and mode(collective_matmul=False)[0] == "exposed"
     assert mode(collective_matmul=True)[2].meta["sequence_parallel"]  # decomposing needs the sharded layout
     assert mode(plan="data=4", collective_matmul="chunked")[:2] == ("exposed", "no tensor parallelism")
+    with pytest.raises(PodsimError, match="cannot run with sequence_parallel=false"):
+        mode(collective_matmul="chunked", sequence_parallel=False)
 
 
 def test_collective_matmul_round_a_ring_over_two_axes():
@@ -151,8 +154,8 @@ def test_collective_matmul_round_a_ring_over_two_axes():
 def test_collective_matmul_errors_name_the_value():
     with pytest.raises(PodsimError, match="collective_matmul 'sometimes' is not known; use one of: auto, exposed, chunked"):
         generate_trace("gpt3-175b", SHAPE, "tensor=4", generation=GEN, overrides=SMALL, options=GenerateOptions(collective_matmul="sometimes"))
-    with pytest.raises(PodsimError, match="tensor=4 must divide the sequence length 1022"):
-        generate_trace("gpt3-175b", SHAPE, "tensor=4", generation=GEN, overrides={**SMALL, "seq_len": 1022},
+    with pytest.raises(PodsimError, match="tensor=4 must divide the sequence length 1022 or the width 4094"):
+        generate_trace("gpt3-175b", SHAPE, "tensor=4", generation=GEN, overrides={**SMALL, "seq_len": 1022, "d_model": 4094, "head_dim": 256},
                        options=GenerateOptions(collective_matmul="chunked"))
 
 

@@ -325,6 +325,10 @@ def g_place(rng, inp):
     return _sprinkle(rng, ["place", "-g", _pick(rng, ["tpu-v4", "tpu-v4", "tpu-v5e"]), "-r", requests, "--solver", "greedy"], opts, 2)
 
 
+MULTISLICE = ["straggler=false", "ecmp_collisions=false", "straggler_cv=0.01"]  # podsim.study.multislice's switches
+MULTISLICE_BAD = ["bogus=1", "straggler_cv=2", "straggler_cv=nan", "straggler=maybe", "=", "straggler"]
+
+
 def g_steptime(rng, inp):
     if rng.random() < 0.5:
         base = ["steptime", "--generation", "tpu-v4", "--slice", _pick(rng, ["2x2x2", "2x2x2", *SHAPES]),
@@ -346,7 +350,7 @@ def g_steptime(rng, inp):
                 _opt(rng, "--slices", ["2"], NUMBERS), _opt(rng, "--dcn", ["eps", "ocs"], TEXT), _opt(rng, "--ecmp", ["split", "hash"], TEXT),
                 _opt(rng, "--dcn-tiers", ["fat-tree-k64", inp.file(rng, "tiers.yaml", TIERS)], TIERS_SPECS, 0.5),
                 _opt(rng, "--max-flows", ["100", "10000000"], NUMBERS), _opt(rng, "--compute-efficiency", ["0.5"], NUMBERS), ["--json"],
-                _opt(rng, "--system", [inp.file(rng, "system.json")], TEXT, 0.0)]
+                _opt(rng, "--system", [inp.file(rng, "system.json")], TEXT, 0.0), _opt(rng, "--multislice", MULTISLICE, MULTISLICE_BAD)]
     else:
         src = _pick(rng, ["ok.json", "ok.yaml", "astra.txt", "chakra", "mut", "made2x2x2.json"])
         files = ([str(p) for p in inp.chakra()] if src == "chakra" else [inp.file(rng, "ok.json", OK_TRACE)] if src == "mut"
@@ -436,7 +440,8 @@ def g_scaling(rng, inp):
             _opt(rng, "--set", ["seq_len=512"], ["global_batch=5", "n_layers=0", "bogus=1"]), _opt(rng, "--oversubscription", ["2"], NUMBERS),
             _opt(rng, "--ecmp", ["split", "hash"], TEXT), _opt(rng, "--dcn-tiers", ["fat-tree-k64", inp.file(rng, "tiers.yaml", TIERS)], TIERS_SPECS, 0.5),
             _opt(rng, "--option", ["recompute=full"], ["bogus=1", "microbatches=0", "="]), ["--static"],
-            _opt(rng, "--max-flows", ["100000000"], NUMBERS), _opt(rng, "--compute-efficiency", ["0.5"], NUMBERS)]
+            _opt(rng, "--max-flows", ["100000000"], NUMBERS), _opt(rng, "--compute-efficiency", ["0.5"], NUMBERS),
+            _opt(rng, "--multislice", MULTISLICE, MULTISLICE_BAD)]
     return _sprinkle(rng, base, opts, 2)
 
 

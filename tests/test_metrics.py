@@ -70,7 +70,7 @@ def test_targets_and_store_columns_come_from_the_registry():
         # serving fleets (issue 28)
         "slo_attainment": "DOUBLE", "goodput_rps": "DOUBLE", "tokens_per_s_per_chip": "DOUBLE",
         "cost_per_million_tokens_usd": "DOUBLE", "ttft_p99_s": "DOUBLE", "tpot_p99_s": "DOUBLE", "e2e_p99_s": "DOUBLE",
-        "capacity_chips": "BIGINT"}
+        "capacity_chips": "BIGINT", "step_time_error": "DOUBLE"}
     assert reg.unit_kind("mfu") == "fraction" and reg.unit_kind("unknown_s") == "duration"
 
 

@@ -133,7 +133,15 @@ def test_cli_steptime_trace_runs_the_traces_slices(tmp_path, capsys):
     assert r.returncode == 0, r.stderr
     s = json.loads(r.stdout)["metrics"]
     assert s["slices"] == 8 and s["dcn"] == "eps" and s["dcn_busy_s"] > 0
-    assert s["step_time_s"] == pytest.approx(25 * MS + s["dcn_busy_s"], rel=1e-9)
+    # the engine's step (the serial all-reduce after the compute), plus what the study adds for 8 slices
+    assert s["step_time_s"] == pytest.approx(25 * MS + s["dcn_busy_s"] + s["multislice_added_s"], rel=1e-9)
+    assert s["multislice_added_s"] == pytest.approx(s["straggler_wait_s"] + s["ecmp_collision_s"], rel=1e-12)
+    assert s["straggler_wait_s"] > 0 and s["ecmp_collision_s"] > 0  # 16 hosts' flows hashed over 8 spines collide
+    code, out, err = run_podsim(capsys, "steptime", "--trace", str(f), "--generation", "tpu-v4", "--slice", "4x4x4", "--json",
+                                "--multislice", "straggler=false", "--multislice", "ecmp_collisions=false")
+    assert code == 0, err
+    off = json.loads(out)["metrics"]
+    assert off["step_time_s"] == pytest.approx(25 * MS + off["dcn_busy_s"], rel=1e-9) and off["multislice_added_s"] == 0
     code, out, err = run_podsim(capsys, "steptime", "--trace", str(f), "--generation", "tpu-v4", "--slice", "4x4x4", "--slices", "8", "--dcn", "ocs-job")
     assert code == 0, err
     assert "DCN (across 8 slices)" in out and "8 x 4x4x4" in out

@@ -30,7 +30,8 @@ def run():
 
 def test_the_study_runs_one_row_per_slice_count(run):
     t = run.table("scaling")
-    assert list(t) == list(COLUMNS)
+    assert list(t) == [*COLUMNS, "step_time_error", "step_time_error_text"]  # the study's, then each row's error band
+    assert t["step_time_error_text"][0].endswith("runs of this kind") and "multislice" in t["step_time_error_text"][1]
     assert list(t["slices"]) == [1, 2, 4] and list(t["chips"]) == [64, 128, 256] and list(t["global_batch"]) == [16, 32, 64]
     # weak scaling: every slice does the same work, so compute and ICI time are the same on every row,
     # and more slices can only add DCN time
@@ -38,8 +39,11 @@ def test_the_study_runs_one_row_per_slice_count(run):
     assert t["ici_exposed_s"] == pytest.approx([t["ici_exposed_s"][0]] * 3)
     assert t["dcn_busy_s"][0] == 0 and all(t["dcn_busy_s"][1:] > 0)
     assert all(t["step_time_s"][1:] >= t["step_time_s"][0])
-    critical_compute = t["step_time_s"] - t["exposed_comm_s"]
+    critical_compute = t["step_time_s"] - t["exposed_comm_s"] - t["multislice_added_s"]
     assert critical_compute == pytest.approx([critical_compute[0]] * 3, rel=1e-9)
+    # what the slices add: the straggler wait (and any ECMP collisions) beside the DCN tail, none on one slice
+    assert t["multislice_added_s"] == pytest.approx(t["straggler_wait_s"] + t["ecmp_collision_s"], rel=1e-12)
+    assert t["straggler_wait_s"][0] == 0 and all(t["straggler_wait_s"][1:] > 0)
     # no sites: the WAN carries nothing
     assert not t["wan_busy_s"].any()
 

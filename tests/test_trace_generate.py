@@ -264,7 +264,7 @@ def test_explicit_mapping_and_order_override():
     opts = GenerateOptions(mesh={"tensor": "z", "fsdp": "y", "data": "x"})
     t = generate_trace("gpt3-175b", "8x16x16", "data=8,fsdp=16,tensor=16", options=opts)
     assert t.meta["mesh"] == {"tensor": "z", "fsdp": "y", "data": "x"}
-    assert {format_group(op.group) for op in t.ops if isinstance(op, Collective) and ".attn.out" in op.id} == {"z"}
+    assert {format_group(op.group) for op in t.ops if isinstance(op, Collective | SendRecv) and ".attn.out" in op.id} == {"z"}
     t2 = generate_trace("gpt3-175b", "4x4x4", "data=8,tensor=8", options=GenerateOptions(mesh_order=("data", "tensor")))
     assert t2.meta["mesh"]["data"] == "x,y:2"
 

@@ -24,8 +24,8 @@ from podsim.validation.table import (
 
 # |error| per row as recorded in docs/validation.md
 PINNED: dict[str, float] = {"M1": 0.000, "M2": 0.000, "M3": 0.000, "ML12": 0.174, "M4": 0.024, "M5": 0.000, "M6": 0.000,
-                             "M7": 0.056, "M8": 0.194, "M9": 0.095, "M10": 0.005, "M11": 0.000, "M12": 0.046, "M13": 0.000,
-                             "M14": 0.000, "M15": 0.000, "M16": 0.015, "M17": 0.000, "P1": 0.019, "P1a": 0.043, "T4": 0.000,
+                             "M7": 0.056, "M8": 0.194, "M9": 0.095, "M10": 0.011, "M11": 0.000, "M12": 0.046, "M13": 0.000,
+                             "M14": 0.000, "M15": 0.000, "M16": 0.015, "M17": 0.000, "P1": 0.022, "P1a": 0.043, "T4": 0.000,
                              "T12": 0.000,
                              # the MLPerf corpus (podsim/validation/mlperf_rows.py), as first run
                              "R06-resnet-64": 0.000, "R06-resnet-128": 0.360, "R06-resnet-512": 0.054, "R07-resnet-16": 0.000,
@@ -33,7 +33,7 @@ PINNED: dict[str, float] = {"M1": 0.000, "M2": 0.000, "M3": 0.000, "ML12": 0.174
                              "R07-resnet-256": 0.000, "R07-bert-256": 0.007, "R10-resnet-64": 0.006, "R10-resnet-2048": 0.000,
                              "R10-bert-3456": 0.418, "R20-resnet-3456": 0.000, "R20-bert-3456": 0.163, "R40-gpt3-1024": 0.035,
                              "R40-gpt3-1536": 0.047, "R41-gpt3-4096": 0.077, "R41-gpt3-6144": 0.049}
-PINNED_SUMMARY = {"median_abs_error": 0.004, "max_abs_error": 0.360}  # the eval-interval rows as bounds, the quality rule's 3 rows left out (was 0.019, 0.418)
+PINNED_SUMMARY = {"median_abs_error": 0.005, "max_abs_error": 0.360}  # the eval-interval rows as bounds, the quality rule's 3 rows left out (was 0.019, 0.418); 0.004 before the multislice terms of issue 32 (M10, P1)
 SLACK = 0.02  # a row may drift by 2 points of error before the test calls it a regression
 FAST = ("M1", "ML12", "M4", "M6", "M8")
 

@@ -3,6 +3,7 @@ step time, MFU and parallel efficiency of a multislice job against its slice cou
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import typer
@@ -10,10 +11,11 @@ import typer
 from podsim import quantities as q
 from podsim.cli import app
 from podsim.cli.common import comma_counts, emit_json, refuse_options, with_budgets
-from podsim.cli.steptime import step_options
+from podsim.cli.steptime import MULTISLICE_HELP, OPTION_HELP, multislice_spec, step_options
 from podsim.collectives.fabricroutes import check_routing
 from podsim.errors import PodsimError
 from podsim.files import output_file, write_text_atomic
+from podsim.scenario.scaling import with_bands
 from podsim.study import StepStudy
 from podsim.study.scaling import scaling_study
 from podsim.topology.dcn import dcn_choice
@@ -41,7 +43,8 @@ def scaling_cmd(
     wan_gbps: float = typer.Option(12800.0, "--wan-gbps", help="WAN Gb/s per site pair and direction (assumption)", callback=q.WAN_GBPS.option("--wan-gbps")),
     dcn_tiers: str = typer.Option(None, "--dcn-tiers", help=f"the DCN in tiers (NIC -> ToR -> aggregation block -> spine): {TIERS_HELP}"),
     set_: list[str] = typer.Option(None, "--set", help="override a model field, e.g. --set n_layers=8 (repeatable)"),
-    option: list[str] = typer.Option(None, "--option", help="a generator option KEY=VALUE, e.g. --option recompute=full (repeatable; the fields of podsim.trace.GenerateOptions)"),
+    option: list[str] = typer.Option(None, "--option", help=OPTION_HELP),
+    multislice: list[str] = typer.Option(None, "--multislice", help=MULTISLICE_HELP),
     efficiency: float = typer.Option(None, "--compute-efficiency", help="a flat fraction of peak FLOP/s for every compute op instead of the per-op model", callback=q.EFFICIENCY.option("--compute-efficiency")),
     routing: str = typer.Option("dimension_order", "--routing", help=f"ICI routing in each slice: {', '.join(ROUTING_POLICIES)}"),
     static: bool = typer.Option(False, "--static", help="static wiring (no OCS between cubes)"),
@@ -64,9 +67,10 @@ def scaling_cmd(
     if "global_batch" in overrides:
         raise PodsimError("--set global_batch: leave it out; the study sets it to --batch-per-slice x slices")
     base = StepStudy(generation, slice_shape, model=model, plan=parallelism, model_overrides=overrides,
-                     options=step_options(option), compute_efficiency=efficiency, dcn=spec, routing=routing, ocs=not static,
+                     options=step_options(option), multislice=multislice_spec(multislice), compute_efficiency=efficiency,
+                     dcn=spec, routing=routing, ocs=not static,
                      slices=spec.sites)  # the study sets each count
-    study = scaling_study(base, counts, batch_per_slice)
+    study = with_bands(scaling_study(base, counts, batch_per_slice), base.generation.id)
     title = f"{model} on {generation} {slice_shape} slices ({parallelism} + dcn), {batch_per_slice} per slice"
     if plot is not None:
         from podsim.report.figures import scaling_figure  # plotly only when a plot is asked for
@@ -76,13 +80,23 @@ def scaling_cmd(
         emit_json({"title": title, **study})
         return
     print(title)
-    print(f"{'slices':>6} {'chips':>7} {'step':>10} {'MFU':>6} {'efficiency':>10} {'DCN busy':>10} {'DCN exposed':>11} "
-          f"{'WAN exposed':>11} {'engine':>8}")
+    print(f"{'slices':>6} {'chips':>7} {'step':>10} {'error':>7} {'MFU':>6} {'efficiency':>10} {'DCN busy':>10} {'DCN exposed':>11} "
+          f"{'WAN exposed':>11} {'DCN tail':>10} {'straggler':>10} {'ECMP':>10} {'engine':>8}")
     for i, n in enumerate(study["slices"]):
-        print(f"{n:>6} {study['chips'][i]:>7,} {format_seconds(study['step_time_s'][i]):>10} {study['mfu'][i]:>6.1%} "
+        err = study["step_time_error"][i]
+        print(f"{n:>6} {study['chips'][i]:>7,} {format_seconds(study['step_time_s'][i]):>10} "
+              f"{'unknown' if math.isnan(err) else f'±{err:.0%}':>7} {study['mfu'][i]:>6.1%} "
               f"{study['parallel_efficiency'][i]:>10.1%} {format_seconds(study['dcn_busy_s'][i]):>10} "
               f"{format_seconds(study['dcn_exposed_s'][i]):>11} {format_seconds(study['wan_exposed_s'][i]):>11} "
-              f"{study['engine_wall_s'][i]:>7.2f}s")
+              f"{format_seconds(study['dcn_tail_s'][i]):>10} {format_seconds(study['straggler_wait_s'][i]):>10} "
+              f"{format_seconds(study['ecmp_collision_s'][i]):>10} {study['engine_wall_s'][i]:>7.2f}s")
+    by_band: dict[str, list[int]] = {}
+    for n, text in zip(study["slices"], study["step_time_error_text"], strict=True):
+        by_band.setdefault(text, []).append(n)
+    print("\nstep time error (how far podsim's steps of each kind have been from published runs): "
+          + "; ".join(f"{','.join(map(str, ns))} slice(s): {text}" for text, ns in by_band.items()))
+    print("what the slices add (podsim.study.multislice): the DCN tail is in the exposed communication; the straggler "
+          "wait and ECMP collisions are added to the step; each point's loss against one slice is their sum")
     t = study["tiers"]
     if t["tier"]:
         print(f"\nper DCN tier ({spec.tiers.describe() if spec.tiers else 'untiered'}): busy / exposed time of the ops that climb "

@@ -85,6 +85,7 @@ def step_rows(result) -> list[tuple[str, str]]:
             rows.append((label, f"{format_seconds(busy)} busy, {format_seconds(m[f'{level}_exposed_s'])} exposed"))
     if slices > 1:
         rows.extend(tier_rows(m))
+        rows.append(("multislice", multislice_text(m)))
     k = result.table("step_kinds")
     for i in sorted(range(len(k["kind"])), key=lambda i: k["kind"][i]):
         rows.append((k["kind"][i], f"{int(k['ops'][i])} ops, {format_bytes(k['bytes'][i])}, {format_seconds(k['busy_s'][i])} busy; "
@@ -103,12 +104,24 @@ def step_rows(result) -> list[tuple[str, str]]:
     return rows
 
 
+def multislice_text(m: dict) -> str:
+    """What the slices add beyond one slice's step, term by term with its source (the metrics of
+    podsim.study.multislice): 'straggler wait 0.12 s (source), DCN tail 0.013 s, ECMP collisions 0 s'."""
+    notes = dict(part.split(": ", 1) for part in (m.get("multislice_notes") or "").split(" | ") if ": " in part)
+    out = [f"straggler wait {format_seconds(m.get('straggler_wait_s', 0.0))} ({notes.get('straggler', 'off')})",
+           f"DCN tail {format_seconds(m.get('dcn_tail_s', 0.0))} (in the exposed communication)",
+           f"ECMP collisions {format_seconds(m.get('ecmp_collision_s', 0.0))} ({notes.get('ecmp_collisions', 'off')})"]
+    return "; ".join(out)
+
+
 def tier_rows(m: dict) -> list[tuple[str, str]]:
     """Per DCN tier (StepResult.tiers, as metrics tier_<name>_<figure>): the ops that climb to it
     and the time its busiest link needs for the step's bytes."""
     tiers = [k.removeprefix("tier_").removesuffix("_link_busy_s") for k in m if k.startswith("tier_") and k.endswith("_link_busy_s")]
     return [(f"  DCN tier {t}", f"{format_seconds(m[f'tier_{t}_busy_s'])} busy, {format_seconds(m[f'tier_{t}_exposed_s'])} exposed; "
-                                f"its busiest link needs {format_seconds(m[f'tier_{t}_link_busy_s'])}")
+                                f"its busiest link needs {format_seconds(m[f'tier_{t}_link_busy_s'])}"
+                                + (f"; ECMP collisions {format_seconds(m[f'tier_{t}_ecmp_collision_s'])}"
+                                   if m.get(f"tier_{t}_ecmp_collision_s") else ""))
             for t in tiers]
 
 
@@ -160,11 +173,41 @@ def step_options(items: list[str] | None) -> GenerateOptions:
         raise PodsimError(f"--option {where}: {msg}") from None
 
 
+def multislice_spec(items: list[str] | None):
+    """`--multislice KEY=VALUE` (repeatable) as the study's MultisliceSpec: straggler=false,
+    straggler_cv=0.01, ecmp_collisions=false (podsim.study.multislice)."""
+    from pydantic import ValidationError
+
+    from podsim.study.multislice import MultisliceSpec
+    from podsim.trace.configs import parse_assignments
+
+    given = parse_assignments(items, "--multislice", "straggler=false")
+    try:
+        return MultisliceSpec.model_validate(given)
+    except ValidationError as exc:
+        where, msg = first_error(exc, "multislice")
+        if exc.errors()[0]["type"] == "extra_forbidden":
+            msg = f"unknown term; terms: {', '.join(MultisliceSpec.model_fields)}"
+        raise PodsimError(f"--multislice {where}: {msg}") from None
+
+
+OPTION_HELP = ("a generator option KEY=VALUE, e.g. --option recompute=full (repeatable; the fields of "
+               "podsim.trace.GenerateOptions). Defaults as current programs run (podsim.trace.defaults): a tensor axis shards "
+               "the activations between blocks (sequence_parallel, as MaxText's logical_axis_rules shard activation_embed over "
+               "tensor) and, on TPUs, collective_matmul=chunked (the TPU compiler decomposes tensor-parallel einsums unless told "
+               "not to: MaxText's DISABLE_COLLECTIVE_MATMUL flag); give sequence_parallel=false or collective_matmul=exposed "
+               "for a Megatron all-reduce program")
+MULTISLICE_HELP = ("with several slices: switch a term of what they add, KEY=VALUE (repeatable): straggler=false (the expected "
+                   "wait for the slowest slice: the expected maximum of N normals x a per-slice step-time CV of 0.52%, from "
+                   "the published trace of Lin et al., OSDI 2025), straggler_cv=0.01, ecmp_collisions=false (per-flow hashing on the DCN uplinks); "
+                   "see docs/multislice.md")
+
+
 def cli_study(files: list[str] | None, model: str | None, generation: str | None, network: str | None,
               slice_shape: str | None, twisted: bool, efficiency: float | None, fast_path: bool, slices: int | None,
               dcn: str, oversubscription: float, wan: tuple[int, float, float, str], routing: str,
               plan: str | None = None, overrides: list[str] | None = None, options: list[str] | None = None,
-              system: str | None = None, tiers: str | None = None) -> tuple[StepStudy, list[str]]:
+              system: str | None = None, tiers: str | None = None, multislice: list[str] | None = None) -> tuple[StepStudy, list[str]]:
     """The step study `podsim steptime --trace FILE | --model MODEL ...` asks for (`system`: an
     ASTRA-sim system file beside `network`: its collective implementations and roofline), and the
     notes to print with its result (after it: a run refused later says one line only)."""
@@ -188,7 +231,7 @@ def cli_study(files: list[str] | None, model: str | None, generation: str | None
     shape = parse_shape(slice_shape, gen.dims) if slice_shape else None
     spec, engineer = dcn_choice(dcn, oversubscription, *wan, tiers=tiers)
     common = {"twisted": twisted, "compute_efficiency": efficiency, "fast_path": fast_path, "dcn": spec,
-              "engineer_dcn": engineer, "routing": routing}
+              "engineer_dcn": engineer, "routing": routing, "multislice": multislice_spec(multislice)}
     if model is not None:
         return StepStudy(gen, shape, model=model, plan=plan, model_overrides=parse_overrides(overrides),
                          options=step_options(options), slices=slices or 1, name=model, **common), []
@@ -242,7 +285,8 @@ def steptime_cmd(
     model: str = typer.Option(None, "--model", help="a model preset (podsim trace models): its step generated for --parallelism, instead of --trace"),
     parallelism: str = typer.Option(None, "--parallelism", "-p", help="with --model: the plan inside a slice, e.g. fsdp=16,tensor=4 (one axis may be auto; dcn is set to --slices); default: FSDP as far as the batch splits, tensor parallel over the rest"),
     set_: list[str] = typer.Option(None, "--set", help="with --model: override a model field, e.g. --set global_batch=2048 (repeatable)"),
-    option: list[str] = typer.Option(None, "--option", help="with --model: a generator option KEY=VALUE, e.g. --option recompute=full (repeatable; the fields of podsim.trace.GenerateOptions)"),
+    option: list[str] = typer.Option(None, "--option", help="with --model: " + OPTION_HELP),
+    multislice: list[str] = typer.Option(None, "--multislice", help=MULTISLICE_HELP),
     efficiency: float = typer.Option(None, "--compute-efficiency", help=f"with a step: a flat fraction of peak FLOP/s for every compute op (e.g. {DEFAULT_COMPUTE_EFFICIENCY}, hardware.md perf.3) instead of the per-op model", callback=q.EFFICIENCY.option("--compute-efficiency")),
     slice_shape: str = typer.Option(None, "--slice", help="slice shape, e.g. 4x4x8; default: the whole pod"),
     twisted: bool = typer.Option(False, "--twisted", help="twisted torus (k x k x 2k or k x 2k x 2k)"),
@@ -275,7 +319,7 @@ def steptime_cmd(
             refuse_options(ctx, ("wan_latency_ms", "wan_gbps"), "without --sites > 1 (no WAN links)")
         study, notes = cli_study(trace_files, model, generation, network, slice_shape, twisted, efficiency, not no_fast_path, slices,
                           dcn, oversubscription, (sites, wan_latency_ms, wan_gbps, ecmp), routing, parallelism, set_, option,
-                                 system, dcn_tiers)
+                                 system, dcn_tiers, multislice)
         _step_mode(study, as_json, timeline, study.model_name or (trace_files or ["trace"])[0], notes)
         return
     for flag, given in (("--timeline", timeline is not None), ("--slices", slices is not None), ("--network", network is not None),
@@ -285,7 +329,7 @@ def steptime_cmd(
                         ("--wan-latency-ms", wan_latency_ms != 1.0), ("--wan-gbps", wan_gbps != 12800.0),
                         ("--ecmp", ecmp != "split"), ("--dcn-tiers", dcn_tiers is not None),
                         ("--parallelism", parallelism is not None), ("--set", bool(set_)),
-                        ("--option", bool(option))):
+                        ("--option", bool(option)), ("--multislice", bool(multislice))):
         if given:
             raise PodsimError(f"{flag} applies to a step (--trace FILE or --model MODEL), not to one collective on one slice")
     if generation is None:

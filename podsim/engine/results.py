@@ -79,6 +79,9 @@ class StepResult:
     # per distinct collective ("all_reduce z,dcn 1.5 GiB"), its algorithm and why (one line)
     algorithm_choices: dict[str, str] = field(default_factory=dict)
     fold: str = ""  # flows simulated and why not fewer, one line
+    # what a study added to the engine's step for running on several slices (podsim.study.multislice:
+    # straggler wait, ECMP collisions; the DCN tail already in exposed_comm_s); {} for the engine alone
+    multislice: dict = field(default_factory=dict)
     trace: StepTrace | None = field(default=None, repr=False)  # the job's step trace (its meta: plan, FLOPs, HBM)
     views: tuple[SliceView, ...] = field(default=(), repr=False)  # the job's slices on the fabric
 
@@ -100,7 +103,7 @@ class StepResult:
             "engine_wall_s": self.engine_wall_s, "events": self.events, "flows": self.flows,
             "flows_simulated": self.flows_simulated, "fast_path": self.fast_path, "levels": self.levels,
             "tiers": self.tiers, "slices": self.slices, "algorithm_choices": self.algorithm_choices, "fold": self.fold,
-            "input_s": self.input_s, "input_wait_s": self.input_wait_s,
+            "input_s": self.input_s, "input_wait_s": self.input_wait_s, "multislice": self.multislice,
         }
 
 

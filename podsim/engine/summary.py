@@ -42,6 +42,10 @@ def step_summary(result: StepResult, trace: StepTrace | None = None) -> dict:
         **{f"{lv}_{k}": v for lv, d in result.levels.items() for k, v in d.items()},
         "tiers": result.tiers,
         **{f"tier_{t}_{k}": v for t, d in result.tiers.items() for k, v in d.items() if k != "links"},
+        # what a study added for running on several slices (podsim.study.multislice; {} from the engine alone)
+        "multislice": result.multislice,
+        **{k: result.multislice.get(k, 0.0) for k in ("dcn_tail_s", "straggler_wait_s", "ecmp_collision_s")},
+        "multislice_added_s": result.multislice.get("added_s", 0.0),
         "collectives": per_kind,
         "engine_wall_s": result.engine_wall_s,
         "events": result.events,

@@ -22,9 +22,10 @@ from podsim.plan.pricing import pricer
 from podsim.plan.program import StepProgram, step_program
 from podsim.topology import DcnSpec, Generation, format_shape, get_generation
 from podsim.trace.configs import TransformerConfig
-from podsim.trace.generate import GenerateOptions, transformer_shard
+from podsim.trace.generate import GenerateOptions
 from podsim.trace.memory import transformer_footprint
 from podsim.trace.mesh import ParallelPlan
+from podsim.trace.transformer import transformer_shard
 
 
 @dataclass(frozen=True)
@@ -127,18 +128,18 @@ class Assessed:
 
 def shard_of(ctx: Context, cand: Candidate):
     """The generator's shard of the candidate (its refusals as PodsimError)."""
-    return transformer_shard(ctx.cfg, cand.plan, cand.options(ctx.base), ctx.generation.id, ctx.generation.vendor)
+    return transformer_shard(ctx.cfg, cand.plan, cand.options(ctx.base), ctx.generation.vendor)
 
 
 def program_of(ctx: Context, cand: Candidate) -> tuple[StepProgram, object]:
-    sh, m, _ = shard_of(ctx, cand)
+    sh, m, *_ = shard_of(ctx, cand)
     return step_program(sh, ctx.chip, m), sh
 
 
 def assess(ctx: Context, cand: Candidate, *, estimate: bool = True) -> Assessed:
     """Refusal, HBM, then (if it fits and `estimate`) the analytic step of one candidate."""
     try:
-        sh, m, _ = shard_of(ctx, cand)
+        sh, m, *_ = shard_of(ctx, cand)
     except PodsimError as exc:
         return Assessed(cand, refused=str(exc))
     hbm = transformer_footprint(sh, m).total_bytes
@@ -158,7 +159,7 @@ def bounded(ctx: Context, cand: Candidate) -> Assessed:
     a = assess(ctx, cand, estimate=False)
     if a.refused or (ctx.hbm_capacity_bytes is not None and a.hbm_bytes > ctx.hbm_capacity_bytes):
         return a
-    sh, m, _ = shard_of(ctx, cand)
+    sh, m, *_ = shard_of(ctx, cand)
     program = step_program(sh, ctx.chip, m)
     try:  # the trace the engine would run must be within the ops budget, as generate_trace checks
         check_budget("ops", program.ops, f"trace of {cand.label()}", "counted from the plan's passes")

@@ -3,7 +3,7 @@ generator's program (embedding, each layer forward, LM head, each layer backward
 gradient), each a chain of compute and blocking collectives, with the collectives that run beside
 the chain (FSDP gathers ahead of a layer, gradient reductions after it).
 
-The passes are `podsim.trace.generate`'s program itself: `_TransformerProgram` runs on a builder
+The passes are the generator's program itself (podsim.trace.transformer): `_TransformerProgram` runs on a builder
 that records what it asks for (compute costs, collectives and their blocking, windowed matmuls,
 gradient reductions) instead of building ops, once per shard's tensor and expert sizes and
 options, and the record is cut into passes with one layer standing for every layer of its kind:
@@ -164,7 +164,7 @@ class _Timer:
 
 
 class _Recorder(ProgramBuilder):
-    """A program builder that records what `podsim.trace.generate._TransformerProgram` asks of it
+    """A program builder that records what `podsim.trace.transformer._TransformerProgram` asks of it
     (compute, collectives with their blocking, windowed matmuls, gradient all-reduces) in order,
     with each op's layer, instead of building ops: the estimate's passes are the generator's own
     program, so a new recompute policy or optimizer there is one here too."""
@@ -218,7 +218,7 @@ def _record(sh: TransformerShard) -> tuple[list[tuple[str, str, list[tuple]]], t
     """The generator's program for one micro-batch of `sh` (its tensor and expert sizes, its
     options), on canonical data/fsdp/dcn sizes: the passes in order as (phase, kind, events) with
     one representative layer per phase, and the update's event."""
-    from podsim.trace.generate import _TransformerProgram
+    from podsim.trace.transformer import _TransformerProgram
 
     k = CANONICAL_SHARDS
     plan = replace(sh.plan, data=k, fsdp=k, dcn=k)
@@ -325,5 +325,5 @@ plans that differ only in fsdp, data or dcn share them."""
 
 
 def step_program(sh: TransformerShard, chip: ChipCompute, microbatches: int) -> StepProgram:
-    """The step of `sh` (a shard from `podsim.trace.generate.transformer_shard`) as passes."""
+    """The step of `sh` (a shard from `podsim.trace.transformer.transformer_shard`) as passes."""
     return _build(sh, chip, microbatches)

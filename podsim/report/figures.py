@@ -248,7 +248,13 @@ def step_times(run: RunResult) -> go.Figure | None:
         n, s = int(st["slices"][k]), int(st["sites"][k])
         return (f" x{n}" if n > 1 else "") + (f" over {s} sites" if s > 1 else "")
 
-    names = [f"{st['model'][k]} {st['shape'][k]}{' twisted' if st['twisted'][k] else ''}{spread(k)}" for k in order]
+    def band(k) -> str:  # the step's error band (absent from stores written before bands were recorded)
+        err = st["step_time_error"][k] if "step_time_error" in st else None
+        if err is None:
+            return ""
+        return " (error unknown)" if np.isnan(err) else f" (±{err:.0%})"
+
+    names = [f"{st['model'][k]} {st['shape'][k]}{' twisted' if st['twisted'][k] else ''}{spread(k)}{band(k)}" for k in order]
     fig = go.Figure()
     fig.add_bar(y=names, x=st["compute_s"][order], name="compute", orientation="h", marker={"color": KIND_COLOURS["compute"]})
     fig.add_bar(y=names, x=st["exposed_comm_s"][order], name="exposed communication", orientation="h", marker={"color": "#d62728"})

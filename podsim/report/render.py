@@ -122,19 +122,48 @@ def _hbm(m: dict) -> str:
     return hbm_text(m["hbm_bytes_per_chip"], m.get("hbm_capacity_bytes"))
 
 
+def band_note(m: dict) -> str:
+    """' (typical error ±7% over 31 runs of this kind)': the step's error band (podsim.validation.bands,
+    the step_time_error_text metric), or '' for a run stored before bands were recorded."""
+    text = m.get("step_time_error_text")
+    return f" ({text})" if text else ""
+
+
+def with_band(m: dict, text: str) -> str:
+    """A figure that scales with the step time (MFU, time to train) with the step's band, ±x% or
+    that its error is unknown."""
+    err = m.get("step_time_error")
+    if err is None or "step_time_error_text" not in m:
+        return text
+    if _missing(err):
+        return f"{text} (error unknown: no validation runs of this kind)"
+    return f"{text} (±{err:.0%}, as the step time)"
+
+
+def multislice_text(m: dict) -> str:
+    """What the slices add beyond one slice's step (podsim.study.multislice), or '' on one slice."""
+    if (m.get("slices") or 1) <= 1 or "straggler_wait_s" not in m:
+        return "one slice"
+    return (f"straggler wait {sec(m['straggler_wait_s'])}, DCN tail {sec(m.get('dcn_tail_s', 0.0))}, "
+            f"ECMP collisions {sec(m.get('ecmp_collision_s', 0.0))}")
+
+
 STEP_ROWS: list[Row] = [
     ("model", lambda r: f"{r.metrics['model']} ({r.metrics['parallelism'] or 'trace'})"),
     ("slices", lambda r: f"{r.metrics['slices']} x {r.metrics['generation']} {r.metrics['slice']}{' twisted' if r.metrics['twisted'] else ''} "
                          f"({r.metrics['chips']:,} chips)"),
     ("DCN", lambda r: f"{r.metrics['dcn']}" + (f" {num(r.metrics['dcn_oversubscription'])}:1" if r.metrics["dcn"] == "eps" else "")
                       + (f", circuits engineered for blocks {r.metrics['dcn_ocs_groups']}" if r.metrics.get("dcn_ocs_groups") else "")),
-    ("step time", _m("step_time_s", sec)),
-    ("compute on the critical path", lambda r: sec(r.metrics["step_time_s"] - r.metrics["exposed_comm_s"])),
+    ("step time", lambda r: sec(r.metrics["step_time_s"]) + band_note(r.metrics)),
+    ("compute on the critical path", lambda r: sec(r.metrics["step_time_s"] - r.metrics["exposed_comm_s"]
+                                                   - r.metrics.get("multislice_added_s", 0.0))),
     ("exposed / overlapped communication", lambda r: f"{sec(r.metrics['exposed_comm_s'])} / {sec(r.metrics['overlapped_comm_s'])}"),
-    ("model FLOPs utilisation", _m("mfu", pct)),
+    ("multislice terms", lambda r: multislice_text(r.metrics)),
+    ("model FLOPs utilisation", lambda r: with_band(r.metrics, pct(r.metrics["mfu"]))),
     ("compute timing", lambda r: compute_timing(r.metrics.get("compute_efficiency"))),  # None: per-op model
     ("HBM per chip", lambda r: _hbm(r.metrics)),
-    ("time to train", lambda r: sec(r.metrics.get("time_to_train_s")) + (f" ({r.metrics['steps']:,} steps)" if r.metrics.get("steps") else "")),
+    ("time to train", lambda r: with_band(r.metrics, sec(r.metrics.get("time_to_train_s")) + (f" ({r.metrics['steps']:,} steps)" if r.metrics.get("steps") else ""))
+     if r.metrics.get("steps") else "n/a (give the study's steps)"),
     ("chip-hours", lambda r: f"{num(r.metrics['chip_h'])} ({r.cost.get('per', '')})"),
     ("cost", _m("cost_usd", usd)),
     ("energy", lambda r: "not published" if _missing(r.metrics.get("energy_kwh")) else f"{num(r.metrics['energy_kwh'])} kWh"),

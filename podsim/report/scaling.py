@@ -30,6 +30,27 @@ def _pct(v: np.floating) -> str:
     return pct(float(v))
 
 
+def _err(t: dict, i: int) -> str:
+    """' ±7%' after a row's step time (podsim.validation.bands), ' (error unknown)' where the corpus
+    has no run of its kind, '' for a study stored before bands were recorded."""
+    if "step_time_error" not in t or len(t["step_time_error"]) <= i:
+        return ""
+    err = float(t["step_time_error"][i])
+    return " (error unknown)" if np.isnan(err) else f" ±{err:.0%}"
+
+
+def band_notes(r: RunResult) -> list[str]:
+    """Each distinct error band of the study's rows, with the slice counts it is for: '1 slice:
+    typical error ±8% over 13 runs of single-slice steps ...'."""
+    t = r.table("scaling")
+    if "step_time_error_text" not in t:
+        return []
+    by_text: dict[str, list[int]] = {}
+    for n, text in zip(t["slices"], t["step_time_error_text"], strict=True):
+        by_text.setdefault(str(text), []).append(int(n))
+    return [f"{', '.join(map(str, ns))} slice{'s' if ns != [1] else ''}: {text}" for text, ns in by_text.items() if text]
+
+
 def scaling_rows(r: RunResult) -> tuple[list[str], list[list[str]]]:
     """The study's header and rows, formatted; WAN columns only where its slices span sites."""
     t = r.table("scaling")
@@ -37,7 +58,7 @@ def scaling_rows(r: RunResult) -> tuple[list[str], list[list[str]]]:
     header = list(COLUMNS[:-1]) + (list(WAN_COLUMNS) if wan else []) + [COLUMNS[-1]]
     rows = []
     for i in range(len(t["slices"])):
-        row = [f"{int(t['slices'][i])}", f"{int(t['chips'][i]):,}", f"{int(t['global_batch'][i]):,}", _sec(t["step_time_s"][i]),
+        row = [f"{int(t['slices'][i])}", f"{int(t['chips'][i]):,}", f"{int(t['global_batch'][i]):,}", _sec(t["step_time_s"][i]) + _err(t, i),
                _pct(t["mfu"][i]), _sec(t["dcn_busy_s"][i]), _sec(t["dcn_exposed_s"][i])]
         if wan:
             row += [_sec(t["wan_busy_s"][i]), _sec(t["wan_exposed_s"][i])]
@@ -68,6 +89,6 @@ def scaling_details(runs: Sequence[RunResult], labels: Sequence[str]) -> list[di
             continue
         header, rows = scaling_rows(r)
         title = scaling_title(r)
-        out.append({"label": label, "title": title, "header": header, "rows": rows,
+        out.append({"label": label, "title": title, "header": header, "rows": rows, "bands": band_notes(r),
                     "figure": scaling_figure(r.table("scaling"), f"Weak scaling: {title}")})
     return out

@@ -31,6 +31,7 @@ TABLES: dict[str, dict[str, str]] = {
     "step_times": {
         "model": "s", "shape": "s", "twisted": "b", "step_time_s": "f", "compute_s": "f", "exposed_comm_s": "f",
         "source": "s", "slices": "i", "sites": "i",  # appended: older stores gain them by ALTER TABLE
+        "step_time_error": "f", "step_time_error_text": "s",  # the step's error band (podsim.validation.bands)
     },
     "step_ops": {
         "op": "s", "kind": "s", "start_s": "f", "end_s": "f", "bytes": "f", "algorithm": "s", "closed_form_s": "f",
@@ -56,7 +57,8 @@ TABLES: dict[str, dict[str, str]] = {
     "scaling": {  # a scenario's scaling section (podsim.scenario.scaling.COLUMNS), one row per slice count
         "slices": "i", "chips": "i", "global_batch": "i", "step_time_s": "f", "mfu": "f", "parallel_efficiency": "f",
         "compute_s": "f", "exposed_comm_s": "f", "ici_exposed_s": "f", "dcn_busy_s": "f", "dcn_exposed_s": "f",
-        "wan_busy_s": "f", "wan_exposed_s": "f", "engine_wall_s": "f",
+        "wan_busy_s": "f", "wan_exposed_s": "f", "dcn_tail_s": "f", "straggler_wait_s": "f", "ecmp_collision_s": "f",
+        "multislice_added_s": "f", "engine_wall_s": "f", "step_time_error": "f", "step_time_error_text": "s",
     },
     "plan": {  # a scenario's plan section (podsim.plan.result.PLAN_COLUMNS): one row per confirmed plan, best first
         "rank": "i", "plan": "s", "slices": "i", "slice": "s", "parallelism": "s", "microbatches": "i", "recompute": "s",
@@ -64,7 +66,7 @@ TABLES: dict[str, dict[str, str]] = {
         "mfu": "f", "hbm_bytes_per_chip": "f", "tokens_per_s": "f", "engine_wall_s": "f", "why": "s",
     },
     "scaling_tiers": {  # the same study per DCN tier (podsim.study.scaling.TIER_COLUMNS), a row per slice count and tier
-        "slices": "i", "tier": "s", "busy_s": "f", "exposed_s": "f", "link_busy_s": "f",
+        "slices": "i", "tier": "s", "busy_s": "f", "exposed_s": "f", "link_busy_s": "f", "ecmp_collision_s": "f",
     },
 }
 # serving fleets (podsim.serving): per request, per time bin, per capacity probe

@@ -184,7 +184,10 @@ def step_metrics(study: StepStudy, r: StepResult, steps: int | None = None, mode
     for level, d in r.levels.items():
         m[f"{level}_busy_s"], m[f"{level}_exposed_s"] = d["busy_s"], d["exposed_s"]
     for tier, d in r.tiers.items():  # the DCN's tiers (podsim.topology.dcntiers), those the step's traffic has links on
-        m.update({f"tier_{tier}_{k}": d[k] for k in ("busy_s", "exposed_s", "link_busy_s")})
+        m.update({f"tier_{tier}_{k}": d[k] for k in ("busy_s", "exposed_s", "link_busy_s", "ecmp_collision_s") if k in d})
+    m.update({k: summ[k] for k in ("dcn_tail_s", "straggler_wait_s", "ecmp_collision_s", "multislice_added_s")})
+    if r.multislice:
+        m["multislice_notes"] = " | ".join(f"{k}: {v}" for k, v in r.multislice["notes"].items())
     dcn_ops = [t for t in r.timeline if t.step == 0 and "dcn" in t.group.split(",")]
     m["dcn_collective_busy_s"] = busy_time_s((t.start_s, t.end_s) for t in dcn_ops)
     m["dcn_collective_op_s"] = sum(t.duration_s for t in dcn_ops)
@@ -301,7 +304,7 @@ def run_scenario(scenario: Scenario, on_progress: ProgressFn | None = None, *,
     ...                     "slice: 4x4x4, parallelism: 'fsdp=16,tensor=4', model_overrides: {n_layers: 2, global_batch: 32}}}")
     >>> r = run_scenario(load_scenario(path))
     >>> r.kind, round(r.metrics["step_time_s"], 4), r.metrics["parallelism"]
-    ('step', 0.1582, 'fsdp=16,tensor=4')
+    ('step', 0.1409, 'fsdp=16,tensor=4')
     """
     t0 = time.perf_counter()
     gen = check_scenario(scenario)

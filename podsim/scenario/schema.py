@@ -32,8 +32,10 @@ from podsim.errors import PodsimError
 from podsim.files import check_input_file
 from podsim.quantities import Duration, Fraction, JobCount, Priority, Rate, Seed, Weight
 from podsim.serving.spec import ServingWorkload
+from podsim.study.multislice import MultisliceSpec
 from podsim.topology import DcnSpec, get_generation
-from podsim.trace.generate import GenerateOptions, Recompute
+from podsim.trace.generate import GenerateOptions
+from podsim.trace.options import Recompute
 from podsim.workload.odd import OddShapeSpec
 from podsim.workload.popularity import V4_SLICE_POPULARITY
 from podsim.workload.replay import TraceSpec
@@ -195,6 +197,8 @@ class StepWorkload(_Model):
                                              "compute op (e.g. 0.6, perf.3); default: the per-op compute model (podsim.perf)")
     options: GenerateOptions = Field(default_factory=GenerateOptions, description="how the generated step runs "
                                      "(podsim.trace.GenerateOptions; a preset model only)")
+    multislice: MultisliceSpec = Field(default_factory=MultisliceSpec, description="what running on several slices adds beyond "
+                                       "the DCN time the engine leaves exposed (podsim.study.multislice: straggler wait, ECMP collisions)")
 
     _trace = field_validator("trace", mode="before")(_existing_file)
 
@@ -359,6 +363,8 @@ class Scaling(_Model):
     compute_efficiency: q.EFFICIENCY.type | None = Field(None, description="flat fraction of peak FLOP/s; default: "
                                              "the per-op compute model (as `podsim scaling`)")
     options: GenerateOptions = Field(default_factory=GenerateOptions, description="how each generated step runs (podsim.trace.GenerateOptions)")
+    multislice: MultisliceSpec = Field(default_factory=MultisliceSpec, description="what running on several slices adds beyond "
+                                       "the DCN time the engine leaves exposed (podsim.study.multislice)")
 
 
 class PlanSection(_Model):

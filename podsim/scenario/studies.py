@@ -18,7 +18,7 @@ def step_study(s: Scenario, gen: Generation) -> StepStudy:
     st = s.workload.step
     trace = load_trace(st.trace, shape=parse_shape(st.slice, gen.dims)) if st.trace is not None else None
     return StepStudy(gen, st.slice, model=st.model, trace=trace, model_overrides=st.model_overrides, plan=st.parallelism,
-                     slices=st.slices, twisted=st.twisted, ocs=s.topology.wiring == "ocs", options=st.options,
+                     slices=st.slices, twisted=st.twisted, ocs=s.topology.wiring == "ocs", options=st.options, multislice=st.multislice,
                      compute_efficiency=st.compute_efficiency, dcn=s.dcn.spec(), engineer_dcn=s.dcn.engineered,
                      routing=s.topology.routing, name=s.name)
 
@@ -45,6 +45,7 @@ def scaling_base(s: Scenario, gen: Generation) -> StepStudy:
     n = sc.slices[0]
     return StepStudy(gen, sc.slice, model=sc.model, plan=sc.parallelism, slices=n,
                      model_overrides={**sc.model_overrides, "global_batch": sc.batch_per_slice * n},
-                     ocs=s.topology.wiring == "ocs", options=sc.options, compute_efficiency=sc.compute_efficiency,
+                     ocs=s.topology.wiring == "ocs", options=sc.options, multislice=sc.multislice,
+                     compute_efficiency=sc.compute_efficiency,
                      dcn=s.dcn.spec(),
                      engineer_dcn=s.dcn.engineered, routing=s.topology.routing)

@@ -49,12 +49,15 @@ from podsim.trace.plans import model_config, preset_plan_part
 @dataclass(frozen=True)
 class StepEstimate:
     """One training step: its wall time, the compute on its critical path, the communication no
-    compute hides (`step_time_s = compute_s + exposed_comm_s`), and which model said so."""
+    compute hides, what running on several slices adds beyond it (`multislice_s`:
+    podsim.study.multislice), and which model said so: `step_time_s = compute_s + exposed_comm_s +
+    multislice_s`."""
 
     step_time_s: float
     compute_s: float
     exposed_comm_s: float
     source: str
+    multislice_s: float = 0.0
 
 
 @runtime_checkable
@@ -90,8 +93,10 @@ class EngineStepTime:
         if study.slices == 1:
             return StepEstimate(r.step_time_s, r.compute_s, r.exposed_comm_s, f"engine ({plan}; {timing})")
         where = f", {study.sites} sites" if study.sites > 1 else ""
+        added = r.multislice.get("added_s", 0.0)
+        terms = f"; + straggler wait and ECMP collisions {added:.3g} s" if added else ""
         return StepEstimate(r.step_time_s, r.compute_s, r.exposed_comm_s,
-                            f"engine ({plan}, {study.slices} slices{where}; {timing})")
+                            f"engine ({plan}, {study.slices} slices{where}; {timing}{terms})", added)
 
 
 class RooflineStepTime:

@@ -18,7 +18,7 @@ from podsim.trace.configs import ConvLayer, TransformerConfig
 from podsim.trace.mesh import ParallelPlan
 
 if TYPE_CHECKING:
-    from podsim.trace.generate import GenerateOptions
+    from podsim.trace.options import GenerateOptions
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from podsim.trace.configs import ModelConfig, ResNetConfig, get_model
 from podsim.trace.mesh import ALIASES, ParallelPlan, parse_parallelism
 
 if TYPE_CHECKING:
-    from podsim.trace.generate import GenerateOptions
+    from podsim.trace.options import GenerateOptions
 
 
 def model_config(model: str | ModelConfig, overrides: Mapping[str, object] | None = None) -> ModelConfig:

@@ -24,7 +24,7 @@ from podsim.trace.model import AxisGroup, format_group
 from podsim.trace.plans import grad_allreduce_blocking, local_batch, microbatches
 
 if TYPE_CHECKING:
-    from podsim.trace.generate import GenerateOptions
+    from podsim.trace.options import GenerateOptions
 
 BN_STAT_BYTES = 2 * 4  # two fp32 sums per channel (the statistics are computed in fp32)
 

@@ -88,9 +88,13 @@ INT8 = "int8"
 #   TransformerLm.set_sharding_params_v1 sets bld = [batch, None, mdl] (tensorflow/lingvo 98d104f,
 #   lingvo/jax/layers/transformer_models.py; lingvo/jax/tasks/lm/model_params.py);
 # - Lingvo-TF GShard (M16): wiki_bert.py BertTemplate blm_split=[0, -1, 1] (the file the sheet cites).
-# Collective matmul elsewhere as XLA's partitioner does by default (auto).
+# The 2021-2023 programs of the rows below state no collective matmul and predate the TPU compiler's
+# current default (podsim.trace.defaults: every tensor-parallel einsum decomposed); they keep what
+# podsim ran them with before that default (issue 32): none decomposed. P1, P1a and M10 state no
+# sharded activations either: a Megatron all-reduce program, as before.
 MAXTEXT = {"sequence_parallel": True, "collective_matmul": "all_gather"}
-GSPMD_SHARDED = {"sequence_parallel": True}
+GSPMD_SHARDED = {"sequence_parallel": True, "collective_matmul": "exposed"}
+MEGATRON = {"sequence_parallel": False, "collective_matmul": "exposed"}
 SHARDED_NOTE = "activations sharded over the model axis between blocks (as sequence parallelism)"
 MAXTEXT_NOTE = SHARDED_NOTE + "; collective matmul of the all-gathers only (the script's XLA flags)"
 R41 = "mlcommons/training_results_v4.1@b87b9e396f771345d4ef122ba33456304f15228d"

@@ -17,6 +17,7 @@ from podsim.validation.row import (
     LINGVO_DENSE_BUILDER,
     MAXTEXT,
     MAXTEXT_NOTE,
+    MEGATRON,
     MULTIPOD_NOTE,
     R41,
     SHARDED_NOTE,
@@ -96,7 +97,7 @@ _ROWS: tuple[Row, ...] = (
         options=UNFUSED, **eval_interval(33, 6144, 2 * 6144), remat_stated=True, assumed="unfused attention; " + TF1_BERT_REMAT,
         source="measurements.md M9 (MLPerf v1.0, R10 Google tpu-v4-4096-TF; eval_batch_size=6144, max_eval_steps=2)"),
     Row("M10", "TPU v5e, 16 x 256 chips (multislice)", "gpt3-175b", "tpu-v5e", "16x16", "fsdp=128,tensor=2,dcn=16", 9.09, slices=16,
-        overrides={"global_batch": 2048}, options=GenerateOptions(precision=INT8, recompute="full"), kind="upper_bound", **GPT3_EVAL_INTERVAL,
+        overrides={"global_batch": 2048}, options=GenerateOptions(precision=INT8, recompute="full", **MEGATRON), kind="upper_bound", **GPT3_EVAL_INTERVAL,
         assumed="in-slice sharding fsdp 128 x tensor 2 (not in the repo); remat not stated: full, the least that fits HBM", source="measurements.md M10 (MLPerf v3.1, R31)"),
     Row("M11", "TPU v5p, 512 chips", "gpt3-175b", "tpu-v5p", "8x8x8", "fsdp=64,tensor=8", 23.81,
         overrides={"global_batch": 2048}, options=GenerateOptions(precision=INT8, recompute="full", **MAXTEXT), kind="upper_bound", **GPT3_EVAL_INTERVAL,
@@ -123,12 +124,12 @@ _ROWS: tuple[Row, ...] = (
         assumed="mesh [1, 64, 16] as fsdp x tensor; SAVE_DOT as minimal recompute; unfused attention; " + SHARDED_NOTE,
         remat_stated=True, source="measurements.md M17 (MLPerf v1.1 open, R11 tpu-v4-2048-JAX)"),
     Row("P1", "TPU v4, 2 pods x 3072 chips", "palm-540b", "tpu-v4", "12x16x16", "fsdp=256,tensor=12,dcn=2", 17.6, slices=2,
-        options=GenerateOptions(recompute="full", attention="materialized"), assumed="rematerialisation as full recompute; unfused attention",
+        options=GenerateOptions(recompute="full", attention="materialized", **MEGATRON), assumed="rematerialisation as full recompute; unfused attention",
         remat_stated=True, source="measurements.md P1 (Chowdhery et al. 2022 §4.1, Table 3)"),
     # PaLM on one of its pods at half the batch: "about 1.95x" the single-pod throughput on two
     # (§4), so ~122K tok/s and ~17.2 s per step (approximate; measurements.md caveat 8)
     Row("P1a", "TPU v4, 1 pod x 3072 chips", "palm-540b", "tpu-v4", "12x16x16", "fsdp=256,tensor=12", 17.2,
-        overrides={"global_batch": 1024}, options=GenerateOptions(recompute="full", attention="materialized"),
+        overrides={"global_batch": 1024}, options=GenerateOptions(recompute="full", attention="materialized", **MEGATRON),
         assumed="approximate: the paper's 'about 1.95x' on two pods; rematerialisation as full recompute; unfused attention",
         remat_stated=True, source="measurements.md caveat 8 (P1 on one pod at half the batch; Chowdhery et al. 2022 §4)"),
     # The Trillium GPT-3 series' other two points (measurements.md caveat 10): the same script as

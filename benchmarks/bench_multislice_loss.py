@@ -1,0 +1,63 @@
+"""Issue 32's multislice sweep: MaxText's v5e 16B and 128B dense decoders (MaxText/configs/v5e/16b.sh
+and 128b.sh at AI-Hypercomputer/maxtext@76bd53b: global_parameter_scale 16 and 128 on that commit's
+base.yml, per_device_batch_size 6 and 1, remat full, fp32 weights, FSDP 256 / FSDP 16 x tensor 16
+in each v5e-256 slice) on 1..32 slices, as `podsim scaling` runs them: per-chip throughput against
+one slice, each term of what the slices add (podsim.study.multislice), and beside it what
+MaxText's v5e README measured (TFLOP/s per chip against one slice).
+
+    PYTHONPATH=$PWD .venv/bin/python benchmarks/bench_multislice_loss.py [--dcn-tiers SPEC]
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import time
+
+from podsim.study import StepStudy
+from podsim.study.scaling import scaling_study
+from podsim.topology import DcnSpec
+from podsim.trace import GenerateOptions
+from podsim.trace.configs import TransformerConfig
+
+SLICES = (1, 2, 4, 8, 16, 32)
+# MaxText/configs/v5e/README.md (maxtext@76bd53b): TFLOP/s per chip on 1, 2, 4, 8, 16, 32 x v5e-256
+MEASURED = {"16B": (120, 117, 117, 115, 111, 108), "128B": (110, 110, 108, 104, 100, 91)}
+CASES = {"16B": (16, 6, "fsdp=256"), "128B": (128, 1, "fsdp=16,tensor=16")}
+PLANNER_TIERS = "tor=48x200/2,aggregation=64x400/3,spine=256x400*8"  # docs/multislice.md's planner DCN
+
+
+def maxtext_decoder(scale: int) -> TransformerConfig:
+    """MaxText's base model (base.yml at 76bd53b: emb 2560, 8 heads of 256, mlp 8192 relu, 16 layers,
+    vocab 32768, logits via the embedding) scaled by pyconfig.get_individual_scales."""
+    b, rem = divmod(int(math.log2(scale)), 3)
+    heads, emb, layers = 2 ** (b + (rem > 0)), 2 ** (b + (rem > 1)), 2 ** b
+    return TransformerConfig(name=f"maxtext-{scale}b", source="AI-Hypercomputer/maxtext@76bd53b MaxText/pyconfig.py, configs/base.yml",
+                             n_layers=16 * layers, d_model=2560 * emb, n_heads=8 * heads, n_kv_heads=8 * heads, head_dim=256,
+                             d_ff=8192 * heads, vocab=32768, seq_len=2048, global_batch=256, mlp="gelu", norm="rmsnorm",
+                             bias=False, tied_embeddings=True, learned_positions=False)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--dcn-tiers", default=PLANNER_TIERS, help="the DCN (a tiers spec, or 'flat' for the default leaf-spine)")
+    args = ap.parse_args()
+    dcn = DcnSpec() if args.dcn_tiers == "flat" else DcnSpec(tiers=args.dcn_tiers)
+    print(f"DCN: {dcn.tiers.describe() if dcn.tiers else 'leaf-spine, 16 hosts per leaf, 8 spines, 1:1'}")
+    for name, (scale, per_chip, plan) in CASES.items():
+        cfg = maxtext_decoder(scale)
+        base = StepStudy("tpu-v5e", "16x16", model=cfg, plan=plan, dcn=dcn, options=GenerateOptions(recompute="full", grad_bytes=4))
+        t0 = time.process_time()
+        out = scaling_study(base, SLICES, per_chip * 256)
+        cpu = time.process_time() - t0
+        print(f"\n{name} ({cfg.params / 1e9:.1f}B params, {plan}, {per_chip} sequences per chip); {cpu:.1f} s of CPU for the sweep")
+        print(f"{'slices':>6} {'step':>9} {'per-chip':>8} {'MaxText':>8} {'loss':>9} {'DCN tail':>9} {'straggler':>9} {'ECMP':>9} {'sum':>9}")
+        for i, n in enumerate(SLICES):
+            step = out["step_time_s"][i]
+            terms = (out["dcn_tail_s"][i], out["straggler_wait_s"][i], out["ecmp_collision_s"][i])
+            print(f"{n:>6} {step:>8.3f}s {out['step_time_s'][0] / step:>8.4f} {MEASURED[name][i] / MEASURED[name][0]:>8.3f} "
+                  f"{step - out['step_time_s'][0]:>8.4f}s " + " ".join(f"{t:>8.4f}s" for t in terms) + f" {sum(terms):>8.4f}s")
+
+
+if __name__ == "__main__":
+    main()
