@@ -20,6 +20,7 @@ from podsim.perf.chips import ChipCompute
 from podsim.plan.estimate import Estimate, evaluate, layout_for
 from podsim.plan.pricing import pricer
 from podsim.plan.program import StepProgram, step_program
+from podsim.study.multislice import STRAGGLER_CV, MultisliceSpec, expected_max_normal
 from podsim.topology import DcnSpec, Generation, format_shape, get_generation
 from podsim.trace.configs import TransformerConfig
 from podsim.trace.generate import GenerateOptions
@@ -177,7 +178,21 @@ def estimated(ctx: Context, a: Assessed) -> Assessed:
         est = evaluate(program, layout)
     except PodsimError as exc:  # a mapping the slice cannot take: the generator refuses it too
         return replace(a, refused=str(exc), program=None)
+    if cand.slices > 1:
+        wait = straggler_wait_s(cand.slices, est.compute_s)
+        est = replace(est, step_s=est.step_s + wait, straggler_s=wait)
     return replace(a, estimate=est, program=None)
+
+
+def straggler_wait_s(slices: int, compute_s: float) -> float:
+    """The study's multislice straggler term on the estimate's compute (podsim.study.multislice:
+    the expected slowest of N slices whose steps vary by STRAGGLER_CV), as run_study adds it to
+    the engine's step. Its ECMP-collision term needs the engine's flows and is not estimated."""
+    spec = MultisliceSpec()
+    if not spec.straggler:
+        return 0.0
+    cv = spec.straggler_cv if spec.straggler_cv is not None else STRAGGLER_CV
+    return expected_max_normal(slices) * cv * compute_s
 
 
 def context(model: str, generation: str | Generation, *, options: GenerateOptions | None = None,

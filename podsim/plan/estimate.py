@@ -115,6 +115,7 @@ class Estimate:
     mesh: dict[str, str]
     memory_bound_s: float = 0.0  # memory-bound compute (the update included), recomputation not
     label_level: dict[str, str] = field(default_factory=dict)  # each exposed label's level (ici, dcn)
+    straggler_s: float = 0.0  # multislice: the expected wait for the slowest slice (in step_s)
 
     @property
     def exposed_comm_s(self) -> float:

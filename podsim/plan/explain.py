@@ -33,6 +33,8 @@ def components(a: Assessed) -> dict[str, float]:
            "memory-bound compute": e.memory_bound_s, "recomputation": e.recompute_s}
     for label, sec in e.exposed_s.items():
         out["exposed " + axis_words(label, e.label_level.get(label, "ici"))] = sec
+    if e.straggler_s:
+        out["waiting for the slowest slice"] = e.straggler_s
     return out
 
 
