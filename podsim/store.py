@@ -329,7 +329,7 @@ def load_run(store: str | Path, run_id: str) -> RunResult:
             t = con.execute(f"SELECT * FROM {name} WHERE run_id = ?", [run_id]).fetchnumpy()
             n = len(t["run_id"])
             if n:  # a column appended after the store was written (read-only: no ALTER) reads as NULL
-                tables[name] = normalise_table(name, {c: _column(t[c] if c in t else np.ma.masked_all(n), k)
+                tables[name] = normalise_table(name, {c: _column(t[c] if c in t else np.ma.masked_all(n, object if k == "s" else float), k)
                                                       for c, k in cols.items()})
     return RunResult(name=row[0], kind=row[1], scenario=json.loads(row[4]), metrics=_nan(json.loads(row[5])),
                      topology=json.loads(row[6]), cost=json.loads(row[7]), targets=tuple(json.loads(row[8])),

@@ -87,7 +87,7 @@ def import_json(trace: dict) -> Imported:
         stack: list[float] = []
         for ev in sorted(t.slices, key=lambda e: (float(e["ts"]), -float(e["dur"]))):
             start, end = float(ev["ts"]), float(ev["ts"]) + float(ev["dur"])
-            while stack and stack[-1] <= start:
+            while stack and stack[-1] <= start + 1e-6:  # ends where this starts, to float rounding (Perfetto: whole ns)
                 stack.pop()
             if stack and end > stack[-1] + 1e-6:
                 problems.append(f"thread {t.name or t.tid}: slice {ev['name']!r} at {start} us is not nested in the one before")

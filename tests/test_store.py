@@ -122,15 +122,17 @@ def test_a_store_written_before_a_table_column_was_appended(tmp_path, runs):
     from podsim.scenario.result import normalise_table
 
     st = {"model": ["m"], "shape": ["2x2"], "twisted": [False], "step_time_s": [1.0], "compute_s": [1.0],
-          "exposed_comm_s": [0.0], "source": ["x"], "slices": [2], "sites": [1]}
+          "exposed_comm_s": [0.0], "source": ["x"], "slices": [2], "sites": [1],
+          "step_time_error": [0.05], "step_time_error_text": ["typical error ±5% over 9 runs of this kind"]}
     r = dataclasses.replace(runs[0], tables={**runs[0].tables, "step_times": normalise_table("step_times", st)})
     store = tmp_path / "old.duckdb"
     old = append_run(store, r)
     con = duckdb.connect(str(store))
-    con.execute("ALTER TABLE step_times DROP COLUMN sites")
-    con.execute("ALTER TABLE step_times DROP COLUMN slices")
+    for col in ("step_time_error_text", "step_time_error", "sites", "slices"):  # every column appended since, last first
+        con.execute(f"ALTER TABLE step_times DROP COLUMN {col}")
     con.close()
     assert list(load_run(store, old).tables["step_times"]["slices"]) == [0]
     new = append_run(store, r)
     assert list(load_run(store, new).tables["step_times"]["slices"]) == [2]
     assert list(load_run(store, old).tables["step_times"]["sites"]) == [0]
+    assert list(load_run(store, old).tables["step_times"]["step_time_error_text"]) == [""]  # an appended text column

@@ -15,6 +15,7 @@ from podsim.engine import build_job, simulate_step, step_summary
 from podsim.errors import PodsimError
 from podsim.scenario import load_scenario_text, run_scenario
 from podsim.study import EngineStepTime, RooflineStepTime, StepStudy, run_study
+from podsim.study.multislice import MultisliceSpec, with_terms
 from podsim.study.scaling import scaling_study
 from podsim.study.study import study_plan, study_trace
 from podsim.topology import DcnSpec, get_generation
@@ -48,7 +49,12 @@ def test_run_study_is_the_pipeline_it_replaces():
                            options=GenerateOptions(recompute="full"))
     job = build_job(trace, V4, "4x4x4", 2, dcn=DcnSpec(oversubscription=2.0))
     r = run_study(s)
-    same_step(r, simulate_step(None, job, routing="shortest_paths"))
+    engine = simulate_step(None, job, routing="shortest_paths")
+    # several slices: the engine's step plus what the multislice terms add (podsim.study.multislice)
+    same_step(r, with_terms(engine, s.multislice))
+    assert r.step_time_s == engine.step_time_s + r.multislice["added_s"] and r.multislice["added_s"] > 0
+    off = MultisliceSpec(straggler=False, ecmp_collisions=False)
+    same_step(run_study(two_slices(multislice=off)), engine)
     assert study_plan(s) == "fsdp=16,tensor=4,dcn=2" and r.trace.meta["recompute"] == "full"
     assert r.fabric.dcn.oversubscription == 2.0 and r.slices == 2 and len(r.views) == 2
 
@@ -137,7 +143,9 @@ def test_cluster_step_time_runs_the_same_study():
     study = StepStudy(V4, (4, 4, 4), model="bert-large", plan="tensor=4,fsdp=auto", slices=2, routing="shortest_paths")
     r = run_study(study)
     assert set(t["step_time_s"]) == {r.step_time_s} and set(t["exposed_comm_s"]) == {r.exposed_comm_s}
-    assert set(t["source"]) == {"engine (tensor=4,fsdp=16,dcn=2, 2 slices; compute by the per-op model)"}
+    added = r.multislice["added_s"]  # two slices: the multislice terms are in the step and named in the source
+    assert set(t["source"]) == {"engine (tensor=4,fsdp=16,dcn=2, 2 slices; compute by the per-op model; "
+                                f"+ straggler wait and ECMP collisions {added:.3g} s)"}
 
 
 def test_roofline_honours_the_plan_it_is_given():

@@ -84,7 +84,10 @@ def _op_event(op: OpTiming, pid: int, tid: int) -> dict:
         args.update(bytes=op.bytes, group=op.group, algorithm=op.algorithm)
         if op.closed_form_s is not None:
             args["closed_form_s"] = op.closed_form_s
-    return {"name": op.name or op.id, "cat": op.kind, "ph": "X", "ts": op.start_s * US, "dur": op.duration_s * US,
+    # the slice ends at end_s * US itself, so an op that starts when another ends (a chunked matmul's
+    # parts) starts where that one's slice ends, not a rounding error before it (nested, not overlapping)
+    ts = op.start_s * US
+    return {"name": op.name or op.id, "cat": op.kind, "ph": "X", "ts": ts, "dur": (op.start_s + op.duration_s) * US - ts,
             "pid": pid, "tid": tid, "args": args}
 
 

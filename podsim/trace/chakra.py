@@ -346,12 +346,16 @@ def _convert(rt: RankTrace, n_ranks: int, axes: Sequence[str], default_group, ke
     op_id = {node.id: str(a.get("podsim_id") or f"n{node.id}") for node, a, _ in kept}
     ops: list[Op] = []
     alias: dict[int, int] = {}
-    sends: dict[tuple, list[int]] = {}  # (axis, shift) -> send node ids
+    sends: dict[tuple, list[int]] = {}  # (axis, shift) -> send node ids, in file order
+    send_of_op: dict[str, int] = {}  # podsim's exports: the op a send belongs to -> its node id
     for node, a, _ in kept:
         if node.type == pb.COMM_SEND_NODE:
             w = f"{rt.path.name}: node {node.id} ({where_of[node.id]}, {node.name!r})"
             axis = _axis(a, axes, default_group, w)
             sends.setdefault((axis, _shift(rt, node, a, n_ranks, "comm_dst", +1, axis, grid)), []).append(node.id)
+            if "podsim_id" in a:
+                send_of_op[str(a["podsim_id"])] = node.id
+    paired: dict[tuple, int] = {}  # (axis, shift) -> receives paired so far with that key's sends
     for node, a, deps in kept:
         oid = op_id[node.id]
         where = f"{rt.path.name}: node {node.id} ({where_of[node.id]}, {node.name!r})"
@@ -392,9 +396,15 @@ def _convert(rt: RankTrace, n_ranks: int, axes: Sequence[str], default_group, ke
                 shift = _shift(rt, node, a, n_ranks, "comm_dst", +1, axis, grid)
             else:
                 shift = _shift(rt, node, a, n_ranks, "comm_src", -1, axis, grid)
-                match = sends.get((axis, shift))
-                if match:
-                    alias[node.id] = match[0]  # the send of the same permute stands for this receive
+                # the send of the same permute stands for this receive: by op where the file names it
+                # (podsim's exports), else the k-th receive of an (axis, shift) with that key's k-th send
+                mate = send_of_op.get(str(a["podsim_id"])) if "podsim_id" in a else None
+                if mate is None:
+                    match, k = sends.get((axis, shift), []), paired.get((axis, shift), 0)
+                    mate = match[k] if k < len(match) else None
+                    paired[(axis, shift)] = k + 1
+                if mate is not None:
+                    alias[node.id] = mate
                     continue
             size = _bounded(float(a.get("podsim_bytes", a.get("comm_size", 0))), q.OP_BYTES, where, "comm_size")
             if "podsim_shift" in a:  # podsim's exports keep the shift as written (-1, not size - 1)
