@@ -26,6 +26,11 @@ BAD = [
     (["llama2-70b", "-g", "tpu-v5p", "--tokens", "2T", "--days", "30", "--chips", "64"], "--days"),
     (["llama2-70b", "-g", "tpu-v5p", "--chips", "64", "--tokens", "1T", "--price-per-chip-hour", "-3"], "price"),
     (["llama2-70b", "-g", "tpu-v5p", "--chips", "64", "--global-batch", "256", "--tokens-per-step", "4M"], "not both"),
+    (["llama2-70b", "-g", "tpu-v5p", "--chips", "64", "--tokens", "1e30"], "out of range"),
+    (["llama2-70b", "-g", "tpu-v5p", "--chips", "64", "--tokens", "1T", "--mtbf", "0"], "--mtbf"),
+    (["llama2-70b", "-g", "tpu-v5p", "--chips", "64", "--tokens", "1T", "--mtbf", "9h", "--mttr", "0"], "--mttr"),
+    (["llama2-70b", "-g", "tpu-v5p", "--chips", "64", "--tokens", "1T", "--checkpoint-interval", "0"], "--checkpoint-interval"),
+    (["llama2-70b", "-g", "tpu-v5p", "--chips", "64", "--tokens", "1T", "--restart-overhead", "30d"], "--restart-overhead"),
     (["llama2-70b", "-g", "tpu-v9", "--chips", "64"], "tpu-v9"),
     (["palm-540b", "-g", "tpu-v5e", "--chips", "64", "--top", "1"], "fits in HBM"),
 ]

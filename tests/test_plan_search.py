@@ -79,6 +79,18 @@ def test_goodput_matches_the_cluster_simulation():
     assert abs(mean - g.goodput) < max(2 * se, 0.01)
 
 
+def test_goodput_when_failures_outrun_checkpoints():
+    """Hosts failing every minute against an hourly checkpoint: refused in one line (the closed
+    form's exponential is written not to overflow); where it does not overflow, the lost work is
+    the textbook 1/rate - T/(e^(rate T) - 1)."""
+    gen = get_generation("tpu-v5e")
+    with pytest.raises(PodsimError, match="never finishes"):
+        training_goodput(gen, 64, FailureSpec(mtbf_s=60.0))
+    g = training_goodput(gen, 8, FailureSpec(mtbf_s=86400.0), checkpoint_interval_s=7200.0, restart_s=0.0)
+    rate, t = 1 / 86400, 7200.0
+    assert g.lost_per_interruption_s - g.reconfigure_s == pytest.approx(1 / rate - t / math.expm1(rate * t), rel=1e-12)
+
+
 def test_time_to_train_on_a_budget():
     t = time_to_train(TrainQuery(PlanQuery("llama2-70b", "tpu-v5p", chips=128, model_overrides=SMALL, top=1),
                                  tokens=1e11, price_per_chip_hour=4.2, power_per_chip_w=500))

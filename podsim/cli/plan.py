@@ -106,6 +106,21 @@ def _train_text(t, summary: dict) -> None:
         print(f"  {k:<{w}}  {v}")
 
 
+def _failure_spec(**fields):
+    """The host failure spec of --mtbf / --host-availability and --mttr, or one line naming the flag."""
+    from pydantic import ValidationError
+
+    from podsim.cluster.failures import FailureSpec
+    from podsim.errors import first_error
+
+    try:
+        return FailureSpec(**fields)
+    except ValidationError as exc:
+        where, msg = first_error(exc)
+        flag = {"mtbf_s": "--mtbf", "mttr_s": "--mttr", "availability": "--host-availability"}.get(where, where)
+        raise PodsimError(f"{flag}: {msg}") from None
+
+
 @app.command("plan")
 @with_budgets("ops", "flows")
 def plan_cmd(
@@ -137,7 +152,6 @@ def plan_cmd(
 ) -> None:
     """Search parallelism plans for a model on a chip budget (analytic ranking, engine-confirmed best); with --tokens, time, chips and cost to train."""
     from podsim.cli.steptime import step_options
-    from podsim.cluster.failures import FailureSpec
     from podsim.plan.result import search_summary, train_summary
     from podsim.plan.search import SEARCHED_OPTIONS, PlanQuery, no_fit_advice, search
     from podsim.plan.train import TrainQuery, parse_tokens, time_to_train
@@ -205,12 +219,14 @@ def plan_cmd(
     if tokens is not None:
         failures = None
         if host_availability is not None:
-            failures = FailureSpec(availability=host_availability, mttr_s=parse_duration(mttr or "1h"))
+            failures = _failure_spec(availability=host_availability, mttr_s=parse_duration(mttr or "1h"))
         elif mtbf is not None:
-            failures = FailureSpec(mtbf_s=parse_duration(mtbf), mttr_s=parse_duration(mttr or "1h"))
+            failures = _failure_spec(mtbf_s=parse_duration(mtbf), mttr_s=parse_duration(mttr or "1h"))
         tq = TrainQuery(query, parse_tokens(tokens), days=days, failures=failures,
-                        checkpoint_interval_s=parse_duration(checkpoint_interval) if checkpoint_interval else None,
-                        restart_s=parse_duration(restart_overhead) if restart_overhead is not None else None,
+                        checkpoint_interval_s=None if checkpoint_interval is None else
+                        q.CHECKPOINT_INTERVAL.check(parse_duration(checkpoint_interval), "--checkpoint-interval"),
+                        restart_s=None if restart_overhead is None else
+                        q.RESTART_OVERHEAD.check(parse_duration(restart_overhead), "--restart-overhead"),
                         price_per_chip_hour=price, power_per_chip_w=power, max_chips=max_chips)
         t = time_to_train(tq, on_progress)
         summary = train_summary(t)

@@ -35,6 +35,11 @@ MAX_CHIPS = 65_536
 """The largest chip count a deadline search tries by default (16 v4 pods)."""
 
 
+MAX_TOKENS = 1e15
+"""The most tokens a time-to-train query takes: a quadrillion, tens of times past the largest
+published pre-training runs (tens of trillions of tokens); past it the days are not a question."""
+
+
 def parse_tokens(text: str | float | int) -> float:
     """'2T' -> 2e12, '300B' -> 3e11, '1.5e12' -> 1.5e12: a token count (decimal suffixes K, M, B or G, T, P)."""
     if isinstance(text, bool):
@@ -42,12 +47,13 @@ def parse_tokens(text: str | float | int) -> float:
     if isinstance(text, (int, float)):
         value = float(text)
     else:
-        m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([KMBGTP]?)\s*", str(text), re.IGNORECASE)
+        m = re.fullmatch(r"\s*([+-]?[0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([KMBGTP]?)\s*", str(text), re.IGNORECASE)
         if not m:
             raise PodsimError(f"tokens {text!r} is not understood; give a number with K, M, B, T (e.g. 2T, 300B, 1.5e12)")
         value = float(m.group(1)) * _TOKEN_SUFFIX[m.group(2).upper()]
-    if not math.isfinite(value) or value < 1:
-        raise PodsimError(f"tokens {text!r} must be at least one token (e.g. 2T)")
+    if not math.isfinite(value) or not 1 <= value <= MAX_TOKENS:
+        raise PodsimError(f"tokens {text!r} is out of range: a token count is [1, {MAX_TOKENS:.0e}] (e.g. 2T; "
+                          "a quadrillion is past any pre-training run)")
     return value
 
 
@@ -99,8 +105,8 @@ class TrainQuery:
     max_chips: int = MAX_CHIPS
 
     def __post_init__(self) -> None:
-        if not (isinstance(self.tokens, (int, float)) and math.isfinite(self.tokens) and self.tokens >= 1):
-            raise PodsimError(f"tokens {self.tokens!r} must be at least one token")
+        if not (isinstance(self.tokens, (int, float)) and math.isfinite(self.tokens) and 1 <= self.tokens <= MAX_TOKENS):
+            raise PodsimError(f"tokens {self.tokens!r} is out of range: a token count is [1, {MAX_TOKENS:.0e}]")
         if self.days is not None and not (math.isfinite(self.days) and self.days > 0):
             raise PodsimError(f"days {self.days!r} must be a number of days > 0")
         if (self.days is None) == (self.search.chips is None and self.search.slice is None):
