@@ -176,14 +176,18 @@ register(
     _m("failures_host", "count", "host failures in the horizon", _C),
     _m("failures_ocs", "count", "OCS unit failures in the horizon", _C),
     _m("failures_link", "count", "ICI cable failures in the horizon", _C),
+    _m("sim_events", "count", "state changes simulated: job arrivals, run starts and ends (completions and stops), "
+                          "part failures and repairs", _C),
     _m("job_interruptions", "count", "running jobs stopped by a failure", _C),
     _m("preemptions", "count", "running jobs stopped for a higher-priority job", _C),
     _m("ocs_reconfigurations", "count", "slices whose OCS circuits were set up", _C),
     _m("runs_fold", "count", "runs started on a folded slice (the asked torus laid onto another box)", _C),
     _m("runs_split", "count", "runs started on a split slice (whole blocks plus pieces joined by OCS circuits)", _C),
     _m("runs_scatter", "count", "runs started on a scattered slice (any free chips, Hilbert-curve allocation)", _C),
+    _m("runs_slowdown_not_charged", "count", "runs on a non-native slice whose slowdown was not charged (a job given in "
+                                             "time with no slowdown_model to price it ran at factor 1)", _C),
     _m("slowdown_charged_mean", "ratio", "mean run time factor charged to runs on a non-native slice (the step on "
-                                         "the placed slice / the step as asked, by the step-time model)", _C, True),
+                                         "the placed slice / the step as asked, by the engine)", _C, True),
     _m("slowdown_fold_mean", "ratio", "mean run time factor charged to runs on a folded slice", _C),
     _m("slowdown_split_mean", "ratio", "mean run time factor charged to runs on a split slice", _C),
     _m("slowdown_scatter_mean", "ratio", "mean run time factor charged to runs on a scattered (Hilbert) slice", _C),

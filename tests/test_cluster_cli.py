@@ -67,3 +67,17 @@ def test_bad_input_is_one_line_and_exit_2(capsys, args, match):
     code, out, err = podsim(capsys, "cluster", "-g", "tpu-v4", *args)
     assert code == 2
     assert match in err and "Traceback" not in err
+
+
+def test_the_table_says_where_the_goodput_gap_goes_and_what_was_not_charged(capsys):
+    """Issue 35: the allocated chip-hours that were not useful, by cause and by shape; runs on
+    scattered slices with no model to price them are said to be at factor 1."""
+    code, out, err = podsim(capsys, "cluster", "--generation", "tpu-v4", "--no-ocs", "--placement", "hilbert",
+                            "--synthetic", "jobs=40,rate=8/h,median=2h", "--host-availability", "0.99",
+                            "--horizon", "1d", "--seed", "2")
+    assert code == 0, err
+    cells = [line.split("│")[1:3] for line in out.splitlines() if line.count("│") == 3]
+    labels, values = (" ".join(" ".join(c[i].split()) for c in cells) for i in (0, 1))
+    assert "allocated but not useful" in labels and "slowdown not charged" in labels
+    assert "of the allocated chip-hours: lost to failures" in values and "most of it in" in values
+    assert "ran at factor 1: jobs given in time need --slowdown-model" in values

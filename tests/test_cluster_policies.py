@@ -48,6 +48,12 @@ class FakeScheduler:
         q = sorted((j for j in self.queue if j.status == "queued"), key=self.queue_entry)
         return q if limit is None else q[:limit]
 
+    def queued_by_kind(self, limit):
+        kinds = {}
+        for job in self.queued(limit):  # a job's answers depend on its chips and priority only
+            kinds.setdefault((job.chips, job.priority), []).append(job)
+        return list(kinds.values())
+
     def queue_entry(self, job):
         return (-job.priority, job.submit_s, job.name)
 

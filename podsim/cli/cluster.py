@@ -21,6 +21,7 @@ from podsim.cli.common import (
     with_budgets,
 )
 from podsim.cluster import make_config, make_run, run_cluster
+from podsim.cluster.breakdown import goodput_gap
 from podsim.cluster.config import POLICY_NAMES, default
 from podsim.cluster.failures import failure_model
 from podsim.errors import PodsimError
@@ -38,6 +39,15 @@ def _rows(result) -> list[tuple[str, str]]:
 
     m = result.metrics
     rows = [(name, cells[0]) for name, cells in key_rows([result])]
+    rows.insert(next(i for i, (name, _) in enumerate(rows) if name.startswith("goodput")) + 1,
+                ("allocated but not useful", goodput_gap(m, result.table("jobs"))))
+    if m.get("runs_slowdown_not_charged"):
+        rows.append(("slowdown not charged", f"{m['runs_slowdown_not_charged']:,} runs on folded, split or scattered "
+                     "slices ran at factor 1: jobs given in time need --slowdown-model (a preset) to price the placement"))
+    elif any(m.get(f"runs_{f}") for f in ("fold", "split", "scatter")):
+        rows.append(("non-native runs (fold / split / scatter)",
+                     f"{m['runs_fold']:,} / {m['runs_split']:,} / {m['runs_scatter']:,}, charged {m['slowdown_charged_mean']:.3f}x "
+                     f"on average (at most {m['slowdown_charged_max']:.3f}x) by the engine"))
     if m.get("degraded_starts") or m.get("spare_remaps"):
         rows.append(("OCS remedies", f"{m['degraded_starts']} runs started on a degraded torus, "
                                      f"{m['spare_remaps']} fibers moved to spare OCS ports"))
@@ -72,9 +82,9 @@ def cluster_cmd(
     degraded_slowdown: float = typer.Option(1.0, "--degraded-slowdown", help="run time factor on a degraded slice (1: compute-bound)", callback=q.DEGRADED_SLOWDOWN.option("--degraded-slowdown")),
     spare_ports: bool = typer.Option(False, "--spare-ports/--no-spare-ports", help="move a cube's fiber off a failed OCS port onto a spare port of that OCS"),
     solver: str = typer.Option(default("solver"), "--solver", help="greedy (fast path per job) or cpsat (batch admission)"),
-    fold: str = typer.Option(default("fold"), "--fold", help="none, or allowed: fold a request onto another box or split it into whole blocks plus pieces"),
+    fold: str = typer.Option(default("fold"), "--fold", help="none, or allowed: fold a request onto another box or split it into whole blocks plus pieces; a reshaped job is charged the slowdown the engine prices with its own model (jobs in steps) or --slowdown-model (jobs in time), else the output says 'slowdown not charged'"),
     placement: str = typer.Option(default("placement"), "--placement", help="greedy fit: best, first, or hilbert (any free chips along a Hilbert curve; static pods)"),
-    slowdown_model: str | None = typer.Option(None, "--slowdown-model", help="model preset whose step prices a non-native placement of a job given in time"),
+    slowdown_model: str | None = typer.Option(None, "--slowdown-model", help="model preset whose step on the engine prices a non-native placement of a job given in time (without it such a run is not charged, and the output says so)"),
     decision_time_limit: float = typer.Option(default("decision_time_limit"), "--decision-time-limit", help="CP-SAT limit per scheduling decision, in deterministic time units (work, not wall-clock seconds)", callback=q.DECISION_TIME_LIMIT.option("--decision-time-limit")),
     checkpoint_interval: str = typer.Option(format_seconds(default("checkpoint_interval_s")), "--checkpoint-interval", help="run time between checkpoints"),
     restart_overhead: str = typer.Option(format_seconds(default("restart_overhead_s")), "--restart-overhead", help="time to restart from a checkpoint"),

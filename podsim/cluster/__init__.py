@@ -7,9 +7,13 @@
                       jobs, seed=1)
     result.metrics   # utilisation, goodput, wait_p95_s, ... (podsim.cluster.result)
 
-Modules: run (ClusterRun: what a scenario, the CLI and the dashboard build; run_cluster), config (ClusterConfig), simulate (the SimPy model), policies (fifo, backfill,
-priority), failures (MTBF/MTTR processes, traces), links (ICI link ids and what a failed link
-disables), steptime (steps -> run time), result (metrics), breakdown (per shape), goodput (the v4 paper's Fig. 4).
+Modules: run (ClusterRun: what a scenario, the CLI and the dashboard build; run_cluster), config
+(ClusterConfig), simulate (the SimPy model), jobqueue (the queue, by kind), policies (fifo,
+backfill, priority), search (where jobs fit, pod by pod; fits, podviews, reserve), runtime (steps
+-> run time, reshape slowdowns), accounting (chip-seconds per job), failures (MTBF/MTTR
+processes, traces), outages, remedies, links (ICI link ids and what a failed link disables),
+gang (multislice jobs), observe (samples, audit), result (metrics), breakdown (per shape, where
+the goodput gap goes, the checkpoint closed form), goodput (the v4 paper's Fig. 4).
 """
 
 from typing import TYPE_CHECKING

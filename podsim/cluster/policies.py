@@ -15,6 +15,13 @@ would fail again on the same free space, so only the new ones are tried.
   preempt running jobs of lower priority, least work at risk first; preempted jobs lose the
   work since their last checkpoint and queue again.
 
+A full pass looks at the first `schedule_depth` queued jobs in order, but not one by one: jobs of
+one kind (shape, twist, slices, priority: `Scheduler.queued_by_kind`) get the same answer from
+the placement search while the state is unchanged, and a pass only takes capacity away (starts)
+until a preemption gives some back, so once a kind cannot start, its later jobs are skipped
+(`KindMerge`; revived after a preemption). The jobs tried, and their order, are those of the
+plain loop; the work is the number of kinds, not of queued jobs.
+
 Interrupted jobs keep their original submission time, so they queue ahead of later arrivals.
 With `solver="cpsat"` each pass offers the first `batch_window` queued jobs (policy order) to
 the CP-SAT batch admission, which picks the subset to start (weights favour priority and age);
@@ -23,12 +30,14 @@ EASY reservations then do not apply, preemption does.
 
 from __future__ import annotations
 
+import heapq
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     from podsim.cluster.accounting import SimJob
     from podsim.cluster.config import ClusterConfig
-    from podsim.cluster.search import Fit, Reservation
+    from podsim.cluster.fits import Fit, Reservation
 
 
 @runtime_checkable
@@ -45,6 +54,10 @@ class Scheduler(Protocol):
 
     def queued(self, limit: int | None = None) -> list[SimJob]:
         """Queued jobs in policy order (the first `limit`)."""
+
+    def queued_by_kind(self, limit: int) -> list[Sequence[SimJob]]:
+        """The first `limit` queued jobs split by kind, each kind's in policy order. Jobs of one
+        kind get the same answer from try_place, place_avoiding and preempt_for on one state."""
 
     def queue_entry(self, job: SimJob) -> tuple:
         """The job's place in the queue's order."""
@@ -113,6 +126,52 @@ def start_head(sim: Scheduler) -> SimJob | None:
         sim.start(head, p)
 
 
+class KindMerge:
+    """The jobs of several kinds (`Scheduler.queued_by_kind`) in queue order. `drop()` the kind
+    of the job just handed out when it cannot start (its later jobs would get the same answer
+    while the state is unchanged); `revive()` the dropped kinds after the state changed, from
+    their first job past the current one."""
+
+    def __init__(self, sim: Scheduler, streams: list[Sequence[SimJob]]):
+        self.sim, self.streams = sim, streams
+        self.heap = [(sim.queue_entry(st[0]), i, 0) for i, st in enumerate(streams) if len(st)]
+        heapq.heapify(self.heap)
+        self.last: tuple[int, int] | None = None  # (stream, position) of the job handed out last
+        self.current: tuple | None = None  # its queue entry
+        self.dropped: dict[int, int] = {}  # stream -> position of the job it was dropped at
+
+    def __iter__(self) -> KindMerge:
+        return self
+
+    def __next__(self) -> SimJob:
+        if self.last is not None:
+            i, pos = self.last
+            self._push(i, pos + 1)
+        if not self.heap:
+            raise StopIteration
+        self.current, i, pos = heapq.heappop(self.heap)
+        self.last = (i, pos)
+        return self.streams[i][pos]
+
+    def _push(self, i: int, pos: int) -> None:
+        if pos < len(self.streams[i]):
+            heapq.heappush(self.heap, (self.sim.queue_entry(self.streams[i][pos]), i, pos))
+
+    def drop(self) -> None:
+        i, pos = self.last
+        self.dropped[i] = pos
+        self.last = None
+
+    def revive(self) -> None:
+        for i, pos in self.dropped.items():
+            stream = self.streams[i]
+            pos += 1
+            while pos < len(stream) and self.sim.queue_entry(stream[pos]) <= self.current:
+                pos += 1  # passed over while the kind could not start: the plain loop found the same
+            self._push(i, pos)
+        self.dropped.clear()
+
+
 class Fifo(QueuePolicy):
     name = "fifo"
 
@@ -125,13 +184,17 @@ class Backfill(QueuePolicy):
         if head is None:
             return
         if full:
-            cands = [j for j in sim.queued(sim.config.schedule_depth + 1) if j is not head]
+            cands = KindMerge(sim, sim.queued_by_kind(sim.config.schedule_depth + 1))
         else:
             cands = [j for j in new if j.status == "queued" and j is not head]
         res = None
         for job in cands:
+            if job is head:
+                continue
             p = sim.try_place(job)
             if p is None:
+                if full:  # a pass only takes chips: every later job of this kind fails too
+                    cands.drop()
                 continue
             if res is None:
                 res = sim.reservation(head)
@@ -152,7 +215,7 @@ class Priority(QueuePolicy):
 
     def schedule_greedy(self, sim: Scheduler, full: bool, new: list[SimJob]) -> None:
         if full:
-            cands = sim.queued(sim.config.schedule_depth + 1)
+            cands = KindMerge(sim, sim.queued_by_kind(sim.config.schedule_depth + 1))
         else:
             cands = sorted((j for j in new if j.status == "queued"), key=sim.queue_entry)
         for job in cands:
@@ -161,8 +224,12 @@ class Priority(QueuePolicy):
             p = sim.try_place(job)
             if p is not None:
                 sim.start(job, p)
-            else:
-                sim.preempt_for(job)
+            elif not sim.preempt_for(job):
+                if full:  # the same kind fails the same way until a start or a preemption changes the state
+                    cands.drop()
+                continue
+            if full:
+                cands.revive()
 
 
 QUEUE_POLICIES: dict[str, type[QueuePolicy]] = {"fifo": Fifo, "backfill": Backfill, "priority": Priority}

@@ -8,7 +8,6 @@ circuits left dark by a down OCS unit, at `degraded_slowdown` times its run time
 from __future__ import annotations
 
 from podsim.cluster.config import ClusterConfig
-from podsim.cluster.search import Fit
 from podsim.placement import PodState
 from podsim.topology import PodLayout
 from podsim.workload import Job
@@ -27,7 +26,7 @@ def is_degraded(state: PodState, layout: PodLayout, slc) -> bool:
         return any(is_degraded(state, layout, p) for p in parts)
     if not slc.circuits:
         return False
-    if isinstance(slc, Fit):
+    if hasattr(slc, "assignment"):  # a placement search's Fit: its pod's down units darken it
         return bool(state.ocs_down_in_pod(slc.assignment.pod))
     return len(slc.circuits) < len(slc.cubes) * layout.ocs_per_pod
 

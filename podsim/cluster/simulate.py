@@ -24,7 +24,6 @@ for a down OCS unit (degraded slices, spare ports), podsim.cluster.remedies'.
 
 from __future__ import annotations
 
-import bisect
 import math
 import time
 from collections.abc import Callable, Sequence
@@ -32,7 +31,8 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import simpy
 
-from podsim.cluster import gang, observe
+import podsim.cluster.gang as gang
+import podsim.cluster.observe as observe
 from podsim.cluster.accounting import (
     FreeChipSteps,
     SimJob,
@@ -43,13 +43,16 @@ from podsim.cluster.accounting import (
 )
 from podsim.cluster.config import ClusterConfig
 from podsim.cluster.failures import FailureEvent, draw_fleet_failures
+from podsim.cluster.fits import Fit, Reservation
+from podsim.cluster.jobqueue import JobQueue
 from podsim.cluster.links import IciLinks
 from podsim.cluster.outages import DownParts, check_failures, event_parts
 from podsim.cluster.policies import get_policy
 from podsim.cluster.remedies import is_degraded, remap_spare_ports
 from podsim.cluster.result import ClusterResult, summarise
-from podsim.cluster.search import Fit, Reservation, SliceSearch
-from podsim.errors import InternalError, PodsimError, first_duplicate
+from podsim.cluster.runtime import RunTimes, prices_placement
+from podsim.cluster.search import SliceSearch
+from podsim.errors import PodsimError, first_duplicate
 from podsim.placement import PodState, SolverParams, place, validate_placement
 from podsim.placement.problem import PlacementSettings
 from podsim.placement.result import SlicePlacement
@@ -93,8 +96,8 @@ class ClusterSim:
             failures = draw_fleet_failures(self.layout, config.failures, self.end_s, self.seed) if config.failures.any else []
         self.failures = sorted(failures)
         check_failures(self.failures, self.layout, self.links)
-        # queue, running set, capacity memo
-        self._queue: list[tuple] = []
+        # queue, running set
+        self.queue = JobQueue(self.jobs)
         self._seq = 0
         self.running: dict[int, SimJob] = {}
         self.failure_epoch = 0  # a running job stopped or a part failed: reservations are redone
@@ -115,15 +118,16 @@ class ClusterSim:
         self.acct = {k: 0.0 for k in ("busy", "healthy", "idle_queued", "reconfiguration", "restart", "useful",
                                       "degraded", "lost_failure", "lost_preemption")}
         self._down = DownParts()
-        self.counters = {"ocs_reconfigurations": 0, "failures_host": 0, "failures_ocs": 0, "failures_link": 0,
+        self.counters = {"sim_events": 0, "ocs_reconfigurations": 0, "failures_host": 0, "failures_ocs": 0, "failures_link": 0,
                          "job_interruptions": 0, "preemptions": 0, "passes": 0, "placement_calls": 0,
                          "placement_s": 0.0, "cpsat_calls": 0, "cpsat_wall_capped": 0, "audits": 0, "spare_remaps": 0,
-                         "degraded_starts": 0, "runs_fold": 0, "runs_split": 0, "runs_scatter": 0,
+                         "degraded_starts": 0, "runs_fold": 0, "runs_split": 0, "runs_scatter": 0, "runs_slowdown_not_charged": 0,
                          "slowdown_charged_sum": 0.0, "slowdown_fold_sum": 0.0, "slowdown_split_sum": 0.0,
                          "slowdown_scatter_sum": 0.0, "slowdown_charged_max": math.nan}
         self.search = SliceSearch(self.layout, self.state, self.settings, config.placement, self.counters)
+        self.times = RunTimes(config, self.layout, self.state, self.settings, self.step_time)
         reshaping = config.fold == "allowed" or config.placement == "hilbert"
-        if (reshaping and getattr(self.step_time.inner, "prices_placement", False)
+        if (reshaping and prices_placement(self.step_time)
                 and config.slowdown_model is None and any(j.job.model is None for j in self.jobs)):
             raise PodsimError("fold: allowed or hilbert placement with the engine's step time prices each non-native slice "
                               "with a model's step; jobs given in time need slowdown_model (a preset, e.g. gpt3-175b)")
@@ -141,37 +145,8 @@ class ClusterSim:
         return self.healthy - self.busy
 
     def work_s(self, job: SimJob, slc, slow: float | None = None) -> float:
-        """Run time of the whole job on slice `slc` (a Slice or a Fit): its duration, or steps x
-        step time there (`slow`: the slice's `_slowdown`, if the caller has it already)."""
-        j = job.job
-        if slow is None:
-            slow = self._slowdown(job, slc)
-        if j.duration_s is not None:
-            return float(j.duration_s) * slow
-        sites = gang.sites_spanned(slc, self.layout, self.settings.sites)
-        return slow * j.steps * self.step_time.step_time_s(j.model, self.gen, tuple(slc.shape), slc.twisted,
-                                                           slices=j.slices, sites=sites)
-
-    def _slowdown(self, job: SimJob, slc, degraded: bool | None = None) -> float:
-        """Run time factor on `slc`: a degraded torus's (config.degraded_slowdown) times a
-        non-native placement's, as the step-time model prices it (`reshape_slowdown`)."""
-        slow = self.reshape_slowdown(job, slc)
-        if not job.request.allow_degraded:
-            return slow
-        if degraded is None:
-            degraded = is_degraded(self.state, self.layout, slc)
-        return slow * (self.config.degraded_slowdown if degraded else 1.0)
-
-    def reshape_slowdown(self, job: SimJob, slc) -> float:
-        """A folded, split or scattered slice's run time factor: the job's model (or, for a job
-        given in time, `config.slowdown_model`) stepped on that slice over its step as asked."""
-        if getattr(slc, "form", "native") == "native":
-            return 1.0
-        slc = slc.slice if hasattr(slc, "assignment") else slc
-        if job.job.model is not None:
-            return self.step_time.slowdown(job.job.model, self.gen, slc, self.layout)[0]
-        return self.step_time.slowdown(self.config.slowdown_model, self.gen, slc, self.layout,
-                                       overrides=self.config.slowdown_overrides)[0]
+        """Run time of the whole job on `slc` (podsim.cluster.runtime)."""
+        return self.times.work_s(job, slc, slow)
 
     def overhead_of(self, job: SimJob, slc) -> float:
         return (self.config.restart_overhead_s if job.restart else 0.0) + (self.reconfigure_s if slc.circuits else 0.0)
@@ -179,7 +154,7 @@ class ClusterSim:
     def run_length(self, job: SimJob, slc) -> float:
         return self.overhead_of(job, slc) + (1.0 - job.progress) * self.work_s(job, slc)
 
-    def _advance(self) -> None:
+    def advance(self) -> None:
         t = self.env.now
         dt = t - self._last_t
         if dt > 0:
@@ -190,35 +165,30 @@ class ClusterSim:
             if w > 0:
                 self.acct["busy"] += self.busy * w
                 self.acct["healthy"] += self.healthy * w
-                if self._queue:  # healthy chips free while a job waited: fragmentation, queue order, reservations
+                if self.queue:  # healthy chips free while a job waited: fragmentation, queue order, reservations
                     self.acct["idle_queued"] += (self.healthy - self.busy) * w
             self.free_steps.append(self._last_t, self.healthy - self.busy)
             self._last_t = t
 
-    # Queue ---------------------------------------------------------------------------------
+    # Queue (podsim.cluster.jobqueue) ---------------------------------------------------------
     def queue_entry(self, job: SimJob) -> tuple:
         return (*self.policy.sort_key(job), job.seq, job.idx)
 
     def _enqueue(self, job: SimJob) -> None:
-        self._advance()  # the idle-while-queued integral changes with the queue
+        self.advance()  # the idle-while-queued integral changes with the queue
         job.status = "queued"
-        job.qentry = self.queue_entry(job)
-        bisect.insort(self._queue, job.qentry)
-
-    def _dequeue(self, job: SimJob) -> None:
-        i = bisect.bisect_left(self._queue, job.qentry)
-        if i >= len(self._queue) or self._queue[i] != job.qentry:
-            raise InternalError(f"job {job.job.id!r} is not in the queue")
-        del self._queue[i]
-        job.qentry = None
+        self.queue.push(job, self.queue_entry(job))
 
     def head(self) -> SimJob | None:
-        return self.jobs[self._queue[0][-1]] if self._queue else None
+        return self.queue.head()
 
     def queued(self, limit: int | None = None) -> list[SimJob]:
         """Queued jobs in policy order (the first `limit`)."""
-        entries = self._queue if limit is None else self._queue[:limit]
-        return [self.jobs[e[-1]] for e in entries]
+        return self.queue.first(limit)
+
+    def queued_by_kind(self, limit: int) -> list[Sequence[SimJob]]:
+        """The first `limit` queued jobs split by kind, each kind's in policy order."""
+        return self.queue.by_kind(limit)
 
     # Placement (the search's answers on the live state) -----------------------------------
     def never_reason(self, job: SimJob) -> str:
@@ -285,13 +255,15 @@ class ClusterSim:
     def start(self, job: SimJob, where: Fit | SlicePlacement) -> None:
         """Give the job its slice and start its run (the state checks every chip and port)."""
         slc = gang.slice_of(self.state, where)
+        self.counters["sim_events"] += 1
         if self.audit:
             validate_placement(self.state, [gang.placement_of(job.request, slc)], sites=self.settings.sites)
-        self._advance()
+        self.advance()
         gang.allocate(self.state, job.rid, slc)
         self.search.capacity_lost(new_victim=True)
-        self._dequeue(job)
+        self.queue.remove(job)
         job.slice = slc
+        self.search.job_started(job)
         job.status = "running"
         job.runs += 1
         now = self.now
@@ -301,10 +273,11 @@ class ClusterSim:
         degraded = is_degraded(self.state, self.layout, slc)  # once per start: the slowdown and the counter
         job.overhead_s = self.overhead_of(job, slc)
         job.reconfigure_s = self.reconfigure_s if slc.circuits else 0.0
-        job.slow = self._slowdown(job, slc, degraded)
+        job.slow = self.times.slowdown(job, slc, degraded)
         job.form = getattr(slc, "form", "native")
         if job.form != "native":
             self.counters[f"runs_{job.form}"] += 1
+            self.counters["runs_slowdown_not_charged"] += not self.times.charged(job, slc)
             self.counters["slowdown_charged_sum"] += job.slow
             self.counters[f"slowdown_{job.form}_sum"] += job.slow
             self.counters["slowdown_charged_max"] = max(job.slow, self.counters["slowdown_charged_max"])  # NaN: none yet
@@ -327,7 +300,8 @@ class ClusterSim:
 
     def _settle(self, job: SimJob, keep_all: bool, why: str = "") -> None:
         """Account the current run up to now and give back its slice (`why` a stop: failure or preempted)."""
-        self._advance()
+        self.counters["sim_events"] += 1
+        self.advance()
         lost0, overhead0 = job.lost_chip_s, job.overhead_chip_s
         parts = settle_run(job, self.now, self.checkpoint_s, keep_all, self.window)
         self.lost_chip_s += job.lost_chip_s - lost0
@@ -336,6 +310,7 @@ class ClusterSim:
             self.acct[k] += parts[k]
         self.acct["lost_preemption" if why == "preempted" else "lost_failure"] += parts["lost"]
         gang.release(self.state, job.rid, job.slice)
+        self.search.job_stopped(job)
         self.busy -= job.chips
         del self.running[job.idx]
         job.slice = None
@@ -393,6 +368,7 @@ class ClusterSim:
                     job.nominal_s = job.job.steps * self.step_time.step_time_s(  # as asked: all slices in one site
                         job.job.model, self.gen, job.request.shape, job.request.twisted, slices=job.job.slices)
                 job.seq = self._seq
+                self.counters["sim_events"] += 1
                 self._seq += 1
                 reason = self.never_reason(job)
                 if reason:
@@ -410,10 +386,11 @@ class ClusterSim:
             if ev.time_s > self.now:
                 yield self.env.timeout(ev.time_s - self.now)
             self.counters[f"failures_{ev.component}"] += 1
+            self.counters["sim_events"] += 1
             parts = event_parts(ev, self.links, self.state)
             newly = self._down.fail(parts)
             if any(newly.values()):
-                self._advance()
+                self.advance()
                 hit = self.state.fail(**newly)
                 self.search.capacity_lost()
                 self.healthy = self.state.n_healthy_chips
@@ -426,9 +403,10 @@ class ClusterSim:
             self.env.timeout(ev.repair_s).callbacks.append(lambda _e, parts=parts: self._repair(parts))
 
     def _repair(self, parts: list[tuple[str, object]]) -> None:
+        self.counters["sim_events"] += 1
         fixed = self._down.repair(parts)
         if any(fixed.values()):
-            self._advance()
+            self.advance()
             self.state.repair(**fixed)
             self.healthy = self.state.n_healthy_chips
             self.failure_epoch += 1
@@ -473,7 +451,7 @@ class ClusterSim:
             step = self.config.sample_step_s
             while self.now < self.end_s and any(j.status in ("queued", "running") for j in todo):
                 self.env.run(until=min(self.end_s, self.now + step))
-        self._advance()
+        self.advance()
         for job in list(self.running.values()):
             self._settle(job, keep_all=True)
             job.status = "running"

@@ -19,10 +19,10 @@ from typing import Literal
 import numpy as np
 
 from podsim.errors import PodsimError
-from podsim.placement.hilbert import fit_hilbert
+from podsim.placement.hilbert import rank_hilbert
 from podsim.placement.problem import PlacementSettings, Problem
 from podsim.placement.realise import to_slice
-from podsim.placement.reshape import HilbertRequest, Reshape, fit_blocks
+from podsim.placement.reshape import HilbertRequest, Reshape, rank_blocks
 from podsim.placement.space import (
     Assignment,
     FreeSpace,
@@ -37,60 +37,102 @@ Policy = Literal["first", "best", "hilbert"]
 GREEDY_POLICIES: tuple[str, ...] = ("first", "best")
 
 
-def fit_cubes(space: FreeSpace, opt: Option, policy: Policy, block_cubes: int = 8) -> Assignment | None:
-    """Cube-level slice on an OCS pod: any `need` usable cubes of one pod."""
+# Each fit below has a ranked core: (score, pod, tie, Assignment). Over several pods the greedy
+# takes the least (score, pod, tie), and a pod's own best is decided inside the pod, so a fit of
+# one pod alone (a one-pod FreeSpace, podsim.placement.pods) ranks against every other pod's.
+Ranked = tuple[tuple, int, tuple, Assignment]
+
+
+def _first(ranked: Ranked | None) -> Assignment | None:
+    return None if ranked is None else ranked[3]
+
+
+def cubes_score(usable: int, policy: Policy) -> tuple:
+    """`rank_cubes`' score of a pod with `usable` usable cubes (a pod holds a cube-level slice of
+    `need` cubes when usable >= need): a scheduler ranks pods by it without choosing their cubes."""
+    return (usable,) if policy == "best" else ()
+
+
+def native(score: tuple) -> tuple:
+    """`rank_any`'s score of a native fit (every native fit ranks before every reshaped one)."""
+    return (0, *score)
+
+
+def rank_cubes(space: FreeSpace, opt: Option, policy: Policy, block_cubes: int = 8) -> Ranked | None:
+    """Cube-level slice on an OCS pod: any `need` usable cubes of one pod; best fit takes the pod
+    with the fewest usable cubes (score), first fit the first pod."""
     lay = space.layout
     need = cubes_needed(lay.generation, opt.shape)
     per = lay.cubes_per_pod
-    usable = space.cube_usable_degraded if opt.degraded else space.cube_usable
-    pods = []
-    for pod in range(lay.pods):
-        u = np.flatnonzero(usable[pod * per:(pod + 1) * per]) + pod * per
-        if len(u) >= need:
-            if policy == "first":
-                return Assignment("cubes", opt.shape, pod, tuple(int(c) for c in u[:need]))
-            pods.append((len(u), pod, u))
-    if not pods:
+    usable = (space.cube_usable_degraded if opt.degraded else space.cube_usable).reshape(lay.pods, per)
+    counts = np.count_nonzero(usable, axis=1)
+    fits = np.flatnonzero(counts >= need)
+    if not len(fits):
         return None
-    _, pod, u = min(pods, key=lambda t: (t[0], t[1]))
-    block = (u % per) // block_cubes
-    ids, counts = np.unique(block, return_counts=True)
-    fits = counts >= need
-    if fits.any():
-        b = ids[fits][np.argmin(counts[fits])]
-        chosen = u[block == b][:need]
-    else:
-        chosen_list: list[int] = []
-        for b in ids[np.lexsort((ids, -counts))]:
-            chosen_list.extend(u[block == b][: need - len(chosen_list)])
-            if len(chosen_list) == need:
+    if policy == "first":
+        pod = int(fits[0])
+        u = np.flatnonzero(usable[pod]) + pod * per
+        return cubes_score(int(counts[pod]), policy), pod, (), Assignment("cubes", opt.shape, pod, tuple(u[:need].tolist()))
+    pod = int(fits[np.argmin(counts[fits])])  # the fewest usable cubes, then the first pod
+    by_block: dict[int, list[int]] = {}  # the pod's usable cubes by DCN block, in id order (<= a pod's cubes)
+    for c in (np.flatnonzero(usable[pod]) + pod * per).tolist():
+        by_block.setdefault((c % per) // block_cubes, []).append(c)
+    holding = [b for b, cubes in by_block.items() if len(cubes) >= need]
+    if holding:  # the fullest block that holds it (the first of equals)
+        chosen = by_block[min(holding, key=lambda b: (len(by_block[b]), b))][:need]
+    else:  # the fewest blocks: largest first (the first of equals)
+        chosen = []
+        for b in sorted(by_block, key=lambda b: (-len(by_block[b]), b)):
+            chosen.extend(by_block[b][:need - len(chosen)])
+            if len(chosen) == need:
                 break
-        chosen = np.array(chosen_list)
-    return Assignment("cubes", opt.shape, pod, tuple(int(c) for c in chosen))
+    return cubes_score(int(counts[pod]), policy), pod, (), Assignment("cubes", opt.shape, pod, tuple(chosen))
 
 
-def fit_subcube(space: FreeSpace, opt: Option, policy: Policy) -> Assignment | None:
-    """Sub-cube slice: an aligned position inside one cube whose chips are all free."""
+def fit_cubes(space: FreeSpace, opt: Option, policy: Policy, block_cubes: int = 8) -> Assignment | None:
+    """Cube-level slice on an OCS pod: any `need` usable cubes of one pod."""
+    return _first(rank_cubes(space, opt, policy, block_cubes))
+
+
+def rank_subcube(space: FreeSpace, opt: Option, policy: Policy) -> Ranked | None:
+    """Sub-cube slice: an aligned position inside one cube whose chips are all free; best fit
+    takes the cube with the fewest free chips, one that cannot serve a cube-level slice first."""
     lay = space.layout
-    origins, masks = subcube_candidates(opt.shape, lay.generation.cube_shape)
+    cube_shape = lay.generation.cube_shape
+    origins, masks = subcube_candidates(opt.shape, cube_shape)
     cells = space.cube_cells
-    fits = ((~cells).astype(np.int16) @ masks.T.astype(np.int16)) == 0  # (cubes, candidates)
+    if all(c % s == 0 for s, c in zip(opt.shape, cube_shape, strict=True)):  # the positions tile the cube
+        blocks = cells.reshape(len(cells), *(v for s, c in zip(opt.shape, cube_shape, strict=True) for v in (c // s, s)))
+        fits = blocks.all(axis=(2, 4, 6)).reshape(len(cells), -1)  # (cubes, candidates), candidates row-major
+    else:
+        fits = ((~cells).astype(np.int16) @ masks.T.astype(np.int16)) == 0
     ok = fits.any(axis=1)
     if not ok.any():
         return None
     cand = np.flatnonzero(ok)
     if policy == "first":
         cube = int(cand[0])
+        score: tuple = ()
     else:
         free = cells[cand].sum(axis=1)
-        cube = int(cand[np.lexsort((cand, space.cube_usable[cand], free))[0]])
+        usable = space.cube_usable[cand]
+        k = int(np.lexsort((cand, usable, free))[0])
+        cube = int(cand[k])
+        score = (int(free[k]), bool(usable[k]))
     k = int(np.argmax(fits[cube]))
-    return Assignment("subcube", opt.shape, int(lay.pod_of_cube[cube]), (cube,), tuple(int(v) for v in origins[k]))
+    pod = int(lay.pod_of_cube[cube])
+    return score, pod, (cube - pod * lay.cubes_per_pod,), Assignment(
+        "subcube", opt.shape, pod, (cube,), tuple(int(v) for v in origins[k]))
 
 
-def fit_box(space: FreeSpace, opts: Sequence[Option], policy: Policy) -> Assignment | None:
+def fit_subcube(space: FreeSpace, opt: Option, policy: Policy) -> Assignment | None:
+    """Sub-cube slice: an aligned position inside one cube whose chips are all free."""
+    return _first(rank_subcube(space, opt, policy))
+
+
+def rank_box(space: FreeSpace, opts: Sequence[Option], policy: Policy) -> Ranked | None:
     """Static box (a rectangle, whole cubes in the OCS-less home arrangement, or a box of chips
-    on a statically wired generic torus)."""
+    on a statically wired generic torus); best fit: the most contact (score), then pod, origin."""
     lay = space.layout
     cube_units = lay.has_cubes and opts[0].kind == "box"
     best = None
@@ -104,50 +146,70 @@ def fit_box(space: FreeSpace, opts: Sequence[Option], policy: Policy) -> Assignm
                 continue
             if policy == "first":
                 origin = tuple(int(v) for v in np.argwhere(feasible)[0])
-                key = (pod, origin, o)
+                score: tuple = ()
             else:
-                score = np.where(feasible, contact(occ, opt.unit_shape), -1)
-                origin = tuple(int(v) for v in np.unravel_index(np.argmax(score), score.shape))
-                key = (-int(score[origin]), pod, origin, o)
+                contacts = np.where(feasible, contact(occ, opt.unit_shape), -1)
+                origin = tuple(int(v) for v in np.unravel_index(np.argmax(contacts), contacts.shape))
+                score = (-int(contacts[origin]),)
+            key = (score, pod, (origin, o))
             if best is None or key < best[0]:
-                best = (key, pod, origin, opt)
+                best = (key, opt)
     if best is None:
         return None
-    _, pod, origin, opt = best
+    (score, pod, tie), opt = best
+    origin = tie[0]
     if cube_units:
         origin = tuple(v * c for v, c in zip(origin, lay.generation.cube_shape, strict=True))
-    return Assignment(opts[0].kind, opt.shape, pod, (), origin)
+    return score, pod, tie, Assignment(opts[0].kind, opt.shape, pod, (), origin)
 
 
-def fit_request(space: FreeSpace, opts: Sequence[Option], policy: Policy = "best",
-                settings: PlacementSettings | None = None) -> Assignment | None:
-    """Where one request would go in `space` now (no change to `space`)."""
+def fit_box(space: FreeSpace, opts: Sequence[Option], policy: Policy) -> Assignment | None:
+    """Static box (a rectangle, whole cubes in the OCS-less home arrangement, or a box of chips
+    on a statically wired generic torus)."""
+    return _first(rank_box(space, opts, policy))
+
+
+def rank_request(space: FreeSpace, opts: Sequence[Option], policy: Policy = "best",
+                 settings: PlacementSettings | None = None) -> Ranked | None:
+    """`fit_request` with its rank (see `Ranked`)."""
     if policy not in GREEDY_POLICIES:
         raise PodsimError(f"greedy policy {policy!r} is not known; use one of {', '.join(GREEDY_POLICIES)}")
     if not opts:
         return None
     kind = opts[0].kind
     if kind == "cubes":
-        return fit_cubes(space, opts[0], policy, (settings or PlacementSettings()).block_cubes)
+        return rank_cubes(space, opts[0], policy, (settings or PlacementSettings()).block_cubes)
     if kind == "subcube":
-        return fit_subcube(space, opts[0], policy)
+        return rank_subcube(space, opts[0], policy)
     if kind == "blocks":
-        return fit_blocks(space, opts, policy)
-    return fit_box(space, opts, policy)
+        return rank_blocks(space, opts, policy)
+    return rank_box(space, opts, policy)
+
+
+def fit_request(space: FreeSpace, opts: Sequence[Option], policy: Policy = "best",
+                settings: PlacementSettings | None = None) -> Assignment | None:
+    """Where one request would go in `space` now (no change to `space`)."""
+    return _first(rank_request(space, opts, policy, settings))
+
+
+def rank_reshaped(space: FreeSpace, reshapes: Sequence[Reshape], policy: str, settings) -> Ranked | None:
+    """`fit_reshaped` with its rank: the realisation's place in `reshapes` first, then its
+    fit's own rank."""
+    for i, r in enumerate(reshapes):
+        if r.form == "split":
+            got = rank_blocks(space, [Option("blocks", r.shape, r.spec, r.shape)], policy, form="split")
+            if got is not None:
+                return (i, *got[0]), got[1], got[2], got[3]
+            continue
+        got = rank_request(space, r.targets, policy, settings)
+        if got is not None:
+            return (i, *got[0]), got[1], got[2], fold_assignment(space.layout, r, got[3])
+    return None
 
 
 def fit_reshaped(space: FreeSpace, reshapes: Sequence[Reshape], policy: str, settings) -> Assignment | None:
     """The first reshaped realisation that fits `space` (in `reshapes` order), or None."""
-    for r in reshapes:
-        if r.form == "split":
-            a = fit_blocks(space, [Option("blocks", r.shape, r.spec, r.shape)], policy, form="split")
-            if a is not None:
-                return a
-            continue
-        host_a = fit_request(space, r.targets, policy, settings)
-        if host_a is not None:
-            return fold_assignment(space.layout, r, host_a)
-    return None
+    return _first(rank_reshaped(space, reshapes, policy, settings))
 
 
 def fold_assignment(layout, r: Reshape, host_a: Assignment) -> Assignment:
@@ -160,15 +222,25 @@ def fold_assignment(layout, r: Reshape, host_a: Assignment) -> Assignment:
                       detail=(chips, tuple(host.circuits), r.spec, host_a))
 
 
+def rank_any(space: FreeSpace, opts: Sequence[Option], reshapes: Sequence = (), policy: Policy = "best",
+             settings: PlacementSettings | None = None) -> Ranked | None:
+    """`fit_any` with its rank: a native fit ranks before every reshaped one (see `Ranked`)."""
+    if policy == "hilbert":  # the non-contiguous baseline: any free chips along the curve
+        return rank_hilbert(space, reshapes[0].request) if reshapes and isinstance(reshapes[0], HilbertRequest) else None
+    r = rank_request(space, opts, policy, settings) if opts else None
+    if r is not None:
+        return native(r[0]), r[1], r[2], r[3]
+    if reshapes:
+        r = rank_reshaped(space, reshapes, policy, settings)
+        if r is not None:
+            return (1, *r[0]), r[1], r[2], r[3]
+    return None
+
+
 def fit_any(space: FreeSpace, opts: Sequence[Option], reshapes: Sequence = (), policy: Policy = "best",
             settings: PlacementSettings | None = None) -> Assignment | None:
     """The native fit of a request, else its first reshaped realisation that fits (`fold: allowed`)."""
-    if policy == "hilbert":  # the non-contiguous baseline: any free chips along the curve
-        return fit_hilbert(space, reshapes[0].request) if reshapes and isinstance(reshapes[0], HilbertRequest) else None
-    a = fit_request(space, opts, policy, settings) if opts else None
-    if a is None and reshapes:
-        a = fit_reshaped(space, reshapes, policy, settings)
-    return a
+    return _first(rank_any(space, opts, reshapes, policy, settings))
 
 
 def greedy_assign(problem: Problem, policy: Policy = "best", start: Sequence | None = None,

@@ -64,6 +64,12 @@ def _order(pod_shape: tuple[int, ...]) -> np.ndarray:
 def fit_hilbert(space: FreeSpace, req) -> Assignment | None:
     """The N free chips with the shortest Hilbert span in any pod (a tie: the first pod, the
     earliest start), as a `scatter` assignment; None when no pod has N free chips."""
+    r = rank_hilbert(space, req)
+    return None if r is None else r[3]
+
+
+def rank_hilbert(space: FreeSpace, req):
+    """`fit_hilbert` with its rank (podsim.placement.greedy.Ranked): the span."""
     lay = space.layout
     gen = lay.generation
     n = req.chips
@@ -80,8 +86,8 @@ def fit_hilbert(space: FreeSpace, req) -> Assignment | None:
             best = (int(span[k]), pod, chips[free[k:k + n]])
     if best is None:
         return None
-    _, pod, chips = best
+    span, pod, chips = best
     spec = asked_spec(gen, req.shape, False, lay.ocs)
     cubes = tuple(int(c) for c in dict.fromkeys(lay.cube_of_chip[chips].tolist())) if lay.has_cubes else ()
-    return Assignment("reshaped", spec.shape, pod, cubes, None, form="scatter",
-                      detail=(tuple(int(c) for c in chips), (), spec))
+    return (span,), pod, (), Assignment("reshaped", spec.shape, pod, cubes, None, form="scatter",
+                                        detail=(tuple(int(c) for c in chips), (), spec))

@@ -10,6 +10,8 @@ import functools
 import itertools
 import math
 
+import numpy as np
+
 from podsim.errors import PodsimError
 from podsim.placement.greedy import fit_request
 from podsim.placement.problem import PlacementSettings
@@ -70,7 +72,7 @@ def largest_placeable(state, settings: PlacementSettings | None = None) -> dict:
     gen = lay.generation
     if lay.ocs:
         per = lay.cubes_per_pod
-        k = max(int(space.cube_usable[p * per:(p + 1) * per].sum()) for p in range(lay.pods))
+        k = int(np.count_nonzero(space.cube_usable.reshape(lay.pods, per), axis=1).max())
         k = min(k, int(gen.max_slice_cubes.value) if gen.max_slice_cubes else k)
         if k:
             shape = tuple(v * s for v, s in zip(_most_cubic(k), gen.cube_shape, strict=True))

@@ -72,18 +72,19 @@ def _pod_only(space: FreeSpace, pod: int) -> FreeSpace:
 def per_pod_fits(space: FreeSpace, opts: Sequence[Option], n: int, policy: Policy,
                  settings: PlacementSettings) -> list[list[Assignment]]:
     """For every pod, up to n slices of `opts` the greedy fits in that pod alone."""
-    out = []
-    for pod in range(space.layout.pods):
-        sub = _pod_only(space, pod)
-        got: list[Assignment] = []
-        while len(got) < n:
-            a = fit_request(sub, opts, policy, settings)
-            if a is None:
-                break
-            sub.take(sub.chips_of(a))
-            got.append(a)
-        out.append(got)
-    return out
+    return [fill(_pod_only(space, pod), opts, n, policy, settings) for pod in range(space.layout.pods)]
+
+
+def fill(space: FreeSpace, opts: Sequence[Option], n: int, policy: Policy, settings: PlacementSettings) -> list[Assignment]:
+    """Up to n slices of `opts` the greedy fits one after another in `space` (each taken from it)."""
+    got: list[Assignment] = []
+    while len(got) < n:
+        a = fit_request(space, opts, policy, settings)
+        if a is None:
+            break
+        space.take(space.chips_of(a))
+        got.append(a)
+    return got
 
 
 def _take_pods(fits: list[list[Assignment]], pods: Sequence[int], n: int) -> tuple[Assignment, ...]:
@@ -101,18 +102,30 @@ def fit_multislice(space: FreeSpace, request: SliceRequest, opts: Sequence[Optio
     """Where `request`'s N slices (`opts`, its options) would go in `space` now, fewest sites
     (of `settings.sites`; more than one only with its `span_sites`) then fewest pods; all or none."""
     settings = settings or PlacementSettings()
-    n, sites, span_sites = request.slices, settings.sites, request.span_sites
+    if not opts:
+        return MultiFit((), f"{request.slices} slices of {request.name}: the shape can never be placed here")
+    fits = per_pod_fits(space, opts, request.slices, policy, settings)
     lay = space.layout
+    return choose_pods(lay, fits, lambda: np.bincount(lay.pod_of_chip[space.chip_free], minlength=lay.pods),
+                       request, policy, settings)
+
+
+def choose_pods(layout, fits: Sequence[Sequence[Assignment]], free_per_pod, request: SliceRequest,
+                policy: Policy, settings: PlacementSettings) -> MultiFit:
+    """The N slices from each pod's own greedy fits (`fits[pod]`, up to N): fewest sites, then
+    fewest pods; `free_per_pod()` gives each pod's free chips (best fit among pods that hold all N)."""
+    n, sites, span_sites = request.slices, settings.sites, request.span_sites
+    lay = layout
     site = site_of_pod(lay, sites)
     what = f"{n} slices of {request.name}"
-    if not opts:
-        return MultiFit((), f"{what}: the shape can never be placed here")
-    fits = per_pod_fits(space, opts, n, policy, settings)
     held = np.array([len(f) for f in fits])
     whole = np.flatnonzero(held >= n)
     if len(whole):
-        free = np.bincount(lay.pod_of_chip[space.chip_free], minlength=lay.pods)
-        pod = int(whole[0]) if policy == "first" else int(min(whole, key=lambda p: (free[p], p)))
+        if policy == "first":
+            pod = int(whole[0])
+        else:
+            free = free_per_pod()
+            pod = int(min(whole, key=lambda p: (free[p], p)))
         return MultiFit(tuple(fits[pod][:n]))
     best_site = None
     for s in range(sites):

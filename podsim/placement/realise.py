@@ -14,8 +14,9 @@ from podsim.topology.shapes import asked_spec
 from podsim.topology.slices import Slice, plan_slice
 
 
-def to_slice(layout, problem_options, a: Assignment) -> Slice:
-    """The topology Slice (chips, cubes, OCS circuits) of an assignment (native or reshaped)."""
+def to_slice(layout, problem_options, a: Assignment, lazy_circuits: bool = False) -> Slice:
+    """The topology Slice (chips, cubes, OCS circuits) of an assignment (native or reshaped);
+    `lazy_circuits`: a cube-level slice's circuits made only when read (`CircuitColumns`)."""
     if a.kind == "reshaped":  # a fold: the asked topology on another box's chips, with its circuits
         chips, circuits, spec = a.detail[:3]
         return Slice(spec, np.asarray(chips, np.int32), a.pod, tuple(a.cubes), tuple(circuits), form=a.form)
@@ -26,7 +27,7 @@ def to_slice(layout, problem_options, a: Assignment) -> Slice:
     if a.kind == "blocks":
         return plan_slice(layout, spec, cubes=list(a.cubes), origin=a.origin, pod=a.pod)
     if a.kind == "cubes":
-        return plan_slice(layout, spec, cubes=list(a.cubes), pod=a.pod)
+        return plan_slice(layout, spec, cubes=list(a.cubes), pod=a.pod, lazy_circuits=lazy_circuits)
     if a.kind == "subcube":
         return plan_slice(layout, spec, cubes=list(a.cubes), origin=a.origin)
     return plan_slice(layout, spec, origin=a.origin, pod=a.pod)

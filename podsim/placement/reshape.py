@@ -159,15 +159,17 @@ def fit_geometry(space: FreeSpace, geom: BlockGeometry, policy: str) -> tuple[in
     return None if best is None else best[1:]
 
 
-def fit_blocks(space: FreeSpace, opts: Sequence[Option], policy: str = "best", form: str = "native") -> Assignment | None:
-    """A block slice for one of `opts` (rotations), over every offset and side choice; `best`
-    breaks the fewest whole free blocks (then the first pod), `first` takes the first fit."""
+def rank_blocks(space: FreeSpace, opts: Sequence[Option], policy: str = "best", form: str = "native"):
+    """`fit_blocks` with its rank (podsim.placement.greedy.Ranked): the whole free blocks it
+    breaks and the geometry's place in the search order (best), or that place (first)."""
     if not space.layout.ocs:
         return None
     b = space.layout.generation.cube_shape[0]
     best = None
+    g = -1
     for opt in opts:
         for params in geometry_params(opt.shape, b):
+            g += 1
             geom = _geometry(tuple(opt.shape), b, tuple(params))
             if geom.n_cells > space.layout.cubes_per_pod:
                 return None
@@ -176,11 +178,20 @@ def fit_blocks(space: FreeSpace, opts: Sequence[Option], policy: str = "best", f
                 continue
             pod, cubes, broken = got
             a = Assignment("blocks", opt.shape, pod, cubes, params, form=form)
-            if policy == "first" or broken == 0:
-                return a
-            if best is None or broken < best[0]:
-                best = (broken, a)
-    return None if best is None else best[1]
+            if policy == "first":
+                return (g,), pod, (), a
+            if broken == 0:
+                return (0, g), pod, (), a
+            if best is None or broken < best[0][0]:
+                best = ((broken, g), pod, (), a)
+    return best
+
+
+def fit_blocks(space: FreeSpace, opts: Sequence[Option], policy: str = "best", form: str = "native") -> Assignment | None:
+    """A block slice for one of `opts` (rotations), over every offset and side choice; `best`
+    breaks the fewest whole free blocks (then the first pod), `first` takes the first fit."""
+    r = rank_blocks(space, opts, policy, form)
+    return None if r is None else r[3]
 
 
 # --- reshaped requests --------------------------------------------------------------------------

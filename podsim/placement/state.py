@@ -15,11 +15,18 @@ unused, and every OCS unit of its pod is up: a cube-level torus needs one circui
 (dimension, face-link index), i.e. a port pair on every OCS of the pod ([ISCA23] §2.2, ocs.7).
 A request that allows a degraded torus (`allow_degraded`) may also take a cube whose ports on
 down OCS units are unusable (`cube_ocs_degraded_ok`): those circuits are left dark.
+
+A scheduler of many pods reads one pod at a time (`pod_space`): every update keeps the free
+chips, the failed chips and each cube's ports in use up to date in place (work in proportion
+to the job or the part) and bumps `pod_version` of the pods it touched, so a reader can tell
+which pods changed; the whole-fleet masks (`chip_free`, `cube_ocs_ok`, ...) are snapshots made
+on first read after an update.
 """
 
 from __future__ import annotations
 
 import copy
+import itertools
 from collections.abc import Iterable, Mapping
 
 import numpy as np
@@ -65,7 +72,15 @@ class PodState:
         self._free_index: list[int] = []
         self._next_index = 0
         self._cache: dict[str, np.ndarray] = {}  # derived masks; cleared by every update
-        self._health_cache: dict[str, np.ndarray] = {}  # masks of failures only; cleared by fail/repair
+        self._health_cache: dict[str, np.ndarray] = {}  # masks of chip, host and cube failures; cleared by fail/repair
+        self._port_cache: dict[str, np.ndarray] = {}  # masks of OCS unit and port failures (and spares); cleared when those change
+        # kept up to date in place by every update (read through the snapshots and `pod_space`)
+        self._failed = np.zeros(layout.n_chips, bool)  # chip_failed
+        self._free = np.ones(layout.n_chips, bool)  # chip_free
+        self._cube_ports_used = np.zeros(layout.n_cubes if layout.has_cubes else 0, np.int32)  # face ports held per cube
+        self._n_failed = 0
+        self.pod_version = np.zeros(layout.pods, np.int64)  # bumped for each pod an update touches
+        self.version = 0  # bumped by every update
 
     @classmethod
     def empty(cls, gen_id: str, pods: int = 1, ocs: bool = True) -> PodState:
@@ -75,12 +90,14 @@ class PodState:
     def copy(self) -> PodState:
         """An independent copy (arrays copied; slices and cached read-only masks shared)."""
         out = copy.copy(self)
-        for name in ("chip_job", "chip_down", "host_failed", "cube_failed", "ocs_failed", "port_failed", "port_job", "port_remap"):
+        for name in ("chip_job", "chip_down", "host_failed", "cube_failed", "ocs_failed", "port_failed", "port_job", "port_remap",
+                     "_failed", "_free", "_cube_ports_used", "pod_version"):
             setattr(out, name, getattr(self, name).copy())
         out._slices = dict(self._slices)
         out._ports = dict(self._ports)
         out._cache = dict(self._cache)
         out._health_cache = dict(self._health_cache)
+        out._port_cache = dict(self._port_cache)
         out._index = dict(self._index)
         out._job_at = dict(self._job_at)
         out._free_index = list(self._free_index)
@@ -89,7 +106,7 @@ class PodState:
     # Derived masks (read-only, cached until the next update; update through the methods) -------
     def _cached(self, name: str, compute, cache: dict | None = None) -> np.ndarray:
         """`compute()` once, read-only, in `cache` (default `_cache`, cleared by every update;
-        `_health_cache` for masks of failures only)."""
+        `_health_cache`, `_port_cache` for masks of failures only)."""
         cache = self._cache if cache is None else cache
         arr = cache.get(name)
         if arr is None:
@@ -100,22 +117,26 @@ class PodState:
 
     @property
     def chip_failed(self) -> np.ndarray:
-        def compute():
-            lay = self.layout
-            bad = self.chip_down | self.host_failed[lay.host_of_chip]
-            return bad | self.cube_failed[lay.cube_of_chip] if lay.has_cubes else bad
-        return self._cached("chip_failed", compute)
+        """Chips down on their own or on a failed host or cube."""
+        return self._cached("chip_failed", self._failed.copy, self._health_cache)
 
     @property
     def chip_free(self) -> np.ndarray:
         """Chips a new slice may use: unheld and healthy."""
-        return self._cached("chip_free", lambda: (self.chip_job < 0) & ~self.chip_failed)
+        return self._cached("chip_free", self._free.copy)
+
+    def _failed_of(self, chips: np.ndarray) -> np.ndarray:
+        """Whether each of `chips` is down on its own or on a failed host or cube (from the part arrays)."""
+        lay = self.layout
+        bad = self.chip_down[chips] | self.host_failed[lay.host_of_chip[chips]]
+        return bad | self.cube_failed[lay.cube_of_chip[chips]] if lay.has_cubes else bad
 
     def _per_cube(self, port_mask: np.ndarray) -> np.ndarray:
         """(n_cubes,) any of the cube's face ports set in an (n_ocs, ports) mask."""
         lay = self.layout
         per_pod = 2 * lay.cubes_per_pod
-        return port_mask[:, :per_pod].reshape(lay.pods, lay.ocs_per_pod, lay.cubes_per_pod, 2).any(axis=(1, 3)).ravel()
+        by_pod = port_mask[:, :per_pod].reshape(lay.pods, lay.ocs_per_pod * lay.cubes_per_pod, 2).any(axis=2)
+        return by_pod.reshape(lay.pods, lay.ocs_per_pod, lay.cubes_per_pod).any(axis=1).ravel()
 
     @property
     def cube_ports_healthy(self) -> np.ndarray:
@@ -129,7 +150,7 @@ class PodState:
                 return np.ones(lay.n_cubes, bool)
             ocs_down = self.ocs_failed.reshape(lay.pods, lay.ocs_per_pod).any(axis=1)
             return ~self._per_cube(self.face_port_failed) & np.repeat(~ocs_down, lay.cubes_per_pod)
-        return self._cached("cube_ports_healthy", compute, self._health_cache)
+        return self._cached("cube_ports_healthy", compute, self._port_cache)
 
     @property
     def cube_ocs_ok(self) -> np.ndarray:
@@ -137,7 +158,7 @@ class PodState:
         def compute():
             if not self.layout.ocs:
                 return self.cube_ports_healthy.copy()
-            return self.cube_ports_healthy & ~self._per_cube(self.port_job >= 0)
+            return self.cube_ports_healthy & (self._cube_ports_used == 0)
         return self._cached("cube_ocs_ok", compute)
 
     @property
@@ -151,7 +172,7 @@ class PodState:
                 return np.ones(lay.n_cubes, bool)
             per_dim_up = (~self.ocs_failed).reshape(lay.pods, lay.dims, lay.links_per_face).any(axis=2).all(axis=1)
             return ~self._per_cube(self.face_port_failed & ~self.ocs_failed[:, None]) & np.repeat(per_dim_up, lay.cubes_per_pod)
-        return self._cached("cube_ports_degraded_healthy", compute, self._health_cache)
+        return self._cached("cube_ports_degraded_healthy", compute, self._port_cache)
 
     @property
     def cube_ocs_degraded_ok(self) -> np.ndarray:
@@ -159,7 +180,7 @@ class PodState:
         def compute():
             if not self.ocs_failed.any():  # nothing to leave dark: the strict mask (shared, read-only)
                 return self.cube_ocs_ok
-            return self.cube_ports_degraded_healthy & ~self._per_cube(self.port_job >= 0)
+            return self.cube_ports_degraded_healthy & (self._cube_ports_used == 0)
         return self._cached("cube_ocs_degraded_ok", compute)
 
     @property
@@ -168,7 +189,7 @@ class PodState:
         a piece of a block may put a circuit on (its own chips' face ports are free with them)."""
         if not self.layout.ocs:
             return None
-        return self._cached("port_ok", lambda: ~self.face_port_failed & ~self.ocs_failed[:, None], self._health_cache)
+        return self._cached("port_ok", lambda: ~self.face_port_failed & ~self.ocs_failed[:, None], self._port_cache)
 
     def ocs_down_in_pod(self, pod: int) -> list[int]:
         lay = self.layout
@@ -198,13 +219,13 @@ class PodState:
             raise PodsimError(f"job {job_id!r} already holds a slice; release it first")
         lay = self.layout
         chips = np.asarray(slc.chips)
-        if chips.size == 0 or chips.min() < 0 or chips.max() >= lay.n_chips or len(np.unique(chips)) != chips.size:
+        if chips.size == 0 or chips.min() < 0 or chips.max() >= lay.n_chips or _repeats(chips):
             raise PodsimError(f"job {job_id!r}: slice chips must be distinct ids in 0..{lay.n_chips - 1}")
         held = self.chip_job[chips] >= 0
         if held.any():
             c = int(chips[held][0])
             raise PodsimError(f"job {job_id!r}: chip {c} is held by job {self._job_of(self.chip_job[c])!r}")
-        broken = self.chip_failed[chips]
+        broken = self._failed[chips]
         if broken.any():
             c = int(chips[broken][0])
             raise PodsimError(f"job {job_id!r}: chip {c} (host {int(lay.host_of_chip[c])}) has failed or is on a failed host/cube")
@@ -218,7 +239,7 @@ class PodState:
                     k = int(np.flatnonzero(arr)[0])
                     unit = f"OCS {int(ocs[k])}" if what == "is down" else f"OCS port {int(ocs[k])}:{int(ports[k])}"
                     raise PodsimError(f"job {job_id!r}: {unit} {what}")
-            if len(np.unique(ocs * lay.ports_per_ocs + ports)) != len(ocs):
+            if _repeats(ocs * lay.ports_per_ocs + ports):
                 raise PodsimError(f"job {job_id!r}: the slice's circuits use an OCS port twice")
         idx = self._free_index.pop() if self._free_index else self._take_index()
         self._index[job_id] = idx
@@ -226,8 +247,11 @@ class PodState:
         self._slices[job_id] = slc
         self._ports[job_id] = (ocs, ports)
         self.chip_job[chips] = idx
+        self._free[chips] = False
         if len(ocs):
             self.port_job[ocs, ports] = idx
+            self._count_ports(ocs, ports, 1)
+        self._touch(lay.pod_of_chip[chips])
         self._cache.clear()
 
     def release(self, job_id: str) -> Slice:
@@ -238,13 +262,57 @@ class PodState:
         slc = self._slices.pop(job_id)
         idx = self._index.pop(job_id)
         del self._job_at[idx]
-        self.chip_job[slc.chips] = -1
+        chips = np.asarray(slc.chips)
+        self.chip_job[chips] = -1
+        self._free[chips] = ~self._failed[chips]
         ocs, ports = self._ports.pop(job_id)
         if len(ocs):
             self.port_job[ocs, ports] = -1
+            self._count_ports(ocs, ports, -1)
+        self._touch(self.layout.pod_of_chip[chips])
         self._free_index.append(idx)
         self._cache.clear()
         return slc
+
+    def _touch(self, pods: np.ndarray) -> None:
+        """Bump the version of these pods (repeats allowed) and the state's."""
+        self.pod_version[pods] += 1
+        self.version += 1
+
+    def _count_ports(self, ocs: np.ndarray, ports: np.ndarray, sign: int) -> None:
+        """Keep `_cube_ports_used` (face ports held, per cube) up to date for circuits taken or given back."""
+        lay = self.layout
+        cabled = ports < 2 * lay.cubes_per_pod
+        cubes = (ocs[cabled] // lay.ocs_per_pod) * lay.cubes_per_pod + ports[cabled] // 2
+        if len(cubes):
+            lo = int(cubes.min())
+            counts = np.bincount(cubes - lo)
+            self._cube_ports_used[lo:lo + len(counts)] += sign * counts.astype(np.int32)
+
+    # One pod at a time -------------------------------------------------------------------
+    def pod_arrays(self, pod: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
+        """The pod's (free chips, cube_ocs_ok, cube_ocs_degraded_ok, port_ok rows), current and
+        read-only, in the pod's own chip, cube and OCS order (what a one-pod layout numbers 0..):
+        work in proportion to the pod, not the fleet. Valid until the next update."""
+        lay = self.layout
+        lo, hi = pod * lay.chips_per_pod, (pod + 1) * lay.chips_per_pod
+        free = self._free[lo:hi].view()
+        free.setflags(write=False)
+        if not lay.has_cubes:
+            return free, np.ones(0, bool), np.ones(0, bool), None
+        c0, c1 = pod * lay.cubes_per_pod, (pod + 1) * lay.cubes_per_pod
+        unused = self._cube_ports_used[c0:c1] == 0
+        ok = self.cube_ports_healthy[c0:c1] & unused
+        if not lay.ocs:
+            return free, ok, ok, None
+        o0, o1 = pod * lay.ocs_per_pod, (pod + 1) * lay.ocs_per_pod
+        degraded_ok = self.cube_ports_degraded_healthy[c0:c1] & unused if self.ocs_failed[o0:o1].any() else ok
+        return free, ok, degraded_ok, self.port_ok[o0:o1]
+
+    def pod_free_chips(self, pod: int) -> int:
+        """Free healthy chips of one pod (work in proportion to the pod)."""
+        lay = self.layout
+        return int(np.count_nonzero(self._free[pod * lay.chips_per_pod:(pod + 1) * lay.chips_per_pod]))
 
     # Spare OCS ports ---------------------------------------------------------------------
     @property
@@ -257,7 +325,7 @@ class PodState:
             rows = np.nonzero(remapped)[0]
             arr[remapped] = self.port_failed[rows, self.port_remap[remapped]]
             return arr
-        return self._cached("face_port_failed", compute, self._health_cache)
+        return self._cached("face_port_failed", compute, self._port_cache)
 
     def physical_port(self, ocs: int, port: int) -> int:
         """The OCS port a cube face port's fiber is on now (itself unless remapped)."""
@@ -285,8 +353,10 @@ class PodState:
                 self.port_remap[o, p] = q
                 moves.append((int(o), int(p), int(q)))
         if moves:
+            self._touch(np.array([m[0] for m in moves]) // lay.ocs_per_pod)
             self._cache.clear()
             self._health_cache.clear()
+            self._port_cache.clear()
         return moves
 
     # Failures --------------------------------------------------------------------------------
@@ -320,8 +390,22 @@ class PodState:
         self.ocs_failed[parts["ocs"]] = value
         op = parts["ocs_ports"]
         self.port_failed[op[:, 0], op[:, 1]] = value
+        lay = self.layout
+        chips = [parts["chips"], lay.chips_of_host[parts["hosts"]].ravel()]
+        if len(parts["cubes"]):
+            chips.append(lay.cube_chips[parts["cubes"]].ravel())
+        chips = np.unique(np.concatenate(chips).astype(np.int64))
+        if len(chips):
+            was = int(np.count_nonzero(self._failed[chips]))
+            self._failed[chips] = self._failed_of(chips)
+            self._n_failed += int(np.count_nonzero(self._failed[chips])) - was
+            self._free[chips] = (self.chip_job[chips] < 0) & ~self._failed[chips]
+            self._touch(lay.pod_of_chip[chips])
+            self._health_cache.clear()
+        if len(parts["ocs"]) or len(op):
+            self._touch(np.concatenate([parts["ocs"], op[:, 0]]) // lay.ocs_per_pod)
+            self._port_cache.clear()
         self._cache.clear()
-        self._health_cache.clear()
 
     def _jobs_using(self, parts: dict[str, np.ndarray]) -> list[str]:
         lay = self.layout
@@ -341,7 +425,7 @@ class PodState:
     # Figures ---------------------------------------------------------------------------------
     @property
     def n_free_chips(self) -> int:
-        return int(self.chip_free.sum())
+        return int(np.count_nonzero(self._free))
 
     @property
     def n_busy_chips(self) -> int:
@@ -349,7 +433,7 @@ class PodState:
 
     @property
     def n_healthy_chips(self) -> int:
-        return int((~self.chip_failed).sum())
+        return self.layout.n_chips - self._n_failed
 
     # Internals -------------------------------------------------------------------------------
     def _take_index(self) -> int:
@@ -363,16 +447,38 @@ class PodState:
     def _circuit_ports(slc: Slice) -> tuple[np.ndarray, np.ndarray]:
         if not slc.circuits:
             return np.empty(0, np.int64), np.empty(0, np.int64)
-        c = np.fromiter((v for circuit in slc.circuits for v in circuit), np.int64, 3 * len(slc.circuits)).reshape(-1, 3)
+        columns = getattr(slc.circuits, "columns", None)  # CircuitColumns: the arrays, no Circuit made
+        if columns is not None:
+            return np.concatenate([columns[0], columns[0]]), np.concatenate([columns[1], columns[2]])
+        c = np.fromiter(itertools.chain.from_iterable(slc.circuits), np.int64, 3 * len(slc.circuits)).reshape(-1, 3)
         return np.concatenate([c[:, 0], c[:, 0]]), np.concatenate([c[:, 1], c[:, 2]])
 
     def _parts(self, hosts, cubes, ocs, ocs_ports, chips) -> dict[str, np.ndarray]:
-        from podsim.placement.failures import Failures
+        """The parts as id arrays; a one-line error (the failures file's, `Failures.check`) for
+        an id this layout does not have. Checked in numpy: a scheduler fails and repairs a part
+        at every failure event."""
+        lay = self.layout
+        out = {"chips": np.array([int(v) for v in chips], np.int64), "hosts": np.array([int(v) for v in hosts], np.int64),
+               "cubes": np.array([int(v) for v in cubes], np.int64), "ocs": np.array([int(v) for v in ocs], np.int64),
+               "ocs_ports": np.array([(int(a), int(b)) for a, b in ocs_ports], np.int64).reshape(-1, 2)}
 
-        f = Failures(hosts=tuple(int(v) for v in hosts), cubes=tuple(int(v) for v in cubes),
-                     ocs=tuple(int(v) for v in ocs), ocs_ports=tuple((int(a), int(b)) for a, b in ocs_ports),
-                     chips=tuple(int(v) for v in chips))
-        f.check(self.layout)
-        out = {k: np.asarray(getattr(f, k), np.int64) for k in ("chips", "hosts", "cubes", "ocs")}
-        out["ocs_ports"] = np.asarray(f.ocs_ports, np.int64).reshape(-1, 2)
+        def inside(ids: np.ndarray, n: int) -> bool:
+            return not len(ids) or (ids.min() >= 0 and ids.max() < n)
+
+        op = out["ocs_ports"]
+        ok = (inside(out["chips"], lay.n_chips) and inside(out["hosts"], lay.n_hosts)
+              and (not len(out["cubes"]) or (lay.has_cubes and inside(out["cubes"], lay.n_cubes)))
+              and (not (len(out["ocs"]) or len(op)) or (lay.ocs and inside(out["ocs"], lay.n_ocs)
+                                                       and inside(op[:, 0], lay.n_ocs) and inside(op[:, 1], lay.ports_per_ocs))))
+        if not ok:
+            from podsim.placement.failures import Failures
+
+            Failures(**{k: tuple(map(tuple, v.tolist())) if k == "ocs_ports" else tuple(v.tolist())
+                        for k, v in out.items()}).check(lay)
         return out
+
+
+def _repeats(ids: np.ndarray) -> bool:
+    """Whether an id appears twice (a sort, cheaper than np.unique for a slice's chips or ports)."""
+    s = np.sort(ids, kind="stable")
+    return bool((s[1:] == s[:-1]).any())

@@ -51,8 +51,9 @@ def pricing_text(r: RunResult) -> str:
     solver = r.scenario.get("solver") or {}
     st = r.scenario.get("step_time") or {}
     model = solver.get("slowdown_model")
-    if st.get("model") != "engine":
-        return "not charged: the roofline step-time model has no communication to price a placement"
+    if r.metrics.get("runs_slowdown_not_charged"):
+        return (f"not charged for {int(r.metrics['runs_slowdown_not_charged']):,} runs: jobs given in time with no "
+                "slowdown_model ran at factor 1")
     if not model:
         return "jobs given in steps: their own model on the engine"
     plan = (st.get("parallelism") or {}).get(model, "the preset's plan")

@@ -195,5 +195,5 @@ def block_chips_and_circuits(layout, geom: BlockGeometry, cubes) -> tuple[np.nda
             idx = np.ravel_multi_index(tuple(loc[sel][:, others].T), (b, b))
             ocs, pa = layout.ocs_port(np.full(len(idx), cubes[k]), d, PLUS, idx)
             _, pb = layout.ocs_port(np.full(len(idx), cubes[index[tuple(nxt)]]), d, MINUS, idx)
-            circuits.extend(map(Circuit, ocs.ravel().tolist(), pa.ravel().tolist(), pb.ravel().tolist()))
+            circuits.extend(Circuit.from_columns(ocs.ravel().tolist(), pa.ravel().tolist(), pb.ravel().tolist()))
     return chips.astype(np.int32), circuits

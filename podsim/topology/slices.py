@@ -6,6 +6,7 @@ row-major order of slice coordinates, so `chips[i]` sits at `unravel_index(i, sh
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -14,7 +15,7 @@ from functools import cached_property
 import numpy as np
 
 from podsim.errors import PodsimError
-from podsim.topology.circuits import Circuit, cube_circuits
+from podsim.topology.circuits import Circuit, CircuitColumns, cube_circuit_columns
 from podsim.topology.fabric import Fabric
 from podsim.topology.pod import MINUS, PLUS, PodLayout, _row_major
 from podsim.topology.shapes import SliceSpec, twist_vectors
@@ -62,16 +63,38 @@ class Slice:
         return np.array(twist_vectors(self.shape), np.int64)
 
 
+@functools.lru_cache(maxsize=1024)
+def _slice_coords(shape: tuple[int, ...]) -> np.ndarray:
+    """`_row_major(shape)`, read-only and kept (a scheduler plans the same shapes again and again)."""
+    out = _row_major(shape)
+    out.setflags(write=False)
+    return out
+
+
+@functools.lru_cache(maxsize=1024)
+def _cube_chip_order(shape: tuple[int, ...], cube_shape: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """For a cube-level slice's chips in row-major slice order: the position of each chip's cube
+    in the slice's cube list, and the chip's index inside its cube."""
+    local = _row_major(shape)
+    cube = np.array(cube_shape)
+    grid = tuple(int(v) for v in np.array(shape) // cube)
+    out = (np.ravel_multi_index(tuple((local // cube).T), grid), np.ravel_multi_index(tuple((local % cube).T), cube_shape))
+    for arr in out:
+        arr.setflags(write=False)
+    return out
+
+
 def plan_slice(layout: PodLayout, spec: SliceSpec, cubes: Sequence[int] | None = None,
-               origin: Sequence[int] | None = None, pod: int = 0) -> Slice:
+               origin: Sequence[int] | None = None, pod: int = 0, lazy_circuits: bool = False) -> Slice:
     """Place `spec` on the given cubes (OCS pods) or at `origin` (static pods, sub-cube slices).
 
     Defaults put the slice on the first cubes of the pod / at the origin. Checks that the cubes
-    exist, are distinct and in one pod; the circuits come from `cube_circuits`.
+    exist, are distinct and in one pod; the circuits come from `cube_circuits` (`lazy_circuits`:
+    a cube-level slice's as `CircuitColumns`, made into Circuits when first read).
     """
     gen = layout.generation
     shape = spec.shape
-    local = _row_major(shape)
+    local = _slice_coords(tuple(shape))
     if not 0 <= pod < layout.pods:
         raise PodsimError(f"pod {pod} does not exist; the fabric has {layout.pods} pod(s)")
     pod_base = pod * layout.chips_per_pod
@@ -96,10 +119,10 @@ def plan_slice(layout: PodLayout, spec: SliceSpec, cubes: Sequence[int] | None =
         bad = [c for c in cubes if not (pod * layout.cubes_per_pod <= c < (pod + 1) * layout.cubes_per_pod)]
         if bad:
             raise PodsimError(f"cube {bad[0]} is not in pod {pod} (cubes {pod * layout.cubes_per_pod}..{(pod + 1) * layout.cubes_per_pod - 1})")
-        cube_idx = np.ravel_multi_index(tuple((local // cube_shape).T), grid)
-        in_cube = np.ravel_multi_index(tuple((local % cube_shape).T), tuple(cube_shape))
+        cube_idx, in_cube = _cube_chip_order(tuple(shape), tuple(gen.cube_shape))
         chips = layout.cube_chips[np.array(cubes)[cube_idx], in_cube]
-        circuits = tuple(cube_circuits(layout, grid, cubes, spec.twisted))
+        columns = cube_circuit_columns(layout, grid, cubes, spec.twisted)
+        circuits = CircuitColumns(*columns) if lazy_circuits else tuple(Circuit.from_columns(*(c.tolist() for c in columns)))
         return Slice(spec, chips.astype(np.int32), pod, tuple(cubes), circuits)
     if spec.kind == "blocks":
         from podsim.topology.blocks import BlockGeometry, block_chips_and_circuits
