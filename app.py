@@ -13,6 +13,7 @@ pages = [
     st.Page("app_pages/steptime.py", title="Step time"),
     st.Page("app_pages/cluster.py", title="Cluster"),
     st.Page("app_pages/serving.py", title="Serving"),
+    st.Page("app_pages/plan.py", title="Plan search"),
     st.Page("app_pages/capacity.py", title="Capacity plan"),
 ]
 st.navigation(pages).run()

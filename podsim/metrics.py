@@ -311,6 +311,25 @@ register(
        "(podsim.validation.bands; NaN: none of its kind)", _B),
     _m("scaling_step_time_error_text", "text", "scaling_step_time_error in words", _B),
     _m("scaling_parallelism", "text", "the scaling study's plan inside a slice (dcn = slices added per row)", _B))
+# a scenario's plan section (podsim.scenario.plan.scenario_plan): the search's best plan as the engine ran it
+register(
+    _m("plan_best_step_time_s", "s", "step time of the plan search's best plan, on the engine", _B),
+    _m("plan_best_mfu", "fraction", "MFU of the plan search's best plan", _B),
+    _m("plan_best_tokens_per_s", "rate", "tokens per second of the plan search's best plan", _B),
+    _m("plan_best_parallelism", "text", "the plan search's best plan: slices x shape, axes, micro-batches, recompute, "
+                                        "sequence parallelism, collective matmul", _B),
+    _m("plan_best_chips", "count", "chips of the plan search's best plan", _B),
+    _m("plan_best_slices", "count", "slices of the plan search's best plan", _B),
+    _m("plan_best_hbm_bytes_per_chip", "bytes", "peak HBM bytes per chip of the plan search's best plan", _B),
+    _m("plan_plans_enumerated", "count", "plans the search enumerated", _B),
+    _m("plan_plans_ranked", "count", "plans the search ranked by the analytic estimate (within HBM, not dominated)", _B),
+    _m("plan_estimate_error_max", "fraction", "the largest |analytic estimate / engine - 1| over the confirmed plans", _B),
+    _m("plan_train_chips", "count", "time to train: chips of the answer (the fewest that meet the deadline, or the budget)", _B),
+    _m("plan_train_time_s", "s", "time to train: wall time, goodput included", _B),
+    _m("plan_train_chip_hours", "chip_h", "time to train: chip-hours of wall time", _B),
+    _m("plan_train_cost_usd", "usd", "time to train: chip-hours x the price per chip-hour (NaN where none is published)", _B),
+    _m("plan_train_energy_kwh", "kwh", "time to train: energy of the chips' power (NaN where none is published)", _B),
+    _m("plan_train_goodput", "fraction", "time to train: share of wall time that makes progress under host failures", _B))
 # spine economics (podsim.scenario.spine.spine_metrics), per DCN spine kind over the fleet's life
 for _k in ("eps", "ocs"):
     register(

@@ -445,6 +445,31 @@ def g_scaling(rng, inp):
     return _sprinkle(rng, base, opts, 2)
 
 
+def g_plan(rng, inp):
+    """Small searches (one layer, 8 to 64 chips, one plan confirmed) so a case answers in seconds."""
+    base = ["plan", _mostly(rng, ["llama2-70b", "mixtral-8x7b", "gpt3-175b"], ["resnet50", "bogus", ""], 0.1),
+            "-g", _mostly(rng, ["tpu-v5p", "tpu-v4", "tpu-v5e"], ["gpu-h100", "bogus", ""], 0.1), "--set", "n_layers=1",
+            "--top", _mostly(rng, ["1"], ["0", "-1", "99", *NUMBERS], 0.1)]
+    if rng.random() < 0.75:
+        base += ["--chips", _mostly(rng, ["8", "16", "32", "64"], ["100", "0", "1e9", *NUMBERS], 0.2)]
+    else:
+        base += ["--slice", _mostly(rng, ["2x2x2", "2x4", "4x4x4"], SHAPES, 0.3)]
+    opts = [_opt(rng, "--slices", ["2"], NUMBERS), _opt(rng, "--global-batch", ["64"], NUMBERS),
+            _opt(rng, "--tokens-per-step", ["256K"], ["0", "1T", "abc", "1e400", ""]),
+            _opt(rng, "--option", ["precision=int8", "attention=materialized"], ["recompute=full", "overlap_dcn=false", "bogus=1", "="]),
+            _opt(rng, "--recompute", ["none,full", "minimal"], ["some", "", "none,,full"]),
+            _opt(rng, "--microbatches", ["1,2"], ["0", "a", "1,,2", ""]),
+            _opt(rng, "--collective-matmul", ["chunked", "exposed,all_gather"], ["hidden", "bogus", ""]),
+            _opt(rng, "--tokens", ["1B", "1e9"], ["0", "-1T", "1e400", "abc", ""]), _opt(rng, "--days", ["30", "1"], NUMBERS),
+            _opt(rng, "--max-chips", ["256"], NUMBERS), _opt(rng, "--host-availability", ["0.999"], NUMBERS),
+            _opt(rng, "--mtbf", ["5000h"], DURATIONS), _opt(rng, "--mttr", ["1h"], DURATIONS),
+            _opt(rng, "--checkpoint-interval", ["30min"], DURATIONS), _opt(rng, "--restart-overhead", ["5min"], DURATIONS),
+            _opt(rng, "--price-per-chip-hour", ["4.2"], NUMBERS), _opt(rng, "--power-per-chip", ["500"], NUMBERS),
+            ["--json"], _opt(rng, "--max-ops", ["1000000"], NUMBERS), _opt(rng, "--max-flows", ["100000000"], NUMBERS),
+            _opt(rng, "--generation", ["tpu-v4"], TEXT)]
+    return _sprinkle(rng, base, opts, 2)
+
+
 def g_cluster(rng, inp):
     if rng.random() < 0.6:
         stream = ["--synthetic", _pick(rng, ["jobs=4,rate=2/h,mix=2x2:1"] * 6 + ["jobs=2.5,rate=2/h,mix=2x2:1",
@@ -629,7 +654,7 @@ def g_dashboard(rng, inp):
 VERBS = {  # verb -> (generator, share of the cases)
     "topology": (g_topology, 8), "place": (g_place, 6), "steptime": (g_steptime, 8), "trace generate": (g_generate, 6),
     "trace import": (g_import, 6), "trace export": (g_export, 6), "trace show": (g_show, 8), "trace models": (g_models, 2),
-    "scaling": (g_scaling, 3),
+    "scaling": (g_scaling, 3), "plan": (g_plan, 2),
     "cluster": (g_cluster, 7), "run": (g_run, 4), "sweep": (g_sweep, 3), "report": (g_report, 5),
     "metrics": (g_metrics, 2), "sources": (g_sources, 2), "serve": (g_serve, 4), "validate": (g_validate, 12), "demo": (g_demo, 2), "dashboard": (g_dashboard, 3),
 }

@@ -28,6 +28,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("study",),
     ("serving",),  # inference steps run as studies, below the validation table that checks them
     ("cluster", "validation"),
+    ("plan",),  # plan search: studies, the cluster's failure figures and the error bands, below scenarios
     ("scenario",),
     ("store",),
     ("sweep",),

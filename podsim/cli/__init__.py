@@ -40,6 +40,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "place": ("podsim.cli.place", "Place slice requests on a pod: which cubes or chips each gets, and its OCS circuits."),
     "steptime": ("podsim.cli.steptime", "Simulate a collective on a slice (simulated and closed-form time, algorithm and bus bandwidth), or a whole training step (--trace FILE or --model MODEL: step time and where it goes)."),
     "trace": ("podsim.cli.trace", "Step traces: generate from a model, import Chakra / ASTRA-sim, export Chakra, show."),
+    "plan": ("podsim.cli.plan", "Search parallelism plans for a model on a chip budget (analytic ranking, engine-confirmed best); with --tokens, time, chips and cost to train."),
     "scaling": ("podsim.cli.scaling", "Weak-scaling study of a multislice job: step time, MFU, DCN/WAN time, parallel efficiency."),
     "serve": ("podsim.cli.serve", "Simulate a serving fleet (TTFT, TPOT, throughput, cost per million tokens) and find the fewest chips for a rate."),
     "cluster": ("podsim.cli.cluster", "Simulate a fleet: job arrivals, a queue policy, placement, failures and checkpoint restarts."),

@@ -27,6 +27,7 @@ from podsim.metrics import definition, unit_kind
 from podsim.perf.opmodel import compute_timing
 from podsim.report import figures
 from podsim.report.pivot import sweep_pivot
+from podsim.report.plan import plan_details
 from podsim.report.reshape import reshape_details
 from podsim.report.scaling import scaling_details
 from podsim.report.serving import SERVING_ROWS, serving_details, serving_figures
@@ -187,6 +188,10 @@ def _safe(fn: Callable[[RunResult], str], r: RunResult) -> str:
         return "n/a"
 
 
+PLAN_ROWS: list[Row] = [
+    ("plan search: best plan", lambda r: f"{r.metrics['plan_best_parallelism']}: {sec(r.metrics['plan_best_step_time_s'])}, "
+                                         f"MFU {pct(r.metrics['plan_best_mfu'])}"),
+]
 SCALING_ROWS: list[Row] = [
     ("weak scaling at the most slices", lambda r: f"{pct(r.metrics['scaling_parallel_efficiency'])} parallel efficiency, "
                                                   f"MFU {pct(r.metrics['scaling_mfu'])} on {r.metrics['scaling_slices_max']} slices"),
@@ -219,7 +224,8 @@ def key_rows(runs: Sequence[RunResult]) -> list[tuple[str, list[str]]]:
     for kind, spec in (("cluster", CLUSTER_ROWS), ("step", STEP_ROWS), ("serving", SERVING_ROWS)):
         if kind in kinds:
             rows += [(name, [_safe(fn, r) if r.kind == kind else "" for r in runs]) for name, fn in spec]
-    for key, spec in (("spine_capex_ratio", SPINE_ROWS), ("scaling_parallel_efficiency", SCALING_ROWS)):  # a study's rows
+    for key, spec in (("spine_capex_ratio", SPINE_ROWS), ("scaling_parallel_efficiency", SCALING_ROWS),
+                      ("plan_best_step_time_s", PLAN_ROWS)):  # a study's rows
         if any(key in r.metrics for r in runs):
             rows += [(name, [_safe(fn, r) if key in r.metrics else "" for r in runs]) for name, fn in spec]
     return rows
@@ -437,6 +443,7 @@ def render_report(runs: RunResult | Sequence[RunResult], title: str | None = Non
         title=title, generated=dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"), version=_version(),
         plotly_js=get_plotlyjs(), labels=labels, key_rows=key_rows(runs), plots=plot_html, details=details,
         spine=spine_details(runs, labels), scaling=scaling, serving=serving_details(runs, labels), pivot=pivot,
+        plan=plan_details(runs, labels),
         shared_topology=shared(details, labels, "topology"), shared_cost=shared(details, labels, "cost"),
         reshape=reshape_details(runs, labels),
         multi=multi, sweep=sweep, sweep_json=json.dumps(sweep.get("result"), indent=2, default=str) if sweep else "",

@@ -323,6 +323,10 @@ def check_scenario(s: Scenario) -> Generation:
         raise FieldError(("spine",), "spine economics run the step workload on both spines; give workload.step (a step study)")
     if s.scaling is not None:
         _check_scaling(s, gen)
+    if s.plan is not None:
+        from podsim.scenario.plan import check_plan
+
+        _wrap(("plan",), check_plan, s, gen)
     for model, plan in s.step_time.parallelism.items():
         loc = ("step_time", "parallelism", model)
         if model not in PRESETS:

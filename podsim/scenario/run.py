@@ -329,6 +329,12 @@ def run_scenario(scenario: Scenario, on_progress: ProgressFn | None = None, *,
         metrics.update(scaling_m)
         tables["scaling"] = normalise_table("scaling", {k: v for k, v in scaling_t.items() if k != "tiers"})
         tables["scaling_tiers"] = normalise_table("scaling_tiers", scaling_t["tiers"])
+    if scenario.plan is not None:  # plan search (and time to train): podsim.scenario.plan
+        from podsim.scenario.plan import scenario_plan
+
+        plan_m, plan_t = scenario_plan(scenario, gen)
+        metrics.update(plan_m)
+        tables["plan"] = normalise_table("plan", plan_t)
     return RunResult(
         name=scenario.name, kind=scenario.kind, scenario=scenario.model_dump(mode="json"), metrics=metrics,
         topology=topo, cost=cost, targets=_targets(scenario, metrics, intervals),

@@ -35,6 +35,7 @@ from podsim.serving.spec import ServingWorkload
 from podsim.study.multislice import MultisliceSpec
 from podsim.topology import DcnSpec, get_generation
 from podsim.trace.generate import GenerateOptions
+from podsim.trace.options import Recompute
 from podsim.workload.odd import OddShapeSpec
 from podsim.workload.popularity import V4_SLICE_POPULARITY
 from podsim.workload.replay import TraceSpec
@@ -366,6 +367,33 @@ class Scaling(_Model):
                                        "the DCN time the engine leaves exposed (podsim.study.multislice)")
 
 
+class PlanSection(_Model):
+    """A plan search (issue 34, podsim.plan): the best parallelism plans of `model` on `chips` of the
+    scenario's generation (with its overrides) over its DCN, ranked analytically and the best `top`
+    confirmed on the engine; with `tokens`, the time to train them there, or with `days` the fewest
+    chips that finish in time (host failures: the scenario's `failures.host`). Results: the `plan`
+    table (one row per confirmed plan) and `plan_*` metrics."""
+
+    model: str = Field(..., description="transformer model preset (podsim trace models)")
+    model_overrides: dict[str, Any] = Field(default_factory=dict, description="preset fields, e.g. {global_batch: 2048}")
+    chips: q.TENSOR_CHIPS.type | None = Field(None, description="chip budget: every split into equal slices")
+    slice: str | None = Field(None, description="a fixed slice shape instead, e.g. 8x8x16")
+    slices: q.JOB_SLICES.type | None = Field(None, description="a fixed slice count")
+    options: GenerateOptions = Field(default_factory=GenerateOptions, description="generator options held fixed (not the searched ones)")
+    recompute: tuple[Recompute, ...] | None = Field(None, description="recompute policies searched (default: every policy the generator has)")
+    microbatches: tuple[q.MICROBATCHES.type, ...] | None = Field(None, description="micro-batch counts searched (default: every divisor up to 64)")
+    collective_matmul: tuple[Literal["exposed", "all_gather", "reduce_scatter", "chunked"], ...] = Field(
+        ("exposed", "all_gather", "reduce_scatter", "chunked"), description="collective-matmul modes searched with sequence parallelism")
+    top: int = Field(5, ge=1, le=50, description="plans confirmed on the engine")
+    tokens: str | float | None = Field(None, description="time to train this many tokens, e.g. 2T")
+    days: float | None = Field(None, gt=0, description="with tokens: the fewest chips that finish within this many days")
+    max_chips: q.TENSOR_CHIPS.type = Field(65536, description="with days: the most chips tried")
+    checkpoint_interval: q.CHECKPOINT_INTERVAL.duration | None = Field(None, description="default: the cluster's (1h)")
+    restart_overhead: q.RESTART_OVERHEAD.duration | None = Field(None, description="default: the cluster's (300s)")
+    price_per_chip_hour: float | None = Field(None, gt=0, description="USD; default: the generation's published price")
+    power_per_chip: float | None = Field(None, gt=0, description="W; default: the generation's published power")
+
+
 class Scenario(_Model):
     """One scenario file."""
 
@@ -393,6 +421,7 @@ class Scenario(_Model):
     references: dict[str, Reference] = Field(default_factory=dict, description="metric -> published figure")
     spine: Spine | None = Field(None, description="spine economics: EPS against OCS over the fleet's life (needs a step workload)")
     scaling: Scaling | None = Field(None, description="weak-scaling study: step time, MFU and parallel efficiency against slice count")
+    plan: PlanSection | None = Field(None, description="plan search: the best parallelism plans on a chip budget; with tokens, time to train")
 
     @property
     def kind(self) -> str:

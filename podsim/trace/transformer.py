@@ -337,10 +337,12 @@ class _TransformerProgram:
         self.optimizer()
 
 
-def transformer_program(cfg: TransformerConfig, plan: ParallelPlan, opts: GenerateOptions, sizes: Mapping[str, int],
-                        vendor: str) -> tuple[ProgramBuilder, dict]:
-    """The transformer's step program under `plan` (its sizes per logical axis in `sizes`) and the
-    trace meta it adds; `sequence_parallel` and `collective_matmul` resolved by podsim.trace.defaults."""
+def transformer_shard(cfg: TransformerConfig, plan: ParallelPlan, opts: GenerateOptions,
+                      vendor: str) -> tuple[TransformerShard, int, str, str]:
+    """The per-chip shard the program runs for `plan` (its options resolved: `sequence_parallel`
+    and `collective_matmul` by podsim.trace.defaults), its micro-batches, and why that
+    sequence-parallel and collective-matmul choice; a one-line PodsimError for a plan the generator
+    refuses. The plan search (podsim.plan) prunes and costs plans with it without building the program."""
     t, e, p = plan.tensor, plan.expert, plan.pipeline
     if why := cfg.tensor_problem(t):
         raise PodsimError(why)
@@ -374,7 +376,15 @@ def transformer_program(cfg: TransformerConfig, plan: ParallelPlan, opts: Genera
                               f"sequence length {cfg.seq_len} or the width {cfg.d_model}")
         sp, sp_why = True, f"collective_matmul {mode!r} shards the activations between blocks"
     opts = replace(opts, collective_matmul=mode, sequence_parallel=sp)
-    sh = replace(sh, opts=opts)
+    return replace(sh, opts=opts), m, sp_why, why
+
+
+def transformer_program(cfg: TransformerConfig, plan: ParallelPlan, opts: GenerateOptions, sizes: Mapping[str, int],
+                        vendor: str) -> tuple[ProgramBuilder, dict]:
+    """The transformer's step program under `plan` (its sizes per logical axis in `sizes`) and the
+    trace meta it adds (the shard: `transformer_shard`)."""
+    sh, m, sp_why, why = transformer_shard(cfg, plan, opts, vendor)
+    opts, p, mode = sh.opts, plan.pipeline, sh.opts.collective_matmul
     builder = ProgramBuilder(sizes, opts.precision, opts.combine_grad_reduce)
     _TransformerProgram(sh, builder, m).step()
     info = {
