@@ -1,6 +1,6 @@
 """Issue 32's multislice sweep: MaxText's v5e 16B and 128B dense decoders (MaxText/configs/v5e/16b.sh
-and 128b.sh at AI-Hypercomputer/maxtext@76bd53b: global_parameter_scale 16 and 128 on that commit's
-base.yml, per_device_batch_size 6 and 1, remat full, fp32 weights, FSDP 256 / FSDP 16 x tensor 16
+and 128b.sh at AI-Hypercomputer/maxtext@76bd53b: the presets maxtext-16b and maxtext-128b, the
+validation table's, per_device_batch_size 6 and 1, remat full, fp32 weights, FSDP 256 / FSDP 16 x tensor 16
 in each v5e-256 slice) on 1..32 slices, as `podsim scaling` runs them: per-chip throughput against
 one slice, each term of what the slices add (podsim.study.multislice), and beside it what
 MaxText's v5e README measured (TFLOP/s per chip against one slice).
@@ -11,31 +11,19 @@ MaxText's v5e README measured (TFLOP/s per chip against one slice).
 from __future__ import annotations
 
 import argparse
-import math
 import time
 
 from podsim.study import StepStudy
 from podsim.study.scaling import scaling_study
 from podsim.topology import DcnSpec
 from podsim.trace import GenerateOptions
-from podsim.trace.configs import TransformerConfig
+from podsim.trace.configs import get_model
 
 SLICES = (1, 2, 4, 8, 16, 32)
 # MaxText/configs/v5e/README.md (maxtext@76bd53b): TFLOP/s per chip on 1, 2, 4, 8, 16, 32 x v5e-256
 MEASURED = {"16B": (120, 117, 117, 115, 111, 108), "128B": (110, 110, 108, 104, 100, 91)}
 CASES = {"16B": (16, 6, "fsdp=256"), "128B": (128, 1, "fsdp=16,tensor=16")}
 PLANNER_TIERS = "tor=48x200/2,aggregation=64x400/3,spine=256x400*8"  # docs/multislice.md's planner DCN
-
-
-def maxtext_decoder(scale: int) -> TransformerConfig:
-    """MaxText's base model (base.yml at 76bd53b: emb 2560, 8 heads of 256, mlp 8192 relu, 16 layers,
-    vocab 32768, logits via the embedding) scaled by pyconfig.get_individual_scales."""
-    b, rem = divmod(int(math.log2(scale)), 3)
-    heads, emb, layers = 2 ** (b + (rem > 0)), 2 ** (b + (rem > 1)), 2 ** b
-    return TransformerConfig(name=f"maxtext-{scale}b", source="AI-Hypercomputer/maxtext@76bd53b MaxText/pyconfig.py, configs/base.yml",
-                             n_layers=16 * layers, d_model=2560 * emb, n_heads=8 * heads, n_kv_heads=8 * heads, head_dim=256,
-                             d_ff=8192 * heads, vocab=32768, seq_len=2048, global_batch=256, mlp="gelu", norm="rmsnorm",
-                             bias=False, tied_embeddings=True, learned_positions=False)
 
 
 def main() -> None:
@@ -45,7 +33,7 @@ def main() -> None:
     dcn = DcnSpec() if args.dcn_tiers == "flat" else DcnSpec(tiers=args.dcn_tiers)
     print(f"DCN: {dcn.tiers.describe() if dcn.tiers else 'leaf-spine, 16 hosts per leaf, 8 spines, 1:1'}")
     for name, (scale, per_chip, plan) in CASES.items():
-        cfg = maxtext_decoder(scale)
+        cfg = get_model(f"maxtext-{scale}b", {"global_batch": per_chip * 256})  # `podsim models`: the table's rows' presets
         base = StepStudy("tpu-v5e", "16x16", model=cfg, plan=plan, dcn=dcn, options=GenerateOptions(recompute="full", grad_bytes=4))
         t0 = time.process_time()
         out = scaling_study(base, SLICES, per_chip * 256)

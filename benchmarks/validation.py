@@ -3,9 +3,11 @@
 Rows, sources and error rules: podsim/validation/table.py and docs/validation.md.
 Run (from the repository root, a few minutes on 2 cores):
 
-    PYTHONPATH=$PWD .venv/bin/python benchmarks/validation.py            # the whole table
-    PYTHONPATH=$PWD .venv/bin/python benchmarks/validation.py M1 M9 P1   # some rows
-    PYTHONPATH=$PWD .venv/bin/python benchmarks/validation.py --calibrate  # refit the 4 constants
+    PYTHONPATH=$PWD .venv/bin/python benchmarks/validation.py            # the whole table, cross-validated
+    PYTHONPATH=$PWD .venv/bin/python benchmarks/validation.py M1 M9 P1   # some rows (no cross-validation)
+    PYTHONPATH=$PWD .venv/bin/python benchmarks/validation.py --no-cv    # the whole table, plain figures only
+    PYTHONPATH=$PWD .venv/bin/python benchmarks/validation.py --calibrate  # refit every calibrated constant on its rule-picked row
+    PYTHONPATH=$PWD .venv/bin/python benchmarks/validation.py --calibrate tpu-v5p:hbm=P32x1@128  # try another row (refused if not eligible)
     PYTHONPATH=$PWD .venv/bin/python benchmarks/validation.py --markdown   # the table for docs/validation.md
     PYTHONPATH=$PWD .venv/bin/python benchmarks/validation.py --tf1        # the TF1 rows, each setting switched back
     PYTHONPATH=$PWD .venv/bin/python benchmarks/validation.py --sharding   # sharded activations, collective matmul, host input switched back
@@ -30,15 +32,29 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from podsim.perf import chips
-from podsim.validation import ROWS, SERIES, bands, run_table, series_table
+from podsim.errors import PodsimError
+from podsim.validation import ROWS, SERIES, bands, series_table
+from podsim.validation.split import (
+    HOST_CONSTANTS,
+    Predictor,
+    calibrate,
+    calibration_rows,
+    check_can_calibrate,
+    check_identifiable,
+    constants,
+    cross_validate,
+    current_values,
+    row_facts,
+    sensitivity,
+    unidentified,
+)
 from podsim.validation.table import (
     SERIES_TOLERANCE,
-    UPPER_BOUND_BAND,
     band_errors,
-    calibrate,
     error,
+    kind_figures,
     predict,
+    record,
     summarise,
 )
 
@@ -71,11 +87,19 @@ def _measured(r: dict) -> str:
     return ("<= " if r["kind"] == "upper_bound" else "") + _fmt_s(r["measured_s"])
 
 
+def _implied(r: dict) -> str:
+    """The value a row is scored against (split rule R6), where it is not the measurement."""
+    return "" if r["kind"] == "measured" else f" (implies {_fmt_s(r['implied_s'])})"
+
+
+HEAD = f"{'id':13} {'system':36} {'model':13} {'measured':>26} {'podsim':>10} {'error':>7}"
+
+
 def _line(r: dict) -> str:
     tag = f" [calibration: {r['calibration']}]" if r["calibration"] else ""
     tag += f" [{r['unscored']}]" if r.get("unscored") else ""
-    return (f"{r['id']:4} {r['system'][:36]:36} {r['model'][:11]:11} {_measured(r):>16} {_fmt_s(r['predicted_s']):>10} "
-            f"{r['ratio']:6.3f} {r['error']:+7.1%}  MFU {_pct(r['mfu']):>6} HFU {_pct(r['hfu']):>6} {_peak(r):13}  "
+    return (f"{r['id']:13} {r['system'][:36]:36} {r['model'][:13]:13} {_measured(r) + _implied(r):>26} {_fmt_s(r['predicted_s']):>10} "
+            f"{r['error']:+7.1%}  MFU {_pct(r['mfu']):>6} HFU {_pct(r['hfu']):>6} {_peak(r):13}  "
             f"({r['engine_wall_s']:.1f} s){tag}")
 
 
@@ -87,14 +111,19 @@ def _hbm(r: dict) -> str:
 
 
 def _markdown(table: list[dict]) -> str:
-    out = ["| id | system | model | measured | podsim | predicted / measured | error | MFU | HFU | peak | recompute | HBM per chip | note |",
-           "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    out = ["| id | system | model | measured | scored against (R6) | podsim | error | LOO | LOSO | MFU | HFU | peak | recompute | HBM per chip | note |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in table:
         note = f"**calibration** ({r['calibration']})" if r["calibration"] else ""
         if r["assumed"]:
             note = (note + "; " if note else "") + r["assumed"]
-        out.append(f"| {r['id']} | {r['system']} | {r['model']} | {_measured(r)} | {_fmt_s(r['predicted_s'])} | "
-                   f"{r['ratio']:.3f} | {r['error']:+.1%} | {_pct(r['mfu'])} | {_pct(r['hfu'])} | {r['peak_precision']} | {r['recompute']} | {_hbm(r)} | {note} |")
+        if r.get("no_basis"):
+            note = (note + "; " if note else "") + "no basis (the vendor's figure): " + ", ".join(r["no_basis"])
+        if r.get("unscored"):
+            note = (note + "; " if note else "") + r["unscored"]
+        cv = "".join(f" {r[k]:+.1%} |" if k in r else " - |" for k in ("loo", "loso"))
+        out.append(f"| {r['id']} | {r['system']} | {r['model']} | {_measured(r)} | {_fmt_s(r['implied_s'])} | {_fmt_s(r['predicted_s'])} | "
+                   f"{r['error']:+.1%} |{cv} {_pct(r['mfu'])} | {_pct(r['hfu'])} | {r['peak_precision']} | {r['recompute']} | {_hbm(r)} | {note} |")
     return "\n".join(out)
 
 
@@ -257,30 +286,147 @@ def series_lines(table: list[dict], markdown: bool) -> list[str]:
     return out
 
 
+BANDS_NOTE = ("written by `benchmarks/validation.py --write-bands` (step bands: the step-time table, "
+              "podsim/validation/table.py: leave-one-out |error| of every row the quality rule scores, calibration rows with "
+              "their held-out error) and `--serving --write-bands` (serve bands: the serving table, "
+              "podsim/validation/serving_table.py: |error| of the rows that set no constant), per kind prefix")
+
+
 def write_serving_bands(table: list[dict]) -> None:
     """The serving table's bands into podsim/data/error_bands.json, beside the step bands already there."""
     from podsim.validation import serving_table as st
 
     path = Path(__file__).resolve().parents[1] / "podsim" / "data" / bands.BANDS_FILE
-    note = ("written by `benchmarks/validation.py --write-bands` (step bands: the step-time table, "
-            "podsim/validation/table.py) and `--serving --write-bands` (serve bands: the serving table, "
-            "podsim/validation/serving_table.py): |error| of the rows that set no constant, per kind prefix")
     new = bands.bands_from_errors(st.band_errors(table))
-    path.write_text(bands.to_json(bands.merged(bands.stored_bands(), new, "serve"), note), encoding="utf-8")
+    path.write_text(bands.to_json(bands.merged(bands.stored_bands(), new, "serve"), BANDS_NOTE), encoding="utf-8")
     print(f"wrote the serving bands into {path}")
 
 
 def write_bands(table: list[dict]) -> None:
-    """podsim/data/error_bands.json from the whole table's validation rows (podsim.validation.bands)."""
-    if {r["id"] for r in table} != {r.id for r in ROWS}:
-        raise SystemExit("--write-bands needs the whole table: give no row ids")
-    note = ("written by `benchmarks/validation.py --write-bands` (step bands: the step-time table, "
-            "podsim/validation/table.py) and `--serving --write-bands` (serve bands: the serving table, "
-            "podsim/validation/serving_table.py): |error| of the rows that set no constant, per kind prefix")
+    """The step bands of podsim/data/error_bands.json from the whole table's cross-validated errors
+    (podsim.validation.bands), beside the serving bands already there."""
+    if {r["id"] for r in table} != {r.id for r in ROWS} or any("loo" not in r for r in table):
+        raise SystemExit("--write-bands needs the whole table, cross-validated: give no row ids and not --no-cv")
     path = Path(__file__).resolve().parents[1] / "podsim" / "data" / bands.BANDS_FILE
-    new = bands.bands_from_errors(band_errors(table))
-    path.write_text(bands.to_json(bands.merged(bands.stored_bands(), new, "step"), note), encoding="utf-8")
+    new = bands.bands_from_errors(band_errors(table, {r["id"]: r["loo"] for r in table}))
+    path.write_text(bands.to_json(bands.merged(bands.stored_bands(), new, "step"), BANDS_NOTE), encoding="utf-8")
     print(f"wrote {path}")
+
+
+def _pick_reason(name: str, rid: str) -> str:
+    """Why the rule picked the row: its measured MFU, FLOPs per HBM byte or images per host, and
+    the constant's identifiability from it (A2)."""
+    row = next(r for r in ROWS if r.id == rid)
+    f, kind = row_facts(row), name.split(":")[1]
+    if kind == "matmul":
+        why = f"highest measured MFU among eligible rows: {f.measured_mfu:.1%}"
+    elif kind == "hbm":
+        why = f"lowest model FLOPs per HBM byte among eligible rows: {f.flops_per_hbm_byte:.0f}"
+    else:
+        why = f"most images per host per step among eligible rows: {f.host_items:.0f}"
+    return why + f"; sensitivity {sensitivity(row, name):.2f}"
+
+
+def print_picks(picks: dict[str, str], values: dict[str, float], rows=ROWS) -> None:
+    print("calibration rows (podsim.validation.split.calibration_rows, split rule R2 with A1 and A2; every other row validates):")
+    for name, rid in sorted(picks.items()):
+        v = f"{values[name]:,.0f}" if name in HOST_CONSTANTS else f"{values[name]:.3f}"
+        print(f"  {name:22} = {v:>8}  from {rid:13} ({_pick_reason(name, rid)})")
+    for name, why in sorted(unidentified(rows).items()):
+        fallback = "the hosts never hold a step" if name in HOST_CONSTANTS else f"the vendor's figure, {current_values([name])[name]:.3f}"
+        print(f"  {name:22}   no basis (A2): {why}; {fallback}")
+
+
+def _summary_line(label: str, errs: list[float]) -> str:
+    a = sorted(abs(e) for e in errs)
+    return f"{label}: median |error| {a[len(a) // 2] if len(a) % 2 else (a[len(a) // 2 - 1] + a[len(a) // 2]) / 2:.1%}, max {a[-1]:.1%} over {len(a)} rows"
+
+
+def cv_lines(table: list[dict], markdown: bool) -> list[str]:
+    """Per kind (generation x single/multislice): the plain error over validation rows and the
+    cross-validated errors over every scored row."""
+    figs = kind_figures(table)
+    if markdown:
+        out = ["| kind | validation rows | plain median / max | scored rows | LOO median / max | LOSO median / max |", "|---|---|---|---|---|---|"]
+        out += [f"| {k} | {f['plain_n']} | {f['plain_median']:.1%} / {f['plain_max']:.1%} | {f['n']} | {f['loo_median']:.1%} / "
+                f"{f['loo_max']:.1%} | {f['loso_median']:.1%} / {f['loso_max']:.1%} |" for k, f in figs.items()]
+        return out
+    out = [f"{'kind':32} {'plain (validation rows)':>26} {'LOO (every row)':>22} {'LOSO (every row)':>22}"]
+    out += [f"{k:32} {f['plain_n']:>4} rows {f['plain_median']:6.1%} / {f['plain_max']:6.1%}  {f['n']:>3} {f['loo_median']:6.1%} / "
+            f"{f['loo_max']:6.1%}   {f['loso_median']:6.1%} / {f['loso_max']:6.1%}" for k, f in figs.items()]
+    return out
+
+
+def step_table(ids: list[str], argv: list[str]) -> list[dict]:
+    """The training rows: the rule's picks, each row's prediction, the cross-validated errors."""
+    rows = tuple(r for r in ROWS if not ids or r.id in ids)
+    chips = {row_facts(r).chip for r in rows}
+    t0 = time.perf_counter()
+    picks = calibration_rows(r for r in ROWS if row_facts(r).chip in chips)
+    values = current_values(picks)
+    print_picks(picks, values)
+    print(f"(rule applied to {len(ROWS)} rows' data and traces in {time.perf_counter() - t0:.0f} s)\n\n{HEAD}")
+    predictor, sets = Predictor(), {}
+    for name, rid in picks.items():
+        sets.setdefault(rid, []).append(name)
+    t1 = time.perf_counter()
+    table = []
+    for row in rows:
+        table.append(record(row, predictor.summary(row, values), tuple(sorted(sets.get(row.id, ())))))
+        print(_line(table[-1]), flush=True)
+    s = summarise(table)
+    unscored = sum(1 for r in table if r.get("unscored"))
+    print(f"\n{s['validation_rows']} validation rows (of {s['rows']}: {len(set(picks.values()))} set constants, {unscored} not scored by the "
+          f"quality rule): median |error| {s['median_abs_error']:.1%}, "
+          f"max |error| {s['max_abs_error']:.1%} (issue 32's targets 5% and 15%). Wall time {time.perf_counter() - t1:.0f} s.")
+    if not ids and "--no-cv" not in argv:
+        t2 = time.perf_counter()
+        cv = cross_validate(ROWS, picks, values, predictor, error)
+        for r in table:
+            r["loo"], r["loso"] = cv["loo"][r["id"]], cv["loso"][r["id"]]
+        moved = [r for r in table if abs(r["loo"] - r["error"]) > 1e-9 or abs(r["loso"] - r["error"]) > 1e-9]
+        print(f"\ncross-validated (R5: each fold re-applies the rule to the rows left and refits): rows whose held-out error "
+              f"differs from the plain one\n{'id':13} {'plain':>7} {'LOO':>7} {'LOSO':>7}  (corpus)")
+        for r in moved:
+            print(f"{r['id']:13} {r['error']:+7.1%} {r['loo']:+7.1%} {r['loso']:+7.1%}  ({r['corpus']}){' calibration' if r['calibration'] else ''}")
+        scored = [r for r in table if not r.get("unscored")]
+        print(_summary_line("leave-one-out, every scored row", [r["loo"] for r in scored]))
+        print(_summary_line("leave-one-source-out, every scored row", [r["loso"] for r in scored]))
+        for corpus in sorted({r["corpus"] for r in scored}):
+            print(_summary_line(f"  held-out {corpus}", [r["loso"] for r in scored if r["corpus"] == corpus]))
+        print(f"Cross-validation wall time {time.perf_counter() - t2:.0f} s ({predictor.engine_runs} engine runs in all).")
+        print("\nper kind:\n" + "\n".join(cv_lines(table, "--markdown" in argv)))
+    if "--markdown" in argv:
+        print("\n" + _markdown(table))
+    return table
+
+
+def calibrate_command(argv: list[str]) -> None:
+    """Refit every calibrated constant on the row the rule picks (or `NAME=ROW` given, refused in
+    one line where the row may not set it), then re-apply the rule at the new values: A2 measures
+    identifiability at the constants in force, so the picks must be the same there (a fixed point)."""
+    picks = calibration_rows(ROWS)
+    by_id = {r.id: r for r in ROWS}
+    for a in (a for a in argv if "=" in a and not a.startswith("--")):
+        name, _, rid = a.partition("=")
+        if rid not in by_id:
+            raise PodsimError(f"--calibrate {a}: no row {rid!r}")
+        if name not in HOST_CONSTANTS:
+            check_can_calibrate(by_id[rid], name)
+        check_identifiable(by_id[rid], name)
+        picks[name] = rid
+    t0 = time.perf_counter()
+    predictor = Predictor()
+    fit = calibrate(ROWS, picks, predictor, start=current_values(picks))
+    print(f"calibrated in {time.perf_counter() - t0:.0f} s ({predictor.engine_runs} engine runs):")
+    print_picks(picks, fit)
+    with constants(fit):
+        again = calibration_rows(ROWS, Predictor())
+    print("the rule at the new values picks " + ("the same rows" if again == picks else
+          "other rows: " + ", ".join(f"{n}: {picks.get(n)} -> {again.get(n)}" for n in sorted({*picks, *again}) if picks.get(n) != again.get(n))
+          + " (calibrate again)"))
+    print("CALIBRATED = {" + ", ".join(f'"{k}": {v:.3f}' for k, v in sorted(fit.items()) if k not in HOST_CONSTANTS) + "}")
+    print("in use: " + ", ".join(f"{k} = {v:.3f}" for k, v in sorted(current_values(fit).items())))
 
 
 def main(argv: list[str]) -> None:
@@ -300,22 +446,13 @@ def main(argv: list[str]) -> None:
         multipod_wrap()
         return
     if "--calibrate" in argv:
-        t0 = time.perf_counter()
-        fit = calibrate()
-        print(f"calibrated in {time.perf_counter() - t0:.0f} s: " + ", ".join(f"{k} = {v:.3f}" for k, v in fit.items()))
-        print("in use: " + ", ".join(f"{k} = {getattr(chips, k)}" for k in fit))
+        try:
+            calibrate_command(argv)
+        except PodsimError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            raise SystemExit(2) from None
         return
-    rows = tuple(r for r in ROWS if not ids or r.id in ids)
-    print(f"{'id':4} {'system':36} {'model':11} {'measured':>16} {'podsim':>10} {'ratio':>6} {'error':>7}")
-    t0 = time.perf_counter()
-    table = run_table(rows, on_row=lambda r: print(_line(r), flush=True))
-    s = summarise(table)
-    unscored = sum(1 for r in table if r.get("unscored"))
-    print(f"\n{s['validation_rows']} rows not used for calibration ({unscored} more not scored: the quality rule): median |error| {s['median_abs_error']:.1%}, "
-          f"max |error| {s['max_abs_error']:.1%} (issue 22's targets 7% and 20%); upper-bound rows count as met within "
-          f"{UPPER_BOUND_BAND:.0%} below the bound. Wall time {time.perf_counter() - t0:.0f} s.")
-    if "--markdown" in argv:
-        print("\n" + _markdown(table))
+    table = step_table(ids, argv)
     if "--write-bands" in argv:
         write_bands(table)
         return

@@ -3,7 +3,7 @@
 An id is a row of the project's reference sheets (`podsim/data/reference/hardware.md`: `v4.10`,
 `ocs.17`, `perf.3` ...; `measurements.md`: the measured training runs `M1` ...;
 `serving_measurements.md`: measured serving runs `sv.1` ..., serving-model figures `ov.1`, `lp.1`,
-`cl.1`, `md.1` ...), or a named
+`cl.1`, `md.1` ...; `efficiency.md`: microbenchmarks of achievable matmul and HBM rates `eff.1` ...), or a named
 source of `generations.yaml` (`CACM20`, `NV-H100`, `assumption` ...). `lookup(id)` gives the
 row (fact, value, unit, stated or derived), the publications its source column cites, expanded
 from the sheet's Sources section, with links, and the generation figures that cite it:
@@ -25,7 +25,7 @@ from urllib.parse import quote
 
 from podsim.errors import PodsimError
 
-SHEETS = ("hardware.md", "measurements.md", "serving_measurements.md")
+SHEETS = ("hardware.md", "measurements.md", "serving_measurements.md", "efficiency.md")
 _KEY = re.compile(r"\[([A-Z][A-Z0-9-]+)\]")
 _URL = re.compile(r"https?://[^\s;,)`'\"]+")
 # `owner/repo@commit[:path]` in backticks (the path may hold spaces) or bare (it may not)

@@ -1,7 +1,7 @@
 """Issue 32's sweep: MaxText's v5e 16B and 128B dense decoders (MaxText/configs/v5e/16b.sh and
-128b.sh at AI-Hypercomputer/maxtext@76bd53b, the commit of its v5e README table: pyconfig's
-global_parameter_scale rule on its base.yml) on 1..32 v5e-256 slices, FSDP (and tensor for 128B)
-inside each slice, data parallel across, the batch per chip fixed: per-chip throughput falls with
+128b.sh at AI-Hypercomputer/maxtext@76bd53b, the commit of its v5e README table: the presets
+maxtext-16b and maxtext-128b of podsim/trace/configs.py, the validation table's) on 1..32 v5e-256
+slices, FSDP (and tensor for 128B) inside each slice, data parallel across, the batch per chip fixed: per-chip throughput falls with
 every slice count, and each point's loss is named terms that add up (podsim.study.multislice):
 the DCN tail the engine leaves exposed, the expected straggler wait, the expected ECMP collision
 cost. Their sum is what podsim's sources support: about 1% at 32 slices, where MaxText's README
@@ -19,24 +19,12 @@ from podsim.study.multislice import STRAGGLER_CV, expected_max_load, expected_ma
 from podsim.study.scaling import scaling_study
 from podsim.topology import DcnSpec
 from podsim.trace import GenerateOptions
-from podsim.trace.configs import TransformerConfig
+from podsim.trace.configs import get_model
 
 # One v5e slice (32 hosts, 2 x 100G NICs each) per 2:1 ToR (32 down ports of 200G: 2 NICs per
 # port), six ToRs per 3:1 aggregation block, 8 spine blocks: a planner's own figures.
 TIERS = "tor=48x200/2,aggregation=64x400/3,spine=256x400*8"
 SLICES = (1, 2, 4, 8, 16, 32)
-
-
-def maxtext_decoder(scale: int) -> TransformerConfig:
-    """MaxText's base model (base.yml at 76bd53b: emb 2560, 8 heads of 256, mlp 8192 relu, 16
-    layers, vocab 32768, logits via the embedding) scaled by pyconfig.get_individual_scales: heads
-    and mlp, then embed, then layers double in turn."""
-    b, rem = divmod(int(math.log2(scale)), 3)
-    heads, emb, layers = 2 ** (b + (rem > 0)), 2 ** (b + (rem > 1)), 2 ** b
-    return TransformerConfig(name=f"maxtext-{scale}b", source="AI-Hypercomputer/maxtext@76bd53b MaxText/pyconfig.py, configs/base.yml",
-                             n_layers=16 * layers, d_model=2560 * emb, n_heads=8 * heads, n_kv_heads=8 * heads, head_dim=256,
-                             d_ff=8192 * heads, vocab=32768, seq_len=2048, global_batch=256, mlp="gelu", norm="rmsnorm",
-                             bias=False, tied_embeddings=True, learned_positions=False)
 
 
 # name: (scale, per_device_batch_size, plan in the slice), as the scripts set them (remat full, fp32 weights)
@@ -46,15 +34,15 @@ CASES = {"16B": (16, 6, "fsdp=256"), "128B": (128, 1, "fsdp=16,tensor=16")}
 @pytest.fixture(scope="module", params=list(CASES))
 def sweep(request):
     scale, per_chip, plan = CASES[request.param]
-    cfg = maxtext_decoder(scale)
+    cfg = get_model(f"maxtext-{scale}b", {"global_batch": per_chip * 256})
     base = StepStudy("tpu-v5e", "16x16", model=cfg, plan=plan, dcn=DcnSpec(tiers=TIERS),
                      options=GenerateOptions(recompute="full", grad_bytes=4))
     return request.param, cfg, scaling_study(base, SLICES, per_chip * 256)
 
 
 def test_the_configs_are_maxtexts():
-    assert maxtext_decoder(16).params == pytest.approx(16.3e9, rel=0.01)
-    assert maxtext_decoder(128).params == pytest.approx(128.8e9, rel=0.01)
+    assert get_model("maxtext-16b").params == pytest.approx(16.3e9, rel=0.01)
+    assert get_model("maxtext-128b").params == pytest.approx(128.8e9, rel=0.01)
 
 
 @pytest.mark.slow

@@ -41,15 +41,16 @@ def test_matmul_time_closed_form_and_precision():
         matmul_time_s(mm, chip_compute("tpu-v3"), "int8")
 
 
-def test_v6e_int8_has_its_own_calibrated_fraction():
-    """V6E_INT8_FRACTION (set from validation row M15) applies to int8 matmuls on v6e only."""
-    from podsim.perf import chips
+def test_each_precision_runs_at_its_generations_own_fraction():
+    """An int8 matmul on v6e at v6e's own int8 fraction (eff.4), bf16 at its bf16 one (eff.3); v5p's
+    int8, with no source or row of its own, at v5p's bf16 fraction of the int8 peak (podsim.perf.efficiency)."""
+    from podsim.perf.efficiency import fraction
 
     mm = Matmul(8192, 8192, 8192)
     v6e, v5p = chip_compute("tpu-v6e"), chip_compute("tpu-v5p")
-    assert matmul_time_s(mm, v6e, "int8") == pytest.approx(mm.flops / (1836e12 * chips.V6E_INT8_FRACTION))  # v6e.1
-    assert matmul_time_s(mm, v6e) == pytest.approx(mm.flops / (918e12 * chips.MATMUL_FRACTION))
-    assert matmul_time_s(mm, v5p, "int8") == pytest.approx(mm.flops / (918e12 * chips.MATMUL_FRACTION))  # v5p.6
+    assert matmul_time_s(mm, v6e, "int8") == pytest.approx(mm.flops / (1836e12 * fraction("tpu-v6e:matmul:int8").value))  # v6e.1
+    assert matmul_time_s(mm, v6e) == pytest.approx(mm.flops / (918e12 * fraction("tpu-v6e:matmul:bf16").value))
+    assert matmul_time_s(mm, v5p, "int8") == pytest.approx(mm.flops / (918e12 * fraction("tpu-v5p:matmul:bf16").value))  # v5p.6
 
 
 def test_memory_bound_and_sum():

@@ -46,4 +46,7 @@ def test_answer_holds(result):
     assert t["dcn_busy_s"][0] == 0 and (t["dcn_busy_s"][1:] > 0).all()
     assert (t["step_time_s"][1:] > t["step_time_s"][0]).all()
     assert t["parallel_efficiency"] == pytest.approx(t["step_time_s"][0] / t["step_time_s"])
-    assert 0.8 < result.metrics["scaling_parallel_efficiency"] < 1
+    # falls with every doubling, and stays high: 4 layers of compute (per-op model, v4's calibrated
+    # fraction) against the DCN all-reduce's exposed part, the straggler wait and ECMP collisions
+    assert all(a > b for a, b in zip(t["parallel_efficiency"], t["parallel_efficiency"][1:], strict=False))
+    assert 0.75 < result.metrics["scaling_parallel_efficiency"] < 1

@@ -14,22 +14,25 @@ from podsim.validation import bands
 from podsim.validation import serving_table as st
 from podsim.validation.serving_rows import ALL_ROWS, SERVER_ROWS
 
-# predicted / measured - 1 of every engine row (benchmarks/validation.py --serving, 2026-12-04)
-PINNED = {"sv.1": 0.0144, "sv.2": -0.0941, "sv.3": -0.0947, "sv.4": -0.0865, "sv.5": 0.1165, "sv.6": -0.0959, "sv.7": -0.0658,
-          "sv.8": -0.1235, "sv.9": 0.0452, "sv.10": -0.1246, "sv.11": -0.1045, "sv.12": -0.2021, "sv.13": 0.0, "sv.14": -0.1924,
-          "sv.15": 0.1476, "sv.16": -0.2354, "sv.17": 0.0201, "sv.18": -0.1224, "sv.19": 0.2778, "sv.20": -0.0049,
-          "sv.21": -0.1766, "sv.22": -0.1775, "sv.23": 0.1929, "sv.24": 0.1215, "sv.25": 0.0358, "sv.26": -0.0078,
-          "sv.27": 0.1437, "sv.28": 0.1846, "sv.29": 0.2292, "sv.30": 0.2861, "sv.31": 0.2732, "sv.32": 0.3482, "sv.33": -0.0435,
-          "sv.34": 0.0654, "sv.35": -0.0076, "sv.36": -0.0600, "sv.37": 0.4347, "sv.38": 0.2100, "sv.39": 0.3734,
-          "sv.41": 0.2637, "sv.62": 0.0}
-SAXML = {"I1": -0.009, "I2": -0.117, "I3": 0.072, "I4": 0.135}  # test_serving_validation.PINNED (the benchmark's 8 seeds)
+# predicted / measured - 1 of every engine row (benchmarks/validation.py --serving), at issue 32's per-generation
+# compute fractions (podsim.perf.efficiency: H100 bf16 0.757 and HBM 0.869 from vidur's kernel profiles, eff.9 and
+# eff.8; v5e 0.923, eff.2). Median 12.2% at the shared 0.752 before issue 32; 14.8% at eff.7's H100 0.789 with
+# H100's HBM at its stated bandwidth (no basis); 16.5% with vidur's two (max 44.4% -> 37.2%, LOSO 24.0% -> 16.5%)
+PINNED = {"sv.1": -0.0301, "sv.2": -0.166, "sv.3": -0.1347, "sv.4": -0.1659, "sv.5": 0.0705, "sv.6": -0.1657,
+          "sv.7": -0.1102, "sv.8": -0.1925, "sv.9": 0.0145, "sv.10": -0.1909, "sv.11": -0.1382, "sv.12": -0.2678,
+          "sv.13": 0.0, "sv.14": -0.1983, "sv.15": 0.1483, "sv.16": -0.238, "sv.17": 0.0225, "sv.18": -0.1202,
+          "sv.19": 0.2031, "sv.20": -0.0745, "sv.21": -0.2472, "sv.22": -0.2542, "sv.23": 0.1588, "sv.24": 0.0798,
+          "sv.25": -0.0309, "sv.26": -0.096, "sv.27": 0.1321, "sv.28": 0.1649, "sv.29": 0.2025, "sv.30": 0.2437,
+          "sv.31": 0.2458, "sv.32": 0.3266, "sv.33": -0.1173, "sv.34": 0.0048, "sv.35": -0.0617, "sv.36": -0.1433,
+          "sv.37": 0.3724, "sv.38": 0.1915, "sv.39": 0.3567, "sv.41": 0.247, "sv.62": 0.0}
+SAXML = {"I1": -0.074, "I2": -0.178, "I3": 0.154, "I4": 0.231}  # test_serving_validation.PINNED (the benchmark's 8 seeds)
 CALIBRATION = {"sv.13": "tensorrt-llm-0.6.layer_overhead_s", "sv.62": "jetstream.step_overhead_s"}
 # leave-one-out and leave-one-source-out errors where they differ from the plain one
-CV = {"sv.1": (0.0144, 0.2569), "sv.2": (-0.0941, 0.2995), "sv.3": (-0.0947, 0.2380), "sv.4": (-0.0865, 0.2089),
-      "sv.5": (0.1165, 0.4374), "sv.6": (-0.0959, 0.3196), "sv.7": (-0.0658, 0.2320), "sv.8": (-0.1235, 0.2380),
-      "sv.9": (0.0452, 0.1815), "sv.10": (-0.1246, 0.0381), "sv.11": (-0.1045, 0.0436), "sv.12": (-0.2021, -0.0020),
-      "sv.13": (-0.1291, -0.7131), "sv.14": (-0.1924, -0.3645), "sv.15": (0.1476, -0.6674), "sv.16": (-0.2354, -0.3939),
-      "sv.17": (0.0201, -0.5284), "sv.18": (-0.1224, -0.2532), "sv.62": (2.1027, 2.1027)}
+CV = {"sv.1": (-0.0301, 0.1732), "sv.2": (-0.166, 0.1301), "sv.3": (-0.1347, 0.1405), "sv.4": (-0.1659, 0.0553),
+      "sv.5": (0.0705, 0.34), "sv.6": (-0.1657, 0.1475), "sv.7": (-0.1102, 0.1354), "sv.8": (-0.1925, 0.0805),
+      "sv.9": (0.0145, 0.1338), "sv.10": (-0.1909, -0.0635), "sv.11": (-0.1382, -0.0114), "sv.12": (-0.2678, -0.1148),
+      "sv.13": (-0.1297, -0.6698), "sv.14": (-0.1983, -0.3599), "sv.15": (0.1483, -0.6173),
+      "sv.16": (-0.238, -0.3868), "sv.17": (0.0225, -0.4927), "sv.18": (-0.1202, -0.2431), "sv.62": (2.2357, 2.2357)}
 
 
 @pytest.fixture(scope="module")
@@ -49,23 +52,25 @@ def test_every_engine_row_holds_its_fidelity(table):
 
 @pytest.mark.slow
 def test_the_table_meets_the_issue_and_prints_its_cross_validated_figures(table):
-    """Issue 33's Must-show: >= 20 scored rows from >= 3 sources, median |error| <= 15% (12.2%);
-    the max is 43.5% (sv.37), over the 40% asked: a miss docs/validation.md explains. Beside it, the
-    cross-validated medians: leave-one-out 12.3%, leave-one-source-out 21.0%."""
+    """Issue 33's Must-show: >= 20 scored rows from >= 3 sources, median |error| <= 15%: missed since
+    H100's compute fractions come from vidur's kernel profiles (16.5%; 14.8% with eff.7's matmul and the
+    stated HBM bandwidth, 12.2% at the shared 0.752), a miss docs/validation.md explains; the max,
+    37.2% (sv.37), within the 40% asked. Beside it, the cross-validated medians: leave-one-out 16.5%,
+    leave-one-source-out 16.5%."""
     t, cv = table
     scored = [e for rid, e in {**PINNED, **SAXML}.items() if rid not in CALIBRATION]
     assert len(scored) >= 20 and len({r["group"] for r in t if not r["calibration"]} | {"mlperf-tpu"}) >= 3
     median = statistics.median(abs(e) for e in scored)
-    assert median <= 0.15 and median == pytest.approx(0.122, abs=0.005)
-    assert max(abs(e) for e in scored) == pytest.approx(0.435, abs=0.005)
+    assert median == pytest.approx(0.165, abs=0.005)
+    assert max(abs(e) for e in scored) == pytest.approx(0.372, abs=0.005)
     every = {rid: CV.get(rid, (e, e)) for rid, e in {**PINNED, **SAXML}.items()}
     for rid, (loo, loso) in CV.items():
         assert cv[rid]["loo"] == pytest.approx(loo, abs=0.005) and cv[rid]["loso"] == pytest.approx(loso, abs=0.005), rid
     s = st.summarise(t + [{"id": k, "group": "mlperf-tpu", "error": v, "calibration": ""} for k, v in SAXML.items()],
                      {**cv, **{k: {"plain": v, "loo": v, "loso": v} for k, v in SAXML.items()}})
     assert s["loo_median_abs_error"] == pytest.approx(statistics.median(abs(v[0]) for v in every.values()), abs=1e-3)
-    assert s["loo_median_abs_error"] == pytest.approx(0.123, abs=0.005)
-    assert s["loso_median_abs_error"] == pytest.approx(0.210, abs=0.005)
+    assert s["loo_median_abs_error"] == pytest.approx(0.165, abs=0.005)
+    assert s["loso_median_abs_error"] == pytest.approx(0.165, abs=0.005)
     assert st.HEADER.split()[-3:-1] == ["LOO", "LOSO"] and "LOO" in st.HEADER
 
 

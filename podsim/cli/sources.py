@@ -23,8 +23,8 @@ def sources_cmd(
             return
         for r in listing:
             print(f"{r['id']:<10} {r['fact']}")
-        print(f"{len(listing)} rows of podsim/data/reference/hardware.md, measurements.md and serving_measurements.md; "
-              "`podsim sources ID` shows one")
+        print(f"{len(listing)} rows of podsim/data/reference/hardware.md, measurements.md, serving_measurements.md and "
+              "efficiency.md; `podsim sources ID` shows one")
         return
     d = lookup(source_id)
     if as_json:

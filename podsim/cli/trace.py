@@ -117,7 +117,7 @@ def generate_cmd(
     generation: Annotated[str, typer.Option("--generation", "-g", help="hardware generation")] = "tpu-v4",
     twisted: Annotated[bool, typer.Option("--twisted", help="twisted torus slice")] = False,
     microbatches: Annotated[int | None, typer.Option("--microbatches", "-m", help="micro-batches per step (default: 1; with a pipeline the largest divisor of the local batch <= 4 x stages)", callback=q.MICROBATCHES.option("--microbatches"))] = None,
-    recompute: Annotated[str, typer.Option("--recompute", help="activation recomputation: none, minimal (attention core) or full")] = "none",
+    recompute: Annotated[str, typer.Option("--recompute", help="activation recomputation: none, minimal (attention core), dots (JAX: weight matmuls kept), save_attention (Lingvo-JAX: Q/K/V and attention outputs kept) or full")] = "none",
     precision: Annotated[str, typer.Option("--precision", help="matmul precision: bf16, int8 or fp8 (where the generation publishes the rate)")] = "bf16",
     no_overlap: Annotated[list[str] | None, typer.Option("--no-overlap", help="switch an overlap off: fsdp_prefetch, grad_reduce or dcn (repeatable)")] = None,
     collective_matmul: Annotated[str, typer.Option("--collective-matmul", help="tensor-parallel collectives and their matmuls: auto (the compiler's default: chunked on TPUs, whose XLA decomposes tensor-parallel einsums unless told not to; on GPUs from XLA's windowed-einsum threshold; podsim.trace.defaults), exposed, chunked (decomposed, XLA's windowed einsum; implies sequence parallelism), all_gather, reduce_scatter (one side only) or hidden (the ideal bound)")] = "auto",

@@ -3,25 +3,11 @@
 Row ids (v4.3, v6e.1 ...) are rows of shared/reference/hardware.md; `assumption` marks a
 figure the reference sheet does not give, with the reason in the note.
 
-Two achievable-fraction constants are shared by every generation, and one is v6e's own (the
-host input rate below is the fourth calibrated constant):
-
-- `MATMUL_FRACTION`: the fraction of the MXU's peak a tile-aligned matmul sustains (pipeline
-  fill, VMEM tiling and the vector work XLA fuses into it);
-- `HBM_FRACTION`: the fraction of HBM bandwidth memory-bound ops (norms, elementwise, softmax,
-  optimiser update, embedding lookups) and a matmul's operand traffic reach;
-- `V6E_INT8_FRACTION`: the fraction of v6e's int8 peak an int8 matmul sustains.
-
-None is published for TPUs. Each is set from ONE validation row (docs/validation.md marks
-them "calibration"): MATMUL_FRACTION from M17 (a 200B dense LM on 1024 TPU v4 chips: large
-matmuls, little else), HBM_FRACTION from M4 (ResNet-50 on 8 TPU v4 chips: convolutions plus
-memory-bound batch norm, no communication to speak of), V6E_INT8_FRACTION from M15 (GPT-3 175B
-on two v6e slices, int8; added after the first table showed both v6e rows 2x fast, and checked by
-M14 alone). `benchmarks/validation.py --calibrate` recomputes all four (with the host rate, from
-ML12); the first two are measured on v4 and carried to the other generations unchanged (an
-assumption: no per-generation figure exists). HBM_FRACTION sits at its bound, 1.0, since issue
-22's sharded activations moved M17 and with it MATMUL_FRACTION (0.845 before): M4 cannot be met
-exactly (+1.4%).
+`CHIPS` is the peak table: MXU tile and peak rate per precision. The achievable fractions of those
+peaks (matmul per precision, HBM) are per generation, each with its basis, in
+`podsim.perf.efficiency` (a separate table, so the peaks and the efficiencies change apart):
+`chip_compute` joins the two. The host input rate below is the one calibrated constant that is not
+a compute fraction (with no basis at present: V3_HOST_JPEG_IMAGES_PER_S).
 """
 
 from __future__ import annotations
@@ -29,17 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from podsim.errors import PodsimError
+from podsim.perf.efficiency import HBM, MATMUL, constant_name, fraction
 from podsim.topology import Generation, get_generation
-
-MATMUL_FRACTION = 0.752
-"""Calibrated on validation row M17 (`benchmarks/validation.py --calibrate`, see the module docstring)."""
-HBM_FRACTION = 1.000
-"""Calibrated on validation row M4 (`benchmarks/validation.py --calibrate`, see the module docstring)."""
-V6E_INT8_FRACTION = 0.394
-"""The fraction of v6e's int8 peak (1836 TOP/s, v6e.1) an int8 matmul sustains. Calibrated on
-validation row M15 (`benchmarks/validation.py --calibrate`): the first table showed both v6e rows
-at 0.39 of their bounds with MATMUL_FRACTION, i.e. int8 on v6e does not reach twice the bf16 rate
-in the measured runs; why (quantisation overhead, VPU-bound work) the sources do not say."""
 
 
 @dataclass(frozen=True)
@@ -56,6 +33,7 @@ class ChipCompute:
     hbm_fraction: float
     notes: tuple[str, ...] = field(default=())
     precision_fractions: dict[str, float] = field(default_factory=dict)  # precision -> fraction, where not matmul_fraction
+    bases: dict[str, str] = field(default_factory=dict)  # constant name -> its value and basis (podsim.perf.efficiency)
 
     def fraction_for(self, precision: str) -> float:
         """The fraction of `precision`'s peak a tile-aligned matmul sustains on this chip."""
@@ -89,26 +67,24 @@ CHIPS: dict[str, tuple[int, str, dict[str, float], str, tuple[str, ...]]] = {
 }
 
 
-# generation id -> {precision: name of its own achievable-fraction constant}; looked up when a
-# chip is built, so `podsim.validation.table.fractions` (calibration) reaches it
-PRECISION_FRACTIONS: dict[str, dict[str, str]] = {"tpu-v6e": {"int8": "V6E_INT8_FRACTION"}}
-
-
 # Host input pipelines -----------------------------------------------------------------------
 
-V3_HOST_JPEG_IMAGES_PER_S = 11_046.4
+V3_HOST_JPEG_IMAGES_PER_S: float | None = None
 """Images per second one TPU v3 host (8 chips, hardware.md v3.6) decodes, augments and feeds when
-its pipeline decodes JPEGs every step: the MLPerf v0.6 resnet_main.py without
---cache_decoded_image (R06 Google/benchmarks/resnet/tpu-v3-512/run_and_time.sh sets
-num_prefetch_threads=16 and no cache). No source publishes a host's rate; it is the rate the
-sheet's ml.12 run implies (256 v3 chips, 32 hosts, 32768 images in ~92.7 ms: 11.0k per host),
-calibrated on validation row ML12 (`benchmarks/validation.py --calibrate`), the fourth calibration
-constant. M2 (the same code on 1024 chips, 10.2k per host measured) checks it."""
+its pipeline decodes JPEGs every step (the MLPerf v0.6 resnet_main.py without
+--cache_decoded_image). No source publishes a host's rate, and the calibration split (its host
+rule with amendment A2, podsim.validation.split) finds no row it can be identified from: the
+rule's row, R06-resnet-128 (the most images per host), runs slower on its chips alone by
+podsim's count than its measured step, so no rate fits it and the solve runs to its bound, where
+the step no longer depends on the rate. So the rate has no basis (None): a trace that asks for
+the jpeg pipeline on v3 is refused with a request for input_rate_per_host, and the validation rows
+whose code decodes JPEGs run without the hosts, said in their notes. (It was 11,049, fitted on
+ML12 before the split rule; ML12 re-derived from its logs, 78.96 ms, would imply 13.0k.)"""
 
 INPUT_PIPELINES = ("none", "jpeg")
 """none: the input never holds a step up (synthetic data, or cached decoded images fed faster
 than the chips consume them: no source gives that rate); jpeg: JPEGs decoded every step at the
-generation's host rate (HOST_INPUT_RATES)."""
+generation's host rate (HOST_INPUT_RATES), where it has one."""
 
 # generation id -> {pipeline: (name of its rate constant, unit)}; looked up by name when a trace is
 # generated, so calibration reaches it
@@ -127,19 +103,26 @@ def host_input_rate(gen: str | Generation, pipeline: str) -> tuple[float, str]:
         have = ", ".join(f"{p} on {gid}" for gid, ps in HOST_INPUT_RATES.items() for p in ps)
         raise PodsimError(f"input_pipeline {pipeline!r}: no published or calibrated rate for {g.id} hosts (podsim has: {have}); "
                           "give the rate instead (input_rate_per_host)") from None
-    return float(globals()[name]), unit
+    rate = globals()[name]
+    if rate is None:
+        raise PodsimError(f"input_pipeline {pipeline!r} on {g.id}: the hosts' rate has no basis (no source, and no validation row "
+                          "identifies it: podsim.perf.chips." + name + "); give the rate instead (input_rate_per_host)")
+    return float(rate), unit
 
 
 def chip_compute(gen: str | Generation) -> ChipCompute:
-    """The compute constants of a generation; one without an entry (a GPU, a custom chip) gets
-    no tile padding and its bf16 peak only."""
+    """The compute constants of a generation: its peak table entry (one without an entry, a GPU or
+    a custom chip, gets no tile padding and its bf16 peak only) and its achievable fractions
+    (podsim.perf.efficiency), read when called so calibration reaches them."""
     g = get_generation(gen)
     bf16 = g.peak_flops_per_s
     if g.chip_id in CHIPS:
         dim, dim_src, extra, peak_src, notes = CHIPS[g.chip_id]
     else:
         dim, dim_src, extra, peak_src, notes = 1, "assumption", {}, "peak_bf16_tflops_per_chip", ("no MXU tile modelled",)
-    per_precision = {p: globals()[name] for p, name in PRECISION_FRACTIONS.get(g.chip_id, {}).items()}
+    fr = {p: fraction(constant_name(g.chip_id, MATMUL, p)) for p in ("bf16", *extra)}
+    hbm = fraction(constant_name(g.chip_id, HBM))
+    bases = {f.name: f.text() for f in (*fr.values(), hbm)}
     return ChipCompute(g.id, dim, dim_src, {"bf16": bf16, **extra}, peak_src, g.hbm_bytes_per_s,
-                       matmul_fraction=MATMUL_FRACTION, hbm_fraction=HBM_FRACTION, notes=notes,
-                       precision_fractions=per_precision)
+                       matmul_fraction=fr["bf16"].value, hbm_fraction=hbm.value, notes=notes,
+                       precision_fractions={p: f.value for p, f in fr.items() if p != "bf16"}, bases=bases)

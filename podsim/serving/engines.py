@@ -120,11 +120,11 @@ class EngineModel:
 PRAXIS = "google/praxis@c46c844"
 XQA_BLOG = ("TensorRT-LLM docs/source/blogs/XQA-kernel.md (\"New XQA-kernel provides 2.4x more Llama-70B throughput\", "
             "released in v0.8)")
-TRT_LAYER_OVERHEAD_S = 1.783e-4
+TRT_LAYER_OVERHEAD_S = 1.675e-4
 """TensorRT-LLM's host time per layer per step (kernel launches and runtime work the GPU waits for), calibrated
 on the gptSession era's batch-1 first-token row with the shortest prompt and fewest layers (docs/validation.md,
 serving rule S2; `benchmarks/validation.py --serving --calibrate` recomputes it)."""
-JETSTREAM_STEP_OVERHEAD_S = 4.162e-2
+JETSTREAM_STEP_OVERHEAD_S = 4.244e-2
 """JetStream's host time per step on TPU v5e (the Python orchestrator's dispatch, transfer of each step's tokens,
 detokenising), calibrated on its one row with published lengths (serving rule S2); not published (ov.7)."""
 TRT_CAL = "calibration: sv.13 (serving rule S2: the batch-1 first-token row with the shortest prompt, fewest layers)"

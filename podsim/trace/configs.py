@@ -303,6 +303,33 @@ PALM_SOURCE = (
     "vocab 256k = 256000, seq 2048, batch 2048 sequences in the last phase)"
 )
 
+MAXTEXT_COMMIT = "AI-Hypercomputer/maxtext@76bd53b0f44caf989c88189afadeb1062f9254f0"
+MAXTEXT_SOURCE = (
+    f"MaxText's 'global_parameter_scale' family ({MAXTEXT_COMMIT}, 2023-12-15): MaxText/pyconfig.py "
+    "get_individual_scales (log2(scale) = 3b + r: heads and mlp_dim x 2^(b + (r > 0)), emb_dim x 2^(b + (r > 1)), layers x 2^b) "
+    "on MaxText/configs/base.yml's base_emb_dim 2560, base_num_heads 8, base_mlp_dim 8192, base_num_decoder_layers 16, "
+    "head_dim 256, vocab_size 32768, max_target_length 2048, mlp_activations ['relu'] (one input matrix: podsim's "
+    "2-matrix 'gelu' shape), logits_via_embedding (tied), RMSNorm, RoPE, no biases, and MaxText/layers/models.py "
+    "DecoderLayer's one norm feeding attention and the MLP, summed into one residual (a parallel block; the Q/K/V "
+    "RMSNorms of layers/attentions.py are not modelled); global batch: the script's per_device_batch_size on one "
+    "slice of the README's first row ({script})"
+)
+
+
+def maxtext_model(scale: int, global_batch: int, script: str) -> TransformerConfig:
+    """MaxText's model of `global_parameter_scale` = scale (a power of 2), as MAXTEXT_SOURCE says."""
+    b, r = divmod(int(math.log2(scale)), 3)
+    if 2 ** int(math.log2(scale)) != scale:
+        raise PodsimError(f"maxtext global_parameter_scale {scale} is not a power of 2")
+    heads = 8 * 2 ** (b + (r > 0))
+    return TransformerConfig(
+        name=f"maxtext-{scale}b", source=MAXTEXT_SOURCE.format(script=script), n_layers=16 * 2**b, d_model=2560 * 2 ** (b + (r > 1)),
+        n_heads=heads, n_kv_heads=heads, head_dim=256, d_ff=8192 * 2 ** (b + (r > 0)), vocab=32768, seq_len=2048,
+        global_batch=global_batch, mlp="gelu", norm="rmsnorm", bias=False, tied_embeddings=True, learned_positions=False,
+        parallel_block=True,
+    )
+
+
 PRESETS: dict[str, ModelConfig] = {
     "gpt3-175b": TransformerConfig(
         name="gpt3-175b", source=GPT3_SOURCE, n_layers=96, d_model=12288, n_heads=96, n_kv_heads=96,
@@ -330,6 +357,12 @@ PRESETS: dict[str, ModelConfig] = {
         norm="layernorm", bias=False, tied_embeddings=True, learned_positions=False, parallel_block=True,
     ),
     "resnet50": ResNetConfig(name="resnet50", source=RESNET_SOURCE, global_batch=1024),
+    # MaxText's published v5e and v5p configurations (MaxText/configs/v5e/*.sh, v5p/*.sh): batch = the
+    # script's per_device_batch_size x the chips of one slice of the README's first row
+    **{f"maxtext-{s}b": maxtext_model(s, batch, script) for s, batch, script in (
+        (16, 6 * 256, "v5e/16b.sh: 6 x v5e-256"), (32, 4 * 256, "v5e/32b.sh: 4 x v5e-256"), (64, 2 * 256, "v5e/64b.sh: 2 x v5e-256"),
+        (128, 1 * 256, "v5e/128b.sh: 1 x v5e-256"), (256, 2 * 512, "v5p/256b.sh: 2 x v5p-1024, 512 chips"),
+        (512, 2 * 512, "v5p/512b.sh: 2 x v5p-1024, 512 chips"), (1024, 2 * 1024, "v5p/1024b.sh: 2 x v5p-2048, 1024 chips"))},
 }
 
 

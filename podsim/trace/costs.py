@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from podsim.perf.opmodel import Matmul, backward_matmuls
 from podsim.trace.configs import ConvLayer, TransformerConfig
 from podsim.trace.mesh import ParallelPlan
+from podsim.trace.optimizers import optimizer_state_bytes
 
 if TYPE_CHECKING:
     from podsim.trace.options import GenerateOptions
@@ -254,9 +255,10 @@ class TransformerShard:
 
 
 def adam_update(params: float, opts: GenerateOptions) -> Cost:
-    """One Adam-style update of `params` parameters: 12 FLOPs each; the fp32 master weight and two
-    moments read and written (24 bytes), the gradient read and the weight as used written."""
-    return Cost(12.0 * params, params * (24 + opts.grad_bytes + opts.weight_bytes))
+    """One optimizer update of `params` parameters: 12 FLOPs each; the optimizer's state (Adam: the
+    fp32 master weight and two moments, podsim.trace.memory.OPTIMIZER_STATE_BYTES) read and written,
+    the gradient read and the weight as used written."""
+    return Cost(12.0 * params, params * (2 * optimizer_state_bytes(opts.optimizer) + opts.grad_bytes + opts.weight_bytes))
 
 
 def conv_cost(layer: ConvLayer, images: int, opts: GenerateOptions) -> Cost:

@@ -18,13 +18,15 @@ from pydantic import ConfigDict
 from podsim import quantities as q
 from podsim.perf.chips import INPUT_PIPELINES
 from podsim.trace.model import PRECISIONS
+from podsim.trace.optimizers import OPTIMIZERS
 
 Precision = Literal["bf16", "int8", "fp8"]  # PRECISIONS, as a type the scenario schema checks
 Attention = Literal["flash", "materialized"]
-Recompute = Literal["none", "minimal", "full"]
+Recompute = Literal["none", "minimal", "dots", "save_attention", "full"]
 CollectiveMatmul = Literal["auto", "exposed", "chunked", "all_gather", "reduce_scatter", "hidden"]  # COLLECTIVE_MATMUL
 InputPipeline = Literal["none", "jpeg"]  # podsim.perf.chips.INPUT_PIPELINES
-assert get_args(Precision) == PRECISIONS and get_args(InputPipeline) == INPUT_PIPELINES
+Optimizer = Literal["adam", "adafactor", "adafactor_int8_momentum"]  # podsim.trace.optimizers.OPTIMIZERS
+assert get_args(Precision) == PRECISIONS and get_args(InputPipeline) == INPUT_PIPELINES and get_args(Optimizer) == OPTIMIZERS
 
 
 @dataclass(frozen=True)
@@ -40,10 +42,15 @@ class GenerateOptions:
     # None: 1 without a pipeline, else the largest divisor of the local batch <= 4p
     microbatches: q.MICROBATCHES.type | None = None
     # Activation recomputation: none; minimal (Korthikanti et al. 2022 selective: the attention
-    # core, QK^T, softmax and AV, re-runs in backward); full (each layer's forward re-runs).
-    # True/False are accepted for full/none.
+    # core, QK^T, softmax and AV, re-runs in backward); dots (JAX's checkpoint_dots_with_no_batch_dims,
+    # MaxText's remat_policy 'minimal' at 76bd53b: the weight matmuls' outputs kept, the attention core,
+    # the norms and the MLP's activation re-run); save_attention (only Q/K/V and the attention
+    # output before and after its projection are kept: the MLP's input matmul and activation and the
+    # attention core re-run; Lingvo-JAX's SAVE_DOT_FOR_MLPERF_200B, tensorflow/lingvo@0c5d29e
+    # lingvo/jax/layers/repeats.py); full (each layer's forward re-runs). True/False: full/none.
     recompute: Recompute | bool = "none"
     precision: Precision = "bf16"  # matmul precision: bf16, or int8 / fp8 where the generation publishes the rate
+    optimizer: Optimizer = "adam"  # the optimizer's state per parameter (podsim.trace.optimizers): adam, adafactor, ...
     # Overlap as XLA schedules it (each a switch so its effect can be measured):
     overlap_fsdp_prefetch: bool = True  # FSDP gathers of the next layer run under this layer's compute
     overlap_grad_reduce: bool = True  # FSDP reduce-scatters and in-slice data-parallel all-reduces overlap backward
@@ -79,7 +86,7 @@ class GenerateOptions:
 
 
 OVERLAP_SWITCHES = ("overlap_fsdp_prefetch", "overlap_grad_reduce", "overlap_dcn", "collective_matmul")
-RECOMPUTE_POLICIES = ("none", "minimal", "full")
+RECOMPUTE_POLICIES = ("none", "minimal", "dots", "save_attention", "full")  # least recompute first
 
 COLLECTIVE_MATMUL = get_args(CollectiveMatmul)
 """How tensor-parallel collectives meet the matmuls beside them:

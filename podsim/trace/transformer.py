@@ -234,9 +234,17 @@ class _TransformerProgram:
                 self._layer_forward(f"{tag}.recompute.{layer}", layer, bubble, g, " (recomputed)")
                 g = None
 
+            if sh.opts.recompute == "save_attention":  # the MLP's input and activation, for its backward
+                self._recompute_mlp_input(pre, layer, bubble, g)
+                g = None
+
             def recompute_core(layer: str = layer) -> None:
-                if sh.opts.recompute == "minimal":
+                if sh.opts.recompute in ("minimal", "save_attention"):
                     b.compute(f"{pre}.{layer}.attn.recompute", sh.attn_core(), name="attention core recomputed", layer=layer, bubble=bubble)
+                elif sh.opts.recompute == "dots":  # what no weight matmul produced: the core, the norms, the activation
+                    mlp = sh.mlp_block()
+                    b.compute(f"{pre}.{layer}.attn.recompute", sh.attn_core() + mlp.norm + mlp.mid, layer=layer, bubble=bubble,
+                              name="attention core, norms and MLP activation recomputed")
 
             if self.parallel:
                 done = self._block_bwd(f"{pre}.{layer}.block", layer, sh.parallel_block(), bubble=bubble, name="attention and MLP backward",
@@ -277,10 +285,20 @@ class _TransformerProgram:
             ar_e = b.grad_all_reduce(f"{block}.grad.expert.ar", expert * g / f, ("data", "dcn"), ready=ready, blocking=self.ar_blocking, name="data-parallel expert gradient all-reduce", layer=block)
             self.reductions += [x for x in (ar, ar_e) if x]
 
+    def _recompute_mlp_input(self, pre: str, layer: str, bubble: bool, gather: str | None) -> None:
+        """`save_attention`: the MLP's forward up to its output matmul re-run before its backward
+        (its input gathered again under sequence parallelism, the norm, the input matmul(s) and the
+        activation); the attention projections and output are kept."""
+        mlp = self.sh.mlp_block()
+        self._enter(f"{pre}.{layer}.mlp.recompute.in", layer)
+        self.b.compute(f"{pre}.{layer}.mlp.recompute", mlp.norm + mlp.first + mlp.mid, deps=[gather],
+                       name="MLP input and activation recomputed", layer=layer, bubble=bubble)
+
     def optimizer(self) -> None:
         sh = self.sh
         params = (sh.layers * (sh.dense_params() + sh.expert_params()) + sh.embed_params() * self.edge) / sh.plan.fsdp
-        self.b.compute("optimizer", adam_update(params, sh.opts), deps=[*self.reductions, *self.b.flush_grads()], name="Adam update of this chip's shard", layer="optimizer")
+        what = "Adam" if sh.opts.optimizer == "adam" else "Adafactor"
+        self.b.compute("optimizer", adam_update(params, sh.opts), deps=[*self.reductions, *self.b.flush_grads()], name=f"{what} update of this chip's shard", layer="optimizer")
 
     # The step ------------------------------------------------------------------------------
     def step(self) -> None:
@@ -335,6 +353,8 @@ def transformer_shard(cfg: TransformerConfig, plan: ParallelPlan, opts: Generate
                           "dense MLP only (PaLM §2), not of attention and a mixture of experts; drop parallel_block")
     if cfg.n_layers % p:
         raise PodsimError(f"pipeline={p} does not divide {cfg.name}'s {cfg.n_layers} layers")
+    if opts.recompute == "save_attention" and cfg.is_moe:
+        raise PodsimError(f"recompute 'save_attention' re-runs a dense MLP's input matmul; {cfg.name} has experts: use minimal or full")
     if opts.sequence_parallel and not shards_between_blocks(cfg, t):
         raise PodsimError(f"sequence parallelism needs tensor={t} to divide the sequence length {cfg.seq_len} or the width {cfg.d_model}")
     local = local_batch(cfg.global_batch, plan, "sequences")

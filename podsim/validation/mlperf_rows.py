@@ -62,7 +62,7 @@ from podsim.validation.row import (
     INT8,
     JPEG_NOTE,
     MAXTEXT,
-    MAXTEXT_NOTE,
+    MAXTEXT_REMAT,
     MULTIPOD_NOTE,
     R41,
     TF1_BERT_REMAT,
@@ -70,6 +70,7 @@ from podsim.validation.row import (
     Row,
     Series,
     eval_interval,
+    maxtext_remat_note,
     resnet_tf1,
 )
 from podsim.validation.sheet_rows import MLPERF_ROUND_PUBLISHED
@@ -97,7 +98,6 @@ V4_CUBE = "slice 4x4x4 (the script states no topology: the 64-chip cube)"
 V4_256 = "slice 4x8x8 (the script states no topology: the k x 2k x 2k shape of 256 chips)"
 V4_2048 = "slice 8x16x16 (the script states no topology: as M9)"
 V4_3456 = "slice 12x12x24 (the script states no topology: as M5)"
-SAVE_DOT = "{} as minimal recompute; " + MAXTEXT_NOTE
 
 
 def _logs(repo: str, folder: str, median_s: float, n: int, iqr: tuple[float, float], steps: int, per: str, scripts: str) -> dict:
@@ -199,33 +199,36 @@ _ROWS: tuple[tuple[str, Row], ...] = (
                       "Google/benchmarks/bert/implementations/cloud-tpu-v4-6912-TF/run_and_time.sh (num_tpu_cores=3456); Google/systems/cloud-tpu-v4-6912-TF.json"))),
     # Round 4.0, TPU v5p, MaxText f586e43 (the scripts' LIBTPU_INIT_ARGS decompose the all-gather einsums)
     ("4.0", Row("R40-gpt3-1024", "TPU v5p, 1024 chips", "gpt3-175b", "tpu-v5p", "8x8x16", "data=8,fsdp=16,tensor=8", 11.81,
-                overrides={"global_batch": 2048}, options=GenerateOptions(precision=INT8, recompute="minimal", **MAXTEXT),
-                **GPT3_EVAL_INTERVAL, kind="upper_bound", remat_stated=True, assumed=SAVE_DOT.format("save_dot_except_logits_ffn1"),
+                overrides={"global_batch": 2048}, options=GenerateOptions(precision=INT8, recompute=MAXTEXT_REMAT["save_dot_except_logits_ffn1"], **MAXTEXT),
+                **GPT3_EVAL_INTERVAL, kind="upper_bound", remat_stated=True, assumed=maxtext_remat_note("save_dot_except_logits_ffn1"),
                 **_logs(R40, "cloud-tpu-v5p-2048-maxtext/gpt3", 141.7715, 66, (141.747, 142.1332), 12, "24,576 sequences at 2048",
                       "Google/benchmarks/gpt3/implementations/maxtext/v5p-2048.sh (per_device_batch_size=2, ici data 8 fsdp 16 tensor 8, "
                   "int8, flash); Google/systems/cloud-tpu-v5p-2048-maxtext.json (256 x 4, 8x8x16)"))),
     ("4.0", Row("R40-gpt3-1536", "TPU v5p, 1536 chips", "gpt3-175b", "tpu-v5p", "8x12x16", "data=12,fsdp=16,tensor=8", 11.95,
-                overrides={"global_batch": 3072}, options=GenerateOptions(precision=INT8, recompute="minimal", **MAXTEXT),
-                **GPT3_EVAL_INTERVAL, kind="upper_bound", remat_stated=True, assumed=SAVE_DOT.format("save_dot_except_logits_ffn1"),
+                overrides={"global_batch": 3072}, options=GenerateOptions(precision=INT8, recompute=MAXTEXT_REMAT["save_dot_except_logits_ffn1"], **MAXTEXT),
+                **GPT3_EVAL_INTERVAL, kind="upper_bound", remat_stated=True, assumed=maxtext_remat_note("save_dot_except_logits_ffn1"),
                 **_logs(R40, "cloud-tpu-v5p-3072-maxtext/gpt3", 95.6145, 66, (95.586, 95.9143), 8, "24,576 sequences at 3072",
                       "Google/benchmarks/gpt3/implementations/maxtext/v5p-3072.sh (per_device_batch_size=2, ici data 12 fsdp 16 tensor 8, "
                   "int8, flash); Google/systems/cloud-tpu-v5p-3072-maxtext.json (384 x 4, 8x12x16)"))),
     # Round 4.1, TPU v5p, MaxText branch mlperf/4.1 (fused_qkv=true: the same matmul FLOPs)
     ("4.1", Row("R41-gpt3-4096", "TPU v5p, 4096 chips", "gpt3-175b", "tpu-v5p", "8x16x32", "data=16,fsdp=32,tensor=8", 6.177,
-                overrides={"global_batch": 4096}, options=GenerateOptions(precision=INT8, recompute="minimal", **MAXTEXT),
-                **GPT3_EVAL_INTERVAL, kind="upper_bound", remat_stated=True, assumed=SAVE_DOT.format("MaxText's remat_policy=minimal"),
+                overrides={"global_batch": 4096}, options=GenerateOptions(precision=INT8, recompute=MAXTEXT_REMAT["minimal"], **MAXTEXT),
+                **GPT3_EVAL_INTERVAL, kind="upper_bound", remat_stated=True, assumed=maxtext_remat_note("minimal"),
                 **_logs(R41, "cloud-tpu-v5p-8192-maxtext/gpt3", 37.062, 72, (37.0592, 37.066), 6, "24,576 sequences at 4096",
                       "Google/benchmarks/gpt3/implementations/maxtext/cloud-tpu-v5p/v5p-8192.sh (per_device_batch_size=1, ici data 16 "
                   "fsdp 32 tensor 8, int8, flash); Google/systems/cloud-tpu-v5p-8192-maxtext.json (1024 x 4, 8x16x32)"))),
     ("4.1", Row("R41-gpt3-6144", "TPU v5p, 6144 chips", "gpt3-175b", "tpu-v5p", "8x16x48", "data=16,fsdp=48,tensor=8", 5.991,
-                overrides={"global_batch": 6144}, options=GenerateOptions(precision=INT8, recompute="minimal", **MAXTEXT),
-                **GPT3_EVAL_INTERVAL, kind="upper_bound", remat_stated=True, assumed=SAVE_DOT.format("MaxText's remat_policy=minimal"),
+                overrides={"global_batch": 6144}, options=GenerateOptions(precision=INT8, recompute=MAXTEXT_REMAT["minimal"], **MAXTEXT),
+                **GPT3_EVAL_INTERVAL, kind="upper_bound", remat_stated=True, assumed=maxtext_remat_note("minimal"),
                 **_logs(R41, "cloud-tpu-v5p-12288-maxtext/gpt3", 23.964, 81, (23.9615, 23.967), 4, "24,576 sequences at 6144",
                       "Google/benchmarks/gpt3/implementations/maxtext/cloud-tpu-v5p/v5p-12288.sh (per_device_batch_size=1, ici data 16 "
                   "fsdp 48 tensor 8, int8, flash); Google/systems/cloud-tpu-v5p-12288-maxtext.json (1536 x 4, 8x16x48)"))),
 )
 
-MLPERF_ROWS: tuple[Row, ...] = tuple(replace(row, published=MLPERF_ROUND_PUBLISHED[rnd], corpus="mlperf-training") for rnd, row in _ROWS)
+# Each row's plan and options are its submission's scripts' (stated: split rule R2); the slice
+# topology some scripts leave open (`assumed`) is the machine, not a choice of plan.
+MLPERF_ROWS: tuple[Row, ...] = tuple(replace(row, published=MLPERF_ROUND_PUBLISHED[rnd], corpus="mlperf-training", stated=True)
+                                     for rnd, row in _ROWS)
 
 MLPERF_SERIES: tuple[Series, ...] = (
     Series("ResNet-50 on v3 slices (MLPerf v0.6, TF resnet_main.py)", ("M1", "R06-resnet-64", "R06-resnet-128", "ML12", "R06-resnet-512", "M2")),

@@ -31,8 +31,10 @@ class Row:
     options: GenerateOptions = GenerateOptions()
     kind: str = "measured"  # measured | range | upper_bound
     measured_hi_s: float | None = None  # range rows: the upper end
-    calibration: str = ""  # the constant this row sets, if any
     remat_stated: bool = False  # the sheet states a remat policy; else the least recompute that fits HBM
+    # the row's source states its plan and the options it runs with (split rule R2: only such a row
+    # may calibrate); False where `assumed` fills a choice the source leaves open
+    stated: bool = False
     assumed: str = ""
     source: str = ""
     published: str = ""  # ISO date the measurement was published (an MLPerf round's results day, a paper's arXiv v1)
@@ -98,6 +100,25 @@ MEGATRON = {"sequence_parallel": False, "collective_matmul": "exposed"}
 SHARDED_NOTE = "activations sharded over the model axis between blocks (as sequence parallelism)"
 MAXTEXT_NOTE = SHARDED_NOTE + "; collective matmul of the all-gathers only (the script's XLA flags)"
 R41 = "mlcommons/training_results_v4.1@b87b9e396f771345d4ef122ba33456304f15228d"
+# MaxText's remat policies in the MLPerf GPT-3 code as podsim's recompute policies (the round 4.0 scripts
+# check out google/maxtext f586e43, the round 4.1 ones branch mlperf/4.1 = AI-Hypercomputer/maxtext@a6b44b3;
+# MaxText/layers/models.py at each):
+# - `minimal`: jax.checkpoint_policies.checkpoint_dots_with_no_batch_dims, every weight matmul's
+#   output saved: podsim's `dots`;
+# - `save_dot_except_logits_ffn1` and `save_dot_except_logits` (f586e43) save only the named Q/K/V
+#   and out projections, 'wv_prod' (the attention context), 'ffn2' (the MLP's output) and, for the
+#   second, 'ffn1', which MaxText/layers/linears.py names after the activation (line 226: GPT-3's
+#   mlp_activations ["gelu"]), so GELU's backward still needs the input matmul's output, which no
+#   saved name holds; `save_dot_except_mlpwi` (a6b44b3) saves the projections and 'mlpwo'. Each
+#   re-runs the MLP's input matmul and activation and the attention weights ('logits'): podsim's
+#   `save_attention` (the extra 'ffn1' / 'ffn2' kept in HBM are not in podsim's count).
+MAXTEXT_REMAT = {"minimal": "dots", "save_dot_except_logits_ffn1": "save_attention", "save_dot_except_logits": "save_attention",
+                 "save_dot_except_mlpwi": "save_attention", "full": "full"}
+
+
+def maxtext_remat_note(policy: str) -> str:
+    """A GPT-3 row's note for its script's remat_policy (MAXTEXT_REMAT)."""
+    return f"remat_policy={policy} as {MAXTEXT_REMAT[policy]}; " + MAXTEXT_NOTE
 # The MLPerf GPT-3 benchmark (MLPerf v3.1 on): between two eval points a run trains 24,576 sequences
 # (eval_accuracy every 50,331,648 tokens in every Google log) and evaluates 24,567 (the logs'
 # eval_samples), whatever its batch (measurements.md caveat 3)

@@ -16,7 +16,7 @@ from podsim.validation.row import (
     JPEG_NOTE,
     LINGVO_DENSE_BUILDER,
     MAXTEXT,
-    MAXTEXT_NOTE,
+    MAXTEXT_REMAT,
     MEGATRON,
     MULTIPOD_NOTE,
     R41,
@@ -27,6 +27,7 @@ from podsim.validation.row import (
     Series,
     encoder_lm,
     eval_interval,
+    maxtext_remat_note,
     resnet_tf1,
 )
 
@@ -36,6 +37,22 @@ from podsim.validation.row import (
 MLPERF_ROUND_PUBLISHED = {"0.6": "2019-07-10", "0.7": "2020-07-29", "1.0": "2021-06-30", "1.1": "2021-12-01",
                           "2.0": "2022-06-29", "3.1": "2023-11-08", "4.0": "2024-06-12", "4.1": "2024-11-13"}
 PALM_PUBLISHED = "2022-04-05"  # arXiv:2204.02311 v1
+# The rows whose `assumed` fills a choice of plan or options the source leaves open (all others'
+# sources state both; split rule R2: only those may calibrate): M10 (the in-slice sharding is in
+# the paxml wheel, not the repo), M14, M15, T4, T12 (the cross-slice layout is not set in the
+# script), M16 (the mesh axes' roles; remat not stated), P1 and P1a (PaLM's remat policy is not
+# stated; P1a's step is the paper's "about 1.95x").
+NOT_STATED = {"M10", "M14", "M15", "T4", "T12", "M16", "P1", "P1a"}
+# What the v1.1 open rows' code states beyond the sheet (each applied as the code says):
+# M16, Lingvo-TF wiki_bert.py BertTemplate (the file the sheet cites): XLAShardingAdafactor, BETA1 = 0,
+# factored=True; M17, Lingvo-JAX bert.py BertSpmdL66H12kBiggerBatch8x8x16 on TransformerBertSpmdAdafactor
+# (tensorflow/lingvo@0c5d29e lingvo/jax/tasks/lm/params/bert.py, lingvo/jax/tasks/lm/model_params.py):
+# set_default_adafactor (ShardedAdafactor, beta1 0.9, momentum int8 by default, factored) and
+# CHECKPOINT_POLICY SAVE_DOT_FOR_MLPERF_200B, which saves only 'combined_qkv_proj', 'query_proj',
+# 'value_proj', 'key_proj', 'context' and 'out_proj' (lingvo/jax/layers/repeats.py _custom_policy):
+# the MLP and the attention scores are recomputed.
+M16_CODE = "Adafactor without momentum, factored (its code)"
+M17_CODE = "SAVE_DOT_FOR_MLPERF_200B: Q/K/V, context and out_proj saved, the MLP recomputed; Adafactor with int8 momentum (its code)"
 _ROUND = {"M1": "0.6", "M2": "0.6", "ML12": "0.6", "M3": "0.7", "M4": "0.7", "M7": "0.7", "M8": "0.7",
           "M5": "1.0", "M9": "1.0", "M16": "1.1", "M17": "1.1", "M6": "2.0", "M10": "3.1", "M11": "4.0",
           "M12": "4.0", "M13": "4.1", "M14": "4.1", "M15": "4.1", "T4": "4.1", "T12": "4.1"}
@@ -72,13 +89,13 @@ _ROWS: tuple[Row, ...] = (
     # hardware.md ml.12 gave ~92.7 ms, the slowest of the five runs (result_0: 92.4 ms per step over
     # its intervals); pooled over the five by measurements.md's method (its caveat 10: ~79 ms):
     Row("ML12", "TPU v3, 256 chips", "resnet50", "tpu-v3", "16x16", "data=256", 0.07896, overrides={"global_batch": 32768},
-        options=replace(resnet_tf1(512, 256, None), input_pipeline="jpeg"), calibration="V3_HOST_JPEG_IMAGES_PER_S", assumed=JPEG_NOTE,
+        options=replace(resnet_tf1(512, 256, None), input_pipeline="jpeg"), assumed=JPEG_NOTE,
         **eval_interval(157, 32768, 2 * 32768),
         source="hardware.md ml.12 (MLPerf v0.6, R06 Google tpu-v3-512: num_cores=512, distributed_group_size=1, eval_batch_size=32768), "
                "its step re-derived from mlcommons/training_results_v0.6@f312518c2d6107eec983750eed23950f1f0c8a0e "
                "Google/results/tpu-v3-512/resnet/result_*.txt: median 12.3975 s over 80 intervals / 157 steps (iterations_per_loop)"),
     Row("M4", "TPU v4, 8 chips", "resnet50", "tpu-v4", "2x2x2", "data=8", 0.0736, overrides={"global_batch": 2048}, options=resnet_tf1(16, 8, None),
-        **eval_interval(2502, 2048, 25 * 2048), calibration="HBM_FRACTION",
+        **eval_interval(2502, 2048, 25 * 2048),
         assumed="fp32 gradients (CrossShardOptimizer: no bfloat16_replica_threshold in the round 0.7 code)",
         source="measurements.md M4 (MLPerf v0.7, R07 Google tpu-v4-16-TF; eval_batch_size=2048)"),
     Row("M5", "TPU v4, 3456 chips", "resnet50", "tpu-v4", "12x12x24", "data=3456", 0.00698, overrides={"global_batch": 55296}, options=resnet_tf1(3456, 3456, 8192, 4),
@@ -100,28 +117,30 @@ _ROWS: tuple[Row, ...] = (
         overrides={"global_batch": 2048}, options=GenerateOptions(precision=INT8, recompute="full", **MEGATRON), kind="upper_bound", **GPT3_EVAL_INTERVAL,
         assumed="in-slice sharding fsdp 128 x tensor 2 (not in the repo); remat not stated: full, the least that fits HBM", source="measurements.md M10 (MLPerf v3.1, R31)"),
     Row("M11", "TPU v5p, 512 chips", "gpt3-175b", "tpu-v5p", "8x8x8", "fsdp=64,tensor=8", 23.81,
-        overrides={"global_batch": 2048}, options=GenerateOptions(precision=INT8, recompute="full", **MAXTEXT), kind="upper_bound", **GPT3_EVAL_INTERVAL,
-        assumed=MAXTEXT_NOTE, remat_stated=True, source="measurements.md M11 (MLPerf v4.0, R40 v5p-1024)"),
+        overrides={"global_batch": 2048}, options=GenerateOptions(precision=INT8, recompute=MAXTEXT_REMAT["full"], **MAXTEXT), kind="upper_bound",
+        **GPT3_EVAL_INTERVAL, assumed=maxtext_remat_note("full"), remat_stated=True, source="measurements.md M11 (MLPerf v4.0, R40 v5p-1024)"),
     Row("M12", "TPU v5p, 6144 chips", "gpt3-175b", "tpu-v5p", "8x16x48", "data=16,fsdp=48,tensor=8", 5.97,
-        overrides={"global_batch": 6144}, options=GenerateOptions(precision=INT8, recompute="minimal", **MAXTEXT), kind="upper_bound", **GPT3_EVAL_INTERVAL,
-        assumed="save_dot_except_logits as minimal recompute; " + MAXTEXT_NOTE, remat_stated=True, source="measurements.md M12 (MLPerf v4.0, R40 v5p-12288)"),
+        overrides={"global_batch": 6144}, options=GenerateOptions(precision=INT8, recompute=MAXTEXT_REMAT["save_dot_except_logits"], **MAXTEXT), kind="upper_bound",
+        **GPT3_EVAL_INTERVAL, assumed=maxtext_remat_note("save_dot_except_logits"), remat_stated=True, source="measurements.md M12 (MLPerf v4.0, R40 v5p-12288)"),
     Row("M13", "TPU v5p, 2048 chips", "gpt3-175b", "tpu-v5p", "4x8x64", "data=4,fsdp=64,tensor=8", 11.25,
-        overrides={"global_batch": 4096}, options=GenerateOptions(precision=INT8, recompute="minimal", **MAXTEXT), kind="upper_bound", **GPT3_EVAL_INTERVAL,
-        assumed="save_dot_except_mlpwi as minimal recompute; " + MAXTEXT_NOTE, remat_stated=True, source="measurements.md M13 (MLPerf v4.1, R41 v5p-4096)"),
+        overrides={"global_batch": 4096}, options=GenerateOptions(precision=INT8, recompute=MAXTEXT_REMAT["save_dot_except_mlpwi"], **MAXTEXT), kind="upper_bound",
+        **GPT3_EVAL_INTERVAL, assumed=maxtext_remat_note("save_dot_except_mlpwi"), remat_stated=True, source="measurements.md M13 (MLPerf v4.1, R41 v5p-4096)"),
     Row("M14", "TPU v6e, 8 x 256 chips (multislice)", "gpt3-175b", "tpu-v6e", "16x16", "fsdp=256,dcn=8", 10.75, slices=8,
         overrides={"global_batch": 4096}, options=GenerateOptions(precision=INT8, recompute="full"), kind="upper_bound", **GPT3_EVAL_INTERVAL,
         assumed="data parallel across slices", remat_stated=True, source="measurements.md M14 (MLPerf v4.1, R41 trillium-2048)"),
     Row("M15", "TPU v6e, 2 x 256 chips (multislice)", "gpt3-175b", "tpu-v6e", "16x16", "fsdp=256,dcn=2", 15.88, slices=2,
         overrides={"global_batch": 1536}, options=GenerateOptions(precision=INT8, recompute="full"), kind="upper_bound", **GPT3_EVAL_INTERVAL,
-        assumed="data parallel across slices", remat_stated=True, calibration="V6E_INT8_FRACTION",
+        assumed="data parallel across slices", remat_stated=True,
         source="measurements.md M15 (MLPerf v4.1, R41 trillium-512)"),
     Row("M16", "TPU v4, 2048 chips", encoder_lm("lm-482b", 64, 16384, 131072, 256, 4096, "measurements.md M16", **LINGVO_DENSE_BUILDER), "tpu-v4", "8x16x16",
-        "fsdp=256,tensor=8", 22.0, options=replace(UNFUSED, **GSPMD_SHARDED),
-        assumed="mesh [256, 8] as fsdp x tensor; bf16; remat not stated: the least that fits HBM; unfused attention; " + SHARDED_NOTE,
+        "fsdp=256,tensor=8", 22.0, options=replace(UNFUSED, optimizer="adafactor", **GSPMD_SHARDED),
+        assumed="mesh [256, 8] as fsdp x tensor; bf16; remat not stated: the least that fits HBM; unfused attention; " + M16_CODE
+                + "; " + SHARDED_NOTE,
         source="measurements.md M16 (MLPerf v1.1 open, R11 tpu-v4-4096-TF)"),
     Row("M17", "TPU v4, 1024 chips", encoder_lm("lm-200b", 66, 12288, 98304, 128, 4096, "measurements.md M17"), "tpu-v4", "8x8x16",
-        "fsdp=64,tensor=16", 16.8, options=GenerateOptions(recompute="minimal", attention="materialized", **GSPMD_SHARDED), calibration="MATMUL_FRACTION",
-        assumed="mesh [1, 64, 16] as fsdp x tensor; SAVE_DOT as minimal recompute; unfused attention; " + SHARDED_NOTE,
+        "fsdp=64,tensor=16", 16.8,
+        options=GenerateOptions(recompute="save_attention", optimizer="adafactor_int8_momentum", attention="materialized", **GSPMD_SHARDED),
+        assumed="mesh [1, 64, 16] as fsdp x tensor; " + M17_CODE + "; unfused attention; " + SHARDED_NOTE,
         remat_stated=True, source="measurements.md M17 (MLPerf v1.1 open, R11 tpu-v4-2048-JAX)"),
     Row("P1", "TPU v4, 2 pods x 3072 chips", "palm-540b", "tpu-v4", "12x16x16", "fsdp=256,tensor=12,dcn=2", 17.6, slices=2,
         options=GenerateOptions(recompute="full", attention="materialized", **MEGATRON), assumed="rematerialisation as full recompute; unfused attention",
@@ -151,7 +170,8 @@ _ROWS: tuple[Row, ...] = (
 
 
 def _dated(row: Row) -> Row:
-    """The row with its date, corpus and pooled intervals."""
+    """The row with its date, corpus, pooled intervals and whether its source states its setup."""
+    row = replace(row, stated=row.id not in NOT_STATED)
     if row.id in _POOLED:
         median, n, q1, q3 = _POOLED[row.id]
         row = replace(row, intervals=Pooled(median, n, q1, q3))

@@ -1,58 +1,54 @@
 """The validation table: published measured step times next to podsim's prediction.
 
-Rows are those of shared/reference/measurements.md (ids M1..M17, P1) with the setups the
-sheet states; where the sheet leaves a choice open (a sharding inside a slice, a remat policy)
-the row's `assumed` says what podsim takes. One rule for all rows: an implementation that
-predates FlashAttention (Dao et al., May 2022) materialises the attention scores in HBM
-(`attention="materialized"`): the MLPerf v0.7-v1.1 BERT-style rows and PaLM; the 2023-24
-GPT-3 rows use a fused kernel (M11 states flash attention). `kind`:
+Rows come in modules by source: measurements.md's (`sheet_rows`: MLPerf Training logs, PaLM) and
+MaxText's published tables (`maxtext_rows`), each with the setup its source states; where the
+source leaves a choice open the row's `assumed` says what podsim takes. One rule for attention
+for every row: an implementation that predates FlashAttention (Dao et al., May 2022) materialises
+the attention scores in HBM (`attention="materialized"`): the MLPerf v0.7-v1.1 BERT-style rows and
+PaLM; the 2023-24 GPT-3 and MaxText rows use a fused kernel.
 
-- `measured`: a derived training step time; error = predicted / measured - 1;
-- `range`: the sheet gives a range (M6); error 0 inside it, else to the nearer end;
-- `upper_bound`: the GPT-3 rows (an eval pass inside each interval, caveat 3): met when the
-  prediction is at or below the bound and within 25% of it; error 0 then, else the distance
-  to that band.
+Every row is scored against the value it implies (`implied_s`, split rule R6): a measured step
+itself; a range (M6) its midpoint; an upper bound whose interval also runs an eval pass (the GPT-3
+rows, measurements.md caveat 3) the training part of the bound, from podsim's own FLOP counts of
+the row's training step (remat included) and of the forward pass of its eval sequences. error =
+predicted / implied - 1.
 
-Rows beyond the sheet's table name their source: the Trillium GPT-3 runs on 4 and 12 slices
-(T4, T12) that the sheet lists in its caveat 10, derived from the logs exactly as its method
-section says, and PaLM on one pod (P1a) from its caveat 8. `SERIES` groups the runs of one model
-at several slice counts; `series_table` sets their measured per-chip throughput, relative to the
-fewest slices, beside podsim's.
-
-At most four rows set constants (`calibration`, see podsim.perf.chips); they are left out of
-the summary statistics. One row is not in measurements.md or its caveats: ML12 (hardware.md ml.12),
-which issue 22 allows as the calibration row of the hosts' JPEG input rate. An upper-bound row is calibrated to the training part of its interval
-(`calibration_target_s`). Each row is a `StepStudy` (`row_study`) run by `run_study`; multislice
-rows run as one job on several slices (`place_slices` packs them pod by pod), with the DCN
-between them.
+Which rows set constants is not marked on any row: `podsim.validation.split.calibration_rows`
+picks them from the rows' data by the split rule; they are left out of the plain summary and
+scored with their held-out (cross-validated) error. `SERIES` groups the runs of one model at
+several slice counts; `series_table` sets their measured per-chip throughput, relative to the
+fewest slices, beside podsim's. Each row is a `StepStudy` (`row_study`) run by `run_study`;
+multislice rows run as one job on several slices (`place_slices` packs them pod by pod), with the
+DCN between them.
 """
 
 from __future__ import annotations
 
 import statistics
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import replace
 
 from podsim.engine import step_summary
+from podsim.errors import PodsimError
 from podsim.perf import chips as chip_constants
+from podsim.perf.efficiency import HBM, MATMUL, constant_name, fraction
 from podsim.study import StepStudy, run_study
 from podsim.study.study import study_trace
 from podsim.topology import get_generation
-from podsim.trace.generate import RECOMPUTE_POLICIES
+from podsim.trace.configs import ResNetConfig, get_model
 from podsim.trace.memory import fits_hbm
 from podsim.trace.model import StepTrace
 from podsim.validation.bands import step_kind
+from podsim.validation.maxtext_rows import MAXTEXT_ROWS, MAXTEXT_SERIES
 from podsim.validation.mlperf_rows import MLPERF_ROWS, MLPERF_SERIES
 from podsim.validation.quality import implied_utilisation, unscored_reason
 from podsim.validation.row import Row, Series, per_chip_throughput, row_chips
 from podsim.validation.sheet_rows import SHEET_ROWS, SHEET_SERIES
 
-UPPER_BOUND_BAND = 0.25
-
-ROWS: tuple[Row, ...] = SHEET_ROWS + MLPERF_ROWS
-"""Every row of the table: the sheet's (podsim.validation.sheet_rows) and the MLPerf logs' (mlperf_rows)."""
-SERIES: tuple[Series, ...] = SHEET_SERIES + MLPERF_SERIES
+ROWS: tuple[Row, ...] = SHEET_ROWS + MLPERF_ROWS + MAXTEXT_ROWS
+"""Every row of the table: the sheet's (podsim.validation.sheet_rows), the MLPerf logs' (mlperf_rows)
+and MaxText's published tables' (maxtext_rows)."""
+SERIES: tuple[Series, ...] = SHEET_SERIES + MLPERF_SERIES + MAXTEXT_SERIES
 SERIES_TOLERANCE = 0.05  # the predicted per-chip throughput ratio within 5 points of the measured one
 
 
@@ -75,9 +71,24 @@ def series_table(table: list[dict], series: tuple[Series, ...] = SERIES) -> list
     return out
 
 
+def hosts_unmodelled(row: Row) -> bool:
+    """Whether the row's hosts run an input pipeline at a rate podsim has no basis for
+    (podsim.perf.chips.host_input_rate refuses it): the row then runs without its hosts."""
+    o = row.options
+    if o.input_pipeline == "none" or o.input_rate_per_host is not None:
+        return False
+    try:
+        chip_constants.host_input_rate(row.generation, o.input_pipeline)
+    except PodsimError:
+        return True
+    return False
+
+
 def setup_note(row: Row) -> str:
     """The row's note: what the sheet leaves open and podsim takes, then the TF1 gradient path."""
     o, parts = row.options, [row.assumed] if row.assumed else []
+    if hosts_unmodelled(row):
+        parts.append(f"the hosts' {o.input_pipeline} rate has no basis (podsim.perf.chips): run without the hosts")
     if o.combine_grad_reduce:
         dtype = "fp32" if o.grad_bytes == 4 else "bf16"
         parts.append(f"TF1: one {dtype} gradient all-reduce after backward" + (", a replica per TensorCore" if o.replicas_per_chip == 2 else "")
@@ -86,20 +97,29 @@ def setup_note(row: Row) -> str:
 
 
 def row_study(row: Row, recompute: str | bool | None = None) -> StepStudy:
-    """The row's step as a study (`recompute`: instead of the row's own policy)."""
+    """The row's step as a study (`recompute`: instead of the row's own policy; hosts whose rate
+    has no basis left out, `hosts_unmodelled`)."""
     options = row.options if recompute is None else replace(row.options, recompute=recompute)
+    if hosts_unmodelled(row):
+        options = replace(options, input_pipeline="none")
     return StepStudy(row.generation, row.shape, model=row.model, plan=row.plan, slices=row.slices,
                      model_overrides=row.overrides, options=options, name=row.id)
 
 
+UNSTATED_REMAT = ("none", "minimal", "full")
+"""The policies tried, least recompute first, where a row's source states none: the ones any
+framework can run (`dots` and `save_attention` are named policies of JAX programs, taken only where
+a row's code states them)."""
+
+
 def fitting_study(row: Row) -> StepStudy:
-    """The row's study. Where the sheet states no remat policy, the least recompute (none,
-    minimal, full) whose HBM footprint per chip fits the chip (podsim.trace.memory): a run must
+    """The row's study. Where the sheet states no remat policy, the least recompute of
+    UNSTATED_REMAT whose HBM footprint per chip fits the chip (podsim.trace.memory): a run must
     fit, and nobody recomputes more than they must."""
     if row.remat_stated:
         return row_study(row)
     capacity = get_generation(row.generation).hbm_per_chip.si
-    for policy in RECOMPUTE_POLICIES:
+    for policy in UNSTATED_REMAT:
         study = row_study(row, policy)
         if fits_hbm(study_trace(study).meta["hbm_footprint"]["total_bytes"], capacity):
             return study
@@ -118,16 +138,39 @@ def predict(row: Row) -> dict:
     return {**step_summary(r), "recompute": r.trace.meta["recompute"]}
 
 
-def error(row: Row, predicted_s: float) -> float:
-    """Signed error as the module docstring defines it per kind."""
-    m = row.measured_s
+_SHARE: dict[tuple, float] = {}
+
+
+def train_share(row: Row) -> float:
+    """The training part of an upper bound's interval (R6): T trained samples (sequences, images) at
+    podsim's hardware FLOPs per trained sample (forward, backward and recompute, from the row's
+    trace) over those plus E eval samples at the model's forward FLOPs each; 1 for a row without eval."""
+    t, e = row.train_samples_per_interval, row.eval_samples_per_interval
+    if not e:
+        return 1.0
+    key = (row.id, repr(row.options), repr(sorted(row.overrides.items())))
+    if key not in _SHARE:
+        trace = row_trace(row)
+        cfg = get_model(row.model, row.overrides) if isinstance(row.model, str) else row.model
+        train = float(trace.meta["hardware_flops_per_step"]) / cfg.global_batch
+        forward = cfg.forward_flops_per_image() if isinstance(cfg, ResNetConfig) else cfg.forward_flops_per_token() * cfg.seq_len
+        _SHARE[key] = t * train / (t * train + e * forward)
+    return _SHARE[key]
+
+
+def implied_s(row: Row) -> float:
+    """The step time a row implies (R6): its measurement; a range's midpoint; an upper bound's
+    training part (`train_share`)."""
     if row.kind == "range":
-        hi = row.measured_hi_s or m
-        return 0.0 if m <= predicted_s <= hi else (predicted_s / m - 1 if predicted_s < m else predicted_s / hi - 1)
+        return (row.measured_s + (row.measured_hi_s or row.measured_s)) / 2
     if row.kind == "upper_bound":
-        lo = (1 - UPPER_BOUND_BAND) * m
-        return 0.0 if lo <= predicted_s <= m else (predicted_s / m - 1 if predicted_s > m else predicted_s / lo - 1)
-    return predicted_s / m - 1
+        return row.measured_s * train_share(row)
+    return row.measured_s
+
+
+def error(row: Row, predicted_s: float) -> float:
+    """Signed error against the value the row implies: predicted / implied_s - 1."""
+    return predicted_s / implied_s(row) - 1
 
 
 def peak_scale(row: Row) -> float:
@@ -138,24 +181,44 @@ def peak_scale(row: Row) -> float:
     return cc.peak_for("bf16") / cc.peak_for(row.options.precision, f"validation row {row.id}")
 
 
-def run_table(rows: tuple[Row, ...] = ROWS, on_row: Callable[[dict], None] | None = None) -> list[dict]:
-    """Each row's prediction and error; `mfu` and `hfu` against the peak of the row's precision
-    (`peak_precision`), as `peak_scale` says."""
+def no_basis(row: Row) -> tuple[str, ...]:
+    """The compute constants the row reads that have no basis (neither a source nor an
+    identifiable row: split rule A2), so run at the vendor's figure (podsim.perf.efficiency)."""
+    chip = get_generation(row.generation).chip_id
+    names = (constant_name(chip, MATMUL, row.options.precision), constant_name(chip, HBM))
+    return tuple(n for n in names if fraction(n).basis == "none")
+
+
+def record(row: Row, s: dict, sets: tuple[str, ...] = ()) -> dict:
+    """A table record of a row from its step summary `s` (`predict`); `sets`: the constants the
+    split rule has the row set (podsim.validation.split.calibration_rows), else it validates;
+    `unscored`: the measurement-quality rule's reason to leave it out of every figure
+    (podsim.validation.quality), Q2 read at the training step the row implies (R6)."""
+    scale = peak_scale(row)
+    implied = implied_utilisation(s["hfu"] * scale, s["step_time_s"], implied_s(row)) if s.get("hfu") else None
+    return {"id": row.id, "system": row.system, "model": row.model_name, "kind": row.kind, "corpus": row.corpus,
+            "generation": row.generation, "slices": row.slices,
+            "measured_s": row.measured_s, "measured_hi_s": row.measured_hi_s, "implied_s": implied_s(row), "predicted_s": s["step_time_s"],
+            "ratio": s["step_time_s"] / row.measured_s, "error": error(row, s["step_time_s"]),
+            "mfu": s["mfu"] * scale if s.get("mfu") else None, "hfu": s["hfu"] * scale if s.get("hfu") else None,
+            "peak_precision": row.options.precision, "exposed_comm_s": s["exposed_comm_s"],
+            "calibration": ", ".join(sets), "assumed": setup_note(row), "source": row.source,
+            "engine_wall_s": s["engine_wall_s"], "recompute": s["recompute"],
+            "hbm_bytes_per_chip": s.get("hbm_bytes_per_chip"), "hbm_fits": s.get("hbm_fits"),
+            "unscored": unscored_reason(row, implied), "no_basis": no_basis(row)}
+
+
+def run_table(rows: tuple[Row, ...] = ROWS, on_row: Callable[[dict], None] | None = None,
+              picks: dict[str, str] | None = None) -> list[dict]:
+    """Each row's prediction and error at the constants in force; `mfu` and `hfu` against the peak
+    of the row's precision (`peak_precision`), as `peak_scale` says; `picks` (constant -> row id,
+    `calibration_rows`) tags the rows that set constants."""
+    sets = {}
+    for name, rid in (picks or {}).items():
+        sets.setdefault(rid, []).append(name)
     out = []
     for row in rows:
-        s = predict(row)
-        scale = peak_scale(row)
-        implied = implied_utilisation(s["hfu"] * scale, s["step_time_s"], row.measured_s) if s.get("hfu") else None
-        rec = {"id": row.id, "system": row.system, "model": row.model_name, "kind": row.kind,
-               "generation": row.generation, "slices": row.slices,
-               "measured_s": row.measured_s, "measured_hi_s": row.measured_hi_s, "predicted_s": s["step_time_s"],
-               "ratio": s["step_time_s"] / row.measured_s, "error": error(row, s["step_time_s"]),
-               "mfu": s["mfu"] * scale if s.get("mfu") else None, "hfu": s["hfu"] * scale if s.get("hfu") else None,
-               "peak_precision": row.options.precision, "exposed_comm_s": s["exposed_comm_s"],
-               "calibration": row.calibration, "assumed": setup_note(row), "source": row.source,
-               "engine_wall_s": s["engine_wall_s"], "recompute": s["recompute"],
-               "hbm_bytes_per_chip": s.get("hbm_bytes_per_chip"), "hbm_fits": s.get("hbm_fits"),
-               "unscored": unscored_reason(row, implied)}  # the measurement-quality rule (podsim.validation.quality)
+        rec = record(row, predict(row), tuple(sorted(sets.get(row.id, ()))))
         out.append(rec)
         if on_row:
             on_row(rec)
@@ -169,75 +232,28 @@ def summarise(table: list[dict]) -> dict:
             "max_abs_error": max(errs, default=0.0)}
 
 
-CONSTANTS = ("MATMUL_FRACTION", "HBM_FRACTION", "V6E_INT8_FRACTION", "V3_HOST_JPEG_IMAGES_PER_S")
-BOUNDS = {"V3_HOST_JPEG_IMAGES_PER_S": (1.0, 1e9)}
-"""Where a constant may range while it is solved (fractions: 0.05 to 1)."""
+def kind_figures(table: list[dict]) -> dict[str, dict]:
+    """Per kind of run (generation x single slice or multislice, podsim.validation.bands.step_kind):
+    median and max |error| over its validation rows (plain) and, where the records carry them, over
+    every scored row of the kind with its cross-validated errors (`loo`, `loso`); rows the quality
+    rule leaves out (`unscored`) count in neither."""
+    def med(xs: list[float]) -> float:
+        return statistics.median(xs) if xs else float("nan")
+
+    out: dict[str, dict] = {}
+    for kind in sorted({step_kind(r["generation"], r["slices"])[1:] for r in table}, key=lambda k: (k[1], k[0])):
+        rs = [r for r in table if step_kind(r["generation"], r["slices"])[1:] == kind and not r.get("unscored")]
+        plain = [abs(r["error"]) for r in rs if not r["calibration"]]
+        fig = {"n": len(rs), "plain_n": len(plain), "plain_median": med(plain), "plain_max": max(plain, default=float("nan"))}
+        for k in ("loo", "loso"):
+            xs = [abs(r[k]) for r in rs if k in r]
+            fig[f"{k}_median"], fig[f"{k}_max"] = med(xs), max(xs, default=float("nan"))
+        out[f"{kind[1]} {kind[0]}"] = fig
+    return out
 
 
-@contextmanager
-def fractions(**values: float) -> Iterator[None]:
-    """Temporarily set calibrated constants of podsim.perf.chips (achievable fractions, the host
-    input rate) by name (calibration only)."""
-    unknown = set(values) - set(CONSTANTS)
-    if unknown:
-        raise ValueError(f"not a calibrated constant: {sorted(unknown)}")
-    old = {k: getattr(chip_constants, k) for k in values}
-    for k, v in values.items():
-        setattr(chip_constants, k, v)
-    try:
-        yield
-    finally:
-        for k, v in old.items():
-            setattr(chip_constants, k, v)
-
-
-def calibration_target_s(row: Row) -> float:
-    """The step time a calibration row is fitted to: its measurement; for an upper-bound row the
-    training part of its interval: T trained samples at the training rate, with full remat 4
-    forward passes each (3 without), beside E eval samples at one forward pass each
-    (Row.train_samples_per_interval, eval_samples_per_interval; measurements.md caveat 3)."""
-    if row.kind != "upper_bound":
-        return row.measured_s
-    forwards = 4 if row.options.recompute == "full" else 3
-    t, e = row.train_samples_per_interval, row.eval_samples_per_interval
-    return row.measured_s * t * forwards / (t * forwards + e)
-
-
-def _solve(row: Row, which: str, others: dict[str, float], start: float, tol: float = 1e-3, evals: int = 8) -> float:
-    """The value (a fraction at most 1; a rate within BOUNDS) that makes `row`'s prediction equal
-    its calibration target: secant steps on predicted / target - 1 (the step time falls as the
-    value grows)."""
-    target = calibration_target_s(row)
-    lo, hi = BOUNDS.get(which, (0.05, 1.0))
-
-    def gap(f: float) -> float:
-        with fractions(**{**others, which: f}):
-            return predict(row)["step_time_s"] / target - 1
-
-    x0, x1 = start, min(start * 1.05, hi) if start < hi else start * 0.95
-    g0, g1 = gap(x0), gap(x1)
-    for _ in range(evals):
-        if abs(g1) < tol or g1 == g0:
-            break
-        x0, x1, g0 = x1, min(max(x1 - g1 * (x1 - x0) / (g1 - g0), lo), hi), g1
-        g1 = gap(x1)
-        if x1 == hi and g1 > 0:  # even the whole of peak / bandwidth is too slow: cap at the bound
-            break
-    return x1
-
-
-def calibrate(rounds: int = 2) -> dict[str, float]:
-    """Set each constant from its calibration row, in turn (each row depends a little on the
-    others' constants), `rounds` times."""
-    rows = {r.calibration: r for r in ROWS if r.calibration}
-    values = {k: getattr(chip_constants, k) for k in CONSTANTS}
-    for _ in range(rounds):
-        for k in CONSTANTS:
-            values[k] = _solve(rows[k], k, {o: v for o, v in values.items() if o != k}, values[k])
-    return values
-
-
-def band_errors(table: list[dict]) -> list[tuple[tuple[str, ...], float]]:
-    """(kind, error) of every row that sets no constant, for the error bands
-    (podsim.validation.bands: `benchmarks/validation.py --write-bands`)."""
-    return [(step_kind(r["generation"], r["slices"]), r["error"]) for r in table if not r["calibration"] and not r.get("unscored")]
+def band_errors(table: list[dict], cv: dict[str, float]) -> list[tuple[tuple[str, ...], float]]:
+    """(kind, cross-validated error) of every scored row, calibration rows with their held-out
+    error (R5), for the error bands (podsim.validation.bands: `benchmarks/validation.py --write-bands`);
+    not the rows the quality rule leaves out."""
+    return [(step_kind(r["generation"], r["slices"]), cv[r["id"]]) for r in table if not r.get("unscored")]

@@ -1,0 +1,135 @@
+"""MaxText's published performance tables as validation rows: the 16B-128B models on 1 to 32
+TPU v5e-256 slices and the 32B-1024B models on one and two v5p slices (40 rows), each run as its
+script states it.
+
+Sources, at the README commit (AI-Hypercomputer/maxtext@76bd53b, 2023-12-15):
+
+- the measured figures: MaxText/configs/v5e/README.md and MaxText/configs/v5p/README.md
+  (TFLOP/s per chip and MFU of each model on each hardware);
+- each row's setup: the script beside the README (MaxText/configs/v5e/16b.sh ... v5p/1024b.sh):
+  `global_parameter_scale` (the model: podsim.trace.configs.maxtext_model), `per_device_batch_size`
+  (a device is a chip on v5e and, megacore, on v5p), `max_target_length` 2048, `remat_policy`
+  (`full`: nothing saved, podsim's `full`; `minimal`: MaxText/layers/models.py's
+  jax.checkpoint_policies.checkpoint_dots_with_no_batch_dims, every weight matmul's output saved and
+  the rest recomputed: podsim's `dots`), `ici_fsdp_parallelism` / `ici_tensor_parallelism`
+  (unset: fsdp = -1, the whole slice), `dcn_data_parallelism` = the slices (base.yml: -1, auto over
+  slices), `attention='flash'`; base.yml's logical_axis_rules shard `activation_embed` over the tensor
+  axis (sequence parallelism's layout where the plan has one). The scripts' XLA flags
+  (`--xla_tpu_enable_async_collective_fusion*`, `--xla_tpu_overlap_compute_collective_tc`,
+  `--xla_enable_async_all_gather`, v5p's `--xla_tpu_enable_ag_backward_pipelining`) run collectives
+  asynchronously beside compute, which podsim's FSDP prefetch and gradient reduce-scatters already
+  do; none decomposes a tensor-parallel collective (no `--xla_tpu_decompose_*` flag), so
+  `collective_matmul` is left at the generator's default.
+- the step time: the README's MFU (more digits than its TFLOP/s, which it matches to rounding)
+  times the bf16 peak (v5e 197, v5p 459 TFLOP/s: 120 / 197 = 61.1%), into MaxText's own FLOP count
+  per device and step (MaxText/train.py calculate_training_tflops at the commit): 6 x the parameter
+  count (embedding included, counted once: logits_via_embedding) x the tokens per device, plus the
+  attention 12 x heads x layers x head_dim x seq^2 x per-device batch halved for causality. So step
+  = that count / (MFU x peak). The parameter count is MaxText's own (`maxtext_params`: its pytree,
+  norm scales included).
+"""
+
+from __future__ import annotations
+
+from podsim.trace.configs import MAXTEXT_COMMIT, PRESETS, TransformerConfig
+from podsim.trace.generate import GenerateOptions
+from podsim.validation.row import Row, Series
+
+MAXTEXT_PUBLISHED = "2023-12-15"  # the commit that added both READMEs (76bd53b)
+PEAK_TFLOPS = {"tpu-v5e": 197.0, "tpu-v5p": 459.0}  # v5e.1, v5p.6: the peaks the READMEs' MFU divides by
+SEQ = 2048
+
+# v5e (MaxText/configs/v5e/README.md): scale -> (per_device_batch_size, in-slice plan, MFU % at 1, 2, 4, 8, 16, 32 slices)
+V5E_SLICES = (1, 2, 4, 8, 16, 32)
+V5E: dict[int, tuple[int, str, tuple[float, ...]]] = {
+    16: (6, "fsdp=256", (61.10, 59.37, 59.14, 58.27, 56.56, 54.65)),
+    32: (4, "fsdp=256", (66.86, 64.81, 64.10, 63.67, 62.26, 60.40)),
+    64: (2, "fsdp=256", (59.90, 56.66, 55.85, 54.96, 53.29, 50.18)),
+    128: (1, "fsdp=16,tensor=16", (56.06, 55.82, 54.93, 52.93, 50.86, 46.25)),
+}
+# the README's TFLOP/s per chip, to check the MFU against
+V5E_TFLOPS = {16: (120, 117, 117, 115, 111, 108), 32: (132, 128, 126, 125, 123, 119), 64: (118, 112, 110, 108, 105, 99),
+              128: (110, 110, 108, 104, 100, 91)}
+
+# v5p (MaxText/configs/v5p/README.md): (scale, hardware v5p-N (N cores = N/2 chips), slice shape, per_device_batch_size,
+# in-slice plan, remat_policy, (MFU % on 1, 2 slices), (TFLOP/s on 1, 2 slices))
+V5P: tuple[tuple[int, int, str, int, str, str, tuple[float, float], tuple[int, int]], ...] = (
+    (32, 128, "4x4x4", 8, "fsdp=16,tensor=4", "minimal", (71.47, 69.43), (328, 319)),
+    (64, 128, "4x4x4", 4, "fsdp=16,tensor=4", "minimal", (70.31, 67.26), (323, 309)),
+    (128, 256, "4x4x8", 2, "fsdp=16,tensor=8", "minimal", (68.68, 66.34), (315, 305)),
+    (128, 512, "4x8x8", 2, "fsdp=32,tensor=8", "minimal", (68.83, 59.66), (316, 274)),
+    (256, 1024, "8x8x8", 2, "fsdp=64,tensor=8", "minimal", (67.09, 62.99), (308, 289)),
+    (512, 1024, "8x8x8", 2, "fsdp=32,tensor=16", "full", (63.99, 61.45), (294, 282)),
+    (1024, 2048, "8x8x16", 2, "fsdp=64,tensor=16", "full", (55.35, 51.55), (254, 237)),
+    (1024, 4096, "8x16x16", 2, "fsdp=128,tensor=16", "full", (64.80, 60.83), (297, 279)),
+)
+
+
+def maxtext_params(cfg: TransformerConfig) -> int:
+    """The parameters MaxText counts (max_utils.calculate_num_params_from_pytree at the commit): the
+    shared embedding vocab x d; per layer Q, K, V, O (d x heads x head_dim each), the MLP's wi and
+    wo, the pre-attention RMSNorm scale (d) and the query/key/value RMSNorm scales (head_dim each);
+    the final RMSNorm (d)."""
+    d, hd = cfg.d_model, cfg.n_heads * cfg.d_head
+    layer = 4 * d * hd + 2 * d * cfg.d_ff + d + 3 * cfg.d_head
+    return cfg.vocab * d + cfg.n_layers * layer + d
+
+
+def maxtext_tflops_per_device(cfg: TransformerConfig, per_device_batch: float) -> float:
+    """MaxText's training TFLOPs per device and step (train.py calculate_training_tflops): 6 N per
+    token plus the attention's 12 heads layers head_dim seq^2 per sequence, halved for causality."""
+    weights = 6 * maxtext_params(cfg) * cfg.seq_len * per_device_batch
+    attention = 12 * cfg.n_heads * cfg.n_layers * cfg.d_head * cfg.seq_len**2 * per_device_batch / 2
+    return (weights + attention) / 1e12
+
+
+def step_from_mfu(cfg: TransformerConfig, per_device_batch: float, mfu_pct: float, generation: str) -> float:
+    """The step time the README's MFU implies: MaxText's FLOPs per device / (MFU x peak)."""
+    return maxtext_tflops_per_device(cfg, per_device_batch) / (mfu_pct / 100 * PEAK_TFLOPS[generation])
+
+
+REMAT = {"full": "full", "minimal": "dots"}  # MaxText's remat_policy -> podsim's recompute policy
+
+
+def _options(plan: str, remat: str) -> GenerateOptions:
+    return GenerateOptions(recompute=REMAT[remat], attention="flash", sequence_parallel="tensor=" in plan)
+
+
+def _v5e_rows() -> list[Row]:
+    rows = []
+    for scale, (pdbs, plan, mfus) in V5E.items():
+        cfg = PRESETS[f"maxtext-{scale}b"]
+        for n, mfu, tflops in zip(V5E_SLICES, mfus, V5E_TFLOPS[scale], strict=True):
+            chips = 256 * n
+            rows.append(Row(
+                f"E{scale}x{n}", f"TPU v5e, {n} x 256 chips" + (" (multislice)" if n > 1 else ""), f"maxtext-{scale}b", "tpu-v5e",
+                "16x16", plan + (f",dcn={n}" if n > 1 else ""), step_from_mfu(cfg, pdbs, mfu, "tpu-v5e"), slices=n,
+                overrides={"global_batch": pdbs * chips}, options=_options(plan, "full"), remat_stated=True, stated=True,
+                source=f"{MAXTEXT_COMMIT}:MaxText/configs/v5e/README.md ({n}x v5e-256: {tflops} TFLOP/s/chip, {mfu:.2f}% MFU); "
+                       f"MaxText/configs/v5e/{scale}b.sh (per_device_batch_size={pdbs}, remat_policy=full)",
+                published=MAXTEXT_PUBLISHED, corpus="maxtext"))
+    return rows
+
+
+def _v5p_rows() -> list[Row]:
+    rows = []
+    for scale, cores, shape, pdbs, plan, remat, mfus, tflops in V5P:
+        cfg = PRESETS[f"maxtext-{scale}b"]
+        chips = cores // 2
+        for n, mfu, tf in zip((1, 2), mfus, tflops, strict=True):
+            rows.append(Row(
+                f"P{scale}x{n}@{cores}", f"TPU v5p, {n} x v5p-{cores} ({chips} chips)" + (" (multislice)" if n > 1 else ""),
+                f"maxtext-{scale}b", "tpu-v5p", shape, plan + (f",dcn={n}" if n > 1 else ""), step_from_mfu(cfg, pdbs, mfu, "tpu-v5p"),
+                slices=n, overrides={"global_batch": pdbs * chips * n}, options=_options(plan, remat), remat_stated=True, stated=True,
+                source=f"{MAXTEXT_COMMIT}:MaxText/configs/v5p/README.md ({n}x v5p-{cores}: {tf} TFLOP/s/chip, {mfu:.2f}% MFU); "
+                       f"MaxText/configs/v5p/{scale}b.sh (per_device_batch_size={pdbs}, remat_policy={remat})",
+                published=MAXTEXT_PUBLISHED, corpus="maxtext"))
+    return rows
+
+
+MAXTEXT_ROWS: tuple[Row, ...] = (*_v5e_rows(), *_v5p_rows())
+
+MAXTEXT_SERIES: tuple[Series, ...] = (
+    *(Series(f"MaxText {s}B on 1-32 v5e-256 slices ({MAXTEXT_COMMIT[-40:-33]})", tuple(f"E{s}x{n}" for n in V5E_SLICES)) for s in V5E),
+    *(Series(f"MaxText {s}B on 1-2 v5p-{c} slices ({MAXTEXT_COMMIT[-40:-33]})", (f"P{s}x1@{c}", f"P{s}x2@{c}")) for s, c, *_ in V5P),
+)
