@@ -226,7 +226,7 @@ def run_study(study: StepStudy) -> StepResult:
     >>> r = run_study(StepStudy("tpu-v4", "4x4x4", model="llama2-70b", plan="fsdp=16,tensor=4",
     ...                         model_overrides={"n_layers": 2, "global_batch": 32}))
     >>> round(r.step_time_s, 4), r.trace.meta["parallelism"]
-    (0.1409, 'fsdp=16,tensor=4')
+    (0.1237, 'fsdp=16,tensor=4')
     """
     r = simulate_step(None, study_job(study), compute_efficiency=study.compute_efficiency,
                       fast_path=study.fast_path, routing=study.routing)

@@ -18,8 +18,12 @@ Sources, at the README commit (AI-Hypercomputer/maxtext@76bd53b, 2023-12-15):
   (`--xla_tpu_enable_async_collective_fusion*`, `--xla_tpu_overlap_compute_collective_tc`,
   `--xla_enable_async_all_gather`, v5p's `--xla_tpu_enable_ag_backward_pipelining`) run collectives
   asynchronously beside compute, which podsim's FSDP prefetch and gradient reduce-scatters already
-  do; none decomposes a tensor-parallel collective (no `--xla_tpu_decompose_*` flag), so
-  `collective_matmul` is left at the generator's default.
+  do; none decomposes a tensor-parallel collective (no `--xla_tpu_decompose_*` or windowed-einsum
+  flag), and the compiler of the time did not unless asked: Google's MLPerf Training round 4.0 GPT-3
+  scripts (2024) had to pass `--xla_tpu_decompose_all_gather_einsum=true` to get it
+  (mlcommons/training_results_v4.0 Google/benchmarks/gpt3/implementations/maxtext/v5p-1024.sh).
+  So a row with a tensor axis states `collective_matmul="exposed"`: the generator's TPU default
+  (chunked, podsim.trace.defaults, as today's compiler runs) is not what these runs ran.
 - the step time: the README's MFU (more digits than its TFLOP/s, which it matches to rounding)
   times the bf16 peak (v5e 197, v5p 459 TFLOP/s: 120 / 197 = 61.1%), into MaxText's own FLOP count
   per device and step (MaxText/train.py calculate_training_tflops at the commit): 6 x the parameter
@@ -92,7 +96,9 @@ REMAT = {"full": "full", "minimal": "dots"}  # MaxText's remat_policy -> podsim'
 
 
 def _options(plan: str, remat: str) -> GenerateOptions:
-    return GenerateOptions(recompute=REMAT[remat], attention="flash", sequence_parallel="tensor=" in plan)
+    tensor = "tensor=" in plan
+    return GenerateOptions(recompute=REMAT[remat], attention="flash", sequence_parallel=tensor,
+                           collective_matmul="exposed" if tensor else "auto")
 
 
 def _v5e_rows() -> list[Row]:
