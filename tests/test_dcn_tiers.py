@@ -244,3 +244,14 @@ def test_an_ocs_dcn_keeps_its_engineered_circuits_on_tiers():
     assert uniform.tiers["ocs"]["link_busy_s"] == pytest.approx(15 * engineered.tiers["ocs"]["link_busy_s"], rel=1e-9)
     assert engineered.step_time_s < uniform.step_time_s / 4
     assert engineered.tiers["aggregation"]["link_busy_s"] == uniform.tiers["aggregation"]["link_busy_s"]  # the ToR uplinks
+
+
+@pytest.mark.parametrize("over", [{"a": 1}, [3], None])
+def test_an_oversubscription_that_is_not_a_number_is_one_line(over):
+    """A YAML tiers file with a mapping, a list or null as an oversubscription (the fuzz tier, seed
+    38, found a mapping raising TypeError inside the validator: a traceback, not a refusal)."""
+    tiers = {"tor": {"radix": 24, "gbps": 200, "oversubscription": over}, "aggregation": {"radix": 48, "gbps": 200},
+             "spine": {"radix": 512, "gbps": 200, "count": 4}}
+    with pytest.raises(PodsimError, match="oversubscription") as err:
+        parse_tiers(tiers)
+    assert "\n" not in str(err.value)

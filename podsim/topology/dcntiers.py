@@ -38,7 +38,7 @@ BITS = 8.0
 
 def _ratio(value: Any) -> float:
     """An oversubscription as a number >= 1, from 3, 4.71 or '33:7'."""
-    if isinstance(value, bool):
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
         raise ValueError(f"oversubscription {value!r} is not a number; give e.g. 3 or '33:7'")
     if isinstance(value, str):
         m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*(?::\s*([0-9]*\.?[0-9]+))?\s*", value)
