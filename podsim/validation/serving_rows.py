@@ -24,6 +24,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from podsim.serving.costs import InferenceShard
+from podsim.serving.kvcache import kv_budget
+from podsim.serving.spec import ServingConfig
 from podsim.validation.serving import GPTJ_DIMS
 
 LLAMA2_7B = {"name": "llama2-7b", "n_layers": 32, "d_model": 4096, "n_heads": 32, "n_kv_heads": 32, "d_ff": 11008,
@@ -116,13 +119,31 @@ def _ifb(rid: str, dims, tp: int, n: int, isl: int, osl: int, max_batch: int, ma
 
 
 MLPERF_ASSUMED = (f"every request {OPENORCA_IN} prompt and {OPENORCA_OUT} output tokens (OpenOrca's means, md.9: the "
-                  "distribution is not published); token budget 8,192 per step (not in the stored config); FP8 KV cache")
+                  "distribution is not published); token budget 8,192 per step (not in the stored config); FP8 KV cache; "
+                  "the KV cache 90% of what the weights and one step's workspace leave (kvcache_free_gpu_mem_frac 0.90)")
+MLPERF_KV_FRACTION = 0.90
+"""`kvcache_free_gpu_mem_frac` of the H100 Llama 2 70B configs: NVIDIA's MLPerf Inference v4.0 Offline
+(mlcommons/inference_results_v4.0@8121a81:closed/NVIDIA/configs/llama2-70b/Offline/__init__.py) and Google's MLPerf
+Inference v4.1 Server (mlcommons/inference_results_v4.1@a2f5d66:closed/Google/configs/llama2-70b/Server/__init__.py; its
+Offline config is not stored)."""
+
+
+def kv_fraction_reserve(cfg: dict, fraction: float) -> float:
+    """The `hbm_reserve` at which a configuration's KV cache is `fraction` of what its weights and
+    one step's workspace leave a chip, as TensorRT-LLM's KV-cache memory fraction sizes it."""
+    c = ServingConfig.model_validate(cfg)
+    m, pol = c.model, c.batch
+    shard = InferenceShard(m.config(), m.tensor, m.expert, m.precision, m.parallel_block, m.capacity_factor, m.kv_states)
+    b = kv_budget(shard, c.generation, pol.page_tokens, pol.token_budget, pol.max_seqs)
+    return (1.0 - fraction) * (b.hbm_bytes - b.weight_bytes - b.workspace_bytes) / b.hbm_bytes
 
 
 def _mlperf(rid: str, system: str, scenario: str, measured: float, batch: int, source: str, published: str,
             rate_per_replica: float | None = None) -> ServeRow:
     cfg = {"generation": "gpu-h100", "slice": "2", "engine": "tensorrt-llm", "model": _model("llama2-70b", 2, FP8),
-           "batch": {"kind": "continuous", "max_seqs": batch, "token_budget": 8192, "prefill": "chunked", "kv": "paged"}}
+           "batch": {"kind": "continuous", "max_seqs": batch, "token_budget": 8192, "prefill": "chunked", "kv": "paged"},
+           "requests": _requests(1, OPENORCA_IN, OPENORCA_OUT)}
+    cfg["hbm_reserve"] = kv_fraction_reserve(cfg, MLPERF_KV_FRACTION)
     if scenario == "offline":
         cfg["requests"] = _requests(8000, OPENORCA_IN, OPENORCA_OUT)
         return ServeRow(rid, "mlperf-h100", system + ", Offline", "tensorrt-llm", "offline", measured, cfg, replicas=4,
@@ -166,8 +187,8 @@ ROWS: tuple[ServeRow, ...] = (
     _ifb("sv.24", LLAMA3_8B, 1, 3000, 2048, 128, 2048, 8192, 3555.57),
     _ifb("sv.25", LLAMA3_8B, 1, 3000, 128, 2048, 2048, 8192, 17894.85),
     _ifb("sv.26", LLAMA3_8B, 1, 1500, 2048, 2048, 2048, 8192, 8398.71),
-    _ifb("sv.27", "llama2-70b", 2, 3000, 128, 128, 4096, 8192, 6502.44),
-    _ifb("sv.28", "llama2-70b", 2, 3000, 2048, 128, 4096, 8192, 747.14),
+    _ifb("sv.27", "llama2-70b", 2, 30000, 128, 128, 2048, 2048, 6502.44),  # TP 2: max_batch_size and max_num_tokens 2048
+    _ifb("sv.28", "llama2-70b", 2, 3000, 2048, 128, 2048, 2048, 747.14),
     _ifb("sv.29", "llama2-70b", 4, 3000, 128, 2048, 4096, 8192, 9202.42),
     _ifb("sv.30", "llama2-70b", 8, 1500, 2048, 2048, 8192, 16384, 7647.54),
     _ifb("sv.31", LLAMA3_70B, 8, 30000, 128, 128, 8192, 16384, 13853.05),
