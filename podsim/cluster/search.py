@@ -303,13 +303,9 @@ class SliceSearch:
     def space_without(self, released: Sequence[SimJob]) -> FreeSpace:
         """The free space if the `released` running jobs gave their slices back now."""
         space = FreeSpace.of(self.state)
-        ports_ok = self.state.cube_ports_healthy if self.layout.ocs else None
+        ports = (self.state.cube_ports_healthy, self.state.cube_ports_degraded_healthy) if self.layout.ocs else None
         for j in released:
-            space.chip_free[np.asarray(j.slice.chips)] = True
-            if j.slice.circuits and ports_ok is not None:
-                cubes = list(j.slice.cubes)
-                space.cube_ocs_ok[cubes] = ports_ok[cubes]
-                space.cube_ocs_degraded_ok[cubes] = self.state.cube_ports_degraded_healthy[cubes]
+            space.give_back(np.asarray(j.slice.chips), list(j.slice.cubes) if j.slice.circuits else (), ports)
         return space
 
     def first_fit_prefix(self, job: SimJob, ordered: list[SimJob], free_chips: int) -> tuple[int, Fit] | None:
