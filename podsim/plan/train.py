@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, replace
 from podsim.cluster.failures import FailureSpec
 from podsim.errors import PodsimError
 from podsim.plan.goodput import Goodput, training_goodput
-from podsim.plan.search import PlanQuery, PlanSearch, search
+from podsim.plan.search import PlanQuery, PlanSearch, no_fit_advice, search
 from podsim.plan.space import job_layouts
 from podsim.topology import Generation, get_generation
 from podsim.validation.bands import ErrorBand, step_band
@@ -210,7 +210,7 @@ def time_to_train(q: TrainQuery, on_progress: Callable[[str, float, float], None
     if q.days is None:
         s = search(q.search, on_progress)
         if not s.confirmed:
-            raise PodsimError(_no_plan(s))
+            raise PodsimError(no_fit_advice(s))
         return _answer(q, s, [])
     gen = get_generation(q.search.generation)
     grid = chip_grid(gen, q.max_chips)
@@ -260,9 +260,3 @@ def peak_bound_chips(q: TrainQuery, gen: Generation) -> float:
     cfg = model_config(q.search.model, dict(q.search.model_overrides))
     flops = cfg.training_flops_per_step() * math.ceil(q.tokens / cfg.tokens_per_step)
     return flops / (gen.peak_flops_per_s * q.days * 86400)
-
-
-def _no_plan(s: PlanSearch) -> str:
-    from podsim.plan.search import no_fit_advice
-
-    return no_fit_advice(s)
