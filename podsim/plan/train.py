@@ -76,18 +76,19 @@ class Priced:
         return f"{self.value:g} {self.unit} ({self.source}{', ' + self.note if self.note else ''})"
 
 
-def chip_price(gen: Generation, given: float | None = None) -> Priced:
+def _per_chip(f, unit: str, given: float | None) -> Priced:
+    """The figure given, else generations.yaml's `f` with its source (said missing when it has none)."""
     if given is not None:
-        return Priced(given, "USD/h", "given")
-    f = gen.price_per_chip_hour
-    return Priced(f.value, "USD/h", f.source, f.note) if f is not None else Priced(None, "USD/h", "generations.yaml")
+        return Priced(given, unit, "given")
+    return Priced(f.value, unit, f.source, f.note) if f is not None else Priced(None, unit, "generations.yaml")
+
+
+def chip_price(gen: Generation, given: float | None = None) -> Priced:
+    return _per_chip(gen.price_per_chip_hour, "USD/h", given)
 
 
 def chip_power(gen: Generation, given: float | None = None) -> Priced:
-    if given is not None:
-        return Priced(given, "W", "given")
-    f = gen.power_per_chip
-    return Priced(f.value, "W", f.source, f.note) if f is not None else Priced(None, "W", "generations.yaml")
+    return _per_chip(gen.power_per_chip, "W", given)
 
 
 @dataclass(frozen=True)
