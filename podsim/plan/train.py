@@ -10,8 +10,10 @@ cost and energy, which scale with it.
 
 With a deadline the chip counts tried are the powers of two and three times the powers of two
 that a generation's slices can make up (a job is equal slices); the fewest whose best estimated
-plan finishes in time is found by bisection (the estimated days fall as chips grow; a count
-where no plan fits counts as too slow), searched there with every slice split, and confirmed
+plan finishes in time is found by walking up the powers of two from the peak-FLOP/s bound
+(`peak_bound_chips`; a count where no plan fits counts as too slow), then trying the grid's
+counts between that one and the power of two below (3 x 2^k); the fewest that finishes in time
+is searched with every slice split and confirmed
 with the engine; if the engine's step misses the deadline the next count is tried.
 """
 
