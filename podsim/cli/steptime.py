@@ -33,6 +33,7 @@ from podsim.engine.jobs import declared_slices
 from podsim.engine.linkload import record_link_load
 from podsim.engine.results import CollectiveResult
 from podsim.errors import PodsimError, first_error
+from podsim.study.multislice import STRAGGLER_CV
 from podsim.topology import build_slice, format_shape, get_generation, parse_shape
 from podsim.topology.dcn import dcn_choice
 from podsim.topology.dcntiers import TIERS_HELP
@@ -197,7 +198,7 @@ OPTION_HELP = ("a generator option KEY=VALUE, e.g. --option recompute=full (repe
                "not to: MaxText's DISABLE_COLLECTIVE_MATMUL flag); give sequence_parallel=false or collective_matmul=exposed "
                "for a Megatron all-reduce program")
 MULTISLICE_HELP = ("with several slices: switch a term of what they add, KEY=VALUE (repeatable): straggler=false (the expected "
-                   "wait for the slowest slice: the expected maximum of N normals x a per-slice step-time CV of 0.52%, from "
+                   f"wait for the slowest slice: the expected maximum of N normals x a per-slice step-time CV of {STRAGGLER_CV:.2%}, from "
                    "the published trace of Lin et al., OSDI 2025), straggler_cv=0.01, ecmp_collisions=false (per-flow hashing on the DCN uplinks); "
                    "see docs/multislice.md")
 
