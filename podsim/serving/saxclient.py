@@ -57,9 +57,9 @@ class SaxRetries:
             self.rid, self.t, self.interval, self.k = (np.concatenate([a, np.empty_like(a)])
                                                        for a in (self.rid, self.t, self.interval, self.k))
         i = self.n
-        self.rid[i], self.k[i] = rid, 0
-        self.t[i] = now + INITIAL_S * float(self._jitter(self.rid[i:i + 1], self.k[i:i + 1])[0])
-        self.interval[i], self.k[i] = INITIAL_S * MULTIPLIER, 1
+        self.rid[i], self.k[i] = rid, 1
+        self.t[i] = now + INITIAL_S * self._jitter_one(rid, 0)
+        self.interval[i] = INITIAL_S * MULTIPLIER
         self.n += 1
         return float(self.t[i])
 
