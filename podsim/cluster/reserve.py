@@ -131,11 +131,8 @@ class PodReservations:
         free = view.free
         ports = self.views.ports(pod)
         for j, (chips, cubes) in zip(jobs, parts, strict=True):
-            space.chip_free[chips] = True
+            space.give_back(chips, cubes, ports)
             free += len(chips)
-            if len(cubes) and ports is not None:
-                space.cube_ocs_ok[cubes] = ports[0][cubes]
-                space.cube_ocs_degraded_ok[cubes] = ports[1][cubes]
             if free < chips_needed:
                 continue
             self.counters["placement_calls"] += 1
@@ -147,12 +144,7 @@ class PodReservations:
     def _released(self, pod: int, view: PodView, parts: list) -> FreeSpace:
         """The pod's free space once the jobs of `parts` gave their chips (and ports) back."""
         space = view.space.copy()
-        space.chip_free[np.concatenate([p[0] for p in parts])] = True
-        ports = self.views.ports(pod)
-        cubes = np.concatenate([p[1] for p in parts])
-        if len(cubes) and ports is not None:
-            space.cube_ocs_ok[cubes] = ports[0][cubes]
-            space.cube_ocs_degraded_ok[cubes] = ports[1][cubes]
+        space.give_back(np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]), self.views.ports(pod))
         return space
 
     def _cubes_usable_after(self, head: SimJob, pod: int, view: PodView, parts: list, memo: dict,

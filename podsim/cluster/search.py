@@ -144,6 +144,14 @@ class SliceSearch:
         self.counters["placement_s"] += time.perf_counter() - t0
         return out
 
+    def _memo_of(self, key: tuple) -> PodMemo:
+        """The kind's per-pod memo, made (with its options) the first time the kind is asked."""
+        memo = self._memo.get(key)
+        if memo is None:
+            self.options(key)
+            memo = self._memo[key] = PodMemo(self.layout.pods)
+        return memo
+
     def _sync(self, job: SimJob, memo: PodMemo) -> PodMemo:
         """Bring the kind's answers up to date in the pods that changed since they were found."""
         if memo.state_version == self.state.version:
@@ -208,11 +216,7 @@ class SliceSearch:
         key = job.key
         if key in self.failed_keys or job.chips > free_chips:
             return None
-        memo = self._memo.get(key)
-        if memo is None:
-            self.options(key)
-            memo = self._memo[key] = PodMemo(self.layout.pods)
-        self._sync(job, memo)
+        memo = self._sync(job, self._memo_of(key))
         if memo.best is STALE:
             memo.best = self._choose(job, memo.answers, memo)
         return memo.best
@@ -234,11 +238,7 @@ class SliceSearch:
         hit = res.avoiding.get(job.key)
         if hit is not None and hit[0] == self.state.version:  # the same state: the same answer
             return hit[1]
-        memo = self._memo.get(job.key)
-        if memo is None:
-            self.options(job.key)
-            memo = self._memo[job.key] = PodMemo(self.layout.pods)
-        answers = dict(self._sync(job, memo).answers)
+        answers = dict(self._sync(job, self._memo_of(job.key)).answers)
         lay = self.layout
         for pod in res.pods:  # the reserved pods' answers keeping off the chips, kept per pod version
             version = int(self.state.pod_version[pod])
@@ -303,13 +303,9 @@ class SliceSearch:
     def space_without(self, released: Sequence[SimJob]) -> FreeSpace:
         """The free space if the `released` running jobs gave their slices back now."""
         space = FreeSpace.of(self.state)
-        ports_ok = self.state.cube_ports_healthy if self.layout.ocs else None
+        ports = (self.state.cube_ports_healthy, self.state.cube_ports_degraded_healthy) if self.layout.ocs else None
         for j in released:
-            space.chip_free[np.asarray(j.slice.chips)] = True
-            if j.slice.circuits and ports_ok is not None:
-                cubes = list(j.slice.cubes)
-                space.cube_ocs_ok[cubes] = ports_ok[cubes]
-                space.cube_ocs_degraded_ok[cubes] = self.state.cube_ports_degraded_healthy[cubes]
+            space.give_back(np.asarray(j.slice.chips), list(j.slice.cubes) if j.slice.circuits else (), ports)
         return space
 
     def first_fit_prefix(self, job: SimJob, ordered: list[SimJob], free_chips: int) -> tuple[int, Fit] | None:

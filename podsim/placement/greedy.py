@@ -89,11 +89,6 @@ def rank_cubes(space: FreeSpace, opt: Option, policy: Policy, block_cubes: int =
     return cubes_score(int(counts[pod]), policy), pod, (), Assignment("cubes", opt.shape, pod, tuple(chosen))
 
 
-def fit_cubes(space: FreeSpace, opt: Option, policy: Policy, block_cubes: int = 8) -> Assignment | None:
-    """Cube-level slice on an OCS pod: any `need` usable cubes of one pod."""
-    return _first(rank_cubes(space, opt, policy, block_cubes))
-
-
 def rank_subcube(space: FreeSpace, opt: Option, policy: Policy) -> Ranked | None:
     """Sub-cube slice: an aligned position inside one cube whose chips are all free; best fit
     takes the cube with the fewest free chips, one that cannot serve a cube-level slice first."""
@@ -123,11 +118,6 @@ def rank_subcube(space: FreeSpace, opt: Option, policy: Policy) -> Ranked | None
     pod = int(lay.pod_of_cube[cube])
     return score, pod, (cube - pod * lay.cubes_per_pod,), Assignment(
         "subcube", opt.shape, pod, (cube,), tuple(int(v) for v in origins[k]))
-
-
-def fit_subcube(space: FreeSpace, opt: Option, policy: Policy) -> Assignment | None:
-    """Sub-cube slice: an aligned position inside one cube whose chips are all free."""
-    return _first(rank_subcube(space, opt, policy))
 
 
 def rank_box(space: FreeSpace, opts: Sequence[Option], policy: Policy) -> Ranked | None:
@@ -161,12 +151,6 @@ def rank_box(space: FreeSpace, opts: Sequence[Option], policy: Policy) -> Ranked
     if cube_units:
         origin = tuple(v * c for v, c in zip(origin, lay.generation.cube_shape, strict=True))
     return score, pod, tie, Assignment(opts[0].kind, opt.shape, pod, (), origin)
-
-
-def fit_box(space: FreeSpace, opts: Sequence[Option], policy: Policy) -> Assignment | None:
-    """Static box (a rectangle, whole cubes in the OCS-less home arrangement, or a box of chips
-    on a statically wired generic torus)."""
-    return _first(rank_box(space, opts, policy))
 
 
 def rank_request(space: FreeSpace, opts: Sequence[Option], policy: Policy = "best",

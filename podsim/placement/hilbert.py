@@ -61,15 +61,10 @@ def _order(pod_shape: tuple[int, ...]) -> np.ndarray:
     return order
 
 
-def fit_hilbert(space: FreeSpace, req) -> Assignment | None:
-    """The N free chips with the shortest Hilbert span in any pod (a tie: the first pod, the
-    earliest start), as a `scatter` assignment; None when no pod has N free chips."""
-    r = rank_hilbert(space, req)
-    return None if r is None else r[3]
-
-
 def rank_hilbert(space: FreeSpace, req):
-    """`fit_hilbert` with its rank (podsim.placement.greedy.Ranked): the span."""
+    """The N free chips with the shortest Hilbert span in any pod (a tie: the first pod, the
+    earliest start), as a `scatter` assignment, with its rank (podsim.placement.greedy.Ranked):
+    the span; None when no pod has N free chips."""
     lay = space.layout
     gen = lay.generation
     n = req.chips

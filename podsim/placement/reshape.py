@@ -3,7 +3,7 @@
 Block slices (podsim.topology.blocks) are the native form of a generic torus pod's shapes whose
 sides are inside one block or whole blocks (2x4x8 on 4^3 blocks), and the *split* of any other
 shape into whole blocks plus face, edge and corner pieces joined by OCS circuits (6x6x6: one
-block, three faces, three edges, a corner). `fit_blocks` finds blocks whose region each cell
+block, three faces, three edges, a corner). `rank_blocks` finds blocks whose region each cell
 needs is free and whose OCS ports for the cell's circuits are healthy: cell types with the fewest
 candidate blocks first, each taking the candidates with the fewest free chips (pieces fill
 fragments; whole free blocks stay whole) - RFold's corner placement of pieces (arXiv 2510.03891)
@@ -160,8 +160,10 @@ def fit_geometry(space: FreeSpace, geom: BlockGeometry, policy: str) -> tuple[in
 
 
 def rank_blocks(space: FreeSpace, opts: Sequence[Option], policy: str = "best", form: str = "native"):
-    """`fit_blocks` with its rank (podsim.placement.greedy.Ranked): the whole free blocks it
-    breaks and the geometry's place in the search order (best), or that place (first)."""
+    """A block slice for one of `opts` (rotations), over every offset and side choice; `best`
+    breaks the fewest whole free blocks (then the first pod), `first` takes the first fit. Its
+    rank (podsim.placement.greedy.Ranked): the whole free blocks it breaks and the geometry's
+    place in the search order (best), or that place (first)."""
     if not space.layout.ocs:
         return None
     b = space.layout.generation.cube_shape[0]
@@ -185,13 +187,6 @@ def rank_blocks(space: FreeSpace, opts: Sequence[Option], policy: str = "best", 
             if best is None or broken < best[0][0]:
                 best = ((broken, g), pod, (), a)
     return best
-
-
-def fit_blocks(space: FreeSpace, opts: Sequence[Option], policy: str = "best", form: str = "native") -> Assignment | None:
-    """A block slice for one of `opts` (rotations), over every offset and side choice; `best`
-    breaks the fewest whole free blocks (then the first pod), `first` takes the first fit."""
-    r = rank_blocks(space, opts, policy, form)
-    return None if r is None else r[3]
 
 
 # --- reshaped requests --------------------------------------------------------------------------

@@ -211,6 +211,14 @@ class FreeSpace:
     def take(self, chips: np.ndarray) -> None:
         self.chip_free[chips] = False
 
+    def give_back(self, chips, cubes=(), ports: tuple[np.ndarray, np.ndarray] | None = None) -> None:
+        """A slice's chips freed, and (`cubes`: those whose circuits it held) its cubes' OCS ports
+        usable again as far as `ports` (strict, degraded health per cube; None without OCS) allow."""
+        self.chip_free[chips] = True
+        if len(cubes) and ports is not None:
+            self.cube_ocs_ok[cubes] = ports[0][cubes]
+            self.cube_ocs_degraded_ok[cubes] = ports[1][cubes]
+
     def chips_of(self, a: Assignment) -> np.ndarray:
         """Chip ids an assignment covers (any order)."""
         lay = self.layout
