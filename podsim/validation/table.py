@@ -28,7 +28,7 @@ import statistics
 from collections.abc import Callable
 from dataclasses import replace
 
-from podsim.engine import step_summary
+from podsim.engine import StepResult, step_summary
 from podsim.errors import PodsimError
 from podsim.perf import chips as chip_constants
 from podsim.perf.efficiency import HBM, MATMUL, constant_name, fraction
@@ -134,7 +134,11 @@ def row_trace(row: Row) -> StepTrace:
 def predict(row: Row) -> dict:
     """Run the row's study (several slices: one job on `place_slices`, the DCN between them), and
     return the step summary with the recompute policy used."""
-    r = run_study(fitting_study(row))
+    return step_record(run_study(fitting_study(row)))
+
+
+def step_record(r: StepResult) -> dict:
+    """A step's summary (`step_summary`) with the recompute policy its trace ran."""
     return {**step_summary(r), "recompute": r.trace.meta["recompute"]}
 
 
