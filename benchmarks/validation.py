@@ -51,6 +51,7 @@ from podsim.validation.split import (
 from podsim.validation.table import (
     SERIES_TOLERANCE,
     band_errors,
+    constants_by_row,
     error,
     kind_figures,
     predict,
@@ -366,13 +367,11 @@ def step_table(ids: list[str], argv: list[str]) -> list[dict]:
     values = current_values(picks)
     print_picks(picks, values)
     print(f"(rule applied to {len(ROWS)} rows' data and traces in {time.perf_counter() - t0:.0f} s)\n\n{HEAD}")
-    predictor, sets = Predictor(), {}
-    for name, rid in picks.items():
-        sets.setdefault(rid, []).append(name)
+    predictor, sets = Predictor(), constants_by_row(picks)
     t1 = time.perf_counter()
     table = []
     for row in rows:
-        table.append(record(row, predictor.summary(row, values), tuple(sorted(sets.get(row.id, ())))))
+        table.append(record(row, predictor.summary(row, values), sets.get(row.id, ())))
         print(_line(table[-1]), flush=True)
     s = summarise(table)
     unscored = sum(1 for r in table if r.get("unscored"))

@@ -212,17 +212,23 @@ def record(row: Row, s: dict, sets: tuple[str, ...] = ()) -> dict:
             "unscored": unscored_reason(row, implied), "no_basis": no_basis(row)}
 
 
+def constants_by_row(picks: dict[str, str]) -> dict[str, tuple[str, ...]]:
+    """Row id -> the constants it sets, sorted, from `calibration_rows`' constant -> row id."""
+    sets: dict[str, list[str]] = {}
+    for name, rid in picks.items():
+        sets.setdefault(rid, []).append(name)
+    return {rid: tuple(sorted(names)) for rid, names in sets.items()}
+
+
 def run_table(rows: tuple[Row, ...] = ROWS, on_row: Callable[[dict], None] | None = None,
               picks: dict[str, str] | None = None) -> list[dict]:
     """Each row's prediction and error at the constants in force; `mfu` and `hfu` against the peak
     of the row's precision (`peak_precision`), as `peak_scale` says; `picks` (constant -> row id,
     `calibration_rows`) tags the rows that set constants."""
-    sets = {}
-    for name, rid in (picks or {}).items():
-        sets.setdefault(rid, []).append(name)
+    sets = constants_by_row(picks or {})
     out = []
     for row in rows:
-        rec = record(row, predict(row), tuple(sorted(sets.get(row.id, ()))))
+        rec = record(row, predict(row), sets.get(row.id, ()))
         out.append(rec)
         if on_row:
             on_row(rec)
