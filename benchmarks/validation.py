@@ -27,6 +27,7 @@ simulation, with the calibration rule's rows marked and leave-one-out / leave-on
 
 from __future__ import annotations
 
+import statistics
 import sys
 import time
 from dataclasses import replace
@@ -339,8 +340,8 @@ def print_picks(picks: dict[str, str], values: dict[str, float], rows=ROWS) -> N
 
 
 def _summary_line(label: str, errs: list[float]) -> str:
-    a = sorted(abs(e) for e in errs)
-    return f"{label}: median |error| {a[len(a) // 2] if len(a) % 2 else (a[len(a) // 2 - 1] + a[len(a) // 2]) / 2:.1%}, max {a[-1]:.1%} over {len(a)} rows"
+    a = [abs(e) for e in errs]
+    return f"{label}: median |error| {statistics.median(a):.1%}, max {max(a):.1%} over {len(a)} rows"
 
 
 def cv_lines(table: list[dict], markdown: bool) -> list[str]:
