@@ -199,12 +199,13 @@ def record(row: Row, s: dict, sets: tuple[str, ...] = ()) -> dict:
     `unscored`: the measurement-quality rule's reason to leave it out of every figure
     (podsim.validation.quality), Q2 read at the training step the row implies (R6)."""
     scale = peak_scale(row)
-    implied = implied_utilisation(s["hfu"] * scale, s["step_time_s"], implied_s(row)) if s.get("hfu") else None
+    hfu = s["hfu"] * scale if s.get("hfu") else None
+    implied = implied_utilisation(hfu, s["step_time_s"], implied_s(row)) if hfu else None
     return {"id": row.id, "system": row.system, "model": row.model_name, "kind": row.kind, "corpus": row.corpus,
             "generation": row.generation, "slices": row.slices,
             "measured_s": row.measured_s, "measured_hi_s": row.measured_hi_s, "implied_s": implied_s(row), "predicted_s": s["step_time_s"],
             "ratio": s["step_time_s"] / row.measured_s, "error": error(row, s["step_time_s"]),
-            "mfu": s["mfu"] * scale if s.get("mfu") else None, "hfu": s["hfu"] * scale if s.get("hfu") else None,
+            "mfu": s["mfu"] * scale if s.get("mfu") else None, "hfu": hfu,
             "peak_precision": row.options.precision, "exposed_comm_s": s["exposed_comm_s"],
             "calibration": ", ".join(sets), "assumed": setup_note(row), "source": row.source,
             "engine_wall_s": s["engine_wall_s"], "recompute": s["recompute"],
