@@ -1,4 +1,4 @@
-"""Array helpers that keep start-up light.
+"""Array helpers shared across packages: distinct values that keep start-up light, and a hash.
 
 numpy 2's `np.unique(a)` (no index or count outputs) asks `np.ma.is_masked`, which imports
 numpy.ma on first use: tens of milliseconds of a small command's start-up (benchmarks/
@@ -25,3 +25,11 @@ def has_duplicates(a) -> bool:
     """Whether some value occurs twice in `a`."""
     s = np.sort(np.asarray(a), axis=None)
     return bool((s[1:] == s[:-1]).any())
+
+
+def splitmix64(x: np.ndarray) -> np.ndarray:
+    """splitmix64's finaliser of each value: a well-spread 64-bit hash (wrapping uint64 arithmetic)."""
+    z = x.astype(np.uint64) + np.uint64(0x9E3779B97F4A7C15)
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return z ^ (z >> np.uint64(31))

@@ -404,3 +404,17 @@ def test_a_grid_with_points_of_other_fields_is_their_product(tmp_path, capsys):
                   "show: [utilisation, goodput]\n")
     code, out, err = run_podsim(capsys, "validate", str(sw))
     assert code == 0 and "4 points" in out, err
+
+
+@pytest.mark.parametrize("flag,item", [("--option", "sequence_parallel=1"), ("--multislice", "straggler=1"),
+                                       ("--multislice", "ecmp_collisions=yes")])
+def test_a_key_value_boolean_takes_only_true_or_false(flag, item):
+    """`--option` and `--multislice` read a boolean as YAML does: 1 or yes is refused in one line
+    naming the key (pydantic alone would read them as true), as a scenario's multislice section is."""
+    from podsim.cli.steptime import multislice_spec, step_options
+    from podsim.errors import PodsimError
+
+    parse = step_options if flag == "--option" else multislice_spec
+    with pytest.raises(PodsimError, match=f"^{flag} {item}: not a boolean; give true or false$"):
+        parse([item])
+    assert parse([item.split("=")[0] + "=false"]) is not None

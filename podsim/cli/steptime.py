@@ -33,6 +33,7 @@ from podsim.engine.jobs import declared_slices
 from podsim.engine.linkload import record_link_load
 from podsim.engine.results import CollectiveResult
 from podsim.errors import PodsimError, first_error
+from podsim.study.multislice import STRAGGLER_CV
 from podsim.topology import build_slice, format_shape, get_generation, parse_shape
 from podsim.topology.dcn import dcn_choice
 from podsim.topology.dcntiers import TIERS_HELP
@@ -150,45 +151,44 @@ def resolve_slices(trace, given: int | None) -> int:
 
 
 
-def step_options(items: list[str] | None) -> GenerateOptions:
-    """`--option KEY=VALUE` (repeatable) as the generator's GenerateOptions, each value read as its
-    field's type (e.g. recompute=full, collective_matmul=true, microbatches=8)."""
+def _assignments(items: list[str] | None, flag: str, example: str, tp, unknown: str):
+    """`FLAG KEY=VALUE` (repeatable) validated as `tp`, each value read as its field's type; a
+    boolean field takes only true or false (pydantic would read 1 or yes as true), an unknown key is
+    refused with `unknown`, any other error in one line naming the key."""
     from pydantic import TypeAdapter, ValidationError
 
     from podsim.quantities import find_nonbool
     from podsim.trace.configs import parse_assignments
+
+    given = parse_assignments(items, flag, example)
+    bad = find_nonbool(given, tp)
+    if bad is not None:
+        raise PodsimError(f"{flag} {'.'.join(map(str, bad[0]))}={bad[1]}: not a boolean; give true or false")
+    try:
+        return TypeAdapter(tp).validate_python(given)
+    except ValidationError as exc:
+        where, msg = first_error(exc, flag.removeprefix("--"))
+        if exc.errors()[0]["type"] in ("unexpected_keyword_argument", "extra_forbidden"):
+            msg = unknown
+        raise PodsimError(f"{flag} {where}: {msg}") from None
+
+
+def step_options(items: list[str] | None) -> GenerateOptions:
+    """`--option KEY=VALUE` (repeatable) as the generator's GenerateOptions, each value read as its
+    field's type (e.g. recompute=full, collective_matmul=true, microbatches=8)."""
     from podsim.trace.generate import GenerateOptions
 
-    given = parse_assignments(items, "--option", "recompute=full")
-    bad = find_nonbool(given, GenerateOptions)  # pydantic would read sequence_parallel=1 or =yes as true
-    if bad is not None:
-        raise PodsimError(f"--option {'.'.join(map(str, bad[0]))}={bad[1]}: not a boolean; give true or false")
-    try:
-        return TypeAdapter(GenerateOptions).validate_python(given)
-    except ValidationError as exc:
-        where, msg = first_error(exc, "option")
-        if exc.errors()[0]["type"] in ("unexpected_keyword_argument", "extra_forbidden"):
-            allowed = ", ".join(f.name for f in dataclasses.fields(GenerateOptions) if f.name != "mesh")
-            msg = f"unknown option; options: {allowed}"
-        raise PodsimError(f"--option {where}: {msg}") from None
+    allowed = ", ".join(f.name for f in dataclasses.fields(GenerateOptions) if f.name != "mesh")
+    return _assignments(items, "--option", "recompute=full", GenerateOptions, f"unknown option; options: {allowed}")
 
 
 def multislice_spec(items: list[str] | None):
     """`--multislice KEY=VALUE` (repeatable) as the study's MultisliceSpec: straggler=false,
     straggler_cv=0.01, ecmp_collisions=false (podsim.study.multislice)."""
-    from pydantic import ValidationError
-
     from podsim.study.multislice import MultisliceSpec
-    from podsim.trace.configs import parse_assignments
 
-    given = parse_assignments(items, "--multislice", "straggler=false")
-    try:
-        return MultisliceSpec.model_validate(given)
-    except ValidationError as exc:
-        where, msg = first_error(exc, "multislice")
-        if exc.errors()[0]["type"] == "extra_forbidden":
-            msg = f"unknown term; terms: {', '.join(MultisliceSpec.model_fields)}"
-        raise PodsimError(f"--multislice {where}: {msg}") from None
+    return _assignments(items, "--multislice", "straggler=false", MultisliceSpec,
+                        f"unknown term; terms: {', '.join(MultisliceSpec.model_fields)}")
 
 
 OPTION_HELP = ("a generator option KEY=VALUE, e.g. --option recompute=full (repeatable; the fields of "
@@ -198,7 +198,7 @@ OPTION_HELP = ("a generator option KEY=VALUE, e.g. --option recompute=full (repe
                "not to: MaxText's DISABLE_COLLECTIVE_MATMUL flag); give sequence_parallel=false or collective_matmul=exposed "
                "for a Megatron all-reduce program")
 MULTISLICE_HELP = ("with several slices: switch a term of what they add, KEY=VALUE (repeatable): straggler=false (the expected "
-                   "wait for the slowest slice: the expected maximum of N normals x a per-slice step-time CV of 0.52%, from "
+                   f"wait for the slowest slice: the expected maximum of N normals x a per-slice step-time CV of {STRAGGLER_CV:.2%}, from "
                    "the published trace of Lin et al., OSDI 2025), straggler_cv=0.01, ecmp_collisions=false (per-flow hashing on the DCN uplinks); "
                    "see docs/multislice.md")
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from podsim._arrays import unique
+from podsim._arrays import splitmix64, unique
 from podsim.collectives.crossing import (
     DcnTranslation,
     crossing_flows,
@@ -39,14 +39,6 @@ from podsim.collectives.crossing import (
 from podsim.collectives.routeparts import _subset, route_sums
 from podsim.collectives.schedule import Pattern
 from podsim.topology.routing import dcn_group_members
-
-
-def _mix(x: np.ndarray) -> np.ndarray:
-    """splitmix64 finaliser: a well-spread 64-bit hash of each value (wrapping arithmetic)."""
-    z = x.astype(np.uint64) + np.uint64(0x9E3779B97F4A7C15)
-    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    return z ^ (z >> np.uint64(31))
 
 
 def _dense(x: np.ndarray) -> tuple[np.ndarray, int]:
@@ -101,9 +93,9 @@ def refine(entry_flow: np.ndarray, entry_link: np.ndarray, flow_colour: np.ndarr
     n_flows, n_links = len(fc), len(lc)
     with np.errstate(over="ignore"):
         for _ in range(max_rounds):
-            sig = _segment_sum(_mix((lc[entry_link].astype(np.uint64) * np.uint64(2) + np.uint64(1)) ^ tag), entry_flow, n_flows)
+            sig = _segment_sum(splitmix64((lc[entry_link].astype(np.uint64) * np.uint64(2) + np.uint64(1)) ^ tag), entry_flow, n_flows)
             fc = _pair(fc, _dense(sig)[0])
-            sig = _segment_sum(_mix((fc[entry_flow].astype(np.uint64) * np.uint64(2)) ^ tag) * mult, entry_link, n_links)
+            sig = _segment_sum(splitmix64((fc[entry_flow].astype(np.uint64) * np.uint64(2)) ^ tag) * mult, entry_link, n_links)
             lc = _pair(lc, _dense(sig)[0])
             new = (int(fc.max(initial=-1)) + 1, int(lc.max(initial=-1)) + 1)
             if new == (nf, nl):

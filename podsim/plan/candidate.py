@@ -137,30 +137,37 @@ def program_of(ctx: Context, cand: Candidate) -> tuple[StepProgram, object]:
     return step_program(sh, ctx.chip, m), sh
 
 
-def assess(ctx: Context, cand: Candidate, *, estimate: bool = True) -> Assessed:
-    """Refusal, HBM, then (if it fits and `estimate`) the analytic step of one candidate."""
+def _sized(ctx: Context, cand: Candidate) -> tuple[Assessed, object, int]:
+    """The candidate refused by the generator or with its HBM footprint, and its shard and
+    micro-batches (None, 0 when refused): what `assess` and `bounded` both start from."""
     try:
         sh, m, *_ = shard_of(ctx, cand)
     except PodsimError as exc:
-        return Assessed(cand, refused=str(exc))
+        return Assessed(cand, refused=str(exc)), None, 0
     hbm = transformer_footprint(sh, m).total_bytes
-    extra = {"microbatch_sequences": sh.b, "collective_matmul": sh.opts.collective_matmul,
-             "sequence_parallel": sh.opts.sequence_parallel}
+    return Assessed(cand, hbm_bytes=hbm, microbatch_sequences=sh.b, collective_matmul=sh.opts.collective_matmul,
+                    sequence_parallel=sh.opts.sequence_parallel), sh, m
+
+
+def _over_hbm(ctx: Context, a: Assessed) -> bool:
     cap = ctx.hbm_capacity_bytes
-    if cap is not None and hbm > cap:
-        return Assessed(cand, hbm_bytes=hbm, **extra)
-    if not estimate:
-        return Assessed(cand, hbm_bytes=hbm, **extra)
+    return cap is not None and a.hbm_bytes > cap
+
+
+def assess(ctx: Context, cand: Candidate, *, estimate: bool = True) -> Assessed:
+    """Refusal, HBM, then (if it fits and `estimate`) the analytic step of one candidate."""
+    a, sh, m = _sized(ctx, cand)
+    if sh is None or _over_hbm(ctx, a) or not estimate:
+        return a
     program = step_program(sh, ctx.chip, m)
-    return estimated(ctx, Assessed(cand, hbm_bytes=hbm, bound_s=program.compute_s, program=program, **extra))
+    return estimated(ctx, replace(a, bound_s=program.compute_s, program=program))
 
 
 def bounded(ctx: Context, cand: Candidate) -> Assessed:
     """`assess` up to the step program and its compute bound, without the estimate."""
-    a = assess(ctx, cand, estimate=False)
-    if a.refused or (ctx.hbm_capacity_bytes is not None and a.hbm_bytes > ctx.hbm_capacity_bytes):
+    a, sh, m = _sized(ctx, cand)
+    if sh is None or _over_hbm(ctx, a):
         return a
-    sh, m, *_ = shard_of(ctx, cand)
     program = step_program(sh, ctx.chip, m)
     try:  # the trace the engine would run must be within the ops budget, as generate_trace checks
         check_budget("ops", program.ops, f"trace of {cand.label()}", "counted from the plan's passes")

@@ -25,7 +25,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from podsim.perf.chips import ChipCompute
 from podsim.plan.overlap import Flight, Job
 from podsim.plan.pricing import Pricer
 from podsim.plan.program import Comm, Pass, StepProgram
@@ -393,9 +392,3 @@ def layout_for(program: StepProgram, plan: ParallelPlan, shape: tuple[int, ...],
         if mapping is None:
             mapping = pricer.mappings[key] = map_mesh(shape, plan, order)
     return Layout(plan, shape, mapping, pricer)
-
-
-def chip_of(generation) -> ChipCompute:
-    from podsim.perf import chip_compute
-
-    return chip_compute(generation)

@@ -9,6 +9,7 @@ import math
 from podsim.plan.explain import why_loses
 from podsim.plan.search import PlanSearch
 from podsim.plan.train import Ranged, TrainPlan
+from podsim.topology import format_shape
 
 PLAN_COLUMNS = ("rank", "plan", "slices", "slice", "parallelism", "microbatches", "recompute", "sequence_parallel",
                 "collective_matmul", "step_time_s", "estimate_s", "estimate_error", "mfu", "hbm_bytes_per_chip",
@@ -23,7 +24,7 @@ def plan_rows(s: PlanSearch) -> list[dict]:
     for i, c in enumerate(s.confirmed):
         cand = c.assessed.candidate
         rows.append({
-            "rank": i + 1, "plan": cand.label(), "slices": cand.slices, "slice": "x".join(map(str, cand.shape)),
+            "rank": i + 1, "plan": cand.label(), "slices": cand.slices, "slice": format_shape(cand.shape),
             "parallelism": cand.parallelism, "microbatches": cand.microbatches, "recompute": cand.recompute,
             "sequence_parallel": c.assessed.sequence_parallel, "collective_matmul": c.assessed.collective_matmul,
             "step_time_s": c.step_s, "estimate_s": c.assessed.estimate.step_s, "estimate_error": c.estimate_error,
@@ -47,7 +48,7 @@ def steptime_command(s: PlanSearch) -> str:
     c = s.best.assessed.candidate
     q = s.query
     parts = ["podsim steptime", f"--model {q.model}", f"--generation {s.context.generation.id}",
-             f"--slice {'x'.join(map(str, c.shape))}", f"-p {c.parallelism}"]
+             f"--slice {format_shape(c.shape)}", f"-p {c.parallelism}"]
     if c.slices > 1:
         parts.append(f"--slices {c.slices}")
     parts += [f"--set {k}={v}" for k, v in q.model_overrides.items()]
@@ -61,7 +62,7 @@ def search_summary(s: PlanSearch) -> dict:
     out = {
         "model": s.query.model, "generation": s.context.generation.id, "chips": s.chips,
         "global_batch": s.context.cfg.global_batch, "tokens_per_step": s.context.cfg.tokens_per_step,
-        "layouts": [{"slices": n, "slice": "x".join(map(str, shape))} for n, shape in s.layouts],
+        "layouts": [{"slices": n, "slice": format_shape(shape)} for n, shape in s.layouts],
         "counts": dict(vars(s.counts)), "wall_s": s.wall_s,
         "hbm_capacity_bytes": s.context.hbm_capacity_bytes,
         "plans": plan_rows(s), "ranked": ranked_rows(s),
@@ -86,7 +87,7 @@ def train_summary(t: TrainPlan) -> dict:
     c = best.assessed.candidate
     return {
         "tokens": t.query.tokens, "deadline_days": t.query.days, "meets_deadline": t.meets_deadline,
-        "chips": c.chips, "slices": c.slices, "slice": "x".join(map(str, c.shape)), "plan": c.label(),
+        "chips": c.chips, "slices": c.slices, "slice": format_shape(c.shape), "plan": c.label(),
         "step_time_s": t.step_s, "step_error": t.band.as_dict(), "step_error_text": t.band.text(),
         "steps": t.steps, "tokens_per_step": t.tokens_per_step,
         "goodput": t.goodput.as_dict(), "days": _ranged(t.days), "chip_hours": _ranged(t.chip_hours),

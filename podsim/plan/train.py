@@ -10,8 +10,10 @@ cost and energy, which scale with it.
 
 With a deadline the chip counts tried are the powers of two and three times the powers of two
 that a generation's slices can make up (a job is equal slices); the fewest whose best estimated
-plan finishes in time is found by bisection (the estimated days fall as chips grow; a count
-where no plan fits counts as too slow), searched there with every slice split, and confirmed
+plan finishes in time is found by walking up the powers of two from the peak-FLOP/s bound
+(`peak_bound_chips`; a count where no plan fits counts as too slow), then trying the grid's
+counts between that one and the power of two below (3 x 2^k); the fewest that finishes in time
+is searched with every slice split and confirmed
 with the engine; if the engine's step misses the deadline the next count is tried.
 """
 
@@ -25,7 +27,7 @@ from dataclasses import dataclass, field, replace
 from podsim.cluster.failures import FailureSpec
 from podsim.errors import PodsimError
 from podsim.plan.goodput import Goodput, training_goodput
-from podsim.plan.search import PlanQuery, PlanSearch, search
+from podsim.plan.search import PlanQuery, PlanSearch, no_fit_advice, search
 from podsim.plan.space import job_layouts
 from podsim.topology import Generation, get_generation
 from podsim.validation.bands import ErrorBand, step_band
@@ -76,18 +78,19 @@ class Priced:
         return f"{self.value:g} {self.unit} ({self.source}{', ' + self.note if self.note else ''})"
 
 
-def chip_price(gen: Generation, given: float | None = None) -> Priced:
+def _per_chip(f, unit: str, given: float | None) -> Priced:
+    """The figure given, else generations.yaml's `f` with its source (said missing when it has none)."""
     if given is not None:
-        return Priced(given, "USD/h", "given")
-    f = gen.price_per_chip_hour
-    return Priced(f.value, "USD/h", f.source, f.note) if f is not None else Priced(None, "USD/h", "generations.yaml")
+        return Priced(given, unit, "given")
+    return Priced(f.value, unit, f.source, f.note) if f is not None else Priced(None, unit, "generations.yaml")
+
+
+def chip_price(gen: Generation, given: float | None = None) -> Priced:
+    return _per_chip(gen.price_per_chip_hour, "USD/h", given)
 
 
 def chip_power(gen: Generation, given: float | None = None) -> Priced:
-    if given is not None:
-        return Priced(given, "W", "given")
-    f = gen.power_per_chip
-    return Priced(f.value, "W", f.source, f.note) if f is not None else Priced(None, "W", "generations.yaml")
+    return _per_chip(gen.power_per_chip, "W", given)
 
 
 @dataclass(frozen=True)
@@ -210,7 +213,7 @@ def time_to_train(q: TrainQuery, on_progress: Callable[[str, float, float], None
     if q.days is None:
         s = search(q.search, on_progress)
         if not s.confirmed:
-            raise PodsimError(_no_plan(s))
+            raise PodsimError(no_fit_advice(s))
         return _answer(q, s, [])
     gen = get_generation(q.search.generation)
     grid = chip_grid(gen, q.max_chips)
@@ -260,9 +263,3 @@ def peak_bound_chips(q: TrainQuery, gen: Generation) -> float:
     cfg = model_config(q.search.model, dict(q.search.model_overrides))
     flops = cfg.training_flops_per_step() * math.ceil(q.tokens / cfg.tokens_per_step)
     return flops / (gen.peak_flops_per_s * q.days * 86400)
-
-
-def _no_plan(s: PlanSearch) -> str:
-    from podsim.plan.search import no_fit_advice
-
-    return no_fit_advice(s)

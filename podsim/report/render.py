@@ -141,7 +141,7 @@ def with_band(m: dict, text: str) -> str:
 
 
 def multislice_text(m: dict) -> str:
-    """What the slices add beyond one slice's step (podsim.study.multislice), or '' on one slice."""
+    """What the slices add beyond one slice's step (podsim.study.multislice), or 'one slice'."""
     if (m.get("slices") or 1) <= 1 or "straggler_wait_s" not in m:
         return "one slice"
     return (f"straggler wait {sec(m['straggler_wait_s'])}, DCN tail {sec(m.get('dcn_tail_s', 0.0))}, "
@@ -162,7 +162,7 @@ STEP_ROWS: list[Row] = [
     ("model FLOPs utilisation", lambda r: with_band(r.metrics, pct(r.metrics["mfu"]))),
     ("compute timing", lambda r: compute_timing(r.metrics.get("compute_efficiency"))),  # None: per-op model
     ("HBM per chip", lambda r: _hbm(r.metrics)),
-    ("time to train", lambda r: with_band(r.metrics, sec(r.metrics.get("time_to_train_s")) + (f" ({r.metrics['steps']:,} steps)" if r.metrics.get("steps") else ""))
+    ("time to train", lambda r: with_band(r.metrics, f"{sec(r.metrics.get('time_to_train_s'))} ({r.metrics['steps']:,} steps)")
      if r.metrics.get("steps") else "n/a (give the study's steps)"),
     ("chip-hours", lambda r: f"{num(r.metrics['chip_h'])} ({r.cost.get('per', '')})"),
     ("cost", _m("cost_usd", usd)),

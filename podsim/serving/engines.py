@@ -165,9 +165,9 @@ ENGINES: dict[str, dict[str, EngineModel]] = {
         note=f"praxis as the MLPerf rounds ran it ({PRAXIS} praxis/layers/attentions.py `_dot_atten`, "
              "praxis/beam_search.py `shuffle_state`, praxis/layers/models.py `decode_with_params`)")},
 }
-AUTO = {("gpu", "continuous"): "tensorrt-llm", ("gpu", "static"): "tensorrt-llm", ("tpu", "continuous"): "jetstream",
-        ("tpu", "static"): "jetstream"}
-"""`engine: auto`: the parameter set of each platform's validated engine (Saxml for Saxml's batcher)."""
+AUTO = {"gpu": "tensorrt-llm", "tpu": "jetstream"}
+"""`engine: auto`: the parameter set of each platform's validated engine, whatever the batch kind (Saxml
+for Saxml's batcher)."""
 
 
 def platform_of(gen: Generation) -> str:
@@ -185,16 +185,15 @@ def resolve_engine(name: str, generation: str | Generation, batch_kind: str = "c
         raise PodsimError(f"engine {name!r} is not known; use one of: {', '.join(ENGINE_NAMES)}")
     plat = platform_of(gen)
     if name == "auto":
-        name = "saxml" if batcher == "saxml" else AUTO[(plat, batch_kind)]
+        name = "saxml" if batcher == "saxml" else AUTO[plat]
     sets = ENGINES.get(name, {})
     model = sets.get(plat) or sets.get("any")
     if model is None:
         have = ", ".join(f"{e} on {'/'.join(p)}" for e, p in ENGINES.items())
         raise PodsimError(f"engine {name}: no parameters for {plat}s ({gen.id}); podsim has: {have}")
-    kind = "saxml" if batcher == "saxml" else batch_kind
     if name == "saxml" and batcher != "saxml":
         raise PodsimError("engine saxml runs Saxml's batcher: set batch kind static and batcher saxml")
-    if kind != "saxml" and kind not in model.batch_kinds:
+    if batcher != "saxml" and batch_kind not in model.batch_kinds:
         raise PodsimError(f"engine {name} runs {', '.join(model.batch_kinds)} batches, not {batch_kind}; "
                           f"set batch kind {model.batch_kinds[0]} or another engine")
     return model

@@ -15,11 +15,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from podsim._arrays import splitmix64
+
 INITIAL_S, MULTIPLIER, MAX_INTERVAL_S = 0.010, 1.5, 60.0
 _MASK64 = (1 << 64) - 1
 
 
 def _splitmix64(x: int) -> int:
+    """`podsim._arrays.splitmix64` of one Python integer (the same bits, without arrays)."""
     x = (x + 0x9E3779B97F4A7C15) & _MASK64
     x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
     x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & _MASK64
@@ -45,10 +48,7 @@ class SaxRetries:
 
     def _jitter(self, rid: np.ndarray, k: np.ndarray) -> np.ndarray:
         """The backoff's factors in [0.5, 1.5) for attempts `k` of requests `rid` (splitmix64)."""
-        z = ((rid << np.uint64(20)) ^ k ^ self._key) + np.uint64(0x9E3779B97F4A7C15)
-        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-        z = z ^ (z >> np.uint64(31))
+        z = splitmix64((rid << np.uint64(20)) ^ k ^ self._key)
         return 0.5 + (z >> np.uint64(11)).astype(float) * 2.0**-53
 
     def add(self, rid: int, now: float) -> float:
@@ -57,9 +57,9 @@ class SaxRetries:
             self.rid, self.t, self.interval, self.k = (np.concatenate([a, np.empty_like(a)])
                                                        for a in (self.rid, self.t, self.interval, self.k))
         i = self.n
-        self.rid[i], self.k[i] = rid, 0
-        self.t[i] = now + INITIAL_S * float(self._jitter(self.rid[i:i + 1], self.k[i:i + 1])[0])
-        self.interval[i], self.k[i] = INITIAL_S * MULTIPLIER, 1
+        self.rid[i], self.k[i] = rid, 1
+        self.t[i] = now + INITIAL_S * self._jitter_one(rid, 0)
+        self.interval[i] = INITIAL_S * MULTIPLIER
         self.n += 1
         return float(self.t[i])
 

@@ -256,7 +256,7 @@ class TransformerShard:
 
 def adam_update(params: float, opts: GenerateOptions) -> Cost:
     """One optimizer update of `params` parameters: 12 FLOPs each; the optimizer's state (Adam: the
-    fp32 master weight and two moments, podsim.trace.memory.OPTIMIZER_STATE_BYTES) read and written,
+    fp32 master weight and two moments, podsim.trace.optimizers.OPTIMIZER_STATE_BYTES) read and written,
     the gradient read and the weight as used written."""
     return Cost(12.0 * params, params * (2 * optimizer_state_bytes(opts.optimizer) + opts.grad_bytes + opts.weight_bytes))
 

@@ -86,7 +86,7 @@ class GenerateOptions:
 
 
 OVERLAP_SWITCHES = ("overlap_fsdp_prefetch", "overlap_grad_reduce", "overlap_dcn", "collective_matmul")
-RECOMPUTE_POLICIES = ("none", "minimal", "dots", "save_attention", "full")  # least recompute first
+RECOMPUTE_POLICIES = get_args(Recompute)  # least recompute first
 
 COLLECTIVE_MATMUL = get_args(CollectiveMatmul)
 """How tensor-parallel collectives meet the matmuls beside them:
