@@ -329,12 +329,12 @@ def _pick_reason(name: str, rid: str) -> str:
     return why + f"; sensitivity {sensitivity(row, name):.2f}"
 
 
-def print_picks(picks: dict[str, str], values: dict[str, float], rows=ROWS) -> None:
+def print_picks(picks: dict[str, str], values: dict[str, float]) -> None:
     print("calibration rows (podsim.validation.split.calibration_rows, split rule R2 with A1 and A2; every other row validates):")
     for name, rid in sorted(picks.items()):
         v = f"{values[name]:,.0f}" if name in HOST_CONSTANTS else f"{values[name]:.3f}"
         print(f"  {name:22} = {v:>8}  from {rid:13} ({_pick_reason(name, rid)})")
-    for name, why in sorted(unidentified(rows).items()):
+    for name, why in sorted(unidentified(ROWS).items()):
         fallback = "the hosts never hold a step" if name in HOST_CONSTANTS else f"the vendor's figure, {current_values([name])[name]:.3f}"
         print(f"  {name:22}   no basis (A2): {why}; {fallback}")
 
