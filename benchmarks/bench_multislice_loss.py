@@ -18,11 +18,13 @@ from podsim.study.scaling import scaling_study
 from podsim.topology import DcnSpec
 from podsim.trace import GenerateOptions
 from podsim.trace.configs import get_model
+from podsim.validation.maxtext_rows import V5E, V5E_SLICES, V5E_TFLOPS
 
-SLICES = (1, 2, 4, 8, 16, 32)
-# MaxText/configs/v5e/README.md (maxtext@76bd53b): TFLOP/s per chip on 1, 2, 4, 8, 16, 32 x v5e-256
-MEASURED = {"16B": (120, 117, 117, 115, 111, 108), "128B": (110, 110, 108, 104, 100, 91)}
-CASES = {"16B": (16, 6, "fsdp=256"), "128B": (128, 1, "fsdp=16,tensor=16")}
+SLICES = V5E_SLICES
+# MaxText/configs/v5e/README.md (maxtext@76bd53b), as the validation rows hold it: TFLOP/s per chip on
+# 1, 2, 4, 8, 16, 32 x v5e-256, and each scale's per_device_batch_size and in-slice plan
+MEASURED = {f"{scale}B": V5E_TFLOPS[scale] for scale in (16, 128)}
+CASES = {f"{scale}B": (scale, *V5E[scale][:2]) for scale in (16, 128)}
 PLANNER_TIERS = "tor=48x200/2,aggregation=64x400/3,spine=256x400*8"  # docs/multislice.md's planner DCN
 
 

@@ -27,6 +27,7 @@ simulation, with the calibration rule's rows marked and leave-one-out / leave-on
 
 from __future__ import annotations
 
+import statistics
 import sys
 import time
 from dataclasses import replace
@@ -51,6 +52,7 @@ from podsim.validation.split import (
 from podsim.validation.table import (
     SERIES_TOLERANCE,
     band_errors,
+    constants_by_row,
     error,
     kind_figures,
     predict,
@@ -327,19 +329,19 @@ def _pick_reason(name: str, rid: str) -> str:
     return why + f"; sensitivity {sensitivity(row, name):.2f}"
 
 
-def print_picks(picks: dict[str, str], values: dict[str, float], rows=ROWS) -> None:
+def print_picks(picks: dict[str, str], values: dict[str, float]) -> None:
     print("calibration rows (podsim.validation.split.calibration_rows, split rule R2 with A1 and A2; every other row validates):")
     for name, rid in sorted(picks.items()):
         v = f"{values[name]:,.0f}" if name in HOST_CONSTANTS else f"{values[name]:.3f}"
         print(f"  {name:22} = {v:>8}  from {rid:13} ({_pick_reason(name, rid)})")
-    for name, why in sorted(unidentified(rows).items()):
+    for name, why in sorted(unidentified(ROWS).items()):
         fallback = "the hosts never hold a step" if name in HOST_CONSTANTS else f"the vendor's figure, {current_values([name])[name]:.3f}"
         print(f"  {name:22}   no basis (A2): {why}; {fallback}")
 
 
 def _summary_line(label: str, errs: list[float]) -> str:
-    a = sorted(abs(e) for e in errs)
-    return f"{label}: median |error| {a[len(a) // 2] if len(a) % 2 else (a[len(a) // 2 - 1] + a[len(a) // 2]) / 2:.1%}, max {a[-1]:.1%} over {len(a)} rows"
+    a = [abs(e) for e in errs]
+    return f"{label}: median |error| {statistics.median(a):.1%}, max {max(a):.1%} over {len(a)} rows"
 
 
 def cv_lines(table: list[dict], markdown: bool) -> list[str]:
@@ -366,13 +368,11 @@ def step_table(ids: list[str], argv: list[str]) -> list[dict]:
     values = current_values(picks)
     print_picks(picks, values)
     print(f"(rule applied to {len(ROWS)} rows' data and traces in {time.perf_counter() - t0:.0f} s)\n\n{HEAD}")
-    predictor, sets = Predictor(), {}
-    for name, rid in picks.items():
-        sets.setdefault(rid, []).append(name)
+    predictor, sets = Predictor(), constants_by_row(picks)
     t1 = time.perf_counter()
     table = []
     for row in rows:
-        table.append(record(row, predictor.summary(row, values), tuple(sorted(sets.get(row.id, ())))))
+        table.append(record(row, predictor.summary(row, values), sets.get(row.id, ())))
         print(_line(table[-1]), flush=True)
     s = summarise(table)
     unscored = sum(1 for r in table if r.get("unscored"))

@@ -203,13 +203,16 @@ def study_job(study: StepStudy, trace: StepTrace | None = None) -> Job:
                      dcn=study.dcn, engineer_dcn=study.engineer_dcn, name=study.name)
 
 
-def run_study(study: StepStudy) -> StepResult:
+def run_study(study: StepStudy, job: Job | None = None) -> StepResult:
     """Simulate one step of the study on the flow-level engine: the one way podsim simulates a step.
 
     Parameters
     ----------
     study : StepStudy
         The step: model or trace, slices, plan, options, compute model, DCN, routing.
+    job : Job, optional
+        The study's job as `study_job` built it, for a caller that reruns one job under other
+        compute constants (podsim.validation.split.Predictor); None builds it.
 
     Returns
     -------
@@ -228,6 +231,6 @@ def run_study(study: StepStudy) -> StepResult:
     >>> round(r.step_time_s, 4), r.trace.meta["parallelism"]
     (0.1237, 'fsdp=16,tensor=4')
     """
-    r = simulate_step(None, study_job(study), compute_efficiency=study.compute_efficiency,
+    r = simulate_step(None, study_job(study) if job is None else job, compute_efficiency=study.compute_efficiency,
                       fast_path=study.fast_path, routing=study.routing)
     return with_terms(r, study.multislice)

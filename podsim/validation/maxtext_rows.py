@@ -25,7 +25,7 @@ Sources, at the README commit (AI-Hypercomputer/maxtext@76bd53b, 2023-12-15):
   So a row with a tensor axis states `collective_matmul="exposed"`: the generator's TPU default
   (chunked, podsim.trace.defaults, as today's compiler runs) is not what these runs ran.
 - the step time: the README's MFU (more digits than its TFLOP/s, which it matches to rounding)
-  times the bf16 peak (v5e 197, v5p 459 TFLOP/s: 120 / 197 = 61.1%), into MaxText's own FLOP count
+  times the bf16 peak (v5e 197, v5p 459 TFLOP/s: 16B on one slice, 61.10% x 197 = 120.4, the README's 120), into MaxText's own FLOP count
   per device and step (MaxText/train.py calculate_training_tflops at the commit): 6 x the parameter
   count (embedding included, counted once: logits_via_embedding) x the tokens per device, plus the
   attention 12 x heads x layers x head_dim x seq^2 x per-device batch halved for causality. So step

@@ -38,19 +38,24 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from podsim.engine import simulate_step, step_summary
 from podsim.errors import PodsimError
 from podsim.perf import chips as chip_constants
 from podsim.perf import efficiency
 from podsim.perf.efficiency import HBM, MATMUL, constant_name, parse_name
-from podsim.study.multislice import with_terms
-from podsim.study.study import study_job
+from podsim.study.study import run_study, study_job
 from podsim.topology import get_generation
 from podsim.trace.configs import ResNetConfig, get_model
 from podsim.trace.memory import fits_hbm
 from podsim.trace.model import Compute
 from podsim.validation.row import Row, row_chips
-from podsim.validation.table import fitting_study, implied_s, peak_scale, row_trace, train_share
+from podsim.validation.table import (
+    fitting_study,
+    implied_s,
+    peak_scale,
+    row_trace,
+    step_record,
+    train_share,
+)
 
 HOST = "host"
 HOST_CONSTANTS = {"tpu-v3:host:jpeg": "V3_HOST_JPEG_IMAGES_PER_S"}
@@ -301,11 +306,9 @@ class Predictor:
                 if jk not in self._jobs:
                     study = fitting_study(row)
                     self._jobs[jk] = (study, study_job(study))
-                study, job = self._jobs[jk]
-                r = simulate_step(None, job, compute_efficiency=study.compute_efficiency, fast_path=study.fast_path, routing=study.routing)
-                r = with_terms(r, study.multislice)  # as run_study: what several slices add beyond the engine's step
+                r = run_study(*self._jobs[jk])
             self.engine_runs += 1
-            self._runs[key] = {**step_summary(r), "recompute": r.trace.meta["recompute"]}
+            self._runs[key] = step_record(r)
         return self._runs[key]
 
     def step_s(self, row: Row, values: Mapping[str, float]) -> float:

@@ -28,7 +28,7 @@ import statistics
 from collections.abc import Callable
 from dataclasses import replace
 
-from podsim.engine import step_summary
+from podsim.engine import StepResult, step_summary
 from podsim.errors import PodsimError
 from podsim.perf import chips as chip_constants
 from podsim.perf.efficiency import HBM, MATMUL, constant_name, fraction
@@ -134,7 +134,11 @@ def row_trace(row: Row) -> StepTrace:
 def predict(row: Row) -> dict:
     """Run the row's study (several slices: one job on `place_slices`, the DCN between them), and
     return the step summary with the recompute policy used."""
-    r = run_study(fitting_study(row))
+    return step_record(run_study(fitting_study(row)))
+
+
+def step_record(r: StepResult) -> dict:
+    """A step's summary (`step_summary`) with the recompute policy its trace ran."""
     return {**step_summary(r), "recompute": r.trace.meta["recompute"]}
 
 
@@ -195,12 +199,13 @@ def record(row: Row, s: dict, sets: tuple[str, ...] = ()) -> dict:
     `unscored`: the measurement-quality rule's reason to leave it out of every figure
     (podsim.validation.quality), Q2 read at the training step the row implies (R6)."""
     scale = peak_scale(row)
-    implied = implied_utilisation(s["hfu"] * scale, s["step_time_s"], implied_s(row)) if s.get("hfu") else None
+    hfu = s["hfu"] * scale if s.get("hfu") else None
+    implied = implied_utilisation(hfu, s["step_time_s"], implied_s(row)) if hfu else None
     return {"id": row.id, "system": row.system, "model": row.model_name, "kind": row.kind, "corpus": row.corpus,
             "generation": row.generation, "slices": row.slices,
             "measured_s": row.measured_s, "measured_hi_s": row.measured_hi_s, "implied_s": implied_s(row), "predicted_s": s["step_time_s"],
             "ratio": s["step_time_s"] / row.measured_s, "error": error(row, s["step_time_s"]),
-            "mfu": s["mfu"] * scale if s.get("mfu") else None, "hfu": s["hfu"] * scale if s.get("hfu") else None,
+            "mfu": s["mfu"] * scale if s.get("mfu") else None, "hfu": hfu,
             "peak_precision": row.options.precision, "exposed_comm_s": s["exposed_comm_s"],
             "calibration": ", ".join(sets), "assumed": setup_note(row), "source": row.source,
             "engine_wall_s": s["engine_wall_s"], "recompute": s["recompute"],
@@ -208,17 +213,23 @@ def record(row: Row, s: dict, sets: tuple[str, ...] = ()) -> dict:
             "unscored": unscored_reason(row, implied), "no_basis": no_basis(row)}
 
 
+def constants_by_row(picks: dict[str, str]) -> dict[str, tuple[str, ...]]:
+    """Row id -> the constants it sets, sorted, from `calibration_rows`' constant -> row id."""
+    sets: dict[str, list[str]] = {}
+    for name, rid in picks.items():
+        sets.setdefault(rid, []).append(name)
+    return {rid: tuple(sorted(names)) for rid, names in sets.items()}
+
+
 def run_table(rows: tuple[Row, ...] = ROWS, on_row: Callable[[dict], None] | None = None,
               picks: dict[str, str] | None = None) -> list[dict]:
     """Each row's prediction and error at the constants in force; `mfu` and `hfu` against the peak
     of the row's precision (`peak_precision`), as `peak_scale` says; `picks` (constant -> row id,
     `calibration_rows`) tags the rows that set constants."""
-    sets = {}
-    for name, rid in (picks or {}).items():
-        sets.setdefault(rid, []).append(name)
+    sets = constants_by_row(picks or {})
     out = []
     for row in rows:
-        rec = record(row, predict(row), tuple(sorted(sets.get(row.id, ()))))
+        rec = record(row, predict(row), sets.get(row.id, ()))
         out.append(rec)
         if on_row:
             on_row(rec)
