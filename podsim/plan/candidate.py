@@ -20,7 +20,7 @@ from podsim.perf.chips import ChipCompute
 from podsim.plan.estimate import Estimate, evaluate, layout_for
 from podsim.plan.pricing import pricer
 from podsim.plan.program import StepProgram, step_program
-from podsim.study.multislice import STRAGGLER_CV, MultisliceSpec, expected_max_normal
+from podsim.study.multislice import MultisliceSpec, straggler_wait
 from podsim.topology import DcnSpec, Generation, format_shape, get_generation
 from podsim.trace.configs import TransformerConfig
 from podsim.trace.generate import GenerateOptions
@@ -195,11 +195,7 @@ def straggler_wait_s(slices: int, compute_s: float) -> float:
     """The study's multislice straggler term on the estimate's compute (podsim.study.multislice:
     the expected slowest of N slices whose steps vary by STRAGGLER_CV), as run_study adds it to
     the engine's step. Its ECMP-collision term needs the engine's flows and is not estimated."""
-    spec = MultisliceSpec()
-    if not spec.straggler:
-        return 0.0
-    cv = spec.straggler_cv if spec.straggler_cv is not None else STRAGGLER_CV
-    return expected_max_normal(slices) * cv * compute_s
+    return straggler_wait(MultisliceSpec(), slices, compute_s)[0]
 
 
 def context(model: str, generation: str | Generation, *, options: GenerateOptions | None = None,

@@ -194,6 +194,16 @@ def dcn_tail_s(result: StepResult) -> float:
     return busy_time_s(rest + cross) - busy_time_s(rest) if cross else 0.0
 
 
+def straggler_wait(spec: MultisliceSpec, slices: int, compute_s: float) -> tuple[float, float, float]:
+    """(wait_s, cv, z): the expected wait for the slowest of `slices` slices whose compute of
+    `compute_s` varies by the spec's CV (STRAGGLER_CV unless given), z its expected max normal; 0s off."""
+    if not spec.straggler:
+        return 0.0, 0.0, 0.0
+    cv = spec.straggler_cv if spec.straggler_cv is not None else STRAGGLER_CV
+    z = expected_max_normal(slices)
+    return z * cv * compute_s, cv, z
+
+
 def multislice_terms(result: StepResult, spec: MultisliceSpec) -> MultisliceTerms:
     """The multislice terms of an engine step on `result.slices` slices (all zero for one)."""
     n = result.slices
@@ -203,9 +213,7 @@ def multislice_terms(result: StepResult, spec: MultisliceSpec) -> MultisliceTerm
     notes = {"dcn_tail": TAIL_SOURCE}
     wait = cv = z = 0.0
     if spec.straggler:
-        cv = spec.straggler_cv if spec.straggler_cv is not None else STRAGGLER_CV
-        z = expected_max_normal(n)
-        wait = z * cv * result.compute_s
+        wait, cv, z = straggler_wait(spec, n, result.compute_s)
         notes["straggler"] = STRAGGLER_SOURCE if spec.straggler_cv is None else f"straggler_cv {cv:g} as given"
     else:
         notes["straggler"] = "off (multislice straggler=false)"
