@@ -8,8 +8,9 @@ iterations of the layer loop (`--xla_tpu_enable_data_parallel_all_reduce_opt`, "
 increase overlap opportunities for DCN all-reduces used for data parallel sharding", and
 `--xla_tpu_data_parallel_opt_different_sized_ops`, "pipelining of data parallel ops across
 multiple iterations": AI-Hypercomputer/maxtext@e591f30 src/maxtext/configs/README.md:84-85 and
-benchmarks/xla_flags_library.py:141-147; set by every v5e/v5p multislice recipe), which is what
-the generator's per-layer reductions express. On top of it, `run_study` adds:
+benchmarks/xla_flags_library.py:141-147; set since maxtext@0fb125f, 2023-06-21, by every v5e/v5p
+multislice recipe, the scripts behind MaxText's v5e and v5p tables included:
+podsim.validation.maxtext_rows), which is what the generator's per-layer reductions express. On top of it, `run_study` adds:
 
 - **straggler wait** (`straggler_wait_s`): the slices are not identical machines. A step ends
   when the slowest slice's gradients are in, so with per-slice step times T (1 + cv Z), Z standard
@@ -58,7 +59,8 @@ STRAGGLER_SOURCE = ("Lin et al., OSDI 2025 (what-if straggler analysis), publish
                     "0.52% (ByteDance-Seed/StragglerAnalysis@8efcd7f data/trace-AR.parquet)")
 ECMP_SOURCE = "per-flow ECMP hashing (Hedera, NSDI 2010 §2): expected busiest uplink of F flows hashed over U uplinks"
 TAIL_SOURCE = ("engine: the cross-slice reductions pipelined under the backward pass as XLA's data-parallel all-reduce "
-               "optimisation runs them (maxtext@e591f30 src/maxtext/configs/README.md:84-85); what is left after the last layer")
+               "optimisation runs them (--xla_tpu_enable_data_parallel_all_reduce_opt, set by MaxText's v5e/v5p scripts "
+               "since maxtext@0fb125f; described at maxtext@e591f30 src/maxtext/configs/README.md:84-85); what is left after the last layer")
 
 
 class MultisliceSpec(BaseModel):
