@@ -279,7 +279,9 @@ register(
        "per-slice step-time CV x compute (podsim.study.multislice; in step_time_s)", _S),
     _m("ecmp_collision_s", "s", "expected cost of per-flow ECMP hash collisions on the DCN uplinks beyond the even split "
        "the engine simulates (podsim.study.multislice; in step_time_s)", _S),
-    _m("multislice_notes", "text", "each multislice term's source, or why it is off", _S),
+    _m("dcn_tail_source", "text", "where dcn_tail_s comes from", _S),
+    _m("straggler_source", "text", "straggler_wait_s's per-slice CV and its source, or why the term is off", _S),
+    _m("ecmp_collision_source", "text", "ecmp_collision_s's mechanism and source, or why the term is off", _S),
     _m("multislice_added_s", "s", "what the study adds to the engine's step for its slices: straggler_wait_s + "
        "ecmp_collision_s (step_time_s = compute_s + exposed_comm_s + this)", _S),
     # spine economics (podsim.scenario.spine.spine_metrics); per spine kind below

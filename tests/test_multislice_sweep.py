@@ -18,8 +18,8 @@ from podsim.study import StepStudy
 from podsim.study.multislice import STRAGGLER_CV, expected_max_load, expected_max_normal
 from podsim.study.scaling import scaling_study
 from podsim.topology import DcnSpec
-from podsim.trace import GenerateOptions
 from podsim.trace.configs import get_model
+from podsim.validation.maxtext_rows import MAXTEXT_ROWS
 
 # One v5e slice (32 hosts, 2 x 100G NICs each) per 2:1 ToR (32 down ports of 200G: 2 NICs per
 # port), six ToRs per 3:1 aggregation block, 8 spine blocks: a planner's own figures.
@@ -27,22 +27,26 @@ TIERS = "tor=48x200/2,aggregation=64x400/3,spine=256x400*8"
 SLICES = (1, 2, 4, 8, 16, 32)
 
 
-# name: (scale, per_device_batch_size, plan in the slice), as the scripts set them (remat full, fp32 weights)
+# name: (scale, per_device_batch_size, plan in the slice), as the scripts set them; the options are the
+# validation rows' own (remat full, flash, the DCN all-reduce under backward as the scripts' XLA flags ask)
 CASES = {"16B": (16, 6, "fsdp=256"), "128B": (128, 1, "fsdp=16,tensor=16")}
+ROW_OPTIONS = {r.id: r.options for r in MAXTEXT_ROWS}
 
 
 @pytest.fixture(scope="module", params=list(CASES))
 def sweep(request):
     scale, per_chip, plan = CASES[request.param]
     cfg = get_model(f"maxtext-{scale}b", {"global_batch": per_chip * 256})
-    base = StepStudy("tpu-v5e", "16x16", model=cfg, plan=plan, dcn=DcnSpec(tiers=TIERS),
-                     options=GenerateOptions(recompute="full", grad_bytes=4))
+    base = StepStudy("tpu-v5e", "16x16", model=cfg, plan=plan, dcn=DcnSpec(tiers=TIERS), options=ROW_OPTIONS[f"E{scale}x1"])
     return request.param, cfg, scaling_study(base, SLICES, per_chip * 256)
 
 
 def test_the_configs_are_maxtexts():
     assert get_model("maxtext-16b").params == pytest.approx(16.3e9, rel=0.01)
     assert get_model("maxtext-128b").params == pytest.approx(128.8e9, rel=0.01)
+    # every MaxText row runs its cross-slice all-reduce under backward: each script sets
+    # --xla_tpu_enable_data_parallel_all_reduce_opt (podsim.validation.maxtext_rows)
+    assert all(r.options.overlap_dcn for r in MAXTEXT_ROWS)
 
 
 @pytest.mark.slow

@@ -108,10 +108,9 @@ def step_rows(result) -> list[tuple[str, str]]:
 def multislice_text(m: dict) -> str:
     """What the slices add beyond one slice's step, term by term with its source (the metrics of
     podsim.study.multislice): 'straggler wait 0.12 s (source), DCN tail 0.013 s, ECMP collisions 0 s'."""
-    notes = dict(part.split(": ", 1) for part in (m.get("multislice_notes") or "").split(" | ") if ": " in part)
-    out = [f"straggler wait {format_seconds(m.get('straggler_wait_s', 0.0))} ({notes.get('straggler', 'off')})",
+    out = [f"straggler wait {format_seconds(m.get('straggler_wait_s', 0.0))} ({m.get('straggler_source', 'off')})",
            f"DCN tail {format_seconds(m.get('dcn_tail_s', 0.0))} (in the exposed communication)",
-           f"ECMP collisions {format_seconds(m.get('ecmp_collision_s', 0.0))} ({notes.get('ecmp_collisions', 'off')})"]
+           f"ECMP collisions {format_seconds(m.get('ecmp_collision_s', 0.0))} ({m.get('ecmp_collision_source', 'off')})"]
     return "; ".join(out)
 
 

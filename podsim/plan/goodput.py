@@ -7,12 +7,15 @@ is interrupted at rate r = H / mtbf_s of wall time. As the cluster simulation ac
 interrupted run (`podsim.cluster.accounting.settle_run`: the work since the last checkpoint is
 lost, checkpoints every `checkpoint_interval_s` = T of run time; `restart_overhead_s` and the OCS
 reconfiguration, R in all, are paid before it runs again, on spare hosts: the job does not wait
-for the repair), each interruption costs the work since the last checkpoint, on average
-1/r - T / (e^(rT) - 1) for exponential times to failure (about T/2 when rT is small; Young 1974,
-Daly 2006), plus R. Interruptions arrive on wall time, so over a wall time W there are rW of them
-and the fraction of it that makes progress is
+for the repair, and a failure during R starts R again), the share of wall time kept is the
+cluster report's renewal closed form (`podsim.cluster.breakdown.checkpoint_goodput`, one formula
+for both):
 
-    goodput = 1 - r x (1/r - T / (e^(rT) - 1) + R).
+    goodput = r T e^(-rR) q / (1 - q),  q = e^(-rT)
+
+(about 1 - r (T/2 + R) when rT and rR are small; Young 1974, Daly 2006). Each interruption costs
+(1 - goodput) / r of wall time: the work since the last checkpoint, the restart, and the runs a
+failure cut short before their first checkpoint.
 
 tests/test_plan_search.py checks it against the cluster simulation of one job.
 Checkpoint writes are free, as in the cluster simulation. The defaults are the cluster's own
@@ -28,9 +31,9 @@ hardware.md av.1-av.8), so it is an assumption, said in the output and replaced 
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
+from podsim.cluster.breakdown import checkpoint_goodput
 from podsim.cluster.config import ClusterConfig
 from podsim.cluster.failures import FailureProcess, FailureSpec
 from podsim.errors import PodsimError
@@ -40,6 +43,9 @@ LLAMA3_HOSTS = 16_384 // 8
 LLAMA3_DAYS = 54
 LLAMA3_UNEXPECTED = 419
 DEFAULT_HOST_MTBF_S = LLAMA3_HOSTS * LLAMA3_DAYS * 86400 / LLAMA3_UNEXPECTED
+MIN_GOODPUT = 0.01
+"""Below this share of its wall time kept, a run is refused as never finishing (it would take over
+100 times its failure-free time)."""
 DEFAULT_SOURCE = ("assumption: one failure per host every 264 days, the rate of Llama 3's pre-training "
                   "(419 unexpected interruptions in 54 days on 2,048 GPU hosts; arXiv:2407.21783 §3.3.4, Table 5)")
 
@@ -88,12 +94,11 @@ def training_goodput(gen: Generation, chips: int, spec: FailureSpec | None = Non
     proc, source = host_process(spec)
     reconf = float(gen.ocs.reconfigure_time.si or 0.0) if gen.has_ocs else 0.0
     rate = hosts / proc.mtbf_s
-    x = rate * interval  # interval / expm1(x), written not to overflow when failures come far faster than checkpoints
-    lost_work = 1 / rate - interval * math.exp(-x) / -math.expm1(-x) if x > 1e-9 else interval / 2
-    lost = lost_work + restart + reconf
-    goodput = 1.0 - rate * lost
-    if goodput <= 0:
+    goodput = checkpoint_goodput(hosts, proc.mtbf_s, interval, restart + reconf)
+    if goodput < MIN_GOODPUT:
         raise PodsimError(f"{hosts:,} hosts failing every {proc.mtbf_s / 3600:.3g} h each interrupt the job every "
-                          f"{1 / rate / 60:.3g} min, faster than it recovers ({lost / 60:.3g} min lost each time): it never "
+                          f"{1 / rate / 60:.3g} min, against a checkpoint every {interval / 60:.3g} min and "
+                          f"{(restart + reconf) / 60:.3g} min to restart: it keeps {goodput:.2%} of its time and never "
                           "finishes; checkpoint more often or give a longer MTBF")
+    lost = (1.0 - goodput) / rate
     return Goodput(hosts, proc.mtbf_s, rate * 86400, lost, goodput, interval, restart, reconf, source)

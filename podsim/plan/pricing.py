@@ -14,6 +14,7 @@ two multiplications (`_Affine`); the engine's choice among them by size follows.
 from __future__ import annotations
 
 import math
+from bisect import bisect_left
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -48,8 +49,7 @@ class _Affine:
     s_per_byte: tuple[float, ...]
 
     def at(self, nbytes: float) -> float:
-        i = 0 if nbytes <= PROBE_BYTES[1] else len(self.s_per_byte) - 1 if nbytes >= PROBE_BYTES[-2] else \
-            next(k for k in range(len(PROBE_BYTES) - 1) if nbytes <= PROBE_BYTES[k + 1])
+        i = bisect_left(PROBE_BYTES, nbytes, 1, len(PROBE_BYTES) - 1) - 1  # the segment holding nbytes; the end ones beyond
         return max(self.latency_s[i] + nbytes * self.s_per_byte[i], 0.0)
 
 

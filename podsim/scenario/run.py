@@ -187,7 +187,7 @@ def step_metrics(study: StepStudy, r: StepResult, steps: int | None = None, mode
         m.update({f"tier_{tier}_{k}": d[k] for k in ("busy_s", "exposed_s", "link_busy_s", "ecmp_collision_s") if k in d})
     m.update({k: summ[k] for k in ("dcn_tail_s", "straggler_wait_s", "ecmp_collision_s", "multislice_added_s")})
     if r.multislice:
-        m["multislice_notes"] = " | ".join(f"{k}: {v}" for k, v in r.multislice["notes"].items())
+        m.update({f"{term}_source": v for term, v in r.multislice["notes"].items()})  # dcn_tail, straggler, ecmp_collision
     dcn_ops = [t for t in r.timeline if t.step == 0 and "dcn" in t.group.split(",")]
     m["dcn_collective_busy_s"] = busy_time_s((t.start_s, t.end_s) for t in dcn_ops)
     m["dcn_collective_op_s"] = sum(t.duration_s for t in dcn_ops)

@@ -146,7 +146,9 @@ ENGINES: dict[str, dict[str, EngineModel]] = {
                                  "--paged_kv_cache (TRTLLM-V061 build commands)"),
         gqa_kv_sharing=False,
         note=f"gptSession static batching (v0.5 to v0.7): contiguous KV, the masked MHA decode kernel reading a KV head "
-             f"once per query head (the XQA kernel that shares it came with v0.8: {XQA_BLOG})")},
+             f"once per query head. The v0.6.1 doc's Llama 2 70B runs export TRTLLM_ENABLE_XQA=1 (the XQA kernel, then "
+             f"experimental and chosen by a heuristic, reads a KV head once per group; default from v0.8: {XQA_BLOG}); "
+             f"whether it ran on their FP8 contiguous cache is not in a stored source, so the masked MHA's reads stand")},
     "vllm": {"gpu": EngineModel(
         "vllm", "gpu", step_overhead_s=Sourced(8e-3, "ov.2, ov.4", "13 ms per token of Llama 3 8B on an H100 under light "
                                                "load (ov.2) less ~5 ms of GPU time per step (ov.4): vLLM before v0.6"),

@@ -8,8 +8,9 @@ iterations of the layer loop (`--xla_tpu_enable_data_parallel_all_reduce_opt`, "
 increase overlap opportunities for DCN all-reduces used for data parallel sharding", and
 `--xla_tpu_data_parallel_opt_different_sized_ops`, "pipelining of data parallel ops across
 multiple iterations": AI-Hypercomputer/maxtext@e591f30 src/maxtext/configs/README.md:84-85 and
-benchmarks/xla_flags_library.py:141-147; set by every v5e/v5p multislice recipe), which is what
-the generator's per-layer reductions express. On top of it, `run_study` adds:
+benchmarks/xla_flags_library.py:141-147; set since maxtext@0fb125f, 2023-06-21, by every v5e/v5p
+multislice recipe, the scripts behind MaxText's v5e and v5p tables included:
+podsim.validation.maxtext_rows), which is what the generator's per-layer reductions express. On top of it, `run_study` adds:
 
 - **straggler wait** (`straggler_wait_s`): the slices are not identical machines. A step ends
   when the slowest slice's gradients are in, so with per-slice step times T (1 + cv Z), Z standard
@@ -57,8 +58,11 @@ same measure on the study's other clean trace ('ST', dp 2) is 0.0045. In DuckDB:
 STRAGGLER_SOURCE = ("Lin et al., OSDI 2025 (what-if straggler analysis), published trace AR: per-replica step-time CV "
                     "0.52% (ByteDance-Seed/StragglerAnalysis@8efcd7f data/trace-AR.parquet)")
 ECMP_SOURCE = "per-flow ECMP hashing (Hedera, NSDI 2010 §2): expected busiest uplink of F flows hashed over U uplinks"
-TAIL_SOURCE = ("engine: the cross-slice reductions pipelined under the backward pass as XLA's data-parallel all-reduce "
-               "optimisation runs them (maxtext@e591f30 src/maxtext/configs/README.md:84-85); what is left after the last layer")
+TAIL_SOURCE = ("engine: the cross-slice ops' time in flight while nothing else runs: with overlap_dcn (the default), the "
+               "reductions pipelined under the backward pass as XLA's data-parallel all-reduce optimisation runs them "
+               "(--xla_tpu_enable_data_parallel_all_reduce_opt, set by MaxText's v5e/v5p scripts since maxtext@0fb125f; "
+               "described at maxtext@e591f30 src/maxtext/configs/README.md:84-85), what is left after the last layer; "
+               "without it, all of them, after the backward pass")
 
 
 class MultisliceSpec(BaseModel):
@@ -85,7 +89,7 @@ class MultisliceTerms:
     dcn_tail_s: float = 0.0
     ecmp_collision_s: float = 0.0
     ecmp: dict[str, dict[str, float]] = field(default_factory=dict)  # tier -> flows, uplinks, factor, extra_s
-    notes: dict[str, str] = field(default_factory=dict)  # term -> source, or why it is off
+    notes: dict[str, str] = field(default_factory=dict)  # term (dcn_tail, straggler, ecmp_collision) -> source, or why it is off; metric <term>_source
 
     @property
     def added_s(self) -> float:
@@ -236,9 +240,9 @@ def multislice_terms(result: StepResult, spec: MultisliceSpec) -> MultisliceTerm
         why = {"eps": "", "ocs": "off: an OCS DCN joins blocks by circuits (no hashing)"}.get(result.fabric.dcn.kind, "")
         if result.fabric.dcn.ecmp == "hash" and result.fabric.dcn.kind == "eps":
             why = "in the engine: dcn.ecmp hash simulates one draw of the hash"
-        notes["ecmp_collisions"] = why or (ECMP_SOURCE if ecmp else "none: the job's DCN traffic climbs no hashed tier")
+        notes["ecmp_collision"] = why or (ECMP_SOURCE if ecmp else "none: the job's DCN traffic climbs no hashed tier")
     else:
-        notes["ecmp_collisions"] = "off (multislice ecmp_collisions=false)"
+        notes["ecmp_collision"] = "off (multislice ecmp_collisions=false)"
     return MultisliceTerms(n, wait, cv, z, tail, extra, ecmp, notes)
 
 

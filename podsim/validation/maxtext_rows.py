@@ -14,7 +14,19 @@ Sources, at the README commit (AI-Hypercomputer/maxtext@76bd53b, 2023-12-15):
   the rest recomputed: podsim's `dots`), `ici_fsdp_parallelism` / `ici_tensor_parallelism`
   (unset: fsdp = -1, the whole slice), `dcn_data_parallelism` = the slices (base.yml: -1, auto over
   slices), `attention='flash'`; base.yml's logical_axis_rules shard `activation_embed` over the tensor
-  axis (sequence parallelism's layout where the plan has one). The scripts' XLA flags
+  axis (sequence parallelism's layout where the plan has one). Every one of the ten scripts, and
+  the MaxText/configs/largest_job/ scripts the v5e table was measured with (at ebb226d, 9bc243c and
+  e47fa1b, 2023-10-24 to 10-31, the commits that published its figures), sets
+  `--xla_tpu_enable_data_parallel_all_reduce_opt=true` and
+  `--xla_tpu_data_parallel_opt_different_sized_ops=true` (added to MaxText's 16B/32B scripts by
+  0fb125f, 2023-06-21, "Add multislice XLA flags for 16B and 32B configs"): XLA pipelines the
+  cross-slice data-parallel all-reduces across the layer loop, so every row states
+  `overlap_dcn=True`. The gradients cross the DCN as podsim's default bf16 (`grad_bytes` 2): the
+  weights are fp32 (MaxText/layers/linears.py at the commit creates each kernel in float32 and casts
+  it to bf16 before its matmul), but the sum over the batch that SPMD partitioning inserts for a
+  batch-sharded weight-gradient matmul is of that matmul's bf16 output, before the cast's transpose
+  turns it into fp32; no script states the wire dtype, and fp32 (`grad_bytes` 4) would double the
+  DCN bytes, still under the backward pass (docs/multislice.md). The scripts' other XLA flags
   (`--xla_tpu_enable_async_collective_fusion*`, `--xla_tpu_overlap_compute_collective_tc`,
   `--xla_enable_async_all_gather`, v5p's `--xla_tpu_enable_ag_backward_pipelining`) run collectives
   asynchronously beside compute, which podsim's FSDP prefetch and gradient reduce-scatters already
@@ -97,8 +109,9 @@ REMAT = {"full": "full", "minimal": "dots"}  # MaxText's remat_policy -> podsim'
 
 def _options(plan: str, remat: str) -> GenerateOptions:
     tensor = "tensor=" in plan
+    # overlap_dcn: the scripts' --xla_tpu_enable_data_parallel_all_reduce_opt (module docstring)
     return GenerateOptions(recompute=REMAT[remat], attention="flash", sequence_parallel=tensor,
-                           collective_matmul="exposed" if tensor else "auto")
+                           collective_matmul="exposed" if tensor else "auto", overlap_dcn=True)
 
 
 def _v5e_rows() -> list[Row]:

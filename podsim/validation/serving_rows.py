@@ -118,8 +118,15 @@ def _ifb(rid: str, dims, tp: int, n: int, isl: int, osl: int, max_batch: int, ma
                     published="2024-07-17")
 
 
+MLPERF_MAX_NUM_TOKENS = 16384
+"""Tokens per step of NVIDIA's Llama 2 70B engines: the builder's `max_num_tokens` default
+(mlcommons/inference_results_v4.0@920148447684d8a0db7c3c73076c9b73ac362751:closed/NVIDIA/code/llama2-70b/tensorrt/builder.py,
+`max_num_tokens: int = 16384`, passed to trtllm-build as `--max_num_tokens`); the stored Offline and Server configs do not
+override it (their parent, configs/llama2-70b/__init__.py, is not stored). The same builder built the engines of
+the v4.1 rows (NVIDIA's code as Google submitted it): assumed."""
 MLPERF_ASSUMED = (f"every request {OPENORCA_IN} prompt and {OPENORCA_OUT} output tokens (OpenOrca's means, md.9: the "
-                  "distribution is not published); token budget 8,192 per step (not in the stored config); FP8 KV cache; "
+                  "distribution is not published); 16,384 tokens per step (the builder's max_num_tokens default; the "
+                  "parent config is not stored); FP8 KV cache (the checkpoint quantised with --kv_cache_dtype=fp8); "
                   "the KV cache 90% of what the weights and one step's workspace leave (kvcache_free_gpu_mem_frac 0.90)")
 MLPERF_KV_FRACTION = 0.90
 """`kvcache_free_gpu_mem_frac` of the H100 Llama 2 70B configs: NVIDIA's MLPerf Inference v4.0 Offline
@@ -141,7 +148,8 @@ def kv_fraction_reserve(cfg: dict, fraction: float) -> float:
 def _mlperf(rid: str, system: str, scenario: str, measured: float, batch: int, source: str, published: str,
             rate_per_replica: float | None = None) -> ServeRow:
     cfg = {"generation": "gpu-h100", "slice": "2", "engine": "tensorrt-llm", "model": _model("llama2-70b", 2, FP8),
-           "batch": {"kind": "continuous", "max_seqs": batch, "token_budget": 8192, "prefill": "chunked", "kv": "paged"},
+           "batch": {"kind": "continuous", "max_seqs": batch, "token_budget": MLPERF_MAX_NUM_TOKENS, "prefill": "chunked",
+                     "kv": "paged"},
            "requests": _requests(1, OPENORCA_IN, OPENORCA_OUT)}
     cfg["hbm_reserve"] = kv_fraction_reserve(cfg, MLPERF_KV_FRACTION)
     if scenario == "offline":
