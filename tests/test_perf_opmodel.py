@@ -161,3 +161,38 @@ def test_cli_trace_generate_switches_and_steptime_mfu_hfu(capsys, tmp_path):
     assert code == 2 and "--no-overlap 'tp' is not known" in err and len(err.strip().splitlines()) == 1
     code, _, err = run_podsim(capsys, "trace", "generate", "gpt3-175b", "--slice", "4x4x4", "-p", "fsdp=16,tensor=4", "--collective-matmul", "yes", "-o", str(path))
     assert code == 2 and "collective_matmul 'yes' is not known" in err and len(err.strip().splitlines()) == 1
+
+
+def test_quantized_matmuls_weights_and_tff_split_ops_by_precision():
+    """MaxText's int8 (AQT) quantizes the weight matmuls only (`weights`: the attention core and the
+    LM head in bf16); `tff` also leaves the attention output projection's and the MLP's gradients in
+    bf16. With full recompute the int8 share of the weight-matmul FLOPs is then (Q/K/V in all four
+    passes, 3 x 4, + output and MLP in forward and recompute, 9 x 2) / (12 x 4) = 30/48."""
+    kw = {"overrides": SMALL, "generation": "tpu-v6e"}
+
+    def trace(quantized: str, precision: str = "int8"):
+        return generate_trace("gpt3-175b", "8x8", "fsdp=64", options=GenerateOptions(precision=precision, recompute="full",
+                              quantized_matmuls=quantized), **kw)
+
+    every, weights, tff, bf16 = trace("all"), trace("weights"), trace("tff"), trace("all", "bf16")
+    ops = {name: {op.id: op for op in t.ops if isinstance(op, Compute)} for name, t in (("weights", weights), ("tff", tff))}
+    assert ops["weights"]["mb0.fwd.L0.attn"].precision == "int8" and ops["weights"]["mb0.fwd.L0.attn.bf16"].precision == "bf16"
+    assert len(ops["weights"]["mb0.fwd.L0.attn.bf16"].matmuls) == 2  # QK^T and AV
+    assert ops["weights"]["mb0.bwd.L0.mlp"].precision == "int8" and ops["tff"]["mb0.bwd.L0.mlp"].precision == "bf16"
+    assert ops["tff"]["mb0.fwd.L0.mlp"].precision == "int8" and ops["tff"]["mb0.bwd.L0.attn"].precision == "int8"
+
+    def flops(t, precision: str) -> float:
+        return sum(2 * c * m * k * n for op in t.ops if isinstance(op, Compute) and op.precision == precision for c, m, k, n, _ in op.matmuls)
+
+    for t in (weights, tff):  # the split keeps every FLOP and byte
+        assert sum(op.flops for op in t.ops if isinstance(op, Compute)) == pytest.approx(sum(op.flops for op in every.ops if isinstance(op, Compute)))
+        assert sum(op.hbm_bytes for op in t.ops if isinstance(op, Compute)) == pytest.approx(sum(op.hbm_bytes for op in every.ops if isinstance(op, Compute)))
+    cfg = get_model("gpt3-175b", SMALL)
+    weight_flops = 2 * 12 * cfg.d_model**2 * cfg.n_layers * cfg.seq_len * 1 * 4  # one sequence per chip, four passes
+    assert flops(weights, "int8") == pytest.approx(weight_flops, rel=1e-6)
+    assert flops(tff, "int8") == pytest.approx(weight_flops * 30 / 48, rel=1e-6)
+    built = build_slice("tpu-v6e", "8x8")
+    s = [simulate_step(t, built).compute_s for t in (every, weights, tff, bf16)]
+    assert s == sorted(s) and len(set(s)) == 4
+    with pytest.raises(PodsimError, match="quantized_matmuls 'tff' .* needs precision int8 or fp8"):
+        trace("tff", "bf16")

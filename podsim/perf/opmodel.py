@@ -23,13 +23,18 @@ from podsim.perf.chips import ChipCompute
 
 @dataclass(frozen=True)
 class Matmul:
-    """`count` matmuls [m, k] x [k, n]; `hbm_bytes`: their operand traffic (0: counted by the op)."""
+    """`count` matmuls [m, k] x [k, n]; `hbm_bytes`: their operand traffic (0: counted by the op);
+    `precision`: what it runs at where that is not the program's ('' : the program's, e.g. an
+    attention core left in bf16 by a program that quantizes its weight matmuls); `backward_precision`:
+    its two backward matmuls' ('' : as the forward's)."""
 
     m: float
     k: float
     n: float
     count: float = 1.0
     hbm_bytes: float = 0.0
+    precision: str = ""
+    backward_precision: str = ""
 
     @property
     def flops(self) -> float:
@@ -79,8 +84,10 @@ def compute_time_s(chip: ChipCompute, flops: float, hbm_bytes: float, matmuls: S
 
 def backward_matmuls(mm: Matmul) -> tuple[Matmul, Matmul]:
     """The two matmuls of a matmul's backward: dX = dY·Wᵀ [m, n]x[n, k] and dW = Xᵀ·dY
-    [k, m]x[m, n]; each moves the same operand bytes as the forward."""
-    return (Matmul(mm.m, mm.n, mm.k, mm.count, mm.hbm_bytes), Matmul(mm.k, mm.m, mm.n, mm.count, mm.hbm_bytes))
+    [k, m]x[m, n]; each moves the same operand bytes as the forward and runs at the forward's
+    `backward_precision` (else its precision)."""
+    p = mm.backward_precision or mm.precision
+    return (Matmul(mm.m, mm.n, mm.k, mm.count, mm.hbm_bytes, p, p), Matmul(mm.k, mm.m, mm.n, mm.count, mm.hbm_bytes, p, p))
 
 
 def op_time_s(op, generation, chip: ChipCompute | None, efficiency: float | None = None) -> float:

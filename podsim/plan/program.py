@@ -153,10 +153,12 @@ class _Timer:
         key = (cost.flops, cost.hbm, cost.matmuls)
         hit = self._memo.get(key)
         if hit is None:
-            mms = tuple(mm.as_tuple() for mm in cost.matmuls if mm.count > 0)
-            prec = self.precision if mms else "bf16"
-            total = compute_time_s(self.chip, cost.flops, cost.hbm, mms, prec)
-            matmul = sum(matmul_time_s(Matmul.of(t), self.chip, prec) for t in mms)
+            total = matmul = 0.0
+            for prec, part in cost.by_precision(self.precision):  # as ProgramBuilder.compute splits it
+                mms = tuple(mm.as_tuple() for mm in part.matmuls if mm.count > 0)
+                prec = prec if mms else "bf16"
+                total += compute_time_s(self.chip, part.flops, part.hbm, mms, prec)
+                matmul += sum(matmul_time_s(Matmul.of(t), self.chip, prec) for t in mms)
             hit = self._memo[key] = (total, max(total - matmul, 0.0))
         if not recompute:
             self.memory_s += hit[1] * times

@@ -43,13 +43,19 @@ class ProgramBuilder:
         return math.prod(self.sizes[a] for a in axes)
 
     def compute(self, op_id: str, cost: Cost, *, deps: Sequence[str | None] = (), name: str = "", layer: str = "", bubble: bool = False) -> str:
-        all_deps = [d for d in (self.last_compute, *self.pending, *self.after_next, *deps) if d]
-        mms = tuple(mm.as_tuple() for mm in cost.matmuls if mm.count > 0)
-        self.ops.append(Compute(op_id, flops=cost.flops, hbm_bytes=cost.hbm, deps=tuple(dict.fromkeys(all_deps)), name=name, layer=layer,
-                                bubble=bubble, matmuls=mms, precision=self.precision if mms else "bf16"))
-        self.last_compute, self.pending = op_id, []
+        """A compute op after the previous one; an op whose matmuls run at more than one precision
+        (Cost.by_precision) as one op per precision in a row, the later ids `op_id.<precision>`.
+        Returns the last op's id."""
+        first = [d for d in (self.last_compute, *self.pending, *self.after_next, *deps) if d]
+        oid = op_id
+        for i, (prec, part) in enumerate(cost.by_precision(self.precision)):
+            all_deps, oid = (first, op_id) if i == 0 else ([oid], f"{op_id}.{prec}")
+            mms = tuple(mm.as_tuple() for mm in part.matmuls if mm.count > 0)
+            self.ops.append(Compute(oid, flops=part.flops, hbm_bytes=part.hbm, deps=tuple(dict.fromkeys(all_deps)), name=name, layer=layer,
+                                    bubble=bubble, matmuls=mms, precision=prec if mms else "bf16"))
+        self.last_compute, self.pending = oid, []
         self.after_next, self.overlapping = self.overlapping, []
-        return op_id
+        return oid
 
     def frontier(self) -> list[str]:
         """What an op issued now after the program so far must wait for."""

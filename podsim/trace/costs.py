@@ -41,6 +41,28 @@ class Cost:
         """Its backward: twice the FLOPs and bytes; each matmul becomes its dX and dW matmuls."""
         return Cost(2 * self.flops, 2 * self.hbm, tuple(b for mm in self.matmuls for b in backward_matmuls(mm)))
 
+    def at(self, precision: str = "", backward: str = "") -> Cost:
+        """The same work with its matmuls run at `precision` ('' : the program's) and their
+        backward at `backward` ('' : as the forward)."""
+        return Cost(self.flops, self.hbm, tuple(replace(mm, precision=precision, backward_precision=backward) for mm in self.matmuls))
+
+    def by_precision(self, program: str) -> tuple[tuple[str, Cost], ...]:
+        """The op split by the precision its matmuls run at (a matmul's own, else `program`), in
+        order of first appearance: one part as it is where all agree (bf16 for an op without
+        matmuls); else the first part also carries the memory-bound work."""
+        groups: dict[str, list[Matmul]] = {}
+        for mm in self.matmuls:
+            groups.setdefault(mm.precision or program, []).append(mm)
+        if len(groups) <= 1:
+            return ((next(iter(groups), "bf16") if self.matmuls else "bf16", self),)
+        rest_flops = self.flops - sum(mm.flops for mm in self.matmuls)
+        rest_hbm = self.hbm - sum(mm.hbm_bytes for mm in self.matmuls)
+        parts = []
+        for i, (prec, mms) in enumerate(groups.items()):
+            extra = (rest_flops, rest_hbm) if i == 0 else (0.0, 0.0)
+            parts.append((prec, Cost(sum(mm.flops for mm in mms) + extra[0], sum(mm.hbm_bytes for mm in mms) + extra[1], tuple(mms))))
+        return tuple(parts)
+
 
 def _matmul(m: float, k: float, n: float, elem_bytes: int, count: float = 1.0) -> Cost:
     """[m, k] x [k, n] (`count` of them): 2mkn FLOPs each, reading and writing (mk + kn + mn) elements."""
@@ -177,7 +199,17 @@ class TransformerShard:
         hbm = self.tokens * (2 * self.heads + 2 * self.kv_heads) * dh * a
         mms = (Matmul(s, dh, keys, heads, hbm / 2), Matmul(s, keys, dh, heads, hbm / 2))
         scores = 0.0 if fused else 4.0 * heads * s * s * a
-        return Cost(flops, hbm + scores, mms)
+        return Cost(flops, hbm + scores, mms).at(self._unquantized())
+
+    def _unquantized(self) -> str:
+        """What a program that quantizes only its weight matmuls (`quantized_matmuls` 'weights' or
+        'tff') runs its attention core and LM head at: bf16; '' (the program's) under 'all'."""
+        return "" if self.opts.quantized_matmuls == "all" else "bf16"
+
+    def _forward_only(self, cost: Cost) -> Cost:
+        """A weight matmul quantized in its forward only under `quantized_matmuls` 'tff' (its
+        gradients in bf16): the attention output projection and the MLP's matmuls."""
+        return cost.at(backward="bf16") if self.opts.quantized_matmuls == "tff" else cost
 
     def _norm(self) -> Cost:
         return _mem(2.0 * self.act * self.sharded)  # the norm reads and writes its input
@@ -188,7 +220,7 @@ class TransformerShard:
     def attn_block(self) -> Block:
         c, T, a, dh = self.cfg, self.tokens, self.opts.act_bytes, self.cfg.d_head
         qkv = _matmul(T, c.d_model, (self.heads + 2 * self.kv_heads) * dh, a)
-        out = _matmul(T, self.heads * dh, c.d_model, a)
+        out = self._forward_only(_matmul(T, self.heads * dh, c.d_model, a))
         return Block(self._norm(), qkv, self.attn_core(), out, self._residual())
 
     def attn_fwd(self) -> Cost:
@@ -200,8 +232,8 @@ class TransformerShard:
         c, a = self.cfg, self.opts.act_bytes
         fin = c.mlp_matrices - 1
         per = tokens / experts
-        up = _matmul(per, c.d_model, self.d_ff, a, count=experts * fin)
-        down = _matmul(per, self.d_ff, c.d_model, a, count=experts)
+        up = self._forward_only(_matmul(per, c.d_model, self.d_ff, a, count=experts * fin))
+        down = self._forward_only(_matmul(per, self.d_ff, c.d_model, a, count=experts))
         return up, _mem(tokens * self.d_ff * fin * a), down
 
     def mlp_fwd(self, tokens: float, experts: int = 1) -> Cost:
@@ -248,7 +280,7 @@ class TransformerShard:
         masked positions for a masked-LM encoder), softmax and loss in fp32."""
         c = self.cfg
         T = self.b * c.head_positions
-        logits = _matmul(T, c.d_model, self.vocab, self.opts.act_bytes)
+        logits = _matmul(T, c.d_model, self.vocab, self.opts.act_bytes).at(self._unquantized())
         loss = _mem(2.0 * T * self.vocab * 4)
         return _sum(logits, loss, self._norm())  # the final norm
 

@@ -30,6 +30,7 @@ from podsim.trace.model import PRECISIONS, Compute, StepTrace
 from podsim.trace.options import (
     COLLECTIVE_MATMUL,
     OVERLAP_SWITCHES,
+    QUANTIZED_MATMULS,
     RECOMPUTE_POLICIES,
     GenerateOptions,
 )
@@ -140,6 +141,11 @@ def generate_trace(
         raise PodsimError(f"collective_matmul {opts.collective_matmul!r} is not known; use one of: {', '.join(COLLECTIVE_MATMUL)}")
     if opts.precision not in PRECISIONS:
         raise PodsimError(f"precision {opts.precision!r} is not known; use one of: {', '.join(PRECISIONS)}")
+    if opts.quantized_matmuls not in QUANTIZED_MATMULS:
+        raise PodsimError(f"quantized_matmuls {opts.quantized_matmuls!r} is not known; use one of: {', '.join(QUANTIZED_MATMULS)}")
+    if opts.quantized_matmuls != "all" and (opts.precision == "bf16" or not isinstance(cfg, TransformerConfig)):
+        raise PodsimError(f"quantized_matmuls {opts.quantized_matmuls!r} chooses which matmuls run at int8 or fp8: it needs precision "
+                          f"int8 or fp8 and a transformer (got precision {opts.precision}, model {cfg.name}); leave it at all")
     sizes = {**plan.sizes(), "dcn": plan.dcn}
     if isinstance(cfg, TransformerConfig):
         builder, info = transformer_program(cfg, plan, opts, sizes, gen.vendor)
@@ -169,6 +175,7 @@ def generate_trace(
         "recompute": opts.recompute,
         "sequence_parallel": bool(opts.sequence_parallel),
         "precision": opts.precision,
+        "quantized_matmuls": opts.quantized_matmuls,
         "attention": opts.attention,
         "overlap": {**{k: getattr(opts, k) for k in OVERLAP_SWITCHES}, "collective_matmul": info.get("collective_matmul", {"mode": "exposed"})["mode"]},
         "combine_grad_reduce": opts.combine_grad_reduce,

@@ -25,6 +25,7 @@ Attention = Literal["flash", "materialized"]
 Recompute = Literal["none", "minimal", "dots", "save_attention", "full"]
 CollectiveMatmul = Literal["auto", "exposed", "chunked", "all_gather", "reduce_scatter", "hidden"]  # COLLECTIVE_MATMUL
 InputPipeline = Literal["none", "jpeg"]  # podsim.perf.chips.INPUT_PIPELINES
+QuantizedMatmuls = Literal["all", "weights", "tff"]  # QUANTIZED_MATMULS
 Optimizer = Literal["adam", "adafactor", "adafactor_int8_momentum"]  # podsim.trace.optimizers.OPTIMIZERS
 assert get_args(Precision) == PRECISIONS and get_args(InputPipeline) == INPUT_PIPELINES and get_args(Optimizer) == OPTIMIZERS
 
@@ -50,6 +51,10 @@ class GenerateOptions:
     # lingvo/jax/layers/repeats.py); full (each layer's forward re-runs). True/False: full/none.
     recompute: Recompute | bool = "none"
     precision: Precision = "bf16"  # matmul precision: bf16, or int8 / fp8 where the generation publishes the rate
+    # Which matmuls run at a `precision` other than bf16 (QUANTIZED_MATMULS): all; weights (the
+    # weight matmuls, forward and backward; the attention core and the LM head in bf16); tff (as
+    # weights, but the attention output projection and the MLP quantized in their forward only)
+    quantized_matmuls: QuantizedMatmuls = "all"
     optimizer: Optimizer = "adam"  # the optimizer's state per parameter (podsim.trace.optimizers): adam, adafactor, ...
     # Overlap as XLA schedules it (each a switch so its effect can be measured):
     overlap_fsdp_prefetch: bool = True  # FSDP gathers of the next layer run under this layer's compute
@@ -87,6 +92,22 @@ class GenerateOptions:
 
 OVERLAP_SWITCHES = ("overlap_fsdp_prefetch", "overlap_grad_reduce", "overlap_dcn", "collective_matmul")
 RECOMPUTE_POLICIES = get_args(Recompute)  # least recompute first
+
+QUANTIZED_MATMULS = get_args(QuantizedMatmuls)
+"""Which matmuls a program with `precision` int8 or fp8 runs at that precision (the rest in bf16):
+
+- `all`: every matmul, the attention core and the LM head included;
+- `weights`: the weight matmuls (Q/K/V, attention output, MLP, router, experts), forward and
+  backward, as MaxText's `quantization=int8` does: AQT wraps only the DenseGeneral layers' dot
+  (MaxText/layers/quantizations.py `_get_int8_quant_config`: fwd, dlhs and drhs 8 bits), the
+  flash attention kernel and the logits (`shared_embedding.attend`) stay in bf16
+  (AI-Hypercomputer/maxtext@a6b44b3, the mlperf/4.1 branch);
+- `tff`: as `weights`, but the attention output projection and the MLP quantized in their forward
+  (and its recomputation) only, their gradients in bf16: the GPT-3 decoder's `tff_quant`
+  (MaxText/layers/gpt3.py at a6b44b3, `config_v3(fwd_bits=8, dlhs_bits=None, drhs_bits=None)`,
+  "quantize forward only since backward is already communication-bounded"), which the MLPerf
+  v4.1 Trillium GPT-3 scripts turn on.
+"""
 
 COLLECTIVE_MATMUL = get_args(CollectiveMatmul)
 """How tensor-parallel collectives meet the matmuls beside them:

@@ -59,9 +59,9 @@ from podsim.trace.generate import GenerateOptions
 from podsim.validation.mlperf_rows_logs import Pooled
 from podsim.validation.row import (
     GPT3_EVAL_INTERVAL,
-    INT8,
     JPEG_NOTE,
     MAXTEXT,
+    MAXTEXT_INT8,
     MAXTEXT_REMAT,
     MULTIPOD_NOTE,
     R41,
@@ -199,26 +199,26 @@ _ROWS: tuple[tuple[str, Row], ...] = (
                       "Google/benchmarks/bert/implementations/cloud-tpu-v4-6912-TF/run_and_time.sh (num_tpu_cores=3456); Google/systems/cloud-tpu-v4-6912-TF.json"))),
     # Round 4.0, TPU v5p, MaxText f586e43 (the scripts' LIBTPU_INIT_ARGS decompose the all-gather einsums)
     ("4.0", Row("R40-gpt3-1024", "TPU v5p, 1024 chips", "gpt3-175b", "tpu-v5p", "8x8x16", "data=8,fsdp=16,tensor=8", 11.81,
-                overrides={"global_batch": 2048}, options=GenerateOptions(precision=INT8, recompute=MAXTEXT_REMAT["save_dot_except_logits_ffn1"], **MAXTEXT),
+                overrides={"global_batch": 2048}, options=GenerateOptions(**MAXTEXT_INT8, recompute=MAXTEXT_REMAT["save_dot_except_logits_ffn1"], **MAXTEXT),
                 **GPT3_EVAL_INTERVAL, kind="upper_bound", remat_stated=True, assumed=maxtext_remat_note("save_dot_except_logits_ffn1"),
                 **_logs(R40, "cloud-tpu-v5p-2048-maxtext/gpt3", 141.7715, 66, (141.747, 142.1332), 12, "24,576 sequences at 2048",
                       "Google/benchmarks/gpt3/implementations/maxtext/v5p-2048.sh (per_device_batch_size=2, ici data 8 fsdp 16 tensor 8, "
                   "int8, flash); Google/systems/cloud-tpu-v5p-2048-maxtext.json (256 x 4, 8x8x16)"))),
     ("4.0", Row("R40-gpt3-1536", "TPU v5p, 1536 chips", "gpt3-175b", "tpu-v5p", "8x12x16", "data=12,fsdp=16,tensor=8", 11.95,
-                overrides={"global_batch": 3072}, options=GenerateOptions(precision=INT8, recompute=MAXTEXT_REMAT["save_dot_except_logits_ffn1"], **MAXTEXT),
+                overrides={"global_batch": 3072}, options=GenerateOptions(**MAXTEXT_INT8, recompute=MAXTEXT_REMAT["save_dot_except_logits_ffn1"], **MAXTEXT),
                 **GPT3_EVAL_INTERVAL, kind="upper_bound", remat_stated=True, assumed=maxtext_remat_note("save_dot_except_logits_ffn1"),
                 **_logs(R40, "cloud-tpu-v5p-3072-maxtext/gpt3", 95.6145, 66, (95.586, 95.9143), 8, "24,576 sequences at 3072",
                       "Google/benchmarks/gpt3/implementations/maxtext/v5p-3072.sh (per_device_batch_size=2, ici data 12 fsdp 16 tensor 8, "
                   "int8, flash); Google/systems/cloud-tpu-v5p-3072-maxtext.json (384 x 4, 8x12x16)"))),
     # Round 4.1, TPU v5p, MaxText branch mlperf/4.1 (fused_qkv=true: the same matmul FLOPs)
     ("4.1", Row("R41-gpt3-4096", "TPU v5p, 4096 chips", "gpt3-175b", "tpu-v5p", "8x16x32", "data=16,fsdp=32,tensor=8", 6.177,
-                overrides={"global_batch": 4096}, options=GenerateOptions(precision=INT8, recompute=MAXTEXT_REMAT["minimal"], **MAXTEXT),
+                overrides={"global_batch": 4096}, options=GenerateOptions(**MAXTEXT_INT8, recompute=MAXTEXT_REMAT["minimal"], **MAXTEXT),
                 **GPT3_EVAL_INTERVAL, kind="upper_bound", remat_stated=True, assumed=maxtext_remat_note("minimal"),
                 **_logs(R41, "cloud-tpu-v5p-8192-maxtext/gpt3", 37.062, 72, (37.0592, 37.066), 6, "24,576 sequences at 4096",
                       "Google/benchmarks/gpt3/implementations/maxtext/cloud-tpu-v5p/v5p-8192.sh (per_device_batch_size=1, ici data 16 "
                   "fsdp 32 tensor 8, int8, flash); Google/systems/cloud-tpu-v5p-8192-maxtext.json (1024 x 4, 8x16x32)"))),
     ("4.1", Row("R41-gpt3-6144", "TPU v5p, 6144 chips", "gpt3-175b", "tpu-v5p", "8x16x48", "data=16,fsdp=48,tensor=8", 5.991,
-                overrides={"global_batch": 6144}, options=GenerateOptions(precision=INT8, recompute=MAXTEXT_REMAT["minimal"], **MAXTEXT),
+                overrides={"global_batch": 6144}, options=GenerateOptions(**MAXTEXT_INT8, recompute=MAXTEXT_REMAT["minimal"], **MAXTEXT),
                 **GPT3_EVAL_INTERVAL, kind="upper_bound", remat_stated=True, assumed=maxtext_remat_note("minimal"),
                 **_logs(R41, "cloud-tpu-v5p-12288-maxtext/gpt3", 23.964, 81, (23.9615, 23.967), 4, "24,576 sequences at 6144",
                       "Google/benchmarks/gpt3/implementations/maxtext/cloud-tpu-v5p/v5p-12288.sh (per_device_batch_size=1, ici data 16 "

@@ -78,6 +78,23 @@ LINGVO_DENSE_BUILDER = {"mlp": "swiglu", "n_kv_heads": 1, "head_dim": 128}
 
 
 INT8 = "int8"
+# MaxText's `quantization=int8` (AQT) in the MLPerf GPT-3 scripts (round 4.0: google/maxtext f586e43,
+# round 4.1: branch mlperf/4.1 = AI-Hypercomputer/maxtext@a6b44b3): only the DenseGeneral weight
+# matmuls are quantized, forward, input gradient and weight gradient (MaxText/layers/quantizations.py
+# int8 config: fwd_bits=8, dlhs_bits=8, drhs_bits=8 with quantization_local_shard_count -1 = the slice
+# count); the flash attention kernel takes no quantizer (layers/attentions.py) and the logits come from
+# `shared_embedding.attend` ("We do not quantize the logits matmul.", layers/models.py): bf16.
+MAXTEXT_INT8 = {"precision": INT8, "quantized_matmuls": "weights"}
+# The Trillium (v6e) scripts of round 4.1 add `tff_quant=true` (mlcommons/training_results_v4.1
+# Google/benchmarks/gpt3/implementations/maxtext/cloud-tpu-trillium/trillium-*.sh): the GPT-3 layer's
+# attention output projection and MLP quantized in forward only, "since backward is already
+# communication-bounded" (MaxText/layers/gpt3.py at a6b44b3: config_v3(fwd_bits=8, dlhs_bits=None,
+# drhs_bits=None)); the switch reached mlperf/4.1 as `enable_tff_quant` (a08ba225, 2024-10-10 23:42
+# UTC), after lizhiyu/mlperf4.1_quant had it on unconditionally (04af2e4 MLP 2024-10-04, 9813868
+# attention output 2024-10-06); the Trillium runs started 2024-10-09 23:22 to 2024-10-11 16:11 UTC.
+MAXTEXT_INT8_TFF = {"precision": INT8, "quantized_matmuls": "tff"}
+TFF_NOTE = ("int8 (AQT) Q/K/V projections forward and backward; attention output projection and MLP int8 in forward only, "
+            "their gradients bf16 (tff_quant); attention core and logits bf16")
 # GSPMD programs that shard each block's [b, s, d] activations over the model axis between blocks,
 # which is sequence parallelism's layout and traffic (Korthikanti et al. 2022: all-gather in,
 # reduce-scatter out, norms and residual adds on a 1/t share):

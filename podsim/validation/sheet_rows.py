@@ -16,12 +16,15 @@ from podsim.validation.row import (
     JPEG_NOTE,
     LINGVO_DENSE_BUILDER,
     MAXTEXT,
+    MAXTEXT_INT8,
+    MAXTEXT_INT8_TFF,
     MAXTEXT_REMAT,
     MEGATRON,
     MULTIPOD_NOTE,
     R41,
     SHARDED_NOTE,
     TF1_BERT_REMAT,
+    TFF_NOTE,
     UNFUSED,
     Row,
     Series,
@@ -43,6 +46,17 @@ PALM_PUBLISHED = "2022-04-05"  # arXiv:2204.02311 v1
 # script), M16 (the mesh axes' roles; remat not stated), P1 and P1a (PaLM's remat policy is not
 # stated; P1a's step is the paper's "about 1.95x").
 NOT_STATED = {"M10", "M14", "M15", "T4", "T12", "M16", "P1", "P1a"}
+# The Trillium rows (M14, M15, T4, T12): each script (TRILLIUM_SCRIPTS) states per_device_batch_size
+# (3 on 2 slices, else 2), ici_fsdp_parallelism=-1 (fsdp over the 256 chips), remat_policy=full,
+# attention=flash, quantization=int8 and tff_quant=true; the branch it checks out (mlperf/4.1 =
+# AI-Hypercomputer/maxtext@a6b44b3, MaxText/configs/base.yml) sets data parallelism across slices
+# (dcn_data_parallelism: -1) and max_target_length 2048. They stay in NOT_STATED: the script spells the
+# forward-only switch `tff_quant`, which that base.yml does not hold (its key is enable_tff_quant, and
+# pyconfig refuses an unknown key), so the switch podsim runs (MAXTEXT_INT8_TFF) is read from the
+# script's intent, not from a setting the published code accepts.
+TRILLIUM_SCRIPTS = f"{R41}:Google/benchmarks/gpt3/implementations/maxtext/cloud-tpu-trillium/"
+TRILLIUM_NOTE = ("data parallel across slices (MaxText base.yml dcn_data_parallelism -1); " + TFF_NOTE
+                 + " (the script's tff_quant=true, enable_tff_quant in the branch's code)")
 # What the v1.1 open rows' code states beyond the sheet (each applied as the code says):
 # M16, Lingvo-TF wiki_bert.py BertTemplate (the file the sheet cites): XLAShardingAdafactor, BETA1 = 0,
 # factored=True; M17, Lingvo-JAX bert.py BertSpmdL66H12kBiggerBatch8x8x16 on TransformerBertSpmdAdafactor
@@ -117,21 +131,21 @@ _ROWS: tuple[Row, ...] = (
         overrides={"global_batch": 2048}, options=GenerateOptions(precision=INT8, recompute="full", **MEGATRON), kind="upper_bound", **GPT3_EVAL_INTERVAL,
         assumed="in-slice sharding fsdp 128 x tensor 2 (not in the repo); remat not stated: full, the least that fits HBM", source="measurements.md M10 (MLPerf v3.1, R31)"),
     Row("M11", "TPU v5p, 512 chips", "gpt3-175b", "tpu-v5p", "8x8x8", "fsdp=64,tensor=8", 23.81,
-        overrides={"global_batch": 2048}, options=GenerateOptions(precision=INT8, recompute=MAXTEXT_REMAT["full"], **MAXTEXT), kind="upper_bound",
+        overrides={"global_batch": 2048}, options=GenerateOptions(**MAXTEXT_INT8, recompute=MAXTEXT_REMAT["full"], **MAXTEXT), kind="upper_bound",
         **GPT3_EVAL_INTERVAL, assumed=maxtext_remat_note("full"), remat_stated=True, source="measurements.md M11 (MLPerf v4.0, R40 v5p-1024)"),
     Row("M12", "TPU v5p, 6144 chips", "gpt3-175b", "tpu-v5p", "8x16x48", "data=16,fsdp=48,tensor=8", 5.97,
-        overrides={"global_batch": 6144}, options=GenerateOptions(precision=INT8, recompute=MAXTEXT_REMAT["save_dot_except_logits"], **MAXTEXT), kind="upper_bound",
+        overrides={"global_batch": 6144}, options=GenerateOptions(**MAXTEXT_INT8, recompute=MAXTEXT_REMAT["save_dot_except_logits"], **MAXTEXT), kind="upper_bound",
         **GPT3_EVAL_INTERVAL, assumed=maxtext_remat_note("save_dot_except_logits"), remat_stated=True, source="measurements.md M12 (MLPerf v4.0, R40 v5p-12288)"),
     Row("M13", "TPU v5p, 2048 chips", "gpt3-175b", "tpu-v5p", "4x8x64", "data=4,fsdp=64,tensor=8", 11.25,
-        overrides={"global_batch": 4096}, options=GenerateOptions(precision=INT8, recompute=MAXTEXT_REMAT["save_dot_except_mlpwi"], **MAXTEXT), kind="upper_bound",
+        overrides={"global_batch": 4096}, options=GenerateOptions(**MAXTEXT_INT8, recompute=MAXTEXT_REMAT["save_dot_except_mlpwi"], **MAXTEXT), kind="upper_bound",
         **GPT3_EVAL_INTERVAL, assumed=maxtext_remat_note("save_dot_except_mlpwi"), remat_stated=True, source="measurements.md M13 (MLPerf v4.1, R41 v5p-4096)"),
     Row("M14", "TPU v6e, 8 x 256 chips (multislice)", "gpt3-175b", "tpu-v6e", "16x16", "fsdp=256,dcn=8", 10.75, slices=8,
-        overrides={"global_batch": 4096}, options=GenerateOptions(precision=INT8, recompute="full"), kind="upper_bound", **GPT3_EVAL_INTERVAL,
-        assumed="data parallel across slices", remat_stated=True, source="measurements.md M14 (MLPerf v4.1, R41 trillium-2048)"),
+        overrides={"global_batch": 4096}, options=GenerateOptions(**MAXTEXT_INT8_TFF, recompute="full"), kind="upper_bound", **GPT3_EVAL_INTERVAL,
+        assumed=TRILLIUM_NOTE, remat_stated=True, source=f"measurements.md M14 (MLPerf v4.1, R41 trillium-2048); {TRILLIUM_SCRIPTS}trillium-2048.sh"),
     Row("M15", "TPU v6e, 2 x 256 chips (multislice)", "gpt3-175b", "tpu-v6e", "16x16", "fsdp=256,dcn=2", 15.88, slices=2,
-        overrides={"global_batch": 1536}, options=GenerateOptions(precision=INT8, recompute="full"), kind="upper_bound", **GPT3_EVAL_INTERVAL,
-        assumed="data parallel across slices", remat_stated=True,
-        source="measurements.md M15 (MLPerf v4.1, R41 trillium-512)"),
+        overrides={"global_batch": 1536}, options=GenerateOptions(**MAXTEXT_INT8_TFF, recompute="full"), kind="upper_bound", **GPT3_EVAL_INTERVAL,
+        assumed=TRILLIUM_NOTE, remat_stated=True,
+        source=f"measurements.md M15 (MLPerf v4.1, R41 trillium-512); {TRILLIUM_SCRIPTS}trillium-512.sh"),
     Row("M16", "TPU v4, 2048 chips", encoder_lm("lm-482b", 64, 16384, 131072, 256, 4096, "measurements.md M16", **LINGVO_DENSE_BUILDER), "tpu-v4", "8x16x16",
         "fsdp=256,tensor=8", 22.0, options=replace(UNFUSED, optimizer="adafactor", **GSPMD_SHARDED),
         assumed="mesh [256, 8] as fsdp x tensor; bf16; remat not stated: the least that fits HBM; unfused attention; " + M16_CODE
@@ -152,20 +166,20 @@ _ROWS: tuple[Row, ...] = (
         assumed="approximate: the paper's 'about 1.95x' on two pods; rematerialisation as full recompute; unfused attention",
         remat_stated=True, source="measurements.md caveat 8 (P1 on one pod at half the batch; Chowdhery et al. 2022 §4)"),
     # The Trillium GPT-3 series' other two points (measurements.md caveat 10): the same script as
-    # M14 (per_device_batch_size=2, ici_fsdp_parallelism=-1, remat full, int8) on 4 and 12 slices.
+    # M14 (per_device_batch_size=2, ici_fsdp_parallelism=-1, remat full, int8 with tff_quant) on 4 and 12 slices.
     # Step: the median interval between eval points (the first after run_start left out), pooled
     # over the three runs, / the 24,576 sequences per interval over the global batch (an upper
     # bound: each interval also runs one eval pass, caveat 3).
     Row("T4", "TPU v6e, 4 x 256 chips (multislice)", "gpt3-175b", "tpu-v6e", "16x16", "fsdp=256,dcn=4", 10.734, slices=4,
-        overrides={"global_batch": 2048}, options=GenerateOptions(precision=INT8, recompute="full"), kind="upper_bound", **GPT3_EVAL_INTERVAL,
-        assumed="data parallel across slices", remat_stated=True,
+        overrides={"global_batch": 2048}, options=GenerateOptions(**MAXTEXT_INT8_TFF, recompute="full"), kind="upper_bound", **GPT3_EVAL_INTERVAL,
+        assumed=TRILLIUM_NOTE, remat_stated=True,
         source=f"measurements.md caveat 10: {R41} Google/results/cloud-tpu-trillium-1024-maxtext/gpt3/result_0..2.txt "
-               "(median 128.81 s over 66 intervals / 12 steps), benchmarks/gpt3/implementations/maxtext/cloud-tpu-trillium/trillium-1024.sh"),
+               "(median 128.81 s over 66 intervals / 12 steps), Google/benchmarks/gpt3/implementations/maxtext/cloud-tpu-trillium/trillium-1024.sh"),
     Row("T12", "TPU v6e, 12 x 256 chips (multislice)", "gpt3-175b", "tpu-v6e", "16x16", "fsdp=256,dcn=12", 10.803, slices=12,
-        overrides={"global_batch": 6144}, options=GenerateOptions(precision=INT8, recompute="full"), kind="upper_bound", **GPT3_EVAL_INTERVAL,
-        assumed="data parallel across slices", remat_stated=True,
+        overrides={"global_batch": 6144}, options=GenerateOptions(**MAXTEXT_INT8_TFF, recompute="full"), kind="upper_bound", **GPT3_EVAL_INTERVAL,
+        assumed=TRILLIUM_NOTE, remat_stated=True,
         source=f"measurements.md caveat 10: {R41} Google/results/cloud-tpu-trillium-3072-maxtext/gpt3/result_0..2.txt "
-               "(median 43.21 s over 82 intervals / 4 steps), benchmarks/gpt3/implementations/maxtext/cloud-tpu-trillium/trillium-3072.sh"),
+               "(median 43.21 s over 82 intervals / 4 steps), Google/benchmarks/gpt3/implementations/maxtext/cloud-tpu-trillium/trillium-3072.sh"),
 )
 
 
