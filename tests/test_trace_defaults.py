@@ -58,3 +58,19 @@ def test_a_tensor_plan_given_bare_fits_where_the_megatron_program_does_not():
     assert bare.meta["hbm_footprint"]["total_bytes"] < whole.meta["hbm_footprint"]["total_bytes"]
     cap = 95 * 2**30
     assert fits_hbm(bare.meta["hbm_footprint"]["total_bytes"], cap) and not fits_hbm(whole.meta["hbm_footprint"]["total_bytes"], cap)
+
+
+def test_an_int8_plan_given_bare_quantizes_the_weight_matmuls_as_maxtext_does():
+    """`--precision int8` alone is MaxText's AQT program (quantized_matmuls 'weights': the attention
+    core and the LM head in bf16): the same trace as 'weights' spelled out, and slower than
+    quantizing every matmul, which the user can still ask for."""
+    bare = _trace("tpu-v5p", "2x2x4", "fsdp=16", precision="int8")
+    given = _trace("tpu-v5p", "2x2x4", "fsdp=16", precision="int8", quantized_matmuls="weights")
+    every = _trace("tpu-v5p", "2x2x4", "fsdp=16", precision="int8", quantized_matmuls="all")
+    assert bare.ops == given.ops and bare.ops != every.ops
+    assert bare.meta["quantized_matmuls"] == "weights" and "We do not quantize the logits" in bare.meta["quantized_matmuls_why"]
+    assert every.meta["quantized_matmuls_why"] == "as asked"
+    precisions = {op.precision for op in bare.ops if getattr(op, "matmuls", ())}
+    assert precisions == {"int8", "bf16"}
+    assert {op.precision for op in every.ops if getattr(op, "matmuls", ())} == {"int8"}
+    assert _trace("tpu-v5p", "2x2x4", "fsdp=16").meta["quantized_matmuls"] == "all"  # bf16: nothing to quantize

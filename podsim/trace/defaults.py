@@ -8,6 +8,8 @@ them, each with its source; a value the user gives always wins.
 - `collective_matmul` ("auto"): with sharded activations, TPUs decompose each tensor-parallel
   all-gather and reduce-scatter under its matmul (TPU_COLLECTIVE_MATMUL); GPUs only from XLA's
   windowed-einsum threshold on (GPU_WINDOWED_EINSUM_THRESHOLD_MIB, off by default).
+- `quantized_matmuls` (None): an int8 or fp8 program quantizes its weight matmuls and runs the
+  attention core and the LM head in bf16, as MaxText's AQT does (QUANTIZED_MATMULS_SOURCE).
 """
 
 from __future__ import annotations
@@ -72,3 +74,19 @@ def collective_matmul_default(value: str | bool, t: int, sequence_parallel: bool
         default, source = TPU_COLLECTIVE_MATMUL
         return default, f"default on TPUs: {source}"
     return "exposed", f"default: no compiler default is known for {vendor} chips"
+
+
+QUANTIZED_MATMULS_SOURCE = (
+    "MaxText's quantization=int8 wraps only the DenseGeneral layers' dot in AQT (MaxText/layers/quantizations.py, fwd, "
+    "dlhs and drhs 8 bits); the flash attention kernel takes no quantizer and the logits matmul is not quantized "
+    "(MaxText/layers/models.py: \"We do not quantize the logits matmul.\"), at AI-Hypercomputer/maxtext@a6b44b3 and f586e43")
+
+
+def quantized_matmuls_default(value: str | None, precision: str) -> tuple[str, str]:
+    """Which matmuls an int8 or fp8 program runs at its precision, and why (for the trace's meta):
+    as asked, else the weight matmuls (QUANTIZED_MATMULS_SOURCE); 'all' (moot) at bf16."""
+    if value is not None:
+        return value, "as asked"
+    if precision == "bf16":
+        return "all", "bf16: nothing quantized"
+    return "weights", f"default: {QUANTIZED_MATMULS_SOURCE}"

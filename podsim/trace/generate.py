@@ -141,9 +141,9 @@ def generate_trace(
         raise PodsimError(f"collective_matmul {opts.collective_matmul!r} is not known; use one of: {', '.join(COLLECTIVE_MATMUL)}")
     if opts.precision not in PRECISIONS:
         raise PodsimError(f"precision {opts.precision!r} is not known; use one of: {', '.join(PRECISIONS)}")
-    if opts.quantized_matmuls not in QUANTIZED_MATMULS:
+    if opts.quantized_matmuls is not None and opts.quantized_matmuls not in QUANTIZED_MATMULS:
         raise PodsimError(f"quantized_matmuls {opts.quantized_matmuls!r} is not known; use one of: {', '.join(QUANTIZED_MATMULS)}")
-    if opts.quantized_matmuls != "all" and (opts.precision == "bf16" or not isinstance(cfg, TransformerConfig)):
+    if opts.quantized_matmuls not in (None, "all") and (opts.precision == "bf16" or not isinstance(cfg, TransformerConfig)):
         raise PodsimError(f"quantized_matmuls {opts.quantized_matmuls!r} chooses which matmuls run at int8 or fp8: it needs precision "
                           f"int8 or fp8 and a transformer (got precision {opts.precision}, model {cfg.name}); leave it at all")
     sizes = {**plan.sizes(), "dcn": plan.dcn}

@@ -53,8 +53,9 @@ class GenerateOptions:
     precision: Precision = "bf16"  # matmul precision: bf16, or int8 / fp8 where the generation publishes the rate
     # Which matmuls run at a `precision` other than bf16 (QUANTIZED_MATMULS): all; weights (the
     # weight matmuls, forward and backward; the attention core and the LM head in bf16); tff (as
-    # weights, but the attention output projection and the MLP quantized in their forward only)
-    quantized_matmuls: QuantizedMatmuls = "all"
+    # weights, but the attention output projection and the MLP quantized in their forward only);
+    # None: as current programs run, weights (podsim.trace.defaults)
+    quantized_matmuls: QuantizedMatmuls | None = None
     optimizer: Optimizer = "adam"  # the optimizer's state per parameter (podsim.trace.optimizers): adam, adafactor, ...
     # Overlap as XLA schedules it (each a switch so its effect can be measured):
     overlap_fsdp_prefetch: bool = True  # FSDP gathers of the next layer run under this layer's compute

@@ -65,6 +65,7 @@ from podsim.trace.configs import TransformerConfig
 from podsim.trace.costs import Block, TransformerShard, adam_update
 from podsim.trace.defaults import (
     collective_matmul_default,
+    quantized_matmuls_default,
     sequence_parallel_default,
     shards_between_blocks,
 )
@@ -340,7 +341,7 @@ class _TransformerProgram:
 def transformer_shard(cfg: TransformerConfig, plan: ParallelPlan, opts: GenerateOptions,
                       vendor: str) -> tuple[TransformerShard, int, str, str]:
     """The per-chip shard the program runs for `plan` (its options resolved: `sequence_parallel`
-    and `collective_matmul` by podsim.trace.defaults), its micro-batches, and why that
+    `collective_matmul` and `quantized_matmuls` by podsim.trace.defaults), its micro-batches, and why that
     sequence-parallel and collective-matmul choice; a one-line PodsimError for a plan the generator
     refuses. The plan search (podsim.plan) prunes and costs plans with it without building the program."""
     t, e, p = plan.tensor, plan.expert, plan.pipeline
@@ -375,7 +376,8 @@ def transformer_shard(cfg: TransformerConfig, plan: ParallelPlan, opts: Generate
             raise PodsimError(f"collective_matmul {mode!r} shards the activations between blocks: tensor={t} must divide the "
                               f"sequence length {cfg.seq_len} or the width {cfg.d_model}")
         sp, sp_why = True, f"collective_matmul {mode!r} shards the activations between blocks"
-    opts = replace(opts, collective_matmul=mode, sequence_parallel=sp)
+    quantized, _ = quantized_matmuls_default(opts.quantized_matmuls, opts.precision)
+    opts = replace(opts, collective_matmul=mode, sequence_parallel=sp, quantized_matmuls=quantized)
     return replace(sh, opts=opts), m, sp_why, why
 
 
@@ -384,6 +386,7 @@ def transformer_program(cfg: TransformerConfig, plan: ParallelPlan, opts: Genera
     """The transformer's step program under `plan` (its sizes per logical axis in `sizes`) and the
     trace meta it adds (the shard: `transformer_shard`)."""
     sh, m, sp_why, why = transformer_shard(cfg, plan, opts, vendor)
+    quantized_why = quantized_matmuls_default(opts.quantized_matmuls, opts.precision)[1]
     opts, p, mode = sh.opts, plan.pipeline, sh.opts.collective_matmul
     builder = ProgramBuilder(sizes, opts.precision, opts.combine_grad_reduce)
     _TransformerProgram(sh, builder, m).step()
@@ -399,6 +402,8 @@ def transformer_program(cfg: TransformerConfig, plan: ParallelPlan, opts: Genera
         "sequence_parallel": opts.sequence_parallel,
         "sequence_parallel_why": sp_why,
         "collective_matmul": {"mode": mode, "why": why},
+        "quantized_matmuls": opts.quantized_matmuls,
+        "quantized_matmuls_why": quantized_why,
         "hbm_footprint": transformer_footprint(sh, m).as_dict(),
     }
     return builder, info
