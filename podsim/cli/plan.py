@@ -154,7 +154,7 @@ def plan_cmd(
     from podsim.cli.steptime import step_options
     from podsim.plan.result import search_summary, train_summary
     from podsim.plan.search import SEARCHED_OPTIONS, PlanQuery, no_fit_advice, search
-    from podsim.plan.train import TrainQuery, parse_tokens, time_to_train
+    from podsim.plan.train import TrainQuery, parse_tokens, refuse_nonpositive, time_to_train
     from podsim.topology import get_generation, parse_shape
     from podsim.trace.configs import parse_overrides
 
@@ -167,8 +167,7 @@ def plan_cmd(
         refuse_options(ctx, ("max_chips",), "without --days")
     if days is not None and (chips is not None or slice_shape is not None or slices is not None):
         raise PodsimError("--days finds the chips itself: drop --chips, --slice and --slices (or drop --days to time a chip budget)")
-    if days is not None and not (days > 0 and days == days and days != float("inf")):
-        raise PodsimError(f"--days {days:g} must be a number of days > 0")
+    refuse_nonpositive("--days", days, "a number of days ")
     if tokens is not None and days is None and chips is None and slice_shape is None:
         raise PodsimError("--tokens needs --chips (how long on them) or --days (the fewest chips that finish in time)")
     if tokens is None and chips is None and slice_shape is None:
@@ -179,9 +178,8 @@ def plan_cmd(
         raise PodsimError("--mttr goes with --host-availability or --mtbf")
     if top == 0 and tokens is not None:
         raise PodsimError("--top 0 ranks without the engine; time to train needs the engine's step: use --top 1 or more")
-    for flag, v in (("--price-per-chip-hour", price), ("--power-per-chip", power)):
-        if v is not None and not (v > 0 and v != float("inf")):
-            raise PodsimError(f"{flag} {v:g} must be > 0")
+    refuse_nonpositive("--price-per-chip-hour", price)
+    refuse_nonpositive("--power-per-chip", power)
     gen = get_generation(generation)
     overrides = parse_overrides(set_)
     if global_batch is not None and tokens_per_step is not None:
