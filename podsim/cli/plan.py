@@ -27,7 +27,7 @@ def _fmt_rate(tokens_per_s: float) -> str:
 
 
 def _search_text(s, summary: dict) -> None:
-    from podsim.plan.result import plan_rows, ranked_rows, steptime_command
+    from podsim.plan.result import ranked_rows
 
     c = s.counts
     print(f"{s.query.model} on {summary['chips']:,} {summary['generation']} chips, global batch {summary['global_batch']} "
@@ -36,7 +36,7 @@ def _search_text(s, summary: dict) -> None:
           f"{c.dominated:,} dominated (more micro-batches or recompute than needed to fit), {c.bounded:,} bounded out "
           f"(compute alone too slow), {c.ranked:,} ranked, {c.confirmed} confirmed by the engine; "
           f"{s.wall_s['total']:.1f} s ({s.wall_s['prune'] + s.wall_s['rank']:.1f} s analytic, {s.wall_s['confirm']:.1f} s engine)")
-    rows = plan_rows(s)
+    rows = summary["plans"]  # search_summary's plan_rows: not built twice
     if rows:
         w = max(len(r["plan"]) for r in rows)
         print(f"\n{'#':>2} {'plan':<{w}} {'step':>9} {'estimate':>16} {'MFU':>6} {'HBM/chip':>10} {'tokens/s':>9}  why it loses")
@@ -49,7 +49,7 @@ def _search_text(s, summary: dict) -> None:
 
         band = step_band(s.context.generation.id, best.assessed.candidate.slices)
         print(f"\nbest: {format_seconds(best.step_s)} per step ({band.text()}); mesh {best.assessed.estimate.mesh}")
-        print(f"the same step: {steptime_command(s)}")
+        print(f"the same step: {summary['best']['steptime_command']}")
     rest = ranked_rows(s, len(s.ranked))[len(rows):]
     ties = [r for r in rest if r["why"].startswith("ties")]
     losers = [r for r in rest if not r["why"].startswith("ties")][:5]
