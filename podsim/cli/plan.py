@@ -153,13 +153,12 @@ def plan_cmd(
     """Search parallelism plans for a model on a chip budget (analytic ranking, engine-confirmed best); with --tokens, time, chips and cost to train."""
     from podsim.cli.steptime import step_options
     from podsim.plan.result import search_summary, train_summary
-    from podsim.plan.search import SEARCHED_OPTIONS, PlanQuery, no_fit_advice, search
+    from podsim.plan.search import SEARCHED_OPTIONS, PlanQuery, no_fit_advice, refuse_top, search
     from podsim.plan.train import TrainQuery, parse_tokens, refuse_nonpositive, time_to_train
     from podsim.topology import get_generation, parse_shape
     from podsim.trace.configs import parse_overrides
 
-    if not 0 <= top <= 50:
-        raise PodsimError(f"--top {top} must be between 0 and 50 (plans confirmed with the engine)")
+    refuse_top("--top", top)
     if tokens is None:
         refuse_options(ctx, ("days", "max_chips", "host_availability", "mtbf", "mttr", "checkpoint_interval", "restart_overhead",
                              "price", "power"), "without --tokens")
