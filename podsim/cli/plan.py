@@ -27,7 +27,7 @@ def _fmt_rate(tokens_per_s: float) -> str:
 
 
 def _search_text(s, summary: dict) -> None:
-    from podsim.plan.result import plan_rows, ranked_rows, steptime_command
+    from podsim.plan.result import ranked_rows
 
     c = s.counts
     print(f"{s.query.model} on {summary['chips']:,} {summary['generation']} chips, global batch {summary['global_batch']} "
@@ -36,7 +36,7 @@ def _search_text(s, summary: dict) -> None:
           f"{c.dominated:,} dominated (more micro-batches or recompute than needed to fit), {c.bounded:,} bounded out "
           f"(compute alone too slow), {c.ranked:,} ranked, {c.confirmed} confirmed by the engine; "
           f"{s.wall_s['total']:.1f} s ({s.wall_s['prune'] + s.wall_s['rank']:.1f} s analytic, {s.wall_s['confirm']:.1f} s engine)")
-    rows = plan_rows(s)
+    rows = summary["plans"]  # search_summary's plan_rows: not built twice
     if rows:
         w = max(len(r["plan"]) for r in rows)
         print(f"\n{'#':>2} {'plan':<{w}} {'step':>9} {'estimate':>16} {'MFU':>6} {'HBM/chip':>10} {'tokens/s':>9}  why it loses")
@@ -49,7 +49,7 @@ def _search_text(s, summary: dict) -> None:
 
         band = step_band(s.context.generation.id, best.assessed.candidate.slices)
         print(f"\nbest: {format_seconds(best.step_s)} per step ({band.text()}); mesh {best.assessed.estimate.mesh}")
-        print(f"the same step: {steptime_command(s)}")
+        print(f"the same step: {summary['best']['steptime_command']}")
     rest = ranked_rows(s, len(s.ranked))[len(rows):]
     ties = [r for r in rest if r["why"].startswith("ties")]
     losers = [r for r in rest if not r["why"].startswith("ties")][:5]
@@ -153,13 +153,12 @@ def plan_cmd(
     """Search parallelism plans for a model on a chip budget (analytic ranking, engine-confirmed best); with --tokens, time, chips and cost to train."""
     from podsim.cli.steptime import step_options
     from podsim.plan.result import search_summary, train_summary
-    from podsim.plan.search import SEARCHED_OPTIONS, PlanQuery, no_fit_advice, search
-    from podsim.plan.train import TrainQuery, parse_tokens, time_to_train
+    from podsim.plan.search import SEARCHED_OPTIONS, PlanQuery, no_fit_advice, refuse_top, search
+    from podsim.plan.train import TrainQuery, parse_tokens, refuse_nonpositive, time_to_train
     from podsim.topology import get_generation, parse_shape
     from podsim.trace.configs import parse_overrides
 
-    if not 0 <= top <= 50:
-        raise PodsimError(f"--top {top} must be between 0 and 50 (plans confirmed with the engine)")
+    refuse_top("--top", top)
     if tokens is None:
         refuse_options(ctx, ("days", "max_chips", "host_availability", "mtbf", "mttr", "checkpoint_interval", "restart_overhead",
                              "price", "power"), "without --tokens")
@@ -167,8 +166,7 @@ def plan_cmd(
         refuse_options(ctx, ("max_chips",), "without --days")
     if days is not None and (chips is not None or slice_shape is not None or slices is not None):
         raise PodsimError("--days finds the chips itself: drop --chips, --slice and --slices (or drop --days to time a chip budget)")
-    if days is not None and not (days > 0 and days == days and days != float("inf")):
-        raise PodsimError(f"--days {days:g} must be a number of days > 0")
+    refuse_nonpositive("--days", days, "a number of days ")
     if tokens is not None and days is None and chips is None and slice_shape is None:
         raise PodsimError("--tokens needs --chips (how long on them) or --days (the fewest chips that finish in time)")
     if tokens is None and chips is None and slice_shape is None:
@@ -179,9 +177,8 @@ def plan_cmd(
         raise PodsimError("--mttr goes with --host-availability or --mtbf")
     if top == 0 and tokens is not None:
         raise PodsimError("--top 0 ranks without the engine; time to train needs the engine's step: use --top 1 or more")
-    for flag, v in (("--price-per-chip-hour", price), ("--power-per-chip", power)):
-        if v is not None and not (v > 0 and v != float("inf")):
-            raise PodsimError(f"{flag} {v:g} must be > 0")
+    refuse_nonpositive("--price-per-chip-hour", price)
+    refuse_nonpositive("--power-per-chip", power)
     gen = get_generation(generation)
     overrides = parse_overrides(set_)
     if global_batch is not None and tokens_per_step is not None:

@@ -39,6 +39,12 @@ UNMODELLED_OPTIONS = ("overlap_fsdp_prefetch", "overlap_grad_reduce", "overlap_d
 rank plans as if they were not set."""
 
 
+def refuse_top(name: str, top: int) -> None:
+    """The one rule for how many plans a search confirms with the engine; `name` as the caller spells it."""
+    if not 0 <= top <= 50:
+        raise PodsimError(f"{name} {top} must be between 0 and 50 (plans confirmed with the engine)")
+
+
 @dataclass(frozen=True)
 class PlanQuery:
     """What a plan search is asked: a model on a generation, a chip budget (or a slice shape and
@@ -65,8 +71,7 @@ class PlanQuery:
             raise PodsimError(f"chips {self.chips!r} must be a whole number >= 1")
         if self.slices is not None and (isinstance(self.slices, bool) or self.slices < 1):
             raise PodsimError(f"slices {self.slices!r} must be a whole number >= 1")
-        if not 0 <= self.top <= 50:
-            raise PodsimError(f"top {self.top} must be between 0 and 50 (plans confirmed with the engine)")
+        refuse_top("top", self.top)
         bad = [r for r in self.recompute if r not in RECOMPUTE]
         if bad or not self.recompute:
             raise PodsimError(f"recompute {bad[0] if bad else '(none)'!r}: use one or more of {', '.join(RECOMPUTE)}")

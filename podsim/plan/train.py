@@ -59,6 +59,13 @@ def parse_tokens(text: str | float | int) -> float:
     return value
 
 
+def refuse_nonpositive(name: str, value: float | None, what: str = "") -> None:
+    """The one rule for a deadline, price or power: a finite number > 0 (None: not given).
+    `name` is how the caller spells the field (`--days` on the command line, `days` here)."""
+    if value is not None and not (math.isfinite(value) and value > 0):
+        raise PodsimError(f"{name} {value:g} must be {what}> 0")
+
+
 @dataclass(frozen=True)
 class Priced:
     """A per-chip figure from generations.yaml (price per hour, power) or given, with its source."""
@@ -110,14 +117,11 @@ class TrainQuery:
     def __post_init__(self) -> None:
         if not (isinstance(self.tokens, (int, float)) and math.isfinite(self.tokens) and 1 <= self.tokens <= MAX_TOKENS):
             raise PodsimError(f"tokens {self.tokens!r} is out of range: a token count is [1, {MAX_TOKENS:.0e}]")
-        if self.days is not None and not (math.isfinite(self.days) and self.days > 0):
-            raise PodsimError(f"days {self.days!r} must be a number of days > 0")
+        refuse_nonpositive("days", self.days, "a number of days ")
         if (self.days is None) == (self.search.chips is None and self.search.slice is None):
             raise PodsimError("give --days (the fewest chips that finish in time) or --chips (how long), one of the two")
         for name in ("price_per_chip_hour", "power_per_chip_w"):
-            v = getattr(self, name)
-            if v is not None and not (math.isfinite(v) and v > 0):
-                raise PodsimError(f"{name.replace('_', '-')} {v!r} must be > 0")
+            refuse_nonpositive(name.replace("_", "-"), getattr(self, name))
         if self.max_chips < 1:
             raise PodsimError(f"max chips {self.max_chips} must be >= 1")
 
