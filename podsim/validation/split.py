@@ -44,9 +44,10 @@ from podsim.perf import efficiency
 from podsim.perf.efficiency import HBM, MATMUL, constant_name, parse_name
 from podsim.study.study import run_study, study_job
 from podsim.topology import get_generation
-from podsim.trace.configs import ResNetConfig, get_model
+from podsim.trace.configs import ResNetConfig
 from podsim.trace.memory import fits_hbm
 from podsim.trace.model import Compute
+from podsim.trace.plans import model_config
 from podsim.validation.row import Row, row_chips
 from podsim.validation.table import (
     fitting_study,
@@ -113,7 +114,7 @@ def _facts(row: Row) -> RowFacts:
     capacity = gen.hbm_per_chip.si
     fits = fits_hbm(trace.meta["hbm_footprint"]["total_bytes"], capacity)
     # images each host feeds per step under the row's stated pipeline (whether or not its rate has a basis)
-    cfg = get_model(row.model, row.overrides) if isinstance(row.model, str) else row.model
+    cfg = model_config(row.model, row.overrides)
     decodes = row.options.input_pipeline != "none" and isinstance(cfg, ResNetConfig)
     host_items = cfg.global_batch * (gen.chips_per_host.value or 0) / chips if decodes else 0.0
     share = train_share(row) if row.kind == "upper_bound" else 1.0

@@ -35,9 +35,10 @@ from podsim.perf.efficiency import HBM, MATMUL, constant_name, fraction
 from podsim.study import StepStudy, run_study
 from podsim.study.study import study_trace
 from podsim.topology import get_generation
-from podsim.trace.configs import ResNetConfig, get_model
+from podsim.trace.configs import ResNetConfig
 from podsim.trace.memory import fits_hbm
 from podsim.trace.model import StepTrace
+from podsim.trace.plans import model_config
 from podsim.validation.bands import step_kind
 from podsim.validation.maxtext_rows import MAXTEXT_ROWS, MAXTEXT_SERIES
 from podsim.validation.mlperf_rows import MLPERF_ROWS, MLPERF_SERIES
@@ -155,7 +156,7 @@ def train_share(row: Row) -> float:
     key = (row.id, repr(row.options), repr(sorted(row.overrides.items())))
     if key not in _SHARE:
         trace = row_trace(row)
-        cfg = get_model(row.model, row.overrides) if isinstance(row.model, str) else row.model
+        cfg = model_config(row.model, row.overrides)
         train = float(trace.meta["hardware_flops_per_step"]) / cfg.global_batch
         forward = cfg.forward_flops_per_image() if isinstance(cfg, ResNetConfig) else cfg.forward_flops_per_token() * cfg.seq_len
         _SHARE[key] = t * train / (t * train + e * forward)
