@@ -164,12 +164,6 @@ def unidentified(rows: Iterable[Row], predictor: Predictor | None = None) -> dic
     return _identified(list(rows), predictor)[1]
 
 
-def ridge_flops_per_byte(chip: str) -> float:
-    """FLOPs per HBM byte at which a generation's bf16 peak and its HBM bandwidth take equal time."""
-    g = get_generation(chip)
-    return g.peak_flops_per_s / g.hbm_bytes_per_s
-
-
 def ranked_pools(rows: Iterable[Row]) -> dict[str, list[RowFacts]]:
     """Constant name -> R2's ranking of its eligible rows, best first, for every constant a row of
     `rows` depends on that no source sets (R1); a constant without an eligible row is left out (R3).
