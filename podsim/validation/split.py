@@ -48,7 +48,7 @@ from podsim.trace.configs import ResNetConfig
 from podsim.trace.memory import fits_hbm
 from podsim.trace.model import Compute
 from podsim.trace.plans import model_config
-from podsim.validation.row import Row, row_chips
+from podsim.validation.row import Row, row_chips, row_key
 from podsim.validation.table import (
     fitting_study,
     implied_s,
@@ -91,14 +91,9 @@ class RowFacts:
 _FACTS: dict[tuple, RowFacts] = {}
 
 
-def _key(row: Row) -> tuple:
-    return (row.id, row.generation, row.shape, row.plan, row.slices, repr(row.options), repr(sorted(row.overrides.items())),
-            row.measured_s, row.kind, row.stated, row.train_samples_per_interval, row.eval_samples_per_interval)
-
-
 def row_facts(row: Row) -> RowFacts:
     """The row's facts (cached per row)."""
-    key = _key(row)
+    key = row_key(row)
     if key not in _FACTS:
         _FACTS[key] = _facts(row)
     return _FACTS[key]
@@ -293,10 +288,10 @@ class Predictor:
 
     def summary(self, row: Row, values: Mapping[str, float]) -> dict:
         names = row_constants(row)
-        key = (_key(row), tuple((n, values.get(n)) for n in names))
+        key = (row_key(row), tuple((n, values.get(n)) for n in names))
         if key not in self._runs:
             # a host rate is read when the trace is generated (the host op's duration): one job per rate
-            jk = (_key(row), tuple((n, values.get(n)) for n in names if n in HOST_CONSTANTS))
+            jk = (row_key(row), tuple((n, values.get(n)) for n in names if n in HOST_CONSTANTS))
             with constants(values):
                 if jk not in self._jobs:
                     study = fitting_study(row)

@@ -43,7 +43,7 @@ from podsim.validation.bands import step_kind
 from podsim.validation.maxtext_rows import MAXTEXT_ROWS, MAXTEXT_SERIES
 from podsim.validation.mlperf_rows import MLPERF_ROWS, MLPERF_SERIES
 from podsim.validation.quality import implied_utilisation, unscored_reason
-from podsim.validation.row import Row, Series, per_chip_throughput, row_chips
+from podsim.validation.row import Row, Series, per_chip_throughput, row_chips, row_key
 from podsim.validation.sheet_rows import SHEET_ROWS, SHEET_SERIES
 
 ROWS: tuple[Row, ...] = SHEET_ROWS + MLPERF_ROWS + MAXTEXT_ROWS
@@ -153,7 +153,7 @@ def train_share(row: Row) -> float:
     t, e = row.train_samples_per_interval, row.eval_samples_per_interval
     if not e:
         return 1.0
-    key = (row.id, repr(row.options), repr(sorted(row.overrides.items())))
+    key = row_key(row)
     if key not in _SHARE:
         trace = row_trace(row)
         cfg = model_config(row.model, row.overrides)
