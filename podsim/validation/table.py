@@ -205,7 +205,7 @@ def record(row: Row, s: dict, sets: tuple[str, ...] = ()) -> dict:
     return {"id": row.id, "system": row.system, "model": row.model_name, "kind": row.kind, "corpus": row.corpus,
             "generation": row.generation, "slices": row.slices,
             "measured_s": row.measured_s, "measured_hi_s": row.measured_hi_s, "implied_s": implied_s(row), "predicted_s": s["step_time_s"],
-            "ratio": s["step_time_s"] / row.measured_s, "error": error(row, s["step_time_s"]),
+            "error": error(row, s["step_time_s"]),
             "mfu": s["mfu"] * scale if s.get("mfu") else None, "hfu": hfu,
             "peak_precision": row.options.precision, "exposed_comm_s": s["exposed_comm_s"],
             "calibration": ", ".join(sets), "assumed": setup_note(row), "source": row.source,
