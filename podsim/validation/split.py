@@ -59,8 +59,10 @@ from podsim.validation.table import (
 )
 
 HOST = "host"
-HOST_CONSTANTS = {"tpu-v3:host:jpeg": "V3_HOST_JPEG_IMAGES_PER_S"}
-"""Host input rates calibrated like a compute constant (podsim.perf.chips.HOST_INPUT_RATES)."""
+HOST_CONSTANTS = {f"{get_generation(gen).chip_id}:{HOST}:{pipeline}": attr
+                  for gen, pipelines in chip_constants.HOST_INPUT_RATES.items() for pipeline, (attr, _unit) in pipelines.items()}
+"""Host input rates calibrated like a compute constant, named like one ('tpu-v3:host:jpeg') -> the
+podsim.perf.chips attribute that holds it: every rate of chips.HOST_INPUT_RATES."""
 UNLIMITED_HOST_RATE = float("inf")  # a fold with no row for a host rate: the hosts never hold a step
 MIN_TRAIN_SHARE = 0.95
 """A1: an upper bound whose eval pass moves it by at most 5% (the table's resolution) may calibrate."""
