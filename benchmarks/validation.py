@@ -329,12 +329,14 @@ def _pick_reason(name: str, rid: str) -> str:
     return why + f"; sensitivity {sensitivity(row, name):.2f}"
 
 
-def print_picks(picks: dict[str, str], values: dict[str, float]) -> None:
+def print_picks(picks: dict[str, str], values: dict[str, float], rows=ROWS) -> None:
+    """The rule's picks with their values, and the constants it finds no identifiable row for, both
+    from the same `rows` (a run of some rows: those of their generations)."""
     print("calibration rows (podsim.validation.split.calibration_rows, split rule R2 with A1 and A2; every other row validates):")
     for name, rid in sorted(picks.items()):
         v = f"{values[name]:,.0f}" if name in HOST_CONSTANTS else f"{values[name]:.3f}"
         print(f"  {name:22} = {v:>8}  from {rid:13} ({_pick_reason(name, rid)})")
-    for name, why in sorted(unidentified(ROWS).items()):
+    for name, why in sorted(unidentified(rows).items()):
         fallback = "the hosts never hold a step" if name in HOST_CONSTANTS else f"the vendor's figure, {current_values([name])[name]:.3f}"
         print(f"  {name:22}   no basis (A2): {why}; {fallback}")
 
@@ -364,10 +366,11 @@ def step_table(ids: list[str], argv: list[str]) -> list[dict]:
     rows = tuple(r for r in ROWS if not ids or r.id in ids)
     chips = {row_facts(r).chip for r in rows}
     t0 = time.perf_counter()
-    picks = calibration_rows(r for r in ROWS if row_facts(r).chip in chips)
+    pool = [r for r in ROWS if row_facts(r).chip in chips]
+    picks = calibration_rows(pool)
     values = current_values(picks)
-    print_picks(picks, values)
-    print(f"(rule applied to {len(ROWS)} rows' data and traces in {time.perf_counter() - t0:.0f} s)\n\n{HEAD}")
+    print_picks(picks, values, pool)
+    print(f"(rule applied to {len(pool)} rows' data and traces in {time.perf_counter() - t0:.0f} s)\n\n{HEAD}")
     predictor, sets = Predictor(), constants_by_row(picks)
     t1 = time.perf_counter()
     table = []

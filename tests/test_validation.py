@@ -305,6 +305,16 @@ def _tiny(rid: str, batch: int, corpus: str, **kw) -> Row:
                options=GenerateOptions(), **kw)
 
 
+def test_a_row_changed_under_its_id_is_not_served_from_a_cache():
+    """The rule's caches (row facts, training share) key on all a row's trace and scoring read, so a
+    row `replace`d under the same id (as the made-up corpora below do) gets its own figures."""
+    a = _tiny("tK", 64, "x", kind="upper_bound", train_samples_per_interval=64, eval_samples_per_interval=64)
+    b = replace(a, model=TINY.model_copy(update={"global_batch": 8}))
+    assert row_facts(b).flops_per_hbm_byte < row_facts(a).flops_per_hbm_byte  # 1 sequence per chip, not 8
+    more_eval = replace(a, eval_samples_per_interval=640)
+    assert train_share(more_eval) < train_share(a)
+
+
 @pytest.mark.slow
 def test_the_split_and_its_cross_validation_on_a_made_up_corpus():
     """R2 picks the highest measured MFU for the matmul fraction and the lowest FLOPs per HBM byte for

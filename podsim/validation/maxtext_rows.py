@@ -49,7 +49,7 @@ from __future__ import annotations
 
 from podsim.trace.configs import MAXTEXT_COMMIT, PRESETS, TransformerConfig
 from podsim.trace.generate import GenerateOptions
-from podsim.validation.row import Row, Series
+from podsim.validation.row import MAXTEXT_REMAT, Row, Series
 
 MAXTEXT_PUBLISHED = "2023-12-15"  # the commit that added both READMEs (76bd53b)
 PEAK_TFLOPS = {"tpu-v5e": 197.0, "tpu-v5p": 459.0}  # v5e.1, v5p.6: the peaks the READMEs' MFU divides by
@@ -104,13 +104,10 @@ def step_from_mfu(cfg: TransformerConfig, per_device_batch: float, mfu_pct: floa
     return maxtext_tflops_per_device(cfg, per_device_batch) / (mfu_pct / 100 * PEAK_TFLOPS[generation])
 
 
-REMAT = {"full": "full", "minimal": "dots"}  # MaxText's remat_policy -> podsim's recompute policy
-
-
 def _options(plan: str, remat: str) -> GenerateOptions:
     tensor = "tensor=" in plan
     # overlap_dcn: the scripts' --xla_tpu_enable_data_parallel_all_reduce_opt (module docstring)
-    return GenerateOptions(recompute=REMAT[remat], attention="flash", sequence_parallel=tensor,
+    return GenerateOptions(recompute=MAXTEXT_REMAT[remat], attention="flash", sequence_parallel=tensor,
                            collective_matmul="exposed" if tensor else "auto", overlap_dcn=True)
 
 

@@ -182,6 +182,15 @@ def eval_interval(steps: int, batch: int, eval_samples: int) -> dict:
 TF1_BERT_REMAT = "no recompute (the TF1 BERT code has none)"
 
 
+def row_key(row: Row) -> tuple:
+    """A hashable key of everything a row's trace, step and scoring read (a Row holds dicts and
+    configs, so it is not hashable itself): the key of the caches of podsim.validation.table and
+    podsim.validation.split, so a row changed by `replace` under the same id is never served stale."""
+    return (row.id, row.model if isinstance(row.model, str) else repr(row.model), row.generation, row.shape, row.plan, row.slices,
+            repr(row.options), repr(sorted(row.overrides.items())), row.remat_stated, row.measured_s, row.measured_hi_s, row.kind,
+            row.stated, row.train_samples_per_interval, row.eval_samples_per_interval)
+
+
 def row_chips(row: Row) -> int:
     return math.prod(parse_shape(row.shape)) * row.slices
 

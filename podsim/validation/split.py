@@ -44,10 +44,11 @@ from podsim.perf import efficiency
 from podsim.perf.efficiency import HBM, MATMUL, constant_name, parse_name
 from podsim.study.study import run_study, study_job
 from podsim.topology import get_generation
-from podsim.trace.configs import ResNetConfig, get_model
+from podsim.trace.configs import ResNetConfig
 from podsim.trace.memory import fits_hbm
 from podsim.trace.model import Compute
-from podsim.validation.row import Row, row_chips
+from podsim.trace.plans import model_config
+from podsim.validation.row import Row, row_chips, row_key
 from podsim.validation.table import (
     fitting_study,
     implied_s,
@@ -58,8 +59,10 @@ from podsim.validation.table import (
 )
 
 HOST = "host"
-HOST_CONSTANTS = {"tpu-v3:host:jpeg": "V3_HOST_JPEG_IMAGES_PER_S"}
-"""Host input rates calibrated like a compute constant (podsim.perf.chips.HOST_INPUT_RATES)."""
+HOST_CONSTANTS = {f"{get_generation(gen).chip_id}:{HOST}:{pipeline}": attr
+                  for gen, pipelines in chip_constants.HOST_INPUT_RATES.items() for pipeline, (attr, _unit) in pipelines.items()}
+"""Host input rates calibrated like a compute constant, named like one ('tpu-v3:host:jpeg') -> the
+podsim.perf.chips attribute that holds it: every rate of chips.HOST_INPUT_RATES."""
 UNLIMITED_HOST_RATE = float("inf")  # a fold with no row for a host rate: the hosts never hold a step
 MIN_TRAIN_SHARE = 0.95
 """A1: an upper bound whose eval pass moves it by at most 5% (the table's resolution) may calibrate."""
@@ -90,14 +93,9 @@ class RowFacts:
 _FACTS: dict[tuple, RowFacts] = {}
 
 
-def _key(row: Row) -> tuple:
-    return (row.id, row.generation, row.shape, row.plan, row.slices, repr(row.options), repr(sorted(row.overrides.items())),
-            row.measured_s, row.kind, row.stated, row.train_samples_per_interval, row.eval_samples_per_interval)
-
-
 def row_facts(row: Row) -> RowFacts:
     """The row's facts (cached per row)."""
-    key = _key(row)
+    key = row_key(row)
     if key not in _FACTS:
         _FACTS[key] = _facts(row)
     return _FACTS[key]
@@ -113,7 +111,7 @@ def _facts(row: Row) -> RowFacts:
     capacity = gen.hbm_per_chip.si
     fits = fits_hbm(trace.meta["hbm_footprint"]["total_bytes"], capacity)
     # images each host feeds per step under the row's stated pipeline (whether or not its rate has a basis)
-    cfg = get_model(row.model, row.overrides) if isinstance(row.model, str) else row.model
+    cfg = model_config(row.model, row.overrides)
     decodes = row.options.input_pipeline != "none" and isinstance(cfg, ResNetConfig)
     host_items = cfg.global_batch * (gen.chips_per_host.value or 0) / chips if decodes else 0.0
     share = train_share(row) if row.kind == "upper_bound" else 1.0
@@ -161,12 +159,6 @@ def unidentified(rows: Iterable[Row], predictor: Predictor | None = None) -> dic
     """Constant name -> why no row sets it although eligible rows exist: none passes A2's
     identifiability test (the constant then has no basis: podsim.perf.efficiency's vendor figure)."""
     return _identified(list(rows), predictor)[1]
-
-
-def ridge_flops_per_byte(chip: str) -> float:
-    """FLOPs per HBM byte at which a generation's bf16 peak and its HBM bandwidth take equal time."""
-    g = get_generation(chip)
-    return g.peak_flops_per_s / g.hbm_bytes_per_s
 
 
 def ranked_pools(rows: Iterable[Row]) -> dict[str, list[RowFacts]]:
@@ -298,10 +290,10 @@ class Predictor:
 
     def summary(self, row: Row, values: Mapping[str, float]) -> dict:
         names = row_constants(row)
-        key = (_key(row), tuple((n, values.get(n)) for n in names))
+        key = (row_key(row), tuple((n, values.get(n)) for n in names))
         if key not in self._runs:
             # a host rate is read when the trace is generated (the host op's duration): one job per rate
-            jk = (_key(row), tuple((n, values.get(n)) for n in names if n in HOST_CONSTANTS))
+            jk = (row_key(row), tuple((n, values.get(n)) for n in names if n in HOST_CONSTANTS))
             with constants(values):
                 if jk not in self._jobs:
                     study = fitting_study(row)

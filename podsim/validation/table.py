@@ -35,14 +35,15 @@ from podsim.perf.efficiency import HBM, MATMUL, constant_name, fraction
 from podsim.study import StepStudy, run_study
 from podsim.study.study import study_trace
 from podsim.topology import get_generation
-from podsim.trace.configs import ResNetConfig, get_model
+from podsim.trace.configs import ResNetConfig
 from podsim.trace.memory import fits_hbm
 from podsim.trace.model import StepTrace
+from podsim.trace.plans import model_config
 from podsim.validation.bands import step_kind
 from podsim.validation.maxtext_rows import MAXTEXT_ROWS, MAXTEXT_SERIES
 from podsim.validation.mlperf_rows import MLPERF_ROWS, MLPERF_SERIES
 from podsim.validation.quality import implied_utilisation, unscored_reason
-from podsim.validation.row import Row, Series, per_chip_throughput, row_chips
+from podsim.validation.row import Row, Series, per_chip_throughput, row_chips, row_key
 from podsim.validation.sheet_rows import SHEET_ROWS, SHEET_SERIES
 
 ROWS: tuple[Row, ...] = SHEET_ROWS + MLPERF_ROWS + MAXTEXT_ROWS
@@ -152,10 +153,10 @@ def train_share(row: Row) -> float:
     t, e = row.train_samples_per_interval, row.eval_samples_per_interval
     if not e:
         return 1.0
-    key = (row.id, repr(row.options), repr(sorted(row.overrides.items())))
+    key = row_key(row)
     if key not in _SHARE:
         trace = row_trace(row)
-        cfg = get_model(row.model, row.overrides) if isinstance(row.model, str) else row.model
+        cfg = model_config(row.model, row.overrides)
         train = float(trace.meta["hardware_flops_per_step"]) / cfg.global_batch
         forward = cfg.forward_flops_per_image() if isinstance(cfg, ResNetConfig) else cfg.forward_flops_per_token() * cfg.seq_len
         _SHARE[key] = t * train / (t * train + e * forward)
@@ -204,7 +205,7 @@ def record(row: Row, s: dict, sets: tuple[str, ...] = ()) -> dict:
     return {"id": row.id, "system": row.system, "model": row.model_name, "kind": row.kind, "corpus": row.corpus,
             "generation": row.generation, "slices": row.slices,
             "measured_s": row.measured_s, "measured_hi_s": row.measured_hi_s, "implied_s": implied_s(row), "predicted_s": s["step_time_s"],
-            "ratio": s["step_time_s"] / row.measured_s, "error": error(row, s["step_time_s"]),
+            "error": error(row, s["step_time_s"]),
             "mfu": s["mfu"] * scale if s.get("mfu") else None, "hfu": hfu,
             "peak_precision": row.options.precision, "exposed_comm_s": s["exposed_comm_s"],
             "calibration": ", ".join(sets), "assumed": setup_note(row), "source": row.source,
