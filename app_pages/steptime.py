@@ -215,7 +215,7 @@ if n_slices > 1 and s.get("multislice"):
     ms = s["multislice"]
     st.caption(f"What the {n_slices} slices add: straggler wait {seconds(ms['straggler_wait_s'])} ({ms['notes'].get('straggler', '')}); "
                f"DCN tail {seconds(ms['dcn_tail_s'])} (in the exposed communication); ECMP collisions "
-               f"{seconds(ms['ecmp_collision_s'])} ({ms['notes'].get('ecmp_collisions', '')})")
+               f"{seconds(ms['ecmp_collision_s'])} ({ms['notes'].get('ecmp_collision', '')})")
 lv = st.columns(4)
 lv[0].metric("ICI busy", seconds(s["ici_busy_s"]), help="time collectives inside the slices are in flight")
 lv[1].metric("ICI exposed", seconds(s["ici_exposed_s"]), help="the part of it no compute overlaps")

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import pytest
 
+from podsim.engine import simulate_step
 from podsim.study import StepStudy, run_study
+from podsim.topology import build_slice
 from podsim.trace import GenerateOptions, generate_trace
 from podsim.trace.memory import fits_hbm
 
@@ -74,3 +76,5 @@ def test_an_int8_plan_given_bare_quantizes_the_weight_matmuls_as_maxtext_does():
     assert precisions == {"int8", "bf16"}
     assert {op.precision for op in every.ops if getattr(op, "matmuls", ())} == {"int8"}
     assert _trace("tpu-v5p", "2x2x4", "fsdp=16").meta["quantized_matmuls"] == "all"  # bf16: nothing to quantize
+    built = build_slice("tpu-v5p", "2x2x4")  # slower: the attention core and the LM head at the bf16 rate
+    assert simulate_step(bare, built).compute_s > simulate_step(every, built).compute_s

@@ -215,12 +215,9 @@ def multislice_terms(result: StepResult, spec: MultisliceSpec) -> MultisliceTerm
         return MultisliceTerms(1)
     dcn = result.levels.get("dcn", {})
     notes = {"dcn_tail": TAIL_SOURCE}
-    wait = cv = z = 0.0
-    if spec.straggler:
-        wait, cv, z = straggler_wait(spec, n, result.compute_s)
-        notes["straggler"] = STRAGGLER_SOURCE if spec.straggler_cv is None else f"straggler_cv {cv:g} as given"
-    else:
-        notes["straggler"] = "off (multislice straggler=false)"
+    wait, cv, z = straggler_wait(spec, n, result.compute_s)  # zeros when off
+    notes["straggler"] = ("off (multislice straggler=false)" if not spec.straggler
+                          else STRAGGLER_SOURCE if spec.straggler_cv is None else f"straggler_cv {cv:g} as given")
     ecmp: dict[str, dict[str, float]] = {}
     extra, tail = 0.0, dcn_tail_s(result)
     if spec.ecmp_collisions:

@@ -46,12 +46,12 @@ class ProgramBuilder:
         """A compute op after the previous one; an op whose matmuls run at more than one precision
         (Cost.by_precision) as one op per precision in a row, the later ids `op_id.<precision>`.
         Returns the last op's id."""
-        first = [d for d in (self.last_compute, *self.pending, *self.after_next, *deps) if d]
-        oid = op_id
-        for i, (prec, part) in enumerate(cost.by_precision(self.precision)):
-            all_deps, oid = (first, op_id) if i == 0 else ([oid], f"{op_id}.{prec}")
+        all_deps = tuple(dict.fromkeys(d for d in (self.last_compute, *self.pending, *self.after_next, *deps) if d))
+        oid = ""
+        for prec, part in cost.by_precision(self.precision):
+            all_deps, oid = ((oid,), f"{op_id}.{prec}") if oid else (all_deps, op_id)
             mms = tuple(mm.as_tuple() for mm in part.matmuls if mm.count > 0)
-            self.ops.append(Compute(oid, flops=part.flops, hbm_bytes=part.hbm, deps=tuple(dict.fromkeys(all_deps)), name=name, layer=layer,
+            self.ops.append(Compute(oid, flops=part.flops, hbm_bytes=part.hbm, deps=all_deps, name=name, layer=layer,
                                     bubble=bubble, matmuls=mms, precision=prec if mms else "bf16"))
         self.last_compute, self.pending = oid, []
         self.after_next, self.overlapping = self.overlapping, []

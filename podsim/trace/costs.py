@@ -50,6 +50,11 @@ class Cost:
         """The op split by the precision its matmuls run at (a matmul's own, else `program`), in
         order of first appearance: one part as it is where all agree (bf16 for an op without
         matmuls); else the first part also carries the memory-bound work."""
+        for mm in self.matmuls:
+            if mm.precision and mm.precision != program:
+                break
+        else:  # all at the program's precision (every op at bf16): the trace builder's hot path, no grouping
+            return ((program if self.matmuls else "bf16", self),)
         groups: dict[str, list[Matmul]] = {}
         for mm in self.matmuls:
             groups.setdefault(mm.precision or program, []).append(mm)
