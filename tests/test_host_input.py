@@ -67,19 +67,17 @@ def test_a_transformer_takes_tokens_per_host():
     assert s["input_bound"] and s["step_time_s"] == pytest.approx(tokens / 1e4, rel=1e-12)
 
 
-def test_input_errors_name_the_field():
+def test_input_errors_name_the_field(monkeypatch):
     assert chips.V3_HOST_JPEG_IMAGES_PER_S is None  # no basis: asked for by name, the pipeline is refused
     with pytest.raises(PodsimError, match=r"input_pipeline 'jpeg' on tpu-v3: the hosts' rate has no basis .* give the rate instead"):
         generate_trace(**RESNET, options=GenerateOptions(input_pipeline="jpeg"))
     with pytest.raises(PodsimError, match="no published or calibrated rate for tpu-v4 hosts"):
         generate_trace("resnet50", "2x2x2", "data=8", generation="tpu-v4", options=GenerateOptions(input_pipeline="jpeg"))
-    chips.V3_HOST_JPEG_IMAGES_PER_S = RATE  # were there a rate: it is in images, a transformer takes tokens
-    try:
-        with pytest.raises(PodsimError, match="feeds images; gpt3-175b takes tokens"):
-            generate_trace("gpt3-175b", "4x4", "fsdp=16", generation="tpu-v3", overrides={"n_layers": 2, "global_batch": 16},
-                           options=GenerateOptions(input_pipeline="jpeg"))
-    finally:
-        chips.V3_HOST_JPEG_IMAGES_PER_S = None
+    monkeypatch.setattr(chips, "V3_HOST_JPEG_IMAGES_PER_S", RATE)  # were there a rate: it is in images, a transformer takes tokens
+    with pytest.raises(PodsimError, match="feeds images; gpt3-175b takes tokens"):
+        generate_trace("gpt3-175b", "4x4", "fsdp=16", generation="tpu-v3", overrides={"n_layers": 2, "global_batch": 16},
+                       options=GenerateOptions(input_pipeline="jpeg"))
+    monkeypatch.undo()
     with pytest.raises(PodsimError, match="input_rate_per_host -5 must be a positive number of images"):
         generate_trace(**RESNET, options=GenerateOptions(input_rate_per_host=-5))
     with pytest.raises(PodsimError, match="input_pipeline 'png' is not known"):
