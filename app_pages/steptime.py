@@ -24,6 +24,7 @@ from app_pages.step_run import ROUTINGS, page_study, step_view
 from podsim.engine.jobs import declared_slices
 from podsim.errors import PodsimError
 from podsim.perf.opmodel import compute_timing
+from podsim.study.multislice import terms_text
 from podsim.topology import format_shape, get_generation, parse_shape
 from podsim.topology.shapes import is_twistable
 from podsim.trace import PRESETS, load_trace
@@ -213,9 +214,8 @@ mfu_band = "" if "mfu" not in s else (", error unknown" if band["typical"] is No
 st.caption(f"Step time {seconds(s['step_time_s'])} ({band['text']}){mfu_band}")
 if n_slices > 1 and s.get("multislice"):
     ms = s["multislice"]
-    st.caption(f"What the {n_slices} slices add: straggler wait {seconds(ms['straggler_wait_s'])} ({ms['notes'].get('straggler', '')}); "
-               f"DCN tail {seconds(ms['dcn_tail_s'])} (in the exposed communication); ECMP collisions "
-               f"{seconds(ms['ecmp_collision_s'])} ({ms['notes'].get('ecmp_collision', '')})")
+    st.caption(f"What the {n_slices} slices add: "
+               + terms_text(ms["straggler_wait_s"], ms["dcn_tail_s"], ms["ecmp_collision_s"], ms["notes"]))
 lv = st.columns(4)
 lv[0].metric("ICI busy", seconds(s["ici_busy_s"]), help="time collectives inside the slices are in flight")
 lv[1].metric("ICI exposed", seconds(s["ici_exposed_s"]), help="the part of it no compute overlaps")

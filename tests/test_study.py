@@ -77,6 +77,22 @@ def test_cli_steptime_runs_the_same_study(tmp_path, capsys):
     same_step(json.loads(r.out)["metrics"], direct)
 
 
+def test_the_cli_and_the_dashboard_name_each_multislice_terms_source():
+    """One text of what the slices add (podsim.study.multislice.terms_text): the dashboard reads the
+    study's notes, the CLI the run's *_source metrics, and both name every term's source (a renamed
+    note key once left the dashboard's ECMP source empty)."""
+    from podsim.cli.steptime import multislice_text
+    from podsim.scenario.run import step_metrics
+    from podsim.study.multislice import terms_text
+
+    s = two_slices()
+    r = run_study(s)
+    ms = r.multislice
+    page = terms_text(ms["straggler_wait_s"], ms["dcn_tail_s"], ms["ecmp_collision_s"], ms["notes"])
+    assert ms["notes"]["straggler"] in page and ms["notes"]["ecmp_collision"] in page and "(off)" not in page
+    assert multislice_text(step_metrics(s, r)) == page
+
+
 def test_dashboard_step_page_runs_the_same_study():
     """The Step time page's widgets become a StepStudy (app_pages.step_run.page_study, no Streamlit);
     what it shows is that study's run."""

@@ -108,10 +108,10 @@ def step_rows(result) -> list[tuple[str, str]]:
 def multislice_text(m: dict) -> str:
     """What the slices add beyond one slice's step, term by term with its source (the metrics of
     podsim.study.multislice): 'straggler wait 0.12 s (source), DCN tail 0.013 s, ECMP collisions 0 s'."""
-    out = [f"straggler wait {format_seconds(m.get('straggler_wait_s', 0.0))} ({m.get('straggler_source', 'off')})",
-           f"DCN tail {format_seconds(m.get('dcn_tail_s', 0.0))} (in the exposed communication)",
-           f"ECMP collisions {format_seconds(m.get('ecmp_collision_s', 0.0))} ({m.get('ecmp_collision_source', 'off')})"]
-    return "; ".join(out)
+    from podsim.study.multislice import terms_text
+
+    notes = {term: m[f"{term}_source"] for term in ("straggler", "ecmp_collision") if f"{term}_source" in m}
+    return terms_text(m.get("straggler_wait_s", 0.0), m.get("dcn_tail_s", 0.0), m.get("ecmp_collision_s", 0.0), notes)
 
 
 def tier_rows(m: dict) -> list[tuple[str, str]]:

@@ -36,6 +36,7 @@ No term stands for host-side synchronisation per step: no source gives its magni
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from functools import cache
 
@@ -43,6 +44,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from podsim.engine.results import StepResult
+from podsim.units import format_seconds
 
 STRAGGLER_CV = 0.0052
 """Coefficient of variation of one data-parallel replica's step time. Median over the 176
@@ -255,3 +257,12 @@ def with_terms(result: StepResult, spec: MultisliceSpec) -> StepResult:
     added = terms.added_s
     return replace(result, step_time_s=result.step_time_s + added,
                    step_times_s=tuple(t + added for t in result.step_times_s), multislice=terms.as_dict(), tiers=tiers)
+
+
+def terms_text(straggler_wait_s: float, dcn_tail_s: float, ecmp_collision_s: float, notes: Mapping[str, str]) -> str:
+    """What the slices add beyond one slice's step, term by term with its source (`notes`: term ->
+    source, MultisliceTerms.notes; 'off' where a term has none), for the CLI and the dashboard:
+    'straggler wait 0.12 s (source); DCN tail 0.013 s (in the exposed communication); ECMP collisions 0 s (source)'."""
+    return "; ".join([f"straggler wait {format_seconds(straggler_wait_s)} ({notes.get('straggler', 'off')})",
+                      f"DCN tail {format_seconds(dcn_tail_s)} (in the exposed communication)",
+                      f"ECMP collisions {format_seconds(ecmp_collision_s)} ({notes.get('ecmp_collision', 'off')})"])
