@@ -86,14 +86,20 @@ def _requests(n: int, isl: int, osl: int) -> dict:
 
 
 V061 = ("[TRTLLM-V061] NVIDIA/TensorRT-LLM@77d24b5fa178f11ed7fafdd9833b7245e075f721:docs/source/performance.md")
-STATIC_ASSUMED = ("every sequence runs to the output length (the benchmark generates a fixed length); the context "
-                  "phase in steps of 2,048 tokens (token_budget: the engine's activations per step, not stated)")
+STATIC_ASSUMED = ("the table's runs used the doc's benchmark command (their batch sizes and engine builds are not "
+                  "given): every sequence to the output length, the whole batch's context phase in one step")
 
 
 def _static(rid: str, dims, tp: int, batch: int, isl: int, osl: int, measured: float, parallel: bool = False) -> ServeRow:
+    """A gptSessionBenchmark row. Its context phase is one step of batch x prompt tokens (`token_budget`):
+    NVIDIA/TensorRT-LLM cpp/tensorrt_llm/runtime/gptSession.cpp, GptSession::MicroBatchConfig, sets ctxBatchSize =
+    genBatchSize = ceilDiv(maxBatchSize, pipelineParallelism) unless micro-batch sizes are given (the store's
+    v0.6-era copy, with maxKvCacheLength, and every later one); benchmarks/cpp/gptSessionBenchmark.cpp sets them only
+    from --ctx_micro_batch_size / --gen_micro_batch_size, which the v0.6.1 doc's commands do not pass."""
     name = dims if isinstance(dims, str) else dims["name"]
     cfg = {"generation": "gpu-h100", "slice": str(tp), "engine": "tensorrt-llm-0.6", "model": _model(dims, tp, FP8, parallel),
-           "batch": {"kind": "static", "max_batch": batch, "kv": "reserve"}, "requests": _requests(batch, isl, osl)}
+           "batch": {"kind": "static", "max_batch": batch, "kv": "reserve", "token_budget": batch * isl},
+           "requests": _requests(batch, isl, osl)}
     metric = "ttft" if osl == 1 and batch == 1 else "tpg"
     what = f"batch 1, {isl}-token prompt, first token" if metric == "ttft" else f"static batch {batch}, {isl}/{osl} tokens"
     return ServeRow(rid, "trtllm-0.6", f"TensorRT-LLM {'v0.5' if metric == 'ttft' else 'v0.6.1'}, {name} FP8 on {tp} H100, "
