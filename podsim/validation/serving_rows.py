@@ -113,6 +113,9 @@ IFB_PAGE_TOKENS = 64
 plugin default holds (tensorrt_llm/plugin/plugin.py, PluginConfig `_tokens_per_block: int = field(default=64)`, the
 v0.11-era version with `_reduce_fusion`; the store's copy gives no commit). Every row's prompt + output is a
 multiple of 64, so it reserves what 16-token pages did."""
+IFB_KV_FRACTION = 0.99
+"""`--kv_cache_free_gpu_mem_fraction 0.99` of the page's gptManagerBenchmark command: the KV cache takes 99% of the
+GPU memory free once the engine (weights, activations) is loaded, not 99% of all of it."""
 IFB_ASSUMED = "how a context is chunked over steps (--enable_chunked_context at the engine's default chunking, not stated)"
 IFB_FP16_ASSUMED = ("; the FP16 column's engines built without the configs' quantization fields (the page says so for A100, "
                     "not for H100 FP16)")
@@ -121,10 +124,10 @@ IFB_FP16_ASSUMED = ("; the FP16 column's engines built without the configs' quan
 def _ifb(rid: str, dims, tp: int, n: int, isl: int, osl: int, max_batch: int, max_tokens: int, measured: float,
          precision: dict = FP8, parallel: bool = False) -> ServeRow:
     name = dims if isinstance(dims, str) else dims["name"]
-    cfg = {"generation": "gpu-h100", "slice": str(tp), "engine": "tensorrt-llm", "hbm_reserve": 0.01,
-           "model": _model(dims, tp, precision, parallel),
+    cfg = {"generation": "gpu-h100", "slice": str(tp), "engine": "tensorrt-llm", "model": _model(dims, tp, precision, parallel),
            "batch": {"kind": "continuous", "max_seqs": max_batch, "token_budget": max_tokens, "prefill": "chunked",
                      "kv": "reserve", "page_tokens": IFB_PAGE_TOKENS}, "requests": _requests(n, isl, osl)}
+    cfg["hbm_reserve"] = kv_fraction_reserve(cfg, IFB_KV_FRACTION)
     dtype = "FP8" if precision else "FP16"
     return ServeRow(rid, "trtllm-0.11", f"TensorRT-LLM v0.11 in-flight batching, {name} {dtype} on {tp} H100, {isl}/{osl} "
                     f"tokens, {n:,} requests", "tensorrt-llm", "tps", measured, cfg,
