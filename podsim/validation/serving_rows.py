@@ -226,16 +226,41 @@ SERVER_ROWS: tuple[ServeRow, ...] = (
             "2024-08-28", rate_per_replica=75.10 / 4),
 )
 
+JS_EXP = "AI-Hypercomputer/JetStream@{commit}:experimental/jax"
+JS_EXP_CHUNKS, JS_EXP_PAGE, JS_EXP_HBM_UTILIZATION = (128, 256, 512, 1024), 128, 0.8
+"""The experimental engine's settings for Llama 2 7B, the same at both rows' commits (runtime/engine.py
+`InferenceParams`: prefill_chunk_sizes, page_size, hbm_utilization; `max_num_seqs` is each row's).
+Each step prefills one request's chunk, padded to the smallest chunk size that holds it (engine.py
+picks it; batch_scheduler.py keeps one active prefill), beside a decode over all `max_num_seqs`
+slots (the generate state's arrays are that long); KV pages of `page_size` tokens in what
+`hbm_utilization` of HBM leaves beside the weights (runtime/kv_cache.py), weights and KV bf16
+(nn/linear.py, kv_cache.py)."""
+
+
+def _js_exp(rid: str, seqs: int, n: int, isl: int, osl: int, measured: float, how: str, source: str, published: str) -> ServeRow:
+    """A row of JetStream's experimental JAX engine: Llama 2 7B chat, TP 8 on a v5e-8, OpenOrca offline."""
+    return ServeRow(
+        rid, "jetstream", f"JetStream experimental JAX engine, Llama 2 7B on TPU v5e-8 (TP 8), OpenOrca, {n:,} requests "
+        f"offline, {seqs} sequences", "jetstream", "tps", measured,
+        {"generation": "tpu-v5e", "slice": "2x4", "engine": "jetstream", "model": _model(LLAMA2_7B, 8, {}),
+         "hbm_reserve": 1 - JS_EXP_HBM_UTILIZATION,
+         "batch": {"kind": "continuous", "prefill": "chunked", "kv": "paged", "max_seqs": seqs,
+                   "token_budget": JS_EXP_CHUNKS[-1] + seqs, "prefill_seqs": 1, "buckets": list(JS_EXP_CHUNKS),
+                   "batch_sizes": [seqs], "page_tokens": JS_EXP_PAGE},
+         "requests": _requests(n, isl, osl)},
+        assumed=f"every request {isl} prompt and {osl} output tokens ({how}; the spread is not published); the engine's "
+        "OFFLINE start (decoding waits until 95% of the slots are taken, batch_scheduler.py) not modelled",
+        source=source, published=published)
+
+
 JETSTREAM_ROWS: tuple[ServeRow, ...] = (
-    ServeRow("sv.62", "jetstream", "JetStream experimental JAX engine, Llama 2 7B on TPU v5e-8 (TP 8), OpenOrca, 1,000 "
-             "requests offline", "jetstream", "tps", 3975.3,
-             {"generation": "tpu-v5e", "slice": "2x4", "engine": "jetstream", "model": _model(LLAMA2_7B, 8, {}),
-              "batch": {"kind": "continuous", "prefill": "chunked", "kv": "paged"}, "requests": _requests(1000, 219, 292)},
-             assumed="bf16 weights and KV (not stated); chunked prefill with decode in the same step at podsim's default "
-             "budget (2,048 tokens) and 256 sequences (the README states neither); every request 219 prompt and 292 "
-             "output tokens (the run's 218,743 and 291,740 over 1,000)",
-             source="[JS-EXP] AI-Hypercomputer/JetStream@acd4f5ad50ed2fb38e0e5bd7defd81e34a62706c:experimental/jax/README.md",
-             published="2025-01-09"),
+    _js_exp("sv.62", 160, 1000, 219, 292, 3975.3, "the run's 218,743 and 291,740 over 1,000",
+            f"[JS-EXP] {JS_EXP.format(commit='a3bb30e972a344675c20d56d8f61dc309e6a5f7b')}/README.md; settings: runtime/engine.py at that commit "
+            "(max_num_seqs 160)", "2025-01-09"),
+    _js_exp("sv.66", 320, 10000, 222, 293, 4811.16, "the run's 2,219,196 and 2,931,585 over 10,000",
+            "AI-Hypercomputer/JetStream commit db6b30efbad9267e5aafa49bf3789447b53f39fe (2025-02-19), its message's "
+            "benchmarking result; settings: experimental/jax/inference/runtime/engine.py at that commit (max_num_seqs "
+            "320), mini_offline_benchmarking.py (10,000 requests drawn from the 24,576-sample OpenOrca set)", "2025-02-19"),
 )
 
 ALL_ROWS = ROWS + JETSTREAM_ROWS
