@@ -355,3 +355,22 @@ def test_padded_chunks_and_decode_rows_cost_their_padded_shape():
     assert busy["buckets"] > busy["plain"] and busy["rows"] > busy["plain"]
     with pytest.raises(ValueError, match="prefill_seqs does not apply"):
         config(batch={"kind": "static", "prefill_seqs": 1})
+
+
+def test_a_served_model_is_a_parallel_block_as_its_preset_is():
+    """GPT-J's and PaLM's presets are parallel blocks: served as one unless the configuration says
+    otherwise (before, the serving model's own default, sequential, silently won)."""
+    from podsim.serving.spec import ServedModel
+
+    assert ServedModel(model="gptj-6b").parallel() and ServedModel(model="palm-540b").parallel()
+    assert not ServedModel(model="gptj-6b", parallel_block=False).parallel()
+    assert not ServedModel(model="llama2-70b").parallel() and ServedModel(model="llama2-70b", parallel_block=True).parallel()
+    body = {"generation": "gpu-h100", "slice": "1", "engine": "ideal", "duration": "5s",
+            "requests": {"arrivals": {"kind": "offline"}, "requests": 4, "prompt": {"kind": "fixed", "mean": 128},
+                         "output": {"kind": "fixed", "mean": 8}}}
+    busy = {}
+    for name, model in (("preset", {"model": "gptj-6b"}), ("explicit", {"model": "gptj-6b", "parallel_block": True}),
+                        ("sequential", {"model": "gptj-6b", "parallel_block": False})):
+        r = simulate_serving(ServingConfig.model_validate({**body, "model": model}))
+        busy[name] = r.metrics["tokens_per_s"]
+    assert busy["preset"] == busy["explicit"] != busy["sequential"]

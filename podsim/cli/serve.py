@@ -86,7 +86,7 @@ def serve_cmd(
     matmul: str = typer.Option("bf16", "--matmul", help="MXU rate of the weight matmuls: bf16 (weight-only quantisation), int8 or fp8"),
     engine: str = typer.Option("auto", "--engine", help="serving engine whose host time and kernels are modelled: auto, ideal, "
                                "tensorrt-llm, tensorrt-llm-0.6, vllm, jetstream, saxml (podsim.serving.engines)"),
-    parallel_block: bool = typer.Option(False, "--parallel-block", help="attention and MLP on one norm, one all-reduce (GPT-J, PaLM)"),
+    parallel_block: bool = typer.Option(None, "--parallel-block/--sequential-block", help="attention and MLP on one norm, one all-reduce (GPT-J, PaLM), or one after the other (default: the model's own: gptj-6b and palm-540b are parallel)"),
     rate: str = typer.Option(None, "--rate", help="Poisson (or --arrivals bursty) request rate, e.g. 10/s, 600/min"),
     arrivals: str = typer.Option("poisson", "--arrivals", help="poisson, bursty (Gamma gaps, --cv), trace (--trace's times) or offline"),
     cv: float = typer.Option(2.0, "--cv", help="bursty: coefficient of variation of the gaps", callback=q.BURST_CV.option("--cv")),

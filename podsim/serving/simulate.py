@@ -64,7 +64,7 @@ class ServingSim(SaxmlFrontEnd):
         chips = math.prod(self.shape)
         m = config.model
         tensor = m.tensor if m.tensor is not None else max(chips // m.expert, 1)
-        shard = InferenceShard(m.config(), tensor, m.expert, m.precision, m.parallel_block, m.capacity_factor, m.kv_states,
+        shard = InferenceShard(m.config(), tensor, m.expert, m.precision, m.parallel(), m.capacity_factor, m.kv_states,
                                self.engine.kv_read_fraction.value)
         # a decode kernel without GQA sharing reads each KV head once per query head of its group
         self.shard = shard if self.engine.gqa_kv_sharing else replace(shard, kv_head_reads=shard.heads / shard.kv_heads)

@@ -35,8 +35,8 @@ class ServedModel(_Model):
     tensor: q.TENSOR_CHIPS.type | None = Field(None, description="tensor-parallel chips; default: the slice's chips / expert")
     expert: q.EXPERT_GROUPS.type = Field(1, description="expert-parallel groups (mixture-of-experts models)")
     precision: InferencePrecision = Field(default_factory=InferencePrecision)
-    parallel_block: bool = Field(False, description="attention and MLP read one normalised input and one all-reduce "
-                                                    "sums both (GPT-J, PaLM)")
+    parallel_block: bool | None = Field(None, description="attention and MLP read one normalised input and one "
+                                        "all-reduce sums both (GPT-J, PaLM); none: the model's own (its preset's)")
     capacity_factor: float = Field(1.0, ge=1.0, le=64.0, description="MoE dispatch buffer per expert / its share")
     kv_states: Literal[2, 3] = Field(2, description="tensors cached per token and layer: 2 (K, V); 3 where the keys are "
                                                     "kept before and after the rotary embedding too (praxis before "
@@ -50,6 +50,11 @@ class ServedModel(_Model):
             raise PodsimError("serving model: overrides change a preset; with dims give every field in dims")
         self.config()  # a bad preset, override or dimension is refused here, with its field
         return self
+
+    def parallel(self) -> bool:
+        """Whether the layers run as parallel blocks: as given, else as the model is (GPT-J's and
+        PaLM's presets are; a model given by dims is not unless it says so)."""
+        return self.config().parallel_block if self.parallel_block is None else self.parallel_block
 
     def config(self) -> TransformerConfig:
         cfg = self._config()

@@ -130,7 +130,7 @@ def kv_fraction_reserve(cfg: dict, fraction: float) -> float:
     one step's workspace leave a chip, as TensorRT-LLM's KV-cache memory fraction sizes it."""
     c = ServingConfig.model_validate(cfg)
     m, pol = c.model, c.batch
-    shard = InferenceShard(m.config(), m.tensor, m.expert, m.precision, m.parallel_block, m.capacity_factor, m.kv_states)
+    shard = InferenceShard(m.config(), m.tensor, m.expert, m.precision, m.parallel(), m.capacity_factor, m.kv_states)
     b = kv_budget(shard, c.generation, pol.page_tokens, pol.token_budget, pol.max_seqs)
     return (1.0 - fraction) * (b.hbm_bytes - b.weight_bytes - b.workspace_bytes) / b.hbm_bytes
 
