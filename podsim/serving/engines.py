@@ -160,8 +160,10 @@ ENGINES: dict[str, dict[str, EngineModel]] = {
     "jetstream": {"tpu": EngineModel(
         "jetstream", "tpu", step_overhead_s=Sourced(JETSTREAM_STEP_OVERHEAD_S, "calibration: sv.62 (serving rule S2: "
                                                     "the engine's first row in id order)"),
-        note="JetStream on TPU (JAX): one host dispatch per step; decode attention at the weights' HBM rate "
-             "(no kernel figure published for TPUs, ov.18)")},
+        note="JetStream's experimental JAX engine on TPU (its two published runs, sv.62 and sv.66): one host "
+             "dispatch per step; decode attention at the weights' HBM rate (no kernel figure published for TPUs, "
+             "ov.18); JetStream's orchestrator with the MaxText or PyTorch engines spends less a step (sv.49-sv.59 "
+             "bound it: docs/validation.md)")},
     "saxml": {"tpu": EngineModel(
         "saxml", "tpu", prefill_attention="dense", logits_materialised=True, kv_buffers="static", beam_reorder=True,
         static_prefill="whole", first_token_from_prefill=False, batch_kinds=("static",),
