@@ -374,3 +374,30 @@ def test_a_served_model_is_a_parallel_block_as_its_preset_is():
         r = simulate_serving(ServingConfig.model_validate({**body, "model": model}))
         busy[name] = r.metrics["tokens_per_s"]
     assert busy["preset"] == busy["explicit"] != busy["sequential"]
+
+
+def test_a_kernel_that_reads_whole_blocks_reads_each_sequence_to_its_block_end():
+    """An engine whose decode kernel copies kv_read_block_pages pages per grid step (JetStream's
+    experimental engine: 8) reads each sequence's KV to the end of its last block: a 100-token
+    prompt with 16-token pages and blocks of 8 pages reads 128 tokens a decode step (127 cached and
+    the new one), where the tokens it holds are 101 and 102; the cache itself holds the real ones."""
+    from dataclasses import replace
+
+    from podsim.serving.engines import ENGINES, Sourced
+    from podsim.serving.simulate import ServingSim
+
+    cfg = _offline(1, 100, 3, max_seqs=8, page_tokens=16)
+    blocked = replace(ENGINES["ideal"]["any"], kv_read_block_pages=Sourced(8, "test"))
+    busy = {}
+    for name, engine in (("plain", None), ("blocked", blocked)):
+        sim = ServingSim(cfg, engine=engine)
+        sim.run()
+        busy[name] = (sim, sim.replicas[0].busy_s)
+    step = busy["blocked"][0].timer.tokens_step_s
+    prefill = step(100, 1, 100.0, 100 * 101 / 2.0, 0.0, 100.0)
+    assert busy["blocked"][1] == pytest.approx(prefill + 2 * step(1, 1, 1.0, 128.0, 127.0, 1.0), rel=1e-12)
+    assert busy["plain"][1] == pytest.approx(prefill + step(1, 1, 1.0, 101.0, 100.0, 1.0) + step(1, 1, 1.0, 102.0, 101.0, 1.0),
+                                             rel=1e-12)
+    assert busy["blocked"][0].kv_tokens_max == busy["plain"][0].kv_tokens_max
+    with pytest.raises(PodsimError, match="beam search"):
+        ServingSim(config(requests={"beams": 2}, batch={"kv": "reserve"}), engine=blocked)

@@ -20,6 +20,7 @@ import heapq
 import math
 from collections import deque
 
+import numpy as np
 import simpy
 
 from podsim.errors import InternalError
@@ -47,6 +48,10 @@ class Replica(StaticBatches, SaxmlBatcher):
         self.sum_prompt = 0  # sum of prompt over decoding sequences
         self.sum_gofs = 0  # sum of (1 - s0): since = that + s per sequence
         self.residue = [0] * self.pt  # paged: sequences by (prompt - s0) mod page_tokens
+        # the decode kernel reads each sequence's KV in blocks of this many tokens (0: the tokens it holds)
+        self.kv_block = int(sim.engine.kv_read_block_pages.value) * self.pt
+        self.block_res = np.zeros(self.kv_block, dtype=np.int64)  # sequences by (prompt - s0) mod kv_block
+        self.block_pos = np.arange(self.kv_block, dtype=np.int64)
         self._sid = 0
         self.waiting: deque[tuple[int, int, int]] = deque()  # (rid, tokens to prefill, generated before)
         self.prefilling: list[Prefill] = []
@@ -117,6 +122,8 @@ class Replica(StaticBatches, SaxmlBatcher):
         self.sum_gofs += 1 - self.s
         if self.paged:
             self.residue[(prompt_tokens - self.s) % self.pt] += 1
+        if self.kv_block:
+            self.block_res[(prompt_tokens - self.s) % self.kv_block] += 1
 
     def _remove(self, sid: int) -> DecodingSeq:
         q = self.seqs.pop(sid)
@@ -124,6 +131,8 @@ class Replica(StaticBatches, SaxmlBatcher):
         self.sum_gofs -= 1 - q.s0
         if self.paged:
             self.residue[(q.prompt - q.s0) % self.pt] -= 1
+        if self.kv_block:
+            self.block_res[(q.prompt - q.s0) % self.kv_block] -= 1
         self.ledger.give(self.seq_pages_now(q))
         return q
 
@@ -179,6 +188,13 @@ class Replica(StaticBatches, SaxmlBatcher):
             seats -= 1
         return chunks
 
+    def block_pad(self) -> float:
+        """KV tokens this decode step's kernel reads past the sequences' own: each sequence's
+        reads (its cached tokens and this step's) rounded up to whole blocks of `kv_block`."""
+        if not self.kv_block or not self.seqs:
+            return 0.0
+        return float(self.block_res @ ((-(self.block_pos + self.s + 1)) % self.kv_block))
+
     def _seats(self, decoding: int) -> int:
         """New prompts this step may start: free sequence slots, within `prefill_seqs`."""
         seats = self.n_slots - decoding - len(self.prefilling)
@@ -221,7 +237,8 @@ class Replica(StaticBatches, SaxmlBatcher):
         P = self.sum_prompt
         kv = float(P + beams * (all_since - n_all) + n_dec)  # in the cache while the step runs
         if d:
-            q, k, r = float(n_dec), float(beams * (P + all_since)), float(P + beams * (all_since - d))
+            pad = self.block_pad()
+            q, k, r = float(n_dec), float(beams * (P + all_since)) + pad, float(P + beams * (all_since - d)) + pad
         else:
             q = k = r = 0.0
         rows = self.padded(d) * beams if d else 0  # the decode rows the step computes (batch_sizes)
@@ -348,7 +365,9 @@ class Replica(StaticBatches, SaxmlBatcher):
             rows = self.padded(d) * beams
             since = self.sum_gofs + d * self.s
             prompt = self.sum_prompt
-            dt = step(rows, rows, float(n), float(beams * (prompt + since)), float(prompt + beams * (since - d)), float(n))
+            pad = self.block_pad()
+            dt = step(rows, rows, float(n), float(beams * (prompt + since)) + pad, float(prompt + beams * (since - d)) + pad,
+                      float(n))
             if t + dt >= sim.next_arrival_s:
                 break
             if self.paged:

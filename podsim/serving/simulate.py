@@ -60,6 +60,9 @@ class ServingSim(SaxmlFrontEnd):
         pol = config.batch
         # the engine's parameters (podsim.serving.engines); `engine`: a what-if set in their place
         self.engine = engine if engine is not None else resolve_engine(config.engine, self.generation, pol.kind, pol.batcher)
+        if self.engine.kv_read_block_pages.value and config.requests.beams > 1:
+            raise PodsimError(f"engine {self.engine.name} reads each sequence's KV cache in blocks of pages; beam search "
+                              f"(beams {config.requests.beams}) is not modelled with it: use beams 1 or another engine")
         self.shape = parse_shape(config.slice)
         chips = math.prod(self.shape)
         m = config.model
