@@ -17,7 +17,7 @@ from podsim.cli.common import (
     with_budgets,
 )
 from podsim.errors import PodsimError
-from podsim.units import format_bytes, format_seconds, parse_duration
+from podsim.units import format_bytes, format_percent, format_seconds, parse_duration
 
 CHIPS = q.count("a chip count", 1, q.MAX_FLEET_CHIPS, "at most the largest fleet's chips")
 
@@ -39,10 +39,10 @@ def _search_text(s, summary: dict) -> None:
     rows = summary["plans"]  # search_summary's plan_rows: not built twice
     if rows:
         w = max(len(r["plan"]) for r in rows)
-        print(f"\n{'#':>2} {'plan':<{w}} {'step':>9} {'estimate':>16} {'MFU':>6} {'HBM/chip':>10} {'tokens/s':>9}  why it loses")
+        print(f"\n{'#':>2} {'plan':<{w}} {'step':>9} {'estimate':>16} {'MFU':>6} {'HFU':>6} {'HBM/chip':>10} {'tokens/s':>9}  why it loses")
         for r in rows:
             est = f"{format_seconds(r['estimate_s'])} ({r['estimate_error']:+.1%})"
-            print(f"{r['rank']:>2} {r['plan']:<{w}} {format_seconds(r['step_time_s']):>9} {est:>16} {r['mfu']:>6.1%} "
+            print(f"{r['rank']:>2} {r['plan']:<{w}} {format_seconds(r['step_time_s']):>9} {est:>16} {r['mfu']:>6.1%} {format_percent(r['hfu']):>6} "
                   f"{format_bytes(r['hbm_bytes_per_chip']):>10} {_fmt_rate(r['tokens_per_s']):>9}  {r['why']}")
         best = s.best
         from podsim.validation.bands import step_band

@@ -56,23 +56,36 @@ def step_summary(result: StepResult, trace: StepTrace | None = None) -> dict:
         "link_peak_utilisation_max": float(result.link_peak_utilisation.max(initial=0.0)),
         "generation": gen.id,
     }
-    meta = trace.meta if trace is not None else {}
-    model_flops = meta.get("model_flops_per_step")
-    chips = meta.get("chips")
-    if model_flops and chips and result.step_time_s > 0:
-        out["model_flops_per_step"] = float(model_flops)
-        out["mfu"] = float(model_flops) / (chips * gen.peak_flops_per_s * result.step_time_s)
-    hw_flops = meta.get("hardware_flops_per_step")
-    if hw_flops is None and chips and trace is not None:
-        hw_flops = chips * sum(op.flops for op in trace.ops if isinstance(op, Compute) and not op.bubble)
-    if hw_flops and chips and result.step_time_s > 0:
-        out["hardware_flops_per_step"] = float(hw_flops)
-        out["hfu"] = float(hw_flops) / (chips * gen.peak_flops_per_s * result.step_time_s)
-    hbm = meta.get("hbm_footprint")
+    out.update(flops_utilisation(result, trace))
+    hbm = (trace.meta if trace is not None else {}).get("hbm_footprint")
     if hbm:
         out["hbm_bytes_per_chip"] = float(hbm["total_bytes"])
         out["hbm_capacity_bytes"] = gen.hbm_per_chip.si  # the chip simulated, which may not be the trace's
         out["hbm_fits"] = fits_hbm(out["hbm_bytes_per_chip"], out["hbm_capacity_bytes"])
+    return out
+
+
+def flops_utilisation(result: StepResult, trace: StepTrace | None = None) -> dict:
+    """The step's FLOPs utilisations against the bf16 peak of the generation simulated, where the
+    trace knows its chips: `mfu` (model FLOPs per step, where the trace knows them) and `hfu`
+    (hardware FLOPs: every compute op's, recomputation included, bubbles left out), each beside
+    the FLOPs it divides. FLOPs / (chips x peak x step time): the one formula step_summary and
+    the plan search both report. `trace` defaults to the result's own."""
+    trace = result.trace if trace is None else trace
+    meta = trace.meta if trace is not None else {}
+    chips, step_s = meta.get("chips"), result.step_time_s
+    peak = result.fabric.generation.peak_flops_per_s
+    out = {}
+    model_flops = meta.get("model_flops_per_step")
+    if model_flops and chips and step_s > 0:
+        out["model_flops_per_step"] = float(model_flops)
+        out["mfu"] = float(model_flops) / (chips * peak * step_s)
+    hw_flops = meta.get("hardware_flops_per_step")
+    if hw_flops is None and chips and trace is not None:
+        hw_flops = chips * sum(op.flops for op in trace.ops if isinstance(op, Compute) and not op.bubble)
+    if hw_flops and chips and step_s > 0:
+        out["hardware_flops_per_step"] = float(hw_flops)
+        out["hfu"] = float(hw_flops) / (chips * peak * step_s)
     return out
 
 
