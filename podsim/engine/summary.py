@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from podsim.engine.results import StepResult
+from podsim.perf.efficiency import HBM, MATMUL, basis_text, constant_name
 from podsim.topology.slices import SliceView
 from podsim.trace.memory import fits_hbm
 from podsim.trace.model import Compute, StepTrace
@@ -87,6 +88,26 @@ def flops_utilisation(result: StepResult, trace: StepTrace | None = None) -> dic
         out["hardware_flops_per_step"] = float(hw_flops)
         out["hfu"] = float(hw_flops) / (chips * peak * step_s)
     return out
+
+
+def compute_constants(result: StepResult, efficiency: float | None = None) -> tuple[str, ...]:
+    """The efficiency constants (podsim.perf.efficiency names) the per-op model read to time the
+    step's chip compute on the generation simulated: the matmul fraction of each precision its ops
+    run at, then the HBM fraction. None under a flat `efficiency` (the study's compute_efficiency),
+    nor for ops with a fixed duration or their own efficiency, nor for the hosts' input op."""
+    trace = result.trace
+    if efficiency is not None or trace is None:
+        return ()
+    ops = [op for op in trace.ops if isinstance(op, Compute) and not op.host and op.duration_s is None and op.efficiency is None]
+    chip = result.fabric.generation.chip_id
+    names = [constant_name(chip, MATMUL, p) for p in sorted({op.precision for op in ops if op.flops > 0})]
+    return (*names, constant_name(chip, HBM)) if any(op.hbm_bytes > 0 for op in ops) else tuple(names)
+
+
+def compute_constants_text(result: StepResult, efficiency: float | None = None) -> str:
+    """`compute_constants` on one line with each value and basis ('' where the step read none):
+    what `podsim steptime` and the dashboard's step page say beside a step time."""
+    return basis_text(compute_constants(result, efficiency))
 
 
 def port_utilisation(result: StepResult, view: SliceView) -> dict:
