@@ -12,8 +12,8 @@ from podsim.plan.train import Ranged, TrainPlan
 from podsim.topology import format_shape
 
 PLAN_COLUMNS = ("rank", "plan", "slices", "slice", "parallelism", "microbatches", "recompute", "sequence_parallel",
-                "collective_matmul", "step_time_s", "estimate_s", "estimate_error", "mfu", "hfu", "hbm_bytes_per_chip",
-                "tokens_per_s", "engine_wall_s", "why")
+                "collective_matmul", "step_time_s", "estimate_s", "estimate_error", "mfu", "hbm_bytes_per_chip",
+                "tokens_per_s", "engine_wall_s", "why", "hfu")
 """Columns of the plan table (one row per confirmed plan, best first)."""
 
 
