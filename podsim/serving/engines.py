@@ -124,9 +124,11 @@ TRT_LAYER_OVERHEAD_S = 1.675e-4
 """TensorRT-LLM's host time per layer per step (kernel launches and runtime work the GPU waits for), calibrated
 on the gptSession era's batch-1 first-token row with the shortest prompt and fewest layers (docs/validation.md,
 serving rule S2; `benchmarks/validation.py --serving --calibrate` recomputes it)."""
-JETSTREAM_STEP_OVERHEAD_S = 4.244e-2
-"""JetStream's host time per step on TPU v5e (the Python orchestrator's dispatch, transfer of each step's tokens,
-detokenising), calibrated on its one row with published lengths (serving rule S2); not published (ov.7)."""
+JETSTREAM_STEP_OVERHEAD_S = 2.270e-2
+"""JetStream's host time per step on TPU v5e (the Python scheduler's page bookkeeping, dispatch, transfer of each
+step's tokens, detokenising), calibrated on the experimental engine's first row (sv.62) with the schedule its code
+states: one prompt chunk per step beside a decode over every slot (serving rule S2); not published (ov.7).
+`benchmarks/validation.py --serving --calibrate` recomputes it."""
 TRT_CAL = "calibration: sv.13 (serving rule S2: the batch-1 first-token row with the shortest prompt, fewest layers)"
 PAGED_KV = Sourced(1 / 1.23, "ov.16", "a paged decode kernel 20-26% slower than a contiguous one (vLLM, SOSP 2023 §7.1); "
                    "1/1.23 at the middle")
@@ -157,7 +159,7 @@ ENGINES: dict[str, dict[str, EngineModel]] = {
              "GPU steps, ov.1)")},
     "jetstream": {"tpu": EngineModel(
         "jetstream", "tpu", step_overhead_s=Sourced(JETSTREAM_STEP_OVERHEAD_S, "calibration: sv.62 (serving rule S2: "
-                                                    "the engine's only row with published lengths)"),
+                                                    "the engine's first row in id order)"),
         note="JetStream on TPU (JAX): one host dispatch per step; decode attention at the weights' HBM rate "
              "(no kernel figure published for TPUs, ov.18)")},
     "saxml": {"tpu": EngineModel(

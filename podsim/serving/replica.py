@@ -3,7 +3,9 @@ sequences and KV pages, and the SimPy process that runs continuous-batching step
 
 Continuous batching: every running sequence decodes one token (one per beam) in every step;
 the rest of the token budget goes to prompts in arrival order (`chunked`: a prompt may be split
-over steps; `separate`: a step prefills whole prompts only, and decoding waits). A request is
+over steps; `separate`: a step prefills whole prompts only, and decoding waits), at most
+`prefill_seqs` prompts at once, each chunk computed at its bucket's length and the decoding
+sequences at their batch size (the policy's `buckets` and `batch_sizes`). A request is
 admitted only when its prompt's pages are free (`paged`) or its prompt's and whole output's
 (`reserve`); the head of the queue that does not fit blocks the rest (first come, first served).
 Under `paged`, when a decode step needs more pages than are free, the latest admitted sequences
@@ -177,6 +179,21 @@ class Replica(StaticBatches, SaxmlBatcher):
             seats -= 1
         return chunks
 
+    def _seats(self, decoding: int) -> int:
+        """New prompts this step may start: free sequence slots, within `prefill_seqs`."""
+        seats = self.n_slots - decoding - len(self.prefilling)
+        cap = self.policy.prefill_seqs
+        return seats if cap is None else min(seats, cap - len(self.prefilling))
+
+    def _chunk_rows(self, n: int) -> int:
+        """The rows a prompt chunk of `n` tokens runs as: the smallest of the policy's buckets that
+        holds it, whole chunks of the largest beyond it; unpadded without buckets."""
+        buckets = self.policy.buckets
+        if not buckets or self.policy.kind != "continuous":
+            return n
+        top = buckets[-1]
+        return next((b for b in buckets if b >= n), None) or -(-n // top) * top
+
     def plan(self) -> StepPlan | None:
         """The next step, or None when there is nothing to run."""
         pol, beams, seqs = self.policy, self.beams, self.seqs
@@ -189,7 +206,7 @@ class Replica(StaticBatches, SaxmlBatcher):
         decode = bool(seqs)
         prefills = self.role != "decode" and (self.waiting or self.prefilling)
         if prefills and pol.prefill == "separate":
-            chunks = self._admit_chunks(pol.token_budget, self.n_slots - len(seqs) - len(self.prefilling), whole=True)
+            chunks = self._admit_chunks(pol.token_budget, self._seats(len(seqs)), whole=True)
             decode = decode and not chunks
         if decode and self.paged:
             self._grow()
@@ -197,7 +214,7 @@ class Replica(StaticBatches, SaxmlBatcher):
         d = len(seqs) if decode else 0
         n_dec = d * beams
         if prefills and not chunks and pol.prefill == "chunked":
-            chunks = self._admit_chunks(pol.token_budget - n_dec, self.n_slots - d - len(self.prefilling), whole=False)
+            chunks = self._admit_chunks(pol.token_budget - n_dec, self._seats(d), whole=False)
         # attention: each decoding sequence's queries (one per beam) over its prompt and own tokens
         n_all = len(seqs)
         all_since = self.sum_gofs + n_all * self.s  # tokens since their prefill, over every sequence
@@ -207,20 +224,23 @@ class Replica(StaticBatches, SaxmlBatcher):
             q, k, r = float(n_dec), float(beams * (P + all_since)), float(P + beams * (all_since - d))
         else:
             q = k = r = 0.0
-        tokens, w, finishing = n_dec, float(n_dec), 0
+        rows = self.padded(d) * beams if d else 0  # the decode rows the step computes (batch_sizes)
+        tokens, work, w, finishing = n_dec, rows, float(n_dec), 0
         for p in self.prefilling:
             kv += p.done
         for p, n in chunks:
+            m = self._chunk_rows(n)  # the prompt rows the step computes (buckets)
             tokens += n
-            q += n
-            k += n * (p.done + (n + 1) / 2.0)
+            work += m
+            q += m
+            k += m * (p.done + (m + 1) / 2.0)
             r += p.done
             w += n
             kv += n
             finishing += p.done + n == p.tokens
         if tokens == 0:
             return None
-        dt = self.sim.timer.tokens_step_s(tokens, n_dec + finishing, q, k, r, w)
+        dt = self.sim.timer.tokens_step_s(work, rows + finishing, q, k, r, w)
         if self.sim.audit:
             self._audit(kv, decode)
         return StepPlan(dt, decode, chunks, tokens, self.sim.env.now, kv)
@@ -325,9 +345,10 @@ class Replica(StaticBatches, SaxmlBatcher):
         while seqs and not self.waiting and not self.prefilling:
             d = len(seqs)
             n = d * beams
+            rows = self.padded(d) * beams
             since = self.sum_gofs + d * self.s
             prompt = self.sum_prompt
-            dt = step(n, n, float(n), float(beams * (prompt + since)), float(prompt + beams * (since - d)), float(n))
+            dt = step(rows, rows, float(n), float(beams * (prompt + since)), float(prompt + beams * (since - d)), float(n))
             if t + dt >= sim.next_arrival_s:
                 break
             if self.paged:

@@ -86,7 +86,8 @@ class StaticBatches:
     sim: object  # the ServingSim it belongs to (podsim.serving.simulate; not imported: no import circle)
 
     def padded(self, n: int) -> int:
-        """The batch size a static batch of `n` requests runs at (the policy's batch_sizes)."""
+        """The batch size `n` requests (a static batch, or a continuous step's decoding sequences)
+        run at: the smallest of the policy's batch_sizes that holds them, else `n`."""
         return next((b for b in self.policy.batch_sizes if b >= n), n)
 
     def _batch_shape(self, batch: list[int]) -> tuple[int, int, int]:
