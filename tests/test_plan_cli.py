@@ -11,7 +11,7 @@ BAD = [
     (["llama2-70b", "-g", "tpu-v5p", "--chips", "1024", "--tokens", "0"], "tokens"),
     (["llama2-70b", "-g", "tpu-v5p", "--tokens", "2T", "--days", "-1"], "--days"),
     (["llama2-70b", "-g", "tpu-v5p", "--chips", "100"], "--chips 100"),
-    (["llama2-7b", "-g", "tpu-v5p", "--chips", "64"], "unknown model"),
+    (["llama9-7b", "-g", "tpu-v5p", "--chips", "64"], "unknown model"),  # not a preset (llama2-7b became one)
     (["resnet50", "-g", "tpu-v4", "--chips", "64"], "transformer"),
     (["llama2-70b", "-g", "tpu-v5p", "--chips", "64", "--days", "3"], "--days"),
     (["llama2-70b", "-g", "tpu-v5p", "--chips", "64", "--option", "recompute=full"], "--recompute"),
