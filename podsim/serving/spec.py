@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from podsim import quantities as q
 from podsim.errors import PodsimError, first_error
 from podsim.quantities import MAX_HORIZON_S, Duration, Fraction, Rate, Seed
-from podsim.serving.costs import InferencePrecision
+from podsim.serving.costs import InferencePrecision, InferenceShard
 from podsim.serving.engines import ENGINE_NAMES
 from podsim.topology import parse_shape
 from podsim.trace.configs import PRESETS, TransformerConfig, get_model
@@ -55,6 +55,13 @@ class ServedModel(_Model):
         """Whether the layers run as parallel blocks: as given, else as the model is (GPT-J's and
         PaLM's presets are; a model given by dims is not unless it says so)."""
         return self.config().parallel_block if self.parallel_block is None else self.parallel_block
+
+    def shard(self, chips: int, kv_read_fraction: float = 1.0) -> InferenceShard:
+        """The per-chip shard one replica of `chips` chips runs (tensor: as given, else the chips
+        over the expert groups); `kv_read_fraction`: the engine's (podsim.serving.engines)."""
+        tensor = self.tensor if self.tensor is not None else max(chips // self.expert, 1)
+        return InferenceShard(self.config(), tensor, self.expert, self.precision, self.parallel(), self.capacity_factor,
+                              self.kv_states, kv_read_fraction)
 
     def config(self) -> TransformerConfig:
         cfg = self._config()

@@ -25,8 +25,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from podsim.serving.costs import InferenceShard
-from podsim.serving.kvcache import kv_budget
+from podsim.serving.kvcache import kv_fraction_reserve
 from podsim.serving.spec import ServingConfig
 
 FP8 = {"weights": "fp8", "kv_cache": "fp8", "matmul": "fp8"}  # --enable_fp8 --fp8_kv_cache; quant_algo / kv_cache_quant_algo FP8
@@ -145,23 +144,13 @@ Inference v4.1 Server (mlcommons/inference_results_v4.1@a2f5d66:closed/Google/co
 Offline config is not stored)."""
 
 
-def kv_fraction_reserve(cfg: dict, fraction: float) -> float:
-    """The `hbm_reserve` at which a configuration's KV cache is `fraction` of what its weights and
-    one step's workspace leave a chip, as TensorRT-LLM's KV-cache memory fraction sizes it."""
-    c = ServingConfig.model_validate(cfg)
-    m, pol = c.model, c.batch
-    shard = InferenceShard(m.config(), m.tensor, m.expert, m.precision, m.parallel(), m.capacity_factor, m.kv_states)
-    b = kv_budget(shard, c.generation, pol.page_tokens, pol.token_budget, pol.max_seqs)
-    return (1.0 - fraction) * (b.hbm_bytes - b.weight_bytes - b.workspace_bytes) / b.hbm_bytes
-
-
 def _mlperf(rid: str, system: str, scenario: str, measured: float, batch: int, source: str, published: str,
             rate_per_replica: float | None = None) -> ServeRow:
     cfg = {"generation": "gpu-h100", "slice": "2", "engine": "tensorrt-llm", "model": _model("llama2-70b", 2, FP8),
            "batch": {"kind": "continuous", "max_seqs": batch, "token_budget": MLPERF_MAX_NUM_TOKENS, "prefill": "chunked",
                      "kv": "paged"},
            "requests": _requests(1, OPENORCA_IN, OPENORCA_OUT)}
-    cfg["hbm_reserve"] = kv_fraction_reserve(cfg, MLPERF_KV_FRACTION)
+    cfg["hbm_reserve"] = kv_fraction_reserve(ServingConfig.model_validate(cfg), MLPERF_KV_FRACTION)
     if scenario == "offline":
         cfg["requests"] = _requests(8000, OPENORCA_IN, OPENORCA_OUT)
         return ServeRow(rid, "mlperf-h100", system + ", Offline", "tensorrt-llm", "offline", measured, cfg, replicas=4,
