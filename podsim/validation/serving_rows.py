@@ -116,7 +116,7 @@ def _ifb(rid: str, name: str, tp: int, n: int, isl: int, osl: int, max_batch: in
     cfg = {"generation": "gpu-h100", "slice": str(tp), "engine": "tensorrt-llm", "model": _model(name, tp, precision, parallel),
            "batch": {"kind": "continuous", "max_seqs": max_batch, "token_budget": max_tokens, "prefill": "chunked",
                      "kv": "reserve", "page_tokens": IFB_PAGE_TOKENS}, "requests": _requests(n, isl, osl)}
-    cfg["hbm_reserve"] = kv_fraction_reserve(cfg, IFB_KV_FRACTION)
+    cfg["hbm_reserve"] = kv_fraction_reserve(ServingConfig.model_validate(cfg), IFB_KV_FRACTION)
     dtype = "FP8" if precision else "FP16"
     return ServeRow(rid, "trtllm-0.11", f"TensorRT-LLM v0.11 in-flight batching, {name} {dtype} on {tp} H100, {isl}/{osl} "
                     f"tokens, {n:,} requests", "tensorrt-llm", "tps", measured, cfg,
