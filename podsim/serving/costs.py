@@ -225,15 +225,17 @@ class InferenceShard:
         return self.cfg.n_layers * self.kv_bytes_per_token_layer()
 
     def workspace_bytes(self, max_tokens: int, max_seqs: int) -> float:
-        """HBM a step needs beyond weights and KV cache, at its largest: a layer's activations
-        for `max_tokens` tokens (input, QKV, attention output, hidden width; twice: in and out of
-        each op) and fp32 logits of `max_seqs` sampled positions."""
-        c, dh = self.cfg, self.cfg.d_head
-        width = c.d_model + (2 * self.heads + 2 * self.kv_heads) * dh + self.d_ff * c.mlp_matrices
-        if c.is_moe:
-            width += self.d_ff * c.mlp_matrices * (c.top_k * self.capacity_factor - 1.0)
+        """HBM a step needs beyond weights and KV cache, at its largest: the activations alive at
+        once inside a layer for `max_tokens` tokens, the residual stream beside the largest op's
+        input and output (a buffer is reused once dead, as TensorRT's and XLA's allocators reuse
+        them across ops and layers), and fp32 logits of `max_seqs` sampled positions."""
+        c, dh, d, ff = self.cfg, self.cfg.d_head, self.cfg.d_model, self.d_ff
+        qkv, attn = (self.heads + 2 * self.kv_heads) * dh, self.heads * dh
+        routed = c.top_k * self.capacity_factor if c.is_moe else 1.0  # an expert's tokens per token
+        mlp_in, mlp_mid = routed * ff * (c.mlp_matrices - 1), routed * ff  # the MLP's input matmuls' outputs, activation's
+        ops = (d + qkv, qkv + attn, attn + d, d + mlp_in, mlp_in + mlp_mid, mlp_mid + d)  # each op's input and output
         tokens = math.ceil(max_tokens / self.expert)
-        return 2.0 * tokens * width * ACT_BYTES + math.ceil(max_seqs / self.expert) * self.vocab * LOGIT_BYTES
+        return tokens * (d + max(ops)) * ACT_BYTES + math.ceil(max_seqs / self.expert) * self.vocab * LOGIT_BYTES
 
     # Costs of a step's ops on one chip ---------------------------------------------------
     def _matmul(self, m: float, k: float, n: float, count: float = 1.0) -> Cost:
@@ -346,6 +348,11 @@ class InferenceShard:
         every query's logits over `keys`, summed over the step's queries, materialised;
         `DENSE_LOGIT_BYTES` each), beyond the attention core's Q, K, V and output."""
         return self.cfg.n_layers * self.heads * keys * DENSE_LOGIT_BYTES / self.expert
+
+    def dense_logits_live_bytes(self, keys: float) -> float:
+        """HBM one chip holds at once for dense attention's logits in one layer: every query's fp32
+        logits and bf16 probabilities over `keys` (summed over the step's queries), alive together."""
+        return self.heads * keys * (LOGIT_BYTES + ACT_BYTES) / self.expert
 
     def beam_reorder_bytes(self, buffer_tokens: float) -> float:
         """HBM one chip moves, over every layer, to reorder the beams' own KV buffers after a

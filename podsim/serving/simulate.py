@@ -81,6 +81,8 @@ class ServingSim(SaxmlFrontEnd):
             # prompts' KV only), then the decode loop, whose output KV buffers are made after the
             # fprop (see _check_saxml_cache): the cache sits beside a decode step's workspace
             self.prefill_workspace_bytes = self.shard.workspace_bytes(rows * longest, rows)
+            if self.engine.logits_materialised:  # praxis's dense prefill holds a layer's logits and probabilities
+                self.prefill_workspace_bytes += self.shard.dense_logits_live_bytes(rows * longest * longest)
             max_tokens = max_seqs = rows * beams
             if pol.batcher != "saxml":  # no two-phase check: the whole prefill's workspace beside the cache
                 max_tokens = rows * longest

@@ -12,7 +12,8 @@ Sources (`group`, the unit of leave-one-source-out):
 - `mlperf-tpu`: the four Saxml rows of podsim.validation.serving (I1-I4 = sv.45-sv.48).
 
 Every row's figure: `tpg` output tokens/s per GPU (TensorRT-LLM's static tables), `tps` output
-tokens/s of the serving group (its in-flight tables: the doc does not say per GPU, sv.19's note),
+tokens/s of the serving group (its in-flight tables: gptManagerBenchmark's token_throughput, every request's
+output tokens over the run's wall time on rank 0, not divided by GPUs),
 `ttft` the batch-1 first-token latency (seconds), `offline` an MLPerf Offline run's output
 tokens/s over its replicas, `server` an MLPerf Server run's scheduled samples/s within its p99
 TTFT and TPOT bounds (md.10). Lengths are fixed where the source fixes them; the MLPerf and
@@ -76,13 +77,19 @@ def _requests(n: int, isl: int, osl: int) -> dict:
 
 
 V061 = ("[TRTLLM-V061] NVIDIA/TensorRT-LLM@77d24b5fa178f11ed7fafdd9833b7245e075f721:docs/source/performance.md")
-STATIC_ASSUMED = ("every sequence runs to the output length (the benchmark generates a fixed length); the context "
-                  "phase in steps of 2,048 tokens (token_budget: the engine's activations per step, not stated)")
+STATIC_ASSUMED = ("the table's runs used the doc's benchmark command (their batch sizes and engine builds are not "
+                  "given): every sequence to the output length, the whole batch's context phase in one step")
 
 
 def _static(rid: str, name: str, tp: int, batch: int, isl: int, osl: int, measured: float, parallel: bool = False) -> ServeRow:
+    """A gptSessionBenchmark row. Its context phase is one step of batch x prompt tokens (`token_budget`):
+    NVIDIA/TensorRT-LLM cpp/tensorrt_llm/runtime/gptSession.cpp, GptSession::MicroBatchConfig, sets ctxBatchSize =
+    genBatchSize = ceilDiv(maxBatchSize, pipelineParallelism) unless micro-batch sizes are given (the store's
+    v0.6-era copy, with maxKvCacheLength, and every later one); benchmarks/cpp/gptSessionBenchmark.cpp sets them only
+    from --ctx_micro_batch_size / --gen_micro_batch_size, which the v0.6.1 doc's commands do not pass."""
     cfg = {"generation": "gpu-h100", "slice": str(tp), "engine": "tensorrt-llm-0.6", "model": _model(name, tp, FP8, parallel),
-           "batch": {"kind": "static", "max_batch": batch, "kv": "reserve"}, "requests": _requests(batch, isl, osl)}
+           "batch": {"kind": "static", "max_batch": batch, "kv": "reserve", "token_budget": batch * isl},
+           "requests": _requests(batch, isl, osl)}
     metric = "ttft" if osl == 1 and batch == 1 else "tpg"
     what = f"batch 1, {isl}-token prompt, first token" if metric == "ttft" else f"static batch {batch}, {isl}/{osl} tokens"
     return ServeRow(rid, "trtllm-0.6", f"TensorRT-LLM {'v0.5' if metric == 'ttft' else 'v0.6.1'}, {name} FP8 on {tp} H100, "
@@ -91,20 +98,29 @@ def _static(rid: str, name: str, tp: int, batch: int, isl: int, osl: int, measur
 
 
 V011 = "[TRTLLM-V011] NVIDIA/TensorRT-LLM docs/source/performance/perf-overview.md (v0.11.0)"
-IFB_ASSUMED = ("the figure is the whole TP group's output tokens/s (the doc does not say per GPU); guaranteed_no_evict as "
-               "kv reserve; KV at 99% of what the weights and one step's activations leave")
+IFB_PAGE_TOKENS = 64
+"""KV-cache block size of the v0.11 engines: the page's trtllm-build command sets no `--tokens_per_block`, so the
+plugin default holds (tensorrt_llm/plugin/plugin.py, PluginConfig `_tokens_per_block: int = field(default=64)`, the
+v0.11-era version with `_reduce_fusion`; the store's copy gives no commit). Every row's prompt + output is a
+multiple of 64, so it reserves what 16-token pages did."""
+IFB_KV_FRACTION = 0.99
+"""`--kv_cache_free_gpu_mem_fraction 0.99` of the page's gptManagerBenchmark command: the KV cache takes 99% of the
+GPU memory free once the engine (weights, activations) is loaded, not 99% of all of it."""
+IFB_ASSUMED = "how a context is chunked over steps (--enable_chunked_context at the engine's default chunking, not stated)"
+IFB_FP16_ASSUMED = ("; the FP16 column's engines built without the configs' quantization fields (the page says so for A100, "
+                    "not for H100 FP16)")
 
 
 def _ifb(rid: str, name: str, tp: int, n: int, isl: int, osl: int, max_batch: int, max_tokens: int, measured: float,
          precision: dict = FP8, parallel: bool = False) -> ServeRow:
-    cfg = {"generation": "gpu-h100", "slice": str(tp), "engine": "tensorrt-llm", "hbm_reserve": 0.01,
-           "model": _model(name, tp, precision, parallel),
+    cfg = {"generation": "gpu-h100", "slice": str(tp), "engine": "tensorrt-llm", "model": _model(name, tp, precision, parallel),
            "batch": {"kind": "continuous", "max_seqs": max_batch, "token_budget": max_tokens, "prefill": "chunked",
-                     "kv": "reserve"}, "requests": _requests(n, isl, osl)}
+                     "kv": "reserve", "page_tokens": IFB_PAGE_TOKENS}, "requests": _requests(n, isl, osl)}
+    cfg["hbm_reserve"] = kv_fraction_reserve(ServingConfig.model_validate(cfg), IFB_KV_FRACTION)
     dtype = "FP8" if precision else "FP16"
     return ServeRow(rid, "trtllm-0.11", f"TensorRT-LLM v0.11 in-flight batching, {name} {dtype} on {tp} H100, {isl}/{osl} "
-                    f"tokens, {n:,} requests", "tensorrt-llm", "tps", measured, cfg, assumed=IFB_ASSUMED, source=V011,
-                    published="2024-07-17")
+                    f"tokens, {n:,} requests", "tensorrt-llm", "tps", measured, cfg,
+                    assumed=IFB_ASSUMED + ("" if precision else IFB_FP16_ASSUMED), source=V011, published="2024-07-17")
 
 
 MLPERF_MAX_NUM_TOKENS = 16384
@@ -116,7 +132,11 @@ the v4.1 rows (NVIDIA's code as Google submitted it): assumed."""
 MLPERF_ASSUMED = (f"every request {OPENORCA_IN} prompt and {OPENORCA_OUT} output tokens (OpenOrca's means, md.9: the "
                   "distribution is not published); 16,384 tokens per step (the builder's max_num_tokens default; the "
                   "parent config is not stored); FP8 KV cache (the checkpoint quantised with --kv_cache_dtype=fp8); "
-                  "the KV cache 90% of what the weights and one step's workspace leave (kvcache_free_gpu_mem_frac 0.90)")
+                  "the KV cache 90% of what the weights and one step's workspace leave (kvcache_free_gpu_mem_frac 0.90); "
+                  "16-token KV pages (the builder sets no --tokens_per_block; trtllm-build's default at the harness's "
+                  "TensorRT-LLM, eb8f26c, is not stored); the harness's default scheduler (max_util) as paged KV with "
+                  "preemption; prompts chunked to fill a step (the harness's chunked-context setting, in its unstored "
+                  "llm_server, not found)")
 MLPERF_KV_FRACTION = 0.90
 """`kvcache_free_gpu_mem_frac` of the H100 Llama 2 70B configs: NVIDIA's MLPerf Inference v4.0 Offline
 (mlcommons/inference_results_v4.0@8121a81:closed/NVIDIA/configs/llama2-70b/Offline/__init__.py) and Google's MLPerf
@@ -189,9 +209,12 @@ ROWS: tuple[ServeRow, ...] = (
     _mlperf("sv.39", "MLPerf Inference v4.0 closed, NVIDIA DGX H100 (8 x H100, 4 x TP 2), Llama 2 70B", "offline", 21805.8,
             896, f"[MLPERF-INF40] {MLPERF40} closed/NVIDIA/results/DGX-H100_H100-SXM-80GBx8_TRT/llama2-70b-99.9/Offline",
             "2024-03-27"),
-    _mlperf("sv.41", "MLPerf Inference v4.1 closed, Google A3 (8 x H100, 4 x TP 2), Llama 2 70B", "offline", 24133.7, 1024,
+    _mlperf("sv.41", "MLPerf Inference v4.1 closed, Google A3 (8 x H100, 4 x TP 2), Llama 2 70B", "offline", 24133.7, 896,
             f"[MLPERF-INF41] {MLPERF41} closed/Google/results/DGX-H100_H100-SXM-80GBx8_TRT/llama2-70b-99/Offline "
-            "(Offline config not stored: the Server config's TP 2 x 4 and batch 1,024 assumed)", "2024-08-28"),
+            "(Google's Offline config is not stored; its run log's target_qps 80 and min_duration 2,400,000 ms are "
+            "NVIDIA's v4.1 Offline H100_SXM_80GB_TP2x4's, closed/NVIDIA/configs/llama2-70b/Offline/__init__.py: TP 2, "
+            "gpu_batch_size 896, kvcache_free_gpu_mem_frac 0.90; Google's stored Server config repeats NVIDIA's H100 "
+            "classes verbatim)", "2024-08-28"),
 )
 """The rows podsim scores beside Saxml's (serving.ROWS); the Server rows sv.40 and sv.42 are in
 SERVER_ROWS (each a rate search: minutes, not run by the tests)."""
