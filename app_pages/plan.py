@@ -108,7 +108,7 @@ if "train" in out:
 st.markdown("**Confirmed on the engine**")
 st.table({"plan": [p["plan"] for p in s["plans"]], "step": [seconds(p["step_time_s"]) for p in s["plans"]],
           "estimate": [f"{seconds(p['estimate_s'])} ({p['estimate_error']:+.1%})" for p in s["plans"]],
-          "MFU": [percent(p["mfu"]) for p in s["plans"]], "HBM per chip": [format_bytes(p["hbm_bytes_per_chip"]) for p in s["plans"]],
+          "MFU": [percent(p["mfu"]) for p in s["plans"]], "HFU": [percent(p["hfu"]) for p in s["plans"]], "HBM per chip": [format_bytes(p["hbm_bytes_per_chip"]) for p in s["plans"]],
           "why it loses": [p["why"] for p in s["plans"]]})
 st.markdown("**Ranked by the estimate**")
 st.table({"plan": [r["plan"] for r in s["ranked"]], "estimate": [seconds(r["estimate_s"]) for r in s["ranked"]],

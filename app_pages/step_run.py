@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from podsim.engine import step_summary
 from podsim.engine.linkload import record_link_load
-from podsim.engine.summary import port_utilisation
+from podsim.engine.summary import compute_constants_text, port_utilisation
 from podsim.engine.timeline import build_timeline, timeline_json
 from podsim.study import StepStudy, run_study
 from podsim.topology.dcn import dcn_choice
@@ -43,6 +43,7 @@ def step_view(study: StepStudy) -> dict:
     trace = result.trace
     band = step_band(study.generation.id, study.slices)  # the typical error of runs of this kind (podsim.validation.bands)
     return {"summary": step_summary(result), "name": trace.name, "ops": len(trace.ops),
+            "constants": compute_constants_text(result, study.compute_efficiency),
             "band": {"typical": band.typical, "runs": band.n_runs, "text": band.text()},
             "perfetto": timeline_json(build_timeline(result, link_load=load.last, title=trace.name)),
             "timeline": [vars(t) for t in result.timeline if t.step == 0],

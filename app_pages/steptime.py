@@ -196,7 +196,7 @@ compute_note = compute_timing(efficiency)
 where = f"{n_slices} {gen.name} {shape} slices on {out['pods']} pod(s), {DCN_KINDS[dcn_kind]} DCN" if n_slices > 1 else f"a {gen.name} {shape}{' twisted' if twisted else ''} slice"
 if n_sites > 1:
     where += f" over {n_sites} sites"
-st.caption(f"on {where}, {ROUTINGS[routing]} routing, {compute_note}")
+st.caption(f"on {where}, {ROUTINGS[routing]} routing, {compute_note}" + (f"; compute constants: {out['constants']}" if out["constants"] else ""))
 if s.get("hbm_fits") is False:
     st.warning(fits_message(s["hbm_bytes_per_chip"], s["hbm_capacity_bytes"]))
 band = out["band"]

@@ -213,9 +213,13 @@ def test_steptime_page_preset_model():
     assert heat["y"] == ["x+", "x-", "y+", "y-", "z+", "z-"] and len(heat["x"]) == 128
     z = np.array([numbers(row) for row in heat["z"]]) if isinstance(heat["z"], list) else numbers(heat["z"])
     assert np.nanmax(z) <= 100 and np.nanmax(z) > 0
+    # the constants the per-op model read, with their basis, as `podsim steptime` prints them
+    assert any("compute constants: tpu-v4:matmul:bf16 0.905 (calibrated on a validation row), tpu-v4:hbm" in c.value
+               for c in at.caption)
 
     at.checkbox(key="flat").check().run()
     at.slider(key="efficiency").set_value(1.0).run()
+    assert not any("compute constants" in c.value for c in at.caption)  # a flat efficiency reads none
     faster = numbers(traces(chart(ok(at), "breakdown"))["compute"]["x"])[0]
     # the per-op model is slower than 100% of peak with nothing padded or memory-bound
     assert faster < compute_s * 0.99

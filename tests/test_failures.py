@@ -4,7 +4,13 @@ import numpy as np
 import pytest
 
 from podsim.cluster import load_failure_trace
-from podsim.cluster.failures import FailureProcess, draw_failures
+from podsim.cluster.failures import (
+    FailureProcess,
+    FailureSpec,
+    draw_failures,
+    failure_model,
+    host_failure_spec,
+)
 from podsim.errors import PodsimError
 
 
@@ -48,6 +54,22 @@ def test_bad_inputs(tmp_path):
         load_failure_trace(f)
     f.write_text("time_s,component,id,repair_s\n10,host,3,600\n5,ocs,1,1\n")
     assert [e.component for e in load_failure_trace(f)] == ["ocs", "host"]
+
+
+def test_the_hosts_options_read_one_way_for_the_cluster_and_the_plan():
+    """host_failure_spec (podsim plan --tokens) and failure_model's hosts (podsim cluster) are one
+    reading of --host-availability / --mtbf / --mttr: the same spec, the same one-line refusals."""
+    assert host_failure_spec() is None and failure_model().host is None
+    spec = host_failure_spec(mtbf="100h", mttr="2h")
+    assert spec == FailureSpec(mtbf_s=360000.0, mttr_s=7200.0)
+    assert failure_model(mtbf="100h", mttr="2h").host == spec.process()
+    assert host_failure_spec(0.999).mttr_s == 3600.0  # MTTR 1 h unless given
+    for kw, needle in (({"host_availability": 0.99, "mtbf": "9h"}, "not both"), ({"mttr": "2h"}, "host MTTR '2h' needs an MTBF"),
+                       ({"mtbf": "0"}, "host MTBF: "), ({"mtbf": "9h", "mttr": "0"}, "host MTTR: "),
+                       ({"host_availability": 1e-300}, "availability 1e-300")):
+        for face in (host_failure_spec, failure_model):
+            with pytest.raises(PodsimError, match=needle):
+                face(**kw)
 
 
 def test_fleet_failures_draw_each_part_from_its_own_stream():

@@ -594,11 +594,12 @@ def g_serve(rng, inp):
     base += ["--batch", batch]
     batcher = _pick(rng, ["idle", "saxml"])
     if any_mode or batch == "continuous":
-        opts += [opt("--token-budget", ["512"], NUMBERS), opt("--max-seqs", ["32"], NUMBERS), opt("--prefill", ["chunked", "separate"], TEXT)]
+        opts += [opt("--token-budget", ["512"], NUMBERS), opt("--max-seqs", ["32"], NUMBERS), opt("--prefill", ["chunked", "separate"], TEXT),
+                 opt("--prefill-seqs", ["1", "4"], NUMBERS)]
+    opts += [opt("--buckets", ["256,512"], ["512,,1024", "1e308", "0,-1", "x", *TEXT]),
+             opt("--batch-sizes", ["8,16,32"], ["4", "8,,16", "1e9", "x"])]
     if any_mode or batch == "static":
-        opts += [opt("--max-batch", ["8"], NUMBERS), opt("--max-wait", ["1s"], DURATIONS),
-                 opt("--buckets", ["256,512"], ["512,,1024", "1e308", "0,-1", "x", *TEXT]),
-                 opt("--batch-sizes", ["8,16,32"], ["4", "8,,16", "1e9", "x"]), opt("--batcher", [batcher], TEXT)]
+        opts += [opt("--max-batch", ["8"], NUMBERS), opt("--max-wait", ["1s"], DURATIONS), opt("--batcher", [batcher], TEXT)]
     if any_mode or (batch == "static" and batcher == "saxml" and "--batcher" in [t for o in opts for t in o]):
         opts += [opt("--max-live-batches", ["2"], NUMBERS), opt("--batcher-depth", ["1", "2"], NUMBERS),
                  opt("--decode-segments", ["32,64,128"], ["64,32", "8,,16", "1e308", "0,-1", "x"])]

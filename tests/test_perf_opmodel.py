@@ -196,3 +196,33 @@ def test_quantized_matmuls_weights_and_tff_split_ops_by_precision():
     assert s == sorted(s) and len(set(s)) == 4
     with pytest.raises(PodsimError, match="quantized_matmuls 'tff' .* needs precision int8 or fp8"):
         trace("tff", "bf16")
+
+
+def test_a_step_names_the_compute_constants_it_read_and_their_basis(capsys):
+    """The constants the per-op model read for a step (podsim.engine.summary.compute_constants):
+    the matmul fraction of each precision its ops run at and the HBM fraction, of the chip
+    simulated, each with its basis; none under a flat efficiency or for fixed-duration ops.
+    `podsim steptime` prints them on one row."""
+    from podsim.engine.summary import compute_constants, compute_constants_text
+    from podsim.perf.efficiency import fraction
+    from podsim.trace.model import StepTrace
+
+    kw = {"overrides": SMALL, "generation": "tpu-v5e"}
+    int8 = generate_trace("gpt3-175b", "8x8", "fsdp=16,tensor=4", options=GenerateOptions(precision="int8"), **kw)
+    r = simulate_step(int8, build_slice("tpu-v5e", "8x8"))
+    names = compute_constants(r)
+    assert names == ("tpu-v5e:matmul:bf16", "tpu-v5e:matmul:int8", "tpu-v5e:hbm")  # AQT leaves the attention core in bf16
+    chip = chip_compute("tpu-v5e")
+    assert [fraction(n).value for n in names] == [chip.fraction_for("bf16"), chip.fraction_for("int8"), chip.hbm_fraction]
+    text = compute_constants_text(r)
+    assert "tpu-v5e:matmul:bf16 0.923 (source eff.2)" in text and "tpu-v5e:hbm 1.000 (no basis: the vendor's figure" in text
+    assert compute_constants(r, efficiency=0.5) == () and compute_constants_text(r, 0.5) == ""
+    fixed = StepTrace((Compute("a", duration_s=1e-3),), name="fixed", meta={"chips": 64})
+    assert compute_constants(simulate_step(fixed, build_slice("tpu-v5e", "8x8"))) == ()
+    args = ("steptime", "--model", "llama2-70b", "-p", "fsdp=16", "--generation", "tpu-v5e", "--slice", "4x4",
+            "--set", "n_layers=2", "--set", "global_batch=16")
+    code, out, err = run_podsim(capsys, *args)
+    assert code == 0, err
+    assert "compute constants" in out and "(no basis: the vendor's" in out
+    code, out, err = run_podsim(capsys, *args, "--compute-efficiency", "0.5")
+    assert code == 0 and "compute constants" not in out, err

@@ -52,7 +52,10 @@ def test_the_best_plan_is_steptimes_step(small_search, capsys):
     cmd = steptime_command(small_search).split()[1:]
     r = run_podsim(capsys, *cmd, "--json")
     assert r.code == 0, r.err
-    assert json.loads(r.out)["metrics"]["step_time_s"] == pytest.approx(small_search.best.step_s, rel=1e-12)
+    m = json.loads(r.out)["metrics"]
+    assert m["step_time_s"] == pytest.approx(small_search.best.step_s, rel=1e-12)
+    # its MFU and HFU are steptime's too (one formula, podsim.engine.summary.flops_utilisation)
+    assert (m["mfu"], m["hfu"]) == pytest.approx((small_search.best.mfu, small_search.best.hfu), rel=1e-12)
 
 
 def test_no_plan_fits_says_what_would():

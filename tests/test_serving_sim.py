@@ -283,8 +283,10 @@ def test_saxml_refuses_a_batch_whose_cache_does_not_fit():
         simulate_serving(_saxml(buckets=[2048]).model_copy(update={"requests": RequestStream.model_validate(
             {"arrivals": {"kind": "poisson", "rate": "1/s"}, "prompt": {"kind": "fixed", "mean": 600},
              "output": {"kind": "fixed", "mean": 2_000_000, "high": 2_000_000}})}))
-    with pytest.raises(ValueError, match="batcher and batch_sizes are for static"):
+    with pytest.raises(ValueError, match="batcher is for static"):
         config(batch={"batcher": "saxml"})
+    with pytest.raises(ValueError, match="the largest must hold max_seqs"):
+        config(batch={"max_seqs": 64, "batch_sizes": [32]})
     with pytest.raises(ValueError, match="the largest must hold max_batch"):
         config(batch={"kind": "static", "max_batch": 8, "batch_sizes": [4]})
 
@@ -311,3 +313,91 @@ def test_sax_client_backoff_follows_cenkalti_backoff():
         assert 0.5 * intervals[:k].sum() <= one.t[i] <= 1.5 * intervals[:k].sum()
         assert one.t[i] >= 600.0 and one.t[i] - 1.5 * intervals[k - 1] < 600.0
     assert one.failed == int(one.k[:40].sum()) - 40  # every attempt but each first drawn one failed
+
+
+def _offline(n: int, prompt: int, output: int, **batch) -> ServingConfig:
+    return config(batch=batch, requests={"arrivals": {"kind": "offline"}, "requests": n,
+                                         "prompt": {"kind": "fixed", "mean": prompt}, "output": {"kind": "fixed", "mean": output}})
+
+
+def test_one_prompt_per_step_as_jetstream_schedules_it():
+    """prefill_seqs 1 (JetStream's one prefill per call, ov.19): no step prefills two prompts, so
+    20 prompts of 100 tokens take 20 steps that prefill, each exactly one prompt."""
+    from podsim.serving.simulate import ServingSim
+
+    sim = ServingSim(_offline(20, 100, 5, max_seqs=8, token_budget=2048, prefill_seqs=1))
+    sim.run()
+    steps = sim.replicas[0].steps
+    prefill = steps.column("tokens") - steps.column("decode_tokens")
+    assert set(prefill.tolist()) == {0.0, 100.0} and int((prefill == 100).sum()) == 20
+    free = ServingSim(_offline(20, 100, 5, max_seqs=8, token_budget=2048))
+    free.run()
+    assert len(free.replicas[0].steps) < len(steps)  # without the cap, a step prefills up to 8 prompts
+
+
+def test_padded_chunks_and_decode_rows_cost_their_padded_shape():
+    """buckets pad a prompt chunk, batch_sizes the decoding rows: a one-step request of 100 prompt
+    tokens under buckets (128,) costs the timer's 128-row step with 100 tokens written to the
+    cache; padding never makes a run cheaper."""
+    from podsim.serving.simulate import ServingSim
+
+    sim = ServingSim(_offline(1, 100, 1, buckets=[128]))
+    sim.run()
+    m = 128
+    want = sim.timer.tokens_step_s(m, 1, float(m), m * (m + 1) / 2.0, 0.0, 100.0)
+    assert sim.replicas[0].busy_s == pytest.approx(want, rel=1e-12)
+    assert sim.replicas[0].steps.column("tokens").tolist() == [100.0]  # the log keeps the real tokens
+    busy = {}
+    for name, batch in (("plain", {}), ("buckets", {"buckets": [128, 1024]}), ("rows", {"batch_sizes": [64]})):
+        s = ServingSim(_offline(40, 100, 30, max_seqs=64, **batch))
+        s.run()
+        busy[name] = s.replicas[0].busy_s
+    assert busy["buckets"] > busy["plain"] and busy["rows"] > busy["plain"]
+    with pytest.raises(ValueError, match="prefill_seqs does not apply"):
+        config(batch={"kind": "static", "prefill_seqs": 1})
+
+
+def test_a_served_model_is_a_parallel_block_as_its_preset_is():
+    """GPT-J's and PaLM's presets are parallel blocks: served as one unless the configuration says
+    otherwise (before, the serving model's own default, sequential, silently won)."""
+    from podsim.serving.spec import ServedModel
+
+    assert ServedModel(model="gptj-6b").parallel() and ServedModel(model="palm-540b").parallel()
+    assert not ServedModel(model="gptj-6b", parallel_block=False).parallel()
+    assert not ServedModel(model="llama2-70b").parallel() and ServedModel(model="llama2-70b", parallel_block=True).parallel()
+    body = {"generation": "gpu-h100", "slice": "1", "engine": "ideal", "duration": "5s",
+            "requests": {"arrivals": {"kind": "offline"}, "requests": 4, "prompt": {"kind": "fixed", "mean": 128},
+                         "output": {"kind": "fixed", "mean": 8}}}
+    busy = {}
+    for name, model in (("preset", {"model": "gptj-6b"}), ("explicit", {"model": "gptj-6b", "parallel_block": True}),
+                        ("sequential", {"model": "gptj-6b", "parallel_block": False})):
+        r = simulate_serving(ServingConfig.model_validate({**body, "model": model}))
+        busy[name] = r.metrics["tokens_per_s"]
+    assert busy["preset"] == busy["explicit"] != busy["sequential"]
+
+
+def test_a_kernel_that_reads_whole_blocks_reads_each_sequence_to_its_block_end():
+    """An engine whose decode kernel copies kv_read_block_pages pages per grid step (JetStream's
+    experimental engine: 8) reads each sequence's KV to the end of its last block: a 100-token
+    prompt with 16-token pages and blocks of 8 pages reads 128 tokens a decode step (127 cached and
+    the new one), where the tokens it holds are 101 and 102; the cache itself holds the real ones."""
+    from dataclasses import replace
+
+    from podsim.serving.engines import ENGINES, Sourced
+    from podsim.serving.simulate import ServingSim
+
+    cfg = _offline(1, 100, 3, max_seqs=8, page_tokens=16)
+    blocked = replace(ENGINES["ideal"]["any"], kv_read_block_pages=Sourced(8, "test"))
+    busy = {}
+    for name, engine in (("plain", None), ("blocked", blocked)):
+        sim = ServingSim(cfg, engine=engine)
+        sim.run()
+        busy[name] = (sim, sim.replicas[0].busy_s)
+    step = busy["blocked"][0].timer.tokens_step_s
+    prefill = step(100, 1, 100.0, 100 * 101 / 2.0, 0.0, 100.0)
+    assert busy["blocked"][1] == pytest.approx(prefill + 2 * step(1, 1, 1.0, 128.0, 127.0, 1.0), rel=1e-12)
+    assert busy["plain"][1] == pytest.approx(prefill + step(1, 1, 1.0, 101.0, 100.0, 1.0) + step(1, 1, 1.0, 102.0, 101.0, 1.0),
+                                             rel=1e-12)
+    assert busy["blocked"][0].kv_tokens_max == busy["plain"][0].kv_tokens_max
+    with pytest.raises(PodsimError, match="beam search"):
+        ServingSim(config(requests={"beams": 2}, batch={"kv": "reserve"}), engine=blocked)

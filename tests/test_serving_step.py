@@ -11,7 +11,7 @@ from podsim.engine import simulate_collective
 from podsim.errors import PodsimError
 from podsim.perf import chip_compute
 from podsim.serving.costs import InferencePrecision, InferenceShard, Seq
-from podsim.serving.kvcache import kv_budget
+from podsim.serving.kvcache import kv_budget, kv_fraction_reserve
 from podsim.serving.steptime import ONCHIP_MEMORY, StepTimer
 from podsim.serving.trace import serving_step_study
 from podsim.study import run_study
@@ -183,3 +183,27 @@ def test_kv_budget_is_what_hbm_leaves():
     assert b.kv_bytes_per_token == 80 * 2 * 1 * 128 * 2  # 80 layers, K and V, 1 KV head per chip, 128 wide, bf16
     with pytest.raises(PodsimError, match="no room for a KV cache"):
         kv_budget(InferenceShard(get_model("llama2-70b"), tensor=8), "tpu-v5e", 16, 2048, 256)  # bf16: 17 GB per chip
+
+
+def test_a_kv_memory_fraction_is_that_share_of_what_weights_and_workspace_leave():
+    """kv_fraction_reserve (TensorRT-LLM's kvcache_free_gpu_mem_frac): at the reserve it returns, the
+    cache's bytes are the fraction of what the replica's weights and one step's workspace leave;
+    the shard is the simulator's (ServedModel.shard)."""
+    from podsim.serving.spec import ServingConfig
+
+    body = {"generation": "gpu-h100", "slice": "2", "engine": "tensorrt-llm",
+            "model": {"model": "llama2-70b", "precision": {"weights": "fp8", "kv_cache": "fp8", "matmul": "fp8"}},
+            "batch": {"kind": "continuous", "max_seqs": 256, "token_budget": 16384, "prefill": "chunked", "kv": "paged"}}
+    cfg = ServingConfig.model_validate(body)
+    r = kv_fraction_reserve(cfg, 0.9)
+    sh = cfg.model.shard(2)
+    assert sh.tensor == 2  # the slice's chips, as the simulator shards it
+    b = kv_budget(sh, "gpu-h100", cfg.batch.page_tokens, 16384, 256, r)
+    left = b.hbm_bytes - b.weight_bytes - b.workspace_bytes
+    assert b.hbm_bytes * (1 - r) - b.weight_bytes - b.workspace_bytes == pytest.approx(0.9 * left, rel=1e-12)
+    assert kv_fraction_reserve(cfg, 1.0) == 0.0
+    with pytest.raises(PodsimError, match=r"fraction 1.5 is not in \(0, 1\]"):
+        kv_fraction_reserve(cfg, 1.5)
+    static = ServingConfig.model_validate({**body, "batch": {"kind": "static", "max_batch": 8}})
+    with pytest.raises(PodsimError, match="sizes a continuous batcher's cache"):
+        kv_fraction_reserve(static, 0.9)

@@ -21,14 +21,17 @@ from podsim.validation.serving_rows import ALL_ROWS, SERVER_ROWS
 # 15.9% with sv.27/sv.28 at the engine limits their source states (TP 2: max_batch_size and max_num_tokens 2048,
 # sv.27 30,000 requests; they ran at TP 4's 4,096/8,192 before: +13.2% -> +9.1%, +16.5% -> +9.5%); sv.41 +24.7% ->
 # +19.5% with the MLPerf configs' KV cache at 90% of what weights and workspace leave (kvcache_free_gpu_mem_frac);
-# sv.39 +35.7% -> +35.2%, sv.41 +19.5% -> +16.9% at 16,384 tokens per step (NVIDIA's builder's max_num_tokens), not 8,192
+# sv.39 +35.7% -> +35.2%, sv.41 +19.5% -> +16.9% at 16,384 tokens per step (NVIDIA's builder's max_num_tokens), not 8,192;
+# sv.66 (JetStream's experimental engine at 320 sequences) +28.0%, with sv.62 at the settings its code states (160
+# sequences, one prompt chunk per step padded to its chunk size, decode over every slot): 15.9% -> 16.2%; +10.1% with
+# its decode kernel's reads in whole blocks of 8 pages (attention_ops.py): 16.2% -> 15.6%
 PINNED = {"sv.1": -0.0301, "sv.2": -0.166, "sv.3": -0.1347, "sv.4": -0.1659, "sv.5": 0.0705, "sv.6": -0.1657,
           "sv.7": -0.1102, "sv.8": -0.1925, "sv.9": 0.0145, "sv.10": -0.1909, "sv.11": -0.1382, "sv.12": -0.2678,
           "sv.13": 0.0, "sv.14": -0.1983, "sv.15": 0.1483, "sv.16": -0.238, "sv.17": 0.0225, "sv.18": -0.1202,
           "sv.19": 0.2031, "sv.20": -0.0745, "sv.21": -0.2472, "sv.22": -0.2542, "sv.23": 0.1588, "sv.24": 0.0798,
           "sv.25": -0.0309, "sv.26": -0.096, "sv.27": 0.0908, "sv.28": 0.0948, "sv.29": 0.2025, "sv.30": 0.2437,
           "sv.31": 0.2458, "sv.32": 0.3266, "sv.33": -0.1173, "sv.34": 0.0048, "sv.35": -0.0617, "sv.36": -0.1433,
-          "sv.37": 0.3724, "sv.38": 0.1915, "sv.39": 0.3522, "sv.41": 0.1687, "sv.62": 0.0}
+          "sv.37": 0.3724, "sv.38": 0.1915, "sv.39": 0.3522, "sv.41": 0.1687, "sv.62": 0.0, "sv.66": 0.1009}
 SAXML = {"I1": -0.074, "I2": -0.178, "I3": 0.154, "I4": 0.231}  # test_serving_validation.PINNED (the benchmark's 8 seeds)
 CALIBRATION = {"sv.13": "tensorrt-llm-0.6.layer_overhead_s", "sv.62": "jetstream.step_overhead_s"}
 # leave-one-out and leave-one-source-out errors where they differ from the plain one
@@ -36,7 +39,8 @@ CV = {"sv.1": (-0.0301, 0.1732), "sv.2": (-0.166, 0.1301), "sv.3": (-0.1347, 0.1
       "sv.5": (0.0705, 0.34), "sv.6": (-0.1657, 0.1475), "sv.7": (-0.1102, 0.1354), "sv.8": (-0.1925, 0.0805),
       "sv.9": (0.0145, 0.1338), "sv.10": (-0.1909, -0.0635), "sv.11": (-0.1382, -0.0114), "sv.12": (-0.2678, -0.1148),
       "sv.13": (-0.1297, -0.6698), "sv.14": (-0.1983, -0.3599), "sv.15": (0.1483, -0.6173),
-      "sv.16": (-0.238, -0.3868), "sv.17": (0.0225, -0.4927), "sv.18": (-0.1202, -0.2431), "sv.62": (2.2357, 2.2357)}
+      "sv.16": (-0.238, -0.3868), "sv.17": (0.0225, -0.4927), "sv.18": (-0.1202, -0.2431), "sv.62": (-0.1333, 0.7691),
+      "sv.66": (0.1009, 0.5402)}
 
 
 @pytest.fixture(scope="module")
@@ -58,14 +62,16 @@ def test_every_engine_row_holds_its_fidelity(table):
 def test_the_table_meets_the_issue_and_prints_its_cross_validated_figures(table):
     """Issue 33's Must-show: >= 20 scored rows from >= 3 sources, median |error| <= 15%: missed since
     H100's compute fractions come from vidur's kernel profiles (15.9%; 16.5% before sv.27/sv.28 took their
-    stated engine limits; 14.8% with eff.7's matmul and the stated HBM bandwidth, 12.2% at the shared 0.752),
-    a miss docs/validation.md explains; the max, 37.2% (sv.37), within the 40% asked. Beside it, the
-    cross-validated medians: leave-one-out 15.9%, leave-one-source-out 15.9%."""
+    stated engine limits; 14.8% with eff.7's matmul and the stated HBM bandwidth, 12.2% at the shared 0.752;
+    15.6% with JetStream's second row, sv.66, +10.1%), a miss docs/validation.md explains; the max, 37.2%
+    (sv.37), within the 40% asked. Beside it, the cross-validated medians: leave-one-out 15.1% (its max
+    37.2%: sv.62 from sv.66, -13.3%, where it was +223.6% with no second JetStream row),
+    leave-one-source-out 16.4%."""
     t, cv = table
     scored = [e for rid, e in {**PINNED, **SAXML}.items() if rid not in CALIBRATION]
     assert len(scored) >= 20 and len({r["group"] for r in t if not r["calibration"]} | {"mlperf-tpu"}) >= 3
     median = statistics.median(abs(e) for e in scored)
-    assert median == pytest.approx(0.159, abs=0.005)
+    assert median == pytest.approx(0.156, abs=0.005)
     assert max(abs(e) for e in scored) == pytest.approx(0.372, abs=0.005)
     every = {rid: CV.get(rid, (e, e)) for rid, e in {**PINNED, **SAXML}.items()}
     for rid, (loo, loso) in CV.items():
@@ -73,8 +79,8 @@ def test_the_table_meets_the_issue_and_prints_its_cross_validated_figures(table)
     s = st.summarise(t + [{"id": k, "group": "mlperf-tpu", "error": v, "calibration": ""} for k, v in SAXML.items()],
                      {**cv, **{k: {"plain": v, "loo": v, "loso": v} for k, v in SAXML.items()}})
     assert s["loo_median_abs_error"] == pytest.approx(statistics.median(abs(v[0]) for v in every.values()), abs=1e-3)
-    assert s["loo_median_abs_error"] == pytest.approx(0.159, abs=0.005)
-    assert s["loso_median_abs_error"] == pytest.approx(0.159, abs=0.005)
+    assert s["loo_median_abs_error"] == pytest.approx(0.151, abs=0.005)
+    assert s["loso_median_abs_error"] == pytest.approx(0.164, abs=0.005)
     assert st.HEADER.split()[-3:-1] == ["LOO", "LOSO"] and "LOO" in st.HEADER
 
 
@@ -108,4 +114,4 @@ def test_the_shipped_serving_bands_are_the_pinned_table():
     ttft = bands.serving_band("ttft", "gpu-h100")
     assert ttft.covered and ttft.n_runs == 5
     assert not bands.serving_band("chips", "tpu-v5e").covered  # 2 rate rows: falls back to every serving run
-    assert "over 43 runs" in bands.serving_band("chips", "tpu-v5e").text()
+    assert "over 44 runs" in bands.serving_band("chips", "tpu-v5e").text()

@@ -85,4 +85,4 @@ def test_podsim_sources_prints_value_source_and_link(capsys):
     code, _, err = run_podsim(capsys, "sources", "v4.99")
     assert code == 2 and len(err.strip().splitlines()) == 1 and "did you mean v4.9" in err
     code, out, _ = run_podsim(capsys, "sources")
-    assert code == 0 and out.splitlines()[0].startswith("v2.1 ") and "431 rows" in out.splitlines()[-1]
+    assert code == 0 and out.splitlines()[0].startswith("v2.1 ") and "433 rows" in out.splitlines()[-1]

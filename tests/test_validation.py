@@ -51,6 +51,7 @@ from podsim.validation.split import (
 )
 from podsim.validation.table import (
     error,
+    hosts_unmodelled,
     implied_s,
     peak_scale,
     predict,
@@ -165,6 +166,18 @@ def test_a_row_over_hbm_is_refused_in_one_line():
     assert "over HBM" in str(e.value) and "\n" not in str(e.value)
     with pytest.raises(PodsimError, match=r"an upper bound whose training share is 0\.8\d\d \(under 0\.95 of amendment A1\), not a direct measurement"):
         check_can_calibrate(next(r for r in ROWS if r.id == "M11"), "tpu-v5p:matmul:int8")
+
+
+def test_only_a_host_rate_without_basis_runs_a_row_without_its_hosts():
+    """A jpeg row on v3 (whose rate constant has no basis) runs without its hosts; a row naming a
+    pipeline or generation podsim has no rate entry for is a mistake in the row and raises."""
+    row = next(r for r in ROWS if r.id == "R06-resnet-128")
+    assert row.options.input_pipeline == "jpeg" and hosts_unmodelled(row)
+    assert not hosts_unmodelled(replace(row, options=replace(row.options, input_rate_per_host=5000.0)))
+    with pytest.raises(PodsimError, match="no published or calibrated rate for tpu-v4 hosts"):
+        hosts_unmodelled(replace(row, generation="tpu-v4"))
+    with pytest.raises(PodsimError, match="input_pipeline 'png' has no rate"):
+        hosts_unmodelled(replace(row, options=replace(row.options, input_pipeline="png")))
 
 
 def test_bounds_and_ranges_are_scored_by_the_value_they_imply():

@@ -17,7 +17,7 @@ from podsim.cli.common import (
     with_budgets,
 )
 from podsim.errors import PodsimError
-from podsim.units import format_bytes, format_seconds, parse_duration
+from podsim.units import format_bytes, format_percent, format_seconds, parse_duration
 
 CHIPS = q.count("a chip count", 1, q.MAX_FLEET_CHIPS, "at most the largest fleet's chips")
 
@@ -39,10 +39,10 @@ def _search_text(s, summary: dict) -> None:
     rows = summary["plans"]  # search_summary's plan_rows: not built twice
     if rows:
         w = max(len(r["plan"]) for r in rows)
-        print(f"\n{'#':>2} {'plan':<{w}} {'step':>9} {'estimate':>16} {'MFU':>6} {'HBM/chip':>10} {'tokens/s':>9}  why it loses")
+        print(f"\n{'#':>2} {'plan':<{w}} {'step':>9} {'estimate':>16} {'MFU':>6} {'HFU':>6} {'HBM/chip':>10} {'tokens/s':>9}  why it loses")
         for r in rows:
             est = f"{format_seconds(r['estimate_s'])} ({r['estimate_error']:+.1%})"
-            print(f"{r['rank']:>2} {r['plan']:<{w}} {format_seconds(r['step_time_s']):>9} {est:>16} {r['mfu']:>6.1%} "
+            print(f"{r['rank']:>2} {r['plan']:<{w}} {format_seconds(r['step_time_s']):>9} {est:>16} {r['mfu']:>6.1%} {format_percent(r['hfu']):>6} "
                   f"{format_bytes(r['hbm_bytes_per_chip']):>10} {_fmt_rate(r['tokens_per_s']):>9}  {r['why']}")
         best = s.best
         from podsim.validation.bands import step_band
@@ -106,21 +106,6 @@ def _train_text(t, summary: dict) -> None:
         print(f"  {k:<{w}}  {v}")
 
 
-def _failure_spec(**fields):
-    """The host failure spec of --mtbf / --host-availability and --mttr, or one line naming the flag."""
-    from pydantic import ValidationError
-
-    from podsim.cluster.failures import FailureSpec
-    from podsim.errors import first_error
-
-    try:
-        return FailureSpec(**fields)
-    except ValidationError as exc:
-        where, msg = first_error(exc)
-        flag = {"mtbf_s": "--mtbf", "mttr_s": "--mttr", "availability": "--host-availability"}.get(where, where)
-        raise PodsimError(f"{flag}: {msg}") from None
-
-
 @app.command("plan")
 @with_budgets("ops", "flows")
 def plan_cmd(
@@ -152,6 +137,7 @@ def plan_cmd(
 ) -> None:
     """Search parallelism plans for a model on a chip budget (analytic ranking, engine-confirmed best); with --tokens, time, chips and cost to train."""
     from podsim.cli.steptime import step_options
+    from podsim.cluster.failures import host_failure_spec
     from podsim.plan.result import search_summary, train_summary
     from podsim.plan.search import SEARCHED_OPTIONS, PlanQuery, no_fit_advice, refuse_top, search
     from podsim.plan.train import TrainQuery, parse_tokens, refuse_nonpositive, time_to_train
@@ -171,10 +157,6 @@ def plan_cmd(
         raise PodsimError("--tokens needs --chips (how long on them) or --days (the fewest chips that finish in time)")
     if tokens is None and chips is None and slice_shape is None:
         raise PodsimError("give --chips N (a chip budget) or --slice SHAPE (a slice shape), or --tokens with --days")
-    if host_availability is not None and mtbf is not None:
-        raise PodsimError("give --host-availability or --mtbf, not both")
-    if mttr is not None and host_availability is None and mtbf is None:
-        raise PodsimError("--mttr goes with --host-availability or --mtbf")
     if top == 0 and tokens is not None:
         raise PodsimError("--top 0 ranks without the engine; time to train needs the engine's step: use --top 1 or more")
     refuse_nonpositive("--price-per-chip-hour", price)
@@ -214,12 +196,7 @@ def plan_cmd(
             progress(done, total, stage)
 
     if tokens is not None:
-        failures = None
-        if host_availability is not None:
-            failures = _failure_spec(availability=host_availability, mttr_s=parse_duration(mttr or "1h"))
-        elif mtbf is not None:
-            failures = _failure_spec(mtbf_s=parse_duration(mtbf), mttr_s=parse_duration(mttr or "1h"))
-        tq = TrainQuery(query, parse_tokens(tokens), days=days, failures=failures,
+        tq = TrainQuery(query, parse_tokens(tokens), days=days, failures=host_failure_spec(host_availability, mtbf, mttr),
                         checkpoint_interval_s=None if checkpoint_interval is None else
                         q.CHECKPOINT_INTERVAL.check(parse_duration(checkpoint_interval), "--checkpoint-interval"),
                         restart_s=None if restart_overhead is None else

@@ -86,7 +86,7 @@ def serve_cmd(
     matmul: str = typer.Option("bf16", "--matmul", help="MXU rate of the weight matmuls: bf16 (weight-only quantisation), int8 or fp8"),
     engine: str = typer.Option("auto", "--engine", help="serving engine whose host time and kernels are modelled: auto, ideal, "
                                "tensorrt-llm, tensorrt-llm-0.6, vllm, jetstream, saxml (podsim.serving.engines)"),
-    parallel_block: bool = typer.Option(False, "--parallel-block", help="attention and MLP on one norm, one all-reduce (GPT-J, PaLM)"),
+    parallel_block: bool = typer.Option(None, "--parallel-block/--sequential-block", help="attention and MLP on one norm, one all-reduce (GPT-J, PaLM), or one after the other (default: the model's own: gptj-6b and palm-540b are parallel)"),
     rate: str = typer.Option(None, "--rate", help="Poisson (or --arrivals bursty) request rate, e.g. 10/s, 600/min"),
     arrivals: str = typer.Option("poisson", "--arrivals", help="poisson, bursty (Gamma gaps, --cv), trace (--trace's times) or offline"),
     cv: float = typer.Option(2.0, "--cv", help="bursty: coefficient of variation of the gaps", callback=q.BURST_CV.option("--cv")),
@@ -100,12 +100,13 @@ def serve_cmd(
     token_budget: int = typer.Option(2048, "--token-budget", help="continuous: tokens per step", callback=q.TOKEN_BUDGET.option("--token-budget")),
     max_seqs: int = typer.Option(256, "--max-seqs", help="continuous: sequences per step", callback=q.STEP_SEQS.option("--max-seqs")),
     prefill: str = typer.Option("chunked", "--prefill", help="continuous: chunked prompts, or separate prefill-only steps"),
+    prefill_seqs: int = typer.Option(None, "--prefill-seqs", help="continuous: prompts in prefill at once at most (JetStream: 1)", callback=q.STEP_SEQS.option("--prefill-seqs")),
     kv: str = typer.Option("paged", "--kv", help="paged (preempt and recompute when full) or reserve (prompt + output at admission)"),
     page_tokens: int = typer.Option(16, "--page-tokens", help="tokens per KV-cache page", callback=q.PAGE_TOKENS.option("--page-tokens")),
     max_batch: int = typer.Option(32, "--max-batch", help="static: requests per batch", callback=q.STATIC_BATCH.option("--max-batch")),
     max_wait: str = typer.Option("0s", "--max-wait", help="static: how long a batch waits to fill"),
-    buckets: str = typer.Option("", "--buckets", help="static: prompt lengths a batch pads to, e.g. 512,1024,2048"),
-    batch_sizes: str = typer.Option("", "--batch-sizes", help="static: batch sizes the server runs (a batch pads to the smallest that holds it), e.g. 32"),
+    buckets: str = typer.Option("", "--buckets", help="prompt lengths a static batch or a continuous step's prompt chunk pads to, e.g. 512,1024,2048"),
+    batch_sizes: str = typer.Option("", "--batch-sizes", help="batch sizes the server runs (a static batch or a continuous step's decoding sequences pads to the smallest that holds it), e.g. 32"),
     batcher: str = typer.Option("idle", "--batcher", help="static: idle (form a batch when the slice is idle) or saxml (Saxml's pipelined batcher)"),
     max_live_batches: int = typer.Option(4, "--max-live-batches", help="static, saxml: requests alive at most --max-batch x this", callback=q.LIVE_BATCHES.option("--max-live-batches")),
     batcher_depth: int = typer.Option(None, "--batcher-depth", help="static, saxml: batches live past the batcher (default: Saxml's rule)", callback=q.BATCHER_DEPTH.option("--batcher-depth")),
@@ -136,11 +137,12 @@ def serve_cmd(
 
     _refuse_inapplicable(ctx, batch, batcher, arrivals, disaggregated, capacity_rate, replicas)
     arr = {"kind": arrivals, **({"cv": cv} if arrivals == "bursty" else {}), **({"time_scale": time_scale} if arrivals == "trace" else {})}
-    static = {"max_batch": max_batch, "max_wait": max_wait, "buckets": comma_counts(buckets, "--buckets", "512,1024,2048", q.SEQ_LEN),
-              "batch_sizes": comma_counts(batch_sizes, "--batch-sizes", "8,16,32"), "batcher": batcher,
+    padding = {"buckets": comma_counts(buckets, "--buckets", "512,1024,2048", q.SEQ_LEN),
+               "batch_sizes": comma_counts(batch_sizes, "--batch-sizes", "8,16,32")}
+    static = {"max_batch": max_batch, "max_wait": max_wait, **padding, "batcher": batcher,
               "max_live_batches": max_live_batches, "batcher_depth": batcher_depth,
               "decode_segments": comma_counts(decode_segments, "--decode-segments", "32,64,128", q.SEQ_LEN)}
-    continuous = {"token_budget": token_budget, "max_seqs": max_seqs, "prefill": prefill}
+    continuous = {"token_budget": token_budget, "max_seqs": max_seqs, "prefill": prefill, "prefill_seqs": prefill_seqs, **padding}
     if rate is not None:
         arr["rate"] = rate
     body = {
@@ -184,10 +186,10 @@ def _refuse_inapplicable(ctx, batch: str, batcher: str, arrivals: str, disaggreg
                          replicas: int) -> None:
     """Options of another mode than the one given are refused (they would be ignored)."""
     if batch == "continuous":
-        refuse_options(ctx, ("max_batch", "max_wait", "buckets", "batch_sizes", "batcher", "max_live_batches", "batcher_depth",
+        refuse_options(ctx, ("max_batch", "max_wait", "batcher", "max_live_batches", "batcher_depth",
                              "decode_segments"), "with --batch continuous (they shape static batches)")
     elif batch == "static":
-        refuse_options(ctx, ("token_budget", "max_seqs", "prefill"), "with --batch static (they shape continuous steps)")
+        refuse_options(ctx, ("token_budget", "max_seqs", "prefill", "prefill_seqs"), "with --batch static (they shape continuous steps)")
         if batcher != "saxml":
             refuse_options(ctx, ("max_live_batches", "batcher_depth", "decode_segments"),
                            f"with --batcher {batcher} (they shape Saxml's batches)")
@@ -208,7 +210,7 @@ FLAGS = {"model.precision": "--weights/--kv-cache/--matmul", "requests.arrivals"
          "requests.prompt": "--prompt", "requests.output": "--output", "slice": "--slice", "replicas": "--replicas", "duration": "--duration", "warmup": "--warmup", "model": "--model",
          "batch": "--batch", "requests": "--rate/--arrivals/--prompt/--output", "slo": "--slo-ttft/--slo-tpot",
          "capacity": "--capacity-*", "disaggregated": "--disaggregated",
-         **{f"batch.{f}": "--" + f.replace("_", "-") for f in ("token_budget", "max_seqs", "prefill", "kv", "page_tokens", "max_batch",
+         **{f"batch.{f}": "--" + f.replace("_", "-") for f in ("token_budget", "max_seqs", "prefill", "prefill_seqs", "kv", "page_tokens", "max_batch",
                                                              "max_wait", "buckets", "batch_sizes", "batcher", "max_live_batches",
                                                              "batcher_depth", "decode_segments")},
          "disaggregated.transfer": "--transfer", "requests.arrivals.cv": "--cv", "requests.arrivals.time_scale": "--time-scale"}

@@ -68,8 +68,9 @@ def collective_rows(r: CollectiveResult) -> list[tuple[str, str]]:
     return rows
 
 
-def step_rows(result) -> list[tuple[str, str]]:
-    """Human-readable rows of a step's RunResult (its metrics and step_kinds table)."""
+def step_rows(result, constants: str = "") -> list[tuple[str, str]]:
+    """Human-readable rows of a step's RunResult (its metrics and step_kinds table); `constants`:
+    the compute constants the step read, with their basis (podsim.engine.summary.compute_constants_text)."""
     from podsim.trace.memory import hbm_text
 
     m = result.metrics
@@ -77,6 +78,7 @@ def step_rows(result) -> list[tuple[str, str]]:
     rows = [
         ("step time", format_seconds(m["step_time_s"]) + (f" ({band})" if band else "")),
         ("compute", format_seconds(m["compute_s"])),
+        *([("compute constants", constants)] if constants else []),
         ("communication", f"{format_seconds(m['comm_s'])} busy, {format_seconds(m['exposed_comm_s'])} exposed"),
     ]
     slices = m.get("slices", 1)
@@ -248,6 +250,7 @@ def cli_study(files: list[str] | None, model: str | None, generation: str | None
 
 
 def _step_mode(study: StepStudy, as_json: bool, timeline: str | None, title: str, notes: list[str] = ()) -> None:
+    from podsim.engine.summary import compute_constants_text
     from podsim.scenario.run import STEP_JSON_TABLES, step_result
     from podsim.study import run_study
     from podsim.trace.memory import fits_message
@@ -270,7 +273,7 @@ def _step_mode(study: StepStudy, as_json: bool, timeline: str | None, title: str
     where = shape_name if n == 1 else f"{n} x {shape_name} on {m['pods']} pod(s), {m['dcn']} DCN"
     if study.sites > 1:
         where += f", {study.sites} sites"
-    table(f"{title} on {study.generation.name} — {where}", step_rows(result))
+    table(f"{title} on {study.generation.name} — {where}", step_rows(result, compute_constants_text(r, study.compute_efficiency)))
 
 
 @app.command("steptime")

@@ -179,14 +179,17 @@ class FailureModel(BaseModel):
         return cls(**{k: None if v is None else v.process() for k, v in (("host", host), ("ocs", ocs), ("link", link))})
 
 
-def _checked(component: str, **fields) -> FailureProcess:
-    """The FailureSpec's process, or one line naming the option and what it must be."""
+def _spec(component: str, **fields) -> FailureSpec:
+    """The FailureSpec of these fields, its process checked too, or one line naming the option and
+    what it must be."""
     try:
-        return FailureSpec(**fields).process()
+        spec = FailureSpec(**fields)
     except ValidationError as exc:
         where, msg = first_error(exc)
         name = {"mtbf_s": "MTBF", "mttr_s": "MTTR", "weibull_shape": "Weibull shape"}.get(where, where)
         raise PodsimError(f"{component} {name}: {msg} (got {exc.errors()[0].get('input')!r})") from None
+    spec.process()  # an availability whose MTBF is out of range is refused here, as the availability given
+    return spec
 
 
 def _shape_fields(weibull_shape: float | None) -> dict:
@@ -196,31 +199,38 @@ def _shape_fields(weibull_shape: float | None) -> dict:
     return {"distribution": "weibull", "weibull_shape": weibull_shape}
 
 
-def _process(component: str, mtbf: str | float | None, mttr: str | float | None,
-             weibull_shape: float | None) -> FailureProcess | None:
+def _mtbf_spec(component: str, mtbf: str | float | None, mttr: str | float | None,
+               weibull_shape: float | None) -> FailureSpec | None:
     if mtbf is None:
         if mttr is not None:
             raise PodsimError(f"{component} MTTR {mttr!r} needs an MTBF (or, for hosts, an availability)")
         return None
-    return _checked(component, mtbf_s=parse_duration(mtbf), mttr_s=parse_duration(mttr if mttr is not None else "1h"),
-                    **_shape_fields(weibull_shape))
+    return _spec(component, mtbf_s=parse_duration(mtbf), mttr_s=parse_duration(mttr if mttr is not None else "1h"),
+                 **_shape_fields(weibull_shape))
+
+
+def host_failure_spec(host_availability: float | None = None, mtbf: str | float | None = None,
+                      mttr: str | float | None = None, weibull_shape: float | None = None) -> FailureSpec | None:
+    """The hosts' failure spec from user-facing options (by availability or MTBF, durations as '30d',
+    '4h' or seconds, MTTR 1 h unless given), None where neither is given; one-line errors. The
+    cluster's `failure_model` and the plan's time to train both read the hosts' options here."""
+    if host_availability is not None and mtbf is not None:
+        raise PodsimError("give hosts an availability or an MTBF, not both")
+    if host_availability is None:
+        return _mtbf_spec("host", mtbf, mttr, weibull_shape)
+    return _spec("host", availability=host_availability, mttr_s=parse_duration(mttr if mttr is not None else "1h"),
+                 **_shape_fields(weibull_shape))
 
 
 def failure_model(host_availability: float | None = None, mtbf: str | float | None = None, mttr: str | float | None = None,
                   weibull_shape: float | None = None, ocs_mtbf: str | float | None = None, ocs_mttr: str | float | None = None,
                   link_mtbf: str | float | None = None, link_mttr: str | float | None = None) -> FailureModel:
-    """The fleet's failure processes from user-facing options (durations as '30d', '4h' or
-    seconds; hosts by availability or MTBF; MTTR 1 h unless given), with one-line errors.
-    A Weibull shape applies to every component's time to failure."""
-    if host_availability is not None and mtbf is not None:
-        raise PodsimError("give hosts an availability or an MTBF, not both")
-    if host_availability is not None:
-        host = _checked("host", availability=host_availability, mttr_s=parse_duration(mttr if mttr is not None else "1h"),
-                        **_shape_fields(weibull_shape))
-    else:
-        host = _process("host", mtbf, mttr, weibull_shape)
-    return FailureModel(host=host, ocs=_process("OCS", ocs_mtbf, ocs_mttr, weibull_shape),
-                        link=_process("link", link_mtbf, link_mttr, weibull_shape))
+    """The fleet's failure processes from user-facing options (hosts as `host_failure_spec`; OCS
+    units and links by MTBF, MTTR 1 h unless given), with one-line errors. A Weibull shape applies
+    to every component's time to failure."""
+    return FailureModel.of(host=host_failure_spec(host_availability, mtbf, mttr, weibull_shape),
+                           ocs=_mtbf_spec("OCS", ocs_mtbf, ocs_mttr, weibull_shape),
+                           link=_mtbf_spec("link", link_mtbf, link_mttr, weibull_shape))
 
 
 def draw_fleet_failures(layout, model: FailureModel, horizon_s: float, seed: int) -> list[FailureEvent]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from podsim.engine.results import StepResult
+from podsim.perf.efficiency import HBM, MATMUL, basis_text, constant_name
 from podsim.topology.slices import SliceView
 from podsim.trace.memory import fits_hbm
 from podsim.trace.model import Compute, StepTrace
@@ -56,24 +57,57 @@ def step_summary(result: StepResult, trace: StepTrace | None = None) -> dict:
         "link_peak_utilisation_max": float(result.link_peak_utilisation.max(initial=0.0)),
         "generation": gen.id,
     }
-    meta = trace.meta if trace is not None else {}
-    model_flops = meta.get("model_flops_per_step")
-    chips = meta.get("chips")
-    if model_flops and chips and result.step_time_s > 0:
-        out["model_flops_per_step"] = float(model_flops)
-        out["mfu"] = float(model_flops) / (chips * gen.peak_flops_per_s * result.step_time_s)
-    hw_flops = meta.get("hardware_flops_per_step")
-    if hw_flops is None and chips and trace is not None:
-        hw_flops = chips * sum(op.flops for op in trace.ops if isinstance(op, Compute) and not op.bubble)
-    if hw_flops and chips and result.step_time_s > 0:
-        out["hardware_flops_per_step"] = float(hw_flops)
-        out["hfu"] = float(hw_flops) / (chips * gen.peak_flops_per_s * result.step_time_s)
-    hbm = meta.get("hbm_footprint")
+    out.update(flops_utilisation(result, trace))
+    hbm = (trace.meta if trace is not None else {}).get("hbm_footprint")
     if hbm:
         out["hbm_bytes_per_chip"] = float(hbm["total_bytes"])
         out["hbm_capacity_bytes"] = gen.hbm_per_chip.si  # the chip simulated, which may not be the trace's
         out["hbm_fits"] = fits_hbm(out["hbm_bytes_per_chip"], out["hbm_capacity_bytes"])
     return out
+
+
+def flops_utilisation(result: StepResult, trace: StepTrace | None = None) -> dict:
+    """The step's FLOPs utilisations against the bf16 peak of the generation simulated, where the
+    trace knows its chips: `mfu` (model FLOPs per step, where the trace knows them) and `hfu`
+    (hardware FLOPs: every compute op's, recomputation included, bubbles left out), each beside
+    the FLOPs it divides. FLOPs / (chips x peak x step time): the one formula step_summary and
+    the plan search both report. `trace` defaults to the result's own."""
+    trace = result.trace if trace is None else trace
+    meta = trace.meta if trace is not None else {}
+    chips, step_s = meta.get("chips"), result.step_time_s
+    peak = result.fabric.generation.peak_flops_per_s
+    out = {}
+    model_flops = meta.get("model_flops_per_step")
+    if model_flops and chips and step_s > 0:
+        out["model_flops_per_step"] = float(model_flops)
+        out["mfu"] = float(model_flops) / (chips * peak * step_s)
+    hw_flops = meta.get("hardware_flops_per_step")
+    if hw_flops is None and chips and trace is not None:
+        hw_flops = chips * sum(op.flops for op in trace.ops if isinstance(op, Compute) and not op.bubble)
+    if hw_flops and chips and step_s > 0:
+        out["hardware_flops_per_step"] = float(hw_flops)
+        out["hfu"] = float(hw_flops) / (chips * peak * step_s)
+    return out
+
+
+def compute_constants(result: StepResult, efficiency: float | None = None) -> tuple[str, ...]:
+    """The efficiency constants (podsim.perf.efficiency names) the per-op model read to time the
+    step's chip compute on the generation simulated: the matmul fraction of each precision its ops
+    run at, then the HBM fraction. None under a flat `efficiency` (the study's compute_efficiency),
+    nor for ops with a fixed duration or their own efficiency, nor for the hosts' input op."""
+    trace = result.trace
+    if efficiency is not None or trace is None:
+        return ()
+    ops = [op for op in trace.ops if isinstance(op, Compute) and not op.host and op.duration_s is None and op.efficiency is None]
+    chip = result.fabric.generation.chip_id
+    names = [constant_name(chip, MATMUL, p) for p in sorted({op.precision for op in ops if op.flops > 0})]
+    return (*names, constant_name(chip, HBM)) if any(op.hbm_bytes > 0 for op in ops) else tuple(names)
+
+
+def compute_constants_text(result: StepResult, efficiency: float | None = None) -> str:
+    """`compute_constants` on one line with each value and basis ('' where the step read none):
+    what `podsim steptime` and the dashboard's step page say beside a step time."""
+    return basis_text(compute_constants(result, efficiency))
 
 
 def port_utilisation(result: StepResult, view: SliceView) -> dict:

@@ -24,7 +24,7 @@ says:
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -116,6 +116,22 @@ def fraction(name: str) -> Fraction:
                         f"({bf16.value:.3f}, {bf16.basis}) of the {precision} peak")
     what = "the stated HBM bandwidth" if kind == HBM else "the stated peak"
     return Fraction(name, 1.0, "none", "", f"no source or row for {chip}'s {kind} fraction: {what}")
+
+
+def basis_text(names: Iterable[str]) -> str:
+    """The constants `names` on one line, each with its value and basis, for a user reading a step
+    time: 'tpu-v5e:matmul:bf16 0.923 (source eff.2), tpu-v5e:hbm 1.000 (no basis: the vendor's
+    figure, no derating)'."""
+    parts = []
+    for name in names:
+        f = fraction(name)
+        _, kind, precision = parse_name(name)
+        why = {"source": f"source {f.ref}", "calibration": "calibrated on a validation row"}.get(f.basis)
+        if why is None:
+            why = ("no basis: the bf16 fraction of this peak" if kind == MATMUL and precision != "bf16"
+                   else "no basis: the vendor's figure, no derating")
+        parts.append(f"{name} {f.value:.3f} ({why})")
+    return ", ".join(parts)
 
 
 @contextmanager

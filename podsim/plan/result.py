@@ -13,7 +13,7 @@ from podsim.topology import format_shape
 
 PLAN_COLUMNS = ("rank", "plan", "slices", "slice", "parallelism", "microbatches", "recompute", "sequence_parallel",
                 "collective_matmul", "step_time_s", "estimate_s", "estimate_error", "mfu", "hbm_bytes_per_chip",
-                "tokens_per_s", "engine_wall_s", "why")
+                "tokens_per_s", "engine_wall_s", "why", "hfu")
 """Columns of the plan table (one row per confirmed plan, best first)."""
 
 
@@ -28,7 +28,7 @@ def plan_rows(s: PlanSearch) -> list[dict]:
             "parallelism": cand.parallelism, "microbatches": cand.microbatches, "recompute": cand.recompute,
             "sequence_parallel": c.assessed.sequence_parallel, "collective_matmul": c.assessed.collective_matmul,
             "step_time_s": c.step_s, "estimate_s": c.assessed.estimate.step_s, "estimate_error": c.estimate_error,
-            "mfu": c.mfu, "hbm_bytes_per_chip": c.hbm_bytes, "tokens_per_s": c.tokens_per_s, "engine_wall_s": c.wall_s,
+            "mfu": c.mfu, "hfu": c.hfu, "hbm_bytes_per_chip": c.hbm_bytes, "tokens_per_s": c.tokens_per_s, "engine_wall_s": c.wall_s,
             "why": why_loses(c.assessed, best.assessed, c.step_s, best.step_s),
         })
     return rows
@@ -70,7 +70,7 @@ def search_summary(s: PlanSearch) -> dict:
         "engine_refused": [{"plan": a.candidate.label(), "reason": why} for a, why in s.engine_refused],
     }
     if best is not None:
-        out["best"] = {"plan": best.assessed.candidate.label(), "step_time_s": best.step_s, "mfu": best.mfu,
+        out["best"] = {"plan": best.assessed.candidate.label(), "step_time_s": best.step_s, "mfu": best.mfu, "hfu": best.hfu,
                        "tokens_per_s": best.tokens_per_s, "steptime_command": steptime_command(s),
                        "mesh": best.assessed.estimate.mesh}
     return out

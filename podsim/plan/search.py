@@ -23,6 +23,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 
+from podsim.engine.summary import flops_utilisation
 from podsim.errors import PodsimError
 from podsim.plan.candidate import Assessed, Candidate, Context, assess, bounded, context, estimated
 from podsim.plan.space import RECOMPUTE, TENSOR_MODES, bases, job_layouts, microbatch_options
@@ -97,6 +98,7 @@ class Confirmed:
     compute_s: float
     exposed_comm_s: float
     mfu: float
+    hfu: float | None  # hardware FLOPs (recompute included) over the peak: step_summary's
     tokens_per_s: float
     hbm_bytes: float
     levels: dict[str, dict[str, float]]
@@ -187,12 +189,9 @@ def _confirm(ctx: Context, query: PlanQuery, a: Assessed) -> Confirmed:
     t0 = time.perf_counter()
     r = run_study(study)
     wall = time.perf_counter() - t0
-    meta = r.trace.meta
-    chips = c.chips
-    gen = ctx.generation
-    mfu = meta["model_flops_per_step"] / (chips * gen.peak_flops_per_s * r.step_time_s)
-    return Confirmed(a, study, r.step_time_s, r.compute_s, r.exposed_comm_s, mfu, ctx.cfg.tokens_per_step / r.step_time_s,
-                     meta["hbm_footprint"]["total_bytes"], r.levels, wall)
+    u = flops_utilisation(r)  # step_summary's MFU and HFU
+    return Confirmed(a, study, r.step_time_s, r.compute_s, r.exposed_comm_s, u["mfu"], u.get("hfu"),
+                     ctx.cfg.tokens_per_step / r.step_time_s, r.trace.meta["hbm_footprint"]["total_bytes"], r.levels, wall)
 
 
 def plan_study(ctx: Context, query: PlanQuery, c: Candidate) -> StepStudy:

@@ -64,6 +64,7 @@ TABLES: dict[str, dict[str, str]] = {
         "rank": "i", "plan": "s", "slices": "i", "slice": "s", "parallelism": "s", "microbatches": "i", "recompute": "s",
         "sequence_parallel": "b", "collective_matmul": "s", "step_time_s": "f", "estimate_s": "f", "estimate_error": "f",
         "mfu": "f", "hbm_bytes_per_chip": "f", "tokens_per_s": "f", "engine_wall_s": "f", "why": "s",
+        "hfu": "f",  # appended (a store inserts by position; an older store gains it by ALTER at the end)
     },
     "scaling_tiers": {  # the same study per DCN tier (podsim.study.scaling.TIER_COLUMNS), a row per slice count and tier
         "slices": "i", "tier": "s", "busy_s": "f", "exposed_s": "f", "link_busy_s": "f", "ecmp_collision_s": "f",

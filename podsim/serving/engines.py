@@ -14,7 +14,9 @@ parameters:
   (`kv_read_fraction`: a paged or ragged attention kernel reads scattered pages below the
   bandwidth a weight matrix's stream reaches) and what it reads (`kv_buffers`: `paged`, the
   tokens each sequence holds; `static`, each sequence's whole preallocated buffer, as praxis's
-  static beam buffers are read);
+  static beam buffers are read), in blocks of `kv_read_block_pages` pages a sequence (a kernel
+  that copies a fixed number of pages per grid step reads a sequence's last block whole, past
+  its length; 0: the tokens it holds);
 - prefill attention (`prefill_attention`: `causal`, a flash kernel over the keys before each
   query; `dense`, every query against every key of the padded bucket with the logits
   materialised, as praxis's `_dot_atten`), and the beams' buffers reordered after every step
@@ -65,6 +67,7 @@ class EngineModel:
     layer_overhead_s: Sourced = NONE
     token_overhead_s: Sourced = NONE
     kv_read_fraction: Sourced = FULL
+    kv_read_block_pages: Sourced = Sourced(0, "first principles: a decode kernel reads the tokens a sequence holds")
     overlap: bool = False
     prefill_attention: str = "causal"  # causal | dense
     logits_materialised: bool = False  # dense attention's logits written and read in fp32 (praxis)
@@ -84,6 +87,9 @@ class EngineModel:
                               "static_prefill steps|whole")
         if not 0.0 < self.kv_read_fraction.value <= 1.0:
             raise PodsimError(f"engine {self.name}: kv_read_fraction {self.kv_read_fraction.value} is not in (0, 1]")
+        if self.kv_read_block_pages.value < 0 or self.kv_read_block_pages.value != int(self.kv_read_block_pages.value):
+            raise PodsimError(f"engine {self.name}: kv_read_block_pages {self.kv_read_block_pages.value} is not a whole "
+                              "number of pages >= 0")
         if min(self.step_overhead_s.value, self.layer_overhead_s.value, self.token_overhead_s.value) < 0:
             raise PodsimError(f"engine {self.name}: host overheads must be >= 0")
 
@@ -99,7 +105,8 @@ class EngineModel:
     def figures(self) -> dict[str, Sourced]:
         """The sourced figures, by name (for printing and the docs)."""
         return {"step_overhead_s": self.step_overhead_s, "layer_overhead_s": self.layer_overhead_s,
-                "token_overhead_s": self.token_overhead_s, "kv_read_fraction": self.kv_read_fraction}
+                "token_overhead_s": self.token_overhead_s, "kv_read_fraction": self.kv_read_fraction,
+                "kv_read_block_pages": self.kv_read_block_pages}
 
     def describe(self) -> str:
         """One line: the engine and its non-zero figures with their sources."""
@@ -112,6 +119,8 @@ class EngineModel:
         if not parts:
             parts.append("no host time per step")
         parts.append(f"decode KV reads at {f['kv_read_fraction'].value:.0%} of the weights' HBM rate ({f['kv_read_fraction'].source})")
+        if f["kv_read_block_pages"].value:
+            parts.append(f"in blocks of {f['kv_read_block_pages'].value:.0f} pages a sequence ({f['kv_read_block_pages'].source})")
         if not self.gqa_kv_sharing:
             parts.append("a KV head read once per query head")
         return f"engine {self.name} ({self.platform}): " + "; ".join(parts) + ("; host beside device" if self.overlap else "")
@@ -124,9 +133,13 @@ TRT_LAYER_OVERHEAD_S = 1.675e-4
 """TensorRT-LLM's host time per layer per step (kernel launches and runtime work the GPU waits for), calibrated
 on the gptSession era's batch-1 first-token row with the shortest prompt and fewest layers (docs/validation.md,
 serving rule S2; `benchmarks/validation.py --serving --calibrate` recomputes it)."""
-JETSTREAM_STEP_OVERHEAD_S = 4.244e-2
-"""JetStream's host time per step on TPU v5e (the Python orchestrator's dispatch, transfer of each step's tokens,
-detokenising), calibrated on its one row with published lengths (serving rule S2); not published (ov.7)."""
+JETSTREAM_STEP_OVERHEAD_S = 1.533e-2
+"""JetStream's host time per step on TPU v5e (the Python scheduler's page bookkeeping, dispatch, transfer of each
+step's tokens, detokenising), calibrated on the experimental engine's first row (sv.62) with the schedule its code
+states: one prompt chunk per step beside a decode over every slot (serving rule S2); not published (ov.7).
+`benchmarks/validation.py --serving --calibrate` recomputes it."""
+JS_EXP_KERNEL = ("AI-Hypercomputer/JetStream@a3bb30e972a344675c20d56d8f61dc309e6a5f7b:experimental/jax/inference/kernel/"
+                 "attention_ops.py, kernel/attention/tpu/paged_attention.py")
 TRT_CAL = "calibration: sv.13 (serving rule S2: the batch-1 first-token row with the shortest prompt, fewest layers)"
 PAGED_KV = Sourced(1 / 1.23, "ov.16", "a paged decode kernel 20-26% slower than a contiguous one (vLLM, SOSP 2023 §7.1); "
                    "1/1.23 at the middle")
@@ -157,9 +170,14 @@ ENGINES: dict[str, dict[str, EngineModel]] = {
              "GPU steps, ov.1)")},
     "jetstream": {"tpu": EngineModel(
         "jetstream", "tpu", step_overhead_s=Sourced(JETSTREAM_STEP_OVERHEAD_S, "calibration: sv.62 (serving rule S2: "
-                                                    "the engine's only row with published lengths)"),
-        note="JetStream on TPU (JAX): one host dispatch per step; decode attention at the weights' HBM rate "
-             "(no kernel figure published for TPUs, ov.18)")},
+                                                    "the engine's first row in id order)"),
+        kv_read_block_pages=Sourced(8, "ov.27: " + JS_EXP_KERNEL, "decode_attention sets pages_per_compute_block = 8; the paged "
+                                    "attention kernel copies that many pages per grid step and skips only whole blocks "
+                                    "past a sequence's length"),
+        note="JetStream's experimental JAX engine on TPU (its two published runs, sv.62 and sv.66): one host "
+             "dispatch per step; decode attention at the weights' HBM rate (no kernel figure published for TPUs, "
+             "ov.18); JetStream's orchestrator with the MaxText or PyTorch engines spends less a step (sv.49-sv.59 "
+             "bound it: docs/validation.md)")},
     "saxml": {"tpu": EngineModel(
         "saxml", "tpu", prefill_attention="dense", logits_materialised=True, kv_buffers="static", beam_reorder=True,
         static_prefill="whole", first_token_from_prefill=False, batch_kinds=("static",),

@@ -12,13 +12,17 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from podsim.errors import InternalError, PodsimError
 from podsim.serving.costs import InferenceShard
-from podsim.topology import get_generation
+from podsim.topology import get_generation, parse_shape
 from podsim.units import format_bytes
+
+if TYPE_CHECKING:
+    from podsim.serving.spec import ServingConfig
 
 
 @dataclass(frozen=True)
@@ -67,6 +71,20 @@ def kv_budget(shard: InferenceShard, generation, page_tokens: int, max_tokens: i
             f"{format_bytes(weights)} of weights and {format_bytes(work)} of workspace per chip, but a chip has "
             f"{format_bytes(hbm * (1 - reserve))}: no room for a KV cache; shard it over more chips or store weights in int8")
     return KvBudget(hbm, hbm * reserve, weights, work, per_token, page_tokens, pages)
+
+
+def kv_fraction_reserve(config: ServingConfig, fraction: float) -> float:
+    """The `hbm_reserve` at which a continuous-batching configuration's KV cache is `fraction` of
+    what its weights and one step's workspace (its token budget and sequences) leave a chip, as
+    TensorRT-LLM's KV-cache memory fraction (kvcache_free_gpu_mem_frac) sizes it."""
+    if not 0.0 < fraction <= 1.0:
+        raise PodsimError(f"KV-cache memory fraction {fraction} is not in (0, 1]")
+    pol = config.batch
+    if pol.kind != "continuous":
+        raise PodsimError(f"a KV-cache memory fraction sizes a continuous batcher's cache; this configuration batches {pol.kind}")
+    shard = config.model.shard(math.prod(parse_shape(config.slice)))
+    b = kv_budget(shard, config.generation, pol.page_tokens, pol.token_budget, pol.max_seqs)
+    return (1.0 - fraction) * (b.hbm_bytes - b.weight_bytes - b.workspace_bytes) / b.hbm_bytes
 
 
 def seq_pages(prompt, own, beams, page_tokens: int):

@@ -3,7 +3,9 @@ sequences and KV pages, and the SimPy process that runs continuous-batching step
 
 Continuous batching: every running sequence decodes one token (one per beam) in every step;
 the rest of the token budget goes to prompts in arrival order (`chunked`: a prompt may be split
-over steps; `separate`: a step prefills whole prompts only, and decoding waits). A request is
+over steps; `separate`: a step prefills whole prompts only, and decoding waits), at most
+`prefill_seqs` prompts at once, each chunk computed at its bucket's length and the decoding
+sequences at their batch size (the policy's `buckets` and `batch_sizes`). A request is
 admitted only when its prompt's pages are free (`paged`) or its prompt's and whole output's
 (`reserve`); the head of the queue that does not fit blocks the rest (first come, first served).
 Under `paged`, when a decode step needs more pages than are free, the latest admitted sequences
@@ -18,6 +20,7 @@ import heapq
 import math
 from collections import deque
 
+import numpy as np
 import simpy
 
 from podsim.errors import InternalError
@@ -45,6 +48,10 @@ class Replica(StaticBatches, SaxmlBatcher):
         self.sum_prompt = 0  # sum of prompt over decoding sequences
         self.sum_gofs = 0  # sum of (1 - s0): since = that + s per sequence
         self.residue = [0] * self.pt  # paged: sequences by (prompt - s0) mod page_tokens
+        # the decode kernel reads each sequence's KV in blocks of this many tokens (0: the tokens it holds)
+        self.kv_block = int(sim.engine.kv_read_block_pages.value) * self.pt
+        self.block_res = np.zeros(self.kv_block, dtype=np.int64)  # sequences by (prompt - s0) mod kv_block
+        self.block_pos = np.arange(self.kv_block, dtype=np.int64)
         self._sid = 0
         self.waiting: deque[tuple[int, int, int]] = deque()  # (rid, tokens to prefill, generated before)
         self.prefilling: list[Prefill] = []
@@ -115,6 +122,8 @@ class Replica(StaticBatches, SaxmlBatcher):
         self.sum_gofs += 1 - self.s
         if self.paged:
             self.residue[(prompt_tokens - self.s) % self.pt] += 1
+        if self.kv_block:
+            self.block_res[(prompt_tokens - self.s) % self.kv_block] += 1
 
     def _remove(self, sid: int) -> DecodingSeq:
         q = self.seqs.pop(sid)
@@ -122,6 +131,8 @@ class Replica(StaticBatches, SaxmlBatcher):
         self.sum_gofs -= 1 - q.s0
         if self.paged:
             self.residue[(q.prompt - q.s0) % self.pt] -= 1
+        if self.kv_block:
+            self.block_res[(q.prompt - q.s0) % self.kv_block] -= 1
         self.ledger.give(self.seq_pages_now(q))
         return q
 
@@ -177,6 +188,28 @@ class Replica(StaticBatches, SaxmlBatcher):
             seats -= 1
         return chunks
 
+    def block_pad(self) -> float:
+        """KV tokens this decode step's kernel reads past the sequences' own: each sequence's
+        reads (its cached tokens and this step's) rounded up to whole blocks of `kv_block`."""
+        if not self.kv_block or not self.seqs:
+            return 0.0
+        return float(self.block_res @ ((-(self.block_pos + self.s + 1)) % self.kv_block))
+
+    def _seats(self, decoding: int) -> int:
+        """New prompts this step may start: free sequence slots, within `prefill_seqs`."""
+        seats = self.n_slots - decoding - len(self.prefilling)
+        cap = self.policy.prefill_seqs
+        return seats if cap is None else min(seats, cap - len(self.prefilling))
+
+    def _chunk_rows(self, n: int) -> int:
+        """The rows a prompt chunk of `n` tokens runs as: the smallest of the policy's buckets that
+        holds it, whole chunks of the largest beyond it; unpadded without buckets."""
+        buckets = self.policy.buckets
+        if not buckets or self.policy.kind != "continuous":
+            return n
+        top = buckets[-1]
+        return next((b for b in buckets if b >= n), None) or -(-n // top) * top
+
     def plan(self) -> StepPlan | None:
         """The next step, or None when there is nothing to run."""
         pol, beams, seqs = self.policy, self.beams, self.seqs
@@ -189,7 +222,7 @@ class Replica(StaticBatches, SaxmlBatcher):
         decode = bool(seqs)
         prefills = self.role != "decode" and (self.waiting or self.prefilling)
         if prefills and pol.prefill == "separate":
-            chunks = self._admit_chunks(pol.token_budget, self.n_slots - len(seqs) - len(self.prefilling), whole=True)
+            chunks = self._admit_chunks(pol.token_budget, self._seats(len(seqs)), whole=True)
             decode = decode and not chunks
         if decode and self.paged:
             self._grow()
@@ -197,30 +230,34 @@ class Replica(StaticBatches, SaxmlBatcher):
         d = len(seqs) if decode else 0
         n_dec = d * beams
         if prefills and not chunks and pol.prefill == "chunked":
-            chunks = self._admit_chunks(pol.token_budget - n_dec, self.n_slots - d - len(self.prefilling), whole=False)
+            chunks = self._admit_chunks(pol.token_budget - n_dec, self._seats(d), whole=False)
         # attention: each decoding sequence's queries (one per beam) over its prompt and own tokens
         n_all = len(seqs)
         all_since = self.sum_gofs + n_all * self.s  # tokens since their prefill, over every sequence
         P = self.sum_prompt
         kv = float(P + beams * (all_since - n_all) + n_dec)  # in the cache while the step runs
         if d:
-            q, k, r = float(n_dec), float(beams * (P + all_since)), float(P + beams * (all_since - d))
+            pad = self.block_pad()
+            q, k, r = float(n_dec), float(beams * (P + all_since)) + pad, float(P + beams * (all_since - d)) + pad
         else:
             q = k = r = 0.0
-        tokens, w, finishing = n_dec, float(n_dec), 0
+        rows = self.padded(d) * beams if d else 0  # the decode rows the step computes (batch_sizes)
+        tokens, work, w, finishing = n_dec, rows, float(n_dec), 0
         for p in self.prefilling:
             kv += p.done
         for p, n in chunks:
+            m = self._chunk_rows(n)  # the prompt rows the step computes (buckets)
             tokens += n
-            q += n
-            k += n * (p.done + (n + 1) / 2.0)
+            work += m
+            q += m
+            k += m * (p.done + (m + 1) / 2.0)
             r += p.done
             w += n
             kv += n
             finishing += p.done + n == p.tokens
         if tokens == 0:
             return None
-        dt = self.sim.timer.tokens_step_s(tokens, n_dec + finishing, q, k, r, w)
+        dt = self.sim.timer.tokens_step_s(work, rows + finishing, q, k, r, w)
         if self.sim.audit:
             self._audit(kv, decode)
         return StepPlan(dt, decode, chunks, tokens, self.sim.env.now, kv)
@@ -325,9 +362,12 @@ class Replica(StaticBatches, SaxmlBatcher):
         while seqs and not self.waiting and not self.prefilling:
             d = len(seqs)
             n = d * beams
+            rows = self.padded(d) * beams
             since = self.sum_gofs + d * self.s
             prompt = self.sum_prompt
-            dt = step(n, n, float(n), float(beams * (prompt + since)), float(prompt + beams * (since - d)), float(n))
+            pad = self.block_pad()
+            dt = step(rows, rows, float(n), float(beams * (prompt + since)) + pad, float(prompt + beams * (since - d)) + pad,
+                      float(n))
             if t + dt >= sim.next_arrival_s:
                 break
             if self.paged:

@@ -30,7 +30,6 @@ from dataclasses import replace
 import simpy
 
 from podsim.errors import PodsimError
-from podsim.serving.costs import InferenceShard
 from podsim.serving.engines import EngineModel, resolve_engine
 from podsim.serving.kvcache import KvBudget, kv_budget
 from podsim.serving.records import RequestLog
@@ -60,12 +59,12 @@ class ServingSim(SaxmlFrontEnd):
         pol = config.batch
         # the engine's parameters (podsim.serving.engines); `engine`: a what-if set in their place
         self.engine = engine if engine is not None else resolve_engine(config.engine, self.generation, pol.kind, pol.batcher)
+        if self.engine.kv_read_block_pages.value and config.requests.beams > 1:
+            raise PodsimError(f"engine {self.engine.name} reads each sequence's KV cache in blocks of pages; beam search "
+                              f"(beams {config.requests.beams}) is not modelled with it: use beams 1 or another engine")
         self.shape = parse_shape(config.slice)
         chips = math.prod(self.shape)
-        m = config.model
-        tensor = m.tensor if m.tensor is not None else max(chips // m.expert, 1)
-        shard = InferenceShard(m.config(), tensor, m.expert, m.precision, m.parallel_block, m.capacity_factor, m.kv_states,
-                               self.engine.kv_read_fraction.value)
+        shard = config.model.shard(chips, self.engine.kv_read_fraction.value)
         # a decode kernel without GQA sharing reads each KV head once per query head of its group
         self.shard = shard if self.engine.gqa_kv_sharing else replace(shard, kv_head_reads=shard.heads / shard.kv_heads)
         self.timer = timer or StepTimer(self.shard, self.generation, self.shape, routing=config.routing, engine=self.engine)

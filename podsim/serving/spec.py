@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from podsim import quantities as q
 from podsim.errors import PodsimError, first_error
 from podsim.quantities import MAX_HORIZON_S, Duration, Fraction, Rate, Seed
-from podsim.serving.costs import InferencePrecision
+from podsim.serving.costs import InferencePrecision, InferenceShard
 from podsim.serving.engines import ENGINE_NAMES
 from podsim.topology import parse_shape
 from podsim.trace.configs import PRESETS, TransformerConfig, get_model
@@ -35,8 +35,8 @@ class ServedModel(_Model):
     tensor: q.TENSOR_CHIPS.type | None = Field(None, description="tensor-parallel chips; default: the slice's chips / expert")
     expert: q.EXPERT_GROUPS.type = Field(1, description="expert-parallel groups (mixture-of-experts models)")
     precision: InferencePrecision = Field(default_factory=InferencePrecision)
-    parallel_block: bool = Field(False, description="attention and MLP read one normalised input and one all-reduce "
-                                                    "sums both (GPT-J, PaLM)")
+    parallel_block: bool | None = Field(None, description="attention and MLP read one normalised input and one "
+                                        "all-reduce sums both (GPT-J, PaLM); none: the model's own (its preset's)")
     capacity_factor: float = Field(1.0, ge=1.0, le=64.0, description="MoE dispatch buffer per expert / its share")
     kv_states: Literal[2, 3] = Field(2, description="tensors cached per token and layer: 2 (K, V); 3 where the keys are "
                                                     "kept before and after the rotary embedding too (praxis before "
@@ -50,6 +50,18 @@ class ServedModel(_Model):
             raise PodsimError("serving model: overrides change a preset; with dims give every field in dims")
         self.config()  # a bad preset, override or dimension is refused here, with its field
         return self
+
+    def parallel(self) -> bool:
+        """Whether the layers run as parallel blocks: as given, else as the model is (GPT-J's and
+        PaLM's presets are; a model given by dims is not unless it says so)."""
+        return self.config().parallel_block if self.parallel_block is None else self.parallel_block
+
+    def shard(self, chips: int, kv_read_fraction: float = 1.0) -> InferenceShard:
+        """The per-chip shard one replica of `chips` chips runs (tensor: as given, else the chips
+        over the expert groups); `kv_read_fraction`: the engine's (podsim.serving.engines)."""
+        tensor = self.tensor if self.tensor is not None else max(chips // self.expert, 1)
+        return InferenceShard(self.config(), tensor, self.expert, self.precision, self.parallel(), self.capacity_factor,
+                              self.kv_states, kv_read_fraction)
 
     def config(self) -> TransformerConfig:
         cfg = self._config()
@@ -102,7 +114,13 @@ class BatchPolicy(_Model):
     KV cache: `paged` allocates `page_tokens`-token pages as sequences grow and, when none is
     free, preempts the latest admitted sequence (its pages freed, recomputed later: vLLM's
     recompute); `reserve` admits a request only when pages for its prompt and whole output are
-    free (never preempts)."""
+    free (never preempts).
+    Continuous steps as an engine compiles them: `prefill_seqs` caps the prompts in prefill at once
+    (JetStream prefills one request per call: ov.19); `buckets` pads each prompt chunk to the
+    smallest that holds it (JetStream's prefill buckets, ov.20; a chunk past the largest runs as
+    whole chunks of the largest); `batch_sizes` pads a step's decoding sequences to the smallest
+    that holds them (JetStream's generate step runs over every slot, ov.21; CUDA-graph batch
+    sizes, ov.8). Padding costs compute; the KV cache holds the real tokens only."""
 
     kind: Literal["continuous", "static"] = "continuous"
     token_budget: q.TOKEN_BUDGET.type = Field(2048, description="continuous: tokens per step (decode + prefill); static: "
@@ -110,12 +128,15 @@ class BatchPolicy(_Model):
                                               "steps, e.g. TensorRT-LLM's max_num_tokens)")
     max_seqs: q.STEP_SEQS.type = Field(256, description="continuous: sequences in a step at most")
     prefill: Literal["chunked", "separate"] = Field("chunked", description="continuous: chunked prompts, or prefill-only steps")
+    prefill_seqs: q.STEP_SEQS.type | None = Field(None, description="continuous: prompts in prefill at once at most "
+                                                  "(JetStream: 1); none: as many as the budget holds")
     max_batch: q.STATIC_BATCH.type = Field(32, description="static: requests per batch")
     max_wait: Duration = Field(0.0, le=3600.0, description="static: how long the first request waits for the batch to fill")
-    buckets: tuple[int, ...] = Field((), description="static: prompt lengths a batch pads to (the smallest that holds "
-                                                     "its longest prompt); none: the longest prompt")
-    batch_sizes: tuple[int, ...] = Field((), description="static: batch sizes the server runs (a batch pads to the "
-                                                         "smallest that holds it); none: its own size")
+    buckets: tuple[int, ...] = Field((), description="prompt lengths a static batch (its longest prompt) or a continuous "
+                                                     "step's prompt chunk pads to, the smallest that holds it; none: unpadded")
+    batch_sizes: tuple[int, ...] = Field((), description="batch sizes the server runs: a static batch, or a continuous "
+                                                         "step's decoding sequences, pads to the smallest that holds it; "
+                                                         "none: its own size")
     batcher: Literal["idle", "saxml"] = Field("idle", description="static: who forms batches: when the replica is idle, or "
                                                                   "Saxml's pipelined batcher (see the policy's docstring)")
     max_live_batches: q.LIVE_BATCHES.type = Field(4, description="static, saxml: requests alive at most max_batch x this "
@@ -137,13 +158,13 @@ class BatchPolicy(_Model):
                               "token counts")
         if list(self.batch_sizes) != sorted(set(self.batch_sizes)) or any(b < 1 for b in self.batch_sizes):
             raise PodsimError(f"batch policy batch_sizes {list(self.batch_sizes)} must be increasing positive counts")
-        if self.batch_sizes and self.batch_sizes[-1] < self.max_batch:
-            raise PodsimError(f"batch policy batch_sizes {list(self.batch_sizes)}: the largest must hold max_batch "
-                              f"{self.max_batch}")
-        if self.kind != "static" and (self.batcher != "idle" or self.batch_sizes or self.batcher_depth is not None):
-            raise PodsimError("batch policy batcher and batch_sizes are for static batches: set kind static")
-        _refuse_changed(self, ("max_batch", "max_wait", "buckets", "max_live_batches", "decode_segments") if self.kind == "continuous" else
-                        ("max_seqs", "prefill"), f"batch kind {self.kind}")
+        holds, name = (self.max_batch, "max_batch") if self.kind == "static" else (self.max_seqs, "max_seqs")
+        if self.batch_sizes and self.batch_sizes[-1] < holds:
+            raise PodsimError(f"batch policy batch_sizes {list(self.batch_sizes)}: the largest must hold {name} {holds}")
+        if self.kind != "static" and (self.batcher != "idle" or self.batcher_depth is not None):
+            raise PodsimError("batch policy batcher is for static batches: set kind static")
+        _refuse_changed(self, ("max_batch", "max_wait", "max_live_batches", "decode_segments") if self.kind == "continuous" else
+                        ("max_seqs", "prefill", "prefill_seqs"), f"batch kind {self.kind}")
         if self.kind == "static" and self.batcher != "saxml":
             _refuse_changed(self, ("max_live_batches", "batcher_depth", "decode_segments"), f"batcher {self.batcher}")
         return self

@@ -55,12 +55,16 @@ def decode_s(sim, m: int, length: int, steps: int, beams: int) -> float:
     rows = m * beams
     segments = sim.config.batch.decode_segments or (steps,)
     dequant = 4.0 * (shard.weight_bytes() - shard.embed_weight_bytes()) if "int8_materialised" in eng.what_ifs else 0.0
+    block = int(eng.kv_read_block_pages.value) * sim.config.batch.page_tokens if eng.kv_buffers == "paged" else 0
     t = 0.0
     for k in range(1, steps + 1):
         if eng.kv_buffers == "static":
             own_keys = own_read = next((s for s in segments if s >= k), k) + 1
         else:
             own_keys, own_read = k, k - 1
+        if block:  # the kernel reads each row's KV in whole blocks (one beam a row: refused otherwise)
+            own_keys = -(-(length + k) // block) * block - length
+            own_read = own_keys - 1
         keys = float(rows) * (length + own_keys)
         extra = (shard.dense_logits_bytes(keys) if eng.logits_materialised else 0.0) + dequant
         if eng.beam_reorder:
@@ -86,7 +90,8 @@ class StaticBatches:
     sim: object  # the ServingSim it belongs to (podsim.serving.simulate; not imported: no import circle)
 
     def padded(self, n: int) -> int:
-        """The batch size a static batch of `n` requests runs at (the policy's batch_sizes)."""
+        """The batch size `n` requests (a static batch, or a continuous step's decoding sequences)
+        run at: the smallest of the policy's batch_sizes that holds them, else `n`."""
         return next((b for b in self.policy.batch_sizes if b >= n), n)
 
     def _batch_shape(self, batch: list[int]) -> tuple[int, int, int]:

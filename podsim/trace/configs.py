@@ -24,6 +24,8 @@ from pydantic import ConfigDict, Field, ValidationError, model_validator
 
 from podsim import quantities as q
 from podsim.errors import PodsimError, first_error
+from podsim.trace import model_sources as src
+from podsim.trace.model_sources import MAXTEXT_COMMIT  # noqa: F401 (validation's MaxText rows cite it from here)
 
 
 class TransformerConfig(q.NoBoolNumbers):
@@ -41,7 +43,8 @@ class TransformerConfig(q.NoBoolNumbers):
     vocab: q.VOCAB.type
     seq_len: q.SEQ_LEN.type
     global_batch: q.BATCH.type = Field(description="sequences per training step")
-    mlp: Literal["gelu", "swiglu"] = Field(description="gelu: 2 matrices (GPT); swiglu: 3 (LLaMA, Mixtral)")
+    mlp: Literal["gelu", "swiglu"] = Field(description="gelu: 2 matrices (GPT); swiglu: 3, a gated MLP (LLaMA, "
+                                          "Mixtral; Gemma's GeGLU has the same shapes)")
     norm: Literal["layernorm", "rmsnorm"]
     bias: bool = Field(description="linear layers and norms carry biases (GPT-2/3 style)")
     tied_embeddings: bool = Field(description="the LM head reuses the input embedding matrix")
@@ -270,50 +273,16 @@ class ResNetConfig(q.NoBoolNumbers):
 
 ModelConfig = TransformerConfig | ResNetConfig
 
-GPT3_SOURCE = (
-    "Brown et al., 'Language Models are Few-Shot Learners', NeurIPS 2020, Table 2.1 (GPT-3 175B: "
-    "n_layers 96, d_model 12288, n_heads 96, d_head 128, n_ctx 2048, batch 3.2M tokens = 1536 x 2048; "
-    "d_ff = 4 d_model and the GPT-2 BPE vocabulary of 50257, as in GPT-2)"
-)
-LLAMA2_SOURCE = (
-    "Touvron et al., 'Llama 2: Open Foundation and Fine-Tuned Chat Models', 2023, Table 1 and "
-    "the released config.json of Llama-2-70b (80 layers, hidden 8192, 64 heads, 8 KV heads, "
-    "intermediate 28672, vocab 32000, context 4096, global batch 4M tokens = 1024 x 4096)"
-)
-MIXTRAL_SOURCE = (
-    "Jiang et al., 'Mixtral of Experts', 2024, Table 1 (dim 4096, 32 layers, head_dim 128, "
-    "hidden_dim 14336, 32 heads, 8 KV heads, vocab 32000, 8 experts, top-2). Training sequence "
-    "length and batch are not published: 4096 x 1024 is podsim's choice"
-)
-RESNET_SOURCE = (
-    "He et al., 'Deep Residual Learning for Image Recognition', CVPR 2016, Table 1 (50-layer); "
-    "v1.5 stride placement as in the MLPerf reference; global batch 1024 as in the Cloud TPU "
-    "ResNet-50 reference (train_batch_size 1024)"
-)
 
-BERT_SOURCE = (
-    "Devlin et al., 'BERT', NAACL 2019, BERT-large (24 layers, hidden 1024, 16 heads, FFN 4096, "
-    "vocab 30522); MLPerf reference: seq 512, 76 masked positions; global batch 8192 as in "
-    "MLPerf v0.7 Google v3-8192 (measurements.md M7)"
-)
-PALM_SOURCE = (
-    "Chowdhery et al., 'PaLM', arXiv:2204.02311, Table 1 and §2 (540B: 118 layers, d_model 18432, "
-    "48 heads x 256, FFN 4 d_model with SwiGLU, multi-query attention, shared embeddings, no biases, "
-    "parallel layers (§2: y = x + MLP(LayerNorm(x)) + Attention(LayerNorm(x)), the input matmuls fused), "
-    "vocab 256k = 256000, seq 2048, batch 2048 sequences in the last phase)"
-)
 
-MAXTEXT_COMMIT = "AI-Hypercomputer/maxtext@76bd53b0f44caf989c88189afadeb1062f9254f0"
-MAXTEXT_SOURCE = (
-    f"MaxText's 'global_parameter_scale' family ({MAXTEXT_COMMIT}, 2023-12-15): MaxText/pyconfig.py "
-    "get_individual_scales (log2(scale) = 3b + r: heads and mlp_dim x 2^(b + (r > 0)), emb_dim x 2^(b + (r > 1)), layers x 2^b) "
-    "on MaxText/configs/base.yml's base_emb_dim 2560, base_num_heads 8, base_mlp_dim 8192, base_num_decoder_layers 16, "
-    "head_dim 256, vocab_size 32768, max_target_length 2048, mlp_activations ['relu'] (one input matrix: podsim's "
-    "2-matrix 'gelu' shape), logits_via_embedding (tied), RMSNorm, RoPE, no biases, and MaxText/layers/models.py "
-    "DecoderLayer's one norm feeding attention and the MLP, summed into one residual (a parallel block; the Q/K/V "
-    "RMSNorms of layers/attentions.py are not modelled); global batch: the script's per_device_batch_size on one "
-    "slice of the README's first row ({script})"
-)
+def _llama_style(name: str, source: str, n_layers: int, d_model: int, n_heads: int, n_kv_heads: int, d_ff: int,
+                 vocab: int, seq_len: int, global_batch: int) -> TransformerConfig:
+    """A decoder shaped as LLaMA: SwiGLU MLP, RMSNorm, rotary positions, no biases, an untied LM head."""
+    return TransformerConfig(
+        name=name, source=source, n_layers=n_layers, d_model=d_model, n_heads=n_heads, n_kv_heads=n_kv_heads, d_ff=d_ff,
+        vocab=vocab, seq_len=seq_len, global_batch=global_batch, mlp="swiglu", norm="rmsnorm", bias=False,
+        tied_embeddings=False, learned_positions=False,
+    )
 
 
 def maxtext_model(scale: int, global_batch: int, script: str) -> TransformerConfig:
@@ -323,7 +292,7 @@ def maxtext_model(scale: int, global_batch: int, script: str) -> TransformerConf
         raise PodsimError(f"maxtext global_parameter_scale {scale} is not a power of 2")
     heads = 8 * 2 ** (b + (r > 0))
     return TransformerConfig(
-        name=f"maxtext-{scale}b", source=MAXTEXT_SOURCE.format(script=script), n_layers=16 * 2**b, d_model=2560 * 2 ** (b + (r > 1)),
+        name=f"maxtext-{scale}b", source=src.MAXTEXT_SOURCE.format(script=script), n_layers=16 * 2**b, d_model=2560 * 2 ** (b + (r > 1)),
         n_heads=heads, n_kv_heads=heads, head_dim=256, d_ff=8192 * 2 ** (b + (r > 0)), vocab=32768, seq_len=2048,
         global_batch=global_batch, mlp="gelu", norm="rmsnorm", bias=False, tied_embeddings=True, learned_positions=False,
         parallel_block=True,
@@ -332,31 +301,46 @@ def maxtext_model(scale: int, global_batch: int, script: str) -> TransformerConf
 
 PRESETS: dict[str, ModelConfig] = {
     "gpt3-175b": TransformerConfig(
-        name="gpt3-175b", source=GPT3_SOURCE, n_layers=96, d_model=12288, n_heads=96, n_kv_heads=96,
+        name="gpt3-175b", source=src.GPT3_SOURCE, n_layers=96, d_model=12288, n_heads=96, n_kv_heads=96,
         d_ff=4 * 12288, vocab=50257, seq_len=2048, global_batch=1536, mlp="gelu", norm="layernorm",
         bias=True, tied_embeddings=True, learned_positions=True,
     ),
     "llama2-70b": TransformerConfig(
-        name="llama2-70b", source=LLAMA2_SOURCE, n_layers=80, d_model=8192, n_heads=64, n_kv_heads=8,
+        name="llama2-70b", source=src.LLAMA2_SOURCE, n_layers=80, d_model=8192, n_heads=64, n_kv_heads=8,
         d_ff=28672, vocab=32000, seq_len=4096, global_batch=1024, mlp="swiglu", norm="rmsnorm",
         bias=False, tied_embeddings=False, learned_positions=False,
     ),
     "mixtral-8x7b": TransformerConfig(
-        name="mixtral-8x7b", source=MIXTRAL_SOURCE, n_layers=32, d_model=4096, n_heads=32, n_kv_heads=8,
+        name="mixtral-8x7b", source=src.MIXTRAL_SOURCE, n_layers=32, d_model=4096, n_heads=32, n_kv_heads=8,
         d_ff=14336, vocab=32000, seq_len=4096, global_batch=1024, mlp="swiglu", norm="rmsnorm",
         bias=False, tied_embeddings=False, learned_positions=False, n_experts=8, top_k=2,
     ),
     "bert-large": TransformerConfig(
-        name="bert-large", source=BERT_SOURCE, n_layers=24, d_model=1024, n_heads=16, n_kv_heads=16,
+        name="bert-large", source=src.BERT_SOURCE, n_layers=24, d_model=1024, n_heads=16, n_kv_heads=16,
         d_ff=4096, vocab=30522, seq_len=512, global_batch=8192, mlp="gelu", norm="layernorm",
         bias=True, tied_embeddings=True, learned_positions=True, causal=False, loss_positions=76,
     ),
     "palm-540b": TransformerConfig(
-        name="palm-540b", source=PALM_SOURCE, n_layers=118, d_model=18432, n_heads=48, n_kv_heads=1,
+        name="palm-540b", source=src.PALM_SOURCE, n_layers=118, d_model=18432, n_heads=48, n_kv_heads=1,
         head_dim=256, d_ff=4 * 18432, vocab=256000, seq_len=2048, global_batch=2048, mlp="swiglu",
         norm="layernorm", bias=False, tied_embeddings=True, learned_positions=False, parallel_block=True,
     ),
-    "resnet50": ResNetConfig(name="resnet50", source=RESNET_SOURCE, global_batch=1024),
+    "llama2-7b": _llama_style("llama2-7b", src.LLAMA2_7B_SOURCE, 32, 4096, 32, 32, 11008, 32000, 4096, 1024),
+    "llama2-13b": _llama_style("llama2-13b", src.LLAMA2_13B_SOURCE, 40, 5120, 40, 40, 13824, 32000, 4096, 1024),
+    "llama3-8b": _llama_style("llama3-8b", src.LLAMA3_8B_SOURCE, 32, 4096, 32, 8, 14336, 128256, 8192, 512),
+    "llama3-70b": _llama_style("llama3-70b", src.LLAMA3_70B_SOURCE, 80, 8192, 64, 8, 28672, 128256, 8192, 512),
+    "mistral-7b": _llama_style("mistral-7b", src.MISTRAL_SOURCE, 32, 4096, 32, 8, 14336, 32000, 4096, 1024),
+    "gemma-7b": TransformerConfig(
+        name="gemma-7b", source=src.GEMMA_SOURCE, n_layers=28, d_model=3072, n_heads=16, n_kv_heads=16, head_dim=256,
+        d_ff=24576, vocab=256000, seq_len=8192, global_batch=512, mlp="swiglu", norm="rmsnorm", bias=False,
+        tied_embeddings=True, learned_positions=False,
+    ),
+    "gptj-6b": TransformerConfig(
+        name="gptj-6b", source=src.GPTJ_SOURCE, n_layers=28, d_model=4096, n_heads=16, n_kv_heads=16, head_dim=256,
+        d_ff=16384, vocab=50401, seq_len=2048, global_batch=512, mlp="gelu", norm="layernorm", bias=True,
+        tied_embeddings=False, learned_positions=False, parallel_block=True,
+    ),
+    "resnet50": ResNetConfig(name="resnet50", source=src.RESNET_SOURCE, global_batch=1024),
     # MaxText's published v5e and v5p configurations (MaxText/configs/v5e/*.sh, v5p/*.sh): batch = the
     # script's per_device_batch_size x the chips of one slice of the README's first row
     **{f"maxtext-{s}b": maxtext_model(s, batch, script) for s, batch, script in (

@@ -339,10 +339,10 @@ class _TransformerProgram:
 
 
 def transformer_shard(cfg: TransformerConfig, plan: ParallelPlan, opts: GenerateOptions,
-                      vendor: str) -> tuple[TransformerShard, int, str, str]:
+                      vendor: str) -> tuple[TransformerShard, int, str, str, str]:
     """The per-chip shard the program runs for `plan` (its options resolved: `sequence_parallel`
-    `collective_matmul` and `quantized_matmuls` by podsim.trace.defaults), its micro-batches, and why that
-    sequence-parallel and collective-matmul choice; a one-line PodsimError for a plan the generator
+    `collective_matmul` and `quantized_matmuls` by podsim.trace.defaults, once), its micro-batches, and why
+    each of the three was chosen (sequence parallel, collective matmul, quantized matmuls); a one-line PodsimError for a plan the generator
     refuses. The plan search (podsim.plan) prunes and costs plans with it without building the program."""
     t, e, p = plan.tensor, plan.expert, plan.pipeline
     if why := cfg.tensor_problem(t):
@@ -376,17 +376,16 @@ def transformer_shard(cfg: TransformerConfig, plan: ParallelPlan, opts: Generate
             raise PodsimError(f"collective_matmul {mode!r} shards the activations between blocks: tensor={t} must divide the "
                               f"sequence length {cfg.seq_len} or the width {cfg.d_model}")
         sp, sp_why = True, f"collective_matmul {mode!r} shards the activations between blocks"
-    quantized, _ = quantized_matmuls_default(opts.quantized_matmuls, opts.precision)
+    quantized, quantized_why = quantized_matmuls_default(opts.quantized_matmuls, opts.precision)
     opts = replace(opts, collective_matmul=mode, sequence_parallel=sp, quantized_matmuls=quantized)
-    return replace(sh, opts=opts), m, sp_why, why
+    return replace(sh, opts=opts), m, sp_why, why, quantized_why
 
 
 def transformer_program(cfg: TransformerConfig, plan: ParallelPlan, opts: GenerateOptions, sizes: Mapping[str, int],
                         vendor: str) -> tuple[ProgramBuilder, dict]:
     """The transformer's step program under `plan` (its sizes per logical axis in `sizes`) and the
     trace meta it adds (the shard: `transformer_shard`)."""
-    sh, m, sp_why, why = transformer_shard(cfg, plan, opts, vendor)
-    quantized_why = quantized_matmuls_default(opts.quantized_matmuls, opts.precision)[1]
+    sh, m, sp_why, why, quantized_why = transformer_shard(cfg, plan, opts, vendor)
     opts, p, mode = sh.opts, plan.pipeline, sh.opts.collective_matmul
     builder = ProgramBuilder(sizes, opts.precision, opts.combine_grad_reduce)
     _TransformerProgram(sh, builder, m).step()

@@ -24,18 +24,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from podsim.serving.costs import InferenceShard
-from podsim.serving.kvcache import kv_budget
+from podsim.serving.kvcache import kv_fraction_reserve
 from podsim.serving.spec import ServingConfig
-from podsim.validation.serving import GPTJ_DIMS
 
-LLAMA2_7B = {"name": "llama2-7b", "n_layers": 32, "d_model": 4096, "n_heads": 32, "n_kv_heads": 32, "d_ff": 11008,
-             "vocab": 32000, "seq_len": 4096}  # md.1
-LLAMA3_8B = {"name": "llama3-8b", "n_layers": 32, "d_model": 4096, "n_heads": 32, "n_kv_heads": 8, "d_ff": 14336,
-             "vocab": 128256, "seq_len": 8192}  # md.3
-LLAMA3_70B = {"name": "llama3-70b", "n_layers": 80, "d_model": 8192, "n_heads": 64, "n_kv_heads": 8, "d_ff": 28672,
-              "vocab": 128256, "seq_len": 8192}  # md.4
-GPTJ = {**GPTJ_DIMS}  # md.6
 FP8 = {"weights": "fp8", "kv_cache": "fp8", "matmul": "fp8"}  # --enable_fp8 --fp8_kv_cache; quant_algo / kv_cache_quant_algo FP8
 OPENORCA_IN, OPENORCA_OUT = 219, 292  # md.9: 218.7 input and 291.9 output tokens per sample (means)
 
@@ -71,9 +62,9 @@ class ServeRow:
         return {"ttft": "ttft", "server": "rate"}.get(self.metric, "throughput")
 
 
-def _model(dims, tensor: int, precision: dict, parallel: bool = False) -> dict:
-    m = {"tensor": tensor, "precision": dict(precision)}
-    m.update({"model": dims} if isinstance(dims, str) else {"dims": dict(dims)})
+def _model(preset: str, tensor: int, precision: dict, parallel: bool = False) -> dict:
+    """A row's served model: a podsim.trace.configs preset (each cites its serving_measurements.md row)."""
+    m = {"model": preset, "tensor": tensor, "precision": dict(precision)}
     if parallel:
         m["parallel_block"] = True
     return m
@@ -89,9 +80,8 @@ STATIC_ASSUMED = ("every sequence runs to the output length (the benchmark gener
                   "phase in steps of 2,048 tokens (token_budget: the engine's activations per step, not stated)")
 
 
-def _static(rid: str, dims, tp: int, batch: int, isl: int, osl: int, measured: float, parallel: bool = False) -> ServeRow:
-    name = dims if isinstance(dims, str) else dims["name"]
-    cfg = {"generation": "gpu-h100", "slice": str(tp), "engine": "tensorrt-llm-0.6", "model": _model(dims, tp, FP8, parallel),
+def _static(rid: str, name: str, tp: int, batch: int, isl: int, osl: int, measured: float, parallel: bool = False) -> ServeRow:
+    cfg = {"generation": "gpu-h100", "slice": str(tp), "engine": "tensorrt-llm-0.6", "model": _model(name, tp, FP8, parallel),
            "batch": {"kind": "static", "max_batch": batch, "kv": "reserve"}, "requests": _requests(batch, isl, osl)}
     metric = "ttft" if osl == 1 and batch == 1 else "tpg"
     what = f"batch 1, {isl}-token prompt, first token" if metric == "ttft" else f"static batch {batch}, {isl}/{osl} tokens"
@@ -105,11 +95,10 @@ IFB_ASSUMED = ("the figure is the whole TP group's output tokens/s (the doc does
                "kv reserve; KV at 99% of what the weights and one step's activations leave")
 
 
-def _ifb(rid: str, dims, tp: int, n: int, isl: int, osl: int, max_batch: int, max_tokens: int, measured: float,
+def _ifb(rid: str, name: str, tp: int, n: int, isl: int, osl: int, max_batch: int, max_tokens: int, measured: float,
          precision: dict = FP8, parallel: bool = False) -> ServeRow:
-    name = dims if isinstance(dims, str) else dims["name"]
     cfg = {"generation": "gpu-h100", "slice": str(tp), "engine": "tensorrt-llm", "hbm_reserve": 0.01,
-           "model": _model(dims, tp, precision, parallel),
+           "model": _model(name, tp, precision, parallel),
            "batch": {"kind": "continuous", "max_seqs": max_batch, "token_budget": max_tokens, "prefill": "chunked",
                      "kv": "reserve"}, "requests": _requests(n, isl, osl)}
     dtype = "FP8" if precision else "FP16"
@@ -135,23 +124,13 @@ Inference v4.1 Server (mlcommons/inference_results_v4.1@a2f5d66:closed/Google/co
 Offline config is not stored)."""
 
 
-def kv_fraction_reserve(cfg: dict, fraction: float) -> float:
-    """The `hbm_reserve` at which a configuration's KV cache is `fraction` of what its weights and
-    one step's workspace leave a chip, as TensorRT-LLM's KV-cache memory fraction sizes it."""
-    c = ServingConfig.model_validate(cfg)
-    m, pol = c.model, c.batch
-    shard = InferenceShard(m.config(), m.tensor, m.expert, m.precision, m.parallel_block, m.capacity_factor, m.kv_states)
-    b = kv_budget(shard, c.generation, pol.page_tokens, pol.token_budget, pol.max_seqs)
-    return (1.0 - fraction) * (b.hbm_bytes - b.weight_bytes - b.workspace_bytes) / b.hbm_bytes
-
-
 def _mlperf(rid: str, system: str, scenario: str, measured: float, batch: int, source: str, published: str,
             rate_per_replica: float | None = None) -> ServeRow:
     cfg = {"generation": "gpu-h100", "slice": "2", "engine": "tensorrt-llm", "model": _model("llama2-70b", 2, FP8),
            "batch": {"kind": "continuous", "max_seqs": batch, "token_budget": MLPERF_MAX_NUM_TOKENS, "prefill": "chunked",
                      "kv": "paged"},
            "requests": _requests(1, OPENORCA_IN, OPENORCA_OUT)}
-    cfg["hbm_reserve"] = kv_fraction_reserve(cfg, MLPERF_KV_FRACTION)
+    cfg["hbm_reserve"] = kv_fraction_reserve(ServingConfig.model_validate(cfg), MLPERF_KV_FRACTION)
     if scenario == "offline":
         cfg["requests"] = _requests(8000, OPENORCA_IN, OPENORCA_OUT)
         return ServeRow(rid, "mlperf-h100", system + ", Offline", "tensorrt-llm", "offline", measured, cfg, replicas=4,
@@ -169,42 +148,42 @@ MLPERF40 = "mlcommons/inference_results_v4.0@3c4a1cf196b70175cfe7c59e067cd1d923a
 MLPERF41 = "mlcommons/inference_results_v4.1@a2f5d66d17e8f75c02fd74dfe810ecca6a046696"
 
 ROWS: tuple[ServeRow, ...] = (
-    _static("sv.1", GPTJ, 1, 1024, 128, 128, 26150, parallel=True),
-    _static("sv.2", GPTJ, 1, 120, 128, 2048, 8011, parallel=True),
-    _static("sv.3", GPTJ, 1, 64, 2048, 128, 2551, parallel=True),
-    _static("sv.4", GPTJ, 1, 64, 2048, 2048, 3327, parallel=True),
-    _static("sv.5", LLAMA2_7B, 1, 768, 128, 128, 19694),
-    _static("sv.6", LLAMA2_7B, 1, 112, 128, 2048, 6818),
-    _static("sv.7", LLAMA2_7B, 1, 80, 2048, 128, 2244),
-    _static("sv.8", LLAMA2_7B, 1, 48, 2048, 2048, 2740),
+    _static("sv.1", "gptj-6b", 1, 1024, 128, 128, 26150, parallel=True),
+    _static("sv.2", "gptj-6b", 1, 120, 128, 2048, 8011, parallel=True),
+    _static("sv.3", "gptj-6b", 1, 64, 2048, 128, 2551, parallel=True),
+    _static("sv.4", "gptj-6b", 1, 64, 2048, 2048, 3327, parallel=True),
+    _static("sv.5", "llama2-7b", 1, 768, 128, 128, 19694),
+    _static("sv.6", "llama2-7b", 1, 112, 128, 2048, 6818),
+    _static("sv.7", "llama2-7b", 1, 80, 2048, 128, 2244),
+    _static("sv.8", "llama2-7b", 1, 48, 2048, 2048, 2740),
     _static("sv.9", "llama2-70b", 2, 1024, 128, 128, 2657),
     _static("sv.10", "llama2-70b", 4, 480, 128, 2048, 1486),
     _static("sv.11", "llama2-70b", 2, 96, 2048, 128, 306),
     _static("sv.12", "llama2-70b", 2, 64, 2048, 2048, 547),
-    _static("sv.13", GPTJ, 1, 1, 128, 1, 0.007, parallel=True),
-    _static("sv.14", GPTJ, 1, 1, 2048, 1, 0.029, parallel=True),
-    _static("sv.15", LLAMA2_7B, 1, 1, 128, 1, 0.007),
-    _static("sv.16", LLAMA2_7B, 1, 1, 2048, 1, 0.036),
+    _static("sv.13", "gptj-6b", 1, 1, 128, 1, 0.007, parallel=True),
+    _static("sv.14", "gptj-6b", 1, 1, 2048, 1, 0.029, parallel=True),
+    _static("sv.15", "llama2-7b", 1, 1, 128, 1, 0.007),
+    _static("sv.16", "llama2-7b", 1, 1, 2048, 1, 0.036),
     _static("sv.17", "llama2-70b", 4, 1, 128, 1, 0.026),
     _static("sv.18", "llama2-70b", 4, 1, 2048, 1, 0.109),
-    _ifb("sv.19", LLAMA2_7B, 1, 30000, 128, 128, 4096, 8192, 17684.88),
-    _ifb("sv.20", LLAMA2_7B, 1, 3000, 2048, 128, 4096, 8192, 2342.71),
-    _ifb("sv.21", LLAMA2_7B, 1, 3000, 128, 2048, 4096, 8192, 6814.72),
-    _ifb("sv.22", LLAMA2_7B, 1, 1500, 2048, 2048, 4096, 8192, 2820.31),
-    _ifb("sv.23", LLAMA3_8B, 1, 30000, 128, 128, 2048, 8192, 27781.28),
-    _ifb("sv.24", LLAMA3_8B, 1, 3000, 2048, 128, 2048, 8192, 3555.57),
-    _ifb("sv.25", LLAMA3_8B, 1, 3000, 128, 2048, 2048, 8192, 17894.85),
-    _ifb("sv.26", LLAMA3_8B, 1, 1500, 2048, 2048, 2048, 8192, 8398.71),
+    _ifb("sv.19", "llama2-7b", 1, 30000, 128, 128, 4096, 8192, 17684.88),
+    _ifb("sv.20", "llama2-7b", 1, 3000, 2048, 128, 4096, 8192, 2342.71),
+    _ifb("sv.21", "llama2-7b", 1, 3000, 128, 2048, 4096, 8192, 6814.72),
+    _ifb("sv.22", "llama2-7b", 1, 1500, 2048, 2048, 4096, 8192, 2820.31),
+    _ifb("sv.23", "llama3-8b", 1, 30000, 128, 128, 2048, 8192, 27781.28),
+    _ifb("sv.24", "llama3-8b", 1, 3000, 2048, 128, 2048, 8192, 3555.57),
+    _ifb("sv.25", "llama3-8b", 1, 3000, 128, 2048, 2048, 8192, 17894.85),
+    _ifb("sv.26", "llama3-8b", 1, 1500, 2048, 2048, 2048, 8192, 8398.71),
     _ifb("sv.27", "llama2-70b", 2, 30000, 128, 128, 2048, 2048, 6502.44),  # TP 2: max_batch_size and max_num_tokens 2048
     _ifb("sv.28", "llama2-70b", 2, 3000, 2048, 128, 2048, 2048, 747.14),
     _ifb("sv.29", "llama2-70b", 4, 3000, 128, 2048, 4096, 8192, 9202.42),
     _ifb("sv.30", "llama2-70b", 8, 1500, 2048, 2048, 8192, 16384, 7647.54),
-    _ifb("sv.31", LLAMA3_70B, 8, 30000, 128, 128, 8192, 16384, 13853.05),
+    _ifb("sv.31", "llama3-70b", 8, 30000, 128, 128, 8192, 16384, 13853.05),
     _ifb("sv.32", "mixtral-8x7b", 2, 30000, 128, 128, 2048, 3072, 24770.44),
     _ifb("sv.33", "mixtral-8x7b", 2, 1500, 2048, 2048, 2048, 3072, 11486.66),
-    _ifb("sv.34", GPTJ, 1, 30000, 128, 128, 2048, 2048, 24456.84, parallel=True),
-    _ifb("sv.35", LLAMA2_7B, 1, 30000, 128, 128, 4096, 8192, 11605.69, precision={}),
-    _ifb("sv.36", LLAMA3_8B, 1, 1500, 2048, 2048, 2048, 8192, 3996.93, precision={}),
+    _ifb("sv.34", "gptj-6b", 1, 30000, 128, 128, 2048, 2048, 24456.84, parallel=True),
+    _ifb("sv.35", "llama2-7b", 1, 30000, 128, 128, 4096, 8192, 11605.69, precision={}),
+    _ifb("sv.36", "llama3-8b", 1, 1500, 2048, 2048, 2048, 8192, 3996.93, precision={}),
     _ifb("sv.37", "llama2-70b", 4, 3000, 128, 2048, 4096, 8192, 3787.24, precision={}),
     _ifb("sv.38", "llama2-70b", 8, 30000, 128, 128, 8192, 16384, 10093.27, precision={}),
     _mlperf("sv.39", "MLPerf Inference v4.0 closed, NVIDIA DGX H100 (8 x H100, 4 x TP 2), Llama 2 70B", "offline", 21805.8,
@@ -226,16 +205,41 @@ SERVER_ROWS: tuple[ServeRow, ...] = (
             "2024-08-28", rate_per_replica=75.10 / 4),
 )
 
+JS_EXP = "AI-Hypercomputer/JetStream@{commit}:experimental/jax"
+JS_EXP_CHUNKS, JS_EXP_PAGE, JS_EXP_HBM_UTILIZATION = (128, 256, 512, 1024), 128, 0.8
+"""The experimental engine's settings for Llama 2 7B, the same at both rows' commits (runtime/engine.py
+`InferenceParams`: prefill_chunk_sizes, page_size, hbm_utilization; `max_num_seqs` is each row's).
+Each step prefills one request's chunk, padded to the smallest chunk size that holds it (engine.py
+picks it; batch_scheduler.py keeps one active prefill), beside a decode over all `max_num_seqs`
+slots (the generate state's arrays are that long); KV pages of `page_size` tokens in what
+`hbm_utilization` of HBM leaves beside the weights (runtime/kv_cache.py), weights and KV bf16
+(nn/linear.py, kv_cache.py)."""
+
+
+def _js_exp(rid: str, seqs: int, n: int, isl: int, osl: int, measured: float, how: str, source: str, published: str) -> ServeRow:
+    """A row of JetStream's experimental JAX engine: Llama 2 7B chat, TP 8 on a v5e-8, OpenOrca offline."""
+    return ServeRow(
+        rid, "jetstream", f"JetStream experimental JAX engine, Llama 2 7B on TPU v5e-8 (TP 8), OpenOrca, {n:,} requests "
+        f"offline, {seqs} sequences", "jetstream", "tps", measured,
+        {"generation": "tpu-v5e", "slice": "2x4", "engine": "jetstream", "model": _model("llama2-7b", 8, {}),
+         "hbm_reserve": 1 - JS_EXP_HBM_UTILIZATION,
+         "batch": {"kind": "continuous", "prefill": "chunked", "kv": "paged", "max_seqs": seqs,
+                   "token_budget": JS_EXP_CHUNKS[-1] + seqs, "prefill_seqs": 1, "buckets": list(JS_EXP_CHUNKS),
+                   "batch_sizes": [seqs], "page_tokens": JS_EXP_PAGE},
+         "requests": _requests(n, isl, osl)},
+        assumed=f"every request {isl} prompt and {osl} output tokens ({how}; the spread is not published); the engine's "
+        "OFFLINE start (decoding waits until 95% of the slots are taken, batch_scheduler.py) not modelled",
+        source=source, published=published)
+
+
 JETSTREAM_ROWS: tuple[ServeRow, ...] = (
-    ServeRow("sv.62", "jetstream", "JetStream experimental JAX engine, Llama 2 7B on TPU v5e-8 (TP 8), OpenOrca, 1,000 "
-             "requests offline", "jetstream", "tps", 3975.3,
-             {"generation": "tpu-v5e", "slice": "2x4", "engine": "jetstream", "model": _model(LLAMA2_7B, 8, {}),
-              "batch": {"kind": "continuous", "prefill": "chunked", "kv": "paged"}, "requests": _requests(1000, 219, 292)},
-             assumed="bf16 weights and KV (not stated); chunked prefill with decode in the same step at podsim's default "
-             "budget (2,048 tokens) and 256 sequences (the README states neither); every request 219 prompt and 292 "
-             "output tokens (the run's 218,743 and 291,740 over 1,000)",
-             source="[JS-EXP] AI-Hypercomputer/JetStream@acd4f5ad50ed2fb38e0e5bd7defd81e34a62706c:experimental/jax/README.md",
-             published="2025-01-09"),
+    _js_exp("sv.62", 160, 1000, 219, 292, 3975.3, "the run's 218,743 and 291,740 over 1,000",
+            f"[JS-EXP] {JS_EXP.format(commit='a3bb30e972a344675c20d56d8f61dc309e6a5f7b')}/README.md; settings: runtime/engine.py at that commit "
+            "(max_num_seqs 160)", "2025-01-09"),
+    _js_exp("sv.66", 320, 10000, 222, 293, 4811.16, "the run's 2,219,196 and 2,931,585 over 10,000",
+            "AI-Hypercomputer/JetStream commit db6b30efbad9267e5aafa49bf3789447b53f39fe (2025-02-19), its message's "
+            "benchmarking result; settings: experimental/jax/inference/runtime/engine.py at that commit (max_num_seqs "
+            "320), mini_offline_benchmarking.py (10,000 requests drawn from the 24,576-sample OpenOrca set)", "2025-02-19"),
 )
 
 ALL_ROWS = ROWS + JETSTREAM_ROWS

@@ -29,7 +29,6 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from podsim.engine import StepResult, step_summary
-from podsim.errors import PodsimError
 from podsim.perf import chips as chip_constants
 from podsim.perf.efficiency import HBM, MATMUL, constant_name, fraction
 from podsim.study import StepStudy, run_study
@@ -73,16 +72,13 @@ def series_table(table: list[dict], series: tuple[Series, ...] = SERIES) -> list
 
 
 def hosts_unmodelled(row: Row) -> bool:
-    """Whether the row's hosts run an input pipeline at a rate podsim has no basis for
-    (podsim.perf.chips.host_input_rate refuses it): the row then runs without its hosts."""
+    """Whether the row's hosts run a named input pipeline whose rate has no basis
+    (podsim.perf.chips.host_input_has_basis): the row then runs without its hosts. A pipeline or
+    generation with no rate entry at all is a mistake in the row and raises."""
     o = row.options
     if o.input_pipeline == "none" or o.input_rate_per_host is not None:
         return False
-    try:
-        chip_constants.host_input_rate(row.generation, o.input_pipeline)
-    except PodsimError:
-        return True
-    return False
+    return not chip_constants.host_input_has_basis(row.generation, o.input_pipeline)
 
 
 def setup_note(row: Row) -> str:
