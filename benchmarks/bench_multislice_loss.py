@@ -29,7 +29,10 @@ SLICES = V5E_SLICES
 # 1, 2, 4, 8, 16, 32 x v5e-256, and each scale's per_device_batch_size and in-slice plan
 MEASURED = {f"{scale}B": V5E_TFLOPS[scale] for scale in (16, 128)}
 CASES = {f"{scale}B": (scale, *V5E[scale][:2]) for scale in (16, 128)}
-ROW_OPTIONS = {r.id: r.options for r in MAXTEXT_ROWS}  # E16x1, E128x1: the one-slice rows' options (every count's are the same)
+# E16x1, E128x1: the one-slice rows' options and model overrides (the attention their measuring code ran:
+# podsim.validation.maxtext_rows), held fixed over the slice counts
+ROW_OPTIONS = {r.id: r.options for r in MAXTEXT_ROWS}
+ROW_MODEL = {r.id: {k: v for k, v in r.overrides.items() if k != "global_batch"} for r in MAXTEXT_ROWS}
 PLANNER_TIERS = "tor=48x200/2,aggregation=64x400/3,spine=256x400*8"  # docs/multislice.md's planner DCN
 
 
@@ -42,7 +45,7 @@ def main() -> None:
     dcn = DcnSpec() if args.dcn_tiers == "flat" else DcnSpec(tiers=args.dcn_tiers)
     print(f"DCN: {dcn.tiers.describe() if dcn.tiers else 'leaf-spine, 16 hosts per leaf, 8 spines, 1:1'}")
     for name, (scale, per_chip, plan) in CASES.items():
-        cfg = get_model(f"maxtext-{scale}b", {"global_batch": per_chip * 256})  # `podsim models`: the table's rows' presets
+        cfg = get_model(f"maxtext-{scale}b", {"global_batch": per_chip * 256, **ROW_MODEL[f"E{scale}x1"]})  # the table's rows' presets
         opts = ROW_OPTIONS[f"E{scale}x1"]
         opts = replace(opts, grad_bytes=args.grad_bytes or opts.grad_bytes, overlap_dcn=opts.overlap_dcn and not args.no_dcn_overlap)
         base = StepStudy("tpu-v5e", "16x16", model=cfg, plan=plan, dcn=dcn, options=opts)

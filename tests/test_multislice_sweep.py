@@ -28,15 +28,17 @@ SLICES = (1, 2, 4, 8, 16, 32)
 
 
 # name: (scale, per_device_batch_size, plan in the slice), as the scripts set them; the options are the
-# validation rows' own (remat full, flash, the DCN all-reduce under backward as the scripts' XLA flags ask)
+# validation rows' own (remat full, the attention their measuring code ran, the DCN all-reduce under
+# backward as the scripts' XLA flags ask), and so is the model's causal switch
 CASES = {"16B": (16, 6, "fsdp=256"), "128B": (128, 1, "fsdp=16,tensor=16")}
 ROW_OPTIONS = {r.id: r.options for r in MAXTEXT_ROWS}
+ROW_MODEL = {r.id: {k: v for k, v in r.overrides.items() if k != "global_batch"} for r in MAXTEXT_ROWS}
 
 
 @pytest.fixture(scope="module", params=list(CASES))
 def sweep(request):
     scale, per_chip, plan = CASES[request.param]
-    cfg = get_model(f"maxtext-{scale}b", {"global_batch": per_chip * 256})
+    cfg = get_model(f"maxtext-{scale}b", {"global_batch": per_chip * 256, **ROW_MODEL[f"E{scale}x1"]})
     base = StepStudy("tpu-v5e", "16x16", model=cfg, plan=plan, dcn=DcnSpec(tiers=TIERS), options=ROW_OPTIONS[f"E{scale}x1"])
     return request.param, cfg, scaling_study(base, SLICES, per_chip * 256)
 

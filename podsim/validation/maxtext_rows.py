@@ -38,11 +38,29 @@ Sources, at the README commit (AI-Hypercomputer/maxtext@76bd53b, 2023-12-15):
   (chunked, podsim.trace.defaults, as today's compiler runs) is not what these runs ran.
 - the step time: the README's MFU (more digits than its TFLOP/s, which it matches to rounding)
   times the bf16 peak (v5e 197, v5p 459 TFLOP/s: 16B on one slice, 61.10% x 197 = 120.4, the README's 120), into MaxText's own FLOP count
-  per device and step (MaxText/train.py calculate_training_tflops at the commit): 6 x the parameter
-  count (embedding included, counted once: logits_via_embedding) x the tokens per device, plus the
-  attention 12 x heads x layers x head_dim x seq^2 x per-device batch halved for causality. So step
-  = that count / (MFU x peak). The parameter count is MaxText's own (`maxtext_params`: its pytree,
-  norm scales included).
+  per device and step (MaxText/train.py calculate_training_tflops in the code that measured it): 6 x
+  the parameter count (embedding included, counted once: logits_via_embedding) x the tokens per
+  device, plus the attention 12 x heads x layers x head_dim x seq^2 x per-device batch, halved for
+  causality since 64ee4e9 (2023-11-08). So step = that count / (MFU x peak). The parameter count is
+  MaxText's own (`maxtext_params`: its pytree, norm scales included).
+
+The v5e figures are older than the README that carries them (V5E_MEASURED): MaxText's README
+published them at ebb226d (16B and 32B on 1-16 slices, 2023-10-24), 9bc243c (64B and 128B, 10-27) and
+e47fa1b (32 slices; 64B on 16 re-read, 10-31), each beside its largest_job/ scripts, and 76bd53b copied
+them. The code of those commits differs from 76bd53b's in two ways a step depends on:
+- its count did not halve the attention for causality (train.py calculate_training_tflops from
+  0e65013, 2023-06-02, to 64ee4e9): the step each figure implies is the count without the halving
+  over (MFU x peak);
+- its attention did the whole score matrix: with `enable_flash_attention=true` (the scripts from
+  5ebcd67, 2023-10-27, so the 9bc243c and e47fa1b figures) MaxText/layers.py ran Pallas
+  `flash_attention(..., causal = False, ...)` (line 349 at ebb226d, 9bc243c and e47fa1b; causal=True
+  from 64ee4e9): the row runs its model with `causal=False`; without it (the ebb226d scripts, base.yml
+  `enable_flash_attention: False`, so the 16B and 32B figures on 1-16 slices) `dot_product_attention`
+  computed the score matrix with einsums and a softmax between them (the mask and the relative
+  position bias added to the whole matrix): `attention="materialized"`.
+(The parameter count of that code differs from `maxtext_params` by its relative-position bias, 32 x
+heads per layer, in place of 76bd53b's query/key/value norm scales: under 1e-6 of the count, ignored.)
+The v5p figures first appear in 76bd53b itself, whose code halves the count and runs flash causally.
 """
 
 from __future__ import annotations
@@ -91,23 +109,46 @@ def maxtext_params(cfg: TransformerConfig) -> int:
     return cfg.vocab * d + cfg.n_layers * layer + d
 
 
-def maxtext_tflops_per_device(cfg: TransformerConfig, per_device_batch: float) -> float:
+def maxtext_tflops_per_device(cfg: TransformerConfig, per_device_batch: float, causal_halved: bool = True) -> float:
     """MaxText's training TFLOPs per device and step (train.py calculate_training_tflops): 6 N per
-    token plus the attention's 12 heads layers head_dim seq^2 per sequence, halved for causality."""
+    token plus the attention's 12 heads layers head_dim seq^2 per sequence, halved for causality
+    from 64ee4e9 (2023-11-08) on (`causal_halved`; before, the whole matrix)."""
     weights = 6 * maxtext_params(cfg) * cfg.seq_len * per_device_batch
-    attention = 12 * cfg.n_heads * cfg.n_layers * cfg.d_head * cfg.seq_len**2 * per_device_batch / 2
+    attention = 12 * cfg.n_heads * cfg.n_layers * cfg.d_head * cfg.seq_len**2 * per_device_batch / (2 if causal_halved else 1)
     return (weights + attention) / 1e12
 
 
-def step_from_mfu(cfg: TransformerConfig, per_device_batch: float, mfu_pct: float, generation: str) -> float:
-    """The step time the README's MFU implies: MaxText's FLOPs per device / (MFU x peak)."""
-    return maxtext_tflops_per_device(cfg, per_device_batch) / (mfu_pct / 100 * PEAK_TFLOPS[generation])
+def step_from_mfu(cfg: TransformerConfig, per_device_batch: float, mfu_pct: float, generation: str,
+                  causal_halved: bool = True) -> float:
+    """The step time the README's MFU implies: MaxText's FLOPs per device (as the measuring code
+    counted them) / (MFU x peak)."""
+    return maxtext_tflops_per_device(cfg, per_device_batch, causal_halved) / (mfu_pct / 100 * PEAK_TFLOPS[generation])
 
 
-def _options(plan: str, remat: str) -> GenerateOptions:
+def v5e_measured_at(scale: int, slices: int) -> str:
+    """The MaxText commit that first published the v5e figure of `scale`B on `slices` slices
+    (module docstring): ebb226d (16B, 32B on 1-16), 9bc243c (64B, 128B on 1-16), e47fa1b (32
+    slices, and 64B on 16, re-read there from 53.39% to 53.29%)."""
+    if slices == 32 or (scale, slices) == (64, 16):
+        return "e47fa1b"
+    return "ebb226d" if scale in (16, 32) else "9bc243c"
+
+
+# The largest_job/ scripts passed enable_flash_attention=true from 5ebcd67 (2023-10-27) on: the
+# ebb226d figures ran dot_product_attention (materialized), the later ones flash with causal=False.
+V5E_MEASURED = {"ebb226d": "2023-10-24", "9bc243c": "2023-10-27", "e47fa1b": "2023-10-31"}
+V5E_ATTENTION_NOTE = {
+    "ebb226d": "measured at ebb226d (2023-10-24): no enable_flash_attention in its largest_job script, so "
+               "dot_product_attention (the whole score matrix through HBM); MaxText's count then not halved for causality",
+    "flash": "measured at {c} ({d}): flash_attention(causal = False), the whole score matrix in the kernel; MaxText's "
+             "count then not halved for causality",
+}
+
+
+def _options(plan: str, remat: str, attention: str = "flash") -> GenerateOptions:
     tensor = "tensor=" in plan
     # overlap_dcn: the scripts' --xla_tpu_enable_data_parallel_all_reduce_opt (module docstring)
-    return GenerateOptions(recompute=MAXTEXT_REMAT[remat], attention="flash", sequence_parallel=tensor,
+    return GenerateOptions(recompute=MAXTEXT_REMAT[remat], attention=attention, sequence_parallel=tensor,
                            collective_matmul="exposed" if tensor else "auto", overlap_dcn=True)
 
 
@@ -117,13 +158,19 @@ def _v5e_rows() -> list[Row]:
         cfg = PRESETS[f"maxtext-{scale}b"]
         for n, mfu, tflops in zip(V5E_SLICES, mfus, V5E_TFLOPS[scale], strict=True):
             chips = 256 * n
+            at = v5e_measured_at(scale, n)
+            unfused = at == "ebb226d"
+            note = V5E_ATTENTION_NOTE["ebb226d"] if unfused else V5E_ATTENTION_NOTE["flash"].format(c=at, d=V5E_MEASURED[at])
             rows.append(Row(
                 f"E{scale}x{n}", f"TPU v5e, {n} x 256 chips" + (" (multislice)" if n > 1 else ""), f"maxtext-{scale}b", "tpu-v5e",
-                "16x16", plan + (f",dcn={n}" if n > 1 else ""), step_from_mfu(cfg, pdbs, mfu, "tpu-v5e"), slices=n,
-                overrides={"global_batch": pdbs * chips}, options=_options(plan, "full"), remat_stated=True, stated=True,
-                source=f"{MAXTEXT_COMMIT}:MaxText/configs/v5e/README.md ({n}x v5e-256: {tflops} TFLOP/s/chip, {mfu:.2f}% MFU); "
-                       f"MaxText/configs/v5e/{scale}b.sh (per_device_batch_size={pdbs}, remat_policy=full)",
-                published=MAXTEXT_PUBLISHED, corpus="maxtext"))
+                "16x16", plan + (f",dcn={n}" if n > 1 else ""), step_from_mfu(cfg, pdbs, mfu, "tpu-v5e", causal_halved=False), slices=n,
+                overrides={"global_batch": pdbs * chips} | ({} if unfused else {"causal": False}),
+                options=_options(plan, "full", "materialized" if unfused else "flash"), remat_stated=True, stated=True, assumed=note,
+                source=f"{MAXTEXT_COMMIT}:MaxText/configs/v5e/README.md ({n}x v5e-256: {tflops} TFLOP/s/chip, {mfu:.2f}% MFU), "
+                       f"first published at AI-Hypercomputer/maxtext@{at} (README.md); MaxText/configs/largest_job/{scale}b.sh there "
+                       f"(per_device_batch_size={pdbs}, remat_policy=full{'' if unfused else ', enable_flash_attention=true'}); "
+                       f"MaxText/train.py calculate_training_tflops and MaxText/layers.py there",
+                published=V5E_MEASURED[at], corpus="maxtext"))
     return rows
 
 

@@ -43,7 +43,8 @@ PALM_PUBLISHED = "2022-04-05"  # arXiv:2204.02311 v1
 # The rows whose `assumed` fills a choice of plan or options the source leaves open (all others'
 # sources state both; split rule R2: only those may calibrate): M10 (the in-slice sharding is in
 # the paxml wheel, not the repo), M14, M15, T4, T12 (the cross-slice layout is not set in the
-# script), M16 (the mesh axes' roles; remat not stated), P1 and P1a (PaLM's remat policy is not
+# script), M16 (the mesh axes' roles, read from the wiki_bert.py class whose sizes match the README,
+# which names none; its remat is its code's: M16_REMAT), P1 and P1a (PaLM's remat policy is not
 # stated; P1a's step is the paper's "about 1.95x").
 NOT_STATED = {"M10", "M14", "M15", "T4", "T12", "M16", "P1", "P1a"}
 # The Trillium rows (M14, M15, T4, T12): each script (TRILLIUM_SCRIPTS) states per_device_batch_size
@@ -66,6 +67,30 @@ TRILLIUM_NOTE = ("data parallel across slices (MaxText base.yml dcn_data_paralle
 # 'value_proj', 'key_proj', 'context' and 'out_proj' (lingvo/jax/layers/repeats.py _custom_policy):
 # the MLP and the attention scores are recomputed.
 M16_CODE = "Adafactor without momentum, factored (its code)"
+# M16's remat: MLPerfBertDense500B2K inherits USE_REPEAT_LAYER = True from MLPerfBertDense1T (wiki_bert.py);
+# gshard_builder's _LayerStack then wraps the layers in builder_layers.RepeatLayer, which runs them through
+# lingvo's recurrent.Recurrent: "Recurrent saves only the state output from cell_fn, not any of the
+# intermediate tensors ... we have to recompute those intermediate tensors in the backward pass"
+# (core/recurrent.py, core/builder_layers.py RepeatLayer.FProp, beside wiki_bert.py in the submission):
+# each layer's forward re-runs in backward, podsim's `full`.
+M16_REMAT = "remat full: USE_REPEAT_LAYER, each layer's forward re-run in backward by lingvo's Recurrent (its code)"
+# M10's code (MLPerf v3.1 PAX; the experiment class C4SpmdGpt3AdamDataParallel16x16x16Int8 is in the
+# paxml wheel, not the repository, but its bases are public): the submission's C4SpmdGpt3AdamMLPerfHP
+# (src/gpt3.py) derives from paxml's c4.C4SpmdGpt3AdamOrgHP, which sets CHECKPOINT_POLICY = SAVE_NOTHING
+# (google/paxml@eb75ad3, the last change before the run's 20230904 wheel, paxml/tasks/lm/params/c4.py
+# line 641; the same in the r1.1.0 and r1.2.0 releases around it): full remat; its layers' attention is
+# praxis's DotProductAttention (praxis/layers/transformers.py Transformer.tr_atten_tpl), which computes
+# the logits with an einsum, the softmax, then the context with another (google/praxis@e263efe,
+# praxis/layers/attentions.py _dot_atten, lines 1421-1505): the score matrix through HBM, no fused kernel.
+M10_CODE = ("remat full (paxml C4SpmdGpt3AdamOrgHP: CHECKPOINT_POLICY = SAVE_NOTHING); unfused attention (praxis "
+            "DotProductAttention: logits einsum, softmax, context einsum)")
+M10_SOURCES = ("google/paxml@eb75ad3632a039b2fe58b9fff7be677d83a80f8b:paxml/tasks/lm/params/c4.py (line 641); "
+               "google/praxis@e263efe2a9743674aae13b3f4a94de780d4a105e:praxis/layers/attentions.py (lines 1421-1505)")
+# PaLM's remat: the paper names no policy; its Appendix B counts 4.10 TFLOP per token with rematerialisation
+# against 3.28 without (MFU 46.2%, HFU 57.8%): 0.25 of the model FLOPs, three quarters of a forward pass,
+# recomputed. podsim's `full` re-runs the whole forward; no named policy recomputes three quarters.
+PALM_REMAT = ("rematerialisation as full recompute (the paper's Appendix B: 4.10 against 3.28 TFLOP per token, "
+              "three quarters of a forward re-run; full re-runs all of it; no policy stated)")
 M17_CODE = "SAVE_DOT_FOR_MLPERF_200B: Q/K/V, context and out_proj saved, the MLP recomputed; Adafactor with int8 momentum (its code)"
 _ROUND = {"M1": "0.6", "M2": "0.6", "ML12": "0.6", "M3": "0.7", "M4": "0.7", "M7": "0.7", "M8": "0.7",
           "M5": "1.0", "M9": "1.0", "M16": "1.1", "M17": "1.1", "M6": "2.0", "M10": "3.1", "M11": "4.0",
@@ -128,8 +153,9 @@ _ROWS: tuple[Row, ...] = (
         options=UNFUSED, **eval_interval(33, 6144, 2 * 6144), remat_stated=True, assumed="unfused attention; " + TF1_BERT_REMAT,
         source="measurements.md M9 (MLPerf v1.0, R10 Google tpu-v4-4096-TF; eval_batch_size=6144, max_eval_steps=2)"),
     Row("M10", "TPU v5e, 16 x 256 chips (multislice)", "gpt3-175b", "tpu-v5e", "16x16", "fsdp=128,tensor=2,dcn=16", 9.09, slices=16,
-        overrides={"global_batch": 2048}, options=GenerateOptions(precision=INT8, recompute="full", **MEGATRON), kind="upper_bound", **GPT3_EVAL_INTERVAL,
-        assumed="in-slice sharding fsdp 128 x tensor 2 (not in the repo); remat not stated: full, the least that fits HBM", source="measurements.md M10 (MLPerf v3.1, R31)"),
+        overrides={"global_batch": 2048}, options=GenerateOptions(precision=INT8, recompute="full", attention="materialized", **MEGATRON),
+        kind="upper_bound", **GPT3_EVAL_INTERVAL, remat_stated=True,
+        assumed="in-slice sharding fsdp 128 x tensor 2 (not in the repo); " + M10_CODE, source="measurements.md M10 (MLPerf v3.1, R31); " + M10_SOURCES),
     Row("M11", "TPU v5p, 512 chips", "gpt3-175b", "tpu-v5p", "8x8x8", "fsdp=64,tensor=8", 23.81,
         overrides={"global_batch": 2048}, options=GenerateOptions(**MAXTEXT_INT8, recompute=MAXTEXT_REMAT["full"], **MAXTEXT), kind="upper_bound",
         **GPT3_EVAL_INTERVAL, assumed=maxtext_remat_note("full"), remat_stated=True, source="measurements.md M11 (MLPerf v4.0, R40 v5p-1024)"),
@@ -147,9 +173,9 @@ _ROWS: tuple[Row, ...] = (
         assumed=TRILLIUM_NOTE, remat_stated=True,
         source=f"measurements.md M15 (MLPerf v4.1, R41 trillium-512); {TRILLIUM_SCRIPTS}trillium-512.sh"),
     Row("M16", "TPU v4, 2048 chips", encoder_lm("lm-482b", 64, 16384, 131072, 256, 4096, "measurements.md M16", **LINGVO_DENSE_BUILDER), "tpu-v4", "8x16x16",
-        "fsdp=256,tensor=8", 22.0, options=replace(UNFUSED, optimizer="adafactor", **GSPMD_SHARDED),
-        assumed="mesh [256, 8] as fsdp x tensor; bf16; remat not stated: the least that fits HBM; unfused attention; " + M16_CODE
-                + "; " + SHARDED_NOTE,
+        "fsdp=256,tensor=8", 22.0, options=replace(UNFUSED, recompute="full", optimizer="adafactor", **GSPMD_SHARDED),
+        assumed="mesh [256, 8] as fsdp x tensor; bf16; " + M16_REMAT + "; unfused attention; " + M16_CODE + "; " + SHARDED_NOTE,
+        remat_stated=True,
         source="measurements.md M16 (MLPerf v1.1 open, R11 tpu-v4-4096-TF)"),
     Row("M17", "TPU v4, 1024 chips", encoder_lm("lm-200b", 66, 12288, 98304, 128, 4096, "measurements.md M17"), "tpu-v4", "8x8x16",
         "fsdp=64,tensor=16", 16.8,
@@ -157,13 +183,13 @@ _ROWS: tuple[Row, ...] = (
         assumed="mesh [1, 64, 16] as fsdp x tensor; " + M17_CODE + "; unfused attention; " + SHARDED_NOTE,
         remat_stated=True, source="measurements.md M17 (MLPerf v1.1 open, R11 tpu-v4-2048-JAX)"),
     Row("P1", "TPU v4, 2 pods x 3072 chips", "palm-540b", "tpu-v4", "12x16x16", "fsdp=256,tensor=12,dcn=2", 17.6, slices=2,
-        options=GenerateOptions(recompute="full", attention="materialized", **MEGATRON), assumed="rematerialisation as full recompute; unfused attention",
+        options=GenerateOptions(recompute="full", attention="materialized", **MEGATRON), assumed=PALM_REMAT + "; unfused attention",
         remat_stated=True, source="measurements.md P1 (Chowdhery et al. 2022 §4.1, Table 3)"),
     # PaLM on one of its pods at half the batch: "about 1.95x" the single-pod throughput on two
     # (§4), so ~122K tok/s and ~17.2 s per step (approximate; measurements.md caveat 8)
     Row("P1a", "TPU v4, 1 pod x 3072 chips", "palm-540b", "tpu-v4", "12x16x16", "fsdp=256,tensor=12", 17.2,
         overrides={"global_batch": 1024}, options=GenerateOptions(recompute="full", attention="materialized", **MEGATRON),
-        assumed="approximate: the paper's 'about 1.95x' on two pods; rematerialisation as full recompute; unfused attention",
+        assumed="approximate: the paper's 'about 1.95x' on two pods; " + PALM_REMAT + "; unfused attention",
         remat_stated=True, source="measurements.md caveat 8 (P1 on one pod at half the batch; Chowdhery et al. 2022 §4)"),
     # The Trillium GPT-3 series' other two points (measurements.md caveat 10): the same script as
     # M14 (per_device_batch_size=2, ici_fsdp_parallelism=-1, remat full, int8 with tff_quant) on 4 and 12 slices.
