@@ -401,3 +401,5 @@ def test_a_kernel_that_reads_whole_blocks_reads_each_sequence_to_its_block_end()
     assert busy["blocked"][0].kv_tokens_max == busy["plain"][0].kv_tokens_max
     with pytest.raises(PodsimError, match="beam search"):
         ServingSim(config(requests={"beams": 2}, batch={"kv": "reserve"}), engine=blocked)
+    with pytest.raises(PodsimError, match="kv_read_block_pages"):  # static buffers: the blocks would be ignored
+        replace(blocked, kv_buffers="static")
