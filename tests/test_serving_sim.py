@@ -435,3 +435,20 @@ def test_block_padding_counted_from_residues_matches_each_sequence_summed(monkey
         busy.append(sum(r.busy_s for r in sim.replicas))
     assert len(calls) > 100 and len(set(calls)) > 10  # many steps, many different paddings
     assert busy[0] == pytest.approx(busy[1], rel=1e-12)
+
+
+def test_padded_decode_rows_cost_their_batch_size_on_both_paths():
+    """batch_sizes pad the decoding rows: one sequence under batch_sizes (4,) costs the timer's 4-row
+    decode step (4 sampled rows; attention and KV traffic of the one real row), planned one step at a
+    time or run ahead alike."""
+    from podsim.serving.simulate import ServingSim
+
+    cfg = _offline(1, 100, 3, max_seqs=4, batch_sizes=[4])
+    busy = []
+    for run_ahead in (True, False):
+        sim = ServingSim(cfg, run_ahead=run_ahead)
+        sim.run()
+        busy.append(sim.replicas[0].busy_s)
+    step = sim.timer.tokens_step_s
+    want = step(100, 1, 100.0, 100 * 101 / 2.0, 0.0, 100.0) + step(4, 4, 1.0, 101.0, 100.0, 1.0) + step(4, 4, 1.0, 102.0, 101.0, 1.0)
+    assert busy == pytest.approx([want, want], rel=1e-12)
