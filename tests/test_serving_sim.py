@@ -401,3 +401,21 @@ def test_a_kernel_that_reads_whole_blocks_reads_each_sequence_to_its_block_end()
     assert busy["blocked"][0].kv_tokens_max == busy["plain"][0].kv_tokens_max
     with pytest.raises(PodsimError, match="beam search"):
         ServingSim(config(requests={"beams": 2}, batch={"kv": "reserve"}), engine=blocked)
+
+
+def test_a_dense_prefill_holds_its_logits_beside_the_cache():
+    """An engine whose prefill materialises dense logits (praxis's, the saxml engine) holds one
+    layer's fp32 logits and bf16 probabilities for the whole batch: with Saxml's batcher beside the
+    prompts' KV only (the two-phase check); a what-if engine with praxis's prefill under the idle
+    batcher (the saxml engine itself refuses it) beside the whole cache."""
+    from podsim.serving.engines import ENGINES
+    from podsim.serving.simulate import ServingSim
+
+    idle = config(batch={"kind": "static", "max_batch": 4, "buckets": [1024], "kv": "reserve"},
+                  requests={"prompt": {"kind": "fixed", "mean": 900}, "output": {"kind": "fixed", "mean": 16}})
+    sim = ServingSim(idle, engine=ENGINES["saxml"]["tpu"])
+    sh = sim.shard
+    logits = sh.dense_logits_live_bytes(4 * 1024 * 1024)
+    assert logits == sh.heads * 4 * 1024 * 1024 * 6 / sh.expert  # fp32 logits and bf16 probabilities
+    assert sim.prefill_workspace_bytes == pytest.approx(sh.workspace_bytes(4 * 1024, 4) + logits)
+    assert sim.budget.workspace_bytes == pytest.approx(sh.workspace_bytes(4 * 1024, 4) + logits)
