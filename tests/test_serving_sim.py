@@ -452,3 +452,21 @@ def test_padded_decode_rows_cost_their_batch_size_on_both_paths():
     step = sim.timer.tokens_step_s
     want = step(100, 1, 100.0, 100 * 101 / 2.0, 0.0, 100.0) + step(4, 4, 1.0, 101.0, 100.0, 1.0) + step(4, 4, 1.0, 102.0, 101.0, 1.0)
     assert busy == pytest.approx([want, want], rel=1e-12)
+
+
+def test_a_dense_prefill_holds_its_logits_beside_the_cache():
+    """An engine whose prefill materialises dense logits (praxis's, the saxml engine) holds one
+    layer's fp32 logits and bf16 probabilities for the whole batch: with Saxml's batcher beside the
+    prompts' KV only (the two-phase check); a what-if engine with praxis's prefill under the idle
+    batcher (the saxml engine itself refuses it) beside the whole cache."""
+    from podsim.serving.engines import ENGINES
+    from podsim.serving.simulate import ServingSim
+
+    idle = config(batch={"kind": "static", "max_batch": 4, "buckets": [1024], "kv": "reserve"},
+                  requests={"prompt": {"kind": "fixed", "mean": 900}, "output": {"kind": "fixed", "mean": 16}})
+    sim = ServingSim(idle, engine=ENGINES["saxml"]["tpu"])
+    sh = sim.shard
+    logits = sh.dense_logits_live_bytes(4 * 1024 * 1024)
+    assert logits == sh.heads * 4 * 1024 * 1024 * 6 / sh.expert  # fp32 logits and bf16 probabilities
+    assert sim.prefill_workspace_bytes == pytest.approx(sh.workspace_bytes(4 * 1024, 4) + logits)
+    assert sim.budget.workspace_bytes == pytest.approx(sh.workspace_bytes(4 * 1024, 4) + logits)

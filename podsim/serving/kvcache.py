@@ -54,13 +54,14 @@ class KvBudget:
 
 
 def kv_budget(shard: InferenceShard, generation, page_tokens: int, max_tokens: int, max_seqs: int,
-              reserve: float = 0.0) -> KvBudget:
-    """The KV-cache pages of one replica; a one-line error if the weights and workspace leave
-    no room for one page."""
+              reserve: float = 0.0, extra_workspace_bytes: float = 0.0) -> KvBudget:
+    """The KV-cache pages of one replica; a one-line error if the weights and workspace (a step's
+    activations, and `extra_workspace_bytes` beside them: a dense prefill's logits) leave no room
+    for one page."""
     gen = get_generation(generation)
     hbm = gen.hbm_per_chip.require(f"{gen.id} HBM per chip")
     weights = shard.weight_bytes()
-    work = shard.workspace_bytes(max_tokens, max_seqs)
+    work = shard.workspace_bytes(max_tokens, max_seqs) + extra_workspace_bytes
     per_token = shard.kv_bytes_per_token()
     free = hbm * (1.0 - reserve) - weights - work
     page = per_token * page_tokens

@@ -76,6 +76,7 @@ class ServingSim(SaxmlFrontEnd):
             rows = pol.batch_sizes[-1] if pol.batch_sizes else pol.max_batch
             max_tokens, max_seqs = max(min(pol.token_budget, rows * longest), rows * beams), rows * beams
         self.prefill_workspace_bytes: float | None = None
+        logits = 0.0  # a dense prefill's live logits beside the whole cache (not Saxml's: its fprop sits beside the prompts')
         if pol.kind == "static" and self.engine.static_prefill == "whole":
             # a Saxml batch is one praxis program: the prompts' fprop (its activations beside the
             # prompts' KV only), then the decode loop, whose output KV buffers are made after the
@@ -86,7 +87,9 @@ class ServingSim(SaxmlFrontEnd):
             max_tokens = max_seqs = rows * beams
             if pol.batcher != "saxml":  # no two-phase check: the whole prefill's workspace beside the cache
                 max_tokens = rows * longest
-        self.budget: KvBudget = kv_budget(self.shard, self.generation, pol.page_tokens, max_tokens, max_seqs, config.hbm_reserve)
+                logits = self.prefill_workspace_bytes - self.shard.workspace_bytes(rows * longest, rows)
+        self.budget: KvBudget = kv_budget(self.shard, self.generation, pol.page_tokens, max_tokens, max_seqs, config.hbm_reserve,
+                                          logits)
         self.req = requests if requests is not None else draw_requests(config.requests, config.duration, config.seed)
         self.log = RequestLog.empty(len(self.req))
         # batcher saxml: requests alive per replica at most (more are turned away); None for other batchers
