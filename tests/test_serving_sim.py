@@ -401,6 +401,57 @@ def test_a_kernel_that_reads_whole_blocks_reads_each_sequence_to_its_block_end()
     assert busy["blocked"][0].kv_tokens_max == busy["plain"][0].kv_tokens_max
     with pytest.raises(PodsimError, match="beam search"):
         ServingSim(config(requests={"beams": 2}, batch={"kv": "reserve"}), engine=blocked)
+    with pytest.raises(PodsimError, match="kv_read_block_pages"):  # static buffers: the blocks would be ignored
+        replace(blocked, kv_buffers="static")
+
+
+def test_block_padding_counted_from_residues_matches_each_sequence_summed(monkeypatch):
+    """Replica.block_pad (the blocked kernel's extra reads from counts of sequences by residue) equals
+    the sum over every decoding sequence of its reads rounded up to a whole block, at every decode
+    step, planned one at a time or run ahead; and both paths give the same steps."""
+    from dataclasses import replace
+
+    from podsim.serving.engines import ENGINES, Sourced
+    from podsim.serving.replica import Replica
+    from podsim.serving.simulate import ServingSim
+
+    counted = Replica.block_pad
+    calls = []
+
+    def checked(self):
+        pad = counted(self)
+        brute = sum((-(q.prompt - q.s0 + self.s + 1)) % self.kv_block for q in self.seqs.values())
+        assert pad == brute
+        calls.append(pad)
+        return pad
+
+    monkeypatch.setattr(Replica, "block_pad", checked)
+    blocked = replace(ENGINES["ideal"]["any"], kv_read_block_pages=Sourced(2, "test"))
+    cfg = config(batch={"max_seqs": 16, "page_tokens": 16})
+    busy = []
+    for run_ahead in (True, False):
+        sim = ServingSim(cfg, engine=blocked, run_ahead=run_ahead, audit=True)
+        sim.run()
+        busy.append(sum(r.busy_s for r in sim.replicas))
+    assert len(calls) > 100 and len(set(calls)) > 10  # many steps, many different paddings
+    assert busy[0] == pytest.approx(busy[1], rel=1e-12)
+
+
+def test_padded_decode_rows_cost_their_batch_size_on_both_paths():
+    """batch_sizes pad the decoding rows: one sequence under batch_sizes (4,) costs the timer's 4-row
+    decode step (4 sampled rows; attention and KV traffic of the one real row), planned one step at a
+    time or run ahead alike."""
+    from podsim.serving.simulate import ServingSim
+
+    cfg = _offline(1, 100, 3, max_seqs=4, batch_sizes=[4])
+    busy = []
+    for run_ahead in (True, False):
+        sim = ServingSim(cfg, run_ahead=run_ahead)
+        sim.run()
+        busy.append(sim.replicas[0].busy_s)
+    step = sim.timer.tokens_step_s
+    want = step(100, 1, 100.0, 100 * 101 / 2.0, 0.0, 100.0) + step(4, 4, 1.0, 101.0, 100.0, 1.0) + step(4, 4, 1.0, 102.0, 101.0, 1.0)
+    assert busy == pytest.approx([want, want], rel=1e-12)
 
 
 def test_a_dense_prefill_holds_its_logits_beside_the_cache():

@@ -90,6 +90,9 @@ class EngineModel:
         if self.kv_read_block_pages.value < 0 or self.kv_read_block_pages.value != int(self.kv_read_block_pages.value):
             raise PodsimError(f"engine {self.name}: kv_read_block_pages {self.kv_read_block_pages.value} is not a whole "
                               "number of pages >= 0")
+        if self.kv_read_block_pages.value and self.kv_buffers != "paged":
+            raise PodsimError(f"engine {self.name}: kv_read_block_pages blocks a paged cache's reads; kv_buffers "
+                              f"{self.kv_buffers} reads whole buffers: set it 0")
         if min(self.step_overhead_s.value, self.layer_overhead_s.value, self.token_overhead_s.value) < 0:
             raise PodsimError(f"engine {self.name}: host overheads must be >= 0")
 

@@ -205,7 +205,7 @@ class Replica(StaticBatches, SaxmlBatcher):
         """The rows a prompt chunk of `n` tokens runs as: the smallest of the policy's buckets that
         holds it, whole chunks of the largest beyond it; unpadded without buckets."""
         buckets = self.policy.buckets
-        if not buckets or self.policy.kind != "continuous":
+        if not buckets:
             return n
         top = buckets[-1]
         return next((b for b in buckets if b >= n), None) or -(-n // top) * top

@@ -63,12 +63,10 @@ class ServeRow:
         return {"ttft": "ttft", "server": "rate"}.get(self.metric, "throughput")
 
 
-def _model(preset: str, tensor: int, precision: dict, parallel: bool = False) -> dict:
-    """A row's served model: a podsim.trace.configs preset (each cites its serving_measurements.md row)."""
-    m = {"model": preset, "tensor": tensor, "precision": dict(precision)}
-    if parallel:
-        m["parallel_block"] = True
-    return m
+def _model(preset: str, tensor: int, precision: dict) -> dict:
+    """A row's served model: a podsim.trace.configs preset (each cites its serving_measurements.md row; its layer,
+    parallel or sequential, is the preset's: ServedModel.parallel)."""
+    return {"model": preset, "tensor": tensor, "precision": dict(precision)}
 
 
 def _requests(n: int, isl: int, osl: int) -> dict:
@@ -81,13 +79,13 @@ STATIC_ASSUMED = ("the table's runs used the doc's benchmark command (their batc
                   "given): every sequence to the output length, the whole batch's context phase in one step")
 
 
-def _static(rid: str, name: str, tp: int, batch: int, isl: int, osl: int, measured: float, parallel: bool = False) -> ServeRow:
+def _static(rid: str, name: str, tp: int, batch: int, isl: int, osl: int, measured: float) -> ServeRow:
     """A gptSessionBenchmark row. Its context phase is one step of batch x prompt tokens (`token_budget`):
     NVIDIA/TensorRT-LLM cpp/tensorrt_llm/runtime/gptSession.cpp, GptSession::MicroBatchConfig, sets ctxBatchSize =
     genBatchSize = ceilDiv(maxBatchSize, pipelineParallelism) unless micro-batch sizes are given (the store's
     v0.6-era copy, with maxKvCacheLength, and every later one); benchmarks/cpp/gptSessionBenchmark.cpp sets them only
     from --ctx_micro_batch_size / --gen_micro_batch_size, which the v0.6.1 doc's commands do not pass."""
-    cfg = {"generation": "gpu-h100", "slice": str(tp), "engine": "tensorrt-llm-0.6", "model": _model(name, tp, FP8, parallel),
+    cfg = {"generation": "gpu-h100", "slice": str(tp), "engine": "tensorrt-llm-0.6", "model": _model(name, tp, FP8),
            "batch": {"kind": "static", "max_batch": batch, "kv": "reserve", "token_budget": batch * isl},
            "requests": _requests(batch, isl, osl)}
     metric = "ttft" if osl == 1 and batch == 1 else "tpg"
@@ -112,8 +110,8 @@ IFB_FP16_ASSUMED = ("; the FP16 column's engines built without the configs' quan
 
 
 def _ifb(rid: str, name: str, tp: int, n: int, isl: int, osl: int, max_batch: int, max_tokens: int, measured: float,
-         precision: dict = FP8, parallel: bool = False) -> ServeRow:
-    cfg = {"generation": "gpu-h100", "slice": str(tp), "engine": "tensorrt-llm", "model": _model(name, tp, precision, parallel),
+         precision: dict = FP8) -> ServeRow:
+    cfg = {"generation": "gpu-h100", "slice": str(tp), "engine": "tensorrt-llm", "model": _model(name, tp, precision),
            "batch": {"kind": "continuous", "max_seqs": max_batch, "token_budget": max_tokens, "prefill": "chunked",
                      "kv": "reserve", "page_tokens": IFB_PAGE_TOKENS}, "requests": _requests(n, isl, osl)}
     cfg["hbm_reserve"] = kv_fraction_reserve(ServingConfig.model_validate(cfg), IFB_KV_FRACTION)
@@ -168,10 +166,10 @@ MLPERF40 = "mlcommons/inference_results_v4.0@3c4a1cf196b70175cfe7c59e067cd1d923a
 MLPERF41 = "mlcommons/inference_results_v4.1@a2f5d66d17e8f75c02fd74dfe810ecca6a046696"
 
 ROWS: tuple[ServeRow, ...] = (
-    _static("sv.1", "gptj-6b", 1, 1024, 128, 128, 26150, parallel=True),
-    _static("sv.2", "gptj-6b", 1, 120, 128, 2048, 8011, parallel=True),
-    _static("sv.3", "gptj-6b", 1, 64, 2048, 128, 2551, parallel=True),
-    _static("sv.4", "gptj-6b", 1, 64, 2048, 2048, 3327, parallel=True),
+    _static("sv.1", "gptj-6b", 1, 1024, 128, 128, 26150),
+    _static("sv.2", "gptj-6b", 1, 120, 128, 2048, 8011),
+    _static("sv.3", "gptj-6b", 1, 64, 2048, 128, 2551),
+    _static("sv.4", "gptj-6b", 1, 64, 2048, 2048, 3327),
     _static("sv.5", "llama2-7b", 1, 768, 128, 128, 19694),
     _static("sv.6", "llama2-7b", 1, 112, 128, 2048, 6818),
     _static("sv.7", "llama2-7b", 1, 80, 2048, 128, 2244),
@@ -180,8 +178,8 @@ ROWS: tuple[ServeRow, ...] = (
     _static("sv.10", "llama2-70b", 4, 480, 128, 2048, 1486),
     _static("sv.11", "llama2-70b", 2, 96, 2048, 128, 306),
     _static("sv.12", "llama2-70b", 2, 64, 2048, 2048, 547),
-    _static("sv.13", "gptj-6b", 1, 1, 128, 1, 0.007, parallel=True),
-    _static("sv.14", "gptj-6b", 1, 1, 2048, 1, 0.029, parallel=True),
+    _static("sv.13", "gptj-6b", 1, 1, 128, 1, 0.007),
+    _static("sv.14", "gptj-6b", 1, 1, 2048, 1, 0.029),
     _static("sv.15", "llama2-7b", 1, 1, 128, 1, 0.007),
     _static("sv.16", "llama2-7b", 1, 1, 2048, 1, 0.036),
     _static("sv.17", "llama2-70b", 4, 1, 128, 1, 0.026),
@@ -201,7 +199,7 @@ ROWS: tuple[ServeRow, ...] = (
     _ifb("sv.31", "llama3-70b", 8, 30000, 128, 128, 8192, 16384, 13853.05),
     _ifb("sv.32", "mixtral-8x7b", 2, 30000, 128, 128, 2048, 3072, 24770.44),
     _ifb("sv.33", "mixtral-8x7b", 2, 1500, 2048, 2048, 2048, 3072, 11486.66),
-    _ifb("sv.34", "gptj-6b", 1, 30000, 128, 128, 2048, 2048, 24456.84, parallel=True),
+    _ifb("sv.34", "gptj-6b", 1, 30000, 128, 128, 2048, 2048, 24456.84),
     _ifb("sv.35", "llama2-7b", 1, 30000, 128, 128, 4096, 8192, 11605.69, precision={}),
     _ifb("sv.36", "llama3-8b", 1, 1500, 2048, 2048, 2048, 8192, 3996.93, precision={}),
     _ifb("sv.37", "llama2-70b", 4, 3000, 128, 2048, 4096, 8192, 3787.24, precision={}),
