@@ -160,7 +160,7 @@ CASES = [
     ("export-64^3", ("trace", "export", "{d}/ok.json", "-o", "{d}/ex64", "--slice", "64x64x64"), "262,144 files, over the budget of 65,536"),
     ("export-1024^3", ("trace", "export", "{d}/ok.json", "-o", "{d}/ex1k", "--slice", "1024x1024x1024"), "1,073,741,824 chips"),
     ("place-past-request-budget", ("place", "-g", "tpu-v4", "-r", "{d}/req60.yaml", "--max-requests", "50"), "60 requests, over the budget of 50"),
-    ("cluster-link-mtbf-1s", ("cluster", "-g", "tpu-v4", "--horizon", "30d", "--synthetic", "jobs=5,rate=2/h,mix=4x4x4:1", "--link-mtbf", "1s"), "link MTBF: 1 s is out of range"),
+    ("cluster-link-mtbf-1s", ("cluster", "-g", "tpu-v4", "--horizon", "30d", "--synthetic", "jobs=5,rate=2/h,mix=4x4x4:1", "--link-mtbf", "1s"), "link MTBF (--link-mtbf): 1 s is out of range"),
     ("cluster-event-storm", ("cluster", "-g", "tpu-v4", "--horizon", "100d", "--synthetic", "jobs=5,rate=2/h,mix=4x4x4:1", "--link-mtbf", "2min"), "over the budget of 5,000,000 failure events"),
     ("validate-event-storm", ("validate", "{d}/s_link_storm.yaml"), "raise it with --max-events"),
     # -- honest internal errors that are bad input

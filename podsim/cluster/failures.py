@@ -179,6 +179,15 @@ class FailureModel(BaseModel):
         return cls(**{k: None if v is None else v.process() for k, v in (("host", host), ("ocs", ocs), ("link", link))})
 
 
+def _option(component: str, field: str) -> str:
+    """The CLI option (`podsim cluster`, `podsim plan`) that sets a component's failure field."""
+    if field == "availability":
+        return "--host-availability"
+    if field == "weibull_shape":
+        return "--weibull-shape"
+    return f"--{'' if component == 'host' else component.lower() + '-'}{field.removesuffix('_s')}"
+
+
 def _spec(component: str, **fields) -> FailureSpec:
     """The FailureSpec of these fields, its process checked too, or one line naming the option and
     what it must be."""
@@ -187,7 +196,8 @@ def _spec(component: str, **fields) -> FailureSpec:
     except ValidationError as exc:
         where, msg = first_error(exc)
         name = {"mtbf_s": "MTBF", "mttr_s": "MTTR", "weibull_shape": "Weibull shape"}.get(where, where)
-        raise PodsimError(f"{component} {name}: {msg} (got {exc.errors()[0].get('input')!r})") from None
+        raise PodsimError(f"{component} {name} ({_option(component, where)}): {msg} "
+                          f"(got {exc.errors()[0].get('input')!r})") from None
     spec.process()  # an availability whose MTBF is out of range is refused here, as the availability given
     return spec
 
@@ -203,7 +213,8 @@ def _mtbf_spec(component: str, mtbf: str | float | None, mttr: str | float | Non
                weibull_shape: float | None) -> FailureSpec | None:
     if mtbf is None:
         if mttr is not None:
-            raise PodsimError(f"{component} MTTR {mttr!r} needs an MTBF (or, for hosts, an availability)")
+            raise PodsimError(f"{component} MTTR {mttr!r} ({_option(component, 'mttr_s')}) needs an MTBF "
+                              f"({_option(component, 'mtbf_s')}; or, for hosts, an availability, --host-availability)")
         return None
     return _spec(component, mtbf_s=parse_duration(mtbf), mttr_s=parse_duration(mttr if mttr is not None else "1h"),
                  **_shape_fields(weibull_shape))
@@ -215,7 +226,7 @@ def host_failure_spec(host_availability: float | None = None, mtbf: str | float 
     '4h' or seconds, MTTR 1 h unless given), None where neither is given; one-line errors. The
     cluster's `failure_model` and the plan's time to train both read the hosts' options here."""
     if host_availability is not None and mtbf is not None:
-        raise PodsimError("give hosts an availability or an MTBF, not both")
+        raise PodsimError("give hosts an availability (--host-availability) or an MTBF (--mtbf), not both")
     if host_availability is None:
         return _mtbf_spec("host", mtbf, mttr, weibull_shape)
     return _spec("host", availability=host_availability, mttr_s=parse_duration(mttr if mttr is not None else "1h"),
