@@ -81,13 +81,12 @@ class ServingSim(SaxmlFrontEnd):
             # a Saxml batch is one praxis program: the prompts' fprop (its activations beside the
             # prompts' KV only), then the decode loop, whose output KV buffers are made after the
             # fprop (see _check_saxml_cache): the cache sits beside a decode step's workspace
-            self.prefill_workspace_bytes = self.shard.workspace_bytes(rows * longest, rows)
-            if self.engine.logits_materialised:  # praxis's dense prefill holds a layer's logits and probabilities
-                self.prefill_workspace_bytes += self.shard.dense_logits_live_bytes(rows * longest * longest)
+            # praxis's dense prefill also holds a layer's logits and probabilities
+            dense = self.shard.dense_logits_live_bytes(rows * longest * longest) if self.engine.logits_materialised else 0.0
+            self.prefill_workspace_bytes = self.shard.workspace_bytes(rows * longest, rows) + dense
             max_tokens = max_seqs = rows * beams
             if pol.batcher != "saxml":  # no two-phase check: the whole prefill's workspace beside the cache
-                max_tokens = rows * longest
-                logits = self.prefill_workspace_bytes - self.shard.workspace_bytes(rows * longest, rows)
+                max_tokens, logits = rows * longest, dense
         self.budget: KvBudget = kv_budget(self.shard, self.generation, pol.page_tokens, max_tokens, max_seqs, config.hbm_reserve,
                                           logits)
         self.req = requests if requests is not None else draw_requests(config.requests, config.duration, config.seed)
