@@ -92,7 +92,7 @@ class Replica(StaticBatches, SaxmlBatcher):
         req, pol = self.sim.req, self.policy
         prompt, out = int(req.prompt[rid]), int(req.output[rid])
         if pol.kind == "static":
-            length = next((b for b in pol.buckets if b >= prompt), prompt)
+            length = self.bucketed(prompt)
             return int(seq_pages(length, out - 1, req.beams, self.pt)) * self.padded(1)
         return int(seq_pages(prompt, out - 1, req.beams, self.pt)) if not self.paged else pages_for(prompt, self.pt)
 
@@ -205,10 +205,9 @@ class Replica(StaticBatches, SaxmlBatcher):
         """The rows a prompt chunk of `n` tokens runs as: the smallest of the policy's buckets that
         holds it, whole chunks of the largest beyond it; unpadded without buckets."""
         buckets = self.policy.buckets
-        if not buckets:
-            return n
-        top = buckets[-1]
-        return next((b for b in buckets if b >= n), None) or -(-n // top) * top
+        if not buckets or n <= buckets[-1]:
+            return self.bucketed(n)
+        return -(-n // buckets[-1]) * buckets[-1]
 
     def plan(self) -> StepPlan | None:
         """The next step, or None when there is nothing to run."""

@@ -94,11 +94,16 @@ class StaticBatches:
         run at: the smallest of the policy's batch_sizes that holds them, else `n`."""
         return next((b for b in self.policy.batch_sizes if b >= n), n)
 
+    def bucketed(self, n: int) -> int:
+        """The length `n` prompt tokens (a static batch's longest, or a continuous step's chunk)
+        run at: the smallest of the policy's buckets that holds them, else `n`."""
+        return next((b for b in self.policy.buckets if b >= n), n)
+
     def _batch_shape(self, batch: list[int]) -> tuple[int, int, int]:
         """A static batch's padded prompt length, decode steps and KV pages per padded row."""
-        req, pol = self.sim.req, self.policy
+        req = self.sim.req
         longest = int(req.prompt[batch].max())
-        length = next((b for b in pol.buckets if b >= longest), longest)
+        length = self.bucketed(longest)
         steps = int(req.output[batch].max()) - 1
         return length, steps, int(seq_pages(length, steps, req.beams, self.pt))
 
