@@ -212,8 +212,8 @@ def test_a_kv_memory_fraction_is_that_share_of_what_weights_and_workspace_leave(
 def test_a_continuous_step_workspace_is_the_padded_steps():
     """A continuous replica's workspace is its largest step as the engine pads it: the token
     budget plus the most `batch_sizes` pads the decode rows (33 sequences run as 96: 63 rows)
-    and `buckets` pads its one prompt chunk (1,025 tokens run as 2,048, whole chunks of the
-    largest bucket: 1,023 rows); the simulator and kv_fraction_reserve size it the same way."""
+    and `buckets` pads its one prompt chunk (513 tokens run as 1,024: 511 rows); the simulator
+    and kv_fraction_reserve size it the same way."""
     from podsim.serving.kvcache import step_workspace_shape
     from podsim.serving.simulate import ServingSim
     from podsim.serving.spec import ServingConfig
@@ -222,9 +222,9 @@ def test_a_continuous_step_workspace_is_the_padded_steps():
              "buckets": [128, 512, 1024]}
     body = {"generation": "tpu-v5e", "slice": "2x4", "model": {"model": "llama2-7b"}, "batch": batch}
     cfg = ServingConfig.model_validate(body)
-    assert step_workspace_shape(cfg.batch, 1, 4096) == (2048 + 63 + 1023, 96 + 63)
+    assert step_workspace_shape(cfg.batch, 1, 4096) == (2048 + 63 + 511, 96 + 63)
     sim = ServingSim(cfg)
-    assert sim.budget.workspace_bytes == sim.shard.workspace_bytes(2048 + 63 + 1023, 96 + 63)
+    assert sim.budget.workspace_bytes == sim.shard.workspace_bytes(2048 + 63 + 511, 96 + 63)
     unpadded = ServingConfig.model_validate({**body, "batch": {"kind": "continuous", "max_seqs": 96, "token_budget": 2048}})
     assert step_workspace_shape(unpadded.batch, 1, 4096) == (2048, 96)  # no padding: the budget and the slots
     assert step_workspace_shape(unpadded.batch, 4, 4096) == (2048, 384)  # each slot's beams sampled

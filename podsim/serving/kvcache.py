@@ -76,13 +76,14 @@ def kv_budget(shard: InferenceShard, generation, page_tokens: int, max_tokens: i
 
 def _most_padding(sizes: tuple[int, ...], most: int) -> int:
     """The most a count from 1 to `most` grows when run at the smallest of `sizes` that holds it
-    (whole multiples of the largest beyond it, as a continuous step's prompt chunks); 0 unpadded."""
+    (none is past the largest: batch_sizes hold max_seqs, a prompt chunk is at most the largest
+    bucket); 0 unpadded."""
     pad, below = 0, 0
     for b in sizes:
         if below >= most:
             break
         pad, below = max(pad, b - below - 1), b
-    return max(pad, sizes[-1] - 1) if sizes and most > sizes[-1] else pad
+    return pad
 
 
 def step_workspace_shape(policy: BatchPolicy, beams: int, context: int) -> tuple[int, int]:

@@ -87,6 +87,10 @@ class ServingSim(SaxmlFrontEnd):
         self.budget: KvBudget = kv_budget(self.shard, self.generation, pol.page_tokens, max_tokens, max_seqs, config.hbm_reserve,
                                           logits)
         self.req = requests if requests is not None else draw_requests(config.requests, config.duration, config.seed)
+        if pol.kind == "static" and pol.buckets and len(self.req) and int(self.req.prompt.max()) > pol.buckets[-1]:
+            raise PodsimError(f"a prompt of {int(self.req.prompt.max())} tokens is longer than the largest bucket "
+                              f"{pol.buckets[-1]}: a static batch's engine truncates it (not modelled); raise the bucket "
+                              "or cap the prompts (requests.prompt.high)")
         self.log = RequestLog.empty(len(self.req))
         # batcher saxml: requests alive per replica at most (more are turned away); None for other batchers
         self.saxml_alive = pol.max_batch * pol.max_live_batches if pol.kind == "static" and pol.batcher == "saxml" else None

@@ -117,8 +117,9 @@ class BatchPolicy(_Model):
     free (never preempts).
     Continuous steps as an engine compiles them: `prefill_seqs` caps the prompts in prefill at once
     (JetStream prefills one request per call: ov.19); `buckets` pads each prompt chunk to the
-    smallest that holds it (JetStream's prefill buckets, ov.20; a chunk past the largest runs as
-    whole chunks of the largest); `batch_sizes` pads a step's decoding sequences to the smallest
+    smallest that holds it (JetStream's prefill buckets, ov.20; a prompt past the largest is split into
+    chunks of the largest over steps, as JetStream's chunked prefill does; a static batch's prompt
+    past it is refused: the engines truncate it); `batch_sizes` pads a step's decoding sequences to the smallest
     that holds them (JetStream's generate step runs over every slot, ov.21; CUDA-graph batch
     sizes, ov.8). Padding costs compute; the KV cache holds the real tokens only."""
 
