@@ -355,6 +355,9 @@ def test_padded_chunks_and_decode_rows_cost_their_padded_shape():
     assert busy["buckets"] > busy["plain"] and busy["rows"] > busy["plain"]
     with pytest.raises(ValueError, match="prefill_seqs does not apply"):
         config(batch={"kind": "static", "prefill_seqs": 1})
+    with pytest.raises(ValueError, match="batch policy prefill_seqs 9 is more than max_seqs 8"):
+        config(batch={"max_seqs": 8, "prefill_seqs": 9})
+    assert config(batch={"max_seqs": 8, "prefill_seqs": 8}).batch.prefill_seqs == 8
 
 
 def test_a_prompt_past_the_largest_bucket_is_split_into_chunks_of_it():

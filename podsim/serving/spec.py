@@ -162,6 +162,9 @@ class BatchPolicy(_Model):
         holds, name = (self.max_batch, "max_batch") if self.kind == "static" else (self.max_seqs, "max_seqs")
         if self.batch_sizes and self.batch_sizes[-1] < holds:
             raise PodsimError(f"batch policy batch_sizes {list(self.batch_sizes)}: the largest must hold {name} {holds}")
+        if self.prefill_seqs is not None and self.prefill_seqs > self.max_seqs:
+            raise PodsimError(f"batch policy prefill_seqs {self.prefill_seqs} is more than max_seqs {self.max_seqs}: a prompt "
+                              f"in prefill holds one of the step's sequences; use at most {self.max_seqs}")
         if self.kind != "static" and (self.batcher != "idle" or self.batcher_depth is not None):
             raise PodsimError("batch policy batcher is for static batches: set kind static")
         _refuse_changed(self, ("max_batch", "max_wait", "max_live_batches", "decode_segments") if self.kind == "continuous" else
