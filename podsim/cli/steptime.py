@@ -40,7 +40,7 @@ from podsim.topology.dcntiers import TIERS_HELP
 from podsim.topology.multipath import ROUTING_POLICIES
 from podsim.trace.kinds import normalise_algorithm, normalise_kind
 from podsim.trace.model import DEFAULT_COMPUTE_EFFICIENCY
-from podsim.units import format_bytes, format_rate, format_seconds, parse_bytes
+from podsim.units import format_bytes, format_percent, format_rate, format_seconds, parse_bytes
 
 if TYPE_CHECKING:
     from podsim.study import StepStudy
@@ -98,9 +98,9 @@ def step_rows(result, constants: str = "") -> list[tuple[str, str]]:
             f"input-bound: the chips wait {format_seconds(m['input_wait_s'])} for it" if m["input_bound"] else "the chips take longer (not input-bound)")))
     if not math.isnan(m.get("mfu", math.nan)):
         err = m.get("step_time_error", math.nan)
-        rows.append(("model FLOPs utilisation", f"{m['mfu']:.1%} of the bf16 peak" + ("" if math.isnan(err) else f" (±{err:.0%}, as the step time)")))
+        rows.append(("model FLOPs utilisation", f"{format_percent(m['mfu'])} of the bf16 peak" + ("" if math.isnan(err) else f" (±{err:.0%}, as the step time)")))
     if not math.isnan(m.get("hfu", math.nan)):
-        rows.append(("hardware FLOPs utilisation", f"{m['hfu']:.1%} of the bf16 peak (recomputation included)"))
+        rows.append(("hardware FLOPs utilisation", f"{format_percent(m['hfu'])} of the bf16 peak (recomputation included)"))
     if "hbm_bytes_per_chip" in m:
         rows.append(("HBM per chip", hbm_text(m["hbm_bytes_per_chip"], m.get("hbm_capacity_bytes"))))
     rows.append(("engine", f"{m['engine_wall_s']:.3f} s wall, {m['events']:,} events, {m['flows_simulated']:,} of {m['flows']:,} flows simulated"))
