@@ -228,6 +228,11 @@ def test_a_continuous_step_workspace_is_the_padded_steps():
     unpadded = ServingConfig.model_validate({**body, "batch": {"kind": "continuous", "max_seqs": 96, "token_budget": 2048}})
     assert step_workspace_shape(unpadded.batch, 1, 4096) == (2048, 96)  # no padding: the budget and the slots
     assert step_workspace_shape(unpadded.batch, 4, 4096) == (2048, 384)  # each slot's beams sampled
+    # any number of chunks (no prefill_seqs) under buckets (128, 1024): at most 256 chunks of 2,048 tokens
+    # pad most as 242 one-token chunks (to 128) and 14 of 129 tokens (to 1,024), 43,264 rows of padding
+    many = ServingConfig.model_validate({**body, "batch": {"kind": "continuous", "max_seqs": 256, "token_budget": 2048,
+                                                          "buckets": [128, 1024]}})
+    assert step_workspace_shape(many.batch, 1, 4096)[0] == 2048 + 242 * 127 + 14 * 895
     r = kv_fraction_reserve(cfg, 0.5)  # half of what the padded step's workspace leaves
     b = ServingSim(ServingConfig.model_validate({**body, "hbm_reserve": r})).budget
     assert b.hbm_bytes * (1 - r) - b.weight_bytes - b.workspace_bytes == pytest.approx(
