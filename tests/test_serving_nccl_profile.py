@@ -40,7 +40,7 @@ def test_the_curve_is_monotone_linear_between_points_and_at_the_last_bandwidth_b
 
 
 def test_the_step_timer_takes_h100_all_reduces_from_the_profile_and_nothing_else():
-    """On gpu-h100 as published, a TP group's all-reduce is the profile's (the engine's is 10-25% faster
+    """On gpu-h100 as published, a TP group's all-reduce is the profile's (the engine's is 15% faster
     at 8-64 MiB on 4 GPUs); a TPU's, and an H100 whose figures a scenario overrode, stay the engine's."""
     sh = InferenceShard(get_model("llama2-70b", {"n_layers": 2}), tensor=4)
     op = StepOp("x.ar", "all_reduce", axis="tensor", nbytes=1.0)

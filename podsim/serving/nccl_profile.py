@@ -2,8 +2,8 @@
 tensor-parallel all-reduces cost on gpu-h100 (sources cl.1-cl.3).
 
 podsim's flow engine on gpu-h100's NVLink (450 GB/s a direction) plus NCCL's time per collective
-(`collective_latency`, 27 us from cl.1) matches the measured all-reduce at a few kB, but from ~4 MiB
-up it is 10-25% faster than measured on 4 and 8 GPUs (at 64 MiB: bus bandwidth 403 against 365
+(`collective_latency`, 27 us from cl.1) matches the measured all-reduce at a few kB, but from 16 MiB up
+(4 MiB on 8 GPUs) it is 7-27% faster than measured (at 64 MiB: bus bandwidth 403 against 365
 GB/s on 8, 396 against 317 on 4, 373 against 274 on 2). A decode step of a large batch all-reduces
 4-40 MB twice a layer, a prefill chunk of 8-16k tokens 130-270 MB, so a serving step on H100s
 takes its all-reduces from the measured curve: vidur's profile
