@@ -28,6 +28,8 @@ from podsim.perf import chip_compute, compute_time_s
 from podsim.perf.opmodel import memory_time_s, padded_flops
 from podsim.serving.costs import AttentionLoad, InferenceShard
 from podsim.serving.engines import ENGINES, EngineModel
+from podsim.serving.nccl_profile import SOURCE as PROFILE_SOURCE
+from podsim.serving.nccl_profile import all_reduce_s, profile_for
 from podsim.serving.program import (
     StepOp,
     matmul_tuples,
@@ -144,6 +146,11 @@ class StepTimer:
         self.routing = routing
         mapping = map_mesh(self.shape, ParallelPlan(tensor=shard.tensor, expert=shard.expert), DEFAULT_INTENSITY)
         self.groups = {a: format_group(mapping.groups[a]) for a in ("tensor", "expert") if mapping.groups[a]}
+        # axes whose all-reduces come from a measured profile (their group sizes), and what a run says of it
+        self._profiled = {a: n for a, n in (("tensor", shard.tensor), ("expert", shard.expert))
+                          if n > 1 and profile_for(self.generation, "all_reduce", n)}
+        self.collective_source = (f"all-reduces from a measured NCCL profile ({PROFILE_SOURCE}), other collectives by the "
+                                  "flow-level engine" if self._profiled else "the flow-level engine")
         self.mesh = mapping.describe()
         self.chip = chip_compute(self.generation)
         self.onchip_bytes, self.onchip_source = (onchip_bytes, "given") if onchip_bytes is not None else onchip_memory(self.generation)
@@ -177,7 +184,12 @@ class StepTimer:
         return compute_time_s(self.chip, cost.flops, cost.hbm, matmul_tuples(cost), precision)
 
     def collective_s(self, op: StepOp, units: float, unit_bytes: float) -> float:
-        """The engine's time of the collective `op` at `units` x `unit_bytes` bytes per chip."""
+        """The time of the collective `op` at `units` x `unit_bytes` bytes per chip: the measured
+        profile's where the generation has one for it (`podsim.serving.nccl_profile`: all-reduces on
+        H100s), else the engine's."""
+        size = self._profiled.get(op.axis) if op.kind == "all_reduce" else None
+        if size is not None:
+            return all_reduce_s(self.generation.id, size, units * unit_bytes) if units > 0 else 0.0
         key = (op.kind, op.axis, unit_bytes)
         table = self._tables.get(key)
         if table is None:
