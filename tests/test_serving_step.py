@@ -237,3 +237,28 @@ def test_a_continuous_step_workspace_is_the_padded_steps():
     b = ServingSim(ServingConfig.model_validate({**body, "hbm_reserve": r})).budget
     assert b.hbm_bytes * (1 - r) - b.weight_bytes - b.workspace_bytes == pytest.approx(
         0.5 * (b.hbm_bytes - b.weight_bytes - b.workspace_bytes), rel=1e-12)
+
+
+def test_attention_time_never_falls_when_a_step_gains_a_query_or_a_key():
+    """The attention core pads the step's keys (summed over its queries) to the MXU tile once:
+    a step with one more query (attending to at least one key), or one more key, never takes
+    less time. Padding the average query's keys, as before, broke this (3 queries over 1,921
+    keys took 11% longer than 4 over 1,922 on v5e's 128-wide tile)."""
+    sh = InferenceShard(get_model("llama2-7b", {"n_layers": 2}), tensor=1)
+    timer = StepTimer(sh, "tpu-v5e", (1, 1))
+    tile = timer.chip.mxu_dim
+    body = timer.tokens_device_s(4096, 0, 0.0, 0.0, 0.0, 0.0)
+
+    def attn(q, keys):  # a prefill-like step: nothing read from the cache, q tokens written
+        t = timer.tokens_device_s(4096, 0, float(q), float(keys), 0.0, float(q)) - body
+        assert t == pytest.approx(timer.attention_s(sh.load(q, keys, 0.0, q)), rel=1e-12)
+        return t
+
+    assert attn(4, 1922) >= attn(3, 1921)
+    for q in range(1, 40):
+        for keys in range(q, 16 * tile, 13):
+            a = attn(q, keys)
+            assert attn(q, keys + 1) >= a
+            assert attn(q + 1, keys + 1) >= a
+    # at the MXU bound, the padded FLOPs of QK^T and AV: each head's d_head and the step's keys to whole tiles
+    assert attn(5, 99_999) == pytest.approx(sh.cfg.n_layers * 2 * 2.0 * sh.heads * 128 * 100_096 / timer._attn_rate)
