@@ -60,7 +60,7 @@ def test_the_curve_is_in_bytes_per_gpu_and_holds_the_last_bus_bandwidth_beyond()
 
 def test_the_step_timer_takes_h100_all_reduces_from_the_profile_and_nothing_else():
     """On gpu-h100 as published, a TP group's all-reduce is the profile's (the engine's is 15% faster
-    at 8-64 MiB on 4 GPUs); a TPU's, and an H100 whose figures a scenario overrode, stay the engine's."""
+    at 32 MiB on 4 GPUs, 7-20% at 16-64 MiB); a TPU's, and an H100 whose figures a scenario overrode, stay the engine's."""
     sh = InferenceShard(get_model("llama2-70b", {"n_layers": 2}), tensor=4)
     op = StepOp("x.ar", "all_reduce", axis="tensor", nbytes=1.0)
     h100 = StepTimer(sh, "gpu-h100", "4")
