@@ -92,7 +92,7 @@ def plan_collective(kind: str, layout: GroupLayout, size_bytes: float, algorithm
     for alg in ok:
         sched = scheds[alg] = build_schedule(kind, layout, size_bytes, alg, shift)
         router, n, most = _flows(sched, pool)
-        if n <= RANK_FLOWS and max(router.budget_flows(p) for p in sched.patterns()) <= budget().flows:
+        if n <= RANK_FLOWS and max((router.budget_flows(p) for p in sched.patterns()), default=0) <= budget().flows:
             cands[alg] = schedule_time_s(sched, router)
         else:
             large.append((alg, router, n, most))

@@ -160,7 +160,8 @@ def _plan_job(job: Job, pool: RouterPool, efficiency: float | None, fast_path: b
         router = pool.router(patterns, fold=fast_path and jobs == 1, fold_dcn=True)
         over = []
         for key, plan in made.items():
-            n, pat = max(((router.budget_flows(p), p) for p in plan.schedule.patterns()), key=lambda x: x[0])
+            n, pat = max(((router.budget_flows(p), p) for p in plan.schedule.patterns()), key=lambda x: x[0],
+                         default=(0, None))
             if n > limit:
                 over.append((key, plan, n, pat))
         if not over:
