@@ -10,12 +10,14 @@ that algorithm asked by name; with none left, the budget error stands."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from podsim.bounds import budgets
 from podsim.collectives import ALGORITHMS, plan_collective
 from podsim.collectives.fabricroutes import Placement
 from podsim.collectives.groups import group_layout
+from podsim.collectives.patterns import xor_pattern
 from podsim.collectives.routes import RouterPool
 from podsim.engine import simulate_step
 from podsim.errors import PodsimError
@@ -77,3 +79,23 @@ def test_a_named_algorithm_or_no_candidate_left_keeps_the_budget_error(built):
     with budgets(flows=127), pytest.raises(PodsimError, match=r"^[^\n]* on group x,y: 128 flows, over the budget of 127 "
                                                                r"flows [^\n]*--max-flows N$"):
         simulate_step(_trace(breaker=None), built, fast_path=False)
+
+
+def test_the_top_bit_exchange_of_a_ring_axis_keeps_every_translation(built):
+    """r XOR g/2 along an axis of g ranks is r + g/2 mod g: every shift keeps it, so a step of
+    halving-doubling on the 16-ring still folds (periods x 8 (a line), y 8: bit 5's 8), and the
+    folded step agrees with every flow simulated."""
+    lay = group_layout((built.view,), parse_group("x,y"))
+    top = xor_pattern(lay, 6)  # x holds bits 0-2, y bits 3-6
+    assert top.periods == (1, 1)
+    idx = lay.rank_index()
+    idx[:, 1] = (idx[:, 1] + 1) % 16
+    moved = lay.rank_of(idx)
+    src, dst = np.arange(lay.p), np.arange(lay.p) ^ (1 << 6)
+    assert set(zip(moved[src].tolist(), moved[dst].tolist(), strict=True)) == set(zip(src.tolist(), dst.tolist(), strict=True))
+    tr = StepTrace((Collective("hd", "all_reduce", 2**20, parse_group("x,y"), "halving_doubling"),
+                    Collective("y", "all_reduce", 2**18, parse_group("y"), "ring")))
+    fast, full = simulate_step(tr, built), simulate_step(tr, built, fast_path=False)
+    assert fast.flows_simulated * 2 == full.flows_simulated  # 16 / 8: two translates of y
+    np.testing.assert_allclose([t.end_s for t in fast.timeline], [t.end_s for t in full.timeline], rtol=1e-9)
+    np.testing.assert_allclose(fast.link_bytes, full.link_bytes, rtol=1e-9)
