@@ -12,6 +12,7 @@ Run (from the repository root, a few minutes on 2 cores):
     PYTHONPATH=$PWD .venv/bin/python benchmarks/validation.py --tf1        # the TF1 rows, each setting switched back
     PYTHONPATH=$PWD .venv/bin/python benchmarks/validation.py --sharding   # sharded activations, collective matmul, host input switched back
     PYTHONPATH=$PWD .venv/bin/python benchmarks/validation.py --multipod-wrap  # the v3 multipod rows with the long axis closed
+    PYTHONPATH=$PWD .venv/bin/python benchmarks/validation.py --as-user    # every row also as a user would give it (podsim's defaults)
     PYTHONPATH=$PWD .venv/bin/python benchmarks/validation.py --serving    # the serving table only (plain and cross-validated)
     PYTHONPATH=$PWD .venv/bin/python benchmarks/validation.py --serving --server --saxml --write-bands --markdown --calibrate
     PYTHONPATH=$PWD .venv/bin/python benchmarks/validation.py --series     # the multislice series only (per-chip throughput ratios)
@@ -51,6 +52,7 @@ from podsim.validation.split import (
 )
 from podsim.validation.table import (
     SERIES_TOLERANCE,
+    as_user,
     band_errors,
     constants_by_row,
     error,
@@ -404,6 +406,37 @@ def step_table(ids: list[str], argv: list[str]) -> list[dict]:
     return table
 
 
+def as_user_table() -> None:
+    """Every row's error as the table runs it (the settings its code states) and as a user would give
+    it (`podsim.validation.table.as_user`: the run's configuration only, podsim's defaults for the
+    rest), at the constants in force; the summary over the validation rows, overall and per corpus."""
+    picks = calibration_rows(ROWS)
+    values, sets = current_values(picks), constants_by_row(picks)
+    predictor = Predictor()
+    print(f"{'id':14} {'stated':>8} {'as user':>8}  options the row states that a user would leave to podsim")
+    rows = []
+    for row in ROWS:
+        user = as_user(row)
+        stated_e = error(row, predictor.step_s(row, values))
+        differs = [f"{k}={getattr(row.options, k)}" for k in vars(row.options) if getattr(row.options, k) != getattr(user.options, k)]
+        try:
+            user_e, cell = (e := error(row, predictor.step_s(user, values))), f"{e:+8.1%}"
+        except PodsimError as exc:  # podsim refuses the run as given: a miss of the defaults, counted apart
+            user_e, cell, differs = None, f"{'refused':>8}", [*differs, f"refused: {str(exc)[:120]}"]
+        rec = record(row, predictor.summary(row, values), sets.get(row.id, ()))
+        scored = not rec["calibration"] and not rec.get("unscored")
+        rows.append((row, stated_e, user_e, scored))
+        print(f"{row.id:14} {stated_e:+8.1%} {cell}  {', '.join(differs) or '(none)'}{'' if scored else '  [not scored]'}", flush=True)
+    for corpus in (None, *sorted({r.corpus for r, *_ in rows})):
+        refused = sum(1 for r, _, b, ok in rows if ok and b is None and (corpus is None or r.corpus == corpus))
+        stated = [abs(a) for r, a, _, ok in rows if ok and (corpus is None or r.corpus == corpus)]
+        got = [abs(b) for r, _, b, ok in rows if ok and b is not None and (corpus is None or r.corpus == corpus)]
+        if got:
+            print(f"{corpus or 'every validation row':>22} ({len(stated):2}): stated median |error| {statistics.median(stated):.1%} "
+                  f"(max {max(stated):.1%}); as a user would give them {statistics.median(got):.1%} "
+                  f"(max {max(got):.1%}){f'; {refused} refused as given, not in it' if refused else ''}")
+
+
 def calibrate_command(argv: list[str]) -> None:
     """Refit every calibrated constant on the row the rule picks (or `NAME=ROW` given, refused in
     one line where the row may not set it), then re-apply the rule at the new values: A2 measures
@@ -444,6 +477,9 @@ def main(argv: list[str]) -> None:
         return
     if "--sharding" in argv:
         setting_effects(SHARDING_SETTINGS, [r for r in ROWS if r.options.sequence_parallel or r.options.input_pipeline != "none"])
+        return
+    if "--as-user" in argv:
+        as_user_table()
         return
     if "--multipod-wrap" in argv:
         multipod_wrap()

@@ -397,3 +397,12 @@ def test_busy_time_is_at_most_the_sum_and_at_least_the_longest(spans):
     intervals = [(a, a + d) for a, d in spans]
     busy = busy_time_s(intervals)
     assert max((d for _, d in spans), default=0.0) - 1e-9 <= busy <= sum(d for _, d in spans) + 1e-9
+
+
+def test_a_gpu_multislice_job_is_refused_with_what_to_give_instead():
+    """GPU slices are not cubes: --slices on gpu-h100 is refused, naming the one slice that holds
+    the GPUs when a pod does, and the pod's size when it does not."""
+    with pytest.raises(PodsimError, match=r"gpu-h100 8 is a gpu slice: .*as one slice \(--slice 16\)"):
+        place_slices("gpu-h100", "8", 2)
+    with pytest.raises(PodsimError, match=r"512 GPUs are more than the 256 of one gpu-h100 pod"):
+        place_slices("gpu-h100", "128", 4)

@@ -74,6 +74,22 @@ def test_the_hosts_options_read_one_way_for_the_cluster_and_the_plan():
                 face(**kw)
 
 
+def test_each_failure_process_is_built_once(monkeypatch):
+    """failure_model (podsim cluster's options) builds each component's process once, from its
+    spec; an availability whose MTBF is out of range is still refused when the spec is read
+    (it used to build the process to check it, then build it again for the model)."""
+    built = []
+    process = FailureSpec.process
+    monkeypatch.setattr(FailureSpec, "process", lambda self: built.append(self) or process(self))
+    model = failure_model(host_availability=0.99, ocs_mtbf="30d", link_mtbf="1000d")
+    assert len(built) == 3 and model.host == FailureProcess.from_availability(0.99)
+    built.clear()
+    host_failure_spec(0.99)
+    assert built == []  # read and checked; built by whoever uses it (the plan's goodput)
+    with pytest.raises(PodsimError, match=re.escape("availability 1e-300 with an MTTR of 1 h means an MTBF of")):
+        host_failure_spec(1e-300)
+
+
 def test_fleet_failures_draw_each_part_from_its_own_stream():
     """Adding link failures leaves the host failures drawn unchanged; link events carry link ids."""
     from podsim.cluster import FailureModel

@@ -114,3 +114,19 @@ def test_steptime_says_input_bound(capsys, tmp_path):
     code, _, err = run_podsim(capsys, "trace", "generate", "resnet50", "--slice", "4x4", "-p", "data=16", "-g", "tpu-v3",
                               "--input-rate", "0", "-o", str(path))
     assert code == 2 and "--input-rate" in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_host_rate_has_a_basis_exactly_when_host_input_rate_gives_it(monkeypatch):
+    """host_input_has_basis and host_input_rate read one lookup (chips._host_input): a named
+    pipeline's rate has a basis exactly when host_input_rate returns it (read when called, as
+    calibration sets it), and both refuse a generation or pipeline with no entry alike."""
+    assert not chips.host_input_has_basis("tpu-v3", "jpeg")
+    with pytest.raises(PodsimError, match="has no basis"):
+        chips.host_input_rate("tpu-v3", "jpeg")
+    monkeypatch.setattr(chips, "V3_HOST_JPEG_IMAGES_PER_S", RATE)
+    assert chips.host_input_has_basis("tpu-v3", "jpeg") and chips.host_input_rate("tpu-v3", "jpeg") == (RATE, "images")
+    for face in (chips.host_input_has_basis, chips.host_input_rate):
+        with pytest.raises(PodsimError, match="no published or calibrated rate for tpu-v4 hosts"):
+            face("tpu-v4", "jpeg")
+        with pytest.raises(PodsimError, match="input_pipeline 'none' has no rate"):
+            face("tpu-v3", "none")

@@ -226,3 +226,13 @@ def test_a_step_names_the_compute_constants_it_read_and_their_basis(capsys):
     assert "compute constants" in out and "(no basis: the vendor's" in out
     code, out, err = run_podsim(capsys, *args, "--compute-efficiency", "0.5")
     assert code == 0 and "compute constants" not in out, err
+    # --json carries the same constants as records: name, value, basis, source id, what the text says
+    code, out, err = run_podsim(capsys, *args, "--json")
+    assert code == 0, err
+    rows = json.loads(out)["compute_constants"]
+    assert [r["name"] for r in rows] == ["tpu-v5e:matmul:bf16", "tpu-v5e:hbm"]
+    assert rows[0] == {"name": "tpu-v5e:matmul:bf16", "value": chip.fraction_for("bf16"), "basis": "source", "source": "eff.2",
+                       "why": "source eff.2"}
+    assert rows[1]["basis"] == "none" and rows[1]["source"] == "" and rows[1]["why"].startswith("no basis: the vendor's")
+    code, out, err = run_podsim(capsys, *args, "--compute-efficiency", "0.5", "--json")
+    assert code == 0 and json.loads(out)["compute_constants"] == [], err

@@ -140,3 +140,30 @@ def test_recompute_order_given_does_not_change_the_ranking():
     a = search(PlanQuery("llama2-70b", "tpu-v5p", recompute=("none", "full"), **q))
     b = search(PlanQuery("llama2-70b", "tpu-v5p", recompute=("full", "none"), **q))
     assert [x.candidate for x in a.ranked] == [x.candidate for x in b.ranked]
+
+
+def test_a_plan_whose_trace_has_no_model_flops_has_no_mfu(monkeypatch, capsys):
+    """flops_utilisation gives no MFU for a trace without model FLOPs: the confirmed plan's MFU
+    is None (it raised KeyError), its HFU stays, the JSON says null and the plan table prints
+    'n/a' with the one percent formatter (units.format_percent) for both MFU and HFU."""
+    import sys
+
+    from podsim.cli.plan import _search_text
+    from podsim.plan.result import search_summary
+    from podsim.units import format_percent
+
+    def no_model_flops(study):
+        r = run_study(study)
+        r.trace.meta.pop("model_flops_per_step", None)
+        return r
+
+    plan_search = sys.modules["podsim.plan.search"]  # the module (podsim.plan.search is the function)
+    run_study = plan_search.run_study
+    monkeypatch.setattr(plan_search, "run_study", no_model_flops)
+    s = search(PlanQuery("llama2-7b", "tpu-v5e", chips=8, model_overrides={"n_layers": 2, "global_batch": 16}, top=1))
+    assert s.best.mfu is None and s.best.hfu > 0
+    summary = search_summary(s)
+    assert json.loads(json.dumps(summary))["best"]["mfu"] is None
+    _search_text(s, summary)
+    row = next(line for line in capsys.readouterr().out.splitlines() if line.startswith(" 1 "))
+    assert f"   n/a {format_percent(s.best.hfu):>6} " in row

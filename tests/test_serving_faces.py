@@ -56,6 +56,7 @@ def test_podsim_serve_and_podsim_run_give_one_result(capsys):
     (("--rate", "2/s", "--batch", "static", "--decode-segments", "32,64"), "--decode-segments does not apply with --batcher idle"),
     (("--rate", "2/s", "--batch", "static", "--batcher", "saxml", "--kv", "reserve", "--decode-segments", "64,32"),
      "decode_segments [64, 32] must be increasing"),
+    (("--rate", "2/s", "--max-seqs", "8", "--prefill-seqs", "9"), "prefill_seqs 9 is more than max_seqs 8"),
 ])
 def test_podsim_serve_bad_flags_are_one_line(capsys, args, message):
     code, out, err = run_podsim(capsys, "serve", "-g", "tpu-v5e", "--slice", "2x4", "--model", "llama2-70b", "--override",

@@ -355,6 +355,29 @@ def test_padded_chunks_and_decode_rows_cost_their_padded_shape():
     assert busy["buckets"] > busy["plain"] and busy["rows"] > busy["plain"]
     with pytest.raises(ValueError, match="prefill_seqs does not apply"):
         config(batch={"kind": "static", "prefill_seqs": 1})
+    with pytest.raises(ValueError, match="batch policy prefill_seqs 9 is more than max_seqs 8"):
+        config(batch={"max_seqs": 8, "prefill_seqs": 9})
+    assert config(batch={"max_seqs": 8, "prefill_seqs": 8}).batch.prefill_seqs == 8
+
+
+def test_a_prompt_past_the_largest_bucket_is_split_into_chunks_of_it():
+    """A 2,500-token prompt under buckets (512, 1024) prefills as JetStream's chunked prefill runs it:
+    chunks of the largest bucket over steps (1,024, 1,024, then 452 padded to 512), never one chunk
+    past the largest bucket (it ran as one 2,500-token step of 3,072 rows); in separate prefill too.
+    A static batch's prompt past the largest bucket is refused in one line (engines truncate it)."""
+    from podsim.errors import PodsimError
+    from podsim.serving.simulate import ServingSim
+
+    for prefill in ("chunked", "separate"):
+        sim = ServingSim(_offline(1, 2500, 2, token_budget=4096, prefill_seqs=1, buckets=[512, 1024], prefill=prefill))
+        sim.run()
+        steps = sim.replicas[0].steps
+        assert (steps.column("tokens") - steps.column("decode_tokens")).tolist() == [1024.0, 1024.0, 452.0, 0.0]
+        want = sum(sim.timer.tokens_step_s(m, int(last), float(m), m * (done + (m + 1) / 2.0), float(done), float(n))
+                   for m, n, done, last in ((1024, 1024, 0, False), (1024, 1024, 1024, False), (512, 452, 2048, True)))
+        assert float(steps.column("dt_s")[:3].sum()) == pytest.approx(want, rel=1e-12)
+    with pytest.raises(PodsimError, match="a prompt of 2500 tokens is longer than the largest bucket 1024"):
+        ServingSim(_offline(1, 2500, 2, kind="static", max_batch=1, buckets=[512, 1024]))
 
 
 def test_a_served_model_is_a_parallel_block_as_its_preset_is():

@@ -207,3 +207,58 @@ def test_a_kv_memory_fraction_is_that_share_of_what_weights_and_workspace_leave(
     static = ServingConfig.model_validate({**body, "batch": {"kind": "static", "max_batch": 8}})
     with pytest.raises(PodsimError, match="sizes a continuous batcher's cache"):
         kv_fraction_reserve(static, 0.9)
+
+
+def test_a_continuous_step_workspace_is_the_padded_steps():
+    """A continuous replica's workspace is its largest step as the engine pads it: the token
+    budget plus the most `batch_sizes` pads the decode rows (33 sequences run as 96: 63 rows)
+    and `buckets` pads its one prompt chunk (513 tokens run as 1,024: 511 rows); the simulator
+    and kv_fraction_reserve size it the same way."""
+    from podsim.serving.kvcache import step_workspace_shape
+    from podsim.serving.simulate import ServingSim
+    from podsim.serving.spec import ServingConfig
+
+    batch = {"kind": "continuous", "max_seqs": 96, "token_budget": 2048, "prefill_seqs": 1, "batch_sizes": [32, 96],
+             "buckets": [128, 512, 1024]}
+    body = {"generation": "tpu-v5e", "slice": "2x4", "model": {"model": "llama2-7b"}, "batch": batch}
+    cfg = ServingConfig.model_validate(body)
+    assert step_workspace_shape(cfg.batch, 1, 4096) == (2048 + 63 + 511, 96 + 63)
+    sim = ServingSim(cfg)
+    assert sim.budget.workspace_bytes == sim.shard.workspace_bytes(2048 + 63 + 511, 96 + 63)
+    unpadded = ServingConfig.model_validate({**body, "batch": {"kind": "continuous", "max_seqs": 96, "token_budget": 2048}})
+    assert step_workspace_shape(unpadded.batch, 1, 4096) == (2048, 96)  # no padding: the budget and the slots
+    assert step_workspace_shape(unpadded.batch, 4, 4096) == (2048, 384)  # each slot's beams sampled
+    # any number of chunks (no prefill_seqs) under buckets (128, 1024): at most 256 chunks of 2,048 tokens
+    # pad most as 242 one-token chunks (to 128) and 14 of 129 tokens (to 1,024), 43,264 rows of padding
+    many = ServingConfig.model_validate({**body, "batch": {"kind": "continuous", "max_seqs": 256, "token_budget": 2048,
+                                                          "buckets": [128, 1024]}})
+    assert step_workspace_shape(many.batch, 1, 4096)[0] == 2048 + 242 * 127 + 14 * 895
+    r = kv_fraction_reserve(cfg, 0.5)  # half of what the padded step's workspace leaves
+    b = ServingSim(ServingConfig.model_validate({**body, "hbm_reserve": r})).budget
+    assert b.hbm_bytes * (1 - r) - b.weight_bytes - b.workspace_bytes == pytest.approx(
+        0.5 * (b.hbm_bytes - b.weight_bytes - b.workspace_bytes), rel=1e-12)
+
+
+def test_attention_time_never_falls_when_a_step_gains_a_query_or_a_key():
+    """The attention core pads the step's keys (summed over its queries) to the MXU tile once:
+    a step with one more query (attending to at least one key), or one more key, never takes
+    less time. Padding the average query's keys, as before, broke this (3 queries over 1,921
+    keys took 11% longer than 4 over 1,922 on v5e's 128-wide tile)."""
+    sh = InferenceShard(get_model("llama2-7b", {"n_layers": 2}), tensor=1)
+    timer = StepTimer(sh, "tpu-v5e", (1, 1))
+    tile = timer.chip.mxu_dim
+    body = timer.tokens_device_s(4096, 0, 0.0, 0.0, 0.0, 0.0)
+
+    def attn(q, keys):  # a prefill-like step: nothing read from the cache, q tokens written
+        t = timer.tokens_device_s(4096, 0, float(q), float(keys), 0.0, float(q)) - body
+        assert t == pytest.approx(timer.attention_s(sh.load(q, keys, 0.0, q)), rel=1e-12)
+        return t
+
+    assert attn(4, 1922) >= attn(3, 1921)
+    for q in range(1, 40):
+        for keys in range(q, 16 * tile, 13):
+            a = attn(q, keys)
+            assert attn(q, keys + 1) >= a
+            assert attn(q + 1, keys + 1) >= a
+    # at the MXU bound, the padded FLOPs of QK^T and AV: each head's d_head and the step's keys to whole tiles
+    assert attn(5, 99_999) == pytest.approx(sh.cfg.n_layers * 2 * 2.0 * sh.heads * 128 * 100_096 / timer._attn_rate)

@@ -50,6 +50,8 @@ from podsim.validation.split import (
     unidentified,
 )
 from podsim.validation.table import (
+    USER_OPTIONS,
+    as_user,
     error,
     hosts_unmodelled,
     implied_s,
@@ -443,3 +445,20 @@ def test_the_tables_predictor_gives_run_studys_step():
     p = predict(row)
     assert Predictor().step_s(row, in_force(row)) == pytest.approx(p["step_time_s"], rel=1e-12)
     assert p["multislice_added_s"] > 0
+
+
+def test_as_user_keeps_the_runs_configuration_and_leaves_the_rest_to_the_defaults():
+    """`as_user` keeps what a run's configuration names (remat, precision, ...) and resets the
+    settings read from its code to podsim's defaults, so --as-user measures what those carry."""
+    rows = {r.id: r for r in ROWS}
+    e128, m11 = as_user(rows["E128x1"]), as_user(rows["M11"])
+    assert rows["E128x1"].options.collective_matmul == "exposed" and e128.options.collective_matmul == "auto"
+    assert e128.options.recompute == rows["E128x1"].options.recompute == "full"
+    assert m11.options.precision == rows["M11"].options.precision == "int8"
+    assert m11.options.quantized_matmuls is None and rows["M11"].options.quantized_matmuls == "weights"
+    assert (e128.plan, e128.slices, e128.overrides) == (rows["E128x1"].plan, rows["E128x1"].slices, rows["E128x1"].overrides)
+    assert set(USER_OPTIONS) <= {f.name for f in dataclasses.fields(GenerateOptions)}
+    default = GenerateOptions()
+    for f in dataclasses.fields(GenerateOptions):
+        if f.name not in USER_OPTIONS:
+            assert getattr(m11.options, f.name) == getattr(default, f.name), f.name

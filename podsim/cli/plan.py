@@ -42,7 +42,7 @@ def _search_text(s, summary: dict) -> None:
         print(f"\n{'#':>2} {'plan':<{w}} {'step':>9} {'estimate':>16} {'MFU':>6} {'HFU':>6} {'HBM/chip':>10} {'tokens/s':>9}  why it loses")
         for r in rows:
             est = f"{format_seconds(r['estimate_s'])} ({r['estimate_error']:+.1%})"
-            print(f"{r['rank']:>2} {r['plan']:<{w}} {format_seconds(r['step_time_s']):>9} {est:>16} {r['mfu']:>6.1%} {format_percent(r['hfu']):>6} "
+            print(f"{r['rank']:>2} {r['plan']:<{w}} {format_seconds(r['step_time_s']):>9} {est:>16} {format_percent(r['mfu']):>6} {format_percent(r['hfu']):>6} "
                   f"{format_bytes(r['hbm_bytes_per_chip']):>10} {_fmt_rate(r['tokens_per_s']):>9}  {r['why']}")
         best = s.best
         from podsim.validation.bands import step_band

@@ -22,7 +22,7 @@ from podsim.topology.dcn import dcn_choice
 from podsim.topology.dcntiers import TIERS_HELP
 from podsim.topology.multipath import ROUTING_POLICIES
 from podsim.trace.configs import parse_overrides
-from podsim.units import format_seconds
+from podsim.units import format_percent, format_seconds
 
 
 @app.command("scaling")
@@ -85,7 +85,7 @@ def scaling_cmd(
     for i, n in enumerate(study["slices"]):
         err = study["step_time_error"][i]
         print(f"{n:>6} {study['chips'][i]:>7,} {format_seconds(study['step_time_s'][i]):>10} "
-              f"{'unknown' if math.isnan(err) else f'±{err:.0%}':>7} {study['mfu'][i]:>6.1%} "
+              f"{'unknown' if math.isnan(err) else f'±{err:.0%}':>7} {format_percent(study['mfu'][i]):>6} "
               f"{study['parallel_efficiency'][i]:>10.1%} {format_seconds(study['dcn_busy_s'][i]):>10} "
               f"{format_seconds(study['dcn_exposed_s'][i]):>11} {format_seconds(study['wan_exposed_s'][i]):>11} "
               f"{format_seconds(study['dcn_tail_s'][i]):>10} {format_seconds(study['straggler_wait_s'][i]):>10} "

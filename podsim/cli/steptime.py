@@ -40,7 +40,7 @@ from podsim.topology.dcntiers import TIERS_HELP
 from podsim.topology.multipath import ROUTING_POLICIES
 from podsim.trace.kinds import normalise_algorithm, normalise_kind
 from podsim.trace.model import DEFAULT_COMPUTE_EFFICIENCY
-from podsim.units import format_bytes, format_rate, format_seconds, parse_bytes
+from podsim.units import format_bytes, format_percent, format_rate, format_seconds, parse_bytes
 
 if TYPE_CHECKING:
     from podsim.study import StepStudy
@@ -98,9 +98,9 @@ def step_rows(result, constants: str = "") -> list[tuple[str, str]]:
             f"input-bound: the chips wait {format_seconds(m['input_wait_s'])} for it" if m["input_bound"] else "the chips take longer (not input-bound)")))
     if not math.isnan(m.get("mfu", math.nan)):
         err = m.get("step_time_error", math.nan)
-        rows.append(("model FLOPs utilisation", f"{m['mfu']:.1%} of the bf16 peak" + ("" if math.isnan(err) else f" (±{err:.0%}, as the step time)")))
+        rows.append(("model FLOPs utilisation", f"{format_percent(m['mfu'])} of the bf16 peak" + ("" if math.isnan(err) else f" (±{err:.0%}, as the step time)")))
     if not math.isnan(m.get("hfu", math.nan)):
-        rows.append(("hardware FLOPs utilisation", f"{m['hfu']:.1%} of the bf16 peak (recomputation included)"))
+        rows.append(("hardware FLOPs utilisation", f"{format_percent(m['hfu'])} of the bf16 peak (recomputation included)"))
     if "hbm_bytes_per_chip" in m:
         rows.append(("HBM per chip", hbm_text(m["hbm_bytes_per_chip"], m.get("hbm_capacity_bytes"))))
     rows.append(("engine", f"{m['engine_wall_s']:.3f} s wall, {m['events']:,} events, {m['flows_simulated']:,} of {m['flows']:,} flows simulated"))
@@ -250,7 +250,7 @@ def cli_study(files: list[str] | None, model: str | None, generation: str | None
 
 
 def _step_mode(study: StepStudy, as_json: bool, timeline: str | None, title: str, notes: list[str] = ()) -> None:
-    from podsim.engine.summary import compute_constants_text
+    from podsim.engine.summary import compute_constants_rows, compute_constants_text
     from podsim.scenario.run import STEP_JSON_TABLES, step_result
     from podsim.study import run_study
     from podsim.trace.memory import fits_message
@@ -267,7 +267,8 @@ def _step_mode(study: StepStudy, as_json: bool, timeline: str | None, title: str
     if m.get("hbm_fits") is False:
         typer.echo("warning: " + fits_message(m["hbm_bytes_per_chip"], m["hbm_capacity_bytes"]), err=True)
     if as_json:
-        emit_json(result.summary(tables=STEP_JSON_TABLES))
+        # the compute constants the text prints (compute_constants_text), each with its value and source
+        emit_json({**result.summary(tables=STEP_JSON_TABLES), "compute_constants": compute_constants_rows(r, study.compute_efficiency)})
         return
     n, shape_name = study.slices, m["slice"]
     where = shape_name if n == 1 else f"{n} x {shape_name} on {m['pods']} pod(s), {m['dcn']} DCN"

@@ -36,6 +36,21 @@ Component = Literal["host", "ocs", "link"]
 FAILED_ID = q.count("a part id", 0, 64 * q.MAX_FLEET_CHIPS, "ids of the largest fleet's hosts, OCS units and cables")
 
 
+def availability_mtbf_s(availability: float, mttr_s: float) -> float:
+    """The MTBF that gives steady-state `availability` with repair time `mttr_s`; one line if
+    the availability is not in (0, 1) or its MTBF is out of range (named as the availability
+    given, not as an MTBF nobody wrote)."""
+    if not 0 < availability < 1:  # also NaN
+        raise PodsimError(f"availability {availability} must be strictly between 0 and 1 (e.g. 0.995)")
+    mtbf_s = mttr_s * availability / (1 - availability)
+    if not q.MTBF.inside(mtbf_s):
+        lo, hi = (m / (m + mttr_s) for m in (q.MTBF.low, q.MTBF.high))
+        raise PodsimError(f"availability {availability:g} with an MTTR of {format_seconds(mttr_s)} means an MTBF of "
+                          f"{format_seconds(mtbf_s)}; an MTBF is {q.MTBF.allowed()} ({q.MTBF.why}), so the "
+                          f"availability is [{lo:.4g}, {hi:.10g}] with this MTTR")
+    return mtbf_s
+
+
 class FailureProcess(q.NoBoolNumbers):
     """Up/down renewal process of one kind of component."""
 
@@ -49,15 +64,7 @@ class FailureProcess(q.NoBoolNumbers):
     @classmethod
     def from_availability(cls, availability: float, mttr_s: float = 3600.0, **kw) -> FailureProcess:
         """The process with steady-state availability `availability` and repair time `mttr_s`."""
-        if not 0 < availability < 1:  # also NaN
-            raise PodsimError(f"availability {availability} must be strictly between 0 and 1 (e.g. 0.995)")
-        mtbf_s = mttr_s * availability / (1 - availability)
-        if not q.MTBF.inside(mtbf_s):  # refused as the availability given, not as an MTBF nobody wrote
-            lo, hi = (m / (m + mttr_s) for m in (q.MTBF.low, q.MTBF.high))
-            raise PodsimError(f"availability {availability:g} with an MTTR of {format_seconds(mttr_s)} means an MTBF of "
-                              f"{format_seconds(mtbf_s)}; an MTBF is {q.MTBF.allowed()} ({q.MTBF.why}), so the "
-                              f"availability is [{lo:.4g}, {hi:.10g}] with this MTTR")
-        return cls(mtbf_s=mtbf_s, mttr_s=mttr_s, **kw)
+        return cls(mtbf_s=availability_mtbf_s(availability, mttr_s), mttr_s=mttr_s, **kw)
 
     @property
     def availability(self) -> float:
@@ -198,7 +205,8 @@ def _spec(component: str, **fields) -> FailureSpec:
         name = {"mtbf_s": "MTBF", "mttr_s": "MTTR", "weibull_shape": "Weibull shape"}.get(where, where)
         raise PodsimError(f"{component} {name} ({_option(component, where)}): {msg} "
                           f"(got {exc.errors()[0].get('input')!r})") from None
-    spec.process()  # an availability whose MTBF is out of range is refused here, as the availability given
+    if spec.availability is not None:  # an availability whose MTBF is out of range is refused here (the process is
+        availability_mtbf_s(spec.availability, spec.mttr_s)  # built once, by whoever uses the spec)
     return spec
 
 

@@ -137,7 +137,12 @@ def place_slices(gen_id: str | Generation, shape: str | tuple[int, ...], count: 
     if count < 1:
         raise PodsimError(f"a job needs at least one slice, got {count}")
     if spec.kind not in ("cubes", "rectangle"):
-        raise PodsimError(f"a multislice job takes whole-cube or rectangular slices; {gen.id} {spec} is a {spec.kind} slice")
+        hint = ""
+        if spec.kind == "gpu":
+            n, pod = count * math.prod(spec.shape), math.prod(gen.pod_shape)
+            hint = (f": a GPU pod's nodes share one switched fabric, so give the {n} GPUs as one slice (--slice {n})" if n <= pod else
+                    f"; {n} GPUs are more than the {pod} of one {gen.id} pod, the most podsim models as one job")
+        raise PodsimError(f"a multislice job takes whole-cube or rectangular slices; {gen.id} {spec} is a {spec.kind} slice{hint}")
     per_pod = slices_per_pod(gen, spec.shape, spec.kind, ocs, twisted)
     sites = dcn.sites if dcn is not None else 1
     if count < sites:

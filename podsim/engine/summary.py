@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from podsim.engine.results import StepResult
-from podsim.perf.efficiency import HBM, MATMUL, basis_text, constant_name
+from podsim.perf.efficiency import HBM, MATMUL, basis_rows, basis_text, constant_name
 from podsim.topology.slices import SliceView
 from podsim.trace.memory import fits_hbm
 from podsim.trace.model import Compute, StepTrace
@@ -108,6 +108,11 @@ def compute_constants_text(result: StepResult, efficiency: float | None = None) 
     """`compute_constants` on one line with each value and basis ('' where the step read none):
     what `podsim steptime` and the dashboard's step page say beside a step time."""
     return basis_text(compute_constants(result, efficiency))
+
+
+def compute_constants_rows(result: StepResult, efficiency: float | None = None) -> list[dict]:
+    """`compute_constants_text` as records (name, value, basis, source, why): `podsim steptime --json`'s."""
+    return basis_rows(compute_constants(result, efficiency))
 
 
 def port_utilisation(result: StepResult, view: SliceView) -> dict:

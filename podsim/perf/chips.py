@@ -91,32 +91,32 @@ generation's host rate (HOST_INPUT_RATES), where it has one."""
 HOST_INPUT_RATES: dict[str, dict[str, tuple[str, str]]] = {"tpu-v3": {"jpeg": ("V3_HOST_JPEG_IMAGES_PER_S", "images")}}
 
 
-def _host_input_entry(g: Generation, pipeline: str) -> tuple[str, str]:
-    """(name of the rate constant, unit) of a named pipeline on a generation's hosts; a one-line
-    error where the pipeline has no rate or the generation no entry for it."""
+def _host_input(gen: str | Generation, pipeline: str) -> tuple[Generation, str, str, float | None]:
+    """(generation, name of the rate constant, unit, its value or None) of a named pipeline on a
+    generation's hosts; a one-line error where the pipeline has no rate or the generation no entry
+    for it. The constant is read when called, so calibration reaches it."""
+    g = get_generation(gen)
     if pipeline not in INPUT_PIPELINES or pipeline == "none":
         raise PodsimError(f"input_pipeline {pipeline!r} has no rate; use one of: {', '.join(INPUT_PIPELINES)}")
     try:
-        return HOST_INPUT_RATES[g.chip_id][pipeline]
+        name, unit = HOST_INPUT_RATES[g.chip_id][pipeline]
     except KeyError:
         have = ", ".join(f"{p} on {gid}" for gid, ps in HOST_INPUT_RATES.items() for p in ps)
         raise PodsimError(f"input_pipeline {pipeline!r}: no published or calibrated rate for {g.id} hosts (podsim has: {have}); "
                           "give the rate instead (input_rate_per_host)") from None
+    return g, name, unit, globals()[name]
 
 
 def host_input_has_basis(gen: str | Generation, pipeline: str) -> bool:
     """Whether a named pipeline's rate on a generation's hosts has a basis (its constant is set);
     the errors of host_input_rate where the pipeline or the generation has no entry at all."""
-    name, _ = _host_input_entry(get_generation(gen), pipeline)
-    return globals()[name] is not None
+    return _host_input(gen, pipeline)[3] is not None
 
 
 def host_input_rate(gen: str | Generation, pipeline: str) -> tuple[float, str]:
     """(items per second one host feeds, unit: images or tokens) of a named input pipeline on a
     generation's hosts; a one-line error where no figure exists."""
-    g = get_generation(gen)
-    name, unit = _host_input_entry(g, pipeline)
-    rate = globals()[name]
+    g, name, unit, rate = _host_input(gen, pipeline)
     if rate is None:
         raise PodsimError(f"input_pipeline {pipeline!r} on {g.id}: the hosts' rate has no basis (no source, and no validation row "
                           "identifies it: podsim.perf.chips." + name + "); give the rate instead (input_rate_per_host)")

@@ -118,11 +118,10 @@ def fraction(name: str) -> Fraction:
     return Fraction(name, 1.0, "none", "", f"no source or row for {chip}'s {kind} fraction: {what}")
 
 
-def basis_text(names: Iterable[str]) -> str:
-    """The constants `names` on one line, each with its value and basis, for a user reading a step
-    time: 'tpu-v5e:matmul:bf16 0.923 (source eff.2), tpu-v5e:hbm 1.000 (no basis: the vendor's
-    figure, no derating)'."""
-    parts = []
+def basis_rows(names: Iterable[str]) -> list[dict]:
+    """The constants `names`, each as {name, value, basis (source | calibration | none), source
+    (its id, or ''), why (what `basis_text` says of it)}: the structured form of `basis_text`."""
+    rows = []
     for name in names:
         f = fraction(name)
         _, kind, precision = parse_name(name)
@@ -130,8 +129,15 @@ def basis_text(names: Iterable[str]) -> str:
         if why is None:
             why = ("no basis: the bf16 fraction of this peak" if kind == MATMUL and precision != "bf16"
                    else "no basis: the vendor's figure, no derating")
-        parts.append(f"{name} {f.value:.3f} ({why})")
-    return ", ".join(parts)
+        rows.append({"name": name, "value": f.value, "basis": f.basis, "source": f.ref, "why": why})
+    return rows
+
+
+def basis_text(names: Iterable[str]) -> str:
+    """The constants `names` on one line, each with its value and basis, for a user reading a step
+    time: 'tpu-v5e:matmul:bf16 0.923 (source eff.2), tpu-v5e:hbm 1.000 (no basis: the vendor's
+    figure, no derating)'."""
+    return ", ".join(f"{r['name']} {r['value']:.3f} ({r['why']})" for r in basis_rows(names))
 
 
 @contextmanager

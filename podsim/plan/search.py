@@ -97,7 +97,7 @@ class Confirmed:
     step_s: float
     compute_s: float
     exposed_comm_s: float
-    mfu: float
+    mfu: float | None  # model FLOPs over the peak: step_summary's (None: the trace has no model FLOPs)
     hfu: float | None  # hardware FLOPs (recompute included) over the peak: step_summary's
     tokens_per_s: float
     hbm_bytes: float
@@ -190,7 +190,7 @@ def _confirm(ctx: Context, query: PlanQuery, a: Assessed) -> Confirmed:
     r = run_study(study)
     wall = time.perf_counter() - t0
     u = flops_utilisation(r)  # step_summary's MFU and HFU
-    return Confirmed(a, study, r.step_time_s, r.compute_s, r.exposed_comm_s, u["mfu"], u.get("hfu"),
+    return Confirmed(a, study, r.step_time_s, r.compute_s, r.exposed_comm_s, u.get("mfu"), u.get("hfu"),
                      ctx.cfg.tokens_per_step / r.step_time_s, r.trace.meta["hbm_footprint"]["total_bytes"], r.levels, wall)
 
 

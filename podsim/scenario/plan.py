@@ -84,7 +84,7 @@ def scenario_plan(s: Scenario, gen: Generation) -> tuple[dict, dict[str, list]]:
             raise PodsimError(f"plan: {no_fit_advice(found)}")
     best = found.best
     c = best.assessed.candidate
-    metrics = {"plan_best_step_time_s": best.step_s, "plan_best_mfu": best.mfu, "plan_best_tokens_per_s": best.tokens_per_s,
+    metrics = {"plan_best_step_time_s": best.step_s, "plan_best_mfu": math.nan if best.mfu is None else best.mfu, "plan_best_tokens_per_s": best.tokens_per_s,
                "plan_best_parallelism": c.label(), "plan_best_chips": c.chips, "plan_best_slices": c.slices,
                "plan_best_hbm_bytes_per_chip": best.hbm_bytes, "plan_plans_enumerated": found.counts.enumerated,
                "plan_plans_ranked": found.counts.ranked,

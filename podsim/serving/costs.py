@@ -330,17 +330,20 @@ class InferenceShard:
         return self.load(q, k, r, w)
 
     def attention(self, load: AttentionLoad) -> Cost:
-        """The fused attention kernel over a step's load: QK^T and AV as two matmuls of the
-        average query's keys, Q read, the output written, K and V read from (and the new ones
-        written to) the cache."""
+        """The fused attention kernel over a step's load: QK^T and AV as two matmuls over the
+        step's keys summed over its queries, Q read, the output written, K and V read from (and
+        the new ones written to) the cache. The keys are padded to the MXU tile once over that
+        sum, not per query: a lower bound on what a kernel pads (one with tile-sized query and
+        key blocks pads each query's keys), exact where every query's keys fill whole tiles,
+        and monotone in the step's queries and keys (padding the average query's keys, as
+        before, was neither: one more query could cost less)."""
         if load.queries <= 0:
             return Cost()
         h, dh = self.heads, self.cfg.d_head
-        q = load.queries
-        keys = load.flops / (4.0 * h * dh * q)  # keys per query, averaged
-        qo = 2.0 * q * h * dh * ACT_BYTES
+        keys = load.flops / (4.0 * h * dh)  # keys summed over the queries
+        qo = 2.0 * load.queries * h * dh * ACT_BYTES
         hbm = qo + load.kv_read_bytes + load.kv_write_bytes
-        mms = (Matmul(q, dh, keys, h, hbm / 2), Matmul(q, keys, dh, h, hbm / 2))
+        mms = (Matmul(1.0, dh, keys, h, hbm / 2), Matmul(1.0, keys, dh, h, hbm / 2))
         return Cost(load.flops, hbm, mms)
 
     def dense_logits_bytes(self, keys: float) -> float:

@@ -22,7 +22,7 @@ from podsim.topology import get_generation, parse_shape
 from podsim.units import format_bytes
 
 if TYPE_CHECKING:
-    from podsim.serving.spec import ServingConfig
+    from podsim.serving.spec import BatchPolicy, ServingConfig
 
 
 @dataclass(frozen=True)
@@ -74,9 +74,56 @@ def kv_budget(shard: InferenceShard, generation, page_tokens: int, max_tokens: i
     return KvBudget(hbm, hbm * reserve, weights, work, per_token, page_tokens, pages)
 
 
+def _most_padding(sizes: tuple[int, ...], most: int) -> int:
+    """The most a count from 1 to `most` grows when run at the smallest of `sizes` that holds it
+    (none is past the largest: batch_sizes hold max_seqs); 0 unpadded."""
+    pad, below = 0, 0
+    for b in sizes:
+        if below >= most:
+            break
+        pad, below = max(pad, b - below - 1), b
+    return pad
+
+
+def _most_chunk_padding(buckets: tuple[int, ...], tokens: int, chunks: int) -> int:
+    """The most `buckets` pad a step's prompt chunks, at most `chunks` of them holding `tokens` in
+    all. A chunk pads most for its tokens one past a bucket (b + 1 tokens run as the next bucket),
+    so this is the linear programme over those sizes (x_j chunks of w_j tokens padded by p_j:
+    max sum p x, sum w x <= tokens, sum x <= chunks), whose optimum uses at most two sizes: an
+    upper bound on any step's padding, and the most padding itself where its counts come out whole."""
+    sizes = [(below + 1, b - below - 1) for below, b in zip((0, *buckets), buckets, strict=False) if below < tokens]
+    best = max((p * min(chunks, tokens / w) for w, p in sizes), default=0.0)
+    for i, (w1, p1) in enumerate(sizes):
+        for w2, p2 in sizes[i + 1:]:  # both constraints tight: x1 + x2 = chunks, w1 x1 + w2 x2 = tokens
+            x2 = (tokens - w1 * chunks) / (w2 - w1)
+            if 0 <= x2 <= chunks:
+                best = max(best, p1 * (chunks - x2) + p2 * x2)
+    return math.floor(best + 1e-9)
+
+
+def step_workspace_shape(policy: BatchPolicy, beams: int, context: int) -> tuple[int, int]:
+    """(tokens, sampled positions) of the largest step a replica runs under `policy`, padded as
+    the engine pads it: what its workspace (`InferenceShard.workspace_bytes`) is sized for.
+    Continuous: the token budget (or every slot's decode rows, or in `separate` prefill a whole
+    prompt of up to `longest` tokens, where larger), plus the most `batch_sizes` pads the decode
+    rows and `buckets` pads the step's prompt chunks (at most `prefill_seqs` of them); its
+    sampled positions: every slot's beams, plus the decode padding. Static: a prefill step of at
+    most the budget or a decode step of every row's beams, at the largest of `batch_sizes`, the
+    prompts at most the largest bucket or the model's `context`."""
+    if policy.kind == "continuous":
+        real = max(policy.token_budget, policy.max_seqs * beams, context if policy.prefill == "separate" else 0)
+        chunks = min(policy.prefill_seqs or policy.max_seqs, policy.token_budget)
+        decode_pad = beams * _most_padding(policy.batch_sizes, policy.max_seqs)
+        chunk_pad = _most_chunk_padding(policy.buckets, real, chunks)
+        return real + decode_pad + chunk_pad, policy.max_seqs * beams + decode_pad
+    rows = policy.batch_sizes[-1] if policy.batch_sizes else policy.max_batch
+    longest = policy.buckets[-1] if policy.buckets else context
+    return max(min(policy.token_budget, rows * longest), rows * beams), rows * beams
+
+
 def kv_fraction_reserve(config: ServingConfig, fraction: float) -> float:
     """The `hbm_reserve` at which a continuous-batching configuration's KV cache is `fraction` of
-    what its weights and one step's workspace (its token budget and sequences) leave a chip, as
+    what its weights and its largest step's workspace (`step_workspace_shape`) leave a chip, as
     TensorRT-LLM's KV-cache memory fraction (kvcache_free_gpu_mem_frac) sizes it."""
     if not 0.0 < fraction <= 1.0:
         raise PodsimError(f"KV-cache memory fraction {fraction} is not in (0, 1]")
@@ -84,7 +131,7 @@ def kv_fraction_reserve(config: ServingConfig, fraction: float) -> float:
     if pol.kind != "continuous":
         raise PodsimError(f"a KV-cache memory fraction sizes a continuous batcher's cache; this configuration batches {pol.kind}")
     shard = config.model.shard(math.prod(parse_shape(config.slice)))
-    b = kv_budget(shard, config.generation, pol.page_tokens, pol.token_budget, pol.max_seqs)
+    b = kv_budget(shard, config.generation, pol.page_tokens, *step_workspace_shape(pol, config.requests.beams, shard.cfg.seq_len))
     return (1.0 - fraction) * (b.hbm_bytes - b.weight_bytes - b.workspace_bytes) / b.hbm_bytes
 
 

@@ -162,12 +162,14 @@ class Replica(StaticBatches, SaxmlBatcher):
     def _admit_chunks(self, budget: int, seats: int, whole: bool) -> list[tuple[Prefill, int]]:
         """Prompt chunks for this step: prefills in progress first, then the queue's head in
         order while tokens, seats and pages last (`whole`: only whole prompts, the first one
-        even beyond the budget)."""
+        even beyond the budget). No chunk is longer than the largest bucket: a prompt past it
+        continues in the next steps, as JetStream's chunked prefill splits it (ov.20)."""
         chunks: list[tuple[Prefill, int]] = []
+        top = self.policy.buckets[-1] if self.policy.buckets else math.inf  # a chunk past it: the rest next step
         for p in self.prefilling:
             if budget <= 0:
                 break
-            n = min(p.tokens - p.done, budget)
+            n = min(p.tokens - p.done, budget, top)
             chunks.append((p, n))
             budget -= n
         req = self.sim.req
@@ -182,7 +184,7 @@ class Replica(StaticBatches, SaxmlBatcher):
             self.ledger.take(pages)
             p = Prefill(rid, tokens, gen, pages)
             self.prefilling.append(p)
-            n = tokens if whole else min(tokens, budget)
+            n = min(tokens if whole else min(tokens, budget), top)
             chunks.append((p, n))
             budget -= n
             seats -= 1
@@ -200,14 +202,6 @@ class Replica(StaticBatches, SaxmlBatcher):
         seats = self.n_slots - decoding - len(self.prefilling)
         cap = self.policy.prefill_seqs
         return seats if cap is None else min(seats, cap - len(self.prefilling))
-
-    def _chunk_rows(self, n: int) -> int:
-        """The rows a prompt chunk of `n` tokens runs as: the smallest of the policy's buckets that
-        holds it, whole chunks of the largest beyond it; unpadded without buckets."""
-        buckets = self.policy.buckets
-        if not buckets or n <= buckets[-1]:
-            return self.bucketed(n)
-        return -(-n // buckets[-1]) * buckets[-1]
 
     def plan(self) -> StepPlan | None:
         """The next step, or None when there is nothing to run."""
@@ -245,7 +239,7 @@ class Replica(StaticBatches, SaxmlBatcher):
         for p in self.prefilling:
             kv += p.done
         for p, n in chunks:
-            m = self._chunk_rows(n)  # the prompt rows the step computes (buckets)
+            m = self.bucketed(n)  # the prompt rows the step computes (buckets; no chunk is past the largest)
             tokens += n
             work += m
             q += m

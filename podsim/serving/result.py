@@ -180,7 +180,7 @@ def simulate_serving(config: ServingConfig, *, requests: Requests | None = None,
     wall = sim.run()
     metrics, tables = serving_metrics(sim, wall)
     notes = [sim.engine.describe(), f"weight matmuls at {matmul_peak_source(sim)}",
-             f"on-chip prefetch: {sim.timer.onchip_source}"]
+             f"on-chip prefetch: {sim.timer.onchip_source}", f"collectives: {sim.timer.collective_source}"]
     if sim.kv_transfer is not None:
         notes.append(f"KV transfer over the {sim.kv_transfer.path}: {sim.kv_transfer.fixed_s * 1e6:.1f} us + "
                      f"{1 / sim.kv_transfer.per_byte_s / 1e9:.3g} GB/s per chip")

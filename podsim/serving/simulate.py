@@ -31,7 +31,7 @@ import simpy
 
 from podsim.errors import PodsimError
 from podsim.serving.engines import EngineModel, resolve_engine
-from podsim.serving.kvcache import KvBudget, kv_budget
+from podsim.serving.kvcache import KvBudget, kv_budget, step_workspace_shape
 from podsim.serving.records import RequestLog
 from podsim.serving.replica import Replica
 from podsim.serving.saxclient import SaxRetries
@@ -70,11 +70,8 @@ class ServingSim(SaxmlFrontEnd):
         self.timer = timer or StepTimer(self.shard, self.generation, self.shape, routing=config.routing, engine=self.engine)
         longest = max(pol.buckets) if pol.buckets else self.shard.cfg.seq_len
         beams = config.requests.beams
-        if pol.kind == "continuous":
-            max_tokens, max_seqs = pol.token_budget, pol.max_seqs
-        else:  # a step's workspace: a prefill step of at most the budget, or a decode step of every row's beams
-            rows = pol.batch_sizes[-1] if pol.batch_sizes else pol.max_batch
-            max_tokens, max_seqs = max(min(pol.token_budget, rows * longest), rows * beams), rows * beams
+        max_tokens, max_seqs = step_workspace_shape(pol, beams, self.shard.cfg.seq_len)  # the largest step, padded
+        rows = pol.batch_sizes[-1] if pol.batch_sizes else pol.max_batch
         self.prefill_workspace_bytes: float | None = None
         logits = 0.0  # a dense prefill's live logits beside the whole cache (not Saxml's: its fprop sits beside the prompts')
         if pol.kind == "static" and self.engine.static_prefill == "whole":
@@ -90,6 +87,10 @@ class ServingSim(SaxmlFrontEnd):
         self.budget: KvBudget = kv_budget(self.shard, self.generation, pol.page_tokens, max_tokens, max_seqs, config.hbm_reserve,
                                           logits)
         self.req = requests if requests is not None else draw_requests(config.requests, config.duration, config.seed)
+        if pol.kind == "static" and pol.buckets and len(self.req) and int(self.req.prompt.max()) > pol.buckets[-1]:
+            raise PodsimError(f"a prompt of {int(self.req.prompt.max())} tokens is longer than the largest bucket "
+                              f"{pol.buckets[-1]}: a static batch's engine truncates it (not modelled); raise the bucket "
+                              "or cap the prompts (requests.prompt.high)")
         self.log = RequestLog.empty(len(self.req))
         # batcher saxml: requests alive per replica at most (more are turned away); None for other batchers
         self.saxml_alive = pol.max_batch * pol.max_live_batches if pol.kind == "static" and pol.batcher == "saxml" else None

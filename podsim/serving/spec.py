@@ -117,8 +117,9 @@ class BatchPolicy(_Model):
     free (never preempts).
     Continuous steps as an engine compiles them: `prefill_seqs` caps the prompts in prefill at once
     (JetStream prefills one request per call: ov.19); `buckets` pads each prompt chunk to the
-    smallest that holds it (JetStream's prefill buckets, ov.20; a chunk past the largest runs as
-    whole chunks of the largest); `batch_sizes` pads a step's decoding sequences to the smallest
+    smallest that holds it (JetStream's prefill buckets, ov.20; a prompt past the largest is split into
+    chunks of the largest over steps, as JetStream's chunked prefill does; a static batch's prompt
+    past it is refused: the engines truncate it); `batch_sizes` pads a step's decoding sequences to the smallest
     that holds them (JetStream's generate step runs over every slot, ov.21; CUDA-graph batch
     sizes, ov.8). Padding costs compute; the KV cache holds the real tokens only."""
 
@@ -161,6 +162,9 @@ class BatchPolicy(_Model):
         holds, name = (self.max_batch, "max_batch") if self.kind == "static" else (self.max_seqs, "max_seqs")
         if self.batch_sizes and self.batch_sizes[-1] < holds:
             raise PodsimError(f"batch policy batch_sizes {list(self.batch_sizes)}: the largest must hold {name} {holds}")
+        if self.prefill_seqs is not None and self.prefill_seqs > self.max_seqs:
+            raise PodsimError(f"batch policy prefill_seqs {self.prefill_seqs} is more than max_seqs {self.max_seqs}: a prompt "
+                              f"in prefill holds one of the step's sequences; use at most {self.max_seqs}")
         if self.kind != "static" and (self.batcher != "idle" or self.batcher_depth is not None):
             raise PodsimError("batch policy batcher is for static batches: set kind static")
         _refuse_changed(self, ("max_batch", "max_wait", "max_live_batches", "decode_segments") if self.kind == "continuous" else

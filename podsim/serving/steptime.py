@@ -28,6 +28,8 @@ from podsim.perf import chip_compute, compute_time_s
 from podsim.perf.opmodel import memory_time_s, padded_flops
 from podsim.serving.costs import AttentionLoad, InferenceShard
 from podsim.serving.engines import ENGINES, EngineModel
+from podsim.serving.nccl_profile import SOURCE as PROFILE_SOURCE
+from podsim.serving.nccl_profile import all_reduce_s, profile_for
 from podsim.serving.program import (
     StepOp,
     matmul_tuples,
@@ -144,6 +146,11 @@ class StepTimer:
         self.routing = routing
         mapping = map_mesh(self.shape, ParallelPlan(tensor=shard.tensor, expert=shard.expert), DEFAULT_INTENSITY)
         self.groups = {a: format_group(mapping.groups[a]) for a in ("tensor", "expert") if mapping.groups[a]}
+        # axes whose all-reduces come from a measured profile (their group sizes), and what a run says of it
+        self._profiled = {a: n for a, n in (("tensor", shard.tensor), ("expert", shard.expert))
+                          if n > 1 and profile_for(self.generation, "all_reduce", n)}
+        self.collective_source = (f"all-reduces from a measured NCCL profile ({PROFILE_SOURCE}), other collectives by the "
+                                  "flow-level engine" if self._profiled else "the flow-level engine")
         self.mesh = mapping.describe()
         self.chip = chip_compute(self.generation)
         self.onchip_bytes, self.onchip_source = (onchip_bytes, "given") if onchip_bytes is not None else onchip_memory(self.generation)
@@ -158,11 +165,11 @@ class StepTimer:
         # attention_s's constants for tokens_step_s (per chip: the group's share, 1/expert)
         h, dh, e, tile = shard.heads, shard.cfg.d_head, shard.expert, self.chip.mxu_dim
         self._tile = tile
-        self._per_key = 1.0  # keys per query = keys / queries (both divided by expert)
+        self._e = float(e)
         self._q_bytes = h * dh * 2.0 / e  # (2 q h dh ACT_BYTES) / 2, per query token
         self._kv_read_bytes = shard.kv_read_cost_bytes_per_token_layer() / e / 2.0
         self._kv_write_bytes = shard.kv_bytes_per_token_layer() / e / 2.0
-        self._padded_q = 2.0 * h * (math.ceil(dh / tile) * tile if tile > 1 else dh) / e
+        self._padded_heads = 2.0 * h * (math.ceil(dh / tile) * tile if tile > 1 else dh)
         self._layers2 = 2.0 * shard.cfg.n_layers
         self._n_layers = shard.cfg.n_layers
         self._linear = _Linear(self)
@@ -177,7 +184,12 @@ class StepTimer:
         return compute_time_s(self.chip, cost.flops, cost.hbm, matmul_tuples(cost), precision)
 
     def collective_s(self, op: StepOp, units: float, unit_bytes: float) -> float:
-        """The engine's time of the collective `op` at `units` x `unit_bytes` bytes per chip."""
+        """The time of the collective `op` at `units` x `unit_bytes` bytes per chip: the measured
+        profile's where the generation has one for it (`podsim.serving.nccl_profile`: all-reduces on
+        H100s), else the engine's."""
+        size = self._profiled.get(op.axis) if op.kind == "all_reduce" else None
+        if size is not None:
+            return all_reduce_s(self.generation.id, size, units * unit_bytes) if units > 0 else 0.0
         key = (op.kind, op.axis, unit_bytes)
         table = self._tables.get(key)
         if table is None:
@@ -250,13 +262,13 @@ class StepTimer:
             return 0.0
         sh = self.shard
         h, dh = sh.heads, sh.cfg.d_head
-        keys = load.flops / (4.0 * h * dh * q)
+        keys = load.flops / (4.0 * h * dh)  # summed over the queries, padded once (InferenceShard.attention)
         half = (2.0 * q * h * dh * 2 + load.kv_read_bytes + load.kv_write_bytes) / 2  # ACT_BYTES = 2 (costs.py)
         tile = self.chip.mxu_dim
         if tile > 1:
-            padded = 2.0 * h * q * math.ceil(dh / tile) * tile * math.ceil(keys / tile) * tile
+            padded = 2.0 * h * math.ceil(dh / tile) * tile * math.ceil(keys / tile) * tile
         else:
-            padded = 2.0 * h * q * dh * keys
+            padded = 2.0 * h * dh * keys
         one = max(padded / self._attn_rate, half / self._hbm_rate)
         return sh.cfg.n_layers * 2.0 * one
 
@@ -277,10 +289,10 @@ class StepTimer:
         body = self._body_s(tokens, sampled)
         if queries <= 0:
             return body
-        k = self._per_key * keys / queries  # keys per query
+        k = keys / self._e  # the chip's keys summed over its queries, padded once (attention_s)
         half = self._q_bytes * queries + self._kv_read_bytes * read_tokens + self._kv_write_bytes * write_tokens
         tile = self._tile
-        padded = self._padded_q * queries * (math.ceil(k / tile) * tile if tile > 1 else k)
+        padded = self._padded_heads * (math.ceil(k / tile) * tile if tile > 1 else k)
         return body + self._layers2 * max(padded / self._attn_rate, half / self._hbm_rate)
 
     def step_s(self, tokens: int, sampled: int, load: AttentionLoad) -> float:

@@ -78,10 +78,12 @@ LINGVO_DENSE_BUILDER = {"mlp": "swiglu", "n_kv_heads": 1, "head_dim": 128}
 
 
 INT8 = "int8"
-# MaxText's `quantization=int8` (AQT) in the MLPerf GPT-3 scripts (round 4.0: google/maxtext f586e43,
-# round 4.1: branch mlperf/4.1 = AI-Hypercomputer/maxtext@a6b44b3): only the DenseGeneral weight
+# MaxText's `quantization=int8` (AQT) in the MLPerf GPT-3 scripts (round 4.0: google/maxtext f586e43;
+# round 4.1: the scripts check out branch mlperf/4.1, no commit, and the round's systems files name the
+# commit each ran, `sw_notes` of Google/systems/cloud-tpu-v5p-*-maxtext.json: AI-Hypercomputer/maxtext@07700cb,
+# of cloud-tpu-trillium-*-maxtext.json: @a6b44b3, a later commit of the branch): only the DenseGeneral weight
 # matmuls are quantized, forward, input gradient and weight gradient (MaxText/layers/quantizations.py
-# int8 config: fwd_bits=8, dlhs_bits=8, drhs_bits=8 with quantization_local_shard_count -1 = the slice
+# int8 config, alike at both: fwd_bits=8, dlhs_bits=8, drhs_bits=8 with quantization_local_shard_count -1 = the slice
 # count); the flash attention kernel takes no quantizer (layers/attentions.py) and the logits come from
 # `shared_embedding.attend` ("We do not quantize the logits matmul.", layers/models.py): bf16.
 MAXTEXT_INT8 = {"precision": INT8, "quantized_matmuls": "weights"}
@@ -118,15 +120,16 @@ SHARDED_NOTE = "activations sharded over the model axis between blocks (as seque
 MAXTEXT_NOTE = SHARDED_NOTE + "; collective matmul of the all-gathers only (the script's XLA flags)"
 R41 = "mlcommons/training_results_v4.1@b87b9e396f771345d4ef122ba33456304f15228d"
 # MaxText's remat policies in the MLPerf GPT-3 code as podsim's recompute policies (the round 4.0 scripts
-# check out google/maxtext f586e43, the round 4.1 ones branch mlperf/4.1 = AI-Hypercomputer/maxtext@a6b44b3;
-# MaxText/layers/models.py at each):
+# check out google/maxtext f586e43; the round 4.1 ones branch mlperf/4.1, whose commit the systems files
+# name: AI-Hypercomputer/maxtext@07700cb for the v5p runs, @a6b44b3 for the Trillium runs, the policies
+# below alike at both; MaxText/layers/models.py at each):
 # - `minimal`: jax.checkpoint_policies.checkpoint_dots_with_no_batch_dims, every weight matmul's
 #   output saved: podsim's `dots`;
 # - `save_dot_except_logits_ffn1` and `save_dot_except_logits` (f586e43) save only the named Q/K/V
 #   and out projections, 'wv_prod' (the attention context), 'ffn2' (the MLP's output) and, for the
 #   second, 'ffn1', which MaxText/layers/linears.py names after the activation (line 226: GPT-3's
 #   mlp_activations ["gelu"]), so GELU's backward still needs the input matmul's output, which no
-#   saved name holds; `save_dot_except_mlpwi` (a6b44b3) saves the projections and 'mlpwo'. Each
+#   saved name holds; `save_dot_except_mlpwi` (07700cb, a6b44b3) saves the projections and 'mlpwo'. Each
 #   re-runs the MLP's input matmul and activation and the attention weights ('logits'): podsim's
 #   `save_attention` (the extra 'ffn1' / 'ffn2' kept in HBM are not in podsim's count).
 MAXTEXT_REMAT = {"minimal": "dots", "save_dot_except_logits_ffn1": "save_attention", "save_dot_except_logits": "save_attention",

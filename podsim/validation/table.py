@@ -37,6 +37,7 @@ from podsim.topology import get_generation
 from podsim.trace.configs import ResNetConfig
 from podsim.trace.memory import fits_hbm
 from podsim.trace.model import StepTrace
+from podsim.trace.options import GenerateOptions
 from podsim.trace.plans import model_config
 from podsim.validation.bands import step_kind
 from podsim.validation.maxtext_rows import MAXTEXT_ROWS, MAXTEXT_SERIES
@@ -101,6 +102,21 @@ def row_study(row: Row, recompute: str | bool | None = None) -> StepStudy:
         options = replace(options, input_pipeline="none")
     return StepStudy(row.generation, row.shape, model=row.model, plan=row.plan, slices=row.slices,
                      model_overrides=row.overrides, options=options, name=row.id)
+
+
+USER_OPTIONS = ("recompute", "microbatches", "precision", "optimizer", "input_pipeline", "input_rate_per_host",
+                "capacity_factor")
+"""What a user gives podsim for a published run beside its model, plan, slices and batch: what the run's
+configuration names (its remat policy, micro-batches, matmul precision, optimizer, input pipeline, MoE
+capacity). Everything else (collective matmul, attention kernel, sequence parallelism, overlap, wire
+dtypes, TF1 settings, mesh order) the row states from its code, and a user would leave to podsim's defaults."""
+
+
+def as_user(row: Row) -> Row:
+    """The row as a user would give it (USER_OPTIONS kept, every other option podsim's default, as
+    current programs run): the gap between its error and the row's own shows how much of the
+    table's accuracy rests on settings read from each run's code."""
+    return replace(row, options=GenerateOptions(**{k: getattr(row.options, k) for k in USER_OPTIONS}))
 
 
 UNSTATED_REMAT = ("none", "minimal", "full")
