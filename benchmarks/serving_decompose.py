@@ -29,6 +29,7 @@ from podsim.serving.simulate import ServingSim
 from podsim.serving.spec import ServingConfig
 from podsim.serving.steptime import StepTimer
 from podsim.trace.configs import get_model
+from podsim.trace.model import busbw_factor
 from podsim.validation.serving_rows import ALL_ROWS
 from podsim.validation.serving_table import calibrate, engine_for
 
@@ -82,7 +83,7 @@ def all_reduce_table() -> None:
             b = mib * 2**20
             eng = simulate_collective(timer.built, "all_reduce", b, timer.groups["tensor"]).simulated_s
             prof = all_reduce_s("gpu-h100", gpus, b)
-            bus = 2 * (gpus - 1) / gpus * b / 1e9
+            bus = busbw_factor("all_reduce", gpus) * b / 1e9
             print(f"  {mib:8.4g} MiB {eng * 1e6:8.1f} {prof * 1e6:8.1f}   x{eng / prof:4.2f}   {bus / eng:5.0f} / {bus / prof:5.0f}")
 
 

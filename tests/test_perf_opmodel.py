@@ -229,10 +229,11 @@ def test_a_step_names_the_compute_constants_it_read_and_their_basis(capsys):
     # --json carries the same constants as records: name, value, basis, source id, what the text says
     code, out, err = run_podsim(capsys, *args, "--json")
     assert code == 0, err
-    rows = json.loads(out)["compute_constants"]
+    table = json.loads(out)["tables"]["compute_constants"]  # a result table: podsim run --json's step carries it too
+    rows = [dict(zip(table, vals, strict=True)) for vals in zip(*table.values(), strict=True)]
     assert [r["name"] for r in rows] == ["tpu-v5e:matmul:bf16", "tpu-v5e:hbm"]
     assert rows[0] == {"name": "tpu-v5e:matmul:bf16", "value": chip.fraction_for("bf16"), "basis": "source", "source": "eff.2",
                        "why": "source eff.2"}
     assert rows[1]["basis"] == "none" and rows[1]["source"] == "" and rows[1]["why"].startswith("no basis: the vendor's")
     code, out, err = run_podsim(capsys, *args, "--compute-efficiency", "0.5", "--json")
-    assert code == 0 and json.loads(out)["compute_constants"] == [], err
+    assert code == 0 and json.loads(out)["tables"]["compute_constants"]["name"] == [], err

@@ -380,6 +380,30 @@ def test_a_prompt_past_the_largest_bucket_is_split_into_chunks_of_it():
         ServingSim(_offline(1, 2500, 2, kind="static", max_batch=1, buckets=[512, 1024]))
 
 
+def test_split_prompts_conserve_their_tokens_and_pages():
+    """Prompts past the largest bucket split over steps lose and repeat nothing: over 12 prompts
+    of 100-1,800 tokens (half past the 512 bucket), two in prefill at once, chunked and separate,
+    the steps prefill exactly the prompts' tokens (no preemption) and decode each request's output
+    less its first token, no step prefills more than two chunks of the bucket, every request ends
+    after its first token, the KV cache audited every step and every page given back at the end."""
+    from podsim.serving.simulate import ServingSim
+
+    for prefill in ("chunked", "separate"):
+        cfg = config(batch={"max_seqs": 8, "token_budget": 1536, "prefill_seqs": 2, "buckets": [256, 512], "prefill": prefill},
+                     requests={"arrivals": {"kind": "offline"}, "requests": 12, "prompt": {"kind": "uniform", "low": 100, "high": 1800},
+                               "output": {"kind": "uniform", "low": 2, "high": 40}})
+        sim = ServingSim(cfg, audit=True)
+        sim.run()
+        rep, req = sim.replicas[0], sim.req
+        steps = rep.steps
+        prefilled = steps.column("tokens") - steps.column("decode_tokens")
+        assert int((req.prompt > 512).sum()) >= 4 and rep.preempted == 0, prefill
+        assert prefilled.sum() == req.prompt.sum() and prefilled.max() <= 2 * 512, prefill
+        assert steps.column("decode_tokens").sum() == req.output.sum() - len(req), prefill
+        assert np.isfinite(sim.log.first_s).all() and (sim.log.first_s <= sim.log.end_s).all(), prefill
+        assert rep.ledger.used == 0, prefill
+
+
 def test_a_served_model_is_a_parallel_block_as_its_preset_is():
     """GPT-J's and PaLM's presets are parallel blocks: served as one unless the configuration says
     otherwise (before, the serving model's own default, sequential, silently won)."""

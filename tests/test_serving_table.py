@@ -34,7 +34,7 @@ from podsim.validation.serving_rows import ALL_ROWS, SERVER_ROWS
 # of the memory free after the engine loads (--kv_cache_free_gpu_mem_fraction), not of all HBM: under 1 point each;
 # the live-activation workspace leaves the MLPerf rows more cache: sv.39 +35.2% -> +35.8%, sv.41 +22.2% -> +22.7%.
 # Median 15.6% (unchanged), max 37.2% (sv.37). Then the H100 all-reduces from vidur's measured NCCL profile
-# (podsim.serving.nccl_profile, cl.1-cl.3), 10-25% slower than the flow engine at 4-64 MiB: every multi-GPU in-flight
+# (podsim.serving.nccl_profile, cl.1-cl.3), 8-36% slower than the flow engine at 16-64 MiB: every multi-GPU in-flight
 # row comes closer (sv.30 +24.4% -> +17.2%, sv.31 +24.6% -> +16.4%, sv.38 +19.2% -> +13.8%, sv.39 +35.8% -> +32.5%,
 # sv.37 +37.2% -> +35.8%), the static rows podsim had too slow go further (sv.11 -6.8% -> -10.4%, sv.12 -26.3% ->
 # -27.5%), sv.33 -11.7% -> -12.7%, sv.17 +2.3% -> +3.6%: median 15.1%, max 35.8% (sv.37)

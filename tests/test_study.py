@@ -205,7 +205,8 @@ def test_steptime_and_run_json_share_one_shape(tmp_path, capsys):
     assert step.code == 0, step.err
     a, b = json.loads(run.out), json.loads(step.out)
     assert set(a) - {"outputs"} == set(b) and set(a["metrics"]) == set(b["metrics"])
-    assert set(a["tables"]) == set(b["tables"]) == {"step_kinds"} and a["tables"] == b["tables"]
+    assert set(a["tables"]) == set(b["tables"]) == {"step_kinds", "compute_constants"} and a["tables"] == b["tables"]
+    assert b["tables"]["compute_constants"]["name"] == ["tpu-v4:matmul:bf16", "tpu-v4:hbm"]
     assert not [k for k in b["metrics"] if k not in METRICS]
     assert b["metrics"]["tier_spine_busy_s"] > 0 and "tier_leaf_link_busy_s" in b["metrics"]  # the DCN's tiers too
     same = {k for k in a["metrics"] if k != "engine_wall_s"}

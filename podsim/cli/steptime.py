@@ -250,7 +250,7 @@ def cli_study(files: list[str] | None, model: str | None, generation: str | None
 
 
 def _step_mode(study: StepStudy, as_json: bool, timeline: str | None, title: str, notes: list[str] = ()) -> None:
-    from podsim.engine.summary import compute_constants_rows, compute_constants_text
+    from podsim.engine.summary import compute_constants_text
     from podsim.scenario.run import STEP_JSON_TABLES, step_result
     from podsim.study import run_study
     from podsim.trace.memory import fits_message
@@ -267,8 +267,7 @@ def _step_mode(study: StepStudy, as_json: bool, timeline: str | None, title: str
     if m.get("hbm_fits") is False:
         typer.echo("warning: " + fits_message(m["hbm_bytes_per_chip"], m["hbm_capacity_bytes"]), err=True)
     if as_json:
-        # the compute constants the text prints (compute_constants_text), each with its value and source
-        emit_json({**result.summary(tables=STEP_JSON_TABLES), "compute_constants": compute_constants_rows(r, study.compute_efficiency)})
+        emit_json(result.summary(tables=STEP_JSON_TABLES))  # compute_constants: the constants the text prints
         return
     n, shape_name = study.slices, m["slice"]
     where = shape_name if n == 1 else f"{n} x {shape_name} on {m['pods']} pod(s), {m['dcn']} DCN"

@@ -7,13 +7,19 @@ alpha-beta closed form on those routes (`schedule_time_s`). A candidate over it 
 ranked by a lower bound of that closed form, from the flows of a few representative chips
 (`schedule_bound_s`); only if the bound could beat the best price so far is it priced in full
 (building its flows, which simulating it would need anyway), and a candidate with more flows
-than the engine simulates (the flows budget, `--max-flows`) is never taken. The choice is the one pricing every
-candidate in full would make (the fastest; ties to the earlier name in ALGORITHMS), without
-building the flows of those that cannot win. `Plan.why` says it in one line.
+than the engine simulates (the flows budget, `--max-flows`) is never taken. The choice is the one
+pricing every candidate in full would make (the fastest; ties to the earlier name in ALGORITHMS),
+without building the flows of those that cannot win. `Plan.why` says it in one line.
+
+Pricing folds a candidate by its own patterns' symmetry; a whole step folds only by what all its
+patterns share, so the engine may route a chosen pattern with more flows than pricing counted.
+The engine then plans that collective again with `exclude` naming the algorithms it cannot
+simulate (engine/core.py); `why` says so, and with none left the engine's budget error stands.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from podsim.bounds import budget
@@ -61,10 +67,11 @@ def _us(t: float) -> str:
 
 
 def plan_collective(kind: str, layout: GroupLayout, size_bytes: float, algorithm: str, pool: RouterPool,
-                    shift: int = 1) -> Plan:
+                    shift: int = 1, exclude: Mapping[str, tuple[str, str]] | None = None) -> Plan:
     """Build the schedule of `algorithm`; `auto` picks the fastest by closed form (ties go to
     the earlier name in ALGORITHMS), ranking without building the flows of candidates that
-    cannot win (see the module docstring)."""
+    cannot win (see the module docstring). `exclude`: algorithms `auto` may not take, each with
+    (why, in a phrase for `Plan.why`; the error to raise when no candidate is left)."""
     # the collective library's time per collective (generation `collective_latency`, NCCL's on GPUs):
     # the same for every algorithm, so it never changes the choice; the engine waits it at the start
     launch = pool.placement.fabric.generation.collective_latency_s
@@ -74,17 +81,18 @@ def plan_collective(kind: str, layout: GroupLayout, size_bytes: float, algorithm
         return Plan(sched, t, {algorithm: t}, why=f"{algorithm}: as asked (closed form {_us(t)})")
     if kind not in KINDS:
         raise PodsimError(f"unknown collective {kind!r}; known: {', '.join(KINDS)}")
-    ok = [a for a, why in applicable(kind, layout).items() if not why]
+    exclude = exclude or {}
+    ok = [a for a, why in applicable(kind, layout).items() if not why and a not in exclude]
     order = {a: i for i, a in enumerate(ALGORITHMS)}
     cands: dict[str, float] = {}
     bounds: dict[str, float] = {}
     scheds: dict[str, Schedule] = {}
     large: list[tuple[str, object, int, tuple[int, str]]] = []
-    refused: list[str] = []
+    refused: list[str] = [err for _, err in exclude.values()]
     for alg in ok:
         sched = scheds[alg] = build_schedule(kind, layout, size_bytes, alg, shift)
         router, n, most = _flows(sched, pool)
-        if n <= RANK_FLOWS:
+        if n <= RANK_FLOWS and max((router.budget_flows(p) for p in sched.patterns()), default=0) <= budget().flows:
             cands[alg] = schedule_time_s(sched, router)
         else:
             large.append((alg, router, n, most))
@@ -108,9 +116,11 @@ def plan_collective(kind: str, layout: GroupLayout, size_bytes: float, algorithm
     cands = {a: t + launch for a, t in cands.items()}
     best_alg = min(cands, key=lambda a: (cands[a], order[a]))
     others = sorted((a for a in cands if a != best_alg), key=lambda a: (cands[a], order[a]))
-    why = f"{best_alg}: fastest by closed form, {_us(cands[best_alg])}"
+    of = " of those this step can simulate" if exclude else ""
+    why = f"{best_alg}: fastest by closed form{of}, {_us(cands[best_alg])}"
     if others:
         why += " (next " + ", ".join(f"{a} {_us(cands[a])}" for a in others[:2]) + ")"
+    notes += [note for note, _ in exclude.values()]
     if notes:
         why += "; " + "; ".join(notes)
     return Plan(scheds[best_alg], cands[best_alg], {a: cands[a] for a in ok if a in cands}, bounds, why)

@@ -107,7 +107,9 @@ def shift_pattern(layout: GroupLayout, shift: int) -> Pattern:
 
 
 def xor_pattern(layout: GroupLayout, bit: int) -> Pattern:
-    """Rank r exchanges with rank r XOR 2**bit (recursive halving / doubling; p a power of 2)."""
+    """Rank r exchanges with rank r XOR 2**bit (recursive halving / doubling; p a power of 2).
+    Along its grid axis the exchange repeats every 2**(bit + 1) ranks, except the axis's top
+    bit: r XOR g/2 is r + g/2 mod g, a cyclic shift, which every shift of the axis keeps."""
 
     def build() -> Pattern:
         ranks = np.arange(layout.p)
@@ -116,7 +118,7 @@ def xor_pattern(layout: GroupLayout, bit: int) -> Pattern:
         low = 0
         for g in layout.grid:
             bits = int(g).bit_length() - 1
-            periods.append(2 ** (bit - low + 1) if low <= bit < low + bits else 1)
+            periods.append(2 ** (bit - low + 1) if low <= bit < low + bits - 1 else 1)
             low += bits
         return Pattern(f"exchange bit {bit}", layout, tuple(periods), layout.instances * layout.p,
                        lambda lay, keep: _select(lay, ranks, partner, None, keep),

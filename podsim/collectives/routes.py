@@ -115,6 +115,22 @@ class Router:
             n += len(sym.dcn.patterns[id(pattern)].src) - pattern.split.crossing
         return n
 
+    def budget_flows(self, pattern: Pattern) -> int:
+        """The most flows `routes(pattern)` routes at once, as the flows budget counts them: its
+        representatives inside slices, or (a slice symmetry) the larger of those and the flows
+        across slices the DCN fold does not hold. Over `budget().flows`, `routes` refuses it."""
+        sym = self.symmetry
+        if sym is None or sym.chip_weight is None:
+            return self.flows_to_route(pattern)
+        sp = pattern.split
+        inside = self.flows_to_route(pattern) - sp.crossing if sp.inside else 0
+        folded = sym.dcn is not None and id(pattern) in sym.dcn.patterns
+        return max(inside, 0 if folded else sp.crossing)
+
+    def check_budget(self, pattern: Pattern) -> None:
+        """Refuse, as `routes` would, a pattern over the flows budget (before building any flow)."""
+        self._check_size(pattern, self.budget_flows(pattern))
+
     def routes(self, pattern: Pattern) -> PatternRoutes:
         hit = self._cache.get(id(pattern))
         if hit is not None:

@@ -21,6 +21,7 @@ from dataclasses import replace
 import numpy as np
 
 from podsim._arrays import has_duplicates
+from podsim.bounds import budget
 from podsim.collectives.algorithms import busbw_factor
 from podsim.collectives.fabricroutes import Placement
 from podsim.collectives.routes import Router, RouterPool, fold_reason
@@ -139,6 +140,47 @@ def _fold_note(job: Job, plans: list[OpPlan], patterns: list, router: Router, po
     return note
 
 
+def _plan_job(job: Job, pool: RouterPool, efficiency: float | None, fast_path: bool, jobs: int
+              ) -> tuple[list[OpPlan], dict[str, str], list, Router]:
+    """The job's op plans, choices, distinct patterns and the router that simulates them.
+    `auto` prices a candidate folded by its own patterns' symmetry, but the step's router folds
+    only by what every pattern of the step shares (none, say, when one pattern breaks it, or on
+    several jobs), so a chosen pattern may be routed with more flows than the budget. Each such
+    collective is planned again without that algorithm (its `why` says so), and the router
+    rebuilt, until every pattern fits: each round drops an algorithm, so it ends. A collective
+    whose algorithm was asked by name, or with no candidate left, is refused with the budget
+    error, before anything is simulated."""
+    made: dict = {}
+    exclude: dict[tuple, dict[str, tuple[str, str]]] = {}
+    limit = budget().flows
+    while True:
+        plans, choices = prepare_ops(job, pool, efficiency, made, exclude)
+        patterns = list({id(pat): pat for p in plans if p.plan for pat in p.plan.schedule.patterns()}.values())
+        pool.drop_pricing()
+        router = pool.router(patterns, fold=fast_path and jobs == 1, fold_dcn=True)
+        over = []
+        for key, plan in made.items():
+            n, pat = max(((router.budget_flows(p), p) for p in plan.schedule.patterns()), key=lambda x: x[0],
+                         default=(0, None))
+            if n > limit:
+                over.append((key, plan, n, pat))
+        if not over:
+            return plans, choices, patterns, router
+        why = "the fast path is off" if not fast_path else fold_reason(pool.placement, patterns, router.symmetry, jobs)
+        for key, plan, n, pat in over:
+            try:
+                router.check_budget(pat)
+            except PodsimError as e:
+                if key[3] != "auto":
+                    raise  # asked by name
+                err = str(e)
+            alg = plan.schedule.algorithm
+            note = (f"{alg} ({plan.closed_form_s * 1e6:.4g} us) is over the flows budget as this step routes it "
+                    f"({pat.name}: {n:,} flows > {limit:,}, --max-flows; {why})")
+            exclude.setdefault(key, {})[alg] = (note, err)
+            del made[key]
+
+
 def _simulate(jobs: Sequence[Job], compute_efficiency: float | None, fast_path: bool, routing: str = "dimension_order",
               failed: tuple[tuple[int, ...], tuple[int, ...]] = ((), ())) -> tuple[list[StepResult], list[list[OpPlan]]]:
     t_wall = time.perf_counter()
@@ -158,10 +200,7 @@ def _simulate(jobs: Sequence[Job], compute_efficiency: float | None, fast_path: 
     for owner, job in enumerate(jobs):
         eff = job.compute_efficiency if job.compute_efficiency is not None else compute_efficiency
         pool = RouterPool(Placement(fabric, job.views, routing, *failed))
-        plans, choices = prepare_ops(job, pool, eff)
-        patterns = list({id(pat): pat for p in plans if p.plan for pat in p.plan.schedule.patterns()}.values())
-        pool.drop_pricing()
-        router = pool.router(patterns, fold=fast_path and len(jobs) == 1, fold_dcn=True)
+        plans, choices, patterns, router = _plan_job(job, pool, eff, fast_path, len(jobs))
         pool.release(router)
         prog = Program(env, net, router, owner, job, plans)
         prog.choices = choices

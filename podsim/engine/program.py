@@ -9,6 +9,7 @@ moving on when that phase is delivered (podsim.engine.core runs the programs and
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import partial
 
@@ -47,9 +48,17 @@ def _level(layout) -> str:
     return "dcn" if any(layout.dcn) else "ici"
 
 
-def prepare_ops(job: Job, pool: RouterPool, efficiency: float | None) -> tuple[list[OpPlan], dict[str, str]]:
+PlanKey = tuple
+"""A distinct collective of a trace: (kind, group, bytes, algorithm asked, shift)."""
+
+
+def prepare_ops(job: Job, pool: RouterPool, efficiency: float | None, plans: dict[PlanKey, Plan] | None = None,
+                exclude: Mapping[PlanKey, Mapping[str, tuple[str, str]]] | None = None,
+                ) -> tuple[list[OpPlan], dict[str, str]]:
     """Each op of the trace with its dependencies (indices), duration or collective plan; and
-    per distinct collective (kind, group, size), its algorithm and why (one line)."""
+    per distinct collective (kind, group, size), its algorithm and why (one line). `plans`:
+    the plans made so far, by PlanKey (kept and filled in); `exclude`: per PlanKey, the
+    algorithms `auto` may not take (plan_collective's `exclude`)."""
     trace = job.trace
     trace.validate()
     order = trace.topological_order()
@@ -62,14 +71,15 @@ def prepare_ops(job: Job, pool: RouterPool, efficiency: float | None) -> tuple[l
             layouts[key] = group_layout(job.views, group)
         return layouts[key]
 
-    plans: dict[tuple, object] = {}
+    plans = {} if plans is None else plans
+    exclude = exclude or {}
     duration = op_timer(job.fabric.generation, chip_compute(job.fabric.generation) if efficiency is None else None, efficiency)
 
     def plan(kind: str, group, nbytes: float, algorithm: str, shift: int = 1):
         """Plans are read-only: a model's layers repeat a handful of collectives, plan each once."""
         key = (kind, format_group(group), nbytes, algorithm, shift)
         if key not in plans:
-            plans[key] = plan_collective(kind, layout(group), nbytes, algorithm, pool, shift)
+            plans[key] = plan_collective(kind, layout(group), nbytes, algorithm, pool, shift, exclude.get(key))
         return plans[key]
 
     out = []

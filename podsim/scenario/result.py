@@ -51,6 +51,8 @@ TABLES: dict[str, dict[str, str]] = {
         "lifetime_usd_per_useful_chip_h": "f",
     },
     "spine_assumptions": {"name": "s", "value": "f", "unit": "s", "source": "s", "note": "s", "assumed": "b"},
+    # the per-op model's constants a step read (podsim.engine.summary.compute_constants_rows): value, basis, source
+    "compute_constants": {"name": "s", "value": "f", "basis": "s", "source": "s", "why": "s"},
     "replicates": {  # a replicated run (scenario `replicates: N`): every replicate's figures, long form
         "replicate": "i", "seed": "i", "metric": "s", "value": "f",
     },

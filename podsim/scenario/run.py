@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from podsim.engine import StepResult, step_summary
 from podsim.engine.core import busy_time_s
+from podsim.engine.summary import compute_constants_rows
 from podsim.scenario.check import check_scenario
 from podsim.scenario.clusterrun import cluster_run
 from podsim.scenario.fields import parse_target, target_met
@@ -35,7 +36,7 @@ if TYPE_CHECKING:  # a job stream imports the cluster simulation (CP-SAT, ...) w
     from podsim.cluster import ClusterResult
 
 ProgressFn = Callable[[float, float], None]
-STEP_JSON_TABLES = ("step_kinds",)  # the tables a step's --json carries (podsim run, podsim steptime)
+STEP_JSON_TABLES = ("step_kinds", "compute_constants")  # the tables a step's --json carries (podsim run, podsim steptime)
 _TOPOLOGY_CACHE: dict[str, dict] = {}
 
 
@@ -214,6 +215,7 @@ def step_parts(study: StepStudy, r: StepResult, steps: int | None = None,
     m.update(chip_h=chip_h, cost_usd=cost["cost_usd"], energy_kwh=cost["energy_kwh"])
     ops = [t for t in r.timeline if t.step == 0]
     kinds = summ["collectives"]
+    constants = compute_constants_rows(r, study.compute_efficiency)
     tables = {
         "step_ops": normalise_table("step_ops", {
             "op": [t.id for t in ops], "kind": [t.kind for t in ops], "start_s": [t.start_s for t in ops],
@@ -224,6 +226,8 @@ def step_parts(study: StepStudy, r: StepResult, steps: int | None = None,
             "busy_s": [k["busy_s"] for k in kinds.values()], "op_s": [k["op_s"] for k in kinds.values()],
             "closed_form_s": [k["closed_form_s"] for k in kinds.values()],
             "algorithms": [",".join(k["algorithms"]) for k in kinds.values()]}),
+        "compute_constants": normalise_table("compute_constants", {
+            k: [c[k] for c in constants] for k in ("name", "value", "basis", "source", "why")}),
     }
     dcn = r.fabric.dcn
     topo = topology_summary(gen, None if study.slice is None else format_shape(study.slice), twisted=study.twisted,

@@ -105,11 +105,12 @@ def step_workspace_shape(policy: BatchPolicy, beams: int, context: int) -> tuple
     """(tokens, sampled positions) of the largest step a replica runs under `policy`, padded as
     the engine pads it: what its workspace (`InferenceShard.workspace_bytes`) is sized for.
     Continuous: the token budget (or every slot's decode rows, or in `separate` prefill a whole
-    prompt of up to `longest` tokens, where larger), plus the most `batch_sizes` pads the decode
+    prompt of up to the model's `context`, where larger), plus the most `batch_sizes` pads the decode
     rows and `buckets` pads the step's prompt chunks (at most `prefill_seqs` of them); its
     sampled positions: every slot's beams, plus the decode padding. Static: a prefill step of at
     most the budget or a decode step of every row's beams, at the largest of `batch_sizes`, the
-    prompts at most the largest bucket or the model's `context`."""
+    prompts at most the largest bucket or the model's `context` (an engine that prefills a static
+    batch whole, `static_prefill` whole, sizes that prefill's workspace itself: `ServingSim`)."""
     if policy.kind == "continuous":
         real = max(policy.token_budget, policy.max_seqs * beams, context if policy.prefill == "separate" else 0)
         chunks = min(policy.prefill_seqs or policy.max_seqs, policy.token_budget)

@@ -9,9 +9,9 @@ GB/s on 8, 396 against 317 on 4, 373 against 274 on 2). A decode step of a large
 takes its all-reduces from the measured curve: vidur's profile
 (`microsoft/vidur@7d47513363ec447a741ac5e47241580b47724fbf:data/profiling/network/h100_dgx/all_reduce.csv`,
 rank 0 of 2, 4 and 8 GPUs, fp16, 2 kB to 64 MiB; the kernel time of NCCL via torch.distributed,
-median of 11 launches, CUDA graphs off). An independent run agrees within ~10% (torch.distributed
-NCCL on 8 H100s: 4 MB 59 us, 8 MB 91 us, 16 MB 136 us, ByteDance-Seed/Triton-distributed issue 57,
-2025-07-14).
+median of 11 launches, CUDA graphs off). An independent run is 12-17% slower than the curve
+(torch.distributed NCCL on 8 H100s: 4 MB 59 us, 8 MB 91 us, 16 MB 136 us, ByteDance-Seed/Triton-distributed
+issue 57, 2025-07-14; tested).
 
 The stored points are the medians (of size and of time) of the profile's sizes in each half-octave
 band (`benchmarks/serving_decompose.py --derive CSV` recomputes them from a copy of the file).

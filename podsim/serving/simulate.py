@@ -68,10 +68,8 @@ class ServingSim(SaxmlFrontEnd):
         # a decode kernel without GQA sharing reads each KV head once per query head of its group
         self.shard = shard if self.engine.gqa_kv_sharing else replace(shard, kv_head_reads=shard.heads / shard.kv_heads)
         self.timer = timer or StepTimer(self.shard, self.generation, self.shape, routing=config.routing, engine=self.engine)
-        longest = max(pol.buckets) if pol.buckets else self.shard.cfg.seq_len
         beams = config.requests.beams
         max_tokens, max_seqs = step_workspace_shape(pol, beams, self.shard.cfg.seq_len)  # the largest step, padded
-        rows = pol.batch_sizes[-1] if pol.batch_sizes else pol.max_batch
         self.prefill_workspace_bytes: float | None = None
         logits = 0.0  # a dense prefill's live logits beside the whole cache (not Saxml's: its fprop sits beside the prompts')
         if pol.kind == "static" and self.engine.static_prefill == "whole":
@@ -79,6 +77,8 @@ class ServingSim(SaxmlFrontEnd):
             # prompts' KV only), then the decode loop, whose output KV buffers are made after the
             # fprop (see _check_saxml_cache): the cache sits beside a decode step's workspace
             # praxis's dense prefill also holds a layer's logits and probabilities
+            rows = pol.batch_sizes[-1] if pol.batch_sizes else pol.max_batch
+            longest = max(pol.buckets) if pol.buckets else self.shard.cfg.seq_len
             dense = self.shard.dense_logits_live_bytes(rows * longest * longest) if self.engine.logits_materialised else 0.0
             self.prefill_workspace_bytes = self.shard.workspace_bytes(rows * longest, rows) + dense
             max_tokens = max_seqs = rows * beams

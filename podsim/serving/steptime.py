@@ -1,10 +1,11 @@
 """How long one serving step takes on a slice: the per-op compute model for every op, the
-engine for every collective.
+engine (or a measured profile) for every collective.
 
 `StepTimer` times the ops of `podsim.serving.program.step_ops` the way the engine runs their
 step trace (`serving_step_trace`): compute ops by `podsim.perf.compute_time_s`, each collective
 by the flow-level engine on the slice (`simulate_collective` on the group the mesh mapping
-gives its logical axis), a collective and its prefetch side by side. A serving simulation asks
+gives its logical axis; but all-reduces on gpu-h100 as published, which take vidur's measured
+NCCL profile, `podsim.serving.nccl_profile`), a collective and its prefetch side by side. A serving simulation asks
 for a step time at every iteration, so the timer keeps what does not change between steps:
 every op's time but the attention core's depends only on the step's tokens and sampled
 positions and is cached on them; the attention core's depends on the KV cache the batch reads
@@ -335,8 +336,8 @@ class _Linear:
 
     A matmul of T (or S) rows has padded FLOPs p x T and moves u x T + v bytes (v: its weights
     less what a collective's prefetch read); an op's other bytes are r x T + r0; so its time is
-    sum max(p T / rate, (u T + v) / bw) + (r T + r0) / bw. Collectives are their engine tables
-    at T, beside their prefetch's fixed time. The MoE experts' op reads only the experts its
+    sum max(p T / rate, (u T + v) / bw) + (r T + r0) / bw. Collectives are `StepTimer.collective_s`
+    at T (engine tables, or the measured profile), beside their prefetch's fixed time. The MoE experts' op reads only the experts its
     tokens reach, not linear in T: it and the dispatch before it are timed op by op. The head
     and the sampling reduction depend on S; with S = 0 the head is absent and the last
     collective prefetches nothing.
