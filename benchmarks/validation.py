@@ -410,27 +410,29 @@ def as_user_table() -> None:
     """Every row's error as the table runs it (the settings its code states) and as a user would give
     it (`podsim.validation.table.as_user`: the run's configuration only, podsim's defaults for the
     rest), at the constants in force; the summary over the validation rows, overall and per corpus."""
-    picks = calibration_rows(ROWS)
+    predictor = Predictor()  # the rule's sensitivity runs at the constants in force are the table's own
+    picks = calibration_rows(ROWS, predictor)
     values, sets = current_values(picks), constants_by_row(picks)
-    predictor = Predictor()
     print(f"{'id':14} {'stated':>8} {'as user':>8}  options the row states that a user would leave to podsim")
-    rows = []
+    scored = []  # (corpus, stated error, as-user error or None where refused) of the validation rows
     for row in ROWS:
+        rec = record(row, predictor.summary(row, values), sets.get(row.id, ()))
         user = as_user(row)
-        stated_e = error(row, predictor.step_s(row, values))
         differs = [f"{k}={getattr(row.options, k)}" for k in vars(row.options) if getattr(row.options, k) != getattr(user.options, k)]
         try:
-            user_e, cell = (e := error(row, predictor.step_s(user, values))), f"{e:+8.1%}"
+            user_e = error(row, predictor.step_s(user, values))
+            cell = f"{user_e:+8.1%}"
         except PodsimError as exc:  # podsim refuses the run as given: a miss of the defaults, counted apart
-            user_e, cell, differs = None, f"{'refused':>8}", [*differs, f"refused: {str(exc)[:120]}"]
-        rec = record(row, predictor.summary(row, values), sets.get(row.id, ()))
-        scored = not rec["calibration"] and not rec.get("unscored")
-        rows.append((row, stated_e, user_e, scored))
-        print(f"{row.id:14} {stated_e:+8.1%} {cell}  {', '.join(differs) or '(none)'}{'' if scored else '  [not scored]'}", flush=True)
-    for corpus in (None, *sorted({r.corpus for r, *_ in rows})):
-        refused = sum(1 for r, _, b, ok in rows if ok and b is None and (corpus is None or r.corpus == corpus))
-        stated = [abs(a) for r, a, _, ok in rows if ok and (corpus is None or r.corpus == corpus)]
-        got = [abs(b) for r, _, b, ok in rows if ok and b is not None and (corpus is None or r.corpus == corpus)]
+            user_e, cell = None, f"{'refused':>8}"
+            differs.append(f"refused: {str(exc)[:120]}")
+        ok = not rec["calibration"] and not rec.get("unscored")
+        if ok:
+            scored.append((row.corpus, rec["error"], user_e))
+        print(f"{row.id:14} {rec['error']:+8.1%} {cell}  {', '.join(differs) or '(none)'}{'' if ok else '  [not scored]'}", flush=True)
+    for corpus in (None, *sorted({c for c, *_ in scored})):
+        group = [(a, b) for c, a, b in scored if corpus in (None, c)]
+        stated, got = [abs(a) for a, _ in group], [abs(b) for _, b in group if b is not None]
+        refused = len(group) - len(got)
         if got:
             print(f"{corpus or 'every validation row':>22} ({len(stated):2}): stated median |error| {statistics.median(stated):.1%} "
                   f"(max {max(stated):.1%}); as a user would give them {statistics.median(got):.1%} "

@@ -33,7 +33,7 @@ from podsim.validation.maxtext_rows import (
     maxtext_tflops_per_device,
 )
 from podsim.validation.quality import unscored_reason
-from podsim.validation.row import Row
+from podsim.validation.row import Row, row_key
 from podsim.validation.split import (
     HOST_CONSTANTS,
     MIN_SENSITIVITY,
@@ -462,3 +462,9 @@ def test_as_user_keeps_the_runs_configuration_and_leaves_the_rest_to_the_default
     for f in dataclasses.fields(GenerateOptions):
         if f.name not in USER_OPTIONS:
             assert getattr(m11.options, f.name) == getattr(default, f.name), f.name
+    for row in ROWS:  # every row: only its options change, each USER_OPTIONS kept, every other field the default
+        user = as_user(row)
+        assert row_key(replace(user, options=row.options)) == row_key(row), row.id
+        for f in dataclasses.fields(GenerateOptions):
+            want = getattr(row.options if f.name in USER_OPTIONS else default, f.name)
+            assert getattr(user.options, f.name) == want, (row.id, f.name)

@@ -196,8 +196,8 @@ def _option(component: str, field: str) -> str:
 
 
 def _spec(component: str, **fields) -> FailureSpec:
-    """The FailureSpec of these fields, its process checked too, or one line naming the option and
-    what it must be."""
+    """The FailureSpec of these fields (an availability's MTBF range checked too, the process not
+    built), or one line naming the option and what it must be."""
     try:
         spec = FailureSpec(**fields)
     except ValidationError as exc:

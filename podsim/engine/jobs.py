@@ -139,7 +139,7 @@ def place_slices(gen_id: str | Generation, shape: str | tuple[int, ...], count: 
     if spec.kind not in ("cubes", "rectangle"):
         hint = ""
         if spec.kind == "gpu":
-            n, pod = count * math.prod(spec.shape), math.prod(gen.pod_shape)
+            n, pod = count * spec.chips, gen.pod_chips
             hint = (f": a GPU pod's nodes share one switched fabric, so give the {n} GPUs as one slice (--slice {n})" if n <= pod else
                     f"; {n} GPUs are more than the {pod} of one {gen.id} pod, the most podsim models as one job")
         raise PodsimError(f"a multislice job takes whole-cube or rectangular slices; {gen.id} {spec} is a {spec.kind} slice{hint}")

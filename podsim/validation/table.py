@@ -107,9 +107,12 @@ def row_study(row: Row, recompute: str | bool | None = None) -> StepStudy:
 USER_OPTIONS = ("recompute", "microbatches", "precision", "optimizer", "input_pipeline", "input_rate_per_host",
                 "capacity_factor")
 """What a user gives podsim for a published run beside its model, plan, slices and batch: what the run's
-configuration names (its remat policy, micro-batches, matmul precision, optimizer, input pipeline, MoE
-capacity). Everything else (collective matmul, attention kernel, sequence parallelism, overlap, wire
-dtypes, TF1 settings, mesh order) the row states from its code, and a user would leave to podsim's defaults."""
+configuration names (its remat policy, micro-batches, matmul precision, optimizer, input pipeline and
+rate, MoE capacity). Everything else (which matmuls are quantised, collective matmul, attention kernel,
+sequence parallelism, overlap, wire dtypes, TF1 settings, mesh order and mapping) the row states from
+its code, and a user would leave to podsim's defaults. (Two TF1 settings are flags of the MLPerf runs'
+run_and_time.sh, not code: the replicas per chip, `num_cores`, and the batch-norm group,
+`distributed_group_size`; they are left to the defaults with the rest of TF1's.)"""
 
 
 def as_user(row: Row) -> Row:
