@@ -168,6 +168,7 @@ def _plan_job(job: Job, pool: RouterPool, efficiency: float | None, fast_path: b
             return plans, choices, patterns, router
         why = "the fast path is off" if not fast_path else fold_reason(pool.placement, patterns, router.symmetry, jobs)
         for key, plan, n, pat in over:
+            err = f"{pat.name}: {n:,} flows, over the budget of {limit:,} flows (--max-flows)"
             try:
                 router.check_budget(pat)
             except PodsimError as e:
