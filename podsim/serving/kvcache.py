@@ -101,6 +101,13 @@ def _most_chunk_padding(buckets: tuple[int, ...], tokens: int, chunks: int) -> i
     return math.floor(best + 1e-9)
 
 
+def static_batch_shape(policy: BatchPolicy, context: int) -> tuple[int, int]:
+    """(rows, prompt length) a static batch runs at most: the largest of `batch_sizes` (else
+    max_batch) and the largest bucket (else the model's `context`)."""
+    return (policy.batch_sizes[-1] if policy.batch_sizes else policy.max_batch,
+            policy.buckets[-1] if policy.buckets else context)
+
+
 def step_workspace_shape(policy: BatchPolicy, beams: int, context: int) -> tuple[int, int]:
     """(tokens, sampled positions) of the largest step a replica runs under `policy`, padded as
     the engine pads it: what its workspace (`InferenceShard.workspace_bytes`) is sized for.
@@ -117,8 +124,7 @@ def step_workspace_shape(policy: BatchPolicy, beams: int, context: int) -> tuple
         decode_pad = beams * _most_padding(policy.batch_sizes, policy.max_seqs)
         chunk_pad = _most_chunk_padding(policy.buckets, real, chunks)
         return real + decode_pad + chunk_pad, policy.max_seqs * beams + decode_pad
-    rows = policy.batch_sizes[-1] if policy.batch_sizes else policy.max_batch
-    longest = policy.buckets[-1] if policy.buckets else context
+    rows, longest = static_batch_shape(policy, context)
     return max(min(policy.token_budget, rows * longest), rows * beams), rows * beams
 
 

@@ -31,7 +31,7 @@ import simpy
 
 from podsim.errors import PodsimError
 from podsim.serving.engines import EngineModel, resolve_engine
-from podsim.serving.kvcache import KvBudget, kv_budget, step_workspace_shape
+from podsim.serving.kvcache import KvBudget, kv_budget, static_batch_shape, step_workspace_shape
 from podsim.serving.records import RequestLog
 from podsim.serving.replica import Replica
 from podsim.serving.saxclient import SaxRetries
@@ -77,8 +77,7 @@ class ServingSim(SaxmlFrontEnd):
             # prompts' KV only), then the decode loop, whose output KV buffers are made after the
             # fprop (see _check_saxml_cache): the cache sits beside a decode step's workspace
             # praxis's dense prefill also holds a layer's logits and probabilities
-            rows = pol.batch_sizes[-1] if pol.batch_sizes else pol.max_batch
-            longest = max(pol.buckets) if pol.buckets else self.shard.cfg.seq_len
+            rows, longest = static_batch_shape(pol, self.shard.cfg.seq_len)
             dense = self.shard.dense_logits_live_bytes(rows * longest * longest) if self.engine.logits_materialised else 0.0
             self.prefill_workspace_bytes = self.shard.workspace_bytes(rows * longest, rows) + dense
             max_tokens = max_seqs = rows * beams
