@@ -25,7 +25,6 @@ from pydantic import ConfigDict, Field, ValidationError, model_validator
 from podsim import quantities as q
 from podsim.errors import PodsimError, first_error
 from podsim.trace import model_sources as src
-from podsim.trace.model_sources import MAXTEXT_COMMIT  # noqa: F401 (validation's MaxText rows cite it from here)
 
 
 class TransformerConfig(q.NoBoolNumbers):

@@ -65,8 +65,9 @@ The v5p figures first appear in 76bd53b itself, whose code halves the count and 
 
 from __future__ import annotations
 
-from podsim.trace.configs import MAXTEXT_COMMIT, PRESETS, TransformerConfig
+from podsim.trace.configs import PRESETS, TransformerConfig
 from podsim.trace.generate import GenerateOptions
+from podsim.trace.model_sources import MAXTEXT_COMMIT
 from podsim.validation.row import MAXTEXT_REMAT, Row, Series
 
 MAXTEXT_PUBLISHED = "2023-12-15"  # the commit that added both READMEs (76bd53b)
