@@ -96,10 +96,13 @@ class Fraction:
     ref: str  # the source id, or '' (calibration: the row is the split's pick; none: see `note`)
     note: str
 
+    def basis_words(self) -> str | None:
+        """What its basis says in a few words ('source eff.2', 'calibrated on a validation row'); None without one."""
+        return {"source": f"source {self.ref}", "calibration": "calibrated on a validation row"}.get(self.basis)
+
     def text(self) -> str:
         """'0.923 (source eff.2)', '0.752 (calibration)', '1.0 (no basis: ...)'."""
-        what = {"source": f"source {self.ref}", "calibration": "calibrated on a validation row"}.get(self.basis, f"no basis: {self.note}")
-        return f"{self.value:.3f} ({what})"
+        return f"{self.value:.3f} ({self.basis_words() or f'no basis: {self.note}'})"
 
 
 def fraction(name: str) -> Fraction:
@@ -125,7 +128,7 @@ def basis_rows(names: Iterable[str]) -> list[dict]:
     for name in names:
         f = fraction(name)
         _, kind, precision = parse_name(name)
-        why = {"source": f"source {f.ref}", "calibration": "calibrated on a validation row"}.get(f.basis)
+        why = f.basis_words()
         if why is None:
             why = ("no basis: the bf16 fraction of this peak" if kind == MATMUL and precision != "bf16"
                    else "no basis: the vendor's figure, no derating")
