@@ -111,7 +111,8 @@ def compute_constants_text(result: StepResult, efficiency: float | None = None) 
 
 
 def compute_constants_rows(result: StepResult, efficiency: float | None = None) -> list[dict]:
-    """`compute_constants_text` as records (name, value, basis, source, why): `podsim steptime --json`'s."""
+    """`compute_constants_text` as records (name, value, basis, source, why): a step result's
+    `compute_constants` table (podsim.scenario.run.step_parts), in `podsim steptime` and `podsim run`'s JSON."""
     return basis_rows(compute_constants(result, efficiency))
 
 
